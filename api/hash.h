@@ -1,0 +1,22 @@
+// A stable 128-bit content hash (of canonical JSON and other byte strings). The algorithm is
+// fixed forever: static pod UIDs derive from it, so a change would restart every static pod.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace nodeagent::api {
+
+struct Hash128 {
+  uint64_t high = 0;
+  uint64_t low = 0;
+  bool operator==(const Hash128&) const = default;
+  auto operator<=>(const Hash128&) const = default;
+  // 32 lower-case hex digits.
+  std::string toHex() const;
+};
+
+Hash128 hash128(std::string_view bytes);
+
+}  // namespace nodeagent::api

@@ -1,0 +1,41 @@
+// The one decode path for pods: JSON (from YAML via api/yaml.h, or from the apiserver) ->
+// decodePod -> typed Pod with its canonical raw JSON and hashes. Includes nlohmann/json: include
+// it from .cpp files only.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "api/pod.h"
+#include "base/status.h"
+
+namespace nodeagent::api {
+
+// Builds the typed view of a v1 Pod. Wrong types and malformed values are InvalidArgument errors
+// naming the field path ("spec.containers[0].ports[1].containerPort: expected an integer").
+// Does not default or validate (config/ does that for static pods). Never throws.
+base::StatusOr<Pod> decodePod(const nlohmann::json& object);
+base::StatusOr<PodPtr> decodePodPtr(const nlohmann::json& object);
+// Parses JSON text then decodes.
+base::StatusOr<Pod> decodePodJson(std::string_view json_text);
+
+// The pod as JSON: exactly the object it was decoded from (unknown fields included).
+nlohmann::json encodePod(const Pod& pod);
+
+// New pods derived from an old one (the old is untouched): the keys in `set` are set, the keys in
+// `remove` removed.
+base::StatusOr<PodPtr> withAnnotations(const Pod& pod, const StringMap& set,
+                                       const std::vector<std::string>& remove = {});
+// Replaces `status` wholesale with the typed status.
+base::StatusOr<PodPtr> withStatus(const Pod& pod, const PodStatus& status);
+// Applies an arbitrary edit to the pod's JSON and decodes the result.
+base::StatusOr<PodPtr> withJsonEdit(const Pod& pod, const std::function<void(nlohmann::json&)>& edit);
+
+nlohmann::json encodePodStatus(const PodStatus& status);
+base::StatusOr<PodStatus> decodePodStatus(const nlohmann::json& status);
+
+}  // namespace nodeagent::api

@@ -1,0 +1,55 @@
+#include "test/support/test_util.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace nodeagent::testing {
+
+TempDir::TempDir(const std::string& prefix) {
+  auto base = std::filesystem::temp_directory_path() / (prefix + "-XXXXXX");
+  std::string templ = base.string();
+  if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + templ);
+  path_ = templ;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (true) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= end) return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void writeFile(const std::filesystem::path& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+  out << content;
+}
+
+std::string readFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::filesystem::path binaryPath(const std::string& name) {
+  return std::filesystem::path(NODEAGENT_BINARY_DIR) / name;
+}
+
+std::filesystem::path testDataPath(const std::string& relative) {
+  return std::filesystem::path(NODEAGENT_TEST_DATA_DIR) / relative;
+}
+
+}  // namespace nodeagent::testing
