@@ -94,10 +94,9 @@ void defaultPod(json& pod) {
       }
     }
   }
-  json& status = pod["status"];
-  if (!status.is_object()) status = json::object();
-  if (!status.contains("phase")) status["phase"] = "Pending";
-  if (!status.contains("qosClass")) status["qosClass"] = "BestEffort";
+  // Like kube-apiserver, a created pod starts with a fresh status; writers set it through
+  // pods/status.
+  pod["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
 }
 
 base::Status validatePod(const ResourceInfo& res, const json& pod) {

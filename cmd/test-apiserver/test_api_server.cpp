@@ -45,7 +45,10 @@ std::string param(const httplib::Request& req, const char* key) {
   return req.has_param(key) ? req.get_param_value(key) : "";
 }
 
-bool truthy(const std::string& v) { return v == "true" || v == "1"; }
+// Go's strconv.ParseBool, which kube-apiserver uses for query flags (python sends "True").
+bool truthy(const std::string& v) {
+  return v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True";
+}
 
 std::string mediaType(const std::string& content_type) {
   auto semi = content_type.find(';');
@@ -299,6 +302,10 @@ class TestApiServer::Impl {
     json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object()) {
       return sendCode(res, 400, "the body of a /_test/ request must be a JSON object");
+    }
+    if (req.path == "/_test/status") {
+      return sendJson(res, 200, {{"watches", store_.watcherCount()},
+                                 {"resourceVersion", std::to_string(store_.resourceVersion())}});
     }
     if (req.method != "POST") return sendCode(res, 405, "use POST");
     if (req.path == "/_test/close-watches") {

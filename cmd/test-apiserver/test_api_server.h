@@ -23,6 +23,7 @@
 //                                        code (429 adds Retry-After: 1)
 //   POST /_test/latency {"ms":200}       delays every later response (0 turns it off)
 //   POST /_test/compact                  drops the watch history: older resourceVersions get 410
+//   GET  /_test/status                   {"watches":N,"resourceVersion":"RV"} (tests wait on it)
 //
 // Threading: every public method may be called from any thread. Requests run on a pool of
 // `threads` threads; each open watch holds one of them.

@@ -79,7 +79,9 @@ TEST_CASE("store: create fills uid, timestamps, resourceVersion and pod defaults
   FakeClock clock;
   clock.setWallTime(nodeagent::base::SystemTime(std::chrono::seconds(1714564800)));
   Store store(clock, fastOptions());
-  auto created = store.create("pods", "default", pod("web"));
+  json with_status = pod("web");
+  with_status["status"] = {{"phase", "Running"}};
+  auto created = store.create("pods", "default", with_status);
   REQUIRE(created.ok());
   const json& p = *created;
   CHECK(p["kind"] == "Pod");
