@@ -138,6 +138,8 @@ class TestApiServer::Impl {
     }
     const int threads = options_.threads;
     server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    // Without TCP_NODELAY every small response or watch event can sit out a delayed ACK (40 ms).
+    server_->set_tcp_nodelay(true);
     server_->set_keep_alive_max_count(100000);
     server_->set_keep_alive_timeout(30);
     server_->set_read_timeout(30);

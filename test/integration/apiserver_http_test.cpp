@@ -38,6 +38,7 @@ class WatchReader {
   WatchReader(int port, std::string path, httplib::Headers headers = {})
       : client_("127.0.0.1", port),
         thread_([this, path = std::move(path), headers = std::move(headers)] {
+          client_.set_read_timeout(60, 0);
           auto res = client_.Get(path.c_str(), headers, [this](const char* data, size_t len) {
             std::lock_guard lock(mu_);
             buffer_.append(data, len);
