@@ -295,7 +295,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
                  api::podRef(*options.pod), options.pod->metadata.uid);
       return;
     }
-    const auto& uid = options.pod->metadata.uid;
+    const std::string uid = options.pod->metadata.uid;  // a copy: options.pod may be replaced
     auto existing = statuses_.find(uid);
     if (options.runtime_pod && existing != statuses_.end() && !existing->second->runtime_pod) {
       // Config still knows this pod: kill the config pod rather than a runtime-only copy.
@@ -722,7 +722,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   // Drops a status from every index; an in-flight coroutine notices through isCurrent().
-  void retireLocked(const StatusPtr& st) {
+  void retireLocked(StatusPtr st) {  // by value: erasing the map entry must not free it
     if (isCurrent(st)) statuses_.erase(st->uid);
     queue_.erase(st->uid);
     st->pending.reset();

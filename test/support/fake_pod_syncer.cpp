@@ -52,17 +52,28 @@ asio::awaitable<bool> FakePodSyncer::record(Call call, std::stop_token cancel, s
 
   auto waiter = std::make_shared<Waiter>();
   waiter->executor = co_await asio::this_coro::executor;
+  {
+    std::lock_guard lock(mu_);
+    waiters_.push_back(waiter);
+  }
+  // NOTE: the initiation captures only pointers: GCC 12 can destroy non-trivial temporaries of a
+  // co_await expression twice.
+  Waiter* raw = waiter.get();
+  std::stop_token* token = &cancel;
   co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
-      [this, waiter, &cancel](auto handler) {
+      [this, raw, token](auto handler) {
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        std::function<void()> resume = [shared]() mutable { (*shared)(); };
+        bool released = false;
         {
           std::lock_guard lock(mu_);
-          waiter->resume = [shared]() mutable { (*shared)(); };
-          waiters_.push_back(waiter);
+          released = raw->done;
+          if (!released) raw->resume = resume;
         }
-        Waiter* raw = waiter.get();
+        // Released before it suspended: resume at once (through the executor).
+        if (released) asio::post(raw->executor, std::move(resume));
         // Runs at once when the token has already fired.
-        waiter->on_stop.emplace(cancel, std::function<void()>([this, raw] { wake(raw, true); }));
+        raw->on_stop.emplace(*token, std::function<void()>([this, raw] { wake(raw, true); }));
       },
       asio::use_awaitable);
   waiter->on_stop.reset();
@@ -193,15 +204,16 @@ void FakePodSyncer::stopHolding() {
 }
 
 void FakePodSyncer::release() {
-  std::vector<std::shared_ptr<Waiter>> waiters;
+  std::vector<std::pair<asio::any_io_executor, std::function<void()>>> resumes;
   {
     std::lock_guard lock(mu_);
-    waiters.swap(waiters_);
-    for (auto& w : waiters) w->done = true;
+    for (auto& w : waiters_) {
+      w->done = true;
+      if (w->resume) resumes.emplace_back(w->executor, std::move(w->resume));
+    }
+    waiters_.clear();
   }
-  for (auto& w : waiters) {
-    if (w->resume) asio::post(w->executor, std::move(w->resume));
-  }
+  for (auto& [ex, resume] : resumes) asio::post(ex, std::move(resume));
 }
 
 size_t FakePodSyncer::heldCount() const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "api/pod_update.h"
+#include "base/log.h"
 #include "podworkers/pod_workers.h"
 #include "test/support/fake_clock.h"
 #include "test/support/fake_pod_syncer.h"
@@ -79,6 +80,7 @@ KillPodOptions killOptions(std::optional<int64_t> grace = std::nullopt,
 struct Harness {
   explicit Harness(podworkers::PodWorkersOptions options = {}, double random = 0.0)
       : random_(random) {
+    base::initLogging({.verbosity = 0, .quiet = true});
     workers = std::make_unique<podworkers::BasicPodWorkers>(ioc.get_executor(), clock, random_,
                                                             syncer, options);
   }
