@@ -22,9 +22,8 @@ void FakeRuntime::emit(ContainerEvent event) {
     handler = handler_;
   }
   if (!handler) return;
-  asio::post(event_executor_, [handler = std::move(handler), event = std::move(event)] {
-    handler(event);
-  });
+  asio::post(event_executor_,
+             [handler = std::move(handler), event = std::move(event)] { handler(event); });
 }
 
 void FakeRuntime::record(Action action) {
@@ -118,9 +117,9 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
     pod_of_container_[status.id.id] = uid;
     rec.containers.push_back(status);
   }
-  emit(ContainerEvent{start_error.ok() ? ContainerEvent::Type::kStarted
-                                       : ContainerEvent::Type::kDied,
-                      uid, status.id, status.name});
+  emit(ContainerEvent{
+      start_error.ok() ? ContainerEvent::Type::kStarted : ContainerEvent::Type::kDied, uid,
+      status.id, status.name});
   if (!start_error.ok()) co_return start_error;
   co_return status.id;
 }
@@ -138,10 +137,10 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
       co_return base::notFoundError("container " + id.toString() + " not found");
     }
     name = c->name;
-    int64_t grace = grace_override ? *grace_override
-                                   : (pod ? std::max(podGracePeriodSeconds(*pod),
-                                                     kMinimumGracePeriodSeconds)
-                                          : kDefaultTerminationGracePeriodSeconds);
+    int64_t grace = grace_override
+                        ? *grace_override
+                        : (pod ? std::max(podGracePeriodSeconds(*pod), kMinimumGracePeriodSeconds)
+                               : kDefaultTerminationGracePeriodSeconds);
     record(Action{Action::Kind::kKill, uid, c->name, c->restart_count, id, grace_override, grace,
                   reason});
     if (c->state == ContainerState::kRunning || c->state == ContainerState::kCreated) {
@@ -165,7 +164,8 @@ asio::awaitable<base::Status> FakeRuntime::killPod(api::PodPtr pod, Pod running_
       errors += (errors.empty() ? "" : "; ") + s.message();
     }
   }
-  if (!errors.empty()) co_return base::unknownError("killing pod " + running_pod.uid + ": " + errors);
+  if (!errors.empty())
+    co_return base::unknownError("killing pod " + running_pod.uid + ": " + errors);
   co_return base::okStatus();
 }
 

@@ -98,43 +98,44 @@ std::vector<std::string> preStopCommand(const api::Container& c) {
 }
 
 // Runs `tasks` concurrently on the current executor; completes with every result once all end.
-asio::awaitable<std::vector<base::Status>> runAll(std::vector<asio::awaitable<base::Status>> tasks) {
+asio::awaitable<std::vector<base::Status>> runAll(
+    std::vector<asio::awaitable<base::Status>> tasks) {
   if (tasks.empty()) co_return std::vector<base::Status>{};
   auto ex = co_await asio::this_coro::executor;
-  co_return co_await asio::async_initiate<decltype(asio::use_awaitable),
-                                          void(std::vector<base::Status>)>(
-      [&tasks, ex](auto handler) {
-        using Handler = decltype(handler);
-        struct Join {
-          std::mutex mu;
-          size_t remaining = 0;
-          std::vector<base::Status> results;
-          std::unique_ptr<Handler> handler;
-        };
-        auto join = std::make_shared<Join>();
-        join->remaining = tasks.size();
-        join->results.resize(tasks.size());
-        join->handler = std::make_unique<Handler>(std::move(handler));
-        for (size_t i = 0; i < tasks.size(); ++i) {
-          asio::co_spawn(ex, std::move(tasks[i]),
-                         [join, i, ex](std::exception_ptr e, base::Status s) {
-                           std::unique_ptr<Handler> done;
-                           std::vector<base::Status> results;
-                           {
-                             std::lock_guard lock(join->mu);
-                             join->results[i] =
-                                 e ? base::internalError("unexpected exception") : std::move(s);
-                             if (--join->remaining > 0) return;
-                             done = std::move(join->handler);
-                             results = std::move(join->results);
-                           }
-                           asio::post(ex, [h = std::move(done), r = std::move(results)]() mutable {
-                             (*h)(std::move(r));
-                           });
-                         });
+  // GCC 12 destroys the captures of a temporary lambda inside a co_await expression twice:
+  // the initiation lives in a named variable.
+  auto initiation = [&tasks, ex](auto handler) {
+    using Handler = decltype(handler);
+    struct Join {
+      std::mutex mu;
+      size_t remaining = 0;
+      std::vector<base::Status> results;
+      std::unique_ptr<Handler> handler;
+    };
+    auto join = std::make_shared<Join>();
+    join->remaining = tasks.size();
+    join->results.resize(tasks.size());
+    join->handler = std::make_unique<Handler>(std::move(handler));
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      asio::co_spawn(ex, std::move(tasks[i]), [join, i, ex](std::exception_ptr e, base::Status s) {
+        std::unique_ptr<Handler> done;
+        std::vector<base::Status> results;
+        {
+          std::lock_guard lock(join->mu);
+          join->results[i] = e ? base::internalError("unexpected exception") : std::move(s);
+          if (--join->remaining > 0) return;
+          done = std::move(join->handler);
+          results = std::move(join->results);
         }
-      },
-      asio::use_awaitable);
+        asio::post(ex,
+                   [h = std::move(done), r = std::move(results)]() mutable { (*h)(std::move(r)); });
+      });
+    }
+  };
+  auto results =
+      co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::vector<base::Status>)>(
+          initiation, asio::use_awaitable);
+  co_return results;
 }
 
 }  // namespace
@@ -224,10 +225,10 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       handler = handler_;
     }
     if (!handler || stopped_) return;
-    asio::post(strand_, [self = shared_from_this(), handler = std::move(handler),
-                         event = std::move(event)] {
-      if (!self->stopped_) handler(event);
-    });
+    asio::post(strand_,
+               [self = shared_from_this(), handler = std::move(handler), event = std::move(event)] {
+                 if (!self->stopped_) handler(event);
+               });
   }
 
   // Watches the shim's pidfd on the strand; onShimExit runs when it ends.
@@ -330,46 +331,48 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   asio::awaitable<bool> waitExit(std::string id, base::Duration timeout) {
     auto ex = co_await asio::this_coro::executor;
     auto self = shared_from_this();
-    co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(bool)>(
-        [self, id, ex, timeout](auto handler) {
-          using Handler = decltype(handler);
-          struct Op {
-            std::mutex mu;
-            std::unique_ptr<Handler> handler;
-            base::TimerPtr timer;  // touched on `ex` only
-          };
-          auto op = std::make_shared<Op>();
-          op->handler = std::make_unique<Handler>(std::move(handler));
-          auto complete = [op, ex](bool exited) {
-            std::unique_ptr<Handler> h;
-            {
-              std::lock_guard lock(op->mu);
-              if (!op->handler) return;
-              h = std::move(op->handler);
-            }
-            asio::post(ex, [op, h = std::move(h), exited]() mutable {
-              op->timer.reset();  // breaks the op -> timer -> callback -> op cycle
-              (*h)(exited);
-            });
-          };
-          bool exited = false;
-          {
-            std::lock_guard lock(self->mu_);
-            auto it = self->records_.find(id);
-            if (it == self->records_.end() || it->second.state.status == ShimStatus::kExited) {
-              exited = true;
-            } else {
-              it->second.exit_waiters.push_back([complete] { complete(true); });
-            }
-          }
-          if (exited) {
-            complete(true);
-            return;
-          }
-          op->timer = self->clock_.makeTimer(ex);
-          op->timer->asyncWaitFor(timeout, [complete] { complete(false); });
-        },
-        asio::use_awaitable);
+    // A named initiation: see runAll.
+    auto initiation = [self, id, ex, timeout](auto handler) {
+      using Handler = decltype(handler);
+      struct Op {
+        std::mutex mu;
+        std::unique_ptr<Handler> handler;
+        base::TimerPtr timer;  // touched on `ex` only
+      };
+      auto op = std::make_shared<Op>();
+      op->handler = std::make_unique<Handler>(std::move(handler));
+      auto complete = [op, ex](bool exited) {
+        std::unique_ptr<Handler> h;
+        {
+          std::lock_guard lock(op->mu);
+          if (!op->handler) return;
+          h = std::move(op->handler);
+        }
+        asio::post(ex, [op, h = std::move(h), exited]() mutable {
+          op->timer.reset();  // breaks the op -> timer -> callback -> op cycle
+          (*h)(exited);
+        });
+      };
+      bool exited = false;
+      {
+        std::lock_guard lock(self->mu_);
+        auto it = self->records_.find(id);
+        if (it == self->records_.end() || it->second.state.status == ShimStatus::kExited) {
+          exited = true;
+        } else {
+          it->second.exit_waiters.push_back([complete] { complete(true); });
+        }
+      }
+      if (exited) {
+        complete(true);
+        return;
+      }
+      op->timer = self->clock_.makeTimer(ex);
+      op->timer->asyncWaitFor(timeout, [complete] { complete(false); });
+    };
+    bool exited = co_await asio::async_initiate<decltype(asio::use_awaitable), void(bool)>(
+        initiation, asio::use_awaitable);
+    co_return exited;
   }
 
   // SIGTERM or SIGKILL to the container's process group, through its shim (which knows whether
@@ -396,8 +399,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     std::string shim_log = (dir / kShimLogFileName).string();
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0640);
+    posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
     posix_spawn_file_actions_adddup2(&fa, ready_fd, 3);
     sigset_t none;
     sigset_t all;
@@ -406,8 +408,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     // Its own session: the agent's terminal, process group and death do not reach it.
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     std::string shim = options_.shim_path.string();
     std::string dir_s = dir.string();
     char run[] = "run";
@@ -495,8 +497,8 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
     if (sc.run_as_user) config.uid = static_cast<uint32_t>(*sc.run_as_user);
     if (sc.run_as_group) config.gid = static_cast<uint32_t>(*sc.run_as_group);
   }
-  config.no_new_privs = container.security_context &&
-                        container.security_context->allow_privilege_escalation == false;
+  config.no_new_privs =
+      container.security_context && container.security_context->allow_privilege_escalation == false;
   fs::path log = logPath(pod->metadata.namespace_, pod->metadata.name, pod->metadata.uid,
                          container.name, attempt);
   config.log_path = log.string();
@@ -511,8 +513,8 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
   fs::create_directories(log.parent_path(), ec);
   if (ec) {
     fs::remove_all(dir, ec);
-    co_return base::internalError(where + ": create log directory " +
-                                  log.parent_path().string() + ": " + ec.message());
+    co_return base::internalError(where + ": create log directory " + log.parent_path().string() +
+                                  ": " + ec.message());
   }
   std::string error;
   if (!writeFileAtomic((dir / kConfigFileName).string(), encodeShimConfig(config), error)) {
@@ -577,7 +579,14 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
   std::string text;
   const bool have_state = readWholeFile((dir / kStateFileName).string(), text, error) &&
                           decodeShimState(text, st, error);
-  if (line.rfind("ok ", 0) == 0 && have_state && st.status == ShimStatus::kRunning) {
+  if (line.rfind("ok ", 0) == 0 && have_state && st.status != ShimStatus::kCreated) {
+    // A quick container may have ended already: report it running first, then its exit.
+    ShimState running = st;
+    running.status = ShimStatus::kRunning;
+    running.finished_at = 0;
+    running.exit_code = 0;
+    running.signal = 0;
+    running.reason.clear();
     bool emit_started = false;
     {
       std::lock_guard lock(mu_);
@@ -585,7 +594,7 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
       if (it != records_.end()) {
         it->second.starting = false;
         if (it->second.state.status == ShimStatus::kCreated) {
-          it->second.state = st;
+          it->second.state = running;
           emit_started = true;
         }
       }
@@ -596,6 +605,7 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
       emit(ContainerEvent{ContainerEvent::Type::kStarted, pod->metadata.uid,
                           ContainerId{"process", id}, container.name});
     }
+    if (st.status == ShimStatus::kExited) finishExit(id, st);
     co_return ContainerId{"process", id};
   }
   std::string message;
@@ -717,8 +727,7 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
   signalContainer(id.id, SIGKILL);
   if (co_await waitExit(id.id, kKillTimeout)) co_return base::okStatus();
   co_return base::deadlineExceededError("container " + id.toString() + " is still running " +
-                                        std::to_string(kKillTimeout.count()) +
-                                        "s after SIGKILL");
+                                        std::to_string(kKillTimeout.count()) + "s after SIGKILL");
 }
 
 void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, ShimState state) {
@@ -741,8 +750,7 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
   r.state = state;
   if (state.status != ShimStatus::kExited) {
     std::shared_ptr<Fd> pidfd;
-    if (same_boot && state.shim_pid > 0 &&
-        processAlive(state.shim_pid, state.shim_start_ticks)) {
+    if (same_boot && state.shim_pid > 0 && processAlive(state.shim_pid, state.shim_start_ticks)) {
       pidfd = std::make_shared<Fd>(pidfdOpen(state.shim_pid));
       // Checked again with the pidfd held: the pid cannot be reused behind our back any more.
       if (pidfd->fd < 0 || !processAlive(state.shim_pid, state.shim_start_ticks)) pidfd.reset();
@@ -755,8 +763,8 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
         records_[id] = std::move(r);
       }
       watch(id, pidfd);
-      log_->info("Adopted container pod={}/{} container={} id={} pid={}", ns, name, container,
-                 id, state.pid);
+      log_->info("Adopted container pod={}/{} container={} id={} pid={}", ns, name, container, id,
+                 state.pid);
       return;
     }
     if (!same_boot) {
@@ -806,8 +814,7 @@ base::Status ProcessRuntime::State::recover() {
     }
     ShimState state;
     const fs::path state_path = entry.path() / kStateFileName;
-    if (!readWholeFile(state_path.string(), text, error) ||
-        !decodeShimState(text, state, error)) {
+    if (!readWholeFile(state_path.string(), text, error) || !decodeShimState(text, state, error)) {
       // No shim ever recorded anything: it never started.
       state = ShimState{};
       state.boot_id = currentBootId();

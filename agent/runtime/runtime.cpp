@@ -40,7 +40,8 @@ std::string_view startErrorReason(const base::Status& status) {
 }
 
 int64_t podGracePeriodSeconds(const api::Pod& pod) {
-  if (pod.metadata.deletion_grace_period_seconds) return *pod.metadata.deletion_grace_period_seconds;
+  if (pod.metadata.deletion_grace_period_seconds)
+    return *pod.metadata.deletion_grace_period_seconds;
   if (pod.spec.termination_grace_period_seconds) return *pod.spec.termination_grace_period_seconds;
   return kDefaultTerminationGracePeriodSeconds;
 }
@@ -115,8 +116,8 @@ std::string expandVars(std::string_view input,
       auto close = input.find(')', i + 2);
       if (close != std::string_view::npos) {
         std::string_view name = input.substr(i + 2, close - i - 2);
-        auto it = std::find_if(env.begin(), env.end(),
-                               [&](const auto& kv) { return kv.first == name; });
+        auto it =
+            std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
         if (it != env.end() && !name.empty()) {
           out += it->second;
         } else {
@@ -144,14 +145,14 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerE
     if (var.field_ref) {
       auto value = resolveFieldRef(pod, var.field_ref->field_path, options);
       if (!value.ok()) {
-        return base::invalidArgumentError("container \"" + container.name + "\": env " +
-                                          var.name + ": " + value.status().message());
+        return base::invalidArgumentError("container \"" + container.name + "\": env " + var.name +
+                                          ": " + value.status().message());
       }
       setEnv(env, var.name, *value);
     } else if (!var.value_from_kind.empty() && var.value_from_kind != "fieldRef") {
-      return base::invalidArgumentError(
-          "container \"" + container.name + "\": env " + var.name + ": valueFrom." +
-          var.value_from_kind + " is not supported by nodeagent (only value and fieldRef)");
+      return base::invalidArgumentError("container \"" + container.name + "\": env " + var.name +
+                                        ": valueFrom." + var.value_from_kind +
+                                        " is not supported by nodeagent (only value and fieldRef)");
     } else {
       setEnv(env, var.name, expandVars(var.value, env));
     }

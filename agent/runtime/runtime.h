@@ -48,14 +48,14 @@ struct ContainerStatus {
   base::SystemTime created_at{};
   base::SystemTime started_at{};
   base::SystemTime finished_at{};
-  int exit_code = 0;  // 128+signal for a signal death (as kubelet reports it)
-  int signal = 0;     // the signal that ended it, 0 when it exited by itself
+  int exit_code = 0;   // 128+signal for a signal death (as kubelet reports it)
+  int signal = 0;      // the signal that ended it, 0 when it exited by itself
   std::string reason;  // "Completed" (exit 0), "Error", "ContainerCannotRun", ...
   std::string message;
   std::string image;
-  api::Hash128 hash;       // the spec hash the container was started with
-  int restart_count = 0;   // the attempt it was started as
-  int pid = 0;             // 0 when not running
+  api::Hash128 hash;      // the spec hash the container was started with
+  int restart_count = 0;  // the attempt it was started as
+  int pid = 0;            // 0 when not running
   std::filesystem::path log_path;
 };
 
@@ -143,8 +143,7 @@ class Runtime {
   virtual asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) = 0;
 
   // Every container of the pod (NotFound is never returned: an unknown UID gives an empty status).
-  virtual asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid,
-                                                                  std::string name,
+  virtual asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                                   std::string namespace_) = 0;
 
   // Starts `container` of `pod` as attempt `attempt` (its restart count) and completes once the

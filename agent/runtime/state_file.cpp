@@ -28,7 +28,9 @@ void put(std::string& out, std::string_view key, std::string_view value) {
   out += '\n';
 }
 
-void putInt(std::string& out, std::string_view key, long long v) { put(out, key, std::to_string(v)); }
+void putInt(std::string& out, std::string_view key, long long v) {
+  put(out, key, std::to_string(v));
+}
 
 std::string unescape(std::string_view v) {
   std::string out;

@@ -15,6 +15,7 @@
 // Single-threaded by design (so fork is safe here), and small: it links only the two pure
 // runtime files, no Asio and no logging library. It reads the real wall clock itself, as it is a
 // separate program outside the agent's injected-clock domain.
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -31,7 +32,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <string>
 #include <vector>
 
@@ -131,8 +131,10 @@ void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv
     std::string candidate = dir + "/" + file;
     ::execve(candidate.c_str(), args.data(), envp.data());
     // Like execvp: remember a permission problem, keep looking past missing files.
-    if (errno == EACCES) saved = EACCES;
-    else if (errno != ENOENT && errno != ENOTDIR) saved = errno;
+    if (errno == EACCES)
+      saved = EACCES;
+    else if (errno != ENOENT && errno != ENOTDIR)
+      saved = errno;
     start = end + 1;
   }
   errno = saved;
@@ -407,8 +409,7 @@ int Shim::run() {
           siginfo_t info{};
           // Peek first: while the exited leader is unreaped its process group id cannot be
           // reused, so killing the rest of the group cannot hit a stranger.
-          if (::waitid(P_PID, static_cast<id_t>(child_), &info, WEXITED | WNOHANG | WNOWAIT) ==
-                  0 &&
+          if (::waitid(P_PID, static_cast<id_t>(child_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
               info.si_pid == child_) {
             ::kill(-child_, SIGKILL);
             int wstatus = 0;

@@ -1,10 +1,9 @@
-#include <catch2/catch.hpp>
+#include "agent/runtime/cri_log.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "agent/runtime/cri_log.h"
 
 using namespace nodeagent::runtime;
 
@@ -95,9 +94,9 @@ TEST_CASE("cri log: rotated names sort by age and the oldest beyond max files ar
                                    "0.log.20231114-221320-2", "0.log.20231114-221320-10",
                                    "0.log.20231114-221321"};
   // max 3 files = the live log + 2 rotated: the 3 oldest go, clash counters compared as numbers.
-  CHECK(rotatedFilesToRemove(rotated, 3) ==
-        std::vector<std::string>{"0.log.20231114-221320", "0.log.20231114-221320-2",
-                                 "0.log.20231114-221320-10"});
+  CHECK(rotatedFilesToRemove(rotated, 3) == std::vector<std::string>{"0.log.20231114-221320",
+                                                                     "0.log.20231114-221320-2",
+                                                                     "0.log.20231114-221320-10"});
   CHECK(rotatedFilesToRemove(rotated, 6).empty());
   CHECK(rotatedFilesToRemove(rotated, 1).size() == 5);
 }

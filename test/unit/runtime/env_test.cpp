@@ -36,8 +36,7 @@ api::EnvVar fieldRef(std::string name, std::string path) {
 using Env = std::vector<std::pair<std::string, std::string>>;
 }  // namespace
 
-TEST_CASE("env: values, fieldRefs and extra env in order, with a default PATH",
-          "[unit][runtime]") {
+TEST_CASE("env: values, fieldRefs and extra env in order, with a default PATH", "[unit][runtime]") {
   api::Pod pod = makePod();
   api::Container c;
   c.name = "main";

@@ -1,9 +1,9 @@
-#include <catch2/catch.hpp>
+#include "agent/runtime/fake_runtime.h"
 
+#include <catch2/catch.hpp>
 #include <memory>
 #include <optional>
 
-#include "agent/runtime/fake_runtime.h"
 #include "test/support/fake_clock.h"
 
 using namespace nodeagent;

@@ -1,8 +1,9 @@
-#include <catch2/catch.hpp>
+#include "agent/runtime/state_file.h"
 
 #include <unistd.h>
 
-#include "agent/runtime/state_file.h"
+#include <catch2/catch.hpp>
+
 #include "test/support/test_util.h"
 
 using namespace nodeagent::runtime;
@@ -56,8 +57,7 @@ TEST_CASE("state file: config round-trips every field, including newlines and ba
   CHECK(d.grace_period_seconds == 7);
 }
 
-TEST_CASE("state file: state round-trips and malformed input names the field",
-          "[unit][runtime]") {
+TEST_CASE("state file: state round-trips and malformed input names the field", "[unit][runtime]") {
   ShimState s;
   s.status = ShimStatus::kExited;
   s.shim_pid = 42;
