@@ -158,6 +158,10 @@ class Shim {
   void rotate();
   bool pumpStream(int idx);  // false at EOF
   void onChildExit(int wstatus);
+  // The whole process group; the main process alone if it moved to a group of its own.
+  void signalContainer(int sig) {
+    if (::kill(-child_, sig) != 0) ::kill(child_, sig);
+  }
 
   std::string dir_;
   rt::ShimConfig config_;
@@ -402,9 +406,9 @@ int Shim::run() {
       struct signalfd_siginfo si;
       while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
         if (si.ssi_signo == SIGTERM && !child_done_) {
-          ::kill(-child_, SIGTERM);
+          signalContainer(SIGTERM);
         } else if (si.ssi_signo == SIGUSR1 && !child_done_) {
-          ::kill(-child_, SIGKILL);
+          signalContainer(SIGKILL);
         } else if (si.ssi_signo == SIGCHLD && !child_done_) {
           siginfo_t info{};
           // Peek first: while the exited leader is unreaped its process group id cannot be
