@@ -1,0 +1,221 @@
+#include "agent/pod_status.h"
+
+namespace nodeagent::agent {
+
+std::string getPhase(const api::PodSpec& spec,
+                     const std::vector<api::ContainerStatus>& init_statuses,
+                     const std::vector<api::ContainerStatus>& statuses) {
+  int pending_initialization = 0;
+  int failed_initialization = 0;
+  for (const auto& container : spec.init_containers) {
+    const auto* status = findContainerStatus(init_statuses, container.name);
+    if (status == nullptr) {
+      ++pending_initialization;
+      continue;
+    }
+    const auto& state = status->state;
+    if (state.running) {
+      ++pending_initialization;
+    } else if (state.terminated) {
+      if (state.terminated->exit_code != 0) ++failed_initialization;
+    } else if (state.waiting) {
+      if (status->last_state.terminated) {
+        if (status->last_state.terminated->exit_code != 0) ++failed_initialization;
+      } else {
+        ++pending_initialization;
+      }
+    } else {
+      ++pending_initialization;
+    }
+  }
+
+  int unknown = 0;
+  int running = 0;
+  int waiting = 0;
+  int stopped = 0;
+  int succeeded = 0;
+  for (const auto& container : spec.containers) {
+    const auto* status = findContainerStatus(statuses, container.name);
+    if (status == nullptr) {
+      ++unknown;
+      continue;
+    }
+    const auto& state = status->state;
+    if (state.running) {
+      ++running;
+    } else if (state.terminated) {
+      ++stopped;
+      if (state.terminated->exit_code == 0) ++succeeded;
+    } else if (state.waiting) {
+      if (status->last_state.terminated) {
+        ++stopped;
+      } else {
+        ++waiting;
+      }
+    } else {
+      ++unknown;
+    }
+  }
+
+  if (failed_initialization > 0 && spec.restart_policy == "Never") return std::string(kPhaseFailed);
+  if (pending_initialization > 0 || waiting > 0) return std::string(kPhasePending);
+  if (running > 0 && unknown == 0) return std::string(kPhaseRunning);
+  if (running == 0 && stopped > 0 && unknown == 0) {
+    if (spec.restart_policy == "Always") return std::string(kPhaseRunning);
+    if (stopped == succeeded) return std::string(kPhaseSucceeded);
+    if (spec.restart_policy == "Never") return std::string(kPhaseFailed);
+    return std::string(kPhaseRunning);  // OnFailure: the failed ones restart
+  }
+  return std::string(kPhasePending);
+}
+
+namespace {
+
+api::PodCondition condition(std::string_view type, std::string_view status,
+                            std::string_view reason = {}, std::string message = {}) {
+  api::PodCondition c;
+  c.type = type;
+  c.status = status;
+  c.reason = reason;
+  c.message = std::move(message);
+  return c;
+}
+
+// Sorts the containers of `containers` into unknown (no status) and unready lists.
+void classify(const std::vector<api::Container>& containers,
+              const std::vector<api::ContainerStatus>& statuses, std::vector<std::string>& unknown,
+              std::vector<std::string>& unready) {
+  for (const auto& container : containers) {
+    const auto* status = findContainerStatus(statuses, container.name);
+    if (status == nullptr) {
+      unknown.push_back(container.name);
+    } else if (!status->ready) {
+      unready.push_back(container.name);
+    }
+  }
+}
+
+std::string joinMessages(const std::vector<std::string>& unknown, std::string_view unknown_prefix,
+                         const std::vector<std::string>& unready) {
+  std::string message;
+  if (!unknown.empty()) message = std::string(unknown_prefix) + goStringList(unknown);
+  if (!unready.empty()) {
+    if (!message.empty()) message += ", ";
+    message += "containers with unready status: " + goStringList(unready);
+  }
+  return message;
+}
+
+}  // namespace
+
+api::PodCondition generateContainersReadyCondition(const api::PodSpec& spec,
+                                                   const std::vector<api::ContainerStatus>& statuses,
+                                                   bool statuses_known, std::string_view phase) {
+  if (!statuses_known) {
+    return condition(kConditionContainersReady, "False", kReasonUnknownContainerStatuses);
+  }
+  std::vector<std::string> unknown;
+  std::vector<std::string> unready;
+  classify(spec.containers, statuses, unknown, unready);
+  if (phase == kPhaseSucceeded && unknown.empty()) {
+    return condition(kConditionContainersReady, "False", kReasonPodCompleted);
+  }
+  auto message = joinMessages(unknown, "containers with unknown status: ", unready);
+  if (!message.empty()) {
+    return condition(kConditionContainersReady, "False", kReasonContainersNotReady, message);
+  }
+  return condition(kConditionContainersReady, "True");
+}
+
+api::PodCondition generatePodReadyCondition(const api::PodSpec& spec,
+                                            const std::vector<api::PodCondition>& conditions,
+                                            const std::vector<api::ContainerStatus>& statuses,
+                                            bool statuses_known, std::string_view phase) {
+  auto containers_ready = generateContainersReadyCondition(spec, statuses, statuses_known, phase);
+  if (containers_ready.status != "True") {
+    return condition(kConditionReady, containers_ready.status, containers_ready.reason,
+                     containers_ready.message);
+  }
+  std::string message;
+  for (const auto& gate : spec.readiness_gates) {
+    const auto* c = findCondition(conditions, gate);
+    std::string part;
+    if (c == nullptr) {
+      part = "corresponding condition of pod readiness gate \"" + gate + "\" does not exist.";
+    } else if (c->status != "True") {
+      part = "the status of pod readiness gate \"" + gate + "\" is not \"True\", but " + c->status;
+    } else {
+      continue;
+    }
+    if (!message.empty()) message += ", ";
+    message += part;
+  }
+  if (!message.empty()) {
+    return condition(kConditionReady, "False", kReasonReadinessGatesNotReady, message);
+  }
+  return condition(kConditionReady, "True");
+}
+
+api::PodCondition generatePodInitializedCondition(
+    const api::PodSpec& spec, const std::vector<api::ContainerStatus>& init_statuses,
+    bool statuses_known, std::string_view phase) {
+  if (!statuses_known && !spec.init_containers.empty()) {
+    return condition(kConditionInitialized, "False", kReasonUnknownContainerStatuses);
+  }
+  std::vector<std::string> unknown;
+  std::vector<std::string> unready;
+  classify(spec.init_containers, init_statuses, unknown, unready);
+  if (phase == kPhaseSucceeded && unknown.empty()) {
+    return condition(kConditionInitialized, "True", kReasonPodCompleted);
+  }
+  auto message = joinMessages(unknown, "containers with incomplete status: ", unready);
+  if (!message.empty()) {
+    return condition(kConditionInitialized, "False", kReasonContainersNotInitialized, message);
+  }
+  return condition(kConditionInitialized, "True");
+}
+
+bool podConditionByKubelet(std::string_view type) {
+  return type == kConditionPodScheduled || type == kConditionReady ||
+         type == kConditionInitialized || type == "Unschedulable" ||
+         type == kConditionContainersReady;
+}
+
+bool notRunning(const std::vector<api::ContainerStatus>& statuses) {
+  for (const auto& s : statuses) {
+    if (!s.state.terminated && !s.state.waiting) return false;
+  }
+  return true;
+}
+
+bool isTerminalPhase(std::string_view phase) {
+  return phase == kPhaseSucceeded || phase == kPhaseFailed;
+}
+
+const api::ContainerStatus* findContainerStatus(const std::vector<api::ContainerStatus>& statuses,
+                                                std::string_view name) {
+  for (const auto& s : statuses) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const api::PodCondition* findCondition(const std::vector<api::PodCondition>& conditions,
+                                       std::string_view type) {
+  for (const auto& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+std::string goStringList(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ' ';
+    out += items[i];
+  }
+  out += ']';
+  return out;
+}
+
+}  // namespace nodeagent::agent

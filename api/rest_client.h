@@ -1,0 +1,234 @@
+// Blocking REST client for the Kubernetes API over cpp-httplib: HTTPS with CA verification (CA
+// from the kubeconfig, in memory), bearer token, client certificate or basic auth, per-request
+// timeouts, `User-Agent: nodeagent/<version>`, a client-side token bucket (kubelet's
+// --kube-api-qps/--kube-api-burst) and typed errors decoded from metav1.Status bodies
+// (api/api_errors.h). 429 answers are retried after their Retry-After.
+//
+// Every call blocks: never call it on an io_context thread. Use AsyncRestClient (below) from
+// strands and coroutines; the long watch GET runs on a dedicated thread (config/reflector.h).
+// RestClient is thread-safe: calls from several threads use separate keep-alive connections.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "api/kubeconfig.h"
+#include "api/rate_limiter.h"
+#include "api/watch_decoder.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace httplib {
+class ClientImpl;
+}
+
+namespace nodeagent::api {
+
+using Query = std::vector<std::pair<std::string, std::string>>;
+
+struct RestClientOptions {
+  double qps = kDefaultKubeApiQps;
+  int burst = kDefaultKubeApiBurst;
+  std::chrono::milliseconds connect_timeout{10'000};
+  // Whole-request read/write timeout for ordinary calls.
+  std::chrono::milliseconds request_timeout{30'000};
+  // Extra read slack on a watch beyond its timeoutSeconds (the server may stay silent that long).
+  std::chrono::milliseconds watch_read_slack{30'000};
+  // "" means "nodeagent/<NODEAGENT_VERSION>".
+  std::string user_agent;
+  size_t max_idle_connections = 4;
+  // 429 (and 5xx carrying Retry-After) are retried this many times after the advertised delay.
+  int max_retries = 3;
+  std::chrono::seconds max_retry_after{10};
+  // Largest body read for an ordinary call (a list of 10,000 pods is ~30 MiB).
+  size_t max_body_bytes = 512 * 1024 * 1024;
+  size_t max_watch_event_bytes = kDefaultMaxWatchEventBytes;
+  // Waits `d` unless `stop` fires first (returns false then). Defaults to an interruptible
+  // condition-variable wait; tests inject one that advances a fake clock.
+  std::function<bool(base::Duration d, std::stop_token stop)> wait;
+};
+
+struct Response {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+  std::optional<std::chrono::seconds> retry_after;
+};
+
+enum class PatchType { kMerge, kStrategicMerge, kJson };
+std::string_view patchContentType(PatchType type);
+
+// Query parameters of list and watch calls (metav1.ListOptions).
+struct ListOptions {
+  std::string field_selector;
+  std::string label_selector;
+  // nullopt: unset (most recent). "0": any (served from the cache).
+  std::optional<std::string> resource_version;
+  std::optional<int64_t> timeout_seconds;
+  bool allow_watch_bookmarks = false;
+  std::optional<int64_t> limit;
+  std::string continue_token;
+};
+Query toQuery(const ListOptions& options, bool watch);
+
+// Resource paths. Core v1: pods, pods/status, nodes, nodes/status, events; coordination.k8s.io
+// v1: leases. `ns` "" means all namespaces (collections only).
+std::string podsPath(std::string_view ns = "");
+std::string podPath(std::string_view ns, std::string_view name);
+std::string podStatusPath(std::string_view ns, std::string_view name);
+std::string nodesPath();
+std::string nodePath(std::string_view name);
+std::string nodeStatusPath(std::string_view name);
+std::string leasesPath(std::string_view ns);
+std::string leasePath(std::string_view ns, std::string_view name);
+std::string eventsPath(std::string_view ns);
+
+// Percent-encodes a query component (RFC 3986 unreserved characters stay).
+std::string urlEncode(std::string_view s);
+
+class RestClient {
+ public:
+  // Validates the config (URL, PEM blocks) up front; errors name the kubeconfig field.
+  static base::StatusOr<std::unique_ptr<RestClient>> create(RestConfig config,
+                                                            RestClientOptions options,
+                                                            base::Clock& clock);
+  ~RestClient();
+  RestClient(const RestClient&) = delete;
+  RestClient& operator=(const RestClient&) = delete;
+
+  // The raw exchange: any HTTP status is a Response; transport failures are Unavailable (or
+  // DeadlineExceeded), a stop is Cancelled. Rate-limited. Blocking; any non-io thread.
+  base::StatusOr<Response> send(std::string_view method, std::string_view path, const Query& query,
+                                std::string_view body = {}, std::string_view content_type = {},
+                                std::stop_token stop = {});
+  // Like send(), but a non-2xx answer is a typed error (api_errors.h) and 429 is retried after
+  // Retry-After. Returns the body.
+  base::StatusOr<std::string> request(std::string_view method, std::string_view path,
+                                      const Query& query, std::string_view body = {},
+                                      std::string_view content_type = {}, std::stop_token stop = {});
+
+  // JSON conveniences over request(). Bodies and answers are whole objects.
+  base::StatusOr<nlohmann::json> getJson(std::string_view path, const Query& query = {});
+  base::StatusOr<nlohmann::json> list(std::string_view collection_path, const ListOptions& options,
+                                      std::stop_token stop = {});
+  base::StatusOr<nlohmann::json> createJson(std::string_view collection_path,
+                                            const nlohmann::json& object);
+  base::StatusOr<nlohmann::json> updateJson(std::string_view path, const nlohmann::json& object);
+  base::StatusOr<nlohmann::json> patchJson(std::string_view path, const nlohmann::json& patch,
+                                           PatchType type);
+  // DELETE with an optional DeleteOptions body (e.g. {"gracePeriodSeconds":0,
+  // "preconditions":{"uid":"..."}}); kind/apiVersion are filled in. Returns the answer (the
+  // deleted/terminating object or a Status).
+  base::StatusOr<nlohmann::json> deleteJson(std::string_view path,
+                                            const nlohmann::json* delete_options = nullptr);
+
+  // Streams a watch: GET <collection_path>?watch=true&<options>. `on_event` gets ADDED, MODIFIED,
+  // DELETED and BOOKMARK events in order, on the calling thread; returning false ends the watch
+  // (OK). Returns OK when the server ends the stream normally; an in-stream ERROR event or a
+  // non-200 answer is its typed error (isGone() for 410 Expired); garbage is DataLoss; `stop`
+  // (also closes the connection) gives Cancelled. Blocks for the life of the watch.
+  base::Status watch(std::string_view collection_path, const ListOptions& options,
+                     const std::function<bool(RawWatchEvent&&)>& on_event, std::stop_token stop);
+
+  // Aborts calls in flight and makes later calls fail with Cancelled. Any thread.
+  void shutdown();
+
+  const RestConfig& config() const { return config_; }
+  RateLimiter& rateLimiter() { return limiter_; }
+  const std::string& userAgent() const { return user_agent_; }
+
+ private:
+  RestClient(RestConfig config, RestClientOptions options, base::Clock& clock);
+  base::Status init();
+
+  struct Lease;
+  std::unique_ptr<httplib::ClientImpl> newConnection(std::chrono::milliseconds read_timeout);
+  std::unique_ptr<httplib::ClientImpl> acquire();
+  void release(std::unique_ptr<httplib::ClientImpl> conn);
+  bool waitRateLimit(std::stop_token stop);
+  std::string target(std::string_view path, const Query& query) const;
+
+  RestConfig config_;
+  RestClientOptions options_;
+  base::Clock& clock_;
+  RateLimiter limiter_;
+  std::string user_agent_;
+  // Parsed from config_.server.
+  bool https_ = false;
+  std::string host_;
+  int port_ = 0;
+  std::string path_prefix_;
+  struct Tls;
+  std::unique_ptr<Tls> tls_;
+
+  std::mutex mu_;
+  bool shut_down_ = false;
+  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;
+  std::vector<httplib::ClientImpl*> in_use_;
+  std::stop_source shutdown_source_;
+};
+
+// Runs blocking RestClient calls on a small thread pool and completes on a given executor: as an
+// awaitable (resumes on the awaiting coroutine's executor) or a callback posted to `ex`.
+class AsyncRestClient {
+ public:
+  explicit AsyncRestClient(RestClient& client, size_t threads = 2);
+  // Stops the client's calls in flight and joins the pool.
+  ~AsyncRestClient();
+
+  RestClient& client() { return client_; }
+
+  // Runs `fn(client)` on the pool; resumes the caller on its own executor with the result.
+  template <typename F>
+  auto run(F fn) -> asio::awaitable<std::invoke_result_t<F&, RestClient&>> {
+    using R = std::invoke_result_t<F&, RestClient&>;
+    auto ex = co_await asio::this_coro::executor;
+    co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(R)>(
+        [this, ex, fn = std::move(fn)](auto handler) mutable {
+          asio::post(pool_, [this, ex, fn = std::move(fn), handler = std::move(handler)]() mutable {
+            R result = fn(client_);
+            asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
+              std::move(handler)(std::move(result));
+            });
+          });
+        },
+        asio::use_awaitable);
+  }
+
+  // Runs `fn(client)` on the pool, then `done(result)` on `ex`.
+  template <typename F, typename Done>
+  void run(F fn, asio::any_io_executor ex, Done done) {
+    asio::post(pool_, [this, ex = std::move(ex), fn = std::move(fn), done = std::move(done)]() mutable {
+      auto result = fn(client_);
+      asio::post(ex, [done = std::move(done), result = std::move(result)]() mutable {
+        done(std::move(result));
+      });
+    });
+  }
+
+  asio::awaitable<base::StatusOr<std::string>> request(std::string method, std::string path,
+                                                       Query query, std::string body = {},
+                                                       std::string content_type = {});
+  void request(std::string method, std::string path, Query query, std::string body,
+               std::string content_type, asio::any_io_executor ex,
+               std::function<void(base::StatusOr<std::string>)> done);
+
+ private:
+  RestClient& client_;
+  asio::thread_pool pool_;
+};
+
+}  // namespace nodeagent::api
