@@ -172,20 +172,21 @@ struct FetchRequest {
   std::string ca_file;
 };
 
-// Runs on the blocking pool.
-FetchResult fetch(const FetchRequest& req, InFlight& inflight) {
+// One GET, without following redirects (cpp-httplib would treat a 304 as a redirect).
+FetchResult fetchOnce(const FetchRequest& req, const ParsedUrl& url, InFlight& inflight,
+                      std::string* location) {
   FetchResult out;
   try {
-    httplib::Client client(req.url.origin());
+    httplib::Client client(url.origin());
     auto secs = std::chrono::duration_cast<std::chrono::seconds>(req.timeout);
     auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(req.timeout - secs);
     client.set_connection_timeout(secs.count(), usecs.count());
     client.set_read_timeout(secs.count(), usecs.count());
     client.set_write_timeout(secs.count(), usecs.count());
-    client.set_follow_location(true);
+    client.set_follow_location(false);
     client.set_url_encode(false);
     client.set_keep_alive(false);
-    if (req.url.scheme == "https") {
+    if (url.scheme == "https") {
       client.enable_server_certificate_verification(true);
       // The system bundle plus the optional CA file (set_ca_cert_path alone would replace the
       // system bundle).
@@ -214,7 +215,7 @@ FetchResult fetch(const FetchRequest& req, InFlight& inflight) {
       inflight.client = &client;
     }
     auto result = client.Get(
-        req.url.path, headers, [](const httplib::Response&) { return true; },
+        url.path, headers, [](const httplib::Response&) { return true; },
         [&](const char* data, size_t len) {
           if (out.body.size() + len > req.max_body_bytes) {
             out.too_large = true;
@@ -235,12 +236,45 @@ FetchResult fetch(const FetchRequest& req, InFlight& inflight) {
     out.status = result->status;
     out.etag = result->get_header_value("ETag");
     out.last_modified = result->get_header_value("Last-Modified");
+    if (location) *location = result->get_header_value("Location");
   } catch (const std::exception& e) {
     std::lock_guard lock(inflight.mu);
     inflight.client = nullptr;
     out.error = e.what();
   }
   return out;
+}
+
+// Runs on the blocking pool. Follows up to 10 redirects, as Go's http.Client does.
+FetchResult fetch(const FetchRequest& req, InFlight& inflight) {
+  ParsedUrl url = req.url;
+  for (int hop = 0;; ++hop) {
+    std::string location;
+    FetchResult out = fetchOnce(req, url, inflight, &location);
+    bool redirect = out.error.empty() && !out.too_large &&
+                    (out.status == 301 || out.status == 302 || out.status == 303 ||
+                     out.status == 307 || out.status == 308);
+    if (!redirect) return out;
+    if (location.empty()) {
+      out.error = "redirect (HTTP " + std::to_string(out.status) + ") without a Location";
+      return out;
+    }
+    if (hop >= 10) {
+      out.error = "stopped after 10 redirects";
+      return out;
+    }
+    if (location.front() == '/') {
+      url.path = location;
+    } else {
+      auto next = parseHttpUrl(location);
+      if (!next.ok()) {
+        out.error = "bad redirect: " + next.status().message();
+        return out;
+      }
+      url = *next;
+    }
+    out = FetchResult{};
+  }
 }
 
 }  // namespace
