@@ -1,9 +1,16 @@
 // HttpSource against a real cpp-httplib server on 127.0.0.1, port 0: bodies, headers, caching
 // with ETag / Last-Modified, failures and timeouts. Polls every 100ms so each case is quick.
 #include <atomic>
+#include <filesystem>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <catch2/catch.hpp>
 #include <httplib.h>
@@ -355,5 +362,74 @@ TEST_CASE("http source: redirects are followed", "[integration][config]") {
     CHECK(h.last().pods.at(0)->metadata.name == "moved-node1");
   }
   front.stop();
+  t.join();
+}
+
+namespace {
+
+// A self-signed certificate for 127.0.0.1, written as PEM files in `dir`.
+void writeSelfSignedCert(const std::filesystem::path& dir) {
+  EVP_PKEY* key = EVP_RSA_gen(2048);
+  REQUIRE(key != nullptr);
+  X509* cert = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
+  for (auto [nid, value] : {std::pair{NID_subject_alt_name, "IP:127.0.0.1"},
+                            std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    REQUIRE(ext != nullptr);
+    X509_add_ext(cert, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
+  FILE* f = std::fopen((dir / "cert.pem").c_str(), "w");
+  PEM_write_X509(f, cert);
+  std::fclose(f);
+  f = std::fopen((dir / "key.pem").c_str(), "w");
+  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+}
+
+}  // namespace
+
+TEST_CASE("http source: https needs a trusted certificate; --ca-file style trust works",
+          "[integration][config]") {
+  testing::TempDir dir("http-tls");
+  writeSelfSignedCert(dir.path());
+  httplib::SSLServer server((dir / "cert.pem").c_str(), (dir / "key.pem").c_str());
+  REQUIRE(server.is_valid());
+  server.Get("/pods", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(podYaml("secure"), "application/yaml");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  testing::eventually([&] { return server.is_running(); });
+  std::string url = "https://127.0.0.1:" + std::to_string(port) + "/pods";
+  {
+    Harness untrusted(url);  // the system bundle does not know this certificate
+    REQUIRE(untrusted.morePolls(2));
+    CHECK(untrusted.count() == 0);
+    CHECK(untrusted.errors.get("http", url).has_value());
+  }
+  {
+    Harness trusted(url, [&](config::HttpSourceOptions& o) {
+      o.ca_file = (dir / "cert.pem").string();
+    });
+    REQUIRE(testing::eventually([&] { return trusted.count() == 1; }));
+    CHECK(trusted.last().pods.at(0)->metadata.name == "secure-node1");
+    CHECK(trusted.errors.size() == 0);
+  }
+  server.stop();
   t.join();
 }
