@@ -1,10 +1,31 @@
+// nodeagent: the node agent daemon and its subcommands.
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+
+#include "cmd/nodeagent/validate_command.h"
+
+namespace {
+
+struct Subcommand {
+  std::string_view name;
+  int (*run)(int argc, char** argv);  // argv[0] is the subcommand name
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"validate", nodeagent::cmd::runValidate},
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
+  std::string_view first = argc > 1 ? argv[1] : "";
+  if (first == "--version") {
     std::printf("nodeagent %s\n", NODEAGENT_VERSION);
     return 0;
+  }
+  for (const auto& sub : kSubcommands) {
+    if (first == sub.name) return sub.run(argc - 1, argv + 1);
   }
   std::fprintf(stderr, "usage: nodeagent [validate|pod-updates] [flags]\n");
   return 2;

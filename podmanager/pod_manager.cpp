@@ -1,0 +1,162 @@
+#include "podmanager/pod_manager.h"
+
+#include <mutex>
+
+#include "api/pod_update.h"
+
+namespace nodeagent::podmanager {
+namespace {
+
+template <typename Map>
+api::PodPtr find(const Map& map, std::string_view key) {
+  auto it = map.find(key);
+  return it == map.end() ? nullptr : it->second;
+}
+
+template <typename Map>
+std::vector<api::PodPtr> values(const Map& map) {
+  std::vector<api::PodPtr> out;
+  out.reserve(map.size());
+  for (const auto& [key, pod] : map) out.push_back(pod);
+  return out;
+}
+
+// Erases map[key] only when it still holds the pod with `uid`.
+template <typename Map>
+void eraseIfUID(Map& map, const std::string& key, const std::string& uid) {
+  auto it = map.find(key);
+  if (it != map.end() && it->second->metadata.uid == uid) map.erase(it);
+}
+
+}  // namespace
+
+PodManager::PodManager(MirrorClient& mirror_client) : mirror_client_(mirror_client) {}
+
+void PodManager::setPods(const std::vector<api::PodPtr>& pods) {
+  std::unique_lock lock(mu_);
+  pod_by_uid_.clear();
+  pod_by_full_name_.clear();
+  mirror_pod_by_uid_.clear();
+  mirror_pod_by_full_name_.clear();
+  translation_by_uid_.clear();
+  for (const auto& pod : pods) updatePodsLocked(pod);
+}
+
+void PodManager::addPod(const api::PodPtr& pod) { updatePod(pod); }
+
+void PodManager::updatePod(const api::PodPtr& pod) {
+  std::unique_lock lock(mu_);
+  updatePodsLocked(pod);
+}
+
+void PodManager::updatePodsLocked(const api::PodPtr& pod) {
+  if (!pod) return;
+  const std::string full_name = pod->fullName();
+  const std::string& uid = pod->metadata.uid;
+  if (api::isMirrorPod(*pod)) {
+    mirror_pod_by_uid_[uid] = pod;
+    mirror_pod_by_full_name_[full_name] = pod;
+    if (auto static_pod = find(pod_by_full_name_, full_name)) {
+      translation_by_uid_[uid] = static_pod->metadata.uid;
+    }
+    return;
+  }
+  pod_by_uid_[uid] = pod;
+  pod_by_full_name_[full_name] = pod;
+  if (auto mirror = find(mirror_pod_by_full_name_, full_name)) {
+    translation_by_uid_[mirror->metadata.uid] = uid;
+  }
+}
+
+void PodManager::deletePod(const api::PodPtr& pod) {
+  if (!pod) return;
+  std::unique_lock lock(mu_);
+  const std::string full_name = pod->fullName();
+  const std::string& uid = pod->metadata.uid;
+  if (api::isMirrorPod(*pod)) {
+    mirror_pod_by_uid_.erase(uid);
+    eraseIfUID(mirror_pod_by_full_name_, full_name, uid);
+    translation_by_uid_.erase(uid);
+    return;
+  }
+  // NOTE: a translation entry pointing at this UID stays until its mirror is deleted (kubelet).
+  pod_by_uid_.erase(uid);
+  eraseIfUID(pod_by_full_name_, full_name, uid);
+}
+
+std::vector<api::PodPtr> PodManager::getPods() const {
+  std::shared_lock lock(mu_);
+  return values(pod_by_uid_);
+}
+
+PodsAndMirrorPods PodManager::getPodsAndMirrorPods() const {
+  std::shared_lock lock(mu_);
+  return PodsAndMirrorPods{values(pod_by_uid_), values(mirror_pod_by_uid_)};
+}
+
+api::PodPtr PodManager::getPodByUID(std::string_view uid) const {
+  std::shared_lock lock(mu_);
+  return find(pod_by_uid_, uid);
+}
+
+api::PodPtr PodManager::getPodByFullName(std::string_view full_name) const {
+  std::shared_lock lock(mu_);
+  return find(pod_by_full_name_, full_name);
+}
+
+api::PodPtr PodManager::getPodByName(std::string_view ns, std::string_view name) const {
+  return getPodByFullName(api::buildPodFullName(name, ns));
+}
+
+api::PodPtr PodManager::getMirrorPodByPod(const api::Pod& pod) const {
+  std::shared_lock lock(mu_);
+  return find(mirror_pod_by_full_name_, pod.fullName());
+}
+
+api::PodPtr PodManager::getPodByMirrorPod(const api::Pod& mirror_pod) const {
+  std::shared_lock lock(mu_);
+  return find(pod_by_full_name_, mirror_pod.fullName());
+}
+
+std::string PodManager::translatePodUID(std::string_view uid) const {
+  if (uid.empty()) return std::string();
+  std::shared_lock lock(mu_);
+  auto it = translation_by_uid_.find(uid);
+  return it == translation_by_uid_.end() ? std::string(uid) : it->second;
+}
+
+UIDTranslations PodManager::getUIDTranslations() const {
+  std::shared_lock lock(mu_);
+  UIDTranslations out;
+  for (const auto& [uid, pod] : pod_by_uid_) {
+    if (api::isStaticPod(*pod)) out.pod_to_mirror[uid] = "";
+  }
+  for (const auto& [mirror_uid, static_uid] : translation_by_uid_) {
+    out.mirror_to_pod[mirror_uid] = static_uid;
+    out.pod_to_mirror[static_uid] = mirror_uid;
+  }
+  return out;
+}
+
+std::vector<std::string> PodManager::getOrphanedMirrorPodNames() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [full_name, mirror] : mirror_pod_by_full_name_) {
+    if (!pod_by_full_name_.contains(full_name)) out.push_back(full_name);
+  }
+  return out;
+}
+
+bool PodManager::isMirrorPodOf(const api::Pod& mirror_pod, const api::Pod& pod) {
+  if (mirror_pod.metadata.name != pod.metadata.name ||
+      mirror_pod.metadata.namespace_ != pod.metadata.namespace_) {
+    return false;
+  }
+  const auto& annotations = mirror_pod.metadata.annotations;
+  auto it = annotations.find(std::string(api::kConfigMirrorAnnotationKey));
+  if (it == annotations.end()) return false;
+  // kubelet compares with the pod's config.hash annotation, which is "" when absent.
+  return it->second == api::configHash(pod);
+}
+
+}  // namespace nodeagent::podmanager

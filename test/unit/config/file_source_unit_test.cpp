@@ -1,0 +1,413 @@
+// FileSource logic on a FakeClock: no inotify (watch = false), events injected by the test so
+// each editor's save pattern is replayed deterministically against a real temp directory.
+#include <sys/inotify.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include <catch2/catch.hpp>
+
+#include "config/file_source.h"
+#include "config/manifest_errors.h"
+#include "test/support/fake_clock.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string podYaml(const std::string& name, const std::string& image = "busybox:1.36") {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  containers:\n  - name: main\n    image: " + image +
+         "\n    command: [\"sleep\", \"3600\"]\n";
+}
+
+struct Recorder {
+  std::mutex mu;
+  std::vector<api::PodUpdate> updates;
+  config::PodUpdateSink sink() {
+    return [this](api::PodUpdate u) {
+      std::lock_guard lock(mu);
+      updates.push_back(std::move(u));
+    };
+  }
+  size_t count() {
+    std::lock_guard lock(mu);
+    return updates.size();
+  }
+  api::PodUpdate last() {
+    std::lock_guard lock(mu);
+    return updates.back();
+  }
+};
+
+std::vector<std::string> names(const api::PodUpdate& u) {
+  std::vector<std::string> out;
+  for (const auto& p : u.pods) out.push_back(p->metadata.name);
+  return out;
+}
+
+config::InotifyEvent ev(uint32_t mask, std::string name) {
+  return config::InotifyEvent{0, mask, 0, std::move(name)};
+}
+
+struct Fixture {
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
+  testing::FakeClock clock;
+  testing::TempDir dir{"file-source-unit"};
+  config::ManifestErrors errors;
+  Recorder rec;
+  std::unique_ptr<config::FileSource> source;
+
+  void start(const fs::path& path, base::Duration settle = 300ms) {
+    config::FileSourceOptions o;
+    o.path = path.string();
+    o.node_name = "node1";
+    o.settle_window = settle;
+    o.watch = false;
+    o.errors = &errors;
+    source = std::make_unique<config::FileSource>(ioc.get_executor(), clock, o, rec.sink());
+    source->start();
+    ioc.poll();
+  }
+  void inject(std::vector<config::InotifyEvent> events) {
+    source->injectEventsForTest(std::move(events));
+    ioc.poll();
+  }
+  void advance(base::Duration d) {
+    clock.advance(d);
+    ioc.poll();
+  }
+  ~Fixture() {
+    if (source) source->stop();
+    ioc.poll();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("file source: editor, hidden and temp names are ignored", "[unit][config]") {
+  for (const char* name : {".web.yaml", ".web.yaml.swp", "web.yaml~", "web.yaml.swp", "web.yaml.swx",
+                           "web.yaml.tmp", "web.yaml.bak", "web.yaml.orig", "web.yaml.dpkg-old",
+                           "web.yaml.dpkg-new", "4913", "..data", "."}) {
+    INFO(name);
+    CHECK(config::isIgnoredManifestName(name));
+  }
+  for (const char* name : {"web.yaml", "web.json", "web", "4914", "49130", "sed12ab", "bak",
+                           "web.tmp.yaml", "orig.yaml"}) {
+    INFO(name);
+    CHECK_FALSE(config::isIgnoredManifestName(name));
+  }
+}
+
+TEST_CASE("settle queue: a vanished file keeps its first deadline, a write restarts it",
+          "[unit][config]") {
+  testing::FakeClock clock;
+  config::SettleQueue q(300ms);
+  auto t0 = clock.now();
+  q.mark("a", config::SettleQueue::Kind::kVanished, t0);
+  q.mark("a", config::SettleQueue::Kind::kVanished, t0 + 200ms);
+  CHECK(q.nextDeadline() == t0 + 300ms);
+  q.mark("b", config::SettleQueue::Kind::kWriting, t0);
+  q.mark("b", config::SettleQueue::Kind::kWriting, t0 + 250ms);
+  CHECK(q.kindOf("b") == config::SettleQueue::Kind::kWriting);
+
+  auto due = q.takeDue(t0 + 300ms);
+  REQUIRE(due.size() == 1);
+  CHECK(due[0].first == "a");
+  CHECK(due[0].second == config::SettleQueue::Kind::kVanished);
+  CHECK(q.nextDeadline() == t0 + 550ms);
+  CHECK(q.takeDue(t0 + 549ms).empty());
+  CHECK(q.clear("b"));
+  CHECK_FALSE(q.clear("b"));
+  CHECK(q.empty());
+  CHECK_FALSE(q.nextDeadline().has_value());
+
+  // A vanished file that is being written again waits for a quiet window from the write.
+  q.mark("c", config::SettleQueue::Kind::kVanished, t0);
+  q.mark("c", config::SettleQueue::Kind::kWriting, t0 + 100ms);
+  CHECK(q.kindOf("c") == config::SettleQueue::Kind::kWriting);
+  CHECK(q.nextDeadline() == t0 + 400ms);
+}
+
+TEST_CASE("file source: the first SET lists the directory in sorted order, skipping ignored names",
+          "[unit][config]") {
+  Fixture f;
+  testing::writeFile(f.dir / "b.yaml", podYaml("bravo"));
+  testing::writeFile(f.dir / "a.yaml", podYaml("alpha"));
+  testing::writeFile(f.dir / "a.yaml~", podYaml("backup"));
+  testing::writeFile(f.dir / ".hidden.yaml", podYaml("hidden"));
+  testing::writeFile(f.dir / "4913", "");
+  fs::create_directory(f.dir / "sub");
+  testing::writeFile(f.dir / "sub" / "c.yaml", podYaml("charlie"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  auto u = f.rec.last();
+  CHECK(u.op == api::PodOperation::kSet);
+  CHECK(u.source == "file");
+  CHECK(names(u) == std::vector<std::string>{"alpha-node1", "bravo-node1"});
+  CHECK(f.errors.size() == 0);
+}
+
+TEST_CASE("file source: a missing path sends an empty SET and is retried with backoff",
+          "[unit][config]") {
+  Fixture f;
+  auto path = f.dir / "manifests";
+  f.start(path);
+  REQUIRE(f.rec.count() == 1);
+  CHECK(f.rec.last().pods.empty());
+
+  f.advance(1s);  // first retry: still missing, nothing new to say
+  CHECK(f.rec.count() == 1);
+  fs::create_directory(path);
+  testing::writeFile(path / "web.yaml", podYaml("web"));
+  f.advance(1s);  // the backoff doubled: the second retry is 2s after the first
+  CHECK(f.rec.count() == 1);
+  f.advance(1s);
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
+}
+
+TEST_CASE("file source: a vim save with identical content produces no update at all",
+          "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, podYaml("web"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  auto decoded_before = f.source->stats().manifests_decoded;
+
+  bool changed = GENERATE(false, true);
+  std::string content = changed ? podYaml("web", "busybox:1.37") : podYaml("web");
+  // vim: probe file 4913, rename the original to a backup, write the new file, delete the backup.
+  testing::writeFile(f.dir / "4913", "");
+  fs::remove(f.dir / "4913");
+  fs::rename(web, f.dir / "web.yaml~");
+  f.inject({ev(IN_CREATE, "4913"), ev(IN_CLOSE_WRITE, "4913"), ev(IN_DELETE, "4913"),
+            ev(IN_MOVED_FROM, "web.yaml"), ev(IN_MOVED_TO, "web.yaml~")});
+  CHECK(f.rec.count() == 1);  // the vanished file has the settle window to come back
+  testing::writeFile(web, content);
+  f.inject({ev(IN_CREATE, "web.yaml"), ev(IN_MODIFY, "web.yaml"), ev(IN_CLOSE_WRITE, "web.yaml")});
+  fs::remove(f.dir / "web.yaml~");
+  f.inject({ev(IN_DELETE, "web.yaml~")});
+  f.advance(1s);
+  f.advance(20s);  // and a relist later
+  if (!changed) {
+    CHECK(f.rec.count() == 1);
+    CHECK(f.source->stats().manifests_decoded == decoded_before);
+  } else {
+    REQUIRE(f.rec.count() == 2);
+    CHECK(f.rec.last().pods.size() == 1);
+    CHECK(f.rec.last().pods[0]->metadata.uid != f.rec.updates[0].pods[0]->metadata.uid);
+  }
+}
+
+TEST_CASE("file source: nano's in-place write updates once on close", "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, podYaml("web"));
+  f.start(f.dir.path());
+  testing::writeFile(web, "apiVersion: v1\nkind: Po");  // truncated and half written
+  f.inject({ev(IN_MODIFY, "web.yaml"), ev(IN_MODIFY, "web.yaml")});
+  CHECK(f.rec.count() == 1);  // nothing is read before the close
+  testing::writeFile(web, podYaml("web", "busybox:2"));
+  f.inject({ev(IN_MODIFY, "web.yaml"), ev(IN_CLOSE_WRITE, "web.yaml")});
+  REQUIRE(f.rec.count() == 2);
+  CHECK(f.source->stats().manifests_decoded == 2);
+  f.advance(1s);
+  CHECK(f.rec.count() == 2);
+}
+
+TEST_CASE("file source: sed -i's temp file never becomes a pod", "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, podYaml("web"));
+  f.start(f.dir.path());
+  // sed writes "sedAbC123" (sorts before web.yaml and defines the same pod), then renames it.
+  testing::writeFile(f.dir / "sedAbC123", podYaml("web", "busybox:2"));
+  f.inject({ev(IN_CREATE, "sedAbC123"), ev(IN_MODIFY, "sedAbC123"),
+            ev(IN_CLOSE_WRITE, "sedAbC123")});
+  CHECK(f.rec.count() == 1);
+  fs::rename(f.dir / "sedAbC123", web);
+  f.inject({ev(IN_MOVED_FROM, "sedAbC123"), ev(IN_MOVED_TO, "web.yaml")});
+  REQUIRE(f.rec.count() == 2);
+  f.advance(1s);
+  CHECK(f.rec.count() == 2);
+  CHECK(f.errors.size() == 0);
+  CHECK(f.source->stats().manifests_decoded == 2);
+}
+
+TEST_CASE("file source: a new file is read once it has been quiet for the settle window",
+          "[unit][config]") {
+  Fixture f;
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  testing::writeFile(f.dir / "new.yaml", podYaml("new"));
+  f.inject({ev(IN_CREATE, "new.yaml"), ev(IN_MODIFY, "new.yaml"), ev(IN_CLOSE_WRITE, "new.yaml")});
+  f.advance(299ms);
+  CHECK(f.rec.count() == 1);
+  f.advance(1ms);
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"new-node1"});
+
+  // A file moved in is complete: read at once.
+  auto tmp = f.dir / "other.yaml.tmp";
+  testing::writeFile(tmp, podYaml("other"));
+  fs::rename(tmp, f.dir / "other.yaml");
+  f.inject({ev(IN_MOVED_FROM, "other.yaml.tmp"), ev(IN_MOVED_TO, "other.yaml")});
+  REQUIRE(f.rec.count() == 3);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"new-node1", "other-node1"});
+}
+
+TEST_CASE("file source: a deleted manifest goes after the settle window, a quick re-create is "
+          "a modification", "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, podYaml("web"));
+  testing::writeFile(f.dir / "db.yaml", podYaml("db"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+
+  fs::remove(web);
+  f.inject({ev(IN_DELETE, "web.yaml")});
+  f.advance(200ms);
+  CHECK(f.rec.count() == 1);
+  testing::writeFile(web, podYaml("web"));
+  f.inject({ev(IN_CREATE, "web.yaml"), ev(IN_CLOSE_WRITE, "web.yaml")});
+  f.advance(1s);
+  CHECK(f.rec.count() == 1);  // same content back within the window: nothing happened
+
+  fs::remove(web);
+  f.inject({ev(IN_DELETE, "web.yaml")});
+  f.advance(299ms);
+  CHECK(f.rec.count() == 1);
+  f.advance(1ms);
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"db-node1"});
+}
+
+TEST_CASE("file source: a manifest that fails to parse keeps its last good pod and is reported",
+          "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, podYaml("web"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  auto good_uid = f.rec.last().pods.at(0)->metadata.uid;
+
+  testing::writeFile(web, "apiVersion: v1\nkind: Pod\nmetadata: [\n");
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  f.advance(21s);  // the relist keeps it too
+  CHECK(f.rec.count() == 1);
+  auto err = f.errors.get("file", web.string());
+  REQUIRE(err.has_value());
+  CHECK_FALSE(err->message.empty());
+
+  testing::writeFile(web, podYaml("web", "busybox:2"));
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  REQUIRE(f.rec.count() == 2);
+  CHECK(f.rec.last().pods.at(0)->metadata.uid != good_uid);
+  CHECK_FALSE(f.errors.get("file", web.string()).has_value());
+
+  // Going bad and back to the same good content sends nothing.
+  testing::writeFile(web, "garbage: [");
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  testing::writeFile(web, podYaml("web", "busybox:2"));
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  CHECK(f.rec.count() == 2);
+  CHECK(f.errors.size() == 0);
+}
+
+TEST_CASE("file source: two files with the same pod: the first in sorted order wins",
+          "[unit][config]") {
+  Fixture f;
+  testing::writeFile(f.dir / "a.yaml", podYaml("web", "busybox:a"));
+  testing::writeFile(f.dir / "b.yaml", podYaml("web", "busybox:b"));
+  testing::writeFile(f.dir / "c.yaml", podYaml("other"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  auto first = f.rec.last();
+  REQUIRE(names(first) == std::vector<std::string>{"web-node1", "other-node1"});
+  auto a_uid = first.pods[0]->metadata.uid;
+  auto dup = f.errors.get("file", (f.dir / "b.yaml").string());
+  REQUIRE(dup.has_value());
+  CHECK_THAT(dup->message, Catch::Contains((f.dir / "a.yaml").string()));
+
+  // Editing the loser changes nothing in the set.
+  testing::writeFile(f.dir / "b.yaml", podYaml("web", "busybox:b2"));
+  f.inject({ev(IN_CLOSE_WRITE, "b.yaml")});
+  CHECK(f.rec.count() == 1);
+
+  // Removing the winner hands the name to the other file.
+  fs::remove(f.dir / "a.yaml");
+  f.inject({ev(IN_DELETE, "a.yaml")});
+  f.advance(1s);
+  REQUIRE(f.rec.count() == 2);
+  auto second = f.rec.last();
+  REQUIRE(names(second) == std::vector<std::string>{"web-node1", "other-node1"});
+  CHECK(second.pods[0]->metadata.uid != a_uid);
+  CHECK(f.errors.size() == 0);
+}
+
+TEST_CASE("file source: a change re-reads only that file; an idle relist reads nothing",
+          "[unit][config]") {
+  Fixture f;
+  for (int i = 0; i < 50; ++i) {
+    testing::writeFile(f.dir / ("pod" + std::to_string(i) + ".yaml"), podYaml("pod" + std::to_string(i)));
+  }
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  CHECK(f.rec.last().pods.size() == 50);
+  auto s0 = f.source->stats();
+  CHECK(s0.manifests_decoded == 50);
+
+  f.advance(20s);  // relist: stat only
+  auto s1 = f.source->stats();
+  CHECK(s1.files_read == s0.files_read);
+  CHECK(f.rec.count() == 1);
+
+  testing::writeFile(f.dir / "pod7.yaml", podYaml("pod7", "busybox:2"));
+  f.inject({ev(IN_CLOSE_WRITE, "pod7.yaml")});
+  auto s2 = f.source->stats();
+  CHECK(s2.files_read == s1.files_read + 1);
+  CHECK(s2.manifests_decoded == s1.manifests_decoded + 1);
+  REQUIRE(f.rec.count() == 2);
+  CHECK(f.rec.last().pods.size() == 50);
+}
+
+TEST_CASE("file source: single-file mode ignores its neighbours and survives a replace",
+          "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, podYaml("web"));
+  testing::writeFile(f.dir / "other.yaml", podYaml("other"));
+  f.start(web);
+  REQUIRE(f.rec.count() == 1);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
+
+  testing::writeFile(f.dir / "other.yaml", podYaml("other", "x:2"));
+  f.inject({ev(IN_CLOSE_WRITE, "other.yaml")});
+  CHECK(f.rec.count() == 1);
+
+  auto tmp = f.dir / "web.yaml.new";
+  testing::writeFile(tmp, podYaml("web", "busybox:2"));
+  fs::rename(tmp, web);
+  f.inject({ev(IN_MOVED_FROM, "web.yaml.new"), ev(IN_MOVED_TO, "web.yaml")});
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
+}
+
+TEST_CASE("file source: no update is pushed after stop", "[unit][config]") {
+  Fixture f;
+  testing::writeFile(f.dir / "web.yaml", podYaml("web"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  f.source->stop();
+  testing::writeFile(f.dir / "web.yaml", podYaml("web", "busybox:2"));
+  f.advance(21s);
+  CHECK(f.rec.count() == 1);
+  CHECK(f.clock.pendingTimers() == 0);
+}
