@@ -26,10 +26,16 @@ std::string uidOf(const nlohmann::json& obj) {
   return uid->get<std::string>();
 }
 
+std::string stringMember(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
 std::string refOf(const nlohmann::json& obj) {
   auto meta = obj.find("metadata");
   if (meta == obj.end() || !meta->is_object()) return "?";
-  return meta->value("namespace", std::string()) + "/" + meta->value("name", std::string());
+  return stringMember(*meta, "namespace") + "/" + stringMember(*meta, "name");
 }
 
 // The source's view of the node's pods, fed by the reflector on its strand. Emits PodUpdates to
@@ -54,6 +60,7 @@ class PodStore final : public Reflector::Handler {
     std::vector<api::PodPtr> pods;
     pods.reserve(items.size());
     for (auto& item : items) {
+      if (!item.is_object()) continue;
       auto pod = decodeForNode(item);
       if (!pod) continue;
       if (!next.emplace((*pod)->metadata.uid, *pod).second) continue;
@@ -65,6 +72,7 @@ class PodStore final : public Reflector::Handler {
   }
 
   void onWatchEvent(api::WatchEventType type, nlohmann::json object) override {
+    if (!object.is_object()) return;
     if (type == api::WatchEventType::kDeleted) {
       auto it = pods_.find(uidOf(object));
       if (it == pods_.end()) return;

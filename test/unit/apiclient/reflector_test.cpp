@@ -5,6 +5,7 @@
 #include "api/api_errors.h"
 #include "config/reflector.h"
 #include "test/support/fake_clock.h"
+#include "test/unit/apiclient/fake_lister_watcher.h"
 
 using namespace std::chrono_literals;
 using nodeagent::api::RawWatchEvent;
@@ -13,56 +14,12 @@ using nodeagent::config::ListerWatcher;
 using nodeagent::config::ListResult;
 using nodeagent::config::Reflector;
 using nodeagent::config::WatchRequest;
+using nodeagent::testing::FakeListerWatcher;
+using nodeagent::testing::FixedRandom;
 namespace base = nodeagent::base;
 namespace asio = boost::asio;
 
 namespace {
-
-class FixedRandom final : public base::Random {
- public:
-  double value = 0.0;
-  double uniform() override { return value; }
-  uint64_t next64() override { return 0; }
-};
-
-class FakeListerWatcher final : public ListerWatcher {
- public:
-  struct Call {
-    bool watch = false;
-    std::string rv;
-    WatchRequest request;
-    ListDone list_done;
-    EventFn on_event;
-    WatchDone watch_done;
-  };
-  std::vector<Call> calls;
-  int cancels = 0;
-
-  void list(std::string rv, ListDone done) override {
-    calls.push_back(Call{false, std::move(rv), {}, std::move(done), {}, {}});
-  }
-  void watch(WatchRequest req, EventFn on_event, WatchDone done) override {
-    calls.push_back(Call{true, req.resource_version, req, {}, std::move(on_event), std::move(done)});
-  }
-  void cancel() override { ++cancels; }
-
-  Call& last() { return calls.back(); }
-  void completeList(std::vector<std::string> names, std::string rv) {
-    ListResult r;
-    for (auto& n : names) r.items.push_back(pod(n, "1"));
-    r.resource_version = std::move(rv);
-    last().list_done(std::move(r));
-  }
-  void failList(base::Status st) { last().list_done(std::move(st)); }
-  void event(WatchEventType type, const std::string& name, const std::string& rv) {
-    last().on_event(RawWatchEvent{type, std::make_shared<nlohmann::json>(pod(name, rv))});
-  }
-  void endWatch(base::Status st = {}) { last().watch_done(std::move(st)); }
-
-  static nlohmann::json pod(const std::string& name, const std::string& rv) {
-    return {{"metadata", {{"name", name}, {"resourceVersion", rv}}}};
-  }
-};
 
 class RecordingHandler final : public Reflector::Handler {
  public:
