@@ -167,9 +167,9 @@ class BasicPodWorkers final : public PodWorkers {
   // The phase of a known UID (nullopt when unknown).
   std::optional<PodWorkerState> podWorkerState(const std::string& uid) const;
 
-  class Impl;
-
  private:
+  // Shared with the worker coroutines and timers, so it outlives this object while they run.
+  class Impl;
   std::shared_ptr<Impl> impl_;
 };
 

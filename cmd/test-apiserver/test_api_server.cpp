@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cmd/test-apiserver/api_status.h"
+#include "cmd/test-apiserver/protobuf.h"
 #include "cmd/test-apiserver/table.h"
 #include "cmd/test-apiserver/util.h"
 
@@ -498,6 +499,15 @@ class TestApiServer::Impl {
 
   std::optional<json> parseBody(const httplib::Request& req, httplib::Response& res) {
     const std::string ct = mediaType(req.get_header_value("Content-Type"));
+    if (ct == kProtobufContentType) {
+      auto decoded = decodeProtobufObject(req.body);
+      if (!decoded.ok()) {
+        sendCode(res, decoded.status().code() == base::StatusCode::kUnimplemented ? 415 : 400,
+                 decoded.status().message());
+        return std::nullopt;
+      }
+      return *decoded;
+    }
     if (!ct.empty() && ct != "application/json" && ct != "*/*") {
       sendCode(res, 415, "the body of the request was in an unknown format - accepted media "
                          "types include: application/json");

@@ -1,6 +1,9 @@
 // The in-process TestApiServer over HTTP: wire shapes, error codes, watch semantics and the
 // fault-injection hooks other tests rely on.
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -398,4 +401,39 @@ TEST_CASE("http: many watchers all see every write", "[integration][apiserver]")
   CHECK(client.Get("/api/v1/pods")->status == 200);
   server->stop();
   for (auto& r : readers) CHECK(eventually([&] { return r->ended(); }));
+}
+
+TEST_CASE("http: a watcher that stops reading is dropped without stalling writers or others",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  const std::string rv = std::to_string(server->store().resourceVersion());
+  // A client that asks for a watch and never reads: its socket buffers fill up.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  const std::string request = "GET /api/v1/pods?watch=true&resourceVersion=" + rv +
+                              " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  REQUIRE(send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  REQUIRE(eventually([&] { return server->openWatches() == 1; }));
+  WatchReader healthy(server->port(), "/api/v1/pods?watch=true&resourceVersion=" + rv);
+  REQUIRE(eventually([&] { return server->openWatches() == 2; }));
+
+  constexpr int kPods = 2000;
+  const std::string big(16384, 'x');
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kPods; ++i) {
+    json p = pod("p" + std::to_string(i));
+    p["metadata"]["annotations"] = {{"example.com/padding", big}};
+    REQUIRE(server->store().create("pods", "default", p).ok());
+  }
+  // Writers never wait for the stuck socket (32 MB of events, more than the socket buffers).
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(eventually([&] { return healthy.count() == kPods; }, 30s));
+  // The stuck stream hits the server's write timeout and its watch is dropped.
+  CHECK(eventually([&] { return server->openWatches() == 1; }, 20s));
+  close(fd);
 }

@@ -169,6 +169,11 @@ TEST_CASE("kubectl: get, create, round trip, nodes, raw and api-resources",
 
   auto ns = kubectl.run({"get", "ns"});
   CHECK(ns.out.find("kube-node-lease   Active") != std::string::npos);
+  // `create namespace` is the one command that sends protobuf.
+  auto create_ns = kubectl.run({"create", "namespace", "team-a"});
+  INFO(create_ns.err);
+  CHECK(create_ns.exit_code == 0);
+  CHECK(kubectl.run({"get", "namespace", "team-a"}).out.find("team-a   Active") != std::string::npos);
 
   auto missing = kubectl.run({"get", "pod", "nope"});
   CHECK(missing.exit_code != 0);

@@ -192,6 +192,41 @@ TEST_CASE("pod workers: a kill is not forgotten behind later updates "
   CHECK(h.workers->isPodKnownTerminated("a"));
 }
 
+TEST_CASE("pod workers: a pending kill is never replaced by a later update",
+          "[unit][podworkers]") {
+  Harness h;
+  int killed = 0;
+  h.syncer.holdCalls(Method::kSyncPod);
+  h.update(SyncPodType::kCreate, pod("a", "v1"));
+  h.poll();
+  h.update(SyncPodType::kKill, pod("a", "v1"), killOptions(3, [&] { ++killed; }));
+  h.update(SyncPodType::kUpdate, pod("a", "v2"));
+  h.update(SyncPodType::kSync, pod("a", "v3"));
+  h.poll();
+  auto calls = h.syncer.callsFor("a");
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[0].cancelled);  // the kill cancelled the running create
+  CHECK(calls[2].method == Method::kSyncTerminatedPod);
+  CHECK(calls[1].method == Method::kSyncTerminatingPod);
+  CHECK(calls[1].grace_period == 3);
+  CHECK(calls[1].pod->metadata.name == "v3");  // newest pod, still a kill
+  CHECK(killed == 1);
+  CHECK(h.syncer.callsOf(Method::kSyncPod).size() == 1);
+}
+
+TEST_CASE("pod workers: a pod that starts terminating leaves the resync queue",
+          "[unit][podworkers]") {
+  Harness h;
+  h.syncer.pushResult(Method::kSyncTerminatingPod, base::internalError("still running"));
+  h.update(SyncPodType::kCreate, pod("a"));
+  h.poll();
+  h.update(SyncPodType::kKill, pod("a"));
+  h.poll();
+  h.advance(2min);
+  CHECK(h.workers->getWorkToSync().empty());
+  CHECK(h.workers->isPodKnownTerminated("a"));  // retried by the worker itself
+}
+
 TEST_CASE("pod workers: syncKnownPods forgets finished workers not desired "
           "(TestForgetNonExistingPodWorkers)",
           "[unit][podworkers]") {
