@@ -1,6 +1,7 @@
 // Static-pod decode throughput: YAML/JSON bytes -> API defaults -> static defaults (UID hash) ->
 // typed decode -> validation, for a typical manifest, on one core. Prints manifests per second.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "base/clock.h"
