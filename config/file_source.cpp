@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -599,22 +600,21 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
         old->content_hash == pod->content_hash && old->metadata.uid == pod->metadata.uid) {
       return;  // same pod (e.g. a bad edit reverted): keep the old object, the set is unchanged
     }
-    if (e.winner) changed_ = true;
     e.pod = std::move(pod);
     if (old) {
-      auto& claimants = claimants_[old->fullName()];
-      claimants.erase(name);
+      claimants_[old->fullName()].erase(name);
       reconcileClaims(old->fullName());
     }
     if (e.pod) {
       claimants_[e.pod->fullName()].insert(name);
       reconcileClaims(e.pod->fullName());
-      if (e.winner) changed_ = true;
       log_->debug("Manifest file read file={} pod={} uid={}", fullPath(name), api::podRef(*e.pod),
                   e.pod->metadata.uid);
     } else {
       e.winner = false;
+      e.duplicate_of.clear();
     }
+    syncSetSlot(name, e);
   }
 
   // The first file in sorted order owns a pod full name; the others are reported.
@@ -630,10 +630,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
       Entry& e = entries_[name];
       bool win = name == first;
       std::string dup = win ? std::string() : first;
-      if (e.winner != win) {
-        e.winner = win;
-        changed_ = true;
-      }
+      e.winner = win;
+      syncSetSlot(name, e);
       if (e.duplicate_of != dup) {
         e.duplicate_of = dup;
         if (!dup.empty()) {
@@ -644,6 +642,29 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
         }
         refreshError(name, e);
       }
+    }
+  }
+
+  // Keeps set_names_/set_pods_ (the pods sent, sorted by file name) in step with one entry, so
+  // sending a SET costs a vector copy rather than a walk of every cache entry.
+  void syncSetSlot(const std::string& name, const Entry& e) {
+    const bool in_set = e.winner && e.pod;
+    auto pos = std::lower_bound(set_names_.begin(), set_names_.end(), name);
+    const auto idx = static_cast<size_t>(pos - set_names_.begin());
+    const bool present = pos != set_names_.end() && *pos == name;
+    if (in_set && present) {
+      if (set_pods_[idx] != e.pod) {
+        set_pods_[idx] = e.pod;
+        changed_ = true;
+      }
+    } else if (in_set) {
+      set_names_.insert(pos, name);
+      set_pods_.insert(set_pods_.begin() + static_cast<std::ptrdiff_t>(idx), e.pod);
+      changed_ = true;
+    } else if (present) {
+      set_names_.erase(pos);
+      set_pods_.erase(set_pods_.begin() + static_cast<std::ptrdiff_t>(idx));
+      changed_ = true;
     }
   }
 
@@ -664,11 +685,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   void emitIfChanged() {
     if (emitted_ && !changed_) return;
-    std::vector<api::PodPtr> pods;
-    pods.reserve(entries_.size());
-    for (const auto& [name, e] : entries_) {
-      if (e.winner && e.pod) pods.push_back(e.pod);
-    }
+    std::vector<api::PodPtr> pods = set_pods_;
     changed_ = false;
     if (!emitted_) {
       log_->info("Manifest path read path={} pods={}", path_, pods.size());
@@ -928,6 +945,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   std::map<std::string, Entry> entries_;  // by file name, sorted: the order duplicates resolve in
   std::unordered_map<std::string, std::set<std::string>> claimants_;  // full name -> file names
+  std::vector<std::string> set_names_;  // files whose pod is in the set, sorted
+  std::vector<api::PodPtr> set_pods_;   // their pods, in the same order
   SettleQueue settle_;
   base::TimerPtr relist_timer_;
   base::TimerPtr settle_timer_;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "cmd/nodeagent/pod_updates_command.h"
 #include "cmd/nodeagent/validate_command.h"
 
 namespace {
@@ -14,6 +15,7 @@ struct Subcommand {
 
 constexpr Subcommand kSubcommands[] = {
     {"validate", nodeagent::cmd::runValidate},
+    {"pod-updates", nodeagent::cmd::runPodUpdates},
 };
 
 }  // namespace

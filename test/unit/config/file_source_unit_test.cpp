@@ -411,3 +411,17 @@ TEST_CASE("file source: no update is pushed after stop", "[unit][config]") {
   CHECK(f.rec.count() == 1);
   CHECK(f.clock.pendingTimers() == 0);
 }
+
+TEST_CASE("file source: an inotify queue overflow relists and finds changes events missed",
+          "[unit][config]") {
+  Fixture f;
+  testing::writeFile(f.dir / "web.yaml", podYaml("web"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  testing::writeFile(f.dir / "web.yaml", podYaml("web", "busybox:2"));
+  testing::writeFile(f.dir / "db.yaml", podYaml("db"));
+  f.inject({config::InotifyEvent{-1, IN_Q_OVERFLOW, 0, ""}});
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"db-node1", "web-node1"});
+  CHECK(f.rec.last().pods[1]->metadata.uid != f.rec.updates[0].pods[0]->metadata.uid);
+}

@@ -1,0 +1,272 @@
+#include "cmd/nodeagent/pod_updates_command.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/pod_update.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/duration.h"
+#include "base/log.h"
+#include "config/file_source.h"
+#include "config/http_source.h"
+#include "config/manifest_errors.h"
+#include "config/pod_config.h"
+
+namespace nodeagent::cmd {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: nodeagent pod-updates [--pod-manifest-path=P] [--manifest-url=U]\n"
+    "         [--manifest-url-header=K:V]... [--hostname-override=NODE]\n"
+    "         [--file-check-frequency=D] [--http-check-frequency=D] [--root-dir=R] [--full] [--v=N]\n"
+    "Runs the file and HTTP pod sources and the PodConfig merge (incremental mode) and prints\n"
+    "every pod update as one JSON line on stdout until SIGINT or SIGTERM. Durations use Go's form\n"
+    "(20s, 1m, 500ms, 1h30m).\n";
+
+int usageError(const std::string& message) {
+  std::fprintf(stderr, "nodeagent pod-updates: %s\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+struct Flags {
+  std::string manifest_path;
+  std::string manifest_url;
+  std::vector<std::string> url_headers;
+  std::optional<std::string> hostname_override;
+  base::Duration file_check_frequency = std::chrono::seconds(20);
+  base::Duration http_check_frequency = std::chrono::seconds(20);
+  std::string root_dir = "/var/lib/nodeagent";
+  bool full = false;
+  int verbosity = 0;
+  bool help = false;
+};
+
+// Parses the flags; the error names the flag.
+base::StatusOr<Flags> parseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      f.help = true;
+      continue;
+    }
+    if (!arg.starts_with("--")) {
+      return base::invalidArgumentError("unexpected argument \"" + std::string(arg) + "\"");
+    }
+    std::string name;
+    std::optional<std::string> value;
+    if (auto eq = arg.find('='); eq != std::string_view::npos) {
+      name = std::string(arg.substr(2, eq - 2));
+      value = std::string(arg.substr(eq + 1));
+    } else {
+      name = std::string(arg.substr(2));
+    }
+    if (name == "full") {
+      if (value && *value != "true" && *value != "false") {
+        return base::invalidArgumentError("--full takes no value (or true/false), got \"" +
+                                          *value + "\"");
+      }
+      f.full = !value || *value == "true";
+      continue;
+    }
+    static const char* kValued[] = {"pod-manifest-path",    "manifest-url",
+                                    "manifest-url-header",  "hostname-override",
+                                    "file-check-frequency", "http-check-frequency",
+                                    "root-dir",             "v"};
+    bool known = false;
+    for (const char* k : kValued) known = known || name == k;
+    if (!known) return base::invalidArgumentError("unknown flag --" + name);
+    if (!value) {
+      if (i + 1 >= argc) return base::invalidArgumentError("flag --" + name + " needs a value");
+      value = argv[++i];
+    }
+    auto duration = [&](base::Duration& out) -> base::Status {
+      auto d = base::parseDuration(*value);
+      if (!d.ok()) return d.status().withContext("--" + name);
+      if (*d <= base::Duration::zero()) {
+        return base::invalidArgumentError("--" + name + " must be positive, got \"" + *value +
+                                          "\"");
+      }
+      out = *d;
+      return base::okStatus();
+    };
+    if (name == "pod-manifest-path") {
+      f.manifest_path = *value;
+    } else if (name == "manifest-url") {
+      f.manifest_url = *value;
+    } else if (name == "manifest-url-header") {
+      f.url_headers.push_back(*value);
+    } else if (name == "hostname-override") {
+      f.hostname_override = *value;
+    } else if (name == "file-check-frequency") {
+      RETURN_IF_ERROR(duration(f.file_check_frequency));
+    } else if (name == "http-check-frequency") {
+      RETURN_IF_ERROR(duration(f.http_check_frequency));
+    } else if (name == "root-dir") {
+      if (value->empty()) return base::invalidArgumentError("--root-dir must not be empty");
+      f.root_dir = *value;
+    } else if (name == "v") {
+      char* end = nullptr;
+      long v = std::strtol(value->c_str(), &end, 10);
+      if (value->empty() || *end != '\0' || v < 0 || v > 10) {
+        return base::invalidArgumentError("--v must be a number from 0 to 10, got \"" + *value +
+                                          "\"");
+      }
+      f.verbosity = static_cast<int>(v);
+    }
+  }
+  return f;
+}
+
+// kubelet's GetHostname: the override (or the host name) trimmed and lower-cased.
+base::StatusOr<std::string> nodeName(const std::optional<std::string>& override_name) {
+  std::string name;
+  if (override_name) {
+    name = *override_name;
+  } else {
+    char buf[HOST_NAME_MAX + 1] = {};
+    if (gethostname(buf, sizeof(buf) - 1) != 0) {
+      return base::unavailableError(std::string("cannot read the host name: ") +
+                                    std::strerror(errno));
+    }
+    name = buf;
+  }
+  auto begin = name.find_first_not_of(" \t\r\n");
+  auto end = name.find_last_not_of(" \t\r\n");
+  name = begin == std::string::npos ? std::string() : name.substr(begin, end - begin + 1);
+  for (char& c : name) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  if (name.empty()) return base::invalidArgumentError("--hostname-override: empty node name");
+  return name;
+}
+
+std::string updateLine(const api::PodUpdate& u, bool full) {
+  nlohmann::json pods = nlohmann::json::array();
+  for (const auto& pod : u.pods) {
+    if (full) {
+      pods.push_back(pod->raw ? nlohmann::json::parse(*pod->raw, nullptr, /*allow_exceptions=*/false)
+                              : nlohmann::json::object());
+    } else {
+      pods.push_back({{"namespace", pod->metadata.namespace_},
+                      {"name", pod->metadata.name},
+                      {"uid", pod->metadata.uid}});
+    }
+  }
+  nlohmann::json line = {{"op", std::string(api::podOperationName(u.op))},
+                         {"source", u.source},
+                         {"pods", std::move(pods)}};
+  return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+int runPodUpdates(int argc, char** argv) {
+  auto parsed = parseFlags(argc, argv);
+  if (!parsed.ok()) return usageError(parsed.status().message());
+  const Flags& flags = *parsed;
+  if (flags.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (flags.manifest_path.empty() && flags.manifest_url.empty()) {
+    return usageError("nothing to watch: give --pod-manifest-path and/or --manifest-url");
+  }
+  auto headers = config::parseManifestUrlHeaders(flags.url_headers);
+  if (!headers.ok()) return usageError(headers.status().message());
+  if (!flags.manifest_url.empty()) {
+    auto url = config::parseHttpUrl(flags.manifest_url);
+    if (!url.ok()) return usageError("--manifest-url: " + url.status().message());
+  }
+  auto node = nodeName(flags.hostname_override);
+  if (!node.ok()) return usageError(node.status().message());
+
+  base::initLogging({.verbosity = flags.verbosity, .quiet = false});
+  auto log = base::logger("cmd");
+
+  // A broken pipe on stdout must end the program through write errors, not a signal.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  asio::io_context ioc;
+  auto guard = asio::make_work_guard(ioc);
+  asio::thread_pool blocking(2);
+  base::Clock& clock = base::realClock();
+  config::ManifestErrors errors;
+
+  std::mutex out_mu;
+  const bool full = flags.full;
+  config::PodConfigOptions pc_options;
+  pc_options.mode = config::PodConfigNotificationMode::kIncremental;
+  config::PodConfig pod_config(ioc.get_executor(), clock, [&](api::PodUpdate u) {
+    std::string line = updateLine(u, full);
+    std::lock_guard lock(out_mu);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }, pc_options);
+
+  std::vector<std::unique_ptr<config::PodSource>> sources;
+  if (!flags.manifest_path.empty()) {
+    config::FileSourceOptions o;
+    o.path = flags.manifest_path;
+    o.node_name = *node;
+    o.check_frequency = flags.file_check_frequency;
+    o.errors = &errors;
+    sources.push_back(config::makeFileSource(ioc.get_executor(), clock, std::move(o),
+                                             pod_config.channel(std::string(api::kFileSource))));
+  }
+  if (!flags.manifest_url.empty()) {
+    config::HttpSourceOptions o;
+    o.url = flags.manifest_url;
+    o.headers = *headers;
+    o.node_name = *node;
+    o.check_frequency = flags.http_check_frequency;
+    o.errors = &errors;
+    auto http = config::HttpSource::create(ioc.get_executor(), blocking.get_executor(), clock,
+                                           std::move(o),
+                                           pod_config.channel(std::string(api::kHttpSource)));
+    if (!http.ok()) {
+      std::fprintf(stderr, "nodeagent pod-updates: %s\n", http.status().message().c_str());
+      return 1;
+    }
+    sources.push_back(std::move(*http));
+  }
+
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    log->info("Stopping on signal signal={}", signo);
+    // After stop() no source pushes; what is already queued may still print, then the loop ends.
+    for (auto& s : sources) s->stop();
+    guard.reset();
+    asio::post(ioc, [&] { ioc.stop(); });
+  });
+
+  log->info("Starting pod sources node={} file={} url={}", *node, flags.manifest_path,
+            flags.manifest_url);
+  for (auto& s : sources) s->start();
+
+  std::thread second([&] { ioc.run(); });
+  ioc.run();
+  second.join();
+  sources.clear();
+  blocking.join();
+  return 0;
+}
+
+}  // namespace nodeagent::cmd

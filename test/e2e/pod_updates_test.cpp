@@ -1,0 +1,302 @@
+// `nodeagent pod-updates` end to end: the built binary on a manifest directory and an HTTP URL,
+// its stdout read line by line with deadlines, SIGTERM for a clean exit.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "test/support/test_util.h"
+
+extern char** environ;
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string podYaml(const std::string& name, const std::string& image = "busybox:1.36") {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  containers:\n  - name: main\n    image: " + image +
+         "\n    command: [\"sleep\", \"3600\"]\n";
+}
+
+void renameIn(const fs::path& path, const std::string& content) {
+  auto tmp = path.parent_path() / (path.filename().string() + ".tmp");
+  testing::writeFile(tmp, content);
+  fs::rename(tmp, path);
+}
+
+// The nodeagent binary as a child with its stdout and stderr on pipes.
+class Agent {
+ public:
+  explicit Agent(std::vector<std::string> args) {
+    int out[2];
+    int err[2];
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    std::string bin = testing::binaryPath("nodeagent").string();
+    std::vector<std::string> full{bin};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+    REQUIRE(rc == 0);
+  }
+  ~Agent() {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(pid_, SIGKILL);
+      int status;
+      ::waitpid(pid_, &status, 0);
+    }
+    ::close(out_);
+    ::close(err_);
+  }
+
+  // The next stdout line, or nullopt after `deadline`.
+  std::optional<std::string> nextLine(std::chrono::milliseconds deadline = 5s) {
+    auto end = std::chrono::steady_clock::now() + deadline;
+    while (true) {
+      if (auto nl = out_buf_.find('\n'); nl != std::string::npos) {
+        std::string line = out_buf_.substr(0, nl);
+        out_buf_.erase(0, nl + 1);
+        return line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd pfd{out_, POLLIN, 0};
+      if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(out_, buf, sizeof(buf));
+      if (n <= 0) return std::nullopt;
+      out_buf_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  // The next update line matching `pred`, skipping others.
+  std::optional<nlohmann::json> nextUpdate(const std::function<bool(const nlohmann::json&)>& pred,
+                                           std::chrono::milliseconds deadline = 5s) {
+    auto end = std::chrono::steady_clock::now() + deadline;
+    while (std::chrono::steady_clock::now() < end) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      auto line = nextLine(left);
+      if (!line) return std::nullopt;
+      auto j = nlohmann::json::parse(*line, nullptr, false);
+      REQUIRE_FALSE(j.is_discarded());  // every stdout line is JSON
+      seen_.push_back(j);
+      if (pred(j)) return j;
+    }
+    return std::nullopt;
+  }
+
+  // Waits for the exit and returns its code (-1: killed by a signal or still running).
+  int waitExit(std::chrono::milliseconds deadline = 5s) {
+    int status = 0;
+    bool done = testing::eventually(
+        [&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, deadline);
+    if (!done) return -1;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return *exit_code_;
+  }
+  void signal(int sig) { ::kill(pid_, sig); }
+  std::string drainStderr() {
+    std::string out;
+    char buf[4096];
+    pollfd pfd{err_, POLLIN, 0};
+    while (::poll(&pfd, 1, 0) > 0) {
+      ssize_t n = ::read(err_, buf, sizeof(buf));
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  const std::vector<nlohmann::json>& seen() const { return seen_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  std::string out_buf_;
+  std::optional<int> exit_code_;
+  std::vector<nlohmann::json> seen_;
+};
+
+bool hasPod(const nlohmann::json& u, const std::string& op, const std::string& name) {
+  if (u.value("op", "") != op) return false;
+  for (const auto& p : u["pods"]) {
+    if (p.value("name", "") == name) return true;
+  }
+  return false;
+}
+
+std::string uidIn(const nlohmann::json& u, const std::string& name) {
+  for (const auto& p : u["pods"]) {
+    if (p.value("name", "") == name) return p.value("uid", "");
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete REMOVE; "
+          "SIGTERM exits 0", "[e2e][config]") {
+  testing::TempDir dir("e2e-podupdates");
+  testing::writeFile(dir / "web.yaml", podYaml("web"));
+  Agent agent({"pod-updates", "--pod-manifest-path=" + dir.path().string(),
+               "--hostname-override=Node1", "--file-check-frequency", "1h"});
+  auto add = agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "web-node1"); });
+  REQUIRE(add);
+  CHECK((*add)["source"] == "file");
+  CHECK((*add)["pods"][0]["namespace"] == "default");
+  auto uid = uidIn(*add, "web-node1");
+  CHECK_FALSE(uid.empty());
+
+  renameIn(dir / "web.yaml", podYaml("web", "busybox:2"));
+  auto removed = agent.nextUpdate([](const auto& u) { return hasPod(u, "REMOVE", "web-node1"); });
+  REQUIRE(removed);
+  CHECK(uidIn(*removed, "web-node1") == uid);
+  auto added = agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "web-node1"); });
+  REQUIRE(added);
+  CHECK(uidIn(*added, "web-node1") != uid);
+
+  // An identical rewrite prints nothing; the next real change is the next line.
+  testing::writeFile(dir / "web.yaml", podYaml("web", "busybox:2"));
+  renameIn(dir / "db.yaml", podYaml("db"));
+  auto next = agent.nextUpdate([](const auto&) { return true; });
+  REQUIRE(next);
+  CHECK(hasPod(*next, "ADD", "db-node1"));
+
+  fs::remove(dir / "db.yaml");
+  REQUIRE(agent.nextUpdate([](const auto& u) { return hasPod(u, "REMOVE", "db-node1"); }));
+
+  agent.signal(SIGTERM);
+  CHECK(agent.waitExit() == 0);
+}
+
+TEST_CASE("pod-updates: --full prints whole pods; SIGINT exits 0", "[e2e][config]") {
+  testing::TempDir dir("e2e-podupdates-full");
+  testing::writeFile(dir / "web.yaml", podYaml("web"));
+  Agent agent({"pod-updates", "--pod-manifest-path", dir.path().string(),
+               "--hostname-override=node1", "--full"});
+  auto add = agent.nextUpdate([](const auto& u) {
+    return u.value("op", "") == "ADD" && !u["pods"].empty();
+  });
+  REQUIRE(add);
+  const auto& pod = (*add)["pods"][0];
+  CHECK(pod["metadata"]["name"] == "web-node1");
+  CHECK(pod["spec"]["containers"][0]["image"] == "busybox:1.36");
+  CHECK(pod["spec"]["nodeName"] == "node1");
+  agent.signal(SIGINT);
+  CHECK(agent.waitExit() == 0);
+}
+
+TEST_CASE("pod-updates: a missing manifest path is an empty, ready source until it appears",
+          "[e2e][config]") {
+  testing::TempDir root("e2e-podupdates-missing");
+  auto path = root / "manifests";
+  Agent agent({"pod-updates", "--pod-manifest-path=" + path.string(), "--hostname-override=n1"});
+  auto first = agent.nextUpdate([](const auto&) { return true; });
+  REQUIRE(first);
+  CHECK((*first)["op"] == "ADD");
+  CHECK((*first)["pods"].empty());
+  fs::create_directory(root / "staging");
+  testing::writeFile(root / "staging" / "web.yaml", podYaml("web"));
+  fs::rename(root / "staging", path);
+  REQUIRE(agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "web-n1"); }, 5s));
+  agent.signal(SIGTERM);
+  CHECK(agent.waitExit() == 0);
+}
+
+TEST_CASE("pod-updates: pods from a manifest URL, with headers", "[e2e][config]") {
+  httplib::Server server;
+  std::string seen_header;
+  std::mutex mu;
+  server.Get("/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard lock(mu);
+      seen_header = req.get_header_value("X-Token");
+    }
+    res.set_content(podYaml("remote"), "application/yaml");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  testing::eventually([&] { return server.is_running(); });
+  {
+    Agent agent({"pod-updates", "--manifest-url=http://127.0.0.1:" + std::to_string(port) + "/pods",
+                 "--manifest-url-header=X-Token:abc", "--hostname-override=node1",
+                 "--http-check-frequency=1s"});
+    auto add = agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "remote-node1"); });
+    REQUIRE(add);
+    CHECK((*add)["source"] == "http");
+    {
+      std::lock_guard lock(mu);
+      CHECK(seen_header == "abc");
+    }
+    agent.signal(SIGTERM);
+    CHECK(agent.waitExit() == 0);
+  }
+  server.stop();
+  t.join();
+}
+
+TEST_CASE("pod-updates: without --hostname-override the node is the lower-cased host name",
+          "[e2e][config]") {
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof(host) - 1) == 0);
+  std::string node = host;
+  for (char& c : node) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  testing::TempDir dir("e2e-podupdates-host");
+  testing::writeFile(dir / "web.yaml", podYaml("web"));
+  Agent agent({"pod-updates", "--pod-manifest-path=" + dir.path().string()});
+  REQUIRE(agent.nextUpdate([&](const auto& u) { return hasPod(u, "ADD", "web-" + node); }));
+  agent.signal(SIGTERM);
+  CHECK(agent.waitExit() == 0);
+}
+
+TEST_CASE("pod-updates: bad flags exit 2 with a message naming the flag", "[e2e][config]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string mentions;
+  };
+  auto c = GENERATE(values<Case>({
+      {{"pod-updates", "--pod-manifest-path=/tmp", "--file-check-frequency=20"},
+       "--file-check-frequency"},
+      {{"pod-updates", "--pod-manifest-path=/tmp", "--http-check-frequency=-1s"},
+       "--http-check-frequency"},
+      {{"pod-updates", "--pod-manifest-path=/tmp", "--bogus"}, "--bogus"},
+      {{"pod-updates", "--manifest-url=ftp://x/"}, "manifest URL"},
+      {{"pod-updates", "--manifest-url=http://127.0.0.1/", "--manifest-url-header=novalue"},
+       "--manifest-url-header"},
+      {{"pod-updates"}, "--pod-manifest-path"},
+      {{"pod-updates", "--pod-manifest-path"}, "--pod-manifest-path"},
+  }));
+  Agent agent(c.args);
+  CHECK(agent.waitExit() == 2);
+  CHECK_THAT(agent.drainStderr(), Catch::Contains(c.mentions));
+  CHECK_FALSE(agent.nextLine(100ms).has_value());
+}

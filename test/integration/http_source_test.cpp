@@ -1,0 +1,435 @@
+// HttpSource against a real cpp-httplib server on 127.0.0.1, port 0: bodies, headers, caching
+// with ETag / Last-Modified, failures and timeouts. Polls every 100ms so each case is quick.
+#include <atomic>
+#include <filesystem>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <catch2/catch.hpp>
+#include <httplib.h>
+
+#include "config/http_source.h"
+#include "config/manifest_errors.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string podYaml(const std::string& name, const std::string& image = "busybox:1.36") {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  containers:\n  - name: main\n    image: " + image +
+         "\n    command: [\"sleep\", \"3600\"]\n";
+}
+
+std::string podListJson() {
+  return R"({"apiVersion":"v1","kind":"PodList","items":[
+    {"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},
+     "spec":{"containers":[{"name":"main","image":"busybox"}]}},
+    {"apiVersion":"v1","kind":"Pod","metadata":{"name":"b","namespace":"kube-system"},
+     "spec":{"containers":[{"name":"main","image":"busybox"}]}}]})";
+}
+
+// A scripted manifest server: the test sets the status, body and caching headers it answers.
+class ManifestServer {
+ public:
+  ManifestServer() {
+    server_.Get("/pods", [this](const httplib::Request& req, httplib::Response& res) {
+      std::unique_lock lock(mu_);
+      ++requests_;
+      last_headers_ = req.headers;
+      if (hang_) {
+        cv_.wait_for(lock, 5s, [&] { return !hang_; });
+      }
+      if (!etag_.empty()) {
+        res.set_header("ETag", etag_);
+        if (req.get_header_value("If-None-Match") == etag_) {
+          res.status = 304;
+          return;
+        }
+      }
+      if (!last_modified_.empty()) {
+        res.set_header("Last-Modified", last_modified_);
+        if (req.get_header_value("If-Modified-Since") == last_modified_) {
+          res.status = 304;
+          return;
+        }
+      }
+      res.status = status_;
+      res.set_content(body_, "application/yaml");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    testing::eventually([this] { return server_.is_running(); });
+  }
+  ~ManifestServer() {
+    release();
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/pods"; }
+  void set(int status, std::string body) {
+    std::lock_guard lock(mu_);
+    status_ = status;
+    body_ = std::move(body);
+  }
+  void setEtag(std::string etag) {
+    std::lock_guard lock(mu_);
+    etag_ = std::move(etag);
+  }
+  void setLastModified(std::string v) {
+    std::lock_guard lock(mu_);
+    last_modified_ = std::move(v);
+  }
+  void hang() {
+    std::lock_guard lock(mu_);
+    hang_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      hang_ = false;
+    }
+    cv_.notify_all();
+  }
+  int requests() {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+  httplib::Headers lastHeaders() {
+    std::lock_guard lock(mu_);
+    return last_headers_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int status_ = 200;
+  std::string body_;
+  std::string etag_;
+  std::string last_modified_;
+  bool hang_ = false;
+  int requests_ = 0;
+  httplib::Headers last_headers_;
+};
+
+class Harness {
+ public:
+  explicit Harness(std::string url, std::function<void(config::HttpSourceOptions&)> tweak = {}) {
+    config::HttpSourceOptions o;
+    o.url = std::move(url);
+    o.node_name = "node1";
+    o.check_frequency = 100ms;
+    o.timeout = 2s;
+    o.errors = &errors;
+    if (tweak) tweak(o);
+    auto created = config::HttpSource::create(ioc.get_executor(), pool.get_executor(),
+                                              base::realClock(), o, [this](api::PodUpdate u) {
+                                                std::lock_guard lock(mu);
+                                                updates.push_back(std::move(u));
+                                              });
+    REQUIRE(created.ok());
+    source = std::move(*created);
+    runner = std::thread([this] { ioc.run(); });
+    source->start();
+  }
+  ~Harness() {
+    source->stop();
+    guard.reset();
+    runner.join();
+    pool.join();
+  }
+  size_t count() {
+    std::lock_guard lock(mu);
+    return updates.size();
+  }
+  api::PodUpdate last() {
+    std::lock_guard lock(mu);
+    return updates.back();
+  }
+  // Waits for `n` more polls to complete than at the call.
+  bool morePolls(uint64_t n) {
+    auto start = source->stats().polls;
+    return testing::eventually([&] { return source->stats().polls >= start + n + 1; }, 5s);
+  }
+
+  config::ManifestErrors errors;
+  std::unique_ptr<config::HttpSource> source;
+
+ private:
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
+  asio::thread_pool pool{2};
+  std::thread runner;
+  std::mutex mu;
+  std::vector<api::PodUpdate> updates;
+};
+
+}  // namespace
+
+TEST_CASE("http source: a single pod becomes a SET; an unchanged body sends nothing more",
+          "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo"));
+  Harness h(server.url());
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  auto u = h.last();
+  CHECK(u.op == api::PodOperation::kSet);
+  CHECK(u.source == "http");
+  REQUIRE(u.pods.size() == 1);
+  CHECK(u.pods[0]->metadata.name == "foo-node1");
+  CHECK(u.pods[0]->metadata.namespace_ == "default");
+  REQUIRE(h.morePolls(3));
+  CHECK(h.count() == 1);
+  CHECK(h.source->stats().decodes == 1);
+
+  server.set(200, podYaml("foo", "busybox:2"));
+  REQUIRE(testing::eventually([&] { return h.count() == 2; }));
+  CHECK(h.last().pods.at(0)->metadata.uid != u.pods[0]->metadata.uid);
+}
+
+TEST_CASE("http source: a PodList in JSON gives all its pods", "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podListJson());
+  Harness h(server.url());
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  auto u = h.last();
+  REQUIRE(u.pods.size() == 2);
+  CHECK(u.pods[0]->metadata.name == "a-node1");
+  CHECK(u.pods[0]->metadata.namespace_ == "default");
+  CHECK(u.pods[1]->metadata.name == "b-node1");
+  CHECK(u.pods[1]->metadata.namespace_ == "kube-system");
+}
+
+TEST_CASE("http source: configured headers are sent, repeated keys included",
+          "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo"));
+  auto headers = config::parseManifestUrlHeaders({"Metadata-Flavor:Google", "X-Multi:a,b"});
+  REQUIRE(headers.ok());
+  Harness h(server.url(), [&](config::HttpSourceOptions& o) { o.headers = *headers; });
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  auto got = server.lastHeaders();
+  auto flavor = got.find("Metadata-Flavor");
+  REQUIRE(flavor != got.end());
+  CHECK(flavor->second == "Google");
+  CHECK(got.count("X-Multi") == 2);
+}
+
+TEST_CASE("http source: ETag and Last-Modified make conditional requests; 304 sends nothing",
+          "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo"));
+  bool use_etag = GENERATE(true, false);
+  if (use_etag) {
+    server.setEtag("\"v1\"");
+  } else {
+    server.setLastModified("Wed, 21 Oct 2026 07:28:00 GMT");
+  }
+  Harness h(server.url());
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  REQUIRE(testing::eventually([&] { return h.source->stats().not_modified >= 2; }, 5s));
+  auto headers = server.lastHeaders();
+  if (use_etag) {
+    CHECK(headers.find("If-None-Match")->second == "\"v1\"");
+  } else {
+    CHECK(headers.find("If-Modified-Since")->second == "Wed, 21 Oct 2026 07:28:00 GMT");
+  }
+  CHECK(h.count() == 1);
+
+  // A new version behind a new validator is fetched.
+  server.set(200, podYaml("foo", "busybox:2"));
+  if (use_etag) {
+    server.setEtag("\"v2\"");
+  } else {
+    server.setLastModified("Thu, 22 Oct 2026 07:28:00 GMT");
+  }
+  REQUIRE(testing::eventually([&] { return h.count() == 2; }));
+}
+
+TEST_CASE("http source: non-200 answers keep the pods and are reported until the URL recovers",
+          "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo"));
+  Harness h(server.url());
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  server.set(500, "oops");
+  REQUIRE(testing::eventually([&] { return h.errors.get("http", server.url()).has_value(); }));
+  CHECK_THAT(h.errors.get("http", server.url())->message, Catch::Contains("500"));
+  REQUIRE(h.morePolls(3));
+  CHECK(h.count() == 1);
+  server.set(200, podYaml("foo"));  // the same body as before: still nothing to send
+  REQUIRE(testing::eventually([&] { return !h.errors.get("http", server.url()).has_value(); }));
+  REQUIRE(h.morePolls(2));
+  CHECK(h.count() == 1);
+}
+
+TEST_CASE("http source: an unreachable URL sends no update at all", "[integration][config]") {
+  int port;
+  {
+    ManifestServer gone;  // take a free port, then close it
+    port = std::stoi(gone.url().substr(std::string("http://127.0.0.1:").size()));
+  }
+  Harness h("http://127.0.0.1:" + std::to_string(port) + "/pods");
+  REQUIRE(h.morePolls(3));
+  CHECK(h.count() == 0);
+  CHECK(h.source->stats().failures >= 3);
+  CHECK(h.errors.size() == 1);
+}
+
+TEST_CASE("http source: a request over the timeout is abandoned and the pods stay",
+          "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo"));
+  Harness h(server.url(), [](config::HttpSourceOptions& o) { o.timeout = 300ms; });
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  server.hang();
+  REQUIRE(testing::eventually([&] {
+    auto e = h.errors.get("http", server.url());
+    return e && e->message.find("timed out") != std::string::npos;
+  }));
+  CHECK(h.count() == 1);
+  server.release();
+  REQUIRE(testing::eventually([&] { return !h.errors.get("http", server.url()).has_value(); }));
+  CHECK(h.count() == 1);
+}
+
+TEST_CASE("http source: an empty body sends an empty SET", "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo"));
+  Harness h(server.url());
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  server.set(200, "");
+  REQUIRE(testing::eventually([&] { return h.count() == 2; }));
+  CHECK(h.last().pods.empty());
+  REQUIRE(h.morePolls(2));
+  CHECK(h.count() == 2);
+}
+
+TEST_CASE("http source: an invalid body sends nothing, is reported, and is decoded only once",
+          "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo"));
+  Harness h(server.url());
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  auto decodes = h.source->stats().decodes;
+  server.set(200, "apiVersion: v1\nkind: Pod\nmetadata: {}\nspec: {containers: []}\n");
+  REQUIRE(testing::eventually([&] { return h.errors.get("http", server.url()).has_value(); }));
+  REQUIRE(h.morePolls(3));
+  CHECK(h.count() == 1);
+  CHECK(h.source->stats().decodes == decodes + 1);
+  server.set(200, podYaml("bar"));
+  REQUIRE(testing::eventually([&] { return h.count() == 2; }));
+  CHECK(h.last().pods.at(0)->metadata.name == "bar-node1");
+  CHECK(h.errors.size() == 0);
+}
+
+TEST_CASE("http source: a body over the size limit is rejected", "[integration][config]") {
+  ManifestServer server;
+  server.set(200, podYaml("foo") + std::string(4096, '#'));
+  Harness h(server.url(), [](config::HttpSourceOptions& o) { o.max_body_bytes = 1024; });
+  REQUIRE(testing::eventually([&] { return h.errors.get("http", server.url()).has_value(); }));
+  CHECK_THAT(h.errors.get("http", server.url())->message, Catch::Contains("larger than"));
+  CHECK(h.count() == 0);
+}
+
+TEST_CASE("http source: redirects are followed", "[integration][config]") {
+  httplib::Server front;
+  front.Get("/old", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 302;
+    res.set_header("Location", "/new");
+  });
+  front.Get("/new", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(podYaml("moved"), "application/yaml");
+  });
+  int port = front.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { front.listen_after_bind(); });
+  testing::eventually([&] { return front.is_running(); });
+  {
+    Harness h("http://127.0.0.1:" + std::to_string(port) + "/old");
+    REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+    CHECK(h.last().pods.at(0)->metadata.name == "moved-node1");
+  }
+  front.stop();
+  t.join();
+}
+
+namespace {
+
+// A self-signed certificate for 127.0.0.1, written as PEM files in `dir`.
+void writeSelfSignedCert(const std::filesystem::path& dir) {
+  EVP_PKEY* key = EVP_RSA_gen(2048);
+  REQUIRE(key != nullptr);
+  X509* cert = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
+  for (auto [nid, value] : {std::pair{NID_subject_alt_name, "IP:127.0.0.1"},
+                            std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    REQUIRE(ext != nullptr);
+    X509_add_ext(cert, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
+  FILE* f = std::fopen((dir / "cert.pem").c_str(), "w");
+  PEM_write_X509(f, cert);
+  std::fclose(f);
+  f = std::fopen((dir / "key.pem").c_str(), "w");
+  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+}
+
+}  // namespace
+
+TEST_CASE("http source: https needs a trusted certificate; --ca-file style trust works",
+          "[integration][config]") {
+  testing::TempDir dir("http-tls");
+  writeSelfSignedCert(dir.path());
+  httplib::SSLServer server((dir / "cert.pem").c_str(), (dir / "key.pem").c_str());
+  REQUIRE(server.is_valid());
+  server.Get("/pods", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(podYaml("secure"), "application/yaml");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  testing::eventually([&] { return server.is_running(); });
+  std::string url = "https://127.0.0.1:" + std::to_string(port) + "/pods";
+  {
+    Harness untrusted(url);  // the system bundle does not know this certificate
+    REQUIRE(untrusted.morePolls(2));
+    CHECK(untrusted.count() == 0);
+    CHECK(untrusted.errors.get("http", url).has_value());
+  }
+  {
+    Harness trusted(url, [&](config::HttpSourceOptions& o) {
+      o.ca_file = (dir / "cert.pem").string();
+    });
+    REQUIRE(testing::eventually([&] { return trusted.count() == 1; }));
+    CHECK(trusted.last().pods.at(0)->metadata.name == "secure-node1");
+    CHECK(trusted.errors.size() == 0);
+  }
+  server.stop();
+  t.join();
+}
