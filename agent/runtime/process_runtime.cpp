@@ -710,6 +710,10 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
   if (pod) {
     if (const auto* spec = findSpecContainer(*pod, config.container_name)) {
       pre_stop = preStopCommand(*spec);
+      if (spec->lifecycle && spec->lifecycle->pre_stop && !spec->lifecycle->pre_stop->exec) {
+        log_->warn("Skipping a preStop hook that is not exec pod={} container={}",
+                   api::podRef(*pod), config.container_name);
+      }
     }
   }
   if (!pre_stop.empty() && grace > 0 && st.status == ShimStatus::kRunning) {
