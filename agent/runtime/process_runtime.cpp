@@ -681,7 +681,8 @@ asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
                          asio::redirect_error(asio::use_awaitable, ec));
   timer->cancel();
   siginfo_t info{};
-  ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED);
+  // WNOHANG: after an aborted wait (shutdown) the hook may still run; never block here.
+  ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
   if (timed_out) {
     log_->warn("PreStop hook did not finish within the grace period id={}", id);
   } else if (info.si_code != CLD_EXITED || info.si_status != 0) {
