@@ -115,7 +115,8 @@ base::Status apiErrorStatus(std::string_view what, int http_code, std::string_vi
   ApiError e;
   e.http_code = http_code;
   auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_object() && parsed.value("kind", "") == "Status") {
+  auto kind = parsed.is_object() ? parsed.find("kind") : parsed.end();
+  if (parsed.is_object() && kind != parsed.end() && kind->is_string() && *kind == "Status") {
     e = errorFromObject(http_code, parsed);
     e.http_code = http_code;  // the transport status is what the client saw
   } else {

@@ -589,9 +589,8 @@ asio::awaitable<base::StatusOr<std::string>> AsyncRestClient::request(std::strin
                                                                       std::string path, Query query,
                                                                       std::string body,
                                                                       std::string content_type) {
-  co_return co_await run([method = std::move(method), path = std::move(path),
-                          query = std::move(query), body = std::move(body),
-                          content_type = std::move(content_type)](RestClient& c) {
+  return run([method = std::move(method), path = std::move(path), query = std::move(query),
+              body = std::move(body), content_type = std::move(content_type)](RestClient& c) {
     return c.request(method, path, query, body, content_type);
   });
 }

@@ -191,21 +191,22 @@ class AsyncRestClient {
 
   RestClient& client() { return client_; }
 
-  // Runs `fn(client)` on the pool; resumes the caller on its own executor with the result.
+  // Runs `fn(client)` on the pool; resumes the awaiting coroutine on its own executor with the
+  // result. (Not a coroutine itself: GCC 12 mishandles lambda temporaries inside co_await.)
   template <typename F>
   auto run(F fn) -> asio::awaitable<std::invoke_result_t<F&, RestClient&>> {
     using R = std::invoke_result_t<F&, RestClient&>;
-    auto ex = co_await asio::this_coro::executor;
-    co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(R)>(
-        [this, ex, fn = std::move(fn)](auto handler) mutable {
-          asio::post(pool_, [this, ex, fn = std::move(fn), handler = std::move(handler)]() mutable {
-            R result = fn(client_);
-            asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
-              std::move(handler)(std::move(result));
-            });
-          });
-        },
-        asio::use_awaitable);
+    auto init = [this, fn = std::move(fn)](auto handler) mutable {
+      auto ex = asio::get_associated_executor(handler);
+      asio::post(pool_, [this, ex, fn = std::move(fn), handler = std::move(handler)]() mutable {
+        R result = fn(client_);
+        asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
+          std::move(handler)(std::move(result));
+        });
+      });
+    };
+    return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(std::move(init),
+                                                                       asio::use_awaitable);
   }
 
   // Runs `fn(client)` on the pool, then `done(result)` on `ex`.

@@ -1,9 +1,8 @@
 #include "config/pod_defaults.h"
 
 #include <array>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "api/canonical_json.h"
 #include "api/hash.h"
@@ -24,7 +23,8 @@ bool isAbsent(const json& obj, const char* key) {
 // Go zero values default: an absent, null or empty string becomes `value`.
 void defaultString(json& obj, const char* key, const char* value) {
   auto it = obj.find(key);
-  if (it == obj.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty())) {
+  if (it == obj.end() || it->is_null() ||
+      (it->is_string() && it->get_ref<const std::string&>().empty())) {
     obj[key] = value;
   }
 }
@@ -129,12 +129,35 @@ void defaultContainer(json& c, bool host_network) {
 }
 
 // core/v1 volume sources: a volume naming none of them becomes an emptyDir.
-constexpr std::array<const char*, 29> kVolumeSources = {
-    "emptyDir", "hostPath", "gitRepo", "gcePersistentDisk", "awsElasticBlockStore", "secret", "nfs",
-    "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "quobyte", "flexVolume", "cinder",
-    "cephfs", "flocker", "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume",
-    "photonPersistentDisk", "projected", "portworxVolume", "azureDisk", "storageos", "scaleIO",
-    "csi", "ephemeral"};
+constexpr std::array<const char*, 29> kVolumeSources = {"emptyDir",
+                                                        "hostPath",
+                                                        "gitRepo",
+                                                        "gcePersistentDisk",
+                                                        "awsElasticBlockStore",
+                                                        "secret",
+                                                        "nfs",
+                                                        "iscsi",
+                                                        "glusterfs",
+                                                        "persistentVolumeClaim",
+                                                        "rbd",
+                                                        "quobyte",
+                                                        "flexVolume",
+                                                        "cinder",
+                                                        "cephfs",
+                                                        "flocker",
+                                                        "downwardAPI",
+                                                        "fc",
+                                                        "azureFile",
+                                                        "configMap",
+                                                        "vsphereVolume",
+                                                        "photonPersistentDisk",
+                                                        "projected",
+                                                        "portworxVolume",
+                                                        "azureDisk",
+                                                        "storageos",
+                                                        "scaleIO",
+                                                        "csi",
+                                                        "ephemeral"};
 
 void defaultDownwardApiItems(json& source) {
   forEachObject(source, "items", [](json& item) { defaultFieldRef(item); });
@@ -207,18 +230,21 @@ bool isPathComponent(std::string_view s) {
   return true;
 }
 
-// domain := component ('.' component)* (':' port)?; component := [a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?
+// domain := component ('.' component)* (':' port)?; component :=
+// [a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?
 bool isDomain(std::string_view s) {
   size_t colon = s.find(':');
   std::string_view host = s.substr(0, colon);
   if (colon != std::string_view::npos) {
     std::string_view port = s.substr(colon + 1);
-    if (port.empty() || port.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    if (port.empty() || port.find_first_not_of("0123456789") != std::string_view::npos)
+      return false;
   }
   size_t start = 0;
   while (true) {
     size_t dot = host.find('.', start);
-    std::string_view comp = host.substr(start, dot == std::string_view::npos ? host.npos : dot - start);
+    std::string_view comp =
+        host.substr(start, dot == std::string_view::npos ? host.npos : dot - start);
     if (comp.empty() || !isAlnum(comp.front()) || !isAlnum(comp.back())) return false;
     for (char c : comp) {
       if (!isAlnum(c) && c != '-') return false;
@@ -278,7 +304,8 @@ std::string defaultImagePullPolicy(std::string_view image) {
   std::string_view tag;
   size_t last_slash = rest.rfind('/');
   size_t colon = rest.rfind(':');
-  if (colon != std::string_view::npos && (last_slash == std::string_view::npos || colon > last_slash)) {
+  if (colon != std::string_view::npos &&
+      (last_slash == std::string_view::npos || colon > last_slash)) {
     tag = rest.substr(colon + 1);
     rest = rest.substr(0, colon);
     if (!isTag(tag)) return kIfNotPresent;
@@ -297,7 +324,8 @@ std::string defaultImagePullPolicy(std::string_view image) {
   size_t start = 0;
   while (true) {
     size_t slash = path.find('/', start);
-    std::string_view comp = path.substr(start, slash == std::string_view::npos ? path.npos : slash - start);
+    std::string_view comp =
+        path.substr(start, slash == std::string_view::npos ? path.npos : slash - start);
     if (!isPathComponent(comp)) return kIfNotPresent;
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -359,7 +387,8 @@ void applyStaticPodDefaults(json& pod, const ManifestSource& source) {
   }
   if (given != nullptr && given->is_string() && !given->get_ref<const std::string&>().empty()) {
     uid = given->get<std::string>();
-  } else if (given == nullptr || (given->is_string() && given->get_ref<const std::string&>().empty())) {
+  } else if (given == nullptr ||
+             (given->is_string() && given->get_ref<const std::string&>().empty())) {
     uid = staticPodUid(pod, node, source.source);
   }
   // Otherwise the UID has the wrong type: the decoder reports it.

@@ -10,10 +10,9 @@
 // of the wrong type is left alone for the decoder to report.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "config/static_pod.h"
 

@@ -1,8 +1,10 @@
 #include "config/pod_storage.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <functional>
-#include <unordered_set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -26,19 +28,51 @@ bool isLocalAnnotationKey(std::string_view key) {
          key == api::kConfigFirstSeenAnnotationKey;
 }
 
-// Full-name key of one update's duplicate check; views into the pods of that update, so no
-// string is built per pod.
-struct NameKey {
-  std::string_view name;
-  std::string_view ns;
-  bool operator==(const NameKey&) const = default;
-};
-struct NameKeyHash {
-  size_t operator()(const NameKey& k) const {
-    const size_t h = std::hash<std::string_view>()(k.name);
-    return h ^ (std::hash<std::string_view>()(k.ns) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+// The duplicate full-name check of one update: open addressing over indices into the update's
+// pods, so a large SET costs one allocation instead of one per pod.
+class FullNameSet {
+ public:
+  explicit FullNameSet(const std::vector<api::PodPtr>& pods) : pods_(pods) {
+    size_t capacity = 16;
+    while (capacity < pods.size() * 2) capacity <<= 1;
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
   }
+
+  // False when a pod with the same name and namespace was inserted before.
+  bool insert(size_t index) {
+    const api::ObjectMeta& meta = pods_[index]->metadata;
+    size_t h = std::hash<std::string_view>()(meta.name);
+    h ^= std::hash<std::string_view>()(meta.namespace_) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& slot = slots_[i];
+      if (slot.index == kEmpty) {
+        slot = Slot{static_cast<uint32_t>(index), tag};
+        return true;
+      }
+      if (slot.tag != tag) continue;
+      const api::ObjectMeta& other = pods_[slot.index]->metadata;
+      if (other.name == meta.name && other.namespace_ == meta.namespace_) return false;
+    }
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    uint32_t index = kEmpty;
+    uint32_t tag = 0;
+  };
+  const std::vector<api::PodPtr>& pods_;
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
 };
+
+void sortByUid(std::vector<api::PodPtr>& pods) {
+  std::sort(pods.begin(), pods.end(), [](const api::PodPtr& a, const api::PodPtr& b) {
+    return a->metadata.uid < b->metadata.uid;
+  });
+}
 
 // The pod's whole object as JSON (null if the raw text is unreadable, which a decoded pod never is).
 json rawJson(const api::Pod& pod) {
@@ -79,6 +113,140 @@ void appendUpdate(std::vector<api::PodUpdate>& out, std::vector<api::PodPtr> pod
 
 }  // namespace
 
+// One source's pods by UID: entries live densely in `slots_` (in insertion order, so a SET that
+// repeats the previous order walks them sequentially), found through an open-addressing index
+// with linear probing. A UID of up to kInlineUid bytes is kept inside its slot, so confirming a
+// match reads no other memory.
+class PodStorage::SourcePods {
+ public:
+  // Null if absent. Valid until the next insert or erase.
+  Entry* find(std::string_view uid) {
+    if (live_ == 0) return nullptr;
+    const uint64_t h = hashUid(uid);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const uint32_t ix = index_[i];
+      if (ix == kEmpty) return nullptr;
+      Slot& slot = slots_[ix];
+      if (slot.hash == h && slot.uidEquals(uid)) return &slot.entry;
+    }
+  }
+
+  // `uid` must be absent. The returned reference is valid until the next insert or erase.
+  Entry& insert(std::string_view uid, Entry entry) {
+    if ((live_ + 1) * 2 > index_.size()) grow();
+    uint32_t ix;
+    if (!free_.empty()) {
+      ix = free_.back();
+      free_.pop_back();
+    } else {
+      ix = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    Slot& slot = slots_[ix];
+    slot.setUid(uid);
+    slot.hash = hashUid(uid);
+    slot.live = true;
+    slot.entry = std::move(entry);
+    place(ix);
+    ++live_;
+    return slot.entry;
+  }
+
+  // Removes `uid` if present and returns its stored pod (null if absent).
+  api::PodPtr erase(std::string_view uid) {
+    if (live_ == 0) return nullptr;
+    const uint64_t h = hashUid(uid);
+    size_t i = h & mask_;
+    for (;; i = (i + 1) & mask_) {
+      const uint32_t ix = index_[i];
+      if (ix == kEmpty) return nullptr;
+      if (slots_[ix].hash == h && slots_[ix].uidEquals(uid)) break;
+    }
+    const uint32_t ix = index_[i];
+    api::PodPtr pod = std::move(slots_[ix].entry.pod);
+    slots_[ix] = Slot{};
+    free_.push_back(ix);
+    --live_;
+    // Backward-shift deletion keeps every probe chain unbroken without tombstones.
+    size_t hole = i;
+    for (size_t j = (i + 1) & mask_; index_[j] != kEmpty; j = (j + 1) & mask_) {
+      const size_t home = slots_[index_[j]].hash & mask_;
+      const bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+      if (movable) {
+        index_[hole] = index_[j];
+        hole = j;
+      }
+    }
+    index_[hole] = kEmpty;
+    return pod;
+  }
+
+  size_t size() const { return live_; }
+
+  // Calls f(Entry&) for every entry; f must not insert or erase.
+  template <typename F>
+  void forEach(F&& f) {
+    for (auto& slot : slots_) {
+      if (slot.live) f(slot.entry);
+    }
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  static constexpr size_t kInlineUid = 47;
+
+  struct Slot {
+    uint64_t hash = 0;
+    Entry entry;
+    bool live = false;
+    uint8_t inline_len = 0;
+    char inline_uid[kInlineUid] = {};
+    std::string long_uid;  // UIDs longer than kInlineUid
+
+    void setUid(std::string_view uid) {
+      if (uid.size() <= kInlineUid) {
+        inline_len = static_cast<uint8_t>(uid.size());
+        std::memcpy(inline_uid, uid.data(), uid.size());
+        long_uid.clear();
+      } else {
+        inline_len = UINT8_MAX;
+        long_uid.assign(uid);
+      }
+    }
+    bool uidEquals(std::string_view uid) const {
+      if (inline_len == UINT8_MAX) return long_uid == uid;
+      return inline_len == uid.size() && std::memcmp(inline_uid, uid.data(), uid.size()) == 0;
+    }
+  };
+
+  static uint64_t hashUid(std::string_view uid) { return std::hash<std::string_view>()(uid); }
+
+  void place(uint32_t ix) {
+    for (size_t i = slots_[ix].hash & mask_;; i = (i + 1) & mask_) {
+      if (index_[i] == kEmpty) {
+        index_[i] = ix;
+        return;
+      }
+    }
+  }
+
+  void grow() {
+    size_t capacity = index_.empty() ? 16 : index_.size() * 2;
+    while ((live_ + 1) * 2 > capacity) capacity *= 2;
+    index_.assign(capacity, kEmpty);
+    mask_ = capacity - 1;
+    for (uint32_t ix = 0; ix < slots_.size(); ++ix) {
+      if (slots_[ix].live) place(ix);
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+  std::vector<uint32_t> index_;  // slot numbers, kEmpty for none
+  size_t mask_ = 0;
+  size_t live_ = 0;
+};
+
 bool annotationsEqualIgnoringLocal(const api::StringMap& existing,
                                    const api::StringMap& candidate) {
   // Both maps are sorted: walk them together, skipping the local keys.
@@ -113,6 +281,14 @@ bool podStatusesDiffer(const api::Pod& existing, const api::Pod& ref) {
 PodStorage::PodStorage(PodConfigNotificationMode mode, base::Clock& clock)
     : mode_(mode), clock_(clock) {}
 
+PodStorage::~PodStorage() = default;
+
+PodStorage::SourcePods& PodStorage::store(const std::string& source) {
+  auto& slot = pods_[source];
+  if (!slot) slot = std::make_unique<SourcePods>();
+  return *slot;
+}
+
 api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr& ref,
                                     std::vector<base::Status>& errors) const {
   // kubelet sets config.source on every incoming pod and config.seen on first sight (overwriting
@@ -132,16 +308,16 @@ api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr
   return *annotated;
 }
 
-void PodStorage::updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
-                            SourcePods& store, MergeChanges& out,
-                            std::vector<base::Status>& errors) {
-  std::unordered_set<NameKey, NameKeyHash> names;
-  names.reserve(pods.size());
+size_t PodStorage::updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
+                              SourcePods& store, MergeChanges& out,
+                              std::vector<base::Status>& errors) {
+  FullNameSet names(pods);
+  size_t matched = 0;
   for (size_t i = 0; i < pods.size(); ++i) {
     const api::PodPtr& ref = pods[i];
     if (!ref) continue;
     // kubelet's filterInvalidPods: only duplicate full names within one update; the first wins.
-    if (!names.insert(NameKey{ref->metadata.name, ref->metadata.namespace_}).second) {
+    if (!names.insert(i)) {
       log()->warn(
           "Pod failed validation due to duplicate pod name, ignoring pod={} uid={} source={} "
           "index={}",
@@ -153,16 +329,18 @@ void PodStorage::updatePods(const std::string& source, const std::vector<api::Po
       continue;
     }
 
-    auto it = store.find(ref->metadata.uid);
-    if (it == store.end()) {
+    Entry* found = store.find(ref->metadata.uid);
+    if (!found) {
       api::PodPtr added = annotateNew(source, ref, errors);
       if (!added) continue;
-      store.emplace(ref->metadata.uid, Entry{added, ref->content_hash, generation_});
+      store.insert(ref->metadata.uid, Entry{added, ref->content_hash, generation_});
+      ++matched;
       out.adds.push_back(std::move(added));
       continue;
     }
 
-    Entry& entry = it->second;
+    Entry& entry = *found;
+    if (entry.generation != generation_) ++matched;
     entry.generation = generation_;
     if (entry.input_hash == ref->content_hash) continue;  // the same object as last time
 
@@ -226,6 +404,7 @@ void PodStorage::updatePods(const std::string& source, const std::vector<api::Po
       out.updates.push_back(entry.pod);
     }
   }
+  return matched;
 }
 
 std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
@@ -236,34 +415,31 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
   out = MergeChanges{};
   std::vector<base::Status> errors;
   const bool seen_before = sources_seen_.count(source) > 0;
-  SourcePods& store = pods_[source];
+  SourcePods& pods = store(source);
 
   switch (change.op) {
     case api::PodOperation::kAdd:
     case api::PodOperation::kUpdate:
     case api::PodOperation::kDelete:
-      updatePods(source, change.pods, store, out, errors);
+      updatePods(source, change.pods, pods, out, errors);
       break;
     case api::PodOperation::kRemove:
       for (const auto& p : change.pods) {
         if (!p) continue;
-        auto it = store.find(p->metadata.uid);
-        if (it == store.end()) continue;
-        out.removes.push_back(it->second.pod);
-        store.erase(it);
+        if (api::PodPtr removed = pods.erase(p->metadata.uid)) out.removes.push_back(std::move(removed));
       }
       break;
     case api::PodOperation::kSet: {
       sources_seen_.insert(source);
       ++generation_;
-      updatePods(source, change.pods, store, out, errors);
-      for (auto it = store.begin(); it != store.end();) {
-        if (it->second.generation != generation_) {
-          out.removes.push_back(it->second.pod);
-          it = store.erase(it);
-        } else {
-          ++it;
-        }
+      const size_t kept = updatePods(source, change.pods, pods, out, errors);
+      // Sweep only when something was left unmarked: the common SET keeps every pod.
+      if (kept != pods.size()) {
+        pods.forEach([&](Entry& entry) {
+          if (entry.generation != generation_) out.removes.push_back(entry.pod);
+        });
+        sortByUid(out.removes);
+        for (const auto& removed : out.removes) pods.erase(removed->metadata.uid);
       }
       break;
     }
@@ -280,7 +456,7 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
   }
   errors_[source] = std::move(errors);
   out.first_set = !seen_before && sources_seen_.count(source) > 0;
-  if (out.first_set) log()->info("Source seen source={} pods={}", source, store.size());
+  if (out.first_set) log()->info("Source seen source={} pods={}", source, pods.size());
 
   std::vector<api::PodUpdate> emitted;
   switch (mode_) {
@@ -331,10 +507,14 @@ api::PodUpdate PodStorage::sync() const {
 std::vector<api::PodPtr> PodStorage::mergedState() const {
   std::vector<api::PodPtr> out;
   size_t total = 0;
-  for (const auto& [source, store] : pods_) total += store.size();
+  for (const auto& [source, store] : pods_) total += store->size();
   out.reserve(total);
   for (const auto& [source, store] : pods_) {
-    for (const auto& [uid, entry] : store) out.push_back(entry.pod);
+    const auto first = static_cast<std::ptrdiff_t>(out.size());
+    store->forEach([&](Entry& entry) { out.push_back(entry.pod); });
+    std::sort(out.begin() + first, out.end(), [](const api::PodPtr& a, const api::PodPtr& b) {
+      return a->metadata.uid < b->metadata.uid;
+    });
   }
   return out;
 }
@@ -343,16 +523,17 @@ std::vector<api::PodPtr> PodStorage::pods(const std::string& source) const {
   std::vector<api::PodPtr> out;
   auto it = pods_.find(source);
   if (it == pods_.end()) return out;
-  out.reserve(it->second.size());
-  for (const auto& [uid, entry] : it->second) out.push_back(entry.pod);
+  out.reserve(it->second->size());
+  it->second->forEach([&](Entry& entry) { out.push_back(entry.pod); });
+  sortByUid(out);
   return out;
 }
 
 api::PodPtr PodStorage::pod(const std::string& source, const std::string& uid) const {
   auto it = pods_.find(source);
   if (it == pods_.end()) return nullptr;
-  auto p = it->second.find(uid);
-  return p == it->second.end() ? nullptr : p->second.pod;
+  const Entry* entry = it->second->find(uid);
+  return entry ? entry->pod : nullptr;
 }
 
 bool PodStorage::sourceSeen(const std::string& source) const {

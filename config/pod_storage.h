@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -63,6 +64,9 @@ class PodStorage {
  public:
   // `clock` stamps config.seen (wallNow, RFC3339Nano); it must outlive the storage.
   PodStorage(PodConfigNotificationMode mode, base::Clock& clock);
+  ~PodStorage();
+  PodStorage(const PodStorage&) = delete;
+  PodStorage& operator=(const PodStorage&) = delete;
 
   // kubelet's podStorage.Merge: applies `change` (its `source` field is ignored; `source` names
   // the sender) and returns the updates to deliver, in order. Incremental mode emits, each only
@@ -75,7 +79,7 @@ class PodStorage {
   // kubelet's Sync: a SET of the merged state with source "*".
   api::PodUpdate sync() const;
 
-  // Every stored pod of every source (sources in name order, pods in UID order).
+  // Every stored pod of every source (sources in name order, then pods in UID order).
   std::vector<api::PodPtr> mergedState() const;
   // The stored pods of one source, in UID order.
   std::vector<api::PodPtr> pods(const std::string& source) const;
@@ -101,16 +105,21 @@ class PodStorage {
     // Merge generation that last saw this UID in a SET (mark and sweep for removals).
     uint64_t generation = 0;
   };
-  using SourcePods = std::map<std::string, Entry>;  // by UID
+  // One source's pods by UID (defined in the .cpp: a flat hash index over densely stored entries,
+  // because a SET of 10,000 pods looks every one of them up).
+  class SourcePods;
 
-  void updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
-                  SourcePods& store, MergeChanges& out, std::vector<base::Status>& errors);
+  // The store of `source`, created empty on first use.
+  SourcePods& store(const std::string& source);
+  // Returns how many distinct stored entries the pods matched.
+  size_t updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
+                    SourcePods& store, MergeChanges& out, std::vector<base::Status>& errors);
   api::PodPtr annotateNew(const std::string& source, const api::PodPtr& ref,
                           std::vector<base::Status>& errors) const;
 
   PodConfigNotificationMode mode_;
   base::Clock& clock_;
-  std::map<std::string, SourcePods> pods_;
+  std::map<std::string, std::unique_ptr<SourcePods>> pods_;
   std::set<std::string> sources_seen_;
   std::map<std::string, std::vector<base::Status>> errors_;
   uint64_t generation_ = 0;

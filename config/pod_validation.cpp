@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace nodeagent::config {
 namespace validation {
@@ -42,7 +41,9 @@ std::string regexError(std::string_view msg, std::string_view re,
   return out;
 }
 
-std::string maxLenError(size_t n) { return "must be no more than " + std::to_string(n) + " characters"; }
+std::string maxLenError(size_t n) {
+  return "must be no more than " + std::to_string(n) + " characters";
+}
 
 constexpr std::string_view kDns1123LabelFmt = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 constexpr std::string_view kDns1123LabelErrMsg =
@@ -117,10 +118,10 @@ std::vector<std::string> isQualifiedName(std::string_view value) {
   size_t slash = value.find('/');
   if (slash != std::string_view::npos) {
     if (value.find('/', slash + 1) != std::string_view::npos) {
-      errs.push_back("a qualified name " +
-                     regexError(kQualifiedNameErrMsg, kQualifiedNameFmt,
-                                {"MyName", "my.name", "123-abc"}) +
-                     " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
+      errs.push_back(
+          "a qualified name " +
+          regexError(kQualifiedNameErrMsg, kQualifiedNameFmt, {"MyName", "my.name", "123-abc"}) +
+          " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
       return errs;
     }
     std::string_view prefix = value.substr(0, slash);
@@ -164,7 +165,8 @@ std::vector<std::string> isValidPortName(std::string_view port) {
   if (std::none_of(port.begin(), port.end(), [](char c) { return c >= 'a' && c <= 'z'; })) {
     errs.push_back("must contain at least one letter or number (a-z, 0-9)");
   }
-  if (port.find("--") != std::string_view::npos) errs.push_back("must not contain consecutive hyphens");
+  if (port.find("--") != std::string_view::npos)
+    errs.push_back("must not contain consecutive hyphens");
   if (!port.empty() && (port.front() == '-' || port.back() == '-')) {
     errs.push_back("must not begin or end with a hyphen");
   }
@@ -214,15 +216,33 @@ std::string goQuote(std::string_view value) {
     auto c = static_cast<unsigned char>(value[i]);
     if (c < 0x80) {
       switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\a': out += "\\a"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\v': out += "\\v"; break;
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\a':
+          out += "\\a";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\v':
+          out += "\\v";
+          break;
         default:
           if (c < 0x20 || c == 0x7f) {
             out += "\\x";
@@ -311,7 +331,8 @@ FieldError forbidden(std::string field, std::string_view detail) {
 }
 
 FieldError tooLong(std::string field, int64_t max_bytes) {
-  return {std::move(field), "Too long: may not be more than " + std::to_string(max_bytes) + " bytes"};
+  return {std::move(field),
+          "Too long: may not be more than " + std::to_string(max_bytes) + " bytes"};
 }
 
 FieldError notSupported(std::string field, std::string_view value,
@@ -339,13 +360,35 @@ constexpr int64_t kMaxInt32 = 2147483647;
 constexpr std::string_view kNegativeMsg = "must be greater than or equal to 0";
 
 // The volume sources of core/v1 in the order kube-apiserver checks them (validateVolumeSource).
-constexpr std::array<const char*, 29> kVolumeSourceKeys = {
-    "emptyDir",   "hostPath",      "gitRepo",        "gcePersistentDisk", "awsElasticBlockStore",
-    "secret",     "nfs",           "iscsi",          "glusterfs",         "persistentVolumeClaim",
-    "rbd",        "quobyte",       "flexVolume",     "cinder",            "cephfs",
-    "flocker",    "downwardAPI",   "fc",             "azureFile",         "configMap",
-    "vsphereVolume", "photonPersistentDisk", "projected", "portworxVolume", "azureDisk",
-    "storageos",  "scaleIO",       "csi",            "ephemeral"};
+constexpr std::array<const char*, 29> kVolumeSourceKeys = {"emptyDir",
+                                                           "hostPath",
+                                                           "gitRepo",
+                                                           "gcePersistentDisk",
+                                                           "awsElasticBlockStore",
+                                                           "secret",
+                                                           "nfs",
+                                                           "iscsi",
+                                                           "glusterfs",
+                                                           "persistentVolumeClaim",
+                                                           "rbd",
+                                                           "quobyte",
+                                                           "flexVolume",
+                                                           "cinder",
+                                                           "cephfs",
+                                                           "flocker",
+                                                           "downwardAPI",
+                                                           "fc",
+                                                           "azureFile",
+                                                           "configMap",
+                                                           "vsphereVolume",
+                                                           "photonPersistentDisk",
+                                                           "projected",
+                                                           "portworxVolume",
+                                                           "azureDisk",
+                                                           "storageos",
+                                                           "scaleIO",
+                                                           "csi",
+                                                           "ephemeral"};
 
 std::string child(const std::string& path, std::string_view name) {
   std::string out;
@@ -385,7 +428,8 @@ std::string toLowerAscii(std::string_view s) {
 }
 
 bool isNativeResource(std::string_view name) {
-  return name.find('/') == std::string_view::npos || name.find("kubernetes.io/") != std::string_view::npos;
+  return name.find('/') == std::string_view::npos ||
+         name.find("kubernetes.io/") != std::string_view::npos;
 }
 
 bool isHugePageResource(std::string_view name) { return name.starts_with("hugepages-"); }
@@ -396,18 +440,33 @@ bool isExtendedResource(std::string_view name) {
 }
 
 bool isStandardResourceName(std::string_view name) {
-  static const std::set<std::string_view> kStandard = {
-      "cpu", "memory", "ephemeral-storage", "storage", "pods", "services",
-      "replicationcontrollers", "resourcequotas", "secrets", "configmaps",
-      "persistentvolumeclaims", "services.nodeports", "services.loadbalancers", "requests.cpu",
-      "requests.memory", "requests.storage", "requests.ephemeral-storage", "limits.cpu",
-      "limits.memory", "limits.ephemeral-storage"};
+  static const std::set<std::string_view> kStandard = {"cpu",
+                                                       "memory",
+                                                       "ephemeral-storage",
+                                                       "storage",
+                                                       "pods",
+                                                       "services",
+                                                       "replicationcontrollers",
+                                                       "resourcequotas",
+                                                       "secrets",
+                                                       "configmaps",
+                                                       "persistentvolumeclaims",
+                                                       "services.nodeports",
+                                                       "services.loadbalancers",
+                                                       "requests.cpu",
+                                                       "requests.memory",
+                                                       "requests.storage",
+                                                       "requests.ephemeral-storage",
+                                                       "limits.cpu",
+                                                       "limits.memory",
+                                                       "limits.ephemeral-storage"};
   return kStandard.contains(name) || isHugePageResource(name) ||
          name.starts_with("requests.hugepages-");
 }
 
 bool isStandardContainerResourceName(std::string_view name) {
-  return name == "cpu" || name == "memory" || name == "ephemeral-storage" || isHugePageResource(name);
+  return name == "cpu" || name == "memory" || name == "ephemeral-storage" ||
+         isHugePageResource(name);
 }
 
 class PodValidator {
@@ -453,7 +512,8 @@ class PodValidator {
       addInvalid("metadata.annotations", k, isQualifiedName(toLowerAscii(k)));
       total += static_cast<int64_t>(k.size() + v.size());
     }
-    if (total > kTotalAnnotationSizeLimit) add(tooLong("metadata.annotations", kTotalAnnotationSizeLimit));
+    if (total > kTotalAnnotationSizeLimit)
+      add(tooLong("metadata.annotations", kTotalAnnotationSizeLimit));
   }
 
   void validateSpec(const api::PodSpec& spec) {
@@ -484,7 +544,8 @@ class PodValidator {
           if (ports[j].host_port != ports[j].container_port) {
             add(invalid(index("spec.containers", i) + ".ports" + "[" + std::to_string(j) +
                             "].containerPort",
-                        ports[j].container_port, "must match `hostPort` when `hostNetwork` is true"));
+                        ports[j].container_port,
+                        "must match `hostPort` when `hostNetwork` is true"));
           }
         }
       }
@@ -503,7 +564,8 @@ class PodValidator {
     if (spec.active_deadline_seconds) {
       int64_t v = *spec.active_deadline_seconds;
       if (v < 1 || v > kMaxInt32) {
-        add(invalid("spec.activeDeadlineSeconds", v, "must be between 1 and 2147483647, inclusive"));
+        add(invalid("spec.activeDeadlineSeconds", v,
+                    "must be between 1 and 2147483647, inclusive"));
       }
     }
     if (spec.termination_grace_period_seconds) {
@@ -565,8 +627,8 @@ class PodValidator {
       }
       validatePathNoBacksteps(vol.host_path, child(hp, "path"));
       static const std::vector<std::string_view> kTypes = {
-          "", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File", "FileOrCreate",
-          "Socket"};
+          "",     "BlockDevice",  "CharDevice", "Directory", "DirectoryOrCreate",
+          "File", "FileOrCreate", "Socket"};
       if (std::find(kTypes.begin(), kTypes.end(), vol.host_path_type) == kTypes.end()) {
         add(notSupported(child(hp, "type"), vol.host_path_type, kTypes));
       }
@@ -592,7 +654,8 @@ class PodValidator {
     size_t start = 0;
     while (start <= target.size()) {
       size_t slash = target.find('/', start);
-      std::string_view part = target.substr(start, slash == std::string_view::npos ? target.npos : slash - start);
+      std::string_view part =
+          target.substr(start, slash == std::string_view::npos ? target.npos : slash - start);
       if (part == "..") {
         add(invalid(field, target, "must not contain '..'"));
         return;
@@ -627,8 +690,10 @@ class PodValidator {
       if (ctr.image.empty()) add(required(child(ip, "image")));
       if (ctr.lifecycle) {
         std::string lp = child(ip, "lifecycle");
-        if (ctr.lifecycle->post_start) validateHandler(*ctr.lifecycle->post_start, child(lp, "postStart"));
-        if (ctr.lifecycle->pre_stop) validateHandler(*ctr.lifecycle->pre_stop, child(lp, "preStop"));
+        if (ctr.lifecycle->post_start)
+          validateHandler(*ctr.lifecycle->post_start, child(lp, "postStart"));
+        if (ctr.lifecycle->pre_stop)
+          validateHandler(*ctr.lifecycle->pre_stop, child(lp, "preStop"));
       }
       if (ctr.liveness_probe) {
         validateProbe(*ctr.liveness_probe, child(ip, "livenessProbe"));
@@ -641,13 +706,14 @@ class PodValidator {
       if (ctr.startup_probe) {
         validateProbe(*ctr.startup_probe, child(ip, "startupProbe"));
         if (ctr.startup_probe->success_threshold != 1) {
-          add(invalid(child(ip, "startupProbe.successThreshold"), ctr.startup_probe->success_threshold,
-                      "must be 1"));
+          add(invalid(child(ip, "startupProbe.successThreshold"),
+                      ctr.startup_probe->success_threshold, "must be 1"));
         }
       }
       const auto& tmp = ctr.termination_message_policy;
       if (tmp.empty()) {
-        add(required(child(ip, "terminationMessagePolicy"), "must be 'File' or 'FallbackToLogsOnError'"));
+        add(required(child(ip, "terminationMessagePolicy"),
+                     "must be 'File' or 'FallbackToLogsOnError'"));
       } else if (tmp != "File" && tmp != "FallbackToLogsOnError") {
         add(invalid(child(ip, "terminationMessagePolicy"), tmp,
                     "must be 'File' or 'FallbackToLogsOnError'"));
@@ -655,7 +721,8 @@ class PodValidator {
       validatePorts(ctr.ports, child(ip, "ports"));
       validateEnv(ctr.env, child(ip, "env"), get(ctr_json, "env"));
       validateVolumeMounts(ctr.volume_mounts, child(ip, "volumeMounts"));
-      static const std::vector<std::string_view> kPullPolicies = {"Always", "IfNotPresent", "Never"};
+      static const std::vector<std::string_view> kPullPolicies = {"Always", "IfNotPresent",
+                                                                  "Never"};
       if (ctr.image_pull_policy.empty()) {
         add(required(child(ip, "imagePullPolicy")));
       } else if (std::find(kPullPolicies.begin(), kPullPolicies.end(), ctr.image_pull_policy) ==
@@ -663,14 +730,16 @@ class PodValidator {
         add(notSupported(child(ip, "imagePullPolicy"), ctr.image_pull_policy, kPullPolicies));
       }
       validateResources(ctr.resources, child(ip, "resources"));
-      if (ctr.security_context) validateSecurityContext(*ctr.security_context, child(ip, "securityContext"));
+      if (ctr.security_context)
+        validateSecurityContext(*ctr.security_context, child(ip, "securityContext"));
     }
     // App containers run together, so their host ports must not collide; init containers run one
     // at a time.
     if (path == "spec.containers") {
       checkHostPortConflicts(containers, 0, containers.size(), path);
     } else {
-      for (size_t i = 0; i < containers.size(); ++i) checkHostPortConflicts(containers, i, i + 1, path);
+      for (size_t i = 0; i < containers.size(); ++i)
+        checkHostPortConflicts(containers, i, i + 1, path);
     }
   }
 
@@ -706,8 +775,8 @@ class PodValidator {
     nonNegative(child(path, "successThreshold"), probe.success_threshold);
     nonNegative(child(path, "failureThreshold"), probe.failure_threshold);
     if (probe.termination_grace_period_seconds && *probe.termination_grace_period_seconds <= 0) {
-      add(invalid(child(path, "terminationGracePeriodSeconds"), *probe.termination_grace_period_seconds,
-                  "must be greater than 0"));
+      add(invalid(child(path, "terminationGracePeriodSeconds"),
+                  *probe.termination_grace_period_seconds, "must be greater than 0"));
     }
   }
 
@@ -752,7 +821,8 @@ class PodValidator {
     if (port.is_string) {
       addInvalid(path, port.string_value, isValidPortName(port.string_value));
     } else {
-      for (const auto& msg : isValidPortNum(port.int_value)) add(invalid(path, port.int_value, msg));
+      for (const auto& msg : isValidPortNum(port.int_value))
+        add(invalid(path, port.int_value, msg));
     }
   }
 
@@ -786,7 +856,8 @@ class PodValidator {
       }
       if (port.protocol.empty()) {
         add(required(child(ip, "protocol")));
-      } else if (std::find(kProtocols.begin(), kProtocols.end(), port.protocol) == kProtocols.end()) {
+      } else if (std::find(kProtocols.begin(), kProtocols.end(), port.protocol) ==
+                 kProtocols.end()) {
         add(notSupported(child(ip, "protocol"), port.protocol, kProtocols));
       }
     }
@@ -799,7 +870,8 @@ class PodValidator {
       const auto& ports = containers[ci].ports;
       for (size_t pi = 0; pi < ports.size(); ++pi) {
         if (ports[pi].host_port == 0) continue;
-        std::string id = ports[pi].host_ip + "/" + ports[pi].protocol + "/" + std::to_string(ports[pi].host_port);
+        std::string id = ports[pi].host_ip + "/" + ports[pi].protocol + "/" +
+                         std::to_string(ports[pi].host_port);
         if (!seen.insert(id).second) {
           add(duplicate(index(index(path, ci) + ".ports", pi) + ".hostPort", id));
         }
@@ -807,7 +879,8 @@ class PodValidator {
     }
   }
 
-  void validateEnv(const std::vector<api::EnvVar>& env, const std::string& path, const json* env_json) {
+  void validateEnv(const std::vector<api::EnvVar>& env, const std::string& path,
+                   const json* env_json) {
     for (size_t i = 0; i < env.size(); ++i) {
       const auto& ev = env[i];
       std::string ip = index(path, i);
@@ -821,7 +894,8 @@ class PodValidator {
   }
 
   void validateEnvValueFrom(const api::EnvVar& ev, const std::string& path, const json* from_json) {
-    bool has_value_from = from_json != nullptr ? !from_json->is_null() : !ev.value_from_kind.empty();
+    bool has_value_from =
+        from_json != nullptr ? !from_json->is_null() : !ev.value_from_kind.empty();
     if (!has_value_from) return;
     int sources = 0;
     if (from_json != nullptr) {
@@ -832,7 +906,8 @@ class PodValidator {
       if (get(from_json, "resourceFieldRef") != nullptr) {
         ++sources;
         const json* resource = get(get(from_json, "resourceFieldRef"), "resource");
-        if (resource == nullptr || !resource->is_string() || resource->get_ref<const std::string&>().empty()) {
+        if (resource == nullptr || !resource->is_string() ||
+            resource->get_ref<const std::string&>().empty()) {
           add(required(child(path, "resourceFieldRef.resource")));
         }
       }
@@ -898,18 +973,20 @@ class PodValidator {
       }
     }
     static const std::set<std::string_view> kConvertible = {
-        "metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
-        "metadata.uid", "spec.nodeName", "spec.restartPolicy", "spec.serviceAccountName",
-        "spec.schedulerName", "status.phase", "status.hostIP", "status.podIP", "status.podIPs",
-        "spec.host"};
+        "metadata.annotations", "metadata.labels", "metadata.name",      "metadata.namespace",
+        "metadata.uid",         "spec.nodeName",   "spec.restartPolicy", "spec.serviceAccountName",
+        "spec.schedulerName",   "status.phase",    "status.hostIP",      "status.podIP",
+        "status.podIPs",        "spec.host"};
     if (!kConvertible.contains(fp)) {
-      add(invalid(child(path, "fieldPath"), fp, "error converting fieldPath: field label not supported: " + fp));
+      add(invalid(child(path, "fieldPath"), fp,
+                  "error converting fieldPath: field label not supported: " + fp));
       return;
     }
     static const std::vector<std::string_view> kEnvPaths = {
-        "metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName",
-        "spec.serviceAccountName", "status.hostIP", "status.podIP", "status.podIPs"};
-    std::string_view internal = fp == "spec.host" ? std::string_view("spec.nodeName") : std::string_view(fp);
+        "metadata.name",           "metadata.namespace", "metadata.uid", "spec.nodeName",
+        "spec.serviceAccountName", "status.hostIP",      "status.podIP", "status.podIPs"};
+    std::string_view internal =
+        fp == "spec.host" ? std::string_view("spec.nodeName") : std::string_view(fp);
     if (std::find(kEnvPaths.begin(), kEnvPaths.end(), internal) == kEnvPaths.end()) {
       add(notSupported(child(path, "fieldPath"), internal, kEnvPaths));
     }
@@ -927,7 +1004,8 @@ class PodValidator {
         add(invalid(child(ip, "mountPath"), m.mount_path, "must be unique"));
       }
       if (!m.sub_path.empty()) {
-        if (m.sub_path.front() == '/') add(invalid(child(ip, "subPath"), m.sub_path, "must be a relative path"));
+        if (m.sub_path.front() == '/')
+          add(invalid(child(ip, "subPath"), m.sub_path, "must be a relative path"));
         validatePathNoBacksteps(m.sub_path, child(ip, "subPath"));
       }
     }
@@ -986,7 +1064,8 @@ class PodValidator {
         add(required(lim_path, "Limit must be set for non overcommitable resources"));
       }
     }
-    if (lim_hugepages && !lim_cpu_or_memory) add(forbidden(lim_path, "HugePages require cpu or memory"));
+    if (lim_hugepages && !lim_cpu_or_memory)
+      add(forbidden(lim_path, "HugePages require cpu or memory"));
   }
 
   void validateSecurityContext(const api::SecurityContext& sc, const std::string& path) {
@@ -999,18 +1078,22 @@ class PodValidator {
     }
     if (sc.allow_privilege_escalation && !*sc.allow_privilege_escalation && sc.privileged &&
         *sc.privileged) {
-      add(invalidRendered(path, R"({"allowPrivilegeEscalation":false,"privileged":true})",
-                          "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"));
+      add(invalidRendered(
+          path, R"({"allowPrivilegeEscalation":false,"privileged":true})",
+          "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"));
     }
   }
 
-  static FieldError invalidRendered(std::string field, std::string_view rendered, std::string_view detail) {
-    return {std::move(field), "Invalid value: " + std::string(rendered) + ": " + std::string(detail)};
+  static FieldError invalidRendered(std::string field, std::string_view rendered,
+                                    std::string_view detail) {
+    return {std::move(field),
+            "Invalid value: " + std::string(rendered) + ": " + std::string(detail)};
   }
 
   void validateTolerations(const std::vector<api::Toleration>& tolerations) {
     static const std::vector<std::string_view> kOperators = {"Equal", "Exists"};
-    static const std::vector<std::string_view> kEffects = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
+    static const std::vector<std::string_view> kEffects = {"NoSchedule", "PreferNoSchedule",
+                                                           "NoExecute"};
     for (size_t i = 0; i < tolerations.size(); ++i) {
       const auto& t = tolerations[i];
       std::string ip = index("spec.tolerations", i);
@@ -1021,7 +1104,8 @@ class PodValidator {
                     "and all keys\""));
       }
       if (t.toleration_seconds && t.effect != "NoExecute") {
-        add(invalid(child(ip, "effect"), t.effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"));
+        add(invalid(child(ip, "effect"), t.effect,
+                    "effect must be 'NoExecute' when `tolerationSeconds` is set"));
       }
       if (t.operator_.empty() || t.operator_ == "Equal") {
         auto msgs = isValidLabelValue(t.value);
@@ -1032,7 +1116,8 @@ class PodValidator {
         }
       } else if (t.operator_ == "Exists") {
         if (!t.value.empty()) {
-          add(invalid(child(ip, "operator"), t.value, "value must be empty when `operator` is 'Exists'"));
+          add(invalid(child(ip, "operator"), t.value,
+                      "value must be empty when `operator` is 'Exists'"));
         }
       } else {
         add(notSupported(child(ip, "operator"), t.operator_, kOperators));
@@ -1044,13 +1129,17 @@ class PodValidator {
     }
   }
 
-  void validateImagesOnlyForPod(const std::vector<api::Container>& containers, const std::string& path) {
+  void validateImagesOnlyForPod(const std::vector<api::Container>& containers,
+                                const std::string& path) {
     for (size_t i = 0; i < containers.size(); ++i) {
       const auto& image = containers[i].image;
       if (image.empty()) continue;
-      auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+      auto is_space = [](char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+      };
       if (is_space(image.front()) || is_space(image.back())) {
-        add(invalid(index(path, i) + ".image", image, "must not have leading or trailing whitespace"));
+        add(invalid(index(path, i) + ".image", image,
+                    "must not have leading or trailing whitespace"));
       }
     }
   }

@@ -1,7 +1,6 @@
 #include "config/static_pod.h"
 
 #include <exception>
-
 #include <nlohmann/json.hpp>
 
 #include "api/pod_json.h"
@@ -31,12 +30,18 @@ using nlohmann::json;
 
 const char* jsonTypeName(const json& j) {
   switch (j.type()) {
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::null: return "null";
-    default: return "a number";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::null:
+      return "null";
+    default:
+      return "a number";
   }
 }
 
@@ -84,7 +89,8 @@ bool checkTypeMeta(const json& obj, const std::string& prefix, std::vector<std::
       return;
     }
     FieldError e = validation::notSupported(field, "", supported);
-    e.message = "Unsupported value: " + it->dump() + e.message.substr(e.message.find(": supported"));
+    e.message =
+        "Unsupported value: " + it->dump() + e.message.substr(e.message.find(": supported"));
     errors.push_back(std::move(e));
   };
   check("kind", kinds);
@@ -165,7 +171,8 @@ void decodeInto(std::string_view bytes, const ManifestSource& source, bool allow
     json& item = (*items)[i];
     std::string prefix = "items[" + std::to_string(i) + "]";
     if (!item.is_object()) {
-      out.errors.push_back({prefix, std::string("expected a Pod object, got ") + jsonTypeName(item)});
+      out.errors.push_back(
+          {prefix, std::string("expected a Pod object, got ") + jsonTypeName(item)});
       continue;
     }
     // List items may leave out their kind and apiVersion; when given they must be a v1 Pod.

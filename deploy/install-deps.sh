@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libboost-dev libcpp-httplib-dev libyaml-cpp-dev libspdlog-dev catch2 nlohmann-json3-dev
+  libboost-dev libcpp-httplib-dev libyaml-cpp-dev libyaml-dev libspdlog-dev catch2 nlohmann-json3-dev
   libssl-dev zlib1g-dev libbrotli-dev libbenchmark-dev
   openssl python3 python3-kubernetes procps
 )

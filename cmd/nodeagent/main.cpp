@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "cmd/nodeagent/daemon_command.h"
 #include "cmd/nodeagent/pod_updates_command.h"
 #include "cmd/nodeagent/validate_command.h"
 
@@ -29,6 +30,13 @@ int main(int argc, char** argv) {
   for (const auto& sub : kSubcommands) {
     if (first == sub.name) return sub.run(argc - 1, argv + 1);
   }
-  std::fprintf(stderr, "usage: nodeagent [validate|pod-updates] [flags]\n");
+  // No subcommand: the daemon itself (its flags start with "--").
+  if (first.empty() || first.starts_with("-")) return nodeagent::cmd::runDaemon(argc, argv);
+  std::fprintf(stderr,
+               "nodeagent: unknown command \"%s\"\n"
+               "usage: nodeagent [flags]                  run the agent (--help lists the flags)\n"
+               "       nodeagent validate [flags] FILE... check manifests\n"
+               "       nodeagent pod-updates [flags]      print the merged pod updates\n",
+               argv[1]);
   return 2;
 }

@@ -36,7 +36,9 @@ int usageError(const std::string& message) {
 std::string normalizeNodeName(std::string_view name) {
   size_t begin = name.find_first_not_of(" \t\r\n");
   size_t end = name.find_last_not_of(" \t\r\n");
-  std::string out = begin == std::string_view::npos ? std::string() : std::string(name.substr(begin, end - begin + 1));
+  std::string out = begin == std::string_view::npos
+                        ? std::string()
+                        : std::string(name.substr(begin, end - begin + 1));
   for (char& c : out) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
@@ -46,7 +48,8 @@ std::string normalizeNodeName(std::string_view name) {
 base::StatusOr<std::string> hostName() {
   char buf[HOST_NAME_MAX + 1] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) {
-    return base::unavailableError(std::string("cannot read the host name: ") + std::strerror(errno));
+    return base::unavailableError(std::string("cannot read the host name: ") +
+                                  std::strerror(errno));
   }
   return normalizeNodeName(buf);
 }

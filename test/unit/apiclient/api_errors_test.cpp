@@ -56,6 +56,10 @@ TEST_CASE("api errors: non-Status bodies still give the HTTP code, Retry-After i
   CHECK(st.message().find("slow down") != std::string::npos);
   auto empty = apiErrorStatus("GET /x", 404, "");
   CHECK(isNotFound(empty));
+  auto odd = apiErrorStatus("GET /x", 503, R"({"kind":5,"code":"x"})");
+  CHECK(isServerError(odd));
+  auto odd_status = apiErrorStatus("GET /x", 500, R"({"kind":"Status","code":"x","reason":7,"message":[]})");
+  CHECK(isServerError(odd_status));
 }
 
 TEST_CASE("api errors: in-stream ERROR objects use their own code", "[unit][apiclient]") {

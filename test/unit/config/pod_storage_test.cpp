@@ -425,5 +425,60 @@ TEST_CASE("merge: the classification is reported whatever the mode", "[unit][con
   CHECK(uids(changes.reconciles) == Strings{"ans"});
 }
 
+TEST_CASE("merge: the per-source index stays right through many adds and removals",
+          "[unit][config][podstorage]") {
+  // Checks the storage's own hash index (growth, backward-shift deletion, long UIDs) against a
+  // plain std::set, with a fixed pseudo-random sequence.
+  StorageTester t;
+  std::set<std::string> model;
+  auto uidOf = [](int i) {
+    // Every fifth UID is longer than the inline buffer.
+    return i % 5 == 0 ? "long-" + std::string(60, 'x') + std::to_string(i) : "u" + std::to_string(i);
+  };
+  auto podOf = [&](int i) {
+    return validPodWith("p" + std::to_string(i), "ns", [&](json& j) { j["metadata"]["uid"] = uidOf(i); });
+  };
+  uint32_t state = 12345;
+  auto next = [&] {
+    state = state * 1103515245u + 12345u;
+    return (state >> 8) % 300;
+  };
+  std::vector<api::PodPtr> pods;
+  for (int i = 0; i < 300; ++i) pods.push_back(podOf(i));
+  for (int round = 0; round < 400; ++round) {
+    const int i = static_cast<int>(next());
+    if (round % 3 == 2) {
+      t.merge(PodOperation::kRemove, {pods[i]});
+      model.erase(uidOf(i));
+    } else {
+      t.merge(PodOperation::kAdd, {pods[i]});
+      model.insert(uidOf(i));
+    }
+  }
+  auto stored = t.storage.pods(kSrc);
+  CHECK(sortedUids(stored) == Strings(model.begin(), model.end()));
+  for (int i = 0; i < 300; ++i) {
+    CHECK((t.storage.pod(kSrc, uidOf(i)) != nullptr) == (model.count(uidOf(i)) > 0));
+  }
+  // A SET of half of them removes the rest, in UID order.
+  std::vector<api::PodPtr> half;
+  std::set<std::string> kept;
+  for (int i = 0; i < 300; i += 2) {
+    if (model.count(uidOf(i))) {
+      half.push_back(pods[i]);
+      kept.insert(uidOf(i));
+    }
+  }
+  auto out = t.merge(PodOperation::kSet, half);
+  std::set<std::string> removed_expected;
+  for (const auto& uid : model) {
+    if (!kept.count(uid)) removed_expected.insert(uid);
+  }
+  REQUIRE_FALSE(out.empty());
+  CHECK(out[0].op == PodOperation::kRemove);
+  CHECK(uids(out[0].pods) == Strings(removed_expected.begin(), removed_expected.end()));
+  CHECK(sortedUids(t.storage.pods(kSrc)) == Strings(kept.begin(), kept.end()));
+}
+
 }  // namespace
 }  // namespace nodeagent::config

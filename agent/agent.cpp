@@ -1,0 +1,471 @@
+#include "agent/agent.h"
+
+#include <algorithm>
+#include <system_error>
+
+#include "agent/pod_status.h"
+#include "api/pod_json.h"
+#include "podmanager/mirror_client.h"
+#include "api/pod_update.h"
+#include "base/log.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("agent");
+  return l;
+}
+
+bool hasRequestsOrLimits(const api::Container& c) {
+  return !c.resources.requests.empty() || !c.resources.limits.empty();
+}
+
+}  // namespace
+
+void AgentMetrics::observeStartLatency(base::Duration d) {
+  const double seconds = std::chrono::duration<double>(d).count();
+  size_t i = 0;
+  while (i < std::size(kStartBuckets) && seconds > kStartBuckets[i]) ++i;
+  ++start_latency_buckets[i];
+  ++start_latency_count;
+  start_latency_sum_us += static_cast<uint64_t>(
+      std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+}
+
+std::string podQosClass(const api::Pod& pod) {
+  bool any = false;
+  bool guaranteed = true;
+  auto visit = [&](const api::Container& c) {
+    if (hasRequestsOrLimits(c)) any = true;
+    for (const char* r : {"cpu", "memory"}) {
+      auto lim = c.resources.limits.find(r);
+      if (lim == c.resources.limits.end()) {
+        guaranteed = false;
+        continue;
+      }
+      auto req = c.resources.requests.find(r);
+      if (req != c.resources.requests.end() && !(req->second == lim->second)) guaranteed = false;
+    }
+  };
+  for (const auto& c : pod.spec.init_containers) visit(c);
+  for (const auto& c : pod.spec.containers) visit(c);
+  if (!any) return "BestEffort";
+  return guaranteed ? "Guaranteed" : "Burstable";
+}
+
+Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& random,
+             runtime::Runtime& runtime, podmanager::PodManager& pod_manager,
+             StatusManager& status_manager, std::function<bool(const std::string&)> source_seen,
+             std::function<bool()> all_sources_ready, AgentOptions options)
+    : executor_(executor),
+      clock_(clock),
+      runtime_(runtime),
+      pod_manager_(pod_manager),
+      status_manager_(status_manager),
+      source_seen_(std::move(source_seen)),
+      all_sources_ready_(std::move(all_sources_ready)),
+      options_(std::move(options)),
+      crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max) {
+  pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *this,
+                                                               options_.workers);
+  sync_loop_ = std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,
+                                          options_.sync_loop);
+  pleg_ = std::make_shared<Pleg>(executor, clock, runtime, options_.pleg);
+}
+
+Agent::~Agent() {
+  sync_loop_->stop();
+  pleg_->stop();
+  pod_workers_->shutdown();
+}
+
+void Agent::start() {
+  std::weak_ptr<SyncLoop> loop = sync_loop_;
+  pleg_->start([loop](const PodLifecycleEvent& e) {
+    if (auto l = loop.lock()) l->onPlegEvent(e);
+  });
+  sync_loop_->start();
+}
+
+void Agent::stop(std::function<void()> on_idle) {
+  sync_loop_->stop();
+  pleg_->stop();
+  asio::dispatch(sync_loop_->strand(), [this] { wake_timers_.clear(); });
+  pod_workers_->shutdown(std::move(on_idle));
+}
+
+std::filesystem::path Agent::podDir(const std::string& uid) const {
+  return options_.root_dir / "pods" / uid;
+}
+
+// --- SyncHandler -------------------------------------------------------------------------------
+
+void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
+  auto pods = input;
+  // Oldest first; pods without a creation time (static pods) before all others.
+  std::stable_sort(pods.begin(), pods.end(), [](const api::PodPtr& a, const api::PodPtr& b) {
+    const auto& ta = a->metadata.creation_timestamp;
+    const auto& tb = b->metadata.creation_timestamp;
+    if (!ta || !tb) return !ta && tb;
+    return *ta < *tb;
+  });
+  for (const auto& pod : pods) {
+    auto existing = pod_manager_.getPods();
+    pod_manager_.addPod(pod);
+    if (api::isMirrorPod(*pod)) {
+      handleMirrorPod(pod);
+      continue;
+    }
+    log()->info("Pod added pod={} uid={} source={}", api::podRef(*pod), pod->metadata.uid,
+                api::getPodSource(*pod).valueOr(""));
+    if (!pod_workers_->isPodTerminationRequested(pod->metadata.uid)) {
+      std::vector<api::PodPtr> active;
+      for (const auto& other : existing) {
+        if (other->metadata.uid != pod->metadata.uid && !podIsInactive(*other)) {
+          active.push_back(other);
+        }
+      }
+      auto result = canAdmitPod(*pod, active, options_.allocatable);
+      if (!result.admit) {
+        rejectPod(*pod, result.reason, result.message);
+        continue;
+      }
+    }
+    trackDeadline(pod);
+    dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
+  }
+}
+
+void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
+  for (const auto& pod : pods) {
+    pod_manager_.updatePod(pod);
+    if (api::isMirrorPod(*pod)) {
+      handleMirrorPod(pod);
+      continue;
+    }
+    trackDeadline(pod);
+    dispatchWork(pod, api::SyncPodType::kUpdate, pod_manager_.getMirrorPodByPod(*pod));
+  }
+}
+
+void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
+  for (const auto& pod : pods) {
+    pod_manager_.deletePod(pod);
+    if (api::isMirrorPod(*pod)) {
+      handleMirrorPod(pod);
+      continue;
+    }
+    deletePod(pod);
+  }
+}
+
+void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
+  for (const auto& pod : pods) {
+    pod_manager_.updatePod(pod);
+    if (api::isMirrorPod(*pod)) continue;
+    // A pod with readiness gates whose Ready condition is stale needs a sync to recompute it.
+    if (pod->spec.readiness_gates.empty()) continue;
+    const auto* ready = findCondition(pod->status.conditions, kConditionReady);
+    if (ready == nullptr) continue;
+    auto want = generatePodReadyCondition(pod->spec, pod->status.conditions,
+                                          pod->status.container_statuses, true, pod->status.phase);
+    if (ready->status != want.status || ready->message != want.message) {
+      dispatchWork(pod, api::SyncPodType::kSync, pod_manager_.getMirrorPodByPod(*pod));
+    }
+  }
+}
+
+void Agent::handlePodSyncs(const std::vector<api::PodPtr>& pods) {
+  for (const auto& pod : pods) {
+    dispatchWork(pod, api::SyncPodType::kSync, pod_manager_.getMirrorPodByPod(*pod));
+  }
+}
+
+void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
+  if (event.type == PodLifecycleEvent::Type::kContainerRemoved) return;
+  auto pod = pod_manager_.getPodByUID(event.pod_uid);
+  if (!pod) return;
+  log()->debug("PLEG event pod={} event={} container={}", api::podRef(*pod),
+               podLifecycleEventTypeName(event.type), event.container_id);
+  handlePodSyncs({pod});
+}
+
+std::vector<api::PodPtr> Agent::podsToSync() {
+  std::vector<api::PodPtr> out;
+  std::set<std::string> added;
+  for (const auto& uid : pod_workers_->getWorkToSync()) {
+    if (auto pod = pod_manager_.getPodByUID(uid); pod && added.insert(uid).second) {
+      out.push_back(pod);
+    }
+  }
+  for (auto it = deadline_uids_.begin(); it != deadline_uids_.end();) {
+    auto pod = pod_manager_.getPodByUID(*it);
+    if (!pod) {
+      it = deadline_uids_.erase(it);
+      continue;
+    }
+    if (pastActiveDeadline(*pod) && added.insert(*it).second) out.push_back(pod);
+    ++it;
+  }
+  return out;
+}
+
+void Agent::dispatchWork(const api::PodPtr& pod, api::SyncPodType type,
+                         const api::PodPtr& mirror) {
+  if (rejected_.count(pod->metadata.uid) > 0) return;  // admission is final for a UID
+  podworkers::UpdatePodOptions options;
+  options.update_type = type;
+  options.pod = pod;
+  options.mirror_pod = mirror;
+  pod_workers_->updatePod(std::move(options));
+}
+
+void Agent::handleMirrorPod(const api::PodPtr& mirror) {
+  if (auto pod = pod_manager_.getPodByMirrorPod(*mirror)) {
+    dispatchWork(pod, api::SyncPodType::kUpdate, mirror);
+  }
+}
+
+void Agent::deletePod(const api::PodPtr& pod) {
+  auto source = api::getPodSource(*pod).valueOr(std::string(api::kApiserverSource));
+  if (!source_seen_(source)) {
+    // The pod may still be wanted by a source that has not reported yet.
+    log()->info("Skipping delete: source not ready pod={} source={}", api::podRef(*pod), source);
+    return;
+  }
+  log()->info("Pod removed, killing pod={} uid={}", api::podRef(*pod), pod->metadata.uid);
+  rejected_.erase(pod->metadata.uid);
+  podworkers::UpdatePodOptions options;
+  options.update_type = api::SyncPodType::kKill;
+  options.pod = pod;
+  pod_workers_->updatePod(std::move(options));
+}
+
+void Agent::rejectPod(const api::Pod& pod, const std::string& reason, const std::string& message) {
+  log()->warn("Pod rejected by admission pod={} uid={} reason={} message={}", api::podRef(pod),
+              pod.metadata.uid, reason, message);
+  ++metrics_.pods_rejected;
+  rejected_.insert(pod.metadata.uid);
+  api::PodStatus status = pod.status;
+  status.phase = std::string(kPhaseFailed);
+  status.reason = reason;
+  status.message = "Pod " + message;
+  status_manager_.setPodStatus(pod, std::move(status));
+}
+
+bool Agent::podIsInactive(const api::Pod& pod) const {
+  if (rejected_.count(pod.metadata.uid) > 0) return true;
+  auto status = status_manager_.getPodStatus(pod.metadata.uid);
+  const auto& phase = status ? status->phase : pod.status.phase;
+  if (isTerminalPhase(phase)) return true;
+  return pod_workers_->isPodKnownTerminated(pod.metadata.uid);
+}
+
+bool Agent::pastActiveDeadline(const api::Pod& pod) const {
+  if (!pod.spec.active_deadline_seconds) return false;
+  auto status = status_manager_.getPodStatus(pod.metadata.uid);
+  if (!status || !status->start_time) return false;
+  auto now = toApiTime(clock_.wallNow());
+  return now - *status->start_time >= std::chrono::seconds(*pod.spec.active_deadline_seconds);
+}
+
+void Agent::trackDeadline(const api::PodPtr& pod) {
+  if (pod->spec.active_deadline_seconds) {
+    deadline_uids_.insert(pod->metadata.uid);
+  } else {
+    deadline_uids_.erase(pod->metadata.uid);
+  }
+}
+
+void Agent::scheduleSync(const std::string& uid, base::Duration delay) {
+  asio::dispatch(sync_loop_->strand(), [this, uid, delay] {
+    auto& timer = wake_timers_[uid];
+    if (!timer) timer = clock_.makeTimer(sync_loop_->strand());
+    timer->asyncWaitFor(delay, [this, uid] {
+      wake_timers_.erase(uid);
+      if (auto pod = pod_manager_.getPodByUID(uid)) handlePodSyncs({pod});
+    });
+  });
+}
+
+void Agent::handlePodCleanups() {
+  ++metrics_.housekeeping_runs;
+  if (cleanup_running_) return;
+  cleanup_running_ = true;
+  asio::co_spawn(sync_loop_->strand(), cleanups(), asio::detached);
+}
+
+asio::awaitable<void> Agent::cleanups() {
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{cleanup_running_};
+
+  auto all = pod_manager_.getPodsAndMirrorPods();
+  auto working = pod_workers_->syncKnownPods(all.pods);
+
+  std::set<std::string> keep_status;
+  for (const auto& p : all.pods) keep_status.insert(p->metadata.uid);
+  for (const auto& p : all.mirror_pods) keep_status.insert(p->metadata.uid);
+  for (const auto& [uid, sync] : working) keep_status.insert(uid);
+  status_manager_.removeOrphanedStatuses(keep_status);
+  std::erase_if(rejected_, [&](const std::string& uid) { return keep_status.count(uid) == 0; });
+
+  // Pods config still wants but the workers forgot (a terminated UID re-added): start again.
+  for (const auto& pod : all.pods) {
+    const auto& uid = pod->metadata.uid;
+    if (working.count(uid) > 0 || rejected_.count(uid) > 0) continue;
+    auto status = status_manager_.getPodStatus(uid);
+    if (status && isTerminalPhase(status->phase)) continue;
+    if (isTerminalPhase(pod->status.phase)) continue;
+    log()->info("Restarting pod worker pod={} uid={}", api::podRef(*pod), uid);
+    dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
+  }
+
+  // Workers still syncing a pod config no longer has (its removal was skipped while its source
+  // was not ready): terminate them now.
+  for (const auto& [uid, sync] : working) {
+    if (!sync.orphan || sync.state != podworkers::PodWorkerState::kSyncPod) continue;
+    if (pod_manager_.getPodByUID(uid)) continue;
+    auto snapshot = status_manager_.getVersionedPodStatus(uid);
+    auto pod = std::make_shared<api::Pod>();
+    pod->metadata.uid = uid;
+    if (snapshot) {
+      pod->metadata.name = snapshot->pod_name;
+      pod->metadata.namespace_ = snapshot->pod_namespace;
+    }
+    log()->info("Killing pod no source wants any more pod={}/{} uid={}", pod->metadata.namespace_,
+                pod->metadata.name, uid);
+    podworkers::UpdatePodOptions options;
+    options.update_type = api::SyncPodType::kKill;
+    options.pod = pod;
+    pod_workers_->updatePod(std::move(options));
+  }
+
+  // Runtime pods nobody wants: kill them through the workers.
+  auto running = co_await runtime_.getPods(false);
+  if (running.ok()) {
+    for (const auto& rp : *running) {
+      if (working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
+      log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
+      auto pod = std::make_shared<api::Pod>();
+      pod->metadata.uid = rp.uid;
+      pod->metadata.name = rp.name;
+      pod->metadata.namespace_ = rp.namespace_;
+      podworkers::UpdatePodOptions options;
+      options.update_type = api::SyncPodType::kKill;
+      options.pod = pod;
+      options.runtime_pod = true;
+      pod_workers_->updatePod(std::move(options));
+    }
+  } else {
+    log()->warn("Housekeeping could not list runtime pods err={}", running.status().toString());
+  }
+
+  // Pod directories of pods that are gone everywhere.
+  auto all_runtime = co_await runtime_.getPods(true);
+  if (all_runtime.ok()) {
+    std::set<std::string> known = keep_status;
+    for (const auto& rp : *all_runtime) known.insert(rp.uid);
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(options_.root_dir / "pods", ec)) {
+      auto uid = entry.path().filename().string();
+      if (known.count(uid) > 0) continue;
+      std::filesystem::remove_all(entry.path(), ec);
+      if (ec) log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(), ec.message());
+    }
+  }
+
+  // Mirror pods whose static pod is gone (and not still terminating).
+  for (const auto& full_name : pod_manager_.getOrphanedMirrorPodNames()) {
+    if (pod_workers_->isPodForMirrorPodTerminatingByFullName(full_name)) continue;
+    auto deleted = co_await pod_manager_.mirrorClient().deleteMirrorPod(full_name, std::nullopt);
+    if (!deleted.ok()) {
+      log()->warn("Cannot delete orphaned mirror pod pod={} err={}", full_name,
+                  deleted.status().toString());
+    }
+  }
+  crash_backoff_.gc();
+}
+
+// --- Status ------------------------------------------------------------------------------------
+
+api::PodStatus Agent::generateAPIPodStatus(const api::Pod& pod,
+                                           const runtime::PodStatus& status) const {
+  auto old = status_manager_.getPodStatus(pod.metadata.uid).value_or(pod.status);
+  auto failures = startFailures(pod.metadata.uid);
+  api::PodStatus s;
+  s.host_ip = options_.node_ip;
+  s.pod_ip = options_.node_ip;
+  if (!s.pod_ip.empty()) s.pod_ips = {s.pod_ip};
+  s.qos_class = podQosClass(pod);
+  s.start_time = old.start_time;
+  const bool has_init = !pod.spec.init_containers.empty();
+  s.container_statuses = convertToAPIContainerStatuses(pod, status, old.container_statuses,
+                                                       pod.spec.containers, has_init, false,
+                                                       failures);
+  s.init_container_statuses = convertToAPIContainerStatuses(
+      pod, status, old.init_container_statuses, pod.spec.init_containers, has_init, true, failures);
+  for (const auto& c : pod.status.conditions) {
+    if (!podConditionByKubelet(c.type)) s.conditions.push_back(c);
+  }
+  if (pastActiveDeadline(pod)) {
+    s.phase = std::string(kPhaseFailed);
+    s.reason = "DeadlineExceeded";
+    s.message = "Pod was active on the node longer than the specified deadline";
+    return s;
+  }
+  s.phase = getPhase(pod.spec, s.init_container_statuses, s.container_statuses);
+  if (isTerminalPhase(pod.status.phase) && s.phase != pod.status.phase) {
+    s.phase = pod.status.phase;  // the API's terminal phase is final
+  }
+  s.conditions.push_back(generatePodInitializedCondition(pod.spec, s.init_container_statuses,
+                                                         true, s.phase));
+  s.conditions.push_back(
+      generatePodReadyCondition(pod.spec, s.conditions, s.container_statuses, true, s.phase));
+  s.conditions.push_back(
+      generateContainersReadyCondition(pod.spec, s.container_statuses, true, s.phase));
+  api::PodCondition scheduled;
+  scheduled.type = std::string(kConditionPodScheduled);
+  scheduled.status = "True";
+  s.conditions.push_back(scheduled);
+  return s;
+}
+
+void Agent::setStartFailure(const std::string& uid, const std::string& container, StartFailure f) {
+  std::lock_guard lock(mu_);
+  start_failures_[uid][container] = std::move(f);
+}
+
+void Agent::clearStartFailure(const std::string& uid, const std::string& container) {
+  std::lock_guard lock(mu_);
+  auto it = start_failures_.find(uid);
+  if (it == start_failures_.end()) return;
+  it->second.erase(container);
+  if (it->second.empty()) start_failures_.erase(it);
+}
+
+StartFailures Agent::startFailures(const std::string& uid) const {
+  std::lock_guard lock(mu_);
+  auto it = start_failures_.find(uid);
+  return it == start_failures_.end() ? StartFailures{} : it->second;
+}
+
+std::vector<api::PodPtr> Agent::podsWithStatus() const {
+  std::vector<api::PodPtr> out;
+  for (const auto& pod : pod_manager_.getPods()) {
+    auto status = status_manager_.getPodStatus(pod->metadata.uid);
+    if (!status) {
+      out.push_back(pod);
+      continue;
+    }
+    auto with = api::withStatus(*pod, *status);
+    out.push_back(with.ok() ? *with : pod);
+  }
+  return out;
+}
+
+bool Agent::healthy(std::string* why) const { return pleg_->healthy(why); }
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,173 @@
+// The agent: kubelet's Kubelet type for the pod pipeline. It is the SyncHandler the sync loop
+// calls (admission, dispatch to the pod workers, housekeeping) and the PodSyncer the pod workers
+// call (syncPod, syncTerminatingPod, syncTerminatedPod, driving the runtime). It owns the pod
+// workers, the sync loop and the PLEG; the pod manager, status manager, runtime, clock and mirror
+// client are given to it and must outlive it.
+//
+// Threading: SyncHandler methods run on the sync loop's strand; PodSyncer methods on each pod's
+// strand. Shared state is the pod manager and status manager (thread-safe), and the few maps
+// below guarded by `mu_`.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/admission.h"
+#include "agent/container_statuses.h"
+#include "agent/crash_backoff.h"
+#include "agent/pleg.h"
+#include "agent/runtime/runtime.h"
+#include "agent/status/status_manager.h"
+#include "agent/sync_handler.h"
+#include "agent/sync_loop.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "podmanager/pod_manager.h"
+#include "podworkers/pod_syncer.h"
+#include "podworkers/pod_workers.h"
+
+namespace nodeagent::agent {
+
+struct AgentOptions {
+  std::string node_name;
+  std::string node_ip;  // the host IP (pods share the host network)
+  std::filesystem::path root_dir = "/var/lib/nodeagent";
+  NodeAllocatable allocatable;
+  base::Duration crashloop_backoff_initial = std::chrono::seconds(10);
+  base::Duration crashloop_backoff_max = std::chrono::seconds(300);
+  podworkers::PodWorkersOptions workers;
+  SyncLoopOptions sync_loop;
+  PlegOptions pleg;
+};
+
+// Counters the metrics endpoint reads.
+struct AgentMetrics {
+  std::atomic<uint64_t> sync_pod_total{0};
+  std::atomic<uint64_t> sync_pod_errors{0};
+  std::atomic<uint64_t> sync_pod_duration_us{0};  // sum
+  std::atomic<uint64_t> containers_started{0};
+  std::atomic<uint64_t> containers_killed{0};
+  std::atomic<uint64_t> pods_rejected{0};
+  std::atomic<uint64_t> housekeeping_runs{0};
+  // Pod start latency (first seen -> running) buckets in seconds: 0.01 .. 60, then +Inf.
+  static constexpr double kStartBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  std::atomic<uint64_t> start_latency_buckets[std::size(kStartBuckets) + 1] = {};
+  std::atomic<uint64_t> start_latency_count{0};
+  std::atomic<uint64_t> start_latency_sum_us{0};
+  void observeStartLatency(base::Duration d);
+};
+
+class Agent final : public SyncHandler, public podworkers::PodSyncer {
+ public:
+  // `source_seen(source)` answers whether a source has sent its first SET; `all_sources_ready()`
+  // whether every configured source has (PodConfig's readiness, any thread).
+  Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& random,
+        runtime::Runtime& runtime, podmanager::PodManager& pod_manager,
+        StatusManager& status_manager, std::function<bool(const std::string&)> source_seen,
+        std::function<bool()> all_sources_ready, AgentOptions options);
+  ~Agent() override;
+
+  // Starts the PLEG and the sync loop.
+  void start();
+  // Stops taking work; `on_idle` runs once no sync is in flight. Containers keep running.
+  void stop(std::function<void()> on_idle);
+
+  // PodConfig's output: any thread.
+  void onPodUpdate(api::PodUpdate update) { sync_loop_->onPodUpdate(std::move(update)); }
+
+  // SyncHandler (sync loop strand).
+  void handlePodAdditions(const std::vector<api::PodPtr>& pods) override;
+  void handlePodUpdates(const std::vector<api::PodPtr>& pods) override;
+  void handlePodRemoves(const std::vector<api::PodPtr>& pods) override;
+  void handlePodReconcile(const std::vector<api::PodPtr>& pods) override;
+  void handlePodSyncs(const std::vector<api::PodPtr>& pods) override;
+  void handlePlegEvent(const PodLifecycleEvent& event) override;
+  std::vector<api::PodPtr> podsToSync() override;
+  void handlePodCleanups() override;
+
+  // PodSyncer (pod strands).
+  asio::awaitable<base::StatusOr<bool>> syncPod(api::SyncPodType type, api::PodPtr pod,
+                                                api::PodPtr mirror_pod,
+                                                std::stop_token cancel) override;
+  asio::awaitable<base::Status> syncTerminatingPod(api::PodPtr pod,
+                                                   std::optional<int64_t> grace_period_seconds,
+                                                   podworkers::PodStatusFn status_fn,
+                                                   std::stop_token cancel) override;
+  asio::awaitable<base::Status> syncTerminatingRuntimePod(api::PodPtr pod,
+                                                          std::stop_token cancel) override;
+  asio::awaitable<base::Status> syncTerminatedPod(api::PodPtr pod) override;
+
+  // The desired pods with their live statuses (the read-only /pods endpoint). Any thread.
+  std::vector<api::PodPtr> podsWithStatus() const;
+  // Health of the pipeline (PLEG relisting). Any thread.
+  bool healthy(std::string* why) const;
+  const AgentMetrics& metrics() const { return metrics_; }
+  podworkers::BasicPodWorkers& podWorkers() { return *pod_workers_; }
+  Pleg& pleg() { return *pleg_; }
+  const Pleg& pleg() const { return *pleg_; }
+  SyncLoop& syncLoop() { return *sync_loop_; }
+
+  // kubelet's generateAPIPodStatus. Any thread.
+  api::PodStatus generateAPIPodStatus(const api::Pod& pod, const runtime::PodStatus& status) const;
+
+ private:
+  void dispatchWork(const api::PodPtr& pod, api::SyncPodType type, const api::PodPtr& mirror);
+  void handleMirrorPod(const api::PodPtr& mirror);
+  void deletePod(const api::PodPtr& pod);
+  void rejectPod(const api::Pod& pod, const std::string& reason, const std::string& message);
+  bool podIsInactive(const api::Pod& pod) const;
+  bool pastActiveDeadline(const api::Pod& pod) const;
+  void trackDeadline(const api::PodPtr& pod);
+  // Schedules a sync of `uid` after `delay` (crash-loop backoff expiry). Any thread.
+  void scheduleSync(const std::string& uid, base::Duration delay);
+  asio::awaitable<void> cleanups();
+
+  asio::awaitable<base::Status> startContainerWithBackoff(const api::PodPtr& pod, size_t index,
+                                                          bool init,
+                                                          const runtime::PodStatus& status,
+                                                          bool* in_backoff);
+  base::StatusOr<std::vector<std::pair<std::string, std::string>>> prepareVolumes(
+      const api::Pod& pod);
+  asio::awaitable<void> syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror);
+  void setStartFailure(const std::string& uid, const std::string& container, StartFailure f);
+  void clearStartFailure(const std::string& uid, const std::string& container);
+  StartFailures startFailures(const std::string& uid) const;
+  std::filesystem::path podDir(const std::string& uid) const;
+
+  asio::any_io_executor executor_;
+  base::Clock& clock_;
+  runtime::Runtime& runtime_;
+  podmanager::PodManager& pod_manager_;
+  StatusManager& status_manager_;
+  std::function<bool(const std::string&)> source_seen_;
+  std::function<bool()> all_sources_ready_;
+  AgentOptions options_;
+  CrashBackoff crash_backoff_;
+  AgentMetrics metrics_;
+
+  std::unique_ptr<podworkers::BasicPodWorkers> pod_workers_;
+  std::shared_ptr<SyncLoop> sync_loop_;
+  std::shared_ptr<Pleg> pleg_;
+
+  // Sync loop strand only.
+  std::set<std::string> rejected_;
+  std::set<std::string> deadline_uids_;
+  std::map<std::string, base::TimerPtr> wake_timers_;
+  bool cleanup_running_ = false;
+
+  mutable std::mutex mu_;
+  std::map<std::string, StartFailures> start_failures_;  // by pod UID
+  std::set<std::string> started_once_;                    // pods whose start latency was observed
+};
+
+// The pod's QoS class (Guaranteed, Burstable, BestEffort).
+std::string podQosClass(const api::Pod& pod);
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,156 @@
+#include "agent/pleg.h"
+
+#include "base/log.h"
+
+namespace nodeagent::agent {
+
+std::string_view podLifecycleEventTypeName(PodLifecycleEvent::Type type) {
+  switch (type) {
+    case PodLifecycleEvent::Type::kContainerStarted: return "ContainerStarted";
+    case PodLifecycleEvent::Type::kContainerDied: return "ContainerDied";
+    case PodLifecycleEvent::Type::kContainerRemoved: return "ContainerRemoved";
+    case PodLifecycleEvent::Type::kContainerChanged: return "ContainerChanged";
+  }
+  return "Unknown";
+}
+
+Pleg::Pleg(asio::any_io_executor executor, base::Clock& clock, runtime::Runtime& runtime,
+           PlegOptions options)
+    : strand_(asio::make_strand(executor)), clock_(clock), runtime_(runtime), options_(options) {}
+
+void Pleg::start(Sink sink) {
+  sink_ = std::move(sink);
+  std::weak_ptr<Pleg> weak = weak_from_this();
+  runtime_.setEventHandler([weak](const runtime::ContainerEvent& e) {
+    if (auto self = weak.lock()) {
+      asio::dispatch(self->strand_, [self, e] { self->onRuntimeEvent(e); });
+    }
+  });
+  asio::dispatch(strand_, [self = shared_from_this()] {
+    self->timer_ = self->clock_.makeTimer(self->strand_);
+    self->relistNow();
+  });
+}
+
+void Pleg::stop() {
+  stopped_ = true;
+  asio::dispatch(strand_, [self = shared_from_this()] {
+    if (self->timer_) self->timer_->cancel();
+  });
+}
+
+bool Pleg::healthy(std::string* why) const {
+  auto last = last_relist_ns_.load();
+  if (last == 0) {
+    if (why != nullptr) *why = "pleg has yet to be successful";
+    return false;
+  }
+  auto since = clock_.now().time_since_epoch() - base::Duration(last);
+  if (since > options_.relist_threshold) {
+    if (why != nullptr) {
+      *why = "pleg was last seen active " +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(since).count()) +
+             "s ago; threshold is " +
+             std::to_string(
+                 std::chrono::duration_cast<std::chrono::seconds>(options_.relist_threshold)
+                     .count()) +
+             "s";
+    }
+    return false;
+  }
+  return true;
+}
+
+void Pleg::emit(const std::string& uid, PodLifecycleEvent::Type type, const std::string& cid) {
+  if (stopped_ || !sink_) return;
+  ++events_;
+  sink_(PodLifecycleEvent{uid, type, cid});
+}
+
+void Pleg::onRuntimeEvent(const runtime::ContainerEvent& e) {
+  auto cid = e.container_id.toString();
+  auto& state = records_[e.pod_uid][cid];
+  if (e.type == runtime::ContainerEvent::Type::kStarted) {
+    if (state == State::kRunning) return;
+    state = State::kRunning;
+    emit(e.pod_uid, PodLifecycleEvent::Type::kContainerStarted, cid);
+  } else {
+    if (state == State::kExited) return;
+    state = State::kExited;
+    emit(e.pod_uid, PodLifecycleEvent::Type::kContainerDied, cid);
+  }
+}
+
+void Pleg::relistNow() {
+  asio::co_spawn(
+      strand_,
+      [self = shared_from_this()]() -> asio::awaitable<void> { co_await self->relist(); },
+      asio::detached);
+}
+
+void Pleg::armTimer() {
+  if (stopped_ || !timer_) return;
+  timer_->asyncWaitFor(options_.relist_period, [self = shared_from_this()] { self->relistNow(); });
+}
+
+asio::awaitable<void> Pleg::relist() {
+  static auto log = base::logger("pleg");
+  if (relisting_ || stopped_) co_return;
+  relisting_ = true;
+  auto started = clock_.now();
+  auto pods = co_await runtime_.getPods(true);
+  relisting_ = false;
+  if (!pods.ok()) {
+    log->warn("Relist failed, keeping the previous view err={}", pods.status().toString());
+    armTimer();
+    co_return;
+  }
+  last_relist_ns_ = started.time_since_epoch().count();
+  ++relists_;
+
+  std::map<std::string, std::map<std::string, State>> current;
+  for (const auto& pod : *pods) {
+    auto& containers = current[pod.uid];
+    for (const auto& c : pod.containers) {
+      State s = State::kUnknown;
+      if (c.state == runtime::ContainerState::kRunning) s = State::kRunning;
+      if (c.state == runtime::ContainerState::kExited) s = State::kExited;
+      containers[c.id.toString()] = s;
+    }
+  }
+  using T = PodLifecycleEvent::Type;
+  // Old records first (changes and removals), then containers seen for the first time.
+  for (auto& [uid, old_containers] : records_) {
+    auto cur_pod = current.find(uid);
+    for (auto& [cid, old_state] : old_containers) {
+      State now = State::kNonExistent;
+      if (cur_pod != current.end()) {
+        auto it = cur_pod->second.find(cid);
+        if (it != cur_pod->second.end()) now = it->second;
+      }
+      if (now == old_state) continue;
+      switch (now) {
+        case State::kRunning: emit(uid, T::kContainerStarted, cid); break;
+        case State::kExited: emit(uid, T::kContainerDied, cid); break;
+        case State::kUnknown: emit(uid, T::kContainerChanged, cid); break;
+        case State::kNonExistent:
+          if (old_state != State::kExited) emit(uid, T::kContainerDied, cid);
+          emit(uid, T::kContainerRemoved, cid);
+          break;
+      }
+    }
+  }
+  for (auto& [uid, containers] : current) {
+    auto old_pod = records_.find(uid);
+    for (auto& [cid, state] : containers) {
+      if (old_pod != records_.end() && old_pod->second.count(cid) > 0) continue;
+      if (state == State::kRunning) emit(uid, T::kContainerStarted, cid);
+      if (state == State::kExited) emit(uid, T::kContainerDied, cid);
+      if (state == State::kUnknown) emit(uid, T::kContainerChanged, cid);
+    }
+  }
+  records_ = std::move(current);
+  armTimer();
+}
+
+}  // namespace nodeagent::agent

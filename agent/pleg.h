@@ -1,0 +1,75 @@
+// The pod lifecycle event generator (kubelet's PLEG), event-driven: the runtime reports container
+// starts and exits as they happen (a pidfd per shim on the io_context), and a periodic relist
+// (default 10 s) compares the runtime's pods with the last view to catch anything missed.
+// Health: unhealthy when no relist succeeded for `relist_threshold` (3 minutes).
+//
+// Runs on its own strand; events go to the sink given to start() (called on that strand).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "agent/runtime/runtime.h"
+#include "base/clock.h"
+
+namespace nodeagent::agent {
+
+struct PodLifecycleEvent {
+  enum class Type { kContainerStarted, kContainerDied, kContainerRemoved, kContainerChanged };
+  std::string pod_uid;
+  Type type = Type::kContainerStarted;
+  std::string container_id;  // ContainerId::toString()
+};
+std::string_view podLifecycleEventTypeName(PodLifecycleEvent::Type type);
+
+struct PlegOptions {
+  base::Duration relist_period = std::chrono::seconds(10);
+  base::Duration relist_threshold = std::chrono::minutes(3);
+};
+
+class Pleg : public std::enable_shared_from_this<Pleg> {
+ public:
+  using Sink = std::function<void(const PodLifecycleEvent&)>;
+
+  Pleg(asio::any_io_executor executor, base::Clock& clock, runtime::Runtime& runtime,
+       PlegOptions options = {});
+
+  // Installs the runtime event hook, runs a first relist and arms the periodic one. Once.
+  void start(Sink sink);
+  // Cancels the relist timer; events after stop() are dropped. Any thread.
+  void stop();
+
+  // Any thread. `why` gets the reason when unhealthy.
+  bool healthy(std::string* why = nullptr) const;
+  uint64_t relistCount() const { return relists_.load(); }
+  uint64_t eventCount() const { return events_.load(); }
+
+  // Runs one relist now (tests, and the periodic timer).
+  void relistNow();
+
+ private:
+  enum class State { kRunning, kExited, kUnknown, kNonExistent };
+  void onRuntimeEvent(const runtime::ContainerEvent& e);
+  asio::awaitable<void> relist();
+  void emit(const std::string& uid, PodLifecycleEvent::Type type, const std::string& cid);
+  void armTimer();
+
+  asio::strand<asio::any_io_executor> strand_;
+  base::Clock& clock_;
+  runtime::Runtime& runtime_;
+  PlegOptions options_;
+  Sink sink_;
+  base::TimerPtr timer_;
+  std::atomic<bool> stopped_{false};
+  bool relisting_ = false;
+  // pod uid -> container id -> last seen state (strand only).
+  std::map<std::string, std::map<std::string, State>> records_;
+  std::atomic<int64_t> last_relist_ns_{0};  // MonotonicTime since epoch; 0 = never
+  std::atomic<uint64_t> relists_{0};
+  std::atomic<uint64_t> events_{0};
+};
+
+}  // namespace nodeagent::agent

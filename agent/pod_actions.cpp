@@ -1,0 +1,91 @@
+#include "agent/pod_actions.h"
+
+namespace nodeagent::agent {
+
+using runtime::ContainerState;
+
+bool shouldContainerBeRestarted(const api::Container& container, const api::Pod& pod,
+                                const runtime::PodStatus& status) {
+  // A pod marked for deletion never gets a container back.
+  if (pod.metadata.deletion_timestamp) return false;
+  const auto* cs = status.findContainerStatusByName(container.name);
+  if (cs == nullptr) return true;  // never ran
+  if (cs->state == ContainerState::kRunning) return false;
+  if (cs->state == ContainerState::kUnknown || cs->state == ContainerState::kCreated) return true;
+  if (pod.spec.restart_policy == "Never") return false;
+  if (pod.spec.restart_policy == "OnFailure" && cs->exit_code == 0) return false;
+  return true;
+}
+
+bool isInitContainerFailed(const runtime::ContainerStatus& status) {
+  if (status.state == ContainerState::kExited && status.exit_code != 0) return true;
+  return status.state == ContainerState::kUnknown;
+}
+
+NextInitContainer findNextInitContainerToRun(const api::Pod& pod,
+                                             const runtime::PodStatus& status) {
+  const auto& inits = pod.spec.init_containers;
+  if (inits.empty()) return {nullptr, std::nullopt, true};
+  // A running app container means every init container has run.
+  for (const auto& c : pod.spec.containers) {
+    const auto* cs = status.findContainerStatusByName(c.name);
+    if (cs != nullptr && cs->state == ContainerState::kRunning) return {nullptr, std::nullopt, true};
+  }
+  for (size_t i = inits.size(); i-- > 0;) {
+    const auto* cs = status.findContainerStatusByName(inits[i].name);
+    if (cs != nullptr && isInitContainerFailed(*cs)) return {cs, i, false};
+  }
+  for (size_t i = inits.size(); i-- > 0;) {
+    const auto* cs = status.findContainerStatusByName(inits[i].name);
+    if (cs == nullptr) continue;
+    if (cs->state == ContainerState::kRunning) return {nullptr, std::nullopt, false};
+    if (cs->state == ContainerState::kExited) {
+      if (i + 1 == inits.size()) return {nullptr, std::nullopt, true};
+      return {nullptr, i + 1, false};
+    }
+  }
+  return {nullptr, size_t{0}, false};
+}
+
+PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& status) {
+  PodActions actions;
+  const bool restart_on_failure = pod.spec.restart_policy != "Never";
+
+  auto init = findNextInitContainerToRun(pod, status);
+  if (!init.done) {
+    if (init.next) {
+      const bool failed = init.last_failed != nullptr;
+      if (failed && !restart_on_failure) {
+        actions.kill_pod = true;
+      } else {
+        actions.next_init_container = init.next;
+      }
+    }
+    return actions;
+  }
+
+  size_t keep = 0;
+  for (size_t i = 0; i < pod.spec.containers.size(); ++i) {
+    const auto& container = pod.spec.containers[i];
+    const auto* cs = status.findContainerStatusByName(container.name);
+    if (cs == nullptr || cs->state != ContainerState::kRunning) {
+      if (shouldContainerBeRestarted(container, pod, status)) {
+        actions.containers_to_start.push_back(i);
+      }
+      continue;
+    }
+    if (cs->hash == container.hash) {
+      ++keep;
+      continue;
+    }
+    // The spec changed: kubelet restarts the container whatever the restart policy.
+    actions.containers_to_start.push_back(i);
+    actions.containers_to_kill.push_back(
+        {cs->id, container.name,
+         "Container " + container.name + " definition changed, will be restarted"});
+  }
+  if (keep == 0 && actions.containers_to_start.empty()) actions.kill_pod = true;
+  return actions;
+}
+
+}  // namespace nodeagent::agent

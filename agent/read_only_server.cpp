@@ -1,0 +1,110 @@
+#include "agent/read_only_server.h"
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "agent/agent.h"
+#include "api/pod_json.h"
+
+namespace nodeagent::agent {
+
+struct ReadOnlyServer::Impl {
+  httplib::Server server;
+};
+
+ReadOnlyServer::ReadOnlyServer(Agent& agent, ReadOnlyServerOptions options)
+    : agent_(agent), options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
+
+ReadOnlyServer::~ReadOnlyServer() { stop(); }
+
+std::string agentMetricsText(const Agent& agent) {
+  const auto& m = agent.metrics();
+  std::ostringstream out;
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"
+        << name << ' ' << v << '\n';
+  };
+  counter("nodeagent_sync_pod_total", "syncPod calls.", m.sync_pod_total.load());
+  counter("nodeagent_sync_pod_errors_total", "syncPod calls that returned an error.",
+          m.sync_pod_errors.load());
+  out << "# HELP nodeagent_sync_pod_duration_seconds_sum Time spent in syncPod.\n"
+      << "# TYPE nodeagent_sync_pod_duration_seconds_sum counter\n"
+      << "nodeagent_sync_pod_duration_seconds_sum "
+      << static_cast<double>(m.sync_pod_duration_us.load()) / 1e6 << '\n';
+  counter("nodeagent_containers_started_total", "Containers started.", m.containers_started.load());
+  counter("nodeagent_containers_killed_total", "Containers killed.", m.containers_killed.load());
+  counter("nodeagent_pods_rejected_total", "Pods rejected by admission.", m.pods_rejected.load());
+  counter("nodeagent_housekeeping_total", "Housekeeping runs.", m.housekeeping_runs.load());
+  counter("nodeagent_pleg_relist_total", "PLEG relists.",
+          agent.pleg().relistCount());
+  counter("nodeagent_pleg_events_total", "PLEG events.",
+          agent.pleg().eventCount());
+  out << "# HELP nodeagent_pod_start_duration_seconds Time from first seen to running.\n"
+      << "# TYPE nodeagent_pod_start_duration_seconds histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= std::size(AgentMetrics::kStartBuckets); ++i) {
+    cumulative += m.start_latency_buckets[i].load();
+    out << "nodeagent_pod_start_duration_seconds_bucket{le=\"";
+    if (i < std::size(AgentMetrics::kStartBuckets)) {
+      out << AgentMetrics::kStartBuckets[i];
+    } else {
+      out << "+Inf";
+    }
+    out << "\"} " << cumulative << '\n';
+  }
+  out << "nodeagent_pod_start_duration_seconds_sum "
+      << static_cast<double>(m.start_latency_sum_us.load()) / 1e6 << '\n'
+      << "nodeagent_pod_start_duration_seconds_count " << m.start_latency_count.load() << '\n';
+  return out.str();
+}
+
+base::Status ReadOnlyServer::start() {
+  auto& server = impl_->server;
+  server.Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json list = {{"kind", "PodList"},
+                           {"apiVersion", "v1"},
+                           {"metadata", nlohmann::json::object()},
+                           {"items", nlohmann::json::array()}};
+    for (const auto& pod : agent_.podsWithStatus()) list["items"].push_back(api::encodePod(*pod));
+    res.set_content(list.dump(), "application/json");
+  });
+  server.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    std::string why;
+    bool ok = agent_.healthy(&why);
+    if (ok && options_.extra_health) ok = options_.extra_health(&why);
+    res.status = ok ? 200 : 500;
+    res.set_content(ok ? "ok" : "[-]" + why, "text/plain");
+  });
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    auto text = agentMetricsText(agent_);
+    if (options_.extra_metrics) text += options_.extra_metrics();
+    res.set_content(text, "text/plain; version=0.0.4");
+  });
+  server.Get("/manifest-errors", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(options_.manifest_errors_json ? options_.manifest_errors_json() : "[]",
+                    "application/json");
+  });
+  if (options_.port == 0) {
+    port_ = server.bind_to_any_port(options_.address);
+    if (port_ <= 0) return base::unavailableError("cannot bind the read-only port on " + options_.address);
+  } else {
+    if (!server.bind_to_port(options_.address, options_.port)) {
+      return base::unavailableError("cannot bind the read-only port " + options_.address + ":" +
+                                    std::to_string(options_.port));
+    }
+    port_ = options_.port;
+  }
+  thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
+  return base::okStatus();
+}
+
+void ReadOnlyServer::stop() {
+  if (thread_.joinable()) {
+    impl_->server.stop();
+    thread_.join();
+  }
+}
+
+}  // namespace nodeagent::agent

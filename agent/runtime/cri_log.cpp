@@ -1,0 +1,163 @@
+#include "agent/runtime/cri_log.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace nodeagent::runtime {
+namespace {
+
+constexpr int64_t kNanosPerSecond = 1'000'000'000;
+
+void splitNanos(int64_t unix_nanos, time_t& secs, int64_t& frac) {
+  secs = static_cast<time_t>(unix_nanos / kNanosPerSecond);
+  frac = unix_nanos % kNanosPerSecond;
+  if (frac < 0) {
+    frac += kNanosPerSecond;
+    --secs;
+  }
+}
+
+// (timestamp part, clash counter) of a rotated name's suffix, for ordering by age.
+std::pair<std::string, long> rotationKey(const std::string& name) {
+  auto dot = name.rfind(".log.");
+  std::string suffix = dot == std::string::npos ? name : name.substr(dot + 5);
+  long counter = 0;
+  auto dash = suffix.find('-', 9);  // the clash counter follows the "YYYYmmdd-HHMMSS" part
+  if (dash != std::string::npos) {
+    counter = std::strtol(suffix.c_str() + dash + 1, nullptr, 10);
+    suffix.resize(dash);
+  }
+  return {suffix, counter};
+}
+
+}  // namespace
+
+std::string formatRfc3339Nano(int64_t unix_nanos) {
+  time_t secs;
+  int64_t frac;
+  splitNanos(unix_nanos, secs, frac);
+  struct tm tm {};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  std::string out(buf, static_cast<size_t>(n));
+  if (frac != 0) {
+    char fbuf[16];
+    std::snprintf(fbuf, sizeof fbuf, "%09lld", static_cast<long long>(frac));
+    std::string f(fbuf);
+    while (!f.empty() && f.back() == '0') f.pop_back();
+    out += '.';
+    out += f;
+  }
+  out += 'Z';
+  return out;
+}
+
+void appendCriRecord(std::string& out, int64_t unix_nanos, LogStream stream, bool partial,
+                     std::string_view text) {
+  out += formatRfc3339Nano(unix_nanos);
+  out += stream == LogStream::kStdout ? " stdout " : " stderr ";
+  out += partial ? "P " : "F ";
+  out.append(text.data(), text.size());
+  out += '\n';
+}
+
+std::optional<CriRecord> parseCriRecord(std::string_view line) {
+  auto sp1 = line.find(' ');
+  if (sp1 == std::string_view::npos || sp1 == 0) return std::nullopt;
+  auto sp2 = line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos) return std::nullopt;
+  auto sp3 = line.find(' ', sp2 + 1);
+  // A record whose text is empty still has the separator after the tag.
+  if (sp3 == std::string_view::npos) return std::nullopt;
+  CriRecord rec;
+  rec.timestamp = std::string(line.substr(0, sp1));
+  auto stream = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  if (stream == "stdout") {
+    rec.stream = LogStream::kStdout;
+  } else if (stream == "stderr") {
+    rec.stream = LogStream::kStderr;
+  } else {
+    return std::nullopt;
+  }
+  auto tag = line.substr(sp2 + 1, sp3 - sp2 - 1);
+  if (tag == "P") {
+    rec.partial = true;
+  } else if (tag != "F") {
+    return std::nullopt;
+  }
+  rec.text = std::string(line.substr(sp3 + 1));
+  return rec;
+}
+
+void LineSplitter::feed(std::string_view data, const Sink& sink) {
+  while (!data.empty()) {
+    auto nl = data.find('\n');
+    std::string_view chunk = nl == std::string_view::npos ? data : data.substr(0, nl);
+    // Emit full-size partial pieces while the line outgrows the buffer (a line of exactly
+    // max_record bytes stays one complete record).
+    while (pending_.size() + chunk.size() > max_record_) {
+      size_t take = max_record_ - pending_.size();
+      if (pending_.empty()) {
+        sink(chunk.substr(0, take), true);
+      } else {
+        pending_.append(chunk.data(), take);
+        sink(pending_, true);
+        pending_.clear();
+      }
+      chunk.remove_prefix(take);
+    }
+    if (nl == std::string_view::npos) {
+      pending_.append(chunk.data(), chunk.size());
+      return;
+    }
+    if (pending_.empty()) {
+      sink(chunk, false);
+    } else {
+      pending_.append(chunk.data(), chunk.size());
+      sink(pending_, false);
+      pending_.clear();
+    }
+    data.remove_prefix(nl + 1);
+  }
+}
+
+void LineSplitter::finish(const Sink& sink) {
+  if (pending_.empty()) return;
+  sink(pending_, false);
+  pending_.clear();
+}
+
+bool shouldRotate(int64_t current_size, int64_t record_size, int64_t max_size) {
+  if (max_size <= 0 || current_size <= 0) return false;
+  return current_size + record_size > max_size;
+}
+
+std::string rotatedLogName(const std::string& log_name, int64_t unix_nanos) {
+  time_t secs;
+  int64_t frac;
+  splitNanos(unix_nanos, secs, frac);
+  struct tm tm {};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04d%02d%02d-%02d%02d%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return log_name + "." + buf;
+}
+
+std::vector<std::string> rotatedFilesToRemove(std::vector<std::string> rotated, int max_files) {
+  std::sort(rotated.begin(), rotated.end(), [](const std::string& a, const std::string& b) {
+    return rotationKey(a) < rotationKey(b);
+  });
+  // The live log counts as one file.
+  size_t keep = max_files > 1 ? static_cast<size_t>(max_files - 1) : 0;
+  if (rotated.size() <= keep) return {};
+  rotated.resize(rotated.size() - keep);
+  return rotated;
+}
+
+}  // namespace nodeagent::runtime

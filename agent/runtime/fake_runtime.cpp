@@ -1,0 +1,274 @@
+#include "agent/runtime/fake_runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace nodeagent::runtime {
+
+FakeRuntime::FakeRuntime(asio::any_io_executor event_executor, base::Clock& clock)
+    : event_executor_(std::move(event_executor)), clock_(clock) {}
+
+FakeRuntime::~FakeRuntime() = default;
+
+void FakeRuntime::setEventHandler(ContainerEventHandler handler) {
+  std::lock_guard lock(mu_);
+  handler_ = std::move(handler);
+}
+
+void FakeRuntime::emit(ContainerEvent event) {
+  ContainerEventHandler handler;
+  {
+    std::lock_guard lock(mu_);
+    handler = handler_;
+  }
+  if (!handler) return;
+  asio::post(event_executor_,
+             [handler = std::move(handler), event = std::move(event)] { handler(event); });
+}
+
+void FakeRuntime::record(Action action) {
+  if (record_actions_) actions_.push_back(std::move(action));
+}
+
+ContainerStatus* FakeRuntime::findLocked(const std::string& id, std::string* uid) {
+  auto it = pod_of_container_.find(id);
+  if (it == pod_of_container_.end()) return nullptr;
+  auto pit = pods_.find(it->second);
+  if (pit == pods_.end()) return nullptr;
+  for (auto& c : pit->second.containers) {
+    if (c.id.id == id) {
+      if (uid) *uid = it->second;
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+asio::awaitable<base::StatusOr<std::vector<Pod>>> FakeRuntime::getPods(bool all) {
+  std::vector<Pod> out;
+  {
+    std::lock_guard lock(mu_);
+    out.reserve(pods_.size());
+    for (const auto& [uid, rec] : pods_) {
+      Pod pod{uid, rec.name, rec.namespace_, {}};
+      for (const auto& c : rec.containers) {
+        if (!all && c.state != ContainerState::kRunning) continue;
+        pod.containers.push_back(Container{c.id, c.name, c.image, c.hash, c.state});
+      }
+      if (!pod.containers.empty()) out.push_back(std::move(pod));
+    }
+  }
+  co_return out;
+}
+
+asio::awaitable<base::StatusOr<PodStatus>> FakeRuntime::getPodStatus(std::string uid,
+                                                                     std::string name,
+                                                                     std::string namespace_) {
+  PodStatus status{uid, std::move(name), std::move(namespace_), {}, {}};
+  {
+    std::lock_guard lock(mu_);
+    auto it = pods_.find(uid);
+    if (it != pods_.end()) {
+      // Oldest first in storage: reverse for newest first.
+      status.container_statuses.assign(it->second.containers.rbegin(),
+                                       it->second.containers.rend());
+    }
+  }
+  co_return status;
+}
+
+asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
+    api::PodPtr pod, const api::Container& container, int attempt, StartContainerOptions options) {
+  (void)options;
+  const std::string& uid = pod->metadata.uid;
+  ContainerStatus status;
+  status.name = container.name;
+  status.image = container.image;
+  status.hash = container.hash;
+  status.restart_count = attempt;
+  status.created_at = clock_.wallNow();
+  base::Status start_error;
+  {
+    std::lock_guard lock(mu_);
+    record(Action{Action::Kind::kStart, uid, container.name, attempt, {}, std::nullopt, 0, ""});
+    auto err = start_errors_.find({uid, container.name});
+    if (err == start_errors_.end()) err = start_errors_.find({"", container.name});
+    if (err != start_errors_.end()) start_error = err->second;
+    if (!start_error.ok() && start_error.code() == base::StatusCode::kInvalidArgument) {
+      co_return start_error;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(next_id_++));
+    status.id = ContainerId{"fake", buf};
+    if (start_error.ok()) {
+      status.state = ContainerState::kRunning;
+      status.started_at = status.created_at;
+    } else {
+      status.state = ContainerState::kExited;
+      status.finished_at = status.created_at;
+      status.exit_code = 128;
+      status.reason = "ContainerCannotRun";
+      status.message = start_error.message();
+    }
+    if (record_actions_) actions_.back().id = status.id;
+    auto& rec = pods_[uid];
+    rec.name = pod->metadata.name;
+    rec.namespace_ = pod->metadata.namespace_;
+    pod_of_container_[status.id.id] = uid;
+    rec.containers.push_back(status);
+  }
+  emit(ContainerEvent{
+      start_error.ok() ? ContainerEvent::Type::kStarted : ContainerEvent::Type::kDied, uid,
+      status.id, status.name});
+  if (!start_error.ok()) co_return start_error;
+  co_return status.id;
+}
+
+asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, ContainerId id,
+                                                         std::optional<int64_t> grace_override,
+                                                         std::string reason) {
+  std::string uid;
+  std::string name;
+  bool died = false;
+  {
+    std::lock_guard lock(mu_);
+    ContainerStatus* c = findLocked(id.id, &uid);
+    if (c == nullptr) {
+      co_return base::notFoundError("container " + id.toString() + " not found");
+    }
+    name = c->name;
+    int64_t grace = grace_override
+                        ? *grace_override
+                        : (pod ? std::max(podGracePeriodSeconds(*pod), kMinimumGracePeriodSeconds)
+                               : kDefaultTerminationGracePeriodSeconds);
+    record(Action{Action::Kind::kKill, uid, c->name, c->restart_count, id, grace_override, grace,
+                  reason});
+    if (c->state == ContainerState::kRunning || c->state == ContainerState::kCreated) {
+      c->state = ContainerState::kExited;
+      c->finished_at = clock_.wallNow();
+      c->exit_code = kill_exit_code_;
+      c->reason = kill_exit_code_ == 0 ? "Completed" : "Error";
+      died = true;
+    }
+  }
+  if (died) emit(ContainerEvent{ContainerEvent::Type::kDied, uid, id, name});
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> FakeRuntime::killPod(api::PodPtr pod, Pod running_pod,
+                                                   std::optional<int64_t> grace_override) {
+  std::string errors;
+  for (const auto& c : running_pod.containers) {
+    auto s = co_await killContainer(pod, c.id, grace_override, "killing pod");
+    if (!s.ok() && s.code() != base::StatusCode::kNotFound) {
+      errors += (errors.empty() ? "" : "; ") + s.message();
+    }
+  }
+  if (!errors.empty())
+    co_return base::unknownError("killing pod " + running_pod.uid + ": " + errors);
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> FakeRuntime::removeContainer(ContainerId id) {
+  std::lock_guard lock(mu_);
+  std::string uid;
+  ContainerStatus* c = findLocked(id.id, &uid);
+  if (c == nullptr) co_return base::notFoundError("container " + id.toString() + " not found");
+  if (c->state == ContainerState::kRunning) {
+    co_return base::failedPreconditionError("container " + id.toString() + " is running");
+  }
+  record(Action{Action::Kind::kRemove, uid, c->name, c->restart_count, id, std::nullopt, 0, ""});
+  auto& containers = pods_[uid].containers;
+  containers.erase(std::remove_if(containers.begin(), containers.end(),
+                                  [&](const ContainerStatus& s) { return s.id == id; }),
+                   containers.end());
+  if (containers.empty()) pods_.erase(uid);
+  pod_of_container_.erase(id.id);
+  co_return base::okStatus();
+}
+
+std::filesystem::path FakeRuntime::containerLogsPath(std::string_view pod_namespace,
+                                                     std::string_view pod_name,
+                                                     std::string_view pod_uid,
+                                                     std::string_view container_name,
+                                                     int restart_count) const {
+  std::string pod_dir;
+  pod_dir.append(pod_namespace).append("_").append(pod_name).append("_").append(pod_uid);
+  return std::filesystem::path("/var/log/pods") / pod_dir / std::string(container_name) /
+         (std::to_string(restart_count) + ".log");
+}
+
+std::vector<FakeRuntime::Action> FakeRuntime::actions() const {
+  std::lock_guard lock(mu_);
+  return actions_;
+}
+
+void FakeRuntime::clearActions() {
+  std::lock_guard lock(mu_);
+  actions_.clear();
+}
+
+void FakeRuntime::setRecordActions(bool record) {
+  std::lock_guard lock(mu_);
+  record_actions_ = record;
+}
+
+bool FakeRuntime::exitContainer(const std::string& uid, const std::string& name, int exit_code) {
+  ContainerId id;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return false;
+    auto& containers = it->second.containers;
+    auto c = std::find_if(containers.rbegin(), containers.rend(), [&](const ContainerStatus& s) {
+      return s.name == name && s.state == ContainerState::kRunning;
+    });
+    if (c == containers.rend()) return false;
+    c->state = ContainerState::kExited;
+    c->finished_at = clock_.wallNow();
+    c->exit_code = exit_code;
+    c->reason = exit_code == 0 ? "Completed" : "Error";
+    id = c->id;
+  }
+  emit(ContainerEvent{ContainerEvent::Type::kDied, uid, id, name});
+  return true;
+}
+
+void FakeRuntime::injectStartError(const std::string& uid, const std::string& name,
+                                   base::Status status) {
+  std::lock_guard lock(mu_);
+  start_errors_[{uid, name}] = std::move(status);
+}
+
+void FakeRuntime::clearStartErrors() {
+  std::lock_guard lock(mu_);
+  start_errors_.clear();
+}
+
+void FakeRuntime::setKillExitCode(int exit_code) {
+  std::lock_guard lock(mu_);
+  kill_exit_code_ = exit_code;
+}
+
+std::optional<ContainerStatus> FakeRuntime::containerStatus(const std::string& uid,
+                                                            const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return std::nullopt;
+  const auto& containers = it->second.containers;
+  for (auto c = containers.rbegin(); c != containers.rend(); ++c) {
+    if (c->name == name) return *c;
+  }
+  return std::nullopt;
+}
+
+size_t FakeRuntime::runningContainerCount() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [uid, rec] : pods_) {
+    for (const auto& c : rec.containers) n += c.state == ContainerState::kRunning ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace nodeagent::runtime

@@ -1,0 +1,102 @@
+// FakeRuntime: an in-memory Runtime for unit tests and hollow nodes (`--runtime=fake`). Starting
+// a container makes it "running" at once, killing makes it exit at once; nothing is executed.
+// Every start/kill/remove is recorded, and tests can make containers exit with a code or make
+// starts fail. It holds only a few small structs per container, so 50,000 pods are cheap.
+//
+// Threading: all methods (including the test controls) may be called from any thread; state is
+// guarded by one mutex never held across a co_await or while calling the event handler.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/runtime/runtime.h"
+
+namespace nodeagent::runtime {
+
+class FakeRuntime final : public Runtime {
+ public:
+  struct Action {
+    enum class Kind { kStart, kKill, kRemove };
+    Kind kind = Kind::kStart;
+    std::string pod_uid;
+    std::string container_name;
+    int attempt = 0;
+    ContainerId id;
+    std::optional<int64_t> grace_override;  // kills: as passed
+    int64_t grace_seconds = 0;              // kills: the grace period that applied
+    std::string reason;                     // kills
+  };
+
+  // Events are posted to `event_executor` (give it a strand or a single-threaded context).
+  FakeRuntime(asio::any_io_executor event_executor, base::Clock& clock);
+  ~FakeRuntime() override;
+
+  std::string type() const override { return "fake"; }
+  void setEventHandler(ContainerEventHandler handler) override;
+  asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
+  asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
+                                                          std::string namespace_) override;
+  asio::awaitable<base::StatusOr<ContainerId>> startContainer(
+      api::PodPtr pod, const api::Container& container, int attempt,
+      StartContainerOptions options) override;
+  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
+                                              std::optional<int64_t> grace_override,
+                                              std::string reason) override;
+  asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
+                                        std::optional<int64_t> grace_override) override;
+  asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+  std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
+                                          std::string_view pod_uid, std::string_view container_name,
+                                          int restart_count) const override;
+
+  // Test controls.
+  std::vector<Action> actions() const;
+  void clearActions();
+  // Stops recording actions (hollow nodes with many pods).
+  void setRecordActions(bool record);
+  // Makes the newest running container `name` of pod `uid` exit with `exit_code` (emits a died
+  // event). False when no such container runs.
+  bool exitContainer(const std::string& uid, const std::string& name, int exit_code);
+  // Every later start of container `name` in pod `uid` ("" matches any pod) fails with `status`
+  // until cleared. InvalidArgument leaves nothing behind; other errors leave an exited container
+  // with reason ContainerCannotRun, as ProcessRuntime does.
+  void injectStartError(const std::string& uid, const std::string& name, base::Status status);
+  void clearStartErrors();
+  // The exit code a killed container reports (default 0: it handled SIGTERM).
+  void setKillExitCode(int exit_code);
+  // The newest status of a container, if any.
+  std::optional<ContainerStatus> containerStatus(const std::string& uid,
+                                                 const std::string& name) const;
+  size_t runningContainerCount() const;
+
+ private:
+  struct PodRecord {
+    std::string name;
+    std::string namespace_;
+    std::vector<ContainerStatus> containers;  // oldest first
+  };
+
+  void emit(ContainerEvent event);
+  ContainerStatus* findLocked(const std::string& id, std::string* uid);
+  void record(Action action);
+
+  asio::any_io_executor event_executor_;
+  base::Clock& clock_;
+  mutable std::mutex mu_;
+  ContainerEventHandler handler_;
+  std::unordered_map<std::string, PodRecord> pods_;
+  std::unordered_map<std::string, std::string> pod_of_container_;
+  std::vector<Action> actions_;
+  bool record_actions_ = true;
+  std::map<std::pair<std::string, std::string>, base::Status> start_errors_;
+  int kill_exit_code_ = 0;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace nodeagent::runtime

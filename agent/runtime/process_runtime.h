@@ -1,0 +1,78 @@
+// ProcessRuntime: the default Runtime. Each container is a host process (`command` + `args`; the
+// image is recorded, never pulled) held by its own nodeagent-shim, which the agent starts with
+// posix_spawn in a new session, so containers survive an agent stop or crash. The shim relays
+// output to CRI log files under --pod-log-dir, rotates them, and records the exit in
+// `<root-dir>/containers/<id>/state` (see state_file.h). The agent watches each shim through a
+// pidfd on the io_context, so exits are seen in milliseconds without polling or SIGCHLD.
+// recover() adopts the shims a previous agent left running and reads the exits recorded while
+// no agent was watching.
+//
+// Threading: as Runtime. Operations run on the caller's executor; the pidfd watchers and the
+// event handler run on one internal strand of the executor given at construction. Destroying the
+// runtime stops watching (containers keep running); pending handlers keep its internal state alive
+// until they have run.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "agent/runtime/cri_log.h"
+#include "agent/runtime/runtime.h"
+
+namespace nodeagent::runtime {
+
+struct ProcessRuntimeOptions {
+  // --root-dir: container state goes to <root_dir>/containers/<id>/, default working directories
+  // are <root_dir>/pods/<uid>/.
+  std::filesystem::path root_dir = "/var/lib/nodeagent";
+  // --pod-log-dir.
+  std::filesystem::path pod_log_dir = "/var/log/pods";
+  // The nodeagent-shim binary; empty means "nodeagent-shim" next to the running executable.
+  std::filesystem::path shim_path;
+  int64_t log_max_size = kDefaultLogMaxSize;
+  int log_max_files = kDefaultLogMaxFiles;
+  // kubelet's minimumGracePeriodInSeconds.
+  int64_t minimum_grace_seconds = kMinimumGracePeriodSeconds;
+};
+
+class ProcessRuntime final : public Runtime {
+ public:
+  ProcessRuntime(asio::any_io_executor executor, base::Clock& clock, ProcessRuntimeOptions options);
+  ~ProcessRuntime() override;
+  ProcessRuntime(const ProcessRuntime&) = delete;
+  ProcessRuntime& operator=(const ProcessRuntime&) = delete;
+
+  // Scans <root-dir>/containers: adopts live shims (matched by pid and start time, on this boot),
+  // records the exits of containers that ended meanwhile, and kills containers whose shim died
+  // (nothing would supervise them). Call once, before any other method; does file IO.
+  base::Status recover();
+
+  std::string type() const override { return "process"; }
+  // The handler runs on the runtime's internal strand.
+  void setEventHandler(ContainerEventHandler handler) override;
+  asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
+  asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
+                                                          std::string namespace_) override;
+  asio::awaitable<base::StatusOr<ContainerId>> startContainer(
+      api::PodPtr pod, const api::Container& container, int attempt,
+      StartContainerOptions options) override;
+  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
+                                              std::optional<int64_t> grace_override,
+                                              std::string reason) override;
+  asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
+                                        std::optional<int64_t> grace_override) override;
+  asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+  std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
+                                          std::string_view pod_uid, std::string_view container_name,
+                                          int restart_count) const override;
+
+  // The shim's pid for a container (0 if unknown): for tests and diagnostics.
+  int shimPidForTest(const ContainerId& id) const;
+
+  class State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace nodeagent::runtime

@@ -1,0 +1,192 @@
+#include "agent/runtime/runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace nodeagent::runtime {
+
+std::string_view containerStateName(ContainerState state) {
+  switch (state) {
+    case ContainerState::kCreated:
+      return "created";
+    case ContainerState::kRunning:
+      return "running";
+    case ContainerState::kExited:
+      return "exited";
+    case ContainerState::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const ContainerStatus* PodStatus::findContainerStatusByName(std::string_view name) const {
+  for (const auto& s : container_statuses) {
+    if (s.name == name) return &s;  // newest first
+  }
+  return nullptr;
+}
+
+std::vector<const ContainerStatus*> PodStatus::runningContainerStatuses() const {
+  std::vector<const ContainerStatus*> out;
+  for (const auto& s : container_statuses) {
+    if (s.state == ContainerState::kRunning) out.push_back(&s);
+  }
+  return out;
+}
+
+std::string_view startErrorReason(const base::Status& status) {
+  return status.code() == base::StatusCode::kInvalidArgument ? kCreateContainerConfigError
+                                                             : kRunContainerError;
+}
+
+int64_t podGracePeriodSeconds(const api::Pod& pod) {
+  if (pod.metadata.deletion_grace_period_seconds)
+    return *pod.metadata.deletion_grace_period_seconds;
+  if (pod.spec.termination_grace_period_seconds) return *pod.spec.termination_grace_period_seconds;
+  return kDefaultTerminationGracePeriodSeconds;
+}
+
+namespace {
+
+// "metadata.labels['key']" -> key (also accepts double quotes).
+std::optional<std::string> subscript(const std::string& path, std::string_view prefix) {
+  if (path.size() < prefix.size() + 4 || path.compare(0, prefix.size(), prefix) != 0) {
+    return std::nullopt;
+  }
+  std::string_view rest(path);
+  rest.remove_prefix(prefix.size());
+  if (rest.front() != '[' || rest.back() != ']') return std::nullopt;
+  rest = rest.substr(1, rest.size() - 2);
+  if (rest.size() < 2 || (rest.front() != '\'' && rest.front() != '"') ||
+      rest.back() != rest.front()) {
+    return std::nullopt;
+  }
+  return std::string(rest.substr(1, rest.size() - 2));
+}
+
+void setEnv(std::vector<std::pair<std::string, std::string>>& env, std::string name,
+            std::string value) {
+  for (auto& kv : env) {
+    if (kv.first == name) {
+      kv.second = std::move(value);
+      return;
+    }
+  }
+  env.emplace_back(std::move(name), std::move(value));
+}
+
+}  // namespace
+
+base::StatusOr<std::string> resolveFieldRef(const api::Pod& pod, const std::string& field_path,
+                                            const StartContainerOptions& options) {
+  if (field_path == "metadata.name") return pod.metadata.name;
+  if (field_path == "metadata.namespace") return pod.metadata.namespace_;
+  if (field_path == "metadata.uid") return pod.metadata.uid;
+  if (field_path == "spec.nodeName") return pod.spec.node_name;
+  if (field_path == "spec.serviceAccountName") return pod.spec.service_account_name;
+  if (field_path == "status.podIP") return options.pod_ip;
+  if (field_path == "status.hostIP") return options.host_ip;
+  if (auto key = subscript(field_path, "metadata.labels")) {
+    auto it = pod.metadata.labels.find(*key);
+    return it == pod.metadata.labels.end() ? std::string() : it->second;
+  }
+  if (auto key = subscript(field_path, "metadata.annotations")) {
+    auto it = pod.metadata.annotations.find(*key);
+    return it == pod.metadata.annotations.end() ? std::string() : it->second;
+  }
+  return base::invalidArgumentError("unsupported fieldRef fieldPath \"" + field_path + "\"");
+}
+
+std::string expandVars(std::string_view input,
+                       const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string out;
+  out.reserve(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (input[i] != '$' || i + 1 >= input.size()) {
+      out += input[i];
+      continue;
+    }
+    char next = input[i + 1];
+    if (next == '$') {
+      out += '$';
+      ++i;
+      continue;
+    }
+    if (next == '(') {
+      auto close = input.find(')', i + 2);
+      if (close != std::string_view::npos) {
+        std::string_view name = input.substr(i + 2, close - i - 2);
+        auto it =
+            std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+        if (it != env.end() && !name.empty()) {
+          out += it->second;
+        } else {
+          out.append(input.data() + i, close - i + 1);
+        }
+        i = close;
+        continue;
+      }
+    }
+    out += '$';
+  }
+  return out;
+}
+
+base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerEnv(
+    const api::Pod& pod, const api::Container& container, const StartContainerOptions& options) {
+  // PATH first so that the container's own PATH replaces it in place and $(PATH) expands.
+  std::vector<std::pair<std::string, std::string>> env{{"PATH", std::string(kDefaultPath)}};
+  for (const auto& [k, v] : options.extra_env) setEnv(env, k, v);
+  for (const auto& var : container.env) {
+    if (var.name.empty()) {
+      return base::invalidArgumentError("container \"" + container.name +
+                                        "\": env: a variable has an empty name");
+    }
+    if (var.field_ref) {
+      auto value = resolveFieldRef(pod, var.field_ref->field_path, options);
+      if (!value.ok()) {
+        return base::invalidArgumentError("container \"" + container.name + "\": env " + var.name +
+                                          ": " + value.status().message());
+      }
+      setEnv(env, var.name, *value);
+    } else if (!var.value_from_kind.empty() && var.value_from_kind != "fieldRef") {
+      return base::invalidArgumentError("container \"" + container.name + "\": env " + var.name +
+                                        ": valueFrom." + var.value_from_kind +
+                                        " is not supported by nodeagent (only value and fieldRef)");
+    } else {
+      setEnv(env, var.name, expandVars(var.value, env));
+    }
+  }
+  return env;
+}
+
+std::string hashToHex(const api::Hash128& hash) {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(hash.high),
+                static_cast<unsigned long long>(hash.low));
+  return std::string(buf, 32);
+}
+
+api::Hash128 hashFromHex(std::string_view hex) {
+  api::Hash128 h;
+  if (hex.size() != 32) return h;
+  auto parse = [](std::string_view part) {
+    uint64_t v = 0;
+    for (char c : part) {
+      v <<= 4;
+      if (c >= '0' && c <= '9') {
+        v |= static_cast<uint64_t>(c - '0');
+      } else if (c >= 'a' && c <= 'f') {
+        v |= static_cast<uint64_t>(c - 'a' + 10);
+      } else if (c >= 'A' && c <= 'F') {
+        v |= static_cast<uint64_t>(c - 'A' + 10);
+      }
+    }
+    return v;
+  };
+  h.high = parse(hex.substr(0, 16));
+  h.low = parse(hex.substr(16));
+  return h;
+}
+
+}  // namespace nodeagent::runtime

@@ -1,0 +1,209 @@
+// The container runtime interface, shaped after kubelet's kubecontainer.Runtime and what
+// syncPod/computePodActions, killPod and PLEG need from it. Two implementations: ProcessRuntime
+// (each container is a host process held by a nodeagent-shim; the default) and FakeRuntime
+// (in memory: unit tests and hollow nodes, `--runtime=fake`).
+//
+// Threading: every method may be called from any thread or strand, concurrently; operations are
+// coroutines that run on the caller's executor and never block it (waits for a process or a
+// grace period are asynchronous, timed with the injected base::Clock). Containers are identified
+// by ContainerId; a container never changes identity, a restart is a new container whose
+// `restart_count` (kubelet's attempt) is one more.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api/hash.h"
+#include "api/pod.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace nodeagent::runtime {
+
+// kubecontainer.ContainerID: "<type>://<id>" in API statuses.
+struct ContainerId {
+  std::string type;  // "process" or "fake"
+  std::string id;
+  bool empty() const { return id.empty(); }
+  std::string toString() const { return type + "://" + id; }
+  bool operator==(const ContainerId&) const = default;
+};
+
+// kubecontainer.ContainerState.
+enum class ContainerState { kCreated, kRunning, kExited, kUnknown };
+std::string_view containerStateName(ContainerState state);
+
+// kubecontainer.ContainerStatus. Times are zero when not reached yet.
+struct ContainerStatus {
+  ContainerId id;
+  std::string name;
+  ContainerState state = ContainerState::kUnknown;
+  base::SystemTime created_at{};
+  base::SystemTime started_at{};
+  base::SystemTime finished_at{};
+  int exit_code = 0;   // 128+signal for a signal death (as kubelet reports it)
+  int signal = 0;      // the signal that ended it, 0 when it exited by itself
+  std::string reason;  // "Completed" (exit 0), "Error", "ContainerCannotRun", ...
+  std::string message;
+  std::string image;
+  api::Hash128 hash;      // the spec hash the container was started with
+  int restart_count = 0;  // the attempt it was started as
+  int pid = 0;            // 0 when not running
+  std::filesystem::path log_path;
+};
+
+// kubecontainer.Container: the running-pod view of one container.
+struct Container {
+  ContainerId id;
+  std::string name;
+  std::string image;
+  api::Hash128 hash;
+  ContainerState state = ContainerState::kUnknown;
+};
+
+// kubecontainer.Pod ("running pod"): what the runtime holds for one pod UID.
+struct Pod {
+  std::string uid;
+  std::string name;
+  std::string namespace_;
+  std::vector<Container> containers;
+  bool empty() const { return containers.empty(); }
+};
+
+// kubecontainer.PodStatus: every container the runtime still has for the pod, newest first
+// (by creation time, then attempt).
+struct PodStatus {
+  std::string uid;
+  std::string name;
+  std::string namespace_;
+  std::vector<std::string> ips;
+  std::vector<ContainerStatus> container_statuses;
+
+  // The newest status of the container named `name`, or null.
+  const ContainerStatus* findContainerStatusByName(std::string_view name) const;
+  std::vector<const ContainerStatus*> runningContainerStatuses() const;
+};
+
+struct StartContainerOptions {
+  // <root-dir>/pods/<uid>: the working directory when the container sets none.
+  std::filesystem::path pod_dir;
+  // For fieldRef env (status.podIP, status.hostIP).
+  std::string pod_ip;
+  std::string host_ip;
+  // Set before the container's own env (which may override them), e.g. volume paths.
+  std::vector<std::pair<std::string, std::string>> extra_env;
+};
+
+// PLEG input: a container started or exited (died).
+struct ContainerEvent {
+  enum class Type { kStarted, kDied };
+  Type type = Type::kStarted;
+  std::string pod_uid;
+  ContainerId container_id;
+  std::string container_name;
+};
+using ContainerEventHandler = std::function<void(const ContainerEvent&)>;
+
+// Reasons kubelet shows in Waiting.reason for a failed start.
+inline constexpr std::string_view kCreateContainerConfigError = "CreateContainerConfigError";
+inline constexpr std::string_view kRunContainerError = "RunContainerError";
+// The reason for a startContainer error: InvalidArgument (a bad spec: empty command, unsupported
+// env source) is CreateContainerConfigError, anything else RunContainerError.
+std::string_view startErrorReason(const base::Status& status);
+
+// kubelet's minimumGracePeriodInSeconds: the SIGTERM window left after a preStop hook.
+inline constexpr int64_t kMinimumGracePeriodSeconds = 2;
+inline constexpr int64_t kDefaultTerminationGracePeriodSeconds = 30;
+
+// The grace period before the preStop hook: the pod's deletionGracePeriodSeconds, else
+// spec.terminationGracePeriodSeconds, else 30 (kubelet's killContainer).
+int64_t podGracePeriodSeconds(const api::Pod& pod);
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  // "process" or "fake": the ContainerId type.
+  virtual std::string type() const = 0;
+
+  // Installs the PLEG hook. `handler` runs on the runtime's event executor (the one given at
+  // construction; implementations document which), one call at a time, within milliseconds of a
+  // container starting or exiting. Set it once, before starting containers.
+  virtual void setEventHandler(ContainerEventHandler handler) = 0;
+
+  // Pods with at least one container; with `all` false only running containers are listed (and
+  // pods with none are left out). Cheap: answers from memory.
+  virtual asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) = 0;
+
+  // Every container of the pod (NotFound is never returned: an unknown UID gives an empty status).
+  virtual asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
+                                                                  std::string namespace_) = 0;
+
+  // Starts `container` of `pod` as attempt `attempt` (its restart count) and completes once the
+  // process runs. An error leaves either nothing behind (InvalidArgument: a bad spec) or an exited
+  // container with reason ContainerCannotRun (the command could not be executed), so restarts and
+  // backoff work as for a crash.
+  virtual asio::awaitable<base::StatusOr<ContainerId>> startContainer(
+      api::PodPtr pod, const api::Container& container, int attempt,
+      StartContainerOptions options) = 0;
+
+  // Stops a container: runs its preStop exec hook (if any, bounded by the grace period), sends
+  // SIGTERM to its process group, and SIGKILL when the grace period ends. The grace period is
+  // podGracePeriodSeconds(pod) (or the one recorded at start when `pod` is null) minus the hook's
+  // time, at least kMinimumGracePeriodSeconds; `grace_override` replaces it after the hook (0:
+  // SIGKILL at once). Completes when the process is gone. Killing an exited or unknown container
+  // is OK. `reason` is for logs.
+  virtual asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
+                                                      std::optional<int64_t> grace_override,
+                                                      std::string reason) = 0;
+
+  // Kills every running container of `running_pod` in parallel (kubelet's KillPod). `pod` may be
+  // null (orphans). Errors of individual containers are joined into one.
+  virtual asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
+                                                std::optional<int64_t> grace_override) = 0;
+
+  // Drops an exited container's state and logs (container GC). FailedPrecondition while it runs.
+  virtual asio::awaitable<base::Status> removeContainer(ContainerId id) = 0;
+
+  // `<pod-log-dir>/<ns>_<name>_<uid>/<container>/<restart_count>.log`.
+  virtual std::filesystem::path containerLogsPath(std::string_view pod_namespace,
+                                                  std::string_view pod_name,
+                                                  std::string_view pod_uid,
+                                                  std::string_view container_name,
+                                                  int restart_count) const = 0;
+};
+
+// Kubelet's fieldRef paths the runtimes can resolve: metadata.name, metadata.namespace,
+// metadata.uid, metadata.labels['k'], metadata.annotations['k'], spec.nodeName,
+// spec.serviceAccountName, status.podIP, status.hostIP.
+base::StatusOr<std::string> resolveFieldRef(const api::Pod& pod, const std::string& field_path,
+                                            const StartContainerOptions& options);
+
+// The container's environment, in order: PATH (a default the env may replace), the extra env,
+// then the container's env with fieldRef values resolved and $(VAR) references expanded
+// (kubelet's expansion rules). A later duplicate replaces an earlier value in place.
+// InvalidArgument (CreateContainerConfigError) names the variable for an unsupported source.
+base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerEnv(
+    const api::Pod& pod, const api::Container& container, const StartContainerOptions& options);
+
+// Kubelet's $(VAR) expansion (expansion.Expand): $(NAME) is replaced when NAME is defined,
+// $$ escapes a dollar, anything else is kept as written.
+std::string expandVars(std::string_view input,
+                       const std::vector<std::pair<std::string, std::string>>& env);
+
+// The default PATH a container gets when it sets none.
+inline constexpr std::string_view kDefaultPath =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// 32 lower-case hex digits of a spec hash (the runtimes record it in this form).
+std::string hashToHex(const api::Hash128& hash);
+api::Hash128 hashFromHex(std::string_view hex);
+
+}  // namespace nodeagent::runtime

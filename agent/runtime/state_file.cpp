@@ -1,0 +1,388 @@
+#include "agent/runtime/state_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace nodeagent::runtime {
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+void put(std::string& out, std::string_view key, std::string_view value) {
+  out.append(key.data(), key.size());
+  out += '=';
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  out += '\n';
+}
+
+void putInt(std::string& out, std::string_view key, long long v) {
+  put(out, key, std::to_string(v));
+}
+
+std::string unescape(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == '\\' && i + 1 < v.size()) {
+      ++i;
+      out += v[i] == 'n' ? '\n' : v[i];
+    } else {
+      out += v[i];
+    }
+  }
+  return out;
+}
+
+// Calls fn(key, value) for each line; false on a line without '='.
+template <typename Fn>
+bool forEachLine(std::string_view text, std::string& error, Fn&& fn) {
+  size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    auto nl = text.find('\n');
+    auto line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (line.empty()) continue;
+    auto eq = line.find('=');
+    if (eq == std::string_view::npos) {
+      error = "line " + std::to_string(line_no) + ": expected key=value";
+      return false;
+    }
+    if (!fn(line.substr(0, eq), unescape(line.substr(eq + 1)))) return false;
+  }
+  return true;
+}
+
+bool parseInt(std::string_view key, const std::string& v, long long& out, std::string& error) {
+  if (v.empty()) {
+    error = std::string(key) + ": empty number";
+    return false;
+  }
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoll(v.c_str(), &end, 10);
+  if (errno != 0 || end == nullptr || *end != '\0') {
+    error = std::string(key) + ": not a number: " + v;
+    return false;
+  }
+  return true;
+}
+
+bool parseUint(std::string_view key, const std::string& v, unsigned long long& out,
+               std::string& error) {
+  if (v.empty() || v[0] == '-') {
+    error = std::string(key) + ": not an unsigned number: " + v;
+    return false;
+  }
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoull(v.c_str(), &end, 10);
+  if (errno != 0 || end == nullptr || *end != '\0') {
+    error = std::string(key) + ": not an unsigned number: " + v;
+    return false;
+  }
+  return true;
+}
+
+bool checkVersion(const std::string& v, bool& seen, std::string& error) {
+  long long n = 0;
+  if (!parseInt("version", v, n, error)) return false;
+  if (n != kFormatVersion) {
+    error = "version: unsupported format version " + v;
+    return false;
+  }
+  seen = true;
+  return true;
+}
+
+}  // namespace
+
+std::string encodeShimConfig(const ShimConfig& c) {
+  std::string out;
+  putInt(out, "version", kFormatVersion);
+  put(out, "container_id", c.container_id);
+  put(out, "pod_uid", c.pod_uid);
+  put(out, "pod_name", c.pod_name);
+  put(out, "pod_namespace", c.pod_namespace);
+  put(out, "container_name", c.container_name);
+  putInt(out, "attempt", c.attempt);
+  put(out, "hash", c.hash);
+  put(out, "image", c.image);
+  putInt(out, "created_at", c.created_at);
+  for (const auto& a : c.argv) put(out, "arg", a);
+  for (const auto& e : c.env) put(out, "env", e);
+  put(out, "working_dir", c.working_dir);
+  if (c.uid) putInt(out, "uid", *c.uid);
+  if (c.gid) putInt(out, "gid", *c.gid);
+  putInt(out, "no_new_privs", c.no_new_privs ? 1 : 0);
+  put(out, "log_path", c.log_path);
+  putInt(out, "log_max_size", c.log_max_size);
+  putInt(out, "log_max_files", c.log_max_files);
+  for (const auto& a : c.pre_stop) put(out, "pre_stop", a);
+  putInt(out, "grace_period_seconds", c.grace_period_seconds);
+  return out;
+}
+
+bool decodeShimConfig(std::string_view text, ShimConfig& c, std::string& error) {
+  c = ShimConfig{};
+  bool version_seen = false;
+  bool ok = forEachLine(text, error, [&](std::string_view key, std::string value) {
+    long long n = 0;
+    unsigned long long u = 0;
+    if (key == "version") return checkVersion(value, version_seen, error);
+    if (key == "container_id") {
+      c.container_id = std::move(value);
+    } else if (key == "pod_uid") {
+      c.pod_uid = std::move(value);
+    } else if (key == "pod_name") {
+      c.pod_name = std::move(value);
+    } else if (key == "pod_namespace") {
+      c.pod_namespace = std::move(value);
+    } else if (key == "container_name") {
+      c.container_name = std::move(value);
+    } else if (key == "attempt") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.attempt = static_cast<int>(n);
+    } else if (key == "hash") {
+      c.hash = std::move(value);
+    } else if (key == "image") {
+      c.image = std::move(value);
+    } else if (key == "created_at") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.created_at = n;
+    } else if (key == "arg") {
+      c.argv.push_back(std::move(value));
+    } else if (key == "env") {
+      c.env.push_back(std::move(value));
+    } else if (key == "working_dir") {
+      c.working_dir = std::move(value);
+    } else if (key == "uid") {
+      if (!parseUint(key, value, u, error)) return false;
+      c.uid = static_cast<uint32_t>(u);
+    } else if (key == "gid") {
+      if (!parseUint(key, value, u, error)) return false;
+      c.gid = static_cast<uint32_t>(u);
+    } else if (key == "no_new_privs") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.no_new_privs = n != 0;
+    } else if (key == "log_path") {
+      c.log_path = std::move(value);
+    } else if (key == "log_max_size") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.log_max_size = n;
+    } else if (key == "log_max_files") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.log_max_files = static_cast<int>(n);
+    } else if (key == "pre_stop") {
+      c.pre_stop.push_back(std::move(value));
+    } else if (key == "grace_period_seconds") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.grace_period_seconds = n;
+    }
+    return true;
+  });
+  if (!ok) return false;
+  if (!version_seen) {
+    error = "version: missing";
+    return false;
+  }
+  if (c.container_id.empty()) {
+    error = "container_id: missing";
+    return false;
+  }
+  if (c.argv.empty()) {
+    error = "arg: missing (the container has no command)";
+    return false;
+  }
+  return true;
+}
+
+std::string encodeShimState(const ShimState& s) {
+  std::string out;
+  putInt(out, "version", kFormatVersion);
+  put(out, "status",
+      s.status == ShimStatus::kCreated   ? "created"
+      : s.status == ShimStatus::kRunning ? "running"
+                                         : "exited");
+  putInt(out, "shim_pid", s.shim_pid);
+  put(out, "shim_start_ticks", std::to_string(s.shim_start_ticks));
+  put(out, "boot_id", s.boot_id);
+  putInt(out, "pid", s.pid);
+  put(out, "pid_start_ticks", std::to_string(s.pid_start_ticks));
+  putInt(out, "started_at", s.started_at);
+  putInt(out, "finished_at", s.finished_at);
+  putInt(out, "exit_code", s.exit_code);
+  putInt(out, "signal", s.signal);
+  put(out, "reason", s.reason);
+  put(out, "message", s.message);
+  return out;
+}
+
+bool decodeShimState(std::string_view text, ShimState& s, std::string& error) {
+  s = ShimState{};
+  bool version_seen = false;
+  bool status_seen = false;
+  bool ok = forEachLine(text, error, [&](std::string_view key, std::string value) {
+    long long n = 0;
+    unsigned long long u = 0;
+    if (key == "version") return checkVersion(value, version_seen, error);
+    if (key == "status") {
+      if (value == "created") {
+        s.status = ShimStatus::kCreated;
+      } else if (value == "running") {
+        s.status = ShimStatus::kRunning;
+      } else if (value == "exited") {
+        s.status = ShimStatus::kExited;
+      } else {
+        error = "status: unknown value " + value;
+        return false;
+      }
+      status_seen = true;
+    } else if (key == "shim_pid") {
+      if (!parseInt(key, value, n, error)) return false;
+      s.shim_pid = static_cast<int>(n);
+    } else if (key == "shim_start_ticks") {
+      if (!parseUint(key, value, u, error)) return false;
+      s.shim_start_ticks = u;
+    } else if (key == "boot_id") {
+      s.boot_id = std::move(value);
+    } else if (key == "pid") {
+      if (!parseInt(key, value, n, error)) return false;
+      s.pid = static_cast<int>(n);
+    } else if (key == "pid_start_ticks") {
+      if (!parseUint(key, value, u, error)) return false;
+      s.pid_start_ticks = u;
+    } else if (key == "started_at") {
+      if (!parseInt(key, value, n, error)) return false;
+      s.started_at = n;
+    } else if (key == "finished_at") {
+      if (!parseInt(key, value, n, error)) return false;
+      s.finished_at = n;
+    } else if (key == "exit_code") {
+      if (!parseInt(key, value, n, error)) return false;
+      s.exit_code = static_cast<int>(n);
+    } else if (key == "signal") {
+      if (!parseInt(key, value, n, error)) return false;
+      s.signal = static_cast<int>(n);
+    } else if (key == "reason") {
+      s.reason = std::move(value);
+    } else if (key == "message") {
+      s.message = std::move(value);
+    }
+    return true;
+  });
+  if (!ok) return false;
+  if (!version_seen) {
+    error = "version: missing";
+    return false;
+  }
+  if (!status_seen) {
+    error = "status: missing";
+    return false;
+  }
+  return true;
+}
+
+bool writeFileAtomic(const std::string& path, std::string_view content, std::string& error) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    error = "open " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = "write " + tmp + ": " + std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool readWholeFile(const std::string& path, std::string& out, std::string& error) {
+  out.clear();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = "open " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = "read " + path + ": " + std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
+std::optional<ProcStat> readProcStat(int pid) {
+  if (pid <= 0) return std::nullopt;
+  std::string text, error;
+  if (!readWholeFile("/proc/" + std::to_string(pid) + "/stat", text, error)) return std::nullopt;
+  // The command name (field 2) may contain spaces and parentheses: fields start after the last ')'.
+  auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
+  ProcStat st;
+  st.state = text[close + 2];
+  // After ')' come fields 3.. separated by single spaces; starttime is field 22.
+  size_t pos = close + 2;
+  for (int field = 3; field < 22; ++field) {
+    pos = text.find(' ', pos);
+    if (pos == std::string::npos) return std::nullopt;
+    ++pos;
+  }
+  st.start_ticks = std::strtoull(text.c_str() + pos, nullptr, 10);
+  return st;
+}
+
+bool processAlive(int pid, uint64_t start_ticks) {
+  auto st = readProcStat(pid);
+  return st && st->state != 'Z' && st->state != 'X' && st->start_ticks == start_ticks;
+}
+
+std::string currentBootId() {
+  std::string text, error;
+  if (!readWholeFile("/proc/sys/kernel/random/boot_id", text, error)) return "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+int exitCodeForSignal(int signal) { return 128 + signal; }
+
+std::string exitReason(int exit_code) { return exit_code == 0 ? "Completed" : "Error"; }
+
+}  // namespace nodeagent::runtime

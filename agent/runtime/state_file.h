@@ -1,0 +1,94 @@
+// The on-disk contract between ProcessRuntime and nodeagent-shim, per container, in
+// `<root-dir>/containers/<container-id>/`:
+//   config   written once by the agent before it spawns the shim: identity (pod, container,
+//            attempt, spec hash, image), the exact argv/env/cwd/credentials, log file and limits,
+//            the preStop command and grace period (so a restarted agent can kill without the pod)
+//   state    written by the shim (and by the agent only when it finds a dead shim): shim pid and
+//            start time, container pid, created/running/exited, times, exit code, signal, reason
+//   shim.log the shim's own stderr (diagnostics only)
+// Files are `key=value` lines (values escaped: `\\`, `\n`), repeated keys for lists, unknown keys
+// ignored, and are replaced atomically (write a temp file, then rename).
+//
+// Pure code with no dependency beyond the C++ standard library and libc: nodeagent-shim compiles
+// it too.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nodeagent::runtime {
+
+inline constexpr std::string_view kConfigFileName = "config";
+inline constexpr std::string_view kStateFileName = "state";
+inline constexpr std::string_view kShimLogFileName = "shim.log";
+
+struct ShimConfig {
+  std::string container_id;
+  std::string pod_uid;
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string container_name;
+  int attempt = 0;
+  std::string hash;  // the container spec hash, 32 hex digits
+  std::string image;
+  int64_t created_at = 0;  // unix nanoseconds
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "NAME=value"
+  std::string working_dir;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  bool no_new_privs = false;
+  std::string log_path;
+  int64_t log_max_size = 0;
+  int log_max_files = 0;
+  std::vector<std::string> pre_stop;  // exec preStop command, empty when none
+  int64_t grace_period_seconds = 30;
+};
+
+enum class ShimStatus { kCreated, kRunning, kExited };
+
+struct ShimState {
+  ShimStatus status = ShimStatus::kCreated;
+  int shim_pid = 0;
+  uint64_t shim_start_ticks = 0;  // /proc/<pid>/stat starttime, to tell a reused pid apart
+  std::string boot_id;
+  int pid = 0;  // the container process (also its process group and session)
+  uint64_t pid_start_ticks = 0;
+  int64_t started_at = 0;   // unix nanoseconds, 0 when it never ran
+  int64_t finished_at = 0;  // unix nanoseconds, 0 while running
+  int exit_code = 0;
+  int signal = 0;  // the signal that ended it, 0 if it exited
+  std::string reason;
+  std::string message;
+};
+
+std::string encodeShimConfig(const ShimConfig& config);
+// False with `error` naming the field on malformed input.
+bool decodeShimConfig(std::string_view text, ShimConfig& config, std::string& error);
+std::string encodeShimState(const ShimState& state);
+bool decodeShimState(std::string_view text, ShimState& state, std::string& error);
+
+// Writes `<path>.tmp.<pid>` then renames it over `path`.
+bool writeFileAtomic(const std::string& path, std::string_view content, std::string& error);
+bool readWholeFile(const std::string& path, std::string& out, std::string& error);
+
+struct ProcStat {
+  char state = '?';  // R, S, D, Z (zombie), ...
+  uint64_t start_ticks = 0;
+};
+// /proc/<pid>/stat, nullopt when the process does not exist.
+std::optional<ProcStat> readProcStat(int pid);
+// True when `pid` is a live (non-zombie) process started at `start_ticks`.
+bool processAlive(int pid, uint64_t start_ticks);
+// /proc/sys/kernel/random/boot_id ("" if unreadable).
+std::string currentBootId();
+
+// Kubelet's reasons: "Completed" for exit code 0, "Error" otherwise; exit code 128+signal for a
+// signal death.
+int exitCodeForSignal(int signal);
+std::string exitReason(int exit_code);
+
+}  // namespace nodeagent::runtime

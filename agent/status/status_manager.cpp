@@ -1,0 +1,220 @@
+#include "agent/status/status_manager.h"
+
+#include <algorithm>
+
+#include "agent/container_statuses.h"
+#include "agent/pod_status.h"
+#include "api/pod_update.h"
+#include "base/log.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::optional<api::Timestamp> truncate(const std::optional<api::Timestamp>& t) {
+  if (!t) return t;
+  return std::chrono::floor<std::chrono::seconds>(*t);
+}
+
+void normalizeContainer(api::ContainerStatus& s) {
+  for (auto* state : {&s.state, &s.last_state}) {
+    if (state->running) state->running->started_at = truncate(state->running->started_at);
+    if (state->terminated) {
+      state->terminated->started_at = truncate(state->terminated->started_at);
+      state->terminated->finished_at = truncate(state->terminated->finished_at);
+    }
+  }
+}
+
+}  // namespace
+
+bool checkContainerStateTransition(const std::vector<api::ContainerStatus>& old_statuses,
+                                   const std::vector<api::ContainerStatus>& new_statuses,
+                                   const std::string& restart_policy, std::string* why) {
+  if (restart_policy == "Always") return true;
+  for (const auto& old : old_statuses) {
+    if (!old.state.terminated) continue;
+    // Under OnFailure only a successful exit is final.
+    if (old.state.terminated->exit_code != 0 && restart_policy == "OnFailure") continue;
+    for (const auto& now : new_statuses) {
+      if (now.name == old.name && !now.state.terminated) {
+        if (why != nullptr) {
+          *why = "terminated container " + now.name + " attempted illegal transition to non-terminated state";
+        }
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool isPodStatusByKubeletEqual(const api::PodStatus& old_status, const api::PodStatus& status) {
+  auto strip = [](api::PodStatus s) {
+    std::erase_if(s.conditions,
+                  [](const api::PodCondition& c) { return !podConditionByKubelet(c.type); });
+    return s;
+  };
+  auto a = strip(old_status);
+  auto b = strip(status);
+  // Kubelet-owned conditions compare by type, status, reason and message only.
+  if (a.conditions.size() != b.conditions.size()) return false;
+  for (const auto& c : b.conditions) {
+    const auto* o = findCondition(a.conditions, c.type);
+    if (o == nullptr || o->status != c.status || o->reason != c.reason || o->message != c.message) {
+      return false;
+    }
+  }
+  a.conditions.clear();
+  b.conditions.clear();
+  return a == b;
+}
+
+void normalizeStatus(const api::Pod& pod, api::PodStatus& status) {
+  status.start_time = truncate(status.start_time);
+  for (auto& c : status.conditions) {
+    c.last_probe_time = truncate(c.last_probe_time);
+    c.last_transition_time = truncate(c.last_transition_time);
+  }
+  for (auto& s : status.container_statuses) normalizeContainer(s);
+  for (auto& s : status.init_container_statuses) normalizeContainer(s);
+  std::sort(status.container_statuses.begin(), status.container_statuses.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::vector<api::ContainerStatus> init_sorted;
+  for (const auto& c : pod.spec.init_containers) {
+    for (auto& s : status.init_container_statuses) {
+      if (s.name == c.name) init_sorted.push_back(std::move(s));
+    }
+  }
+  for (auto& s : status.init_container_statuses) {
+    if (!s.name.empty() && std::none_of(pod.spec.init_containers.begin(),
+                                        pod.spec.init_containers.end(),
+                                        [&](const auto& c) { return c.name == s.name; })) {
+      init_sorted.push_back(std::move(s));
+    }
+  }
+  status.init_container_statuses = std::move(init_sorted);
+}
+
+StatusManager::StatusManager(base::Clock& clock, podmanager::PodManager& pod_manager)
+    : clock_(clock), pod_manager_(pod_manager) {}
+
+std::optional<api::PodStatus> StatusManager::getPodStatus(const std::string& uid) const {
+  auto v = getVersionedPodStatus(uid);
+  if (!v) return std::nullopt;
+  return std::move(v->status);
+}
+
+std::optional<VersionedPodStatus> StatusManager::getVersionedPodStatus(
+    const std::string& uid) const {
+  auto key = pod_manager_.translatePodUID(uid);
+  std::lock_guard lock(mu_);
+  auto it = statuses_.find(key);
+  if (it == statuses_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool StatusManager::setPodStatus(const api::Pod& pod, api::PodStatus status) {
+  return updateStatusInternal(pod, std::move(status), pod.metadata.deletion_timestamp.has_value());
+}
+
+void StatusManager::terminatePod(const api::Pod& pod) {
+  api::PodStatus status = getPodStatus(pod.metadata.uid).value_or(pod.status);
+  auto mark = [](std::vector<api::ContainerStatus>& list) {
+    for (auto& s : list) {
+      if (s.state.terminated || s.state.waiting) continue;
+      s.state = api::ContainerState{};
+      api::ContainerStateTerminated t;
+      t.reason = "ContainerStatusUnknown";
+      t.message = "The container could not be located when the pod was terminated";
+      t.exit_code = 137;
+      s.state.terminated = t;
+    }
+  };
+  mark(status.container_statuses);
+  mark(status.init_container_statuses);
+  updateStatusInternal(pod, std::move(status), true);
+}
+
+bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force) {
+  static auto log = base::logger("status");
+  const auto& uid = pod.metadata.uid;
+  std::function<void(const std::string&)> notify;
+  {
+    std::lock_guard lock(mu_);
+    auto cached = statuses_.find(uid);
+    const api::PodStatus* old = cached != statuses_.end() ? &cached->second.status : nullptr;
+    api::PodStatus from_pod;
+    if (old == nullptr) {
+      from_pod = pod.status;
+      old = &from_pod;
+    }
+
+    std::string why;
+    if (!checkContainerStateTransition(old->container_statuses, status.container_statuses,
+                                       pod.spec.restart_policy, &why) ||
+        !checkContainerStateTransition(old->init_container_statuses,
+                                       status.init_container_statuses, pod.spec.restart_policy,
+                                       &why)) {
+      log->error("Status update aborted pod={} uid={} reason={}", api::podRef(pod), uid, why);
+      return false;
+    }
+    // Terminal phases are final.
+    if (isTerminalPhase(old->phase) && status.phase != old->phase) {
+      log->debug("Keeping terminal phase pod={} phase={} wanted={}", api::podRef(pod), old->phase,
+                 status.phase);
+      status.phase = old->phase;
+    }
+
+    const auto now = toApiTime(clock_.wallNow());
+    for (auto& c : status.conditions) {
+      if (!podConditionByKubelet(c.type)) continue;
+      const auto* o = findCondition(old->conditions, c.type);
+      if (o != nullptr && o->status == c.status && o->last_transition_time) {
+        c.last_transition_time = o->last_transition_time;
+      } else if (!c.last_transition_time) {
+        c.last_transition_time = now;
+      }
+    }
+    if (old->start_time) {
+      status.start_time = old->start_time;
+    } else if (!status.start_time) {
+      status.start_time = now;
+    }
+    normalizeStatus(pod, status);
+
+    if (cached != statuses_.end() && !force &&
+        isPodStatusByKubeletEqual(cached->second.status, status)) {
+      return false;
+    }
+    VersionedPodStatus next;
+    next.status = std::move(status);
+    next.version = cached != statuses_.end() ? cached->second.version + 1 : 1;
+    next.pod_name = pod.metadata.name;
+    next.pod_namespace = pod.metadata.namespace_;
+    statuses_[uid] = std::move(next);
+    notify = on_change_;
+  }
+  if (notify) notify(uid);
+  return true;
+}
+
+void StatusManager::removeOrphanedStatuses(const std::set<std::string>& keep) {
+  std::lock_guard lock(mu_);
+  std::erase_if(statuses_, [&](const auto& kv) { return keep.count(kv.first) == 0; });
+}
+
+void StatusManager::removeStatus(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  statuses_.erase(uid);
+}
+
+void StatusManager::setOnChange(std::function<void(const std::string&)> on_change) {
+  std::lock_guard lock(mu_);
+  on_change_ = std::move(on_change);
+}
+
+std::map<std::string, VersionedPodStatus> StatusManager::snapshot() const {
+  std::lock_guard lock(mu_);
+  return statuses_;
+}
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,83 @@
+// The status manager (kubelet's pkg/kubelet/status): the agent's versioned cache of every pod's
+// API status. syncPod writes the status it generated; the sync loop, /pods and the pod workers
+// read it. Rules kept from kubelet: a terminated container never goes back to running unless the
+// restart policy is Always, transition times of the kubelet-owned conditions move only when their
+// status changes, startTime is set once, terminal phases never regress, and an unchanged status
+// is not a new version.
+//
+// Every method is thread-safe (one mutex, never held while calling out). Statuses are keyed by the
+// static or regular pod's UID; a mirror pod's UID is translated through the pod manager.
+// Sending statuses to an apiserver is the job of a StatusSyncer that observes the versions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/pod.h"
+#include "base/clock.h"
+#include "podmanager/pod_manager.h"
+
+namespace nodeagent::agent {
+
+struct VersionedPodStatus {
+  api::PodStatus status;
+  uint64_t version = 0;
+  std::string pod_name;
+  std::string pod_namespace;
+};
+
+class StatusManager {
+ public:
+  StatusManager(base::Clock& clock, podmanager::PodManager& pod_manager);
+
+  // The cached status of `uid` (mirror UIDs translated), if any.
+  std::optional<api::PodStatus> getPodStatus(const std::string& uid) const;
+  std::optional<VersionedPodStatus> getVersionedPodStatus(const std::string& uid) const;
+
+  // Records `status` for `pod`. Returns false when the update was refused (an illegal container
+  // state transition) or changed nothing.
+  bool setPodStatus(const api::Pod& pod, api::PodStatus status);
+
+  // Marks every container that is neither terminated nor waiting as terminated with
+  // ContainerStatusUnknown (exit 137), as kubelet does when a pod is torn down.
+  void terminatePod(const api::Pod& pod);
+
+  // Drops the statuses of UIDs not in `keep`.
+  void removeOrphanedStatuses(const std::set<std::string>& keep);
+  void removeStatus(const std::string& uid);
+
+  // Called (outside the lock, on the setter's thread) with the UID after each new version.
+  void setOnChange(std::function<void(const std::string& uid)> on_change);
+
+  // Snapshot of every cached status by UID.
+  std::map<std::string, VersionedPodStatus> snapshot() const;
+
+ private:
+  bool updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force);
+
+  base::Clock& clock_;
+  podmanager::PodManager& pod_manager_;
+  mutable std::mutex mu_;
+  std::map<std::string, VersionedPodStatus> statuses_;
+  std::function<void(const std::string&)> on_change_;
+};
+
+// status_manager.go helpers, exposed for tests.
+// False (with a reason in `why`) when `new_status` takes a container from terminated back to
+// another state and the restart policy forbids it.
+bool checkContainerStateTransition(const std::vector<api::ContainerStatus>& old_statuses,
+                                   const std::vector<api::ContainerStatus>& new_statuses,
+                                   const std::string& restart_policy, std::string* why);
+// Equality on what the kubelet owns: everything but non-kubelet conditions, whose presence and
+// order do not matter.
+bool isPodStatusByKubeletEqual(const api::PodStatus& old_status, const api::PodStatus& status);
+// Truncates times to seconds, sorts container statuses by name (init ones by spec order).
+void normalizeStatus(const api::Pod& pod, api::PodStatus& status);
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,355 @@
+// The PodSyncer half of the agent: syncPod (kubelet's syncPod + kuberuntime SyncPod),
+// syncTerminatingPod, syncTerminatingRuntimePod and syncTerminatedPod. Everything here runs on
+// the pod's strand and waits only through co_await.
+#include <algorithm>
+#include <cctype>
+#include <system_error>
+
+#include "agent/agent.h"
+#include "agent/pod_actions.h"
+#include "agent/pod_status.h"
+#include "api/pod_update.h"
+#include "base/log.h"
+#include "podmanager/mirror_client.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("agent");
+  return l;
+}
+
+base::Status cancelled() { return base::cancelledError("sync cancelled"); }
+
+// The backoff key of a container: a changed spec starts a fresh backoff, like kubelet's key.
+std::string backoffKey(const api::Pod& pod, const api::Container& c) {
+  return pod.metadata.uid + "/" + c.name + "/" + c.hash.toHex();
+}
+
+std::string volumeEnvName(const std::string& volume) {
+  std::string out = "NODEAGENT_VOLUME_";
+  for (char ch : volume) {
+    out += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::toupper(ch)) : '_';
+  }
+  return out;
+}
+
+runtime::Pod runningPodOf(const runtime::PodStatus& status) {
+  runtime::Pod pod;
+  pod.uid = status.uid;
+  pod.name = status.name;
+  pod.namespace_ = status.namespace_;
+  for (const auto& cs : status.container_statuses) {
+    if (cs.state != runtime::ContainerState::kRunning) continue;
+    runtime::Container c;
+    c.id = cs.id;
+    c.name = cs.name;
+    c.image = cs.image;
+    c.hash = cs.hash;
+    c.state = cs.state;
+    pod.containers.push_back(std::move(c));
+  }
+  return pod;
+}
+
+bool anyRunning(const runtime::PodStatus& status) {
+  return std::any_of(status.container_statuses.begin(), status.container_statuses.end(),
+                     [](const auto& cs) { return cs.state == runtime::ContainerState::kRunning; });
+}
+
+}  // namespace
+
+base::StatusOr<std::vector<std::pair<std::string, std::string>>> Agent::prepareVolumes(
+    const api::Pod& pod) {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::error_code ec;
+  for (const auto& v : pod.spec.volumes) {
+    std::filesystem::path path;
+    if (v.source_type == "emptyDir") {
+      path = podDir(pod.metadata.uid) / "volumes" / "kubernetes.io~empty-dir" / v.name;
+      std::filesystem::create_directories(path, ec);
+      if (ec) {
+        return base::internalError("cannot create emptyDir volume " + v.name + " at " +
+                                   path.string() + ": " + ec.message());
+      }
+    } else if (v.source_type == "hostPath") {
+      path = v.host_path;
+      if (v.host_path_type == "DirectoryOrCreate") {
+        std::filesystem::create_directories(path, ec);
+      } else if (v.host_path_type == "FileOrCreate" && !std::filesystem::exists(path, ec)) {
+        std::filesystem::create_directories(path.parent_path(), ec);
+        FILE* f = std::fopen(path.c_str(), "a");
+        if (f != nullptr) std::fclose(f);
+      }
+      if ((v.host_path_type == "Directory" && !std::filesystem::is_directory(path, ec)) ||
+          (v.host_path_type == "File" && !std::filesystem::is_regular_file(path, ec))) {
+        return base::failedPreconditionError("hostPath volume " + v.name + ": " + path.string() +
+                                             " is not a " +
+                                             (v.host_path_type == "File" ? "file" : "directory"));
+      }
+    } else {
+      return base::unimplementedError("volume " + v.name + ": type \"" + v.source_type +
+                                      "\" is not supported by the process runtime (only emptyDir "
+                                      "and hostPath)");
+    }
+    env.emplace_back(volumeEnvName(v.name), path.string());
+  }
+  return env;
+}
+
+asio::awaitable<void> Agent::syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror) {
+  auto& client = pod_manager_.mirrorClient();
+  bool deleted = false;
+  if (mirror && (mirror->metadata.deletion_timestamp ||
+                 !podmanager::PodManager::isMirrorPodOf(*mirror, *pod))) {
+    log()->info("Deleting stale mirror pod pod={} mirror_uid={}", api::podRef(*pod),
+                mirror->metadata.uid);
+    auto r = co_await client.deleteMirrorPod(pod->fullName(), mirror->metadata.uid);
+    if (!r.ok()) {
+      log()->warn("Failed deleting mirror pod pod={} err={}", api::podRef(*pod),
+                  r.status().toString());
+    } else {
+      deleted = *r;
+    }
+  }
+  if (!mirror || deleted) {
+    auto s = co_await client.createMirrorPod(pod);
+    if (!s.ok()) {
+      log()->warn("Failed creating mirror pod pod={} err={}", api::podRef(*pod), s.toString());
+    }
+  }
+}
+
+asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr& pod,
+                                                               size_t index, bool init,
+                                                               const runtime::PodStatus& status,
+                                                               bool* in_backoff) {
+  const auto& container = init ? pod->spec.init_containers[index] : pod->spec.containers[index];
+  const auto& uid = pod->metadata.uid;
+  const auto* last = status.findContainerStatusByName(container.name);
+  const auto key = backoffKey(*pod, container);
+  if (last != nullptr && last->state == runtime::ContainerState::kExited) {
+    base::Duration remaining{};
+    if (crash_backoff_.isInBackOffSince(key, last->finished_at, &remaining)) {
+      auto backoff = crash_backoff_.get(key);
+      auto secs = std::chrono::duration_cast<std::chrono::seconds>(backoff).count();
+      setStartFailure(uid, container.name,
+                      {"CrashLoopBackOff", "back-off " + std::to_string(secs) +
+                                               "s restarting failed container=" + container.name +
+                                               " pod=" + pod->metadata.name + "_" +
+                                               pod->metadata.namespace_ + "(" + uid + ")"});
+      scheduleSync(uid, remaining);
+      *in_backoff = true;
+      co_return base::okStatus();
+    }
+    crash_backoff_.next(key);
+  }
+  const int attempt = last != nullptr ? last->restart_count + 1 : 0;
+
+  runtime::StartContainerOptions options;
+  options.pod_dir = podDir(uid);
+  options.pod_ip = options_.node_ip;
+  options.host_ip = options_.node_ip;
+  auto volumes = prepareVolumes(*pod);
+  if (!volumes.ok()) co_return volumes.status();
+  options.extra_env = std::move(*volumes);
+
+  auto started = co_await runtime_.startContainer(pod, container, attempt, std::move(options));
+  if (!started.ok()) {
+    setStartFailure(uid, container.name,
+                    {std::string(runtime::startErrorReason(started.status())),
+                     started.status().message()});
+    log()->warn("Container failed to start pod={} container={} err={}", api::podRef(*pod),
+                container.name, started.status().toString());
+    co_return started.status();
+  }
+  clearStartFailure(uid, container.name);
+  ++metrics_.containers_started;
+  log()->info("Container started pod={} container={} attempt={} id={}", api::podRef(*pod),
+              container.name, attempt, started->toString());
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api::PodPtr pod,
+                                                     api::PodPtr mirror_pod,
+                                                     std::stop_token cancel) {
+  const auto began = clock_.now();
+  ++metrics_.sync_pod_total;
+  struct Timing {
+    Agent* self;
+    base::MonotonicTime began;
+    ~Timing() {
+      self->metrics_.sync_pod_duration_us += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(self->clock_.now() - began)
+              .count());
+    }
+  } timing{this, began};
+  const auto& uid = pod->metadata.uid;
+  log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid,
+               api::syncPodTypeName(type));
+
+  if (type == api::SyncPodType::kCreate) {
+    // A UID started again (its manifest was deleted and re-added): its old life's final status
+    // must not hold the new one back.
+    auto cached = status_manager_.getPodStatus(uid);
+    if (cached && isTerminalPhase(cached->phase) && !isTerminalPhase(pod->status.phase)) {
+      status_manager_.removeStatus(uid);
+    }
+  }
+
+  auto status = co_await runtime_.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) {
+    ++metrics_.sync_pod_errors;
+    co_return status.status();
+  }
+  auto api_status = generateAPIPodStatus(*pod, *status);
+  status_manager_.setPodStatus(*pod, api_status);
+  if (isTerminalPhase(api_status.phase)) co_return true;
+  if (cancel.stop_requested()) co_return cancelled();
+
+  if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod);
+  if (cancel.stop_requested()) co_return cancelled();
+
+  std::error_code ec;
+  for (const char* sub : {"volumes", "plugins"}) {
+    std::filesystem::create_directories(podDir(uid) / sub, ec);
+    if (ec) {
+      ++metrics_.sync_pod_errors;
+      co_return base::internalError("cannot make pod directories at " + podDir(uid).string() +
+                                    ": " + ec.message());
+    }
+  }
+  if (auto volumes = prepareVolumes(*pod); !volumes.ok()) {
+    api_status.reason = "UnsupportedVolume";
+    api_status.message = volumes.status().message();
+    status_manager_.setPodStatus(*pod, api_status);
+    ++metrics_.sync_pod_errors;
+    co_return volumes.status();
+  }
+
+  auto actions = computePodActions(*pod, *status);
+  if (actions.kill_pod && anyRunning(*status)) {
+    auto killed = co_await runtime_.killPod(pod, runningPodOf(*status), std::nullopt);
+    if (!killed.ok()) co_return killed;
+  }
+  for (const auto& kill : actions.containers_to_kill) {
+    if (cancel.stop_requested()) co_return cancelled();
+    log()->info("Killing container pod={} container={} reason={}", api::podRef(*pod), kill.name,
+                kill.message);
+    auto killed = co_await runtime_.killContainer(pod, kill.id, std::nullopt, kill.message);
+    ++metrics_.containers_killed;
+    if (!killed.ok()) co_return killed;
+  }
+
+  base::Status first_error;
+  bool changed = false;
+  auto start = [&](size_t index, bool init) -> asio::awaitable<void> {
+    if (cancel.stop_requested()) co_return;
+    bool in_backoff = false;
+    auto s = co_await startContainerWithBackoff(pod, index, init, *status, &in_backoff);
+    changed = true;  // started, failed, or now waiting in backoff: the status moved
+    if (!s.ok() && first_error.ok()) first_error = s;
+  };
+  if (actions.next_init_container) co_await start(*actions.next_init_container, true);
+  for (size_t index : actions.containers_to_start) co_await start(index, false);
+  if (cancel.stop_requested()) co_return cancelled();
+
+  if (changed) {
+    // Publish the new state (or the backoff reason) now rather than on the next sync.
+    auto after = co_await runtime_.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+    if (after.ok()) {
+      auto s = generateAPIPodStatus(*pod, *after);
+      if (s.phase == kPhaseRunning) {
+        std::lock_guard lock(mu_);
+        if (started_once_.insert(uid).second) {
+          auto seen = pod->metadata.annotations.find(std::string(api::kConfigFirstSeenAnnotationKey));
+          if (seen != pod->metadata.annotations.end()) {
+            if (auto t = api::parseTime(seen->second); t.ok()) {
+              metrics_.observeStartLatency(toApiTime(clock_.wallNow()) - *t);
+            }
+          }
+        }
+      }
+      status_manager_.setPodStatus(*pod, std::move(s));
+    }
+  }
+  if (!first_error.ok()) {
+    ++metrics_.sync_pod_errors;
+    co_return first_error;
+  }
+  co_return false;
+}
+
+asio::awaitable<base::Status> Agent::syncTerminatingPod(api::PodPtr pod,
+                                                        std::optional<int64_t> grace_period_seconds,
+                                                        podworkers::PodStatusFn status_fn,
+                                                        std::stop_token cancel) {
+  const auto& uid = pod->metadata.uid;
+  auto status = co_await runtime_.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) co_return status.status();
+  auto api_status = generateAPIPodStatus(*pod, *status);
+  if (status_fn) status_fn(api_status);
+  status_manager_.setPodStatus(*pod, api_status);
+
+  auto running = runningPodOf(*status);
+  if (!running.empty()) {
+    log()->info("Killing pod pod={} uid={} containers={} grace={}", api::podRef(*pod), uid,
+                running.containers.size(),
+                grace_period_seconds ? std::to_string(*grace_period_seconds) : "spec");
+    auto killed = co_await runtime_.killPod(pod, running, grace_period_seconds);
+    metrics_.containers_killed += running.containers.size();
+    if (!killed.ok()) co_return killed;
+  }
+  if (cancel.stop_requested()) co_return cancelled();
+
+  auto after = co_await runtime_.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!after.ok()) co_return after.status();
+  if (anyRunning(*after)) co_return base::unavailableError("containers of the pod are still running");
+  auto final_status = generateAPIPodStatus(*pod, *after);
+  if (status_fn) status_fn(final_status);
+  status_manager_.setPodStatus(*pod, std::move(final_status));
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> Agent::syncTerminatingRuntimePod(api::PodPtr pod,
+                                                               std::stop_token /*cancel*/) {
+  const auto& uid = pod->metadata.uid;
+  auto status = co_await runtime_.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) co_return status.status();
+  auto running = runningPodOf(*status);
+  if (running.empty()) co_return base::okStatus();
+  // Orphans have no spec to take a grace period from; kubelet gives them one second.
+  auto killed = co_await runtime_.killPod(nullptr, running, int64_t{1});
+  metrics_.containers_killed += running.containers.size();
+  co_return killed;
+}
+
+asio::awaitable<base::Status> Agent::syncTerminatedPod(api::PodPtr pod) {
+  const auto& uid = pod->metadata.uid;
+  auto status = co_await runtime_.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) co_return status.status();
+  if (anyRunning(*status)) co_return base::unavailableError("containers of the pod are running");
+  auto api_status = generateAPIPodStatus(*pod, *status);
+  status_manager_.setPodStatus(*pod, std::move(api_status));
+  crash_backoff_.forgetPrefix(uid + "/");
+  {
+    std::lock_guard lock(mu_);
+    start_failures_.erase(uid);
+    started_once_.erase(uid);
+  }
+  // A pod config no longer has: drop its exited containers (state and logs go with them).
+  if (!pod_manager_.getPodByUID(uid)) {
+    for (const auto& cs : status->container_statuses) {
+      auto removed = co_await runtime_.removeContainer(cs.id);
+      if (!removed.ok()) {
+        log()->warn("Cannot remove container pod={} container={} err={}", api::podRef(*pod),
+                    cs.name, removed.toString());
+      }
+    }
+  }
+  log()->info("Pod terminated pod={} uid={}", api::podRef(*pod), uid);
+  co_return base::okStatus();
+}
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,479 @@
+// nodeagent-shim: holds one container process for ProcessRuntime, like conmon or
+// containerd-shim. It outlives the agent (the agent spawns it in its own session), so containers
+// keep running across agent restarts.
+//
+//   nodeagent-shim run <state-dir>            (fd 3: a pipe to report the start to the agent)
+//     Reads <state-dir>/config, starts the container in a new session and process group with the
+//     configured env, working dir and credentials, relays its stdout/stderr into the CRI log file
+//     (rotating it by size), forwards SIGTERM (as SIGTERM) and SIGUSR1 (as SIGKILL) from the agent
+//     to the container's process group, and records the start, the exit code or signal and the
+//     times in <state-dir>/state, replaced atomically. It writes "ok <pid>\n" or "error <msg>\n"
+//     on fd 3 once the container has started (exec succeeded) or failed to start.
+//   nodeagent-shim exec <state-dir> <argv...>
+//     Runs argv with the container's env, working dir and credentials (exec hooks).
+//
+// Single-threaded by design (so fork is safe here), and small: it links only the two pure
+// runtime files, no Asio and no logging library. It reads the real wall clock itself, as it is a
+// separate program outside the agent's injected-clock domain.
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "agent/runtime/cri_log.h"
+#include "agent/runtime/state_file.h"
+
+namespace rt = nodeagent::runtime;
+
+namespace {
+
+constexpr int kReadyFd = 3;
+// After the container's main process ends, how long to keep draining output that its leftover
+// children (killed with the group) may still flush.
+constexpr int kDrainTimeoutMs = 500;
+
+int64_t wallNanos() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void logf(const char* fmt, const char* a = "", const char* b = "") {
+  std::fprintf(stderr, fmt, a, b);
+  std::fflush(stderr);
+}
+
+std::string errnoText(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+void writeAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void reportReady(const std::string& line) {
+  writeAll(kReadyFd, line.data(), line.size());
+  ::close(kReadyFd);
+}
+
+std::string lookupEnv(const std::vector<std::string>& env, const char* name) {
+  size_t len = std::strlen(name);
+  for (const auto& e : env) {
+    if (e.size() > len && e.compare(0, len, name) == 0 && e[len] == '=') return e.substr(len + 1);
+  }
+  return "";
+}
+
+// Applies credentials, no_new_privs and the working dir, then execs argv resolving a bare name
+// against the container's PATH (not the shim's). Returns only on failure, with errno set and
+// `stage` naming the step that failed.
+void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv,
+                   const char*& stage) {
+  if (c.gid) {
+    stage = "setgid";
+    if (::setgroups(0, nullptr) != 0 && errno != EPERM) return;
+    if (::setgid(*c.gid) != 0) return;
+  }
+  if (c.uid) {
+    stage = "setuid";
+    if (::setuid(*c.uid) != 0) return;
+  }
+  if (c.no_new_privs) {
+    stage = "prctl(PR_SET_NO_NEW_PRIVS)";
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return;
+  }
+  if (!c.working_dir.empty()) {
+    stage = "chdir";
+    if (::chdir(c.working_dir.c_str()) != 0) return;
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : c.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  stage = "exec";
+  const std::string& file = argv[0];
+  if (file.find('/') != std::string::npos) {
+    ::execve(file.c_str(), args.data(), envp.data());
+    return;
+  }
+  std::string path = lookupEnv(c.env, "PATH");
+  if (path.empty()) path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  int saved = ENOENT;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + file;
+    ::execve(candidate.c_str(), args.data(), envp.data());
+    // Like execvp: remember a permission problem, keep looking past missing files.
+    if (errno == EACCES)
+      saved = EACCES;
+    else if (errno != ENOENT && errno != ENOTDIR)
+      saved = errno;
+    start = end + 1;
+  }
+  errno = saved;
+}
+
+class Shim {
+ public:
+  Shim(std::string dir, rt::ShimConfig config) : dir_(std::move(dir)), config_(std::move(config)) {}
+
+  int run();
+
+ private:
+  void saveState() {
+    std::string error;
+    if (!rt::writeFileAtomic(dir_ + "/state", rt::encodeShimState(state_), error)) {
+      logf("nodeagent-shim: %s\n", error.c_str());
+    }
+  }
+  void openLog();
+  void writeRecord(rt::LogStream stream, std::string_view text, bool partial);
+  void rotate();
+  bool pumpStream(int idx);  // false at EOF
+  void onChildExit(int wstatus);
+  // The whole process group; the main process alone if it moved to a group of its own.
+  void signalContainer(int sig) {
+    if (::kill(-child_, sig) != 0) ::kill(child_, sig);
+  }
+
+  std::string dir_;
+  rt::ShimConfig config_;
+  rt::ShimState state_;
+  int log_fd_ = -1;
+  int64_t log_size_ = 0;
+  int fds_[2] = {-1, -1};  // stdout, stderr read ends
+  rt::LineSplitter splitters_[2];
+  std::string out_;
+  pid_t child_ = -1;
+  bool child_done_ = false;
+};
+
+void Shim::openLog() {
+  if (config_.log_path.empty()) return;
+  log_fd_ = ::open(config_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (log_fd_ < 0) {
+    logf("nodeagent-shim: open log %s: %s\n", config_.log_path.c_str(), std::strerror(errno));
+    return;
+  }
+  struct stat st {};
+  log_size_ = ::fstat(log_fd_, &st) == 0 ? st.st_size : 0;
+}
+
+void Shim::rotate() {
+  const std::string& log = config_.log_path;
+  std::string target = rt::rotatedLogName(log, wallNanos());
+  // Two rotations in one second: add a counter so the older file is not overwritten.
+  std::string candidate = target;
+  for (int n = 1; ::access(candidate.c_str(), F_OK) == 0; ++n) {
+    candidate = target + "-" + std::to_string(n);
+  }
+  if (::rename(log.c_str(), candidate.c_str()) != 0) {
+    logf("nodeagent-shim: rotate %s: %s\n", log.c_str(), std::strerror(errno));
+    return;  // keep appending to the current file rather than lose output
+  }
+  ::close(log_fd_);
+  log_fd_ = -1;
+  openLog();
+  // Prune rotated files of this log beyond the limit.
+  auto slash = log.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : log.substr(0, slash);
+  std::string prefix = (slash == std::string::npos ? log : log.substr(slash + 1)) + ".";
+  std::vector<std::string> rotated;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.find(".tmp") == std::string::npos) {
+        rotated.push_back(name);
+      }
+    }
+    ::closedir(d);
+  }
+  for (const auto& name : rt::rotatedFilesToRemove(rotated, config_.log_max_files)) {
+    ::unlink((dir + "/" + name).c_str());
+  }
+}
+
+void Shim::writeRecord(rt::LogStream stream, std::string_view text, bool partial) {
+  if (log_fd_ < 0) return;
+  out_.clear();
+  rt::appendCriRecord(out_, wallNanos(), stream, partial, text);
+  auto size = static_cast<int64_t>(out_.size());
+  if (rt::shouldRotate(log_size_, size, config_.log_max_size)) rotate();
+  if (log_fd_ < 0) return;
+  writeAll(log_fd_, out_.data(), out_.size());
+  log_size_ += size;
+}
+
+bool Shim::pumpStream(int idx) {
+  char buf[16 * 1024];
+  ssize_t n = ::read(fds_[idx], buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  auto stream = idx == 0 ? rt::LogStream::kStdout : rt::LogStream::kStderr;
+  auto sink = [&](std::string_view text, bool partial) { writeRecord(stream, text, partial); };
+  if (n <= 0) {
+    splitters_[idx].finish(sink);
+    ::close(fds_[idx]);
+    fds_[idx] = -1;
+    return false;
+  }
+  splitters_[idx].feed(std::string_view(buf, static_cast<size_t>(n)), sink);
+  return true;
+}
+
+void Shim::onChildExit(int wstatus) {
+  state_.finished_at = wallNanos();
+  state_.status = rt::ShimStatus::kExited;
+  if (WIFSIGNALED(wstatus)) {
+    state_.signal = WTERMSIG(wstatus);
+    state_.exit_code = rt::exitCodeForSignal(state_.signal);
+  } else {
+    state_.exit_code = WEXITSTATUS(wstatus);
+  }
+  state_.reason = rt::exitReason(state_.exit_code);
+  child_done_ = true;
+}
+
+int Shim::run() {
+  state_.shim_pid = ::getpid();
+  if (auto st = rt::readProcStat(state_.shim_pid)) state_.shim_start_ticks = st->start_ticks;
+  state_.boot_id = rt::currentBootId();
+  saveState();
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGUSR1);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  sigset_t old_mask;
+  sigprocmask(SIG_BLOCK, &mask, &old_mask);
+  int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  openLog();
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(exec_pipe, O_CLOEXEC) != 0 || sfd < 0) {
+    std::string msg = errnoText("pipe");
+    state_.status = rt::ShimStatus::kExited;
+    state_.exit_code = 128;
+    state_.reason = "ContainerCannotRun";
+    state_.message = msg;
+    state_.finished_at = wallNanos();
+    saveState();
+    reportReady("error " + msg + "\n");
+    return 1;
+  }
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // The container: default signal handling, its own session and process group, fds 0-2 only.
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::setsid();
+    ::dup2(null_fd, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    int report = exec_pipe[1];
+    if (report != 3) {
+      ::dup2(report, 3);  // dup2 clears close-on-exec: set it again below
+      report = 3;
+    }
+    ::fcntl(report, F_SETFD, FD_CLOEXEC);
+    ::syscall(SYS_close_range, 4U, ~0U, 0U);
+    const char* stage = "exec";
+    execContainer(config_, config_.argv, stage);
+    int err = errno;
+    std::string msg = std::string(stage) + ":" + std::to_string(err);
+    writeAll(report, msg.data(), msg.size());
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::close(exec_pipe[1]);
+  if (null_fd >= 0) ::close(null_fd);
+  if (pid < 0) {
+    std::string msg = errnoText("fork");
+    state_.status = rt::ShimStatus::kExited;
+    state_.exit_code = 128;
+    state_.reason = "ContainerCannotRun";
+    state_.message = msg;
+    state_.finished_at = wallNanos();
+    saveState();
+    reportReady("error " + msg + "\n");
+    return 1;
+  }
+  child_ = pid;
+
+  // EOF on the close-on-exec pipe means exec succeeded.
+  char ebuf[128];
+  ssize_t en;
+  do {
+    en = ::read(exec_pipe[0], ebuf, sizeof ebuf - 1);
+  } while (en < 0 && errno == EINTR);
+  ::close(exec_pipe[0]);
+  if (en > 0) {
+    ebuf[en] = '\0';
+    int wstatus = 0;
+    ::waitpid(pid, &wstatus, 0);
+    char* colon = std::strchr(ebuf, ':');
+    int err = colon ? std::atoi(colon + 1) : 0;
+    if (colon) *colon = '\0';
+    std::string what = std::string(ebuf) == "exec"
+                           ? "exec: \"" + config_.argv[0] + "\": " +
+                                 (err == ENOENT ? std::string("executable file not found")
+                                                : std::string(std::strerror(err)))
+                           : std::string(ebuf) + ": " + std::strerror(err);
+    state_.status = rt::ShimStatus::kExited;
+    state_.exit_code = err == ENOENT ? 127 : 126;
+    state_.reason = "ContainerCannotRun";
+    state_.message = what;
+    state_.finished_at = wallNanos();
+    saveState();
+    reportReady("error " + what + "\n");
+    return 0;
+  }
+
+  state_.pid = pid;
+  if (auto st = rt::readProcStat(pid)) state_.pid_start_ticks = st->start_ticks;
+  state_.started_at = wallNanos();
+  state_.status = rt::ShimStatus::kRunning;
+  saveState();
+  reportReady("ok " + std::to_string(pid) + "\n");
+
+  fds_[0] = out_pipe[0];
+  fds_[1] = err_pipe[0];
+  splitters_[0] = rt::LineSplitter();
+  splitters_[1] = rt::LineSplitter();
+  int64_t drain_deadline = 0;
+  while (true) {
+    if (child_done_ && fds_[0] < 0 && fds_[1] < 0) break;
+    struct pollfd pfds[3];
+    int n = 0;
+    pfds[n++] = {sfd, POLLIN, 0};
+    int idx_of[3] = {-1, -1, -1};
+    for (int i = 0; i < 2; ++i) {
+      if (fds_[i] >= 0) {
+        idx_of[n] = i;
+        pfds[n++] = {fds_[i], POLLIN, 0};
+      }
+    }
+    int timeout = -1;
+    if (child_done_) {
+      int64_t left_ms = (drain_deadline - wallNanos()) / 1'000'000;
+      if (left_ms <= 0) break;
+      timeout = static_cast<int>(left_ms);
+    }
+    int r = ::poll(pfds, static_cast<nfds_t>(n), timeout);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 1; i < n; ++i) {
+      if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) pumpStream(idx_of[i]);
+    }
+    if (pfds[0].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if (si.ssi_signo == SIGTERM && !child_done_) {
+          signalContainer(SIGTERM);
+        } else if (si.ssi_signo == SIGUSR1 && !child_done_) {
+          signalContainer(SIGKILL);
+        } else if (si.ssi_signo == SIGCHLD && !child_done_) {
+          siginfo_t info{};
+          // Peek first: while the exited leader is unreaped its process group id cannot be
+          // reused, so killing the rest of the group cannot hit a stranger.
+          if (::waitid(P_PID, static_cast<id_t>(child_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+              info.si_pid == child_) {
+            ::kill(-child_, SIGKILL);
+            int wstatus = 0;
+            ::waitpid(child_, &wstatus, 0);
+            onChildExit(wstatus);
+            drain_deadline = wallNanos() + int64_t{kDrainTimeoutMs} * 1'000'000;
+          }
+        }
+      }
+    }
+  }
+  auto flush = [&](int i) {
+    auto stream = i == 0 ? rt::LogStream::kStdout : rt::LogStream::kStderr;
+    splitters_[i].finish([&](std::string_view t, bool p) { writeRecord(stream, t, p); });
+  };
+  flush(0);
+  flush(1);
+  saveState();
+  return 0;
+}
+
+int runMode(const std::string& dir) {
+  ::syscall(SYS_close_range, 4U, ~0U, 0U);
+  std::string text, error;
+  rt::ShimConfig config;
+  if (!rt::readWholeFile(dir + "/config", text, error) ||
+      !rt::decodeShimConfig(text, config, error)) {
+    logf("nodeagent-shim: %s/config: %s\n", dir.c_str(), error.c_str());
+    reportReady("error " + dir + "/config: " + error + "\n");
+    return 2;
+  }
+  Shim shim(dir, std::move(config));
+  return shim.run();
+}
+
+int execMode(const std::string& dir, std::vector<std::string> argv) {
+  ::syscall(SYS_close_range, 3U, ~0U, 0U);
+  std::string text, error;
+  rt::ShimConfig config;
+  if (!rt::readWholeFile(dir + "/config", text, error) ||
+      !rt::decodeShimConfig(text, config, error)) {
+    logf("nodeagent-shim: %s/config: %s\n", dir.c_str(), error.c_str());
+    return 126;
+  }
+  const char* stage = "exec";
+  execContainer(config, argv, stage);
+  std::fprintf(stderr, "nodeagent-shim exec: %s %s: %s\n", stage, argv[0].c_str(),
+               std::strerror(errno));
+  return errno == ENOENT ? 127 : 126;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "run") == 0) return runMode(argv[2]);
+  if (argc >= 4 && std::strcmp(argv[1], "exec") == 0) {
+    return execMode(argv[2], std::vector<std::string>(argv + 3, argv + argc));
+  }
+  std::fprintf(stderr,
+               "usage: nodeagent-shim run <state-dir>\n"
+               "       nodeagent-shim exec <state-dir> <command> [args...]\n");
+  return 2;
+}

@@ -1,0 +1,44 @@
+// A small flag set for nodeagent's commands: kubelet-style `--name=value` or `--name value`
+// flags of a few kinds, with the set of flags given explicitly (so a config file can fill in
+// the rest). Errors name the flag.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace nodeagent::cmd {
+
+class FlagSet {
+ public:
+  void addString(std::string name, std::string* target, std::string help);
+  void addStringList(std::string name, std::vector<std::string>* target, std::string help);
+  void addInt(std::string name, int64_t* target, std::string help);
+  void addDouble(std::string name, double* target, std::string help);
+  void addBool(std::string name, bool* target, std::string help);
+  void addDuration(std::string name, base::Duration* target, std::string help);
+
+  // Parses argv[1..]; positional arguments are collected in `positional` (an error when null).
+  base::Status parse(int argc, char** argv, std::vector<std::string>* positional = nullptr);
+  bool isSet(const std::string& name) const { return set_.count(name) > 0; }
+  // Sets a flag from text (the config file uses this for keys the command line left alone).
+  base::Status setValue(const std::string& name, const std::string& value);
+  std::string usage() const;
+
+ private:
+  struct Flag {
+    std::function<base::Status(const std::string&)> set;
+    bool is_bool = false;
+    std::string help;
+  };
+  void add(std::string name, Flag flag);
+  std::map<std::string, Flag> flags_;
+  std::set<std::string> set_;
+};
+
+}  // namespace nodeagent::cmd

@@ -1,0 +1,873 @@
+#include "cmd/test-apiserver/store.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "cmd/test-apiserver/util.h"
+
+namespace nodeagent::testapiserver {
+
+using nlohmann::json;
+
+const char* watchEventTypeName(WatchEvent::Type type) {
+  switch (type) {
+    case WatchEvent::Type::kAdded:
+      return "ADDED";
+    case WatchEvent::Type::kModified:
+      return "MODIFIED";
+    case WatchEvent::Type::kDeleted:
+      return "DELETED";
+  }
+  return "ERROR";
+}
+
+namespace {
+
+std::optional<uint64_t> parseRv(std::string_view text) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+std::string str(const json& obj, std::initializer_list<const char*> path) {
+  const json* cur = &obj;
+  for (const char* k : path) {
+    if (!cur->is_object()) return "";
+    auto it = cur->find(k);
+    if (it == cur->end()) return "";
+    cur = &*it;
+  }
+  return cur->is_string() ? cur->get<std::string>() : "";
+}
+
+bool validName(std::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  for (char c : name) {
+    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
+          c == '-' || c == '.')) {
+      return false;
+    }
+  }
+  return std::isalnum(static_cast<unsigned char>(name.front())) &&
+         std::isalnum(static_cast<unsigned char>(name.back()));
+}
+
+std::string dq(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+base::Status invalid(const ResourceInfo& res, std::string_view name, const std::string& field,
+                     const std::string& detail) {
+  return base::failedPreconditionError(res.kind + " " + dq(name) + " is invalid: " + field +
+                                       ": " + detail);
+}
+
+// Minimal pod defaulting, as kube-apiserver's defaulters do on create.
+void defaultPod(json& pod) {
+  json& spec = pod["spec"];
+  if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";
+  if (!spec.contains("terminationGracePeriodSeconds")) spec["terminationGracePeriodSeconds"] = 30;
+  if (!spec.contains("dnsPolicy")) spec["dnsPolicy"] = "ClusterFirst";
+  if (!spec.contains("schedulerName")) spec["schedulerName"] = "default-scheduler";
+  if (!spec.contains("securityContext")) spec["securityContext"] = json::object();
+  if (!spec.contains("enableServiceLinks")) spec["enableServiceLinks"] = true;
+  if (!spec.contains("priority")) spec["priority"] = 0;
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.contains(list) || !spec[list].is_array()) continue;
+    for (auto& c : spec[list]) {
+      if (!c.is_object()) continue;
+      if (!c.contains("terminationMessagePath")) c["terminationMessagePath"] = "/dev/termination-log";
+      if (!c.contains("terminationMessagePolicy")) c["terminationMessagePolicy"] = "File";
+      if (!c.contains("resources")) c["resources"] = json::object();
+      if (!c.contains("imagePullPolicy") && c.contains("image") && c["image"].is_string()) {
+        std::string image = c["image"];
+        auto slash = image.rfind('/');
+        std::string last = slash == std::string::npos ? image : image.substr(slash + 1);
+        bool latest = last.find('@') == std::string::npos &&
+                      (last.find(':') == std::string::npos || last.ends_with(":latest"));
+        c["imagePullPolicy"] = latest ? "Always" : "IfNotPresent";
+      }
+      if (c.contains("ports") && c["ports"].is_array()) {
+        for (auto& p : c["ports"]) {
+          if (p.is_object() && !p.contains("protocol")) p["protocol"] = "TCP";
+        }
+      }
+    }
+  }
+  // Like kube-apiserver, a created pod starts with a fresh status; writers set it through
+  // pods/status.
+  pod["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+}
+
+base::Status validatePod(const ResourceInfo& res, const json& pod) {
+  const std::string name = str(pod, {"metadata", "name"});
+  const json* spec = pod.contains("spec") ? &pod["spec"] : nullptr;
+  if (!spec || !spec->is_object() || !spec->contains("containers") ||
+      !(*spec)["containers"].is_array() || (*spec)["containers"].empty()) {
+    return invalid(res, name, "spec.containers", "Required value");
+  }
+  const json& containers = (*spec)["containers"];
+  for (size_t i = 0; i < containers.size(); ++i) {
+    const json& c = containers[i];
+    const std::string field = "spec.containers[" + std::to_string(i) + "]";
+    if (!c.is_object()) return invalid(res, name, field, "Invalid value: must be an object");
+    if (str(c, {"name"}).empty()) return invalid(res, name, field + ".name", "Required value");
+    if (str(c, {"image"}).empty()) return invalid(res, name, field + ".image", "Required value");
+  }
+  return base::okStatus();
+}
+
+bool hasFinalizers(const json& obj) {
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return false;
+  auto f = m->find("finalizers");
+  return f != m->end() && f->is_array() && !f->empty();
+}
+
+bool isTerminating(const json& obj) {
+  return obj.contains("metadata") && obj["metadata"].contains("deletionTimestamp") &&
+         !obj["metadata"]["deletionTimestamp"].is_null();
+}
+
+const std::vector<std::string> kDefaultNamespaces = {"default", "kube-system", "kube-node-lease",
+                                                     "kube-public"};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Watcher
+
+Watcher::Watcher(const ResourceInfo& resource, std::string ns, LabelSelector labels,
+                 FieldSelector fields, uint64_t start_rv, size_t capacity)
+    : resource_(resource),
+      namespace_(std::move(ns)),
+      labels_(std::move(labels)),
+      fields_(std::move(fields)),
+      start_rv_(start_rv),
+      capacity_(capacity) {}
+
+bool Watcher::matches(const json& object) const {
+  if (!namespace_.empty() && fieldValue(object, "metadata.namespace") != namespace_) return false;
+  if (!fields_.empty() &&
+      !fields_.matches([&](std::string_view f) { return fieldValue(object, f); })) {
+    return false;
+  }
+  if (!labels_.empty()) {
+    static const json kNull;
+    const json* labels = &kNull;
+    if (auto m = object.find("metadata"); m != object.end() && m->is_object()) {
+      if (auto l = m->find("labels"); l != m->end()) labels = &*l;
+    }
+    if (!labels_.matches(*labels)) return false;
+  }
+  return true;
+}
+
+void Watcher::push(std::shared_ptr<const WatchEvent> event) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    if (queue_.size() >= capacity_) {
+      closed_ = true;
+      close_reason_ = "watcher fell too far behind";
+      queue_.clear();
+      initial_.clear();
+    } else {
+      queue_.push_back(std::move(event));
+    }
+  }
+  cv_.notify_one();
+}
+
+void Watcher::setInitial(std::deque<std::shared_ptr<const WatchEvent>> initial) {
+  std::lock_guard lock(mu_);
+  had_initial_ = !initial.empty();
+  initial_ = std::move(initial);
+}
+
+std::optional<Watcher::Delivery> Watcher::popLocked() {
+  while (!closed_ && !(initial_.empty() && queue_.empty())) {
+    const bool from_initial = !initial_.empty();
+    std::shared_ptr<const WatchEvent> ev;
+    if (from_initial) {
+      ev = std::move(initial_.front());
+      initial_.pop_front();
+    } else {
+      ev = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const bool last_initial = from_initial && initial_.empty();
+    const bool now_matches = matches(*ev->object.object);
+    std::optional<Delivery> d;
+    switch (ev->type) {
+      case WatchEvent::Type::kAdded:
+      case WatchEvent::Type::kDeleted:
+        if (now_matches) d = Delivery{ev->type, ev->object, last_initial};
+        break;
+      case WatchEvent::Type::kModified: {
+        const bool was = ev->previous && matches(*ev->previous);
+        if (was && now_matches) {
+          d = Delivery{WatchEvent::Type::kModified, ev->object, last_initial};
+        } else if (now_matches) {
+          d = Delivery{WatchEvent::Type::kAdded, ev->object, last_initial};
+        } else if (was) {
+          d = Delivery{WatchEvent::Type::kDeleted, ev->object, last_initial};
+        }
+        break;
+      }
+    }
+    if (d) return d;
+    if (last_initial) {
+      // The last initial event was filtered out: still report the end of the initial events.
+      return Delivery{WatchEvent::Type::kAdded, StoredObject{}, true};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Watcher::Delivery> Watcher::tryNext() {
+  std::lock_guard lock(mu_);
+  return popLocked();
+}
+
+std::optional<Watcher::Delivery> Watcher::next(base::MonotonicTime deadline) {
+  std::unique_lock lock(mu_);
+  while (true) {
+    if (auto d = popLocked()) return d;
+    if (closed_) return std::nullopt;
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) return popLocked();
+  }
+}
+
+void Watcher::close(std::string reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    close_reason_ = std::move(reason);
+    queue_.clear();
+    initial_.clear();
+  }
+  cv_.notify_all();
+}
+
+bool Watcher::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
+std::string Watcher::closeReason() const {
+  std::lock_guard lock(mu_);
+  return close_reason_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store
+
+Store::Store(base::Clock& clock, StoreOptions options)
+    : clock_(clock), options_(options), rng_(std::random_device{}()) {
+  for (const auto& ns : kDefaultNamespaces) {
+    auto created = create("namespaces", "", json{{"metadata", {{"name", ns}}}});
+    NA_CHECK(created.ok(), created.status().toString());
+  }
+}
+
+Store::~Store() { closeAllWatches("server stopped"); }
+
+base::StatusOr<const ResourceInfo*> Store::resolve(std::string_view resource) const {
+  const ResourceInfo* res = findResource(resource);
+  if (!res) {
+    return base::notFoundError("the server could not find the requested resource (" +
+                               std::string(resource) + ")");
+  }
+  return res;
+}
+
+std::string Store::effectiveNamespace(const ResourceInfo& res, std::string_view ns,
+                                      const json& object) const {
+  if (!res.namespaced) return "";
+  if (!ns.empty()) return std::string(ns);
+  std::string from_object = str(object, {"metadata", "namespace"});
+  return from_object.empty() ? "default" : from_object;
+}
+
+StoredObject Store::makeStored(json object, uint64_t rv) const {
+  object["metadata"]["resourceVersion"] = std::to_string(rv);
+  auto text = std::make_shared<const std::string>(object.dump());
+  return StoredObject{std::make_shared<const json>(std::move(object)), std::move(text), rv};
+}
+
+std::string Store::newUid() {
+  std::uniform_int_distribution<int> hex(0, 15);
+  std::string uid;
+  const char* digits = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) uid += '-';
+    int v = hex(rng_);
+    if (i == 12) v = 4;
+    if (i == 16) v = 8 | (v & 3);
+    uid += digits[v];
+  }
+  return uid;
+}
+
+std::string Store::randomSuffix() {
+  static constexpr std::string_view kChars = "bcdfghjklmnpqrstvwxz2456789";
+  std::uniform_int_distribution<size_t> pick(0, kChars.size() - 1);
+  std::string s;
+  for (int i = 0; i < 5; ++i) s += kChars[pick(rng_)];
+  return s;
+}
+
+void Store::emitLocked(WatchEvent::Type type, const ResourceInfo& res, StoredObject object,
+                       std::shared_ptr<const json> previous) {
+  auto ev = std::make_shared<WatchEvent>();
+  ev->type = type;
+  ev->resource = &res;
+  ev->resource_version = object.resource_version;
+  ev->object = std::move(object);
+  ev->previous = std::move(previous);
+  std::shared_ptr<const WatchEvent> shared = ev;
+  history_.push_back(shared);
+  while (history_.size() > options_.history_window) {
+    compacted_rv_ = history_.front()->resource_version;
+    history_.pop_front();
+  }
+  auto it = watchers_.find(&res);
+  if (it != watchers_.end()) {
+    auto& list = it->second;
+    for (auto& w : list) w->push(shared);
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const std::shared_ptr<Watcher>& w) { return w->closed(); }),
+               list.end());
+  }
+  rv_cv_.notify_all();
+}
+
+base::StatusOr<json> Store::create(std::string_view resource, std::string_view ns, json object) {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  if (!object.is_object()) {
+    return base::invalidArgumentError("the body of the request must be a " + res->kind +
+                                      " object");
+  }
+  if (object.contains("kind") && object["kind"].is_string() && object["kind"] != res->kind) {
+    return base::invalidArgumentError("the kind of the provided object (" +
+                                      object["kind"].get<std::string>() +
+                                      ") does not match the resource (" + res->kind + ")");
+  }
+  if (!object.contains("metadata") || !object["metadata"].is_object()) {
+    object["metadata"] = json::object();
+  }
+  json& meta = object["metadata"];
+  const std::string body_ns = str(object, {"metadata", "namespace"});
+  std::string namespace_name = effectiveNamespace(*res, ns, object);
+  if (res->namespaced) {
+    if (!ns.empty() && !body_ns.empty() && body_ns != ns) {
+      return base::invalidArgumentError(
+          "the namespace of the provided object does not match the namespace sent on the "
+          "request");
+    }
+    meta["namespace"] = namespace_name;
+  } else {
+    meta.erase("namespace");
+  }
+  object["kind"] = res->kind;
+  object["apiVersion"] = res->apiVersion();
+  if (res->plural == "pods") defaultPod(object);
+  if (res->plural == "namespaces") {
+    if (!object.contains("status") || !object["status"].is_object()) object["status"] = json::object();
+    if (!object["status"].contains("phase")) object["status"]["phase"] = "Active";
+    if (!object.contains("spec")) object["spec"] = json::object();
+  }
+
+  std::unique_lock lock(mu_);
+  Objects& objects = objects_[res];
+  std::string name = str(object, {"metadata", "name"});
+  if (name.empty()) {
+    const std::string generate = str(object, {"metadata", "generateName"});
+    if (generate.empty()) {
+      return invalid(*res, "", "metadata.name",
+                     "Required value: name or generateName is required");
+    }
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::string candidate = generate + randomSuffix();
+      if (!objects.contains({namespace_name, candidate})) {
+        name = candidate;
+        break;
+      }
+    }
+    meta["name"] = name;
+  }
+  if (!validName(name)) {
+    return invalid(*res, name, "metadata.name",
+                   "Invalid value: " + dq(name) +
+                       ": a lowercase RFC 1123 subdomain must consist of lower case "
+                       "alphanumeric characters, '-' or '.', and must start and end with an "
+                       "alphanumeric character");
+  }
+  if (res->plural == "pods") RETURN_IF_ERROR(validatePod(*res, object));
+  if (res->namespaced) {
+    const ResourceInfo* ns_res = findResource("namespaces");
+    if (!objects_[ns_res].contains({"", namespace_name})) {
+      return base::notFoundError("namespaces " + dq(namespace_name) + " not found");
+    }
+  }
+  const Key key{namespace_name, name};
+  if (objects.contains(key)) {
+    return base::alreadyExistsError(res->plural + " " + dq(name) + " already exists");
+  }
+  meta["uid"] = newUid();
+  meta["creationTimestamp"] = formatTime(clock_.wallNow());
+  meta.erase("deletionTimestamp");
+  meta.erase("deletionGracePeriodSeconds");
+  meta.erase("resourceVersion");
+  StoredObject stored = makeStored(std::move(object), ++rv_);
+  objects.emplace(key, stored);
+  emitLocked(WatchEvent::Type::kAdded, *res, stored, nullptr);
+  return *stored.object;
+}
+
+base::StatusOr<json> Store::get(std::string_view resource, std::string_view ns,
+                                std::string_view name) const {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  std::lock_guard lock(mu_);
+  auto objs = objects_.find(res);
+  const Key key{res->namespaced ? std::string(ns) : "", std::string(name)};
+  if (objs == objects_.end() || !objs->second.contains(key)) {
+    return base::notFoundError(res->plural + " " + dq(name) + " not found");
+  }
+  return *objs->second.at(key).object;
+}
+
+base::StatusOr<json> Store::update(std::string_view resource, std::string_view ns,
+                                   std::string_view name, json object,
+                                   std::string_view subresource) {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  if (!subresource.empty() && !res->hasSubresource(subresource)) {
+    return base::notFoundError("the server could not find the requested resource");
+  }
+  if (!object.is_object()) {
+    return base::invalidArgumentError("the body of the request must be a " + res->kind +
+                                      " object");
+  }
+  const std::string body_name = str(object, {"metadata", "name"});
+  if (!body_name.empty() && body_name != name) {
+    return base::invalidArgumentError("the name of the object (" + body_name +
+                                      ") does not match the name on the URL (" +
+                                      std::string(name) + ")");
+  }
+  std::unique_lock lock(mu_);
+  Objects& objects = objects_[res];
+  const Key key{res->namespaced ? std::string(ns) : "", std::string(name)};
+  auto it = objects.find(key);
+  if (it == objects.end()) {
+    return base::notFoundError(res->plural + " " + dq(name) + " not found");
+  }
+  const std::string body_rv = str(object, {"metadata", "resourceVersion"});
+  if (!body_rv.empty() && body_rv != std::to_string(it->second.resource_version)) {
+    return base::abortedError("Operation cannot be fulfilled on " + res->plural + " " +
+                              dq(name) +
+                              ": the object has been modified; please apply your changes to the "
+                              "latest version and try again");
+  }
+  const StoredObject current = it->second;
+  return commitUpdateLocked(*res, key, current, std::move(object), subresource);
+}
+
+base::StatusOr<json> Store::patch(std::string_view resource, std::string_view ns,
+                                  std::string_view name, PatchType type, const json& patch_doc,
+                                  std::string_view subresource) {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  if (!subresource.empty() && !res->hasSubresource(subresource)) {
+    return base::notFoundError("the server could not find the requested resource");
+  }
+  std::unique_lock lock(mu_);
+  Objects& objects = objects_[res];
+  const Key key{res->namespaced ? std::string(ns) : "", std::string(name)};
+  auto it = objects.find(key);
+  if (it == objects.end()) {
+    return base::notFoundError(res->plural + " " + dq(name) + " not found");
+  }
+  const StoredObject current = it->second;
+  ASSIGN_OR_RETURN(json patched, applyPatch(type, *current.object, patch_doc));
+  if (!patched.is_object()) {
+    return base::invalidArgumentError("the patched " + res->kind + " is not an object");
+  }
+  const std::string cur_uid = str(*current.object, {"metadata", "uid"});
+  const std::string new_uid = str(patched, {"metadata", "uid"});
+  if (new_uid != cur_uid) {
+    return base::abortedError("Precondition failed: UID in precondition: " + new_uid +
+                              ", UID in object meta: " + cur_uid);
+  }
+  const std::string new_rv = str(patched, {"metadata", "resourceVersion"});
+  if (!new_rv.empty() && new_rv != std::to_string(current.resource_version)) {
+    return base::abortedError("Operation cannot be fulfilled on " + res->plural + " " +
+                              dq(name) +
+                              ": the object has been modified; please apply your changes to the "
+                              "latest version and try again");
+  }
+  if (str(patched, {"metadata", "name"}) != name) {
+    return base::invalidArgumentError("a patch may not change metadata.name");
+  }
+  return commitUpdateLocked(*res, key, current, std::move(patched), subresource);
+}
+
+base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Key& key,
+                                               const StoredObject& current, json desired,
+                                               std::string_view subresource) {
+  const json& cur = *current.object;
+  json next;
+  if (subresource == "status") {
+    next = cur;
+    if (desired.contains("status")) {
+      next["status"] = desired["status"];
+    } else {
+      next.erase("status");
+    }
+  } else {
+    next = std::move(desired);
+    // Like kube-apiserver, the main resource ignores status changes of types with a status
+    // subresource.
+    if (res.hasSubresource("status")) {
+      if (cur.contains("status")) {
+        next["status"] = cur["status"];
+      } else {
+        next.erase("status");
+      }
+    }
+  }
+  next["kind"] = res.kind;
+  next["apiVersion"] = res.apiVersion();
+  if (!next.contains("metadata") || !next["metadata"].is_object()) next["metadata"] = json::object();
+  json& meta = next["metadata"];
+  const json& cur_meta = cur["metadata"];
+  for (const char* immutable : {"name", "namespace", "uid", "creationTimestamp",
+                                "deletionTimestamp", "deletionGracePeriodSeconds"}) {
+    if (cur_meta.contains(immutable)) {
+      meta[immutable] = cur_meta[immutable];
+    } else {
+      meta.erase(immutable);
+    }
+  }
+  meta["resourceVersion"] = std::to_string(current.resource_version);
+  if (next == cur) return cur;  // a no-op write changes nothing and emits nothing
+  if (res.plural == "pods") RETURN_IF_ERROR(validatePod(res, next));
+
+  auto previous = current.object;
+  StoredObject stored = makeStored(std::move(next), ++rv_);
+  objects_[&res][key] = stored;
+  emitLocked(WatchEvent::Type::kModified, res, stored, previous);
+  const json& obj = *stored.object;
+  // Removing the last finalizer of an object whose deletion is due completes the deletion.
+  if (isTerminating(obj) && !hasFinalizers(obj) &&
+      obj["metadata"].value("deletionGracePeriodSeconds", int64_t{0}) == 0) {
+    return removeLocked(res, key);
+  }
+  return obj;
+}
+
+json Store::removeLocked(const ResourceInfo& res, const Key& key) {
+  Objects& objects = objects_[&res];
+  auto it = objects.find(key);
+  json last = *it->second.object;
+  objects.erase(it);
+  StoredObject stored = makeStored(last, ++rv_);
+  emitLocked(WatchEvent::Type::kDeleted, res, stored, nullptr);
+  return *stored.object;
+}
+
+base::StatusOr<DeleteResult> Store::remove(std::string_view resource, std::string_view ns,
+                                           std::string_view name, const DeleteOptions& options) {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  std::unique_lock lock(mu_);
+  Objects& objects = objects_[res];
+  const Key key{res->namespaced ? std::string(ns) : "", std::string(name)};
+  auto it = objects.find(key);
+  if (it == objects.end()) {
+    return base::notFoundError(res->plural + " " + dq(name) + " not found");
+  }
+  const json cur = *it->second.object;
+  if (options.precondition_uid) {
+    const std::string uid = str(cur, {"metadata", "uid"});
+    if (*options.precondition_uid != uid) {
+      return base::abortedError("Precondition failed: UID in precondition: " +
+                                *options.precondition_uid + ", UID in object meta: " + uid);
+    }
+  }
+  if (options.precondition_resource_version) {
+    const std::string rv = std::to_string(it->second.resource_version);
+    if (*options.precondition_resource_version != rv) {
+      return base::abortedError("Precondition failed: ResourceVersion in precondition: " +
+                                *options.precondition_resource_version +
+                                ", ResourceVersion in object meta: " + rv);
+    }
+  }
+  if (res->plural == "namespaces") {
+    if (name == "default" || name == "kube-system" || name == "kube-public") {
+      return base::permissionDeniedError("namespaces " + dq(name) +
+                                         " is forbidden: this namespace may not be deleted");
+    }
+    // The namespace controller's work, done at once: everything in it goes first.
+    for (const auto& r : allResources()) {
+      if (!r.namespaced) continue;
+      Objects& objs = objects_[&r];
+      std::vector<Key> doomed;
+      for (auto o = objs.lower_bound({std::string(name), ""});
+           o != objs.end() && o->first.first == name; ++o) {
+        doomed.push_back(o->first);
+      }
+      for (const auto& k : doomed) removeLocked(r, k);
+    }
+    return DeleteResult{removeLocked(*res, key), true};
+  }
+
+  int64_t grace = 0;
+  if (res->plural == "pods") {
+    grace = cur["spec"].value("terminationGracePeriodSeconds", int64_t{30});
+    if (options.grace_period_seconds) grace = *options.grace_period_seconds;
+    if (grace < 0) grace = 0;
+    // Unscheduled and finished pods have nothing to stop: they go at once.
+    const std::string phase = str(cur, {"status", "phase"});
+    if (str(cur, {"spec", "nodeName"}).empty() || phase == "Succeeded" || phase == "Failed") {
+      grace = 0;
+    }
+  }
+  const bool finalizers = hasFinalizers(cur);
+  if (grace == 0 && !finalizers) return DeleteResult{removeLocked(*res, key), true};
+
+  // Graceful deletion: mark, keep the object; a shorter grace period may shorten it further.
+  json next = cur;
+  json& meta = next["metadata"];
+  if (isTerminating(cur)) {
+    const int64_t current_grace = meta.value("deletionGracePeriodSeconds", int64_t{0});
+    if (grace >= current_grace) return DeleteResult{cur, false};
+  }
+  meta["deletionTimestamp"] = formatTime(clock_.wallNow() + std::chrono::seconds(grace));
+  meta["deletionGracePeriodSeconds"] = grace;
+  auto previous = it->second.object;
+  StoredObject stored = makeStored(std::move(next), ++rv_);
+  it->second = stored;
+  emitLocked(WatchEvent::Type::kModified, *res, stored, previous);
+  return DeleteResult{*stored.object, false};
+}
+
+base::Status Store::waitForResourceVersionLocked(std::unique_lock<std::mutex>& lock,
+                                                 std::string_view rv_text,
+                                                 bool allow_wait) const {
+  if (rv_text.empty() || rv_text == "0") return base::okStatus();
+  auto rv = parseRv(rv_text);
+  if (!rv) {
+    return base::invalidArgumentError("invalid resource version " + dq(rv_text));
+  }
+  if (*rv <= rv_) return base::okStatus();
+  if (allow_wait) {
+    rv_cv_.wait_for(lock, options_.too_large_resource_version_wait, [&] { return rv_ >= *rv; });
+  }
+  if (*rv <= rv_) return base::okStatus();
+  return base::deadlineExceededError("Too large resource version: " + std::string(rv_text) +
+                                     ", current: " + std::to_string(rv_));
+}
+
+base::StatusOr<ListResult> Store::list(std::string_view resource, std::string_view ns,
+                                       const ListOptions& options) const {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  ASSIGN_OR_RETURN(LabelSelector labels, LabelSelector::parse(options.label_selector));
+  ASSIGN_OR_RETURN(FieldSelector fields, FieldSelector::parse(options.field_selector));
+  for (const auto& term : fields.terms()) {
+    if (!res->supportsField(term.field)) {
+      return base::invalidArgumentError("field label not supported: " + term.field);
+    }
+  }
+  Key start_after;
+  bool has_start = false;
+  std::optional<uint64_t> continue_rv;
+  if (!options.continue_token.empty()) {
+    auto decoded = base64Decode(options.continue_token);
+    json token;
+    if (decoded) token = json::parse(*decoded, nullptr, false);
+    if (!token.is_object() || !token.contains("rv") || !token.contains("start") ||
+        !token["rv"].is_number_unsigned() || !token["start"].is_array() ||
+        token["start"].size() != 2) {
+      return base::invalidArgumentError("continue key is not valid: " + options.continue_token);
+    }
+    continue_rv = token["rv"].get<uint64_t>();
+    start_after = {token["start"][0].get<std::string>(), token["start"][1].get<std::string>()};
+    has_start = true;
+  }
+
+  ListResult result;
+  std::vector<StoredObject> snapshot;
+  {
+    std::unique_lock lock(mu_);
+    if (!continue_rv) RETURN_IF_ERROR(waitForResourceVersionLocked(lock, options.resource_version, true));
+    if (continue_rv && *continue_rv < compacted_rv_) {
+      return base::outOfRangeError(
+          "The provided continue parameter is too old to display a consistent list result. You "
+          "can start a new list without the continue parameter, or use the continue token in "
+          "this response to retrieve the remainder of the results.");
+    }
+    result.resource_version = continue_rv.value_or(rv_);
+    auto objs = objects_.find(res);
+    if (objs != objects_.end()) {
+      const Objects& m = objs->second;
+      auto begin = m.begin();
+      if (has_start) {
+        begin = m.upper_bound(start_after);
+      } else if (!ns.empty() && res->namespaced) {
+        begin = m.lower_bound({std::string(ns), ""});
+      }
+      for (auto it = begin; it != m.end(); ++it) {
+        if (!ns.empty() && res->namespaced && it->first.first != ns) break;
+        snapshot.push_back(it->second);
+      }
+    }
+  }
+  // Selectors run outside the lock: writers never wait for a big list.
+  const bool paged = options.limit > 0 && options.resource_version != "0";
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    const json& obj = *snapshot[i].object;
+    if (!fields.empty() && !fields.matches([&](std::string_view f) { return fieldValue(obj, f); })) {
+      continue;
+    }
+    if (!labels.empty()) {
+      const json& meta = obj["metadata"];
+      if (!labels.matches(meta.contains("labels") ? meta["labels"] : json())) continue;
+    }
+    if (paged && static_cast<int64_t>(result.items.size()) == options.limit) {
+      int64_t remaining = 0;
+      for (size_t j = i; j < snapshot.size(); ++j) {
+        const json& o = *snapshot[j].object;
+        if (!fields.empty() && !fields.matches([&](std::string_view f) { return fieldValue(o, f); })) {
+          continue;
+        }
+        const json& meta = o["metadata"];
+        if (!labels.empty() && !labels.matches(meta.contains("labels") ? meta["labels"] : json())) {
+          continue;
+        }
+        ++remaining;
+      }
+      const json& last = *result.items.back().object;
+      json token = {{"rv", result.resource_version},
+                    {"start",
+                     {str(last, {"metadata", "namespace"}), str(last, {"metadata", "name"})}}};
+      result.continue_token = base64Encode(token.dump());
+      result.remaining_item_count = remaining;
+      break;
+    }
+    result.items.push_back(snapshot[i]);
+  }
+  return result;
+}
+
+base::StatusOr<json> Store::listJson(std::string_view resource, std::string_view ns,
+                                     const ListOptions& options) const {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  ASSIGN_OR_RETURN(ListResult result, list(resource, ns, options));
+  json items = json::array();
+  for (const auto& item : result.items) items.push_back(*item.object);
+  json meta = {{"resourceVersion", std::to_string(result.resource_version)}};
+  if (!result.continue_token.empty()) meta["continue"] = result.continue_token;
+  if (result.remaining_item_count) meta["remainingItemCount"] = *result.remaining_item_count;
+  return json{{"kind", res->listKind()},
+              {"apiVersion", res->apiVersion()},
+              {"metadata", meta},
+              {"items", items}};
+}
+
+base::StatusOr<std::shared_ptr<Watcher>> Store::watch(std::string_view resource,
+                                                      std::string_view ns,
+                                                      const WatchOptions& options) {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  ASSIGN_OR_RETURN(LabelSelector labels, LabelSelector::parse(options.label_selector));
+  ASSIGN_OR_RETURN(FieldSelector fields, FieldSelector::parse(options.field_selector));
+  for (const auto& term : fields.terms()) {
+    if (!res->supportsField(term.field)) {
+      return base::invalidArgumentError("field label not supported: " + term.field);
+    }
+  }
+  std::unique_lock lock(mu_);
+  RETURN_IF_ERROR(waitForResourceVersionLocked(lock, options.resource_version, true));
+  std::deque<std::shared_ptr<const WatchEvent>> initial;
+  if (options.resource_version.empty() || options.resource_version == "0") {
+    auto objs = objects_.find(res);
+    if (objs != objects_.end()) {
+      for (const auto& [key, stored] : objs->second) {
+        if (!ns.empty() && res->namespaced && key.first != ns) continue;
+        auto ev = std::make_shared<WatchEvent>();
+        ev->type = WatchEvent::Type::kAdded;
+        ev->resource = res;
+        ev->resource_version = stored.resource_version;
+        ev->object = stored;
+        initial.push_back(std::move(ev));
+      }
+    }
+  } else {
+    const uint64_t from = *parseRv(options.resource_version);
+    if (from < compacted_rv_) {
+      const uint64_t oldest = history_.empty() ? rv_ + 1 : history_.front()->resource_version;
+      return base::outOfRangeError("too old resource version: " + std::to_string(from) + " (" +
+                                   std::to_string(oldest) + ")");
+    }
+    auto first = std::upper_bound(
+        history_.begin(), history_.end(), from,
+        [](uint64_t rv, const std::shared_ptr<const WatchEvent>& e) { return rv < e->resource_version; });
+    for (auto it = first; it != history_.end(); ++it) {
+      if ((*it)->resource == res) initial.push_back(*it);
+    }
+  }
+  auto watcher = std::make_shared<Watcher>(*res, res->namespaced ? std::string(ns) : "",
+                                           std::move(labels), std::move(fields), rv_,
+                                           options_.watcher_queue_capacity);
+  watcher->setInitial(std::move(initial));
+  watchers_[res].push_back(watcher);
+  return watcher;
+}
+
+void Store::unwatch(const std::shared_ptr<Watcher>& watcher) {
+  watcher->close("watch ended");
+  std::lock_guard lock(mu_);
+  auto it = watchers_.find(&watcher->resource());
+  if (it == watchers_.end()) return;
+  auto& list = it->second;
+  list.erase(std::remove(list.begin(), list.end(), watcher), list.end());
+}
+
+std::optional<uint64_t> Store::bookmarkResourceVersion(const Watcher& watcher) const {
+  std::lock_guard lock(mu_);
+  std::lock_guard wlock(watcher.mu_);
+  if (!watcher.idleLocked()) return std::nullopt;
+  return rv_;
+}
+
+uint64_t Store::resourceVersion() const {
+  std::lock_guard lock(mu_);
+  return rv_;
+}
+
+void Store::closeAllWatches(const std::string& reason) {
+  std::map<const ResourceInfo*, std::vector<std::shared_ptr<Watcher>>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(watchers_);
+  }
+  for (auto& [res, list] : all) {
+    for (auto& w : list) w->close(reason);
+  }
+}
+
+size_t Store::watcherCount() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [res, list] : watchers_) {
+    for (const auto& w : list) n += w->closed() ? 0 : 1;
+  }
+  return n;
+}
+
+void Store::compact() {
+  std::lock_guard lock(mu_);
+  history_.clear();
+  compacted_rv_ = rv_;
+}
+
+}  // namespace nodeagent::testapiserver

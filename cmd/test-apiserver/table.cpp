@@ -1,0 +1,290 @@
+#include "cmd/test-apiserver/table.h"
+
+#include "cmd/test-apiserver/util.h"
+
+namespace nodeagent::testapiserver {
+
+using nlohmann::json;
+
+namespace {
+
+json column(const char* name, const char* type, const char* description, int priority = 0,
+            const char* format = "") {
+  return {{"name", name},
+          {"type", type},
+          {"format", format},
+          {"description", description},
+          {"priority", priority}};
+}
+
+const json& at(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string s(const json& v) { return v.is_string() ? v.get<std::string>() : ""; }
+
+std::string age(const json& obj, base::SystemTime now) {
+  auto created = parseTime(s(at(at(obj, "metadata"), "creationTimestamp")));
+  if (!created) return "<unknown>";
+  return humanDuration(now - *created);
+}
+
+json podCells(const json& pod, base::SystemTime now) {
+  const json& spec = at(pod, "spec");
+  const json& status = at(pod, "status");
+  const json& containers = at(spec, "containers");
+  const int total = containers.is_array() ? static_cast<int>(containers.size()) : 0;
+  int ready = 0;
+  int64_t restarts = 0;
+  std::optional<base::SystemTime> last_restart;
+  const json& statuses = at(status, "containerStatuses");
+  if (statuses.is_array()) {
+    for (const auto& cs : statuses) {
+      if (at(cs, "ready") == true) ++ready;
+      restarts += at(cs, "restartCount").is_number() ? at(cs, "restartCount").get<int64_t>() : 0;
+      auto finished = parseTime(s(at(at(at(cs, "lastState"), "terminated"), "finishedAt")));
+      if (finished && (!last_restart || *finished > *last_restart)) last_restart = finished;
+    }
+  }
+  std::string restarts_cell = std::to_string(restarts);
+  if (restarts > 0 && last_restart) {
+    restarts_cell += " (" + humanDuration(now - *last_restart) + " ago)";
+  }
+  std::string ip = s(at(status, "podIP"));
+  std::string node = s(at(spec, "nodeName"));
+  std::string nominated = s(at(status, "nominatedNodeName"));
+  std::string gates = "<none>";
+  const json& rg = at(spec, "readinessGates");
+  if (rg.is_array() && !rg.empty()) {
+    int true_gates = 0;
+    for (const auto& g : rg) {
+      const json& conds = at(status, "conditions");
+      if (!conds.is_array()) continue;
+      for (const auto& c : conds) {
+        if (at(c, "type") == at(g, "conditionType") && at(c, "status") == "True") ++true_gates;
+      }
+    }
+    gates = std::to_string(true_gates) + "/" + std::to_string(rg.size());
+  }
+  return {s(at(at(pod, "metadata"), "name")),
+          std::to_string(ready) + "/" + std::to_string(total),
+          podStatusReason(pod),
+          restarts_cell,
+          age(pod, now),
+          ip.empty() ? "<none>" : ip,
+          node.empty() ? "<none>" : node,
+          nominated.empty() ? "<none>" : nominated,
+          gates};
+}
+
+json nodeCells(const json& node, base::SystemTime now) {
+  const json& status = at(node, "status");
+  std::string ready = "Unknown";
+  const json& conds = at(status, "conditions");
+  if (conds.is_array()) {
+    for (const auto& c : conds) {
+      if (at(c, "type") == "Ready") {
+        ready = at(c, "status") == "True" ? "Ready" : "NotReady";
+        if (at(c, "status") == "Unknown") ready = "Unknown";
+      }
+    }
+  }
+  if (at(at(node, "spec"), "unschedulable") == true) ready += ",SchedulingDisabled";
+  std::string roles;
+  const json& labels = at(at(node, "metadata"), "labels");
+  if (labels.is_object()) {
+    for (auto it = labels.begin(); it != labels.end(); ++it) {
+      std::string role;
+      if (it.key().starts_with("node-role.kubernetes.io/")) {
+        role = it.key().substr(24);
+      } else if (it.key() == "kubernetes.io/role") {
+        role = s(*it);
+      }
+      if (!role.empty()) roles += (roles.empty() ? "" : ",") + role;
+    }
+  }
+  std::string internal_ip = "<none>", external_ip = "<none>";
+  const json& addrs = at(status, "addresses");
+  if (addrs.is_array()) {
+    for (const auto& a : addrs) {
+      if (at(a, "type") == "InternalIP" && internal_ip == "<none>") internal_ip = s(at(a, "address"));
+      if (at(a, "type") == "ExternalIP" && external_ip == "<none>") external_ip = s(at(a, "address"));
+    }
+  }
+  const json& info = at(status, "nodeInfo");
+  auto orUnknown = [](std::string v) { return v.empty() ? std::string("<unknown>") : v; };
+  return {s(at(at(node, "metadata"), "name")),
+          ready,
+          roles.empty() ? "<none>" : roles,
+          age(node, now),
+          s(at(info, "kubeletVersion")),
+          internal_ip,
+          external_ip,
+          orUnknown(s(at(info, "osImage"))),
+          orUnknown(s(at(info, "kernelVersion"))),
+          orUnknown(s(at(info, "containerRuntimeVersion")))};
+}
+
+}  // namespace
+
+std::string podStatusReason(const json& pod) {
+  const json& status = at(pod, "status");
+  const json& spec = at(pod, "spec");
+  std::string reason = s(at(status, "phase"));
+  if (!s(at(status, "reason")).empty()) reason = s(at(status, "reason"));
+
+  bool initializing = false;
+  const json& init_statuses = at(status, "initContainerStatuses");
+  const json& init_specs = at(spec, "initContainers");
+  const size_t init_total = init_specs.is_array() ? init_specs.size() : 0;
+  if (init_statuses.is_array()) {
+    for (size_t i = 0; i < init_statuses.size(); ++i) {
+      const json& state = at(init_statuses[i], "state");
+      const json& term = at(state, "terminated");
+      const json& wait = at(state, "waiting");
+      if (term.is_object() && at(term, "exitCode") == 0) continue;
+      if (term.is_object()) {
+        if (!s(at(term, "reason")).empty()) {
+          reason = "Init:" + s(at(term, "reason"));
+        } else if (at(term, "signal").is_number() && at(term, "signal") != 0) {
+          reason = "Init:Signal:" + at(term, "signal").dump();
+        } else {
+          reason = "Init:ExitCode:" + at(term, "exitCode").dump();
+        }
+      } else if (wait.is_object() && !s(at(wait, "reason")).empty() &&
+                 s(at(wait, "reason")) != "PodInitializing") {
+        reason = "Init:" + s(at(wait, "reason"));
+      } else {
+        reason = "Init:" + std::to_string(i) + "/" + std::to_string(init_total);
+      }
+      initializing = true;
+      break;
+    }
+  }
+  if (!initializing) {
+    bool has_running = false;
+    const json& statuses = at(status, "containerStatuses");
+    if (statuses.is_array()) {
+      for (size_t k = statuses.size(); k-- > 0;) {
+        const json& state = at(statuses[k], "state");
+        const json& term = at(state, "terminated");
+        const json& wait = at(state, "waiting");
+        if (wait.is_object() && !s(at(wait, "reason")).empty()) {
+          reason = s(at(wait, "reason"));
+        } else if (term.is_object() && !s(at(term, "reason")).empty()) {
+          reason = s(at(term, "reason"));
+        } else if (term.is_object()) {
+          if (at(term, "signal").is_number() && at(term, "signal") != 0) {
+            reason = "Signal:" + at(term, "signal").dump();
+          } else {
+            reason = "ExitCode:" + at(term, "exitCode").dump();
+          }
+        } else if (at(state, "running").is_object() && at(statuses[k], "ready") == true) {
+          has_running = true;
+        }
+      }
+    }
+    if (reason == "Completed" && has_running) {
+      reason = "Running";
+      const json& conds = at(status, "conditions");
+      if (conds.is_array()) {
+        for (const auto& c : conds) {
+          if (at(c, "type") == "Ready" && at(c, "status") != "True") reason = "NotReady";
+        }
+      }
+    }
+  }
+  const json& meta = at(pod, "metadata");
+  if (!at(meta, "deletionTimestamp").is_null() && s(at(status, "reason")) != "NodeLost") {
+    reason = "Terminating";
+  }
+  return reason;
+}
+
+json tableColumnDefinitions(const ResourceInfo& res) {
+  const char* name_desc =
+      "Name must be unique within a namespace. More info: "
+      "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+  const char* age_desc =
+      "CreationTimestamp is a timestamp representing the server time when this object was "
+      "created.";
+  if (res.plural == "pods") {
+    return json::array({column("Name", "string", name_desc, 0, "name"),
+                        column("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+                        column("Status", "string", "The aggregate status of the containers in this pod."),
+                        column("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+                        column("Age", "string", age_desc),
+                        column("IP", "string", "podIP is the IP address allocated to the pod.", 1),
+                        column("Node", "string", "NodeName indicates in which node this pod is scheduled.", 1),
+                        column("Nominated Node", "string", "nominatedNodeName is set only when this pod preempts other pods on the node.", 1),
+                        column("Readiness Gates", "string", "If specified, all readiness gates will be evaluated for pod readiness.", 1)});
+  }
+  if (res.plural == "nodes") {
+    return json::array({column("Name", "string", name_desc, 0, "name"),
+                        column("Status", "string", "The status of the node"),
+                        column("Roles", "string", "The roles of the node"),
+                        column("Age", "string", age_desc),
+                        column("Version", "string", "Kubelet Version reported by the node."),
+                        column("Internal-IP", "string", "List of internal IPs that are assigned to the node.", 1),
+                        column("External-IP", "string", "List of external IPs that are assigned to the node.", 1),
+                        column("OS-Image", "string", "OS image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 12 (bookworm)).", 1),
+                        column("Kernel-Version", "string", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", 1),
+                        column("Container-Runtime", "string", "Container Runtime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).", 1)});
+  }
+  if (res.plural == "namespaces") {
+    return json::array({column("Name", "string", name_desc, 0, "name"),
+                        column("Status", "string", "The status of the namespace"),
+                        column("Age", "string", age_desc)});
+  }
+  if (res.plural == "leases") {
+    return json::array({column("Name", "string", name_desc, 0, "name"),
+                        column("Holder", "string", "The holder of the lease"),
+                        column("Age", "string", age_desc)});
+  }
+  return json::array({column("Name", "string", name_desc, 0, "name"),
+                      column("Age", "string", age_desc)});
+}
+
+json tableCells(const ResourceInfo& res, const json& object, base::SystemTime now) {
+  if (res.plural == "pods") return podCells(object, now);
+  if (res.plural == "nodes") return nodeCells(object, now);
+  const std::string name = s(at(at(object, "metadata"), "name"));
+  if (res.plural == "namespaces") {
+    return {name, s(at(at(object, "status"), "phase")), age(object, now)};
+  }
+  if (res.plural == "leases") {
+    std::string holder = s(at(at(object, "spec"), "holderIdentity"));
+    return {name, holder.empty() ? "<unset>" : holder, age(object, now)};
+  }
+  return {name, age(object, now)};
+}
+
+json tableRow(const ResourceInfo& res, const json& object, base::SystemTime now,
+              IncludeObject include) {
+  json row = {{"cells", tableCells(res, object, now)}};
+  if (include == IncludeObject::kObject) {
+    row["object"] = object;
+  } else if (include == IncludeObject::kMetadata) {
+    row["object"] = {{"kind", "PartialObjectMetadata"},
+                     {"apiVersion", "meta.k8s.io/v1"},
+                     {"metadata", at(object, "metadata")}};
+  }
+  return row;
+}
+
+json makeTable(const ResourceInfo& res, const std::vector<const json*>& objects,
+               base::SystemTime now, IncludeObject include, json list_metadata,
+               bool with_columns) {
+  json rows = json::array();
+  for (const json* obj : objects) rows.push_back(tableRow(res, *obj, now, include));
+  return {{"kind", "Table"},
+          {"apiVersion", "meta.k8s.io/v1"},
+          {"metadata", std::move(list_metadata)},
+          {"columnDefinitions", with_columns ? tableColumnDefinitions(res) : json::array()},
+          {"rows", std::move(rows)}};
+}
+
+}  // namespace nodeagent::testapiserver

@@ -1,0 +1,121 @@
+// test-apiserver: a Kubernetes-API-compatible mock apiserver that the real kubectl (v1.32) and the
+// python3-kubernetes client drive unchanged. It serves discovery (legacy plain JSON), namespaces,
+// pods (+status), nodes (+status), events and coordination.k8s.io/v1 leases with get, list
+// (label/field selectors, limit/continue), create, update, the three patch types, delete (graceful
+// pod deletion, preconditions), watch (chunked, bookmarks, timeouts, 410 Expired) and
+// meta.k8s.io/v1 Table output. The store lives in memory (store.h).
+//
+// Tests run it in-process:
+//
+//   auto server = testapiserver::TestApiServer::start({}).value();   // port 0: any free port
+//   server->store().create("pods", "default", pod_json);              // no HTTP needed
+//   client.get(server->url() + "/api/v1/pods");
+//   server->closeWatches();                                           // fault injection
+//   server->stop();                                                   // or let it die
+//
+// or spawn build/test-apiserver (main.cpp) and read its first stdout line,
+// "listening on http(s)://ADDR:PORT".
+//
+// Test-only fault injection, also over HTTP on the same port (no authentication needed):
+//   POST /_test/close-watches            ends every open watch (streams end cleanly)
+//   POST /_test/fail {"code":500,"count":3[,"pathPrefix":"/api/v1/pods"]}
+//                                        the next N matching requests fail with a Status of that
+//                                        code (429 adds Retry-After: 1)
+//   POST /_test/latency {"ms":200}       delays every later response (0 turns it off)
+//   POST /_test/compact                  drops the watch history: older resourceVersions get 410
+//   GET  /_test/status                   {"watches":N,"resourceVersion":"RV"} (tests wait on it)
+//
+// Threading: every public method may be called from any thread. Requests run on a pool of
+// `threads` threads; each open watch holds one of them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "cmd/test-apiserver/store.h"
+
+namespace nodeagent::testapiserver {
+
+struct ServerOptions {
+  std::string bind_address = "127.0.0.1";
+  int port = 0;  // 0 = any free port (see TestApiServer::port())
+  // kube-apiserver's static token file: `token,user,uid[,"group1,group2"]` per line. When set,
+  // every request but /healthz, /livez, /readyz and /_test/ needs `Authorization: Bearer <token>`.
+  std::string token_auth_file;
+  // Both set: serve HTTPS. The kubeconfig then carries the certificate as its CA data.
+  std::string tls_cert_file;
+  std::string tls_private_key_file;
+  StoreOptions store;
+  // Request threads; every open watch holds one, so keep it well above the watcher count.
+  int threads = 256;
+  // How often an idle watch with allowWatchBookmarks=true gets a BOOKMARK.
+  std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
+  // Watch duration when the client sends no timeoutSeconds.
+  std::chrono::seconds default_watch_timeout{1800};
+  // nullptr: the real clock. Must outlive the server.
+  base::Clock* clock = nullptr;
+};
+
+// One request as received (fault-injection calls excluded), for tests that check what a client
+// sent (e.g. the status manager's PATCH bodies).
+struct RecordedRequest {
+  std::string method;
+  std::string path;
+  std::string query;  // decoded `k=v&k=v`, in the client's order
+  std::string content_type;
+  std::string body;
+};
+
+class TestApiServer {
+ public:
+  // Binds, starts serving and returns. Fails (naming the file or address) when the token file,
+  // the TLS files or the bind fail.
+  static base::StatusOr<std::unique_ptr<TestApiServer>> start(ServerOptions options = {});
+  ~TestApiServer();
+  TestApiServer(const TestApiServer&) = delete;
+  TestApiServer& operator=(const TestApiServer&) = delete;
+
+  int port() const;
+  // "http://127.0.0.1:PORT" or "https://...".
+  std::string url() const;
+  bool tls() const;
+  // Ends all watches, stops accepting and joins every request thread. Idempotent.
+  void stop();
+
+  // Direct access to the objects, bypassing HTTP (same semantics and watch events).
+  Store& store();
+
+  // A kubeconfig (server, CA data when TLS, the first token when auth is on) that kubectl,
+  // python3-kubernetes and nodeagent use as is.
+  std::string kubeconfig() const;
+  base::Status writeKubeconfig(const std::filesystem::path& path) const;
+
+  // Fault injection (same as the /_test/ endpoints).
+  void closeWatches();
+  // The next `count` requests whose path starts with `path_prefix` fail with `http_code`.
+  void failNextRequests(int http_code, int count, std::string path_prefix = "");
+  void setLatency(std::chrono::milliseconds latency);
+  void compact();
+
+  std::vector<RecordedRequest> requests() const;
+  void clearRequests();
+  size_t openWatches() const;
+
+  class Impl;
+
+ private:
+  explicit TestApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses a token auth file into (token, user) pairs; InvalidArgument naming file and line.
+base::StatusOr<std::vector<std::pair<std::string, std::string>>> parseTokenAuthFile(
+    const std::filesystem::path& path);
+
+}  // namespace nodeagent::testapiserver

@@ -1,0 +1,25 @@
+// Small helpers of the test apiserver: Kubernetes timestamps, kubectl's human durations, base64.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/clock.h"
+
+namespace nodeagent::testapiserver {
+
+// metav1.Time: "2024-05-01T12:00:00Z" (whole seconds, UTC).
+std::string formatTime(base::SystemTime t);
+// metav1.MicroTime: "2024-05-01T12:00:00.123456Z".
+std::string formatMicroTime(base::SystemTime t);
+// Accepts "Z" or a numeric offset and an optional fraction; nullopt when malformed.
+std::optional<base::SystemTime> parseTime(std::string_view text);
+
+// k8s.io/apimachinery duration.HumanDuration ("5s", "3m2s", "10m", "2h3m", "5d"), the AGE column.
+std::string humanDuration(base::Duration d);
+
+std::string base64Encode(std::string_view data);
+std::optional<std::string> base64Decode(std::string_view text);
+
+}  // namespace nodeagent::testapiserver

@@ -1,0 +1,535 @@
+// RestClient against small httplib servers: token and client-certificate auth, TLS with the CA
+// from a kubeconfig (relative paths and *-data), typed errors, 429 Retry-After, watch streams.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "api/api_errors.h"
+#include "api/kubeconfig.h"
+#include "api/rest_client.h"
+#include "base/clock.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using nodeagent::testing::TempDir;
+using nodeagent::testing::eventually;
+using nodeagent::testing::readFile;
+using nodeagent::testing::writeFile;
+
+namespace {
+
+// CA, server certificate (SAN IP:127.0.0.1, DNS:apiserver.test), client certificate
+// (O=system:nodes, CN=system:node:n1) and an unrelated CA, made with the openssl CLI.
+bool makeTestPki(const std::filesystem::path& dir) {
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string q = " >/dev/null 2>&1";
+  std::string cmd = "cd '" + dir.string() + "'" +
+                    " && openssl req -x509" + ec + " -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca" + q +
+                    " && openssl req -x509" + ec + " -keyout other-ca.key -out other-ca.crt -days 2 -subj /CN=other-ca" + q +
+                    " && openssl req" + ec + " -keyout server.key -out server.csr -subj /CN=apiserver" + q +
+                    " && printf 'subjectAltName=IP:127.0.0.1,DNS:apiserver.test' > server.ext" +
+                    " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
+                    " -out server.crt -days 2 -extfile server.ext" + q +
+                    " && openssl req" + ec + " -keyout client.key -out client.csr"
+                    " -subj /O=system:nodes/CN=system:node:n1" + q +
+                    " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
+                    " -out client.crt -days 2" + q;
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::string base64(const std::string& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  int val = 0, bits = -6;
+  for (unsigned char c : in) {
+    val = (val << 8) + c;
+    bits += 8;
+    while (bits >= 0) {
+      out.push_back(t[(val >> bits) & 0x3F]);
+      bits -= 6;
+    }
+  }
+  if (bits > -6) out.push_back(t[((val << 8) >> (bits + 8)) & 0x3F]);
+  while (out.size() % 4) out.push_back('=');
+  return out;
+}
+
+// An httplib server on 127.0.0.1:<ephemeral>, served from its own thread.
+class ServerThread {
+ public:
+  explicit ServerThread(std::unique_ptr<httplib::Server> server) : server_(std::move(server)) {}
+  ~ServerThread() { stop(); }
+  httplib::Server& server() { return *server_; }
+  int start() {
+    port_ = server_->bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    eventually([&] { return server_->is_running(); });
+    return port_;
+  }
+  void stop() {
+    if (thread_.joinable()) {
+      server_->stop();
+      thread_.join();
+    }
+  }
+
+ private:
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+std::string statusBody(int code, const std::string& reason, const std::string& message) {
+  return nlohmann::json{{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+                        {"status", "Failure"}, {"message", message}, {"reason", reason},
+                        {"code", code}}
+      .dump();
+}
+
+// Routes shared by the plain and TLS servers: a token-protected pod list and a few errors.
+struct Recorder {
+  std::mutex mu;
+  std::vector<std::string> user_agents;
+  std::vector<std::string> queries;
+  std::vector<std::string> bodies;
+  std::vector<std::string> content_types;
+  std::atomic<int> too_many{0};
+};
+
+void addRoutes(httplib::Server& s, Recorder& rec, const std::string& token) {
+  auto authorized = [token](const httplib::Request& req, httplib::Response& res) {
+    if (token.empty()) return true;
+    if (req.get_header_value("Authorization") == "Bearer " + token) return true;
+    res.status = 401;
+    res.set_content(statusBody(401, "Unauthorized", "Unauthorized"), "application/json");
+    return false;
+  };
+  s.Get("/api/v1/pods", [&rec, authorized](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard lock(rec.mu);
+      rec.user_agents.push_back(req.get_header_value("User-Agent"));
+      rec.queries.push_back(req.get_param_value("fieldSelector") + "|" +
+                            req.get_param_value("resourceVersion"));
+    }
+    if (!authorized(req, res)) return;
+    res.set_content(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[{"metadata":{"name":"a"}}]})",
+                    "application/json");
+  });
+  s.Get("/api/v1/namespaces/default/pods/missing", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content(statusBody(404, "NotFound", "pods \"missing\" not found"), "application/json");
+  });
+  s.Post("/api/v1/namespaces/default/pods", [&rec](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(rec.mu);
+    rec.bodies.push_back(req.body);
+    res.status = 409;
+    res.set_content(statusBody(409, "AlreadyExists", "pods \"web\" already exists"), "application/json");
+  });
+  s.Patch("/api/v1/namespaces/default/pods/web/status",
+          [&rec](const httplib::Request& req, httplib::Response& res) {
+            std::lock_guard lock(rec.mu);
+            rec.bodies.push_back(req.body);
+            rec.content_types.push_back(req.get_header_value("Content-Type"));
+            res.set_content(R"({"kind":"Pod","metadata":{"name":"web"}})", "application/json");
+          });
+  s.Delete("/api/v1/namespaces/default/pods/web",
+           [&rec](const httplib::Request& req, httplib::Response& res) {
+             std::lock_guard lock(rec.mu);
+             rec.bodies.push_back(req.body);
+             res.set_content(R"({"kind":"Pod","metadata":{"name":"web"}})", "application/json");
+           });
+  s.Get("/api/v1/nodes/busy", [&rec](const httplib::Request&, httplib::Response& res) {
+    if (rec.too_many++ < 2) {
+      res.status = 429;
+      res.set_header("Retry-After", "3");
+      res.set_content(statusBody(429, "TooManyRequests", "slow down"), "application/json");
+      return;
+    }
+    res.set_content(R"({"kind":"Node","metadata":{"name":"busy"}})", "application/json");
+  });
+}
+
+std::string kubeconfigYaml(const std::string& server, const std::string& cluster_extra,
+                           const std::string& user) {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+         "clusters:\n- name: k\n  cluster:\n    server: " + server + "\n" + cluster_extra +
+         "users:\n- name: u\n  user:\n" + user;
+}
+
+api::RestClientOptions fastOptions() {
+  api::RestClientOptions o;
+  o.request_timeout = std::chrono::seconds(5);
+  o.connect_timeout = std::chrono::seconds(2);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("rest client: bearer token, user agent and query encoding over plain http",
+          "[integration][apiclient]") {
+  Recorder rec;
+  ServerThread srv(std::make_unique<httplib::Server>());
+  addRoutes(srv.server(), rec, "s3cret");
+  int port = srv.start();
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  cfg.bearer_token = "s3cret";
+  auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+  REQUIRE(client.ok());
+  api::ListOptions lo;
+  lo.field_selector = "spec.nodeName=n1";
+  lo.resource_version = "0";
+  auto list = (*client)->list(api::podsPath(), lo);
+  REQUIRE(list.ok());
+  CHECK((*list)["metadata"]["resourceVersion"] == "42");
+  {
+    std::lock_guard lock(rec.mu);
+    CHECK(rec.user_agents.back() == std::string("nodeagent/") + NODEAGENT_VERSION);
+    CHECK(rec.queries.back() == "spec.nodeName=n1|0");
+  }
+
+  cfg.bearer_token = "wrong";
+  auto bad = api::RestClient::create(cfg, fastOptions(), base::realClock());
+  REQUIRE(bad.ok());
+  auto denied = (*bad)->list(api::podsPath(), lo);
+  REQUIRE_FALSE(denied.ok());
+  INFO(denied.status().toString());
+  CHECK(api::isUnauthorized(denied.status()));
+}
+
+TEST_CASE("rest client: Status bodies become typed errors; patch and delete send the right bodies",
+          "[integration][apiclient]") {
+  Recorder rec;
+  ServerThread srv(std::make_unique<httplib::Server>());
+  addRoutes(srv.server(), rec, "");
+  int port = srv.start();
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+  REQUIRE(client.ok());
+  auto& c = **client;
+
+  auto missing = c.getJson(api::podPath("default", "missing"));
+  REQUIRE_FALSE(missing.ok());
+  CHECK(api::isNotFound(missing.status()));
+  CHECK(missing.status().message().find("pods \"missing\" not found") != std::string::npos);
+
+  auto created = c.createJson(api::podsPath("default"), {{"metadata", {{"name", "web"}}}});
+  REQUIRE_FALSE(created.ok());
+  CHECK(api::isAlreadyExists(created.status()));
+
+  auto patched = c.patchJson(api::podStatusPath("default", "web"),
+                             {{"metadata", {{"uid", "u1"}}}, {"status", {{"phase", "Running"}}}},
+                             api::PatchType::kStrategicMerge);
+  REQUIRE(patched.ok());
+  nlohmann::json del = {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", "u1"}}}};
+  auto deleted = c.deleteJson(api::podPath("default", "web"), &del);
+  REQUIRE(deleted.ok());
+  std::lock_guard lock(rec.mu);
+  CHECK(rec.content_types.back() == "application/strategic-merge-patch+json");
+  auto sent = nlohmann::json::parse(rec.bodies.back());
+  CHECK(sent["kind"] == "DeleteOptions");
+  CHECK(sent["apiVersion"] == "v1");
+  CHECK(sent["gracePeriodSeconds"] == 0);
+  CHECK(sent["preconditions"]["uid"] == "u1");
+}
+
+TEST_CASE("rest client: 429 is retried after Retry-After", "[integration][apiclient]") {
+  Recorder rec;
+  ServerThread srv(std::make_unique<httplib::Server>());
+  addRoutes(srv.server(), rec, "");
+  int port = srv.start();
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto opts = fastOptions();
+  std::vector<base::Duration> waits;
+  opts.wait = [&](base::Duration d, std::stop_token) {
+    waits.push_back(d);
+    return true;
+  };
+  auto client = api::RestClient::create(cfg, opts, base::realClock());
+  REQUIRE(client.ok());
+  auto node = (*client)->getJson(api::nodePath("busy"));
+  REQUIRE(node.ok());
+  CHECK(rec.too_many == 3);
+  CHECK(waits == std::vector<base::Duration>{std::chrono::seconds(3), std::chrono::seconds(3)});
+
+  SECTION("and gives up after max_retries with a TooManyRequests error") {
+    rec.too_many = -10;
+    opts.max_retries = 1;
+    auto limited = api::RestClient::create(cfg, opts, base::realClock());
+    auto r = (*limited)->getJson(api::nodePath("busy"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(api::isTooManyRequests(r.status()));
+    CHECK(api::retryAfterOf(r.status()) == std::chrono::seconds(3));
+  }
+}
+
+TEST_CASE("rest client: the rate limiter spaces calls beyond the burst", "[integration][apiclient]") {
+  Recorder rec;
+  ServerThread srv(std::make_unique<httplib::Server>());
+  addRoutes(srv.server(), rec, "");
+  int port = srv.start();
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto opts = fastOptions();
+  opts.qps = 5;
+  opts.burst = 2;
+  std::vector<base::Duration> waits;
+  opts.wait = [&](base::Duration d, std::stop_token) {
+    waits.push_back(d);
+    return true;
+  };
+  auto client = api::RestClient::create(cfg, opts, base::realClock());
+  for (int i = 0; i < 4; ++i) REQUIRE((*client)->list(api::podsPath(), {}).ok());
+  REQUIRE(waits.size() == 2);  // the first two calls used the burst
+  CHECK(waits[0] > std::chrono::milliseconds(100));
+  CHECK(waits[0] <= std::chrono::milliseconds(200));
+}
+
+TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificates",
+          "[integration][apiclient]") {
+  TempDir dir;
+  REQUIRE(makeTestPki(dir.path()));
+  Recorder rec;
+  // Client-certificate sections need a server that asks for one (and then requires it).
+  const bool want_client_cert = GENERATE(true, false);
+  auto ssl = want_client_cert
+                 ? std::make_unique<httplib::SSLServer>((dir / "server.crt").c_str(),
+                                                        (dir / "server.key").c_str(),
+                                                        (dir / "ca.crt").c_str())
+                 : std::make_unique<httplib::SSLServer>((dir / "server.crt").c_str(),
+                                                        (dir / "server.key").c_str());
+  REQUIRE(ssl->is_valid());
+  std::atomic<bool> saw_client_cert{false};
+  ServerThread srv(std::move(ssl));
+  addRoutes(srv.server(), rec, "");
+  srv.server().Get("/whoami", [&](const httplib::Request& req, httplib::Response& res) {
+    X509* cert = req.ssl ? SSL_get_peer_certificate(req.ssl) : nullptr;
+    std::string subject;
+    if (cert) {
+      char buf[256];
+      X509_NAME_oneline(X509_get_subject_name(cert), buf, sizeof(buf));
+      subject = buf;
+      X509_free(cert);
+      saw_client_cert = true;
+    }
+    res.set_content(nlohmann::json{{"subject", subject}}.dump(), "application/json");
+  });
+  int port = srv.start();
+  const std::string server = "https://127.0.0.1:" + std::to_string(port);
+  std::filesystem::create_directories(dir / "kube/pki");
+  std::filesystem::copy_file(dir / "ca.crt", dir / "kube/pki/ca.crt");
+  std::filesystem::copy_file(dir / "client.crt", dir / "kube/pki/client.crt");
+  std::filesystem::copy_file(dir / "client.key", dir / "kube/pki/client.key");
+
+  if (want_client_cert) {
+  SECTION("relative paths, client certificate") {
+    writeFile(dir / "kube/config",
+              kubeconfigYaml(server, "    certificate-authority: pki/ca.crt\n",
+                             "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n"));
+    auto cfg = api::loadKubeconfig(dir / "kube/config");
+    REQUIRE(cfg.ok());
+    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    REQUIRE(client.ok());
+    auto who = (*client)->getJson("/whoami");
+    REQUIRE(who.ok());
+    CHECK((*who)["subject"].get<std::string>().find("CN=system:node:n1") != std::string::npos);
+    CHECK(saw_client_cert);
+  }
+  SECTION("*-data fields") {
+    writeFile(dir / "kube/config",
+              kubeconfigYaml(server,
+                             "    certificate-authority-data: " + base64(readFile(dir / "ca.crt")) + "\n",
+                             "    client-certificate-data: " + base64(readFile(dir / "client.crt")) +
+                                 "\n    client-key-data: " + base64(readFile(dir / "client.key")) + "\n"));
+    auto cfg = api::loadKubeconfig(dir / "kube/config");
+    REQUIRE(cfg.ok());
+    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    REQUIRE(client.ok());
+    auto list = (*client)->list(api::podsPath(), {});
+    REQUIRE(list.ok());
+  }
+  return;
+  }
+  SECTION("tls-server-name selects the name checked on the certificate") {
+    writeFile(dir / "kube/config",
+              kubeconfigYaml(server,
+                             "    certificate-authority: pki/ca.crt\n"
+                             "    tls-server-name: apiserver.test\n",
+                             "    token: t\n"));
+    auto cfg = api::loadKubeconfig(dir / "kube/config");
+    REQUIRE(cfg.ok());
+    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    CHECK((*client)->list(api::podsPath(), {}).ok());
+    cfg->tls_server_name = "wrong.test";
+    auto wrong = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    CHECK_FALSE((*wrong)->list(api::podsPath(), {}).ok());
+  }
+  SECTION("a server certificate from another CA is rejected; insecure-skip-tls-verify accepts it") {
+    writeFile(dir / "kube/config",
+              kubeconfigYaml(server, "    certificate-authority: ../other-ca.crt\n", "    token: t\n"));
+    auto cfg = api::loadKubeconfig(dir / "kube/config");
+    REQUIRE(cfg.ok());
+    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    REQUIRE(client.ok());
+    auto list = (*client)->list(api::podsPath(), {});
+    REQUIRE_FALSE(list.ok());
+    INFO(list.status().toString());
+    CHECK(rec.queries.empty());  // the request never reached the server
+
+    writeFile(dir / "kube/config",
+              kubeconfigYaml(server, "    insecure-skip-tls-verify: true\n", "    token: t\n"));
+    auto insecure = api::loadKubeconfig(dir / "kube/config");
+    REQUIRE(insecure.ok());
+    auto iclient = api::RestClient::create(*insecure, fastOptions(), base::realClock());
+    CHECK((*iclient)->list(api::podsPath(), {}).ok());
+  }
+}
+
+TEST_CASE("rest client: watch streams events, ends with the in-stream error, stops on request",
+          "[integration][apiclient]") {
+  ServerThread srv(std::make_unique<httplib::Server>());
+  std::atomic<bool> hold_open{false};
+  std::atomic<bool> server_done{false};
+  std::string mode;
+  std::mutex mode_mu;
+  std::string seen_query;
+  srv.server().Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    std::string m;
+    {
+      std::lock_guard lock(mode_mu);
+      m = mode;
+      seen_query = req.get_param_value("watch") + "|" + req.get_param_value("resourceVersion") + "|" +
+                   req.get_param_value("allowWatchBookmarks") + "|" +
+                   req.get_param_value("timeoutSeconds");
+    }
+    if (m == "gone-http") {
+      res.status = 410;
+      res.set_content(statusBody(410, "Expired", "too old resource version: 1 (5)"), "application/json");
+      return;
+    }
+    res.set_chunked_content_provider("application/json", [&, m](size_t, httplib::DataSink& sink) {
+      std::string events =
+          R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"11"}}})" "\n"
+          R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12"}}})" "\n";
+      // Split mid-event to exercise chunk boundaries over the wire.
+      sink.write(events.data(), 30);
+      sink.write(events.data() + 30, events.size() - 30);
+      if (m == "gone-stream") {
+        std::string err =
+            R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})" "\n";
+        sink.write(err.data(), err.size());
+      } else if (m == "garbage") {
+        std::string g = "}}}not json\n";
+        sink.write(g.data(), g.size());
+      } else if (m == "hold") {
+        hold_open = true;
+        while (sink.is_writable() && !server_done) std::this_thread::yield();
+      }
+      sink.done();
+      return true;
+    });
+  });
+  int port = srv.start();
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+  REQUIRE(client.ok());
+  api::ListOptions lo;
+  lo.resource_version = "10";
+  lo.allow_watch_bookmarks = true;
+  lo.timeout_seconds = 5;
+  std::vector<std::string> got;
+  auto collect = [&](api::RawWatchEvent&& ev) {
+    got.push_back(std::string(api::watchEventTypeName(ev.type)) + "@" +
+                  (*ev.object)["metadata"]["resourceVersion"].get<std::string>());
+    return true;
+  };
+  auto run = [&](const std::string& m) {
+    {
+      std::lock_guard lock(mode_mu);
+      mode = m;
+    }
+    got.clear();
+    return (*client)->watch(api::podsPath(), lo, collect, {});
+  };
+
+  auto normal = run("normal");
+  CHECK(normal.ok());
+  CHECK(got == std::vector<std::string>{"ADDED@11", "BOOKMARK@12"});
+  CHECK(seen_query == "true|10|true|5");
+
+  auto gone_stream = run("gone-stream");
+  CHECK(api::isGone(gone_stream));
+  CHECK(got.size() == 2);
+
+  auto gone_http = run("gone-http");
+  CHECK(api::isGone(gone_http));
+  CHECK(got.empty());
+
+  auto garbage = run("garbage");
+  CHECK(garbage.code() == base::StatusCode::kDataLoss);
+  CHECK(got.size() == 2);
+
+  {
+    std::lock_guard lock(mode_mu);
+    mode = "hold";
+  }
+  std::stop_source stop;
+  base::Status held;
+  std::thread watcher([&] { held = (*client)->watch(api::podsPath(), lo, [](api::RawWatchEvent&&) { return true; }, stop.get_token()); });
+  REQUIRE(eventually([&] { return hold_open.load(); }));
+  stop.request_stop();
+  watcher.join();
+  server_done = true;
+  CHECK(held.code() == base::StatusCode::kCancelled);
+}
+
+TEST_CASE("rest client: async wrapper completes on the caller's executor", "[integration][apiclient]") {
+  Recorder rec;
+  ServerThread srv(std::make_unique<httplib::Server>());
+  addRoutes(srv.server(), rec, "");
+  int port = srv.start();
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+  REQUIRE(client.ok());
+  api::AsyncRestClient async(**client);
+  asio::io_context ioc;
+  auto guard = asio::make_work_guard(ioc);
+  std::thread::id ioc_thread = std::this_thread::get_id();
+  std::optional<base::StatusOr<std::string>> via_callback;
+  bool callback_on_ioc = false;
+  async.request("GET", api::podsPath(), {}, "", "", ioc.get_executor(),
+                [&](base::StatusOr<std::string> r) {
+                  callback_on_ioc = std::this_thread::get_id() == ioc_thread;
+                  via_callback = std::move(r);
+                });
+  // A coroutine's lambda closure dies after co_spawn returns: pass state as parameters.
+  struct Out {
+    std::optional<bool> not_found;
+    bool on_ioc = false;
+  } out;
+  auto coro = [](api::AsyncRestClient& a, std::thread::id want, Out& o) -> asio::awaitable<void> {
+    auto r = co_await a.request("GET", api::podPath("default", "missing"), {});
+    o.on_ioc = std::this_thread::get_id() == want;
+    o.not_found = !r.ok() && api::isNotFound(r.status());
+  };
+  asio::co_spawn(ioc, coro(async, ioc_thread, out), asio::detached);
+  REQUIRE(eventually([&] {
+    ioc.poll();
+    return via_callback.has_value() && out.not_found.has_value();
+  }));
+  CHECK(via_callback->ok());
+  CHECK(*out.not_found);
+  CHECK(callback_on_ioc);
+  CHECK(out.on_ioc);
+}

@@ -1,0 +1,439 @@
+// The in-process TestApiServer over HTTP: wire shapes, error codes, watch semantics and the
+// fault-injection hooks other tests rely on.
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cmd/test-apiserver/test_api_server.h"
+#include "test/support/test_util.h"
+
+using nlohmann::json;
+using namespace nodeagent::testapiserver;
+using nodeagent::testing::eventually;
+using namespace std::chrono_literals;
+
+namespace {
+
+json pod(const std::string& name, const std::string& node = "node1") {
+  json p = {{"metadata", {{"name", name}}},
+            {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  if (!node.empty()) p["spec"]["nodeName"] = node;
+  return p;
+}
+
+std::unique_ptr<TestApiServer> startServer(ServerOptions opts = {}) {
+  auto server = TestApiServer::start(std::move(opts));
+  REQUIRE(server.ok());
+  return std::move(*server);
+}
+
+// A watch stream read on its own thread; lines are collected for the test to inspect.
+class WatchReader {
+ public:
+  WatchReader(int port, std::string path, httplib::Headers headers = {})
+      : client_("127.0.0.1", port),
+        thread_([this, path = std::move(path), headers = std::move(headers)] {
+          client_.set_read_timeout(60, 0);
+          auto res = client_.Get(path.c_str(), headers, [this](const char* data, size_t len) {
+            std::lock_guard lock(mu_);
+            buffer_.append(data, len);
+            size_t nl;
+            while ((nl = buffer_.find('\n')) != std::string::npos) {
+              lines_.push_back(json::parse(buffer_.substr(0, nl)));
+              buffer_.erase(0, nl + 1);
+            }
+            return !stop_;
+          });
+          std::lock_guard lock(mu_);
+          status_ = res ? res->status : -1;
+          content_type_ = res ? res->get_header_value("Content-Type") : "";
+          ended_ = true;
+        }) {}
+  ~WatchReader() {
+    stop_ = true;
+    client_.stop();  // unblocks a read on an idle stream
+    thread_.join();
+  }
+  std::vector<json> lines() const {
+    std::lock_guard lock(mu_);
+    return lines_;
+  }
+  size_t count() const {
+    std::lock_guard lock(mu_);
+    return lines_.size();
+  }
+  bool ended() const {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+  int status() const {
+    std::lock_guard lock(mu_);
+    return status_;
+  }
+  std::string contentType() const {
+    std::lock_guard lock(mu_);
+    return content_type_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string buffer_;
+  std::vector<json> lines_;
+  bool ended_ = false;
+  int status_ = 0;
+  std::string content_type_;
+  std::atomic<bool> stop_{false};
+  httplib::Client client_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("http: discovery is plain JSON, aggregated discovery falls back, openapi is 404",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  httplib::Headers aggregated = {
+      {"Accept",
+       "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/"
+       "json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"}};
+  auto api = client.Get("/api", aggregated);
+  REQUIRE(api);
+  CHECK(api->status == 200);
+  CHECK(api->get_header_value("Content-Type") == "application/json");
+  CHECK(json::parse(api->body)["kind"] == "APIVersions");
+  auto apis = client.Get("/apis", aggregated);
+  REQUIRE(apis);
+  CHECK(json::parse(apis->body)["groups"][0]["name"] == "coordination.k8s.io");
+  auto v1 = json::parse(client.Get("/api/v1")->body);
+  CHECK(v1["kind"] == "APIResourceList");
+  std::vector<std::string> names;
+  for (const auto& r : v1["resources"]) names.push_back(r["name"]);
+  for (const char* want : {"pods", "pods/status", "nodes", "nodes/status", "namespaces", "events"}) {
+    CHECK(std::find(names.begin(), names.end(), want) != names.end());
+  }
+  auto leases = json::parse(client.Get("/apis/coordination.k8s.io/v1")->body);
+  CHECK(leases["resources"][0]["name"] == "leases");
+  CHECK(json::parse(client.Get("/apis/coordination.k8s.io")->body)["kind"] == "APIGroup");
+  CHECK(json::parse(client.Get("/version")->body)["major"] == "1");
+  CHECK(client.Get("/openapi/v2")->status == 404);
+  CHECK(client.Get("/openapi/v3")->status == 404);
+  CHECK(client.Get("/readyz")->body == "ok");
+}
+
+TEST_CASE("http: errors are Status objects with kube-apiserver's codes and reasons",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  auto expect = [](const httplib::Result& res, int code, const std::string& reason) {
+    REQUIRE(res);
+    CHECK(res->status == code);
+    json s = json::parse(res->body);
+    CHECK(s["kind"] == "Status");
+    CHECK(s["status"] == "Failure");
+    CHECK(s["code"] == code);
+    CHECK(s["reason"] == reason);
+    return s;
+  };
+  json nf = expect(client.Get("/api/v1/namespaces/default/pods/web"), 404, "NotFound");
+  CHECK(nf["message"] == "pods \"web\" not found");
+  CHECK(nf["details"] == json({{"name", "web"}, {"kind", "pods"}}));
+  const std::string pods = "/api/v1/namespaces/default/pods";
+  REQUIRE(client.Post(pods.c_str(), pod("web").dump(), "application/json")->status == 201);
+  expect(client.Post(pods.c_str(), pod("web").dump(), "application/json"), 409, "AlreadyExists");
+  expect(client.Post(pods.c_str(), "{not json", "application/json"), 400, "BadRequest");
+  expect(client.Post(pods.c_str(), json({{"metadata", {{"name", "x"}}}}).dump(), "application/json"),
+         422, "Invalid");
+  expect(client.Post(pods.c_str(), "a: b", "application/yaml"), 415, "UnsupportedMediaType");
+  expect(client.Patch((pods + "/web").c_str(), "{}", "application/apply-patch+yaml"), 415,
+         "UnsupportedMediaType");
+  json stale = pod("web");
+  stale["metadata"]["resourceVersion"] = "1";
+  expect(client.Put((pods + "/web").c_str(), stale.dump(), "application/json"), 409, "Conflict");
+  expect(client.Post((pods + "/web").c_str(), "{}", "application/json"), 405, "MethodNotAllowed");
+  expect(client.Get("/api/v1/pods?fieldSelector=spec.bogus%3Dx"), 400, "BadRequest");
+  expect(client.Delete("/api/v1/namespaces/default"), 403, "Forbidden");
+  expect(client.Get("/api/v1/widgets"), 404, "NotFound");
+
+  server->failNextRequests(429, 1);
+  auto throttled = client.Get(pods.c_str());
+  expect(throttled, 429, "TooManyRequests");
+  CHECK(throttled->get_header_value("Retry-After") == "1");
+  REQUIRE(client.Post("/_test/fail", R"({"code":500,"count":2})", "application/json")->status == 200);
+  expect(client.Get(pods.c_str()), 500, "InternalError");
+  expect(client.Get(pods.c_str()), 500, "InternalError");
+  CHECK(client.Get(pods.c_str())->status == 200);
+  REQUIRE(client.Post("/_test/fail", R"({"code":503,"count":1,"pathPrefix":"/api/v1/nodes"})",
+                      "application/json")
+              ->status == 200);
+  CHECK(client.Get(pods.c_str())->status == 200);
+  expect(client.Get("/api/v1/nodes"), 503, "ServiceUnavailable");
+}
+
+TEST_CASE("http: the three patch types, status subresource and delete preconditions",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  const std::string path = "/api/v1/namespaces/default/pods/web";
+  auto created = client.Post("/api/v1/namespaces/default/pods", pod("web").dump(), "application/json");
+  const std::string uid = json::parse(created->body)["metadata"]["uid"];
+
+  auto smp = client.Patch((path + "/status").c_str(),
+                          json({{"metadata", {{"uid", uid}}},
+                                {"status",
+                                 {{"phase", "Running"},
+                                  {"$setElementOrder/conditions", {{{"type", "Ready"}}}},
+                                  {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}})
+                              .dump(),
+                          "application/strategic-merge-patch+json");
+  REQUIRE(smp->status == 200);
+  CHECK(json::parse(smp->body)["status"]["conditions"][0]["status"] == "True");
+  auto merge = client.Patch(path.c_str(), R"({"metadata":{"labels":{"a":"1"}}})",
+                            "application/merge-patch+json");
+  REQUIRE(merge->status == 200);
+  auto jp = client.Patch(path.c_str(), R"([{"op":"add","path":"/metadata/labels/b","value":"2"}])",
+                         "application/json-patch+json");
+  REQUIRE(jp->status == 200);
+  CHECK(json::parse(jp->body)["metadata"]["labels"] == json({{"a", "1"}, {"b", "2"}}));
+  auto wrong_uid = client.Patch((path + "/status").c_str(), R"({"metadata":{"uid":"x"},"status":{}})",
+                                "application/strategic-merge-patch+json");
+  CHECK(wrong_uid->status == 409);
+
+  auto graceful = client.Delete(path.c_str());
+  REQUIRE(graceful->status == 200);
+  CHECK(json::parse(graceful->body)["metadata"].contains("deletionTimestamp"));
+  auto bad_pre = client.Delete(path.c_str(), R"({"gracePeriodSeconds":0,"preconditions":{"uid":"x"}})",
+                               "application/json");
+  CHECK(bad_pre->status == 409);
+  auto final_delete = client.Delete((path + "?gracePeriodSeconds=0").c_str());
+  REQUIRE(final_delete->status == 200);
+  CHECK(json::parse(final_delete->body)["kind"] == "Pod");
+  CHECK(client.Get(path.c_str())->status == 404);
+
+  REQUIRE(client.Post("/api/v1/nodes", json({{"metadata", {{"name", "n1"}}}}).dump(),
+                      "application/json")
+              ->status == 201);
+  auto node_delete = client.Delete("/api/v1/nodes/n1");
+  REQUIRE(node_delete->status == 200);
+  CHECK(json::parse(node_delete->body)["status"] == "Success");
+}
+
+TEST_CASE("http: list paging with limit and continue", "[integration][apiserver]") {
+  auto server = startServer();
+  for (int i = 0; i < 7; ++i) REQUIRE(server->store().create("pods", "default", pod("p" + std::to_string(i))).ok());
+  httplib::Client client("127.0.0.1", server->port());
+  std::string cont;
+  size_t total = 0;
+  int pages = 0;
+  do {
+    std::string path = "/api/v1/pods?limit=3";
+    if (!cont.empty()) path += "&continue=" + httplib::detail::encode_query_param(cont);
+    auto res = client.Get(path.c_str());
+    REQUIRE(res->status == 200);
+    json list = json::parse(res->body);
+    total += list["items"].size();
+    cont = list["metadata"].value("continue", "");
+    ++pages;
+  } while (!cont.empty() && pages < 10);
+  CHECK(total == 7);
+  CHECK(pages == 3);
+  // resourceVersion=0 is served whole, like kube-apiserver's watch cache.
+  CHECK(json::parse(client.Get("/api/v1/pods?limit=3&resourceVersion=0")->body)["items"].size() == 7);
+}
+
+TEST_CASE("http: watch streams events, bookmarks and ends at timeoutSeconds",
+          "[integration][apiserver]") {
+  ServerOptions opts;
+  opts.bookmark_interval = 100ms;
+  auto server = startServer(opts);
+  REQUIRE(server->store().create("pods", "default", pod("a")).ok());
+  WatchReader reader(server->port(),
+                     "/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=30"
+                     "&fieldSelector=spec.nodeName%3Dnode1");
+  REQUIRE(eventually([&] { return reader.count() >= 1; }));
+  CHECK(reader.contentType().empty());  // headers are known once the stream ends
+  REQUIRE(server->store().create("pods", "default", pod("b", "node2")).ok());
+  REQUIRE(server->store().create("pods", "default", pod("c")).ok());
+  REQUIRE(server->store().remove("pods", "default", "a", {}).ok());
+  REQUIRE(eventually([&] {
+    for (const auto& l : reader.lines()) {
+      if (l["type"] == "BOOKMARK") return true;
+    }
+    return false;
+  }));
+  std::vector<std::string> seen;
+  for (const auto& l : reader.lines()) {
+    if (l["type"] == "BOOKMARK") {
+      CHECK(l["object"]["kind"] == "Pod");
+      CHECK(l["object"]["metadata"].size() == 1);
+      continue;
+    }
+    seen.push_back(l["type"].get<std::string>() + " " + l["object"]["metadata"]["name"].get<std::string>());
+  }
+  CHECK(seen == std::vector<std::string>{"ADDED a", "ADDED c", "MODIFIED a"});
+
+  WatchReader short_watch(server->port(), "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1");
+  REQUIRE(eventually([&] { return short_watch.ended(); }, 5s));
+  CHECK(short_watch.status() == 200);
+  CHECK(short_watch.contentType() == "application/json;stream=watch");
+  CHECK(short_watch.count() == 3);  // synthetic ADDED for a (terminating), b and c
+}
+
+TEST_CASE("http: watch from a compacted resourceVersion gets an in-stream 410 Expired",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  const uint64_t rv = server->store().resourceVersion();
+  REQUIRE(server->store().create("pods", "default", pod("a")).ok());
+  httplib::Client client("127.0.0.1", server->port());
+  REQUIRE(client.Post("/_test/compact", "", "application/json")->status == 200);
+  auto res = client.Get(("/api/v1/pods?watch=true&resourceVersion=" + std::to_string(rv)).c_str());
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  json ev = json::parse(res->body.substr(0, res->body.find('\n')));
+  CHECK(ev["type"] == "ERROR");
+  CHECK(ev["object"]["kind"] == "Status");
+  CHECK(ev["object"]["code"] == 410);
+  CHECK(ev["object"]["reason"] == "Expired");
+  CHECK(ev["object"]["message"].get<std::string>().starts_with("too old resource version: "));
+}
+
+TEST_CASE("http: watch from a resourceVersion newer than the store fails after a short wait",
+          "[integration][apiserver]") {
+  ServerOptions opts;
+  opts.store.too_large_resource_version_wait = 200ms;
+  auto server = startServer(opts);
+  httplib::Client client("127.0.0.1", server->port());
+  auto res = client.Get("/api/v1/pods?watch=true&resourceVersion=100000");
+  REQUIRE(res);
+  CHECK(res->status == 504);
+  json s = json::parse(res->body);
+  CHECK(s["reason"] == "Timeout");
+  CHECK(s["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge");
+  CHECK(res->get_header_value("Retry-After") == "1");
+}
+
+TEST_CASE("http: close-watches ends open watches; latency delays responses",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  std::vector<std::unique_ptr<WatchReader>> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.push_back(std::make_unique<WatchReader>(server->port(), "/api/v1/watch/nodes"));
+  }
+  REQUIRE(eventually([&] { return server->openWatches() == 3; }));
+  httplib::Client client("127.0.0.1", server->port());
+  auto closed = client.Post("/_test/close-watches", "", "application/json");
+  REQUIRE(closed->status == 200);
+  CHECK(json::parse(closed->body)["closed"] == 3);
+  for (auto& r : readers) CHECK(eventually([&] { return r->ended(); }));
+
+  REQUIRE(client.Post("/_test/latency", R"({"ms":300})", "application/json")->status == 200);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(client.Get("/api/v1/nodes")->status == 200);
+  CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+  server->setLatency(0ms);
+}
+
+TEST_CASE("http: Table responses for list, get and watch", "[integration][apiserver]") {
+  auto server = startServer();
+  REQUIRE(server->store().create("pods", "default", pod("a")).ok());
+  httplib::Client client("127.0.0.1", server->port());
+  httplib::Headers table = {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
+  json list = json::parse(client.Get("/api/v1/namespaces/default/pods?limit=500", table)->body);
+  CHECK(list["kind"] == "Table");
+  CHECK(list["columnDefinitions"][0]["name"] == "Name");
+  CHECK(list["rows"][0]["cells"][2] == "Pending");
+  json one = json::parse(client.Get("/api/v1/namespaces/default/pods/a", table)->body);
+  CHECK(one["rows"].size() == 1);
+
+  WatchReader reader(server->port(), "/api/v1/namespaces/default/pods?watch=true", table);
+  REQUIRE(eventually([&] { return reader.count() == 1; }));
+  REQUIRE(server->store().create("pods", "default", pod("b")).ok());
+  REQUIRE(eventually([&] { return reader.count() == 2; }));
+  auto lines = reader.lines();
+  CHECK(lines[0]["object"]["kind"] == "Table");
+  CHECK_FALSE(lines[0]["object"]["columnDefinitions"].empty());
+  CHECK(lines[1]["object"]["columnDefinitions"].empty());
+  CHECK(lines[1]["object"]["rows"][0]["cells"][0] == "b");
+}
+
+TEST_CASE("http: the request log records what clients sent", "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  client.Post("/api/v1/namespaces/default/pods", pod("a").dump(), "application/json");
+  client.Get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1");
+  auto reqs = server->requests();
+  REQUIRE(reqs.size() == 2);
+  CHECK(reqs[0].method == "POST");
+  CHECK(reqs[0].content_type == "application/json");
+  CHECK(json::parse(reqs[0].body)["metadata"]["name"] == "a");
+  CHECK(reqs[1].query == "fieldSelector=spec.nodeName=n1");
+  server->clearRequests();
+  CHECK(server->requests().empty());
+}
+
+TEST_CASE("http: many watchers all see every write", "[integration][apiserver]") {
+  auto server = startServer();
+  constexpr int kWatchers = 40;
+  constexpr int kWrites = 50;
+  std::vector<std::unique_ptr<WatchReader>> readers;
+  const std::string rv = std::to_string(server->store().resourceVersion());
+  for (int i = 0; i < kWatchers; ++i) {
+    readers.push_back(std::make_unique<WatchReader>(
+        server->port(), "/api/v1/pods?watch=true&resourceVersion=" + rv));
+  }
+  REQUIRE(eventually([&] { return server->openWatches() == kWatchers; }));
+  for (int i = 0; i < kWrites; ++i) {
+    REQUIRE(server->store().create("pods", "default", pod("p" + std::to_string(i))).ok());
+  }
+  for (auto& r : readers) {
+    REQUIRE(eventually([&] { return r->count() == kWrites; }));
+  }
+  // Normal requests still get a thread while every watcher holds one.
+  httplib::Client client("127.0.0.1", server->port());
+  CHECK(client.Get("/api/v1/pods")->status == 200);
+  server->stop();
+  for (auto& r : readers) CHECK(eventually([&] { return r->ended(); }));
+}
+
+TEST_CASE("http: a watcher that stops reading is dropped without stalling writers or others",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  const std::string rv = std::to_string(server->store().resourceVersion());
+  // A client that asks for a watch and never reads: its socket buffers fill up.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  const std::string request = "GET /api/v1/pods?watch=true&resourceVersion=" + rv +
+                              " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  REQUIRE(send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  REQUIRE(eventually([&] { return server->openWatches() == 1; }));
+  WatchReader healthy(server->port(), "/api/v1/pods?watch=true&resourceVersion=" + rv);
+  REQUIRE(eventually([&] { return server->openWatches() == 2; }));
+
+  constexpr int kPods = 2000;
+  const std::string big(16384, 'x');
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kPods; ++i) {
+    json p = pod("p" + std::to_string(i));
+    p["metadata"]["annotations"] = {{"example.com/padding", big}};
+    REQUIRE(server->store().create("pods", "default", p).ok());
+  }
+  // Writers never wait for the stuck socket (32 MB of events, more than the socket buffers).
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(eventually([&] { return healthy.count() == kPods; }, 30s));
+  // The stuck stream hits the server's write timeout and its watch is dropped.
+  CHECK(eventually([&] { return server->openWatches() == 1; }, 20s));
+  close(fd);
+}

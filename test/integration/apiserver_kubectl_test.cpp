@@ -1,0 +1,385 @@
+// The real kubectl (v1.32) and the python3-kubernetes client against a spawned
+// build/test-apiserver, through the kubeconfig it writes.
+#include <httplib.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test/integration/apiserver_test_util.h"
+
+using nlohmann::json;
+using namespace nodeagent::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+class Kubectl {
+ public:
+  Kubectl(const TempDir& dir, const SpawnedApiServer& server)
+      : dir_(dir), kubeconfig_(server.kubeconfig()) {}
+
+  std::vector<std::string> argv(std::vector<std::string> args) const {
+    std::vector<std::string> out = {"kubectl", "--kubeconfig=" + kubeconfig_.string(),
+                                    "--cache-dir=" + (dir_ / "kube-cache").string()};
+    out.insert(out.end(), args.begin(), args.end());
+    return out;
+  }
+  RunResult run(std::vector<std::string> args) const { return runCommand(argv(std::move(args)), dir_); }
+
+ private:
+  const TempDir& dir_;
+  std::filesystem::path kubeconfig_;
+};
+
+const char* kPodYaml = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: default
+  labels:
+    app: web
+    tier: front
+  annotations:
+    example.com/note: "kept as is"
+spec:
+  nodeName: node1
+  restartPolicy: OnFailure
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: web
+    image: nginx:1.25
+    command: ["/bin/sh", "-c"]
+    args: ["exec nginx -g 'daemon off;'"]
+    env:
+    - name: MODE
+      value: test
+    ports:
+    - containerPort: 80
+      name: http
+    resources:
+      limits:
+        memory: 64Mi
+    futureField:
+      nested: [1, 2, 3]
+)";
+
+// True once the server counts `n` open watches.
+bool watchesOpen(const SpawnedApiServer& server, size_t n) {
+  httplib::Client client("127.0.0.1", server.port());
+  auto r = client.Get("/_test/status");
+  return r && r->status == 200 && json::parse(r->body)["watches"].get<size_t>() >= n;
+}
+
+// A self-signed certificate for 127.0.0.1 (cert.pem, key.pem in `dir`).
+bool generateCert(const TempDir& dir) {
+  auto gen = runCommand({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                         "-keyout", (dir / "key.pem").string(), "-out",
+                         (dir / "cert.pem").string()},
+                        dir);
+  return gen.exit_code == 0;
+}
+
+json podJson(const std::string& name, const std::string& node) {
+  json p = {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", name}}},
+            {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  if (!node.empty()) p["spec"]["nodeName"] = node;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("kubectl: get, create, round trip, nodes, raw and api-resources",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-kubectl");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  CHECK(server.url().starts_with("http://127.0.0.1:"));
+  Kubectl kubectl(dir, server);
+
+  auto empty = kubectl.run({"get", "pods", "-A"});
+  INFO(empty.err);
+  CHECK(empty.exit_code == 0);
+  CHECK(empty.err.find("No resources found") != std::string::npos);
+
+  writeFile(dir / "pod.yaml", kPodYaml);
+  auto created = kubectl.run({"create", "-f", (dir / "pod.yaml").string(), "--validate=false"});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  CHECK(created.out.find("pod/web created") != std::string::npos);
+
+  auto table = kubectl.run({"get", "pods", "-A", "-o", "wide"});
+  REQUIRE(table.exit_code == 0);
+  CHECK(table.out.find("NAMESPACE   NAME   READY   STATUS    RESTARTS   AGE   IP       NODE") !=
+        std::string::npos);
+  CHECK(table.out.find("default     web    0/1     Pending   0") != std::string::npos);
+
+  auto got = kubectl.run({"get", "pod", "web", "-o", "json"});
+  REQUIRE(got.exit_code == 0);
+  json pod = json::parse(got.out);
+  CHECK(pod["kind"] == "Pod");
+  CHECK(pod["metadata"]["labels"] == json({{"app", "web"}, {"tier", "front"}}));
+  CHECK(pod["metadata"]["annotations"]["example.com/note"] == "kept as is");
+  CHECK(pod["metadata"]["uid"].get<std::string>().size() == 36);
+  CHECK_FALSE(pod["metadata"]["resourceVersion"].get<std::string>().empty());
+  CHECK_FALSE(pod["metadata"]["creationTimestamp"].get<std::string>().empty());
+  CHECK(pod["spec"]["nodeName"] == "node1");
+  CHECK(pod["spec"]["restartPolicy"] == "OnFailure");
+  CHECK(pod["spec"]["terminationGracePeriodSeconds"] == 5);
+  const json& c = pod["spec"]["containers"][0];
+  CHECK(c["command"] == json({"/bin/sh", "-c"}));
+  CHECK(c["args"] == json({"exec nginx -g 'daemon off;'"}));
+  CHECK(c["env"] == json::array({{{"name", "MODE"}, {"value", "test"}}}));
+  CHECK(c["ports"][0]["containerPort"] == 80);
+  CHECK(c["ports"][0]["name"] == "http");
+  CHECK(c["resources"]["limits"]["memory"] == "64Mi");
+  CHECK(c["futureField"]["nested"] == json({1, 2, 3}));
+  CHECK(pod["status"]["phase"] == "Pending");
+
+  writeFile(dir / "node.json", json({{"apiVersion", "v1"},
+                                     {"kind", "Node"},
+                                     {"metadata", {{"name", "node1"}}},
+                                     {"status",
+                                      {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
+                                       {"nodeInfo", {{"kubeletVersion", "v1.30.0"}}}}}})
+                                   .dump());
+  REQUIRE(kubectl.run({"create", "-f", (dir / "node.json").string(), "--validate=false"})
+              .exit_code == 0);
+  auto nodes = kubectl.run({"get", "nodes"});
+  REQUIRE(nodes.exit_code == 0);
+  CHECK(nodes.out.find("NAME    STATUS   ROLES    AGE   VERSION") != std::string::npos);
+  // Like kube-apiserver, a node keeps the status it was registered with.
+  CHECK(nodes.out.find("node1   Ready    <none>") != std::string::npos);
+  CHECK(nodes.out.find("v1.30.0") != std::string::npos);
+
+  auto raw = kubectl.run({"get", "--raw", "/api/v1/namespaces/default/pods"});
+  REQUIRE(raw.exit_code == 0);
+  json list = json::parse(raw.out);
+  CHECK(list["kind"] == "PodList");
+  CHECK(list["items"].size() == 1);
+
+  auto resources = kubectl.run({"api-resources"});
+  INFO(resources.err);
+  REQUIRE(resources.exit_code == 0);
+  CHECK(resources.out.find("leases") != std::string::npos);
+  CHECK(resources.out.find("coordination.k8s.io/v1") != std::string::npos);
+  CHECK(resources.out.find("po           v1") != std::string::npos);
+
+  auto ns = kubectl.run({"get", "ns"});
+  CHECK(ns.out.find("kube-node-lease   Active") != std::string::npos);
+  // `create namespace` is the one command that sends protobuf.
+  auto create_ns = kubectl.run({"create", "namespace", "team-a"});
+  INFO(create_ns.err);
+  CHECK(create_ns.exit_code == 0);
+  CHECK(kubectl.run({"get", "namespace", "team-a"}).out.find("team-a   Active") != std::string::npos);
+
+  auto missing = kubectl.run({"get", "pod", "nope"});
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("pods \"nope\" not found") != std::string::npos);
+}
+
+TEST_CASE("kubectl: get pods -w sees create, modify and delete", "[integration][apiserver]") {
+  TempDir dir("apiserver-watch");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  ChildProcess watch(kubectl.argv({"get", "pods", "-w", "--output-watch-events"}), dir / "w.out",
+                     dir / "w.err");
+  httplib::Client client("127.0.0.1", server.port());
+  // The watch is open once the server counts it; until then the create could race the list.
+  REQUIRE(eventually([&] { return watchesOpen(server, 1); }));
+  auto res = client.Post("/api/v1/namespaces/default/pods", podJson("w1", "").dump(),
+                         "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 201);
+  REQUIRE(eventually([&] { return watch.out().find("ADDED") != std::string::npos; }));
+  res = client.Patch("/api/v1/namespaces/default/pods/w1/status",
+                     R"({"status":{"phase":"Running"}})", "application/merge-patch+json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  REQUIRE(eventually([&] { return watch.out().find("MODIFIED") != std::string::npos; }));
+  res = client.Delete("/api/v1/namespaces/default/pods/w1");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  REQUIRE(eventually([&] { return watch.out().find("DELETED") != std::string::npos; }));
+  const std::string out = watch.out();
+  INFO(out);
+  CHECK(out.find("EVENT      NAME   READY   STATUS    RESTARTS   AGE") != std::string::npos);
+  CHECK(out.find("MODIFIED   w1     0/1     Running") != std::string::npos);
+  CHECK(watch.running());
+}
+
+TEST_CASE("kubectl: delete --wait completes once the grace-0 delete arrives",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-delete");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Post("/api/v1/namespaces/default/pods", podJson("bound", "node1").dump(),
+                         "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 201);
+  const std::string uid = json::parse(res->body)["metadata"]["uid"];
+
+  ChildProcess del(kubectl.argv({"delete", "pod", "bound", "--wait=true", "--timeout=60s"}),
+                   dir / "d.out", dir / "d.err");
+  json pod;
+  REQUIRE(eventually([&] {
+    auto r = client.Get("/api/v1/namespaces/default/pods/bound");
+    if (!r || r->status != 200) return false;
+    pod = json::parse(r->body);
+    return pod["metadata"].contains("deletionTimestamp");
+  }));
+  CHECK(pod["metadata"]["deletionGracePeriodSeconds"] == 30);
+  // The pod is only marked: kubectl keeps waiting for the DELETED event.
+  CHECK(del.running());
+
+  // What the node agent sends once the containers stopped.
+  json opts = {{"kind", "DeleteOptions"},
+               {"apiVersion", "v1"},
+               {"gracePeriodSeconds", 0},
+               {"preconditions", {{"uid", uid}}}};
+  res = client.Delete("/api/v1/namespaces/default/pods/bound", opts.dump(), "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(del.wait(30s) == 0);
+  CHECK(del.out().find("pod \"bound\" deleted") != std::string::npos);
+  auto gone = client.Get("/api/v1/namespaces/default/pods/bound");
+  REQUIRE(gone);
+  CHECK(gone->status == 404);
+}
+
+TEST_CASE("kubectl: token auth rejects missing and wrong tokens with 401",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-auth");
+  writeFile(dir / "tokens.csv", "s3cret,admin,uid1,\"system:masters,dev\"\nother,bob,uid2\n");
+  SECTION("plain HTTP clients") {
+    SpawnedApiServer server(dir, {"--token-auth-file=" + (dir / "tokens.csv").string()});
+    REQUIRE(server.ok());
+    CHECK(readFile(server.kubeconfig()).find("token: s3cret") != std::string::npos);
+    httplib::Client client("127.0.0.1", server.port());
+    auto none = client.Get("/api/v1/pods");
+    REQUIRE(none);
+    CHECK(none->status == 401);
+    json status = json::parse(none->body);
+    CHECK(status["kind"] == "Status");
+    CHECK(status["reason"] == "Unauthorized");
+    CHECK(status["code"] == 401);
+    auto wrong = client.Get("/api/v1/pods", {{"Authorization", "Bearer nope"}});
+    REQUIRE(wrong);
+    CHECK(wrong->status == 401);
+    auto bob = client.Get("/api/v1/pods", {{"Authorization", "Bearer other"}});
+    REQUIRE(bob);
+    CHECK(bob->status == 200);
+    auto health = client.Get("/healthz");
+    REQUIRE(health);
+    CHECK(health->status == 200);
+  }
+  SECTION("kubectl, which sends bearer tokens over TLS only") {
+    REQUIRE(generateCert(dir));
+    SpawnedApiServer server(dir, {"--token-auth-file=" + (dir / "tokens.csv").string(),
+                                  "--tls-cert-file=" + (dir / "cert.pem").string(),
+                                  "--tls-private-key-file=" + (dir / "key.pem").string()});
+    REQUIRE(server.ok());
+    Kubectl kubectl(dir, server);
+    auto ok = kubectl.run({"get", "pods"});
+    INFO(ok.err);
+    CHECK(ok.exit_code == 0);
+    auto wrong = kubectl.run({"get", "pods", "--token=nope"});
+    CHECK(wrong.exit_code != 0);
+    CHECK(wrong.err.find("must be logged in") != std::string::npos);
+  }
+}
+
+TEST_CASE("kubectl: TLS with the self-signed certificate as the kubeconfig's CA",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-tls");
+  REQUIRE(generateCert(dir));
+  writeFile(dir / "tokens.csv", "tls-token,admin,uid1\n");
+  SpawnedApiServer server(dir, {"--tls-cert-file=" + (dir / "cert.pem").string(),
+                                "--tls-private-key-file=" + (dir / "key.pem").string(),
+                                "--token-auth-file=" + (dir / "tokens.csv").string()});
+  REQUIRE(server.ok());
+  CHECK(server.url().starts_with("https://127.0.0.1:"));
+  const std::string kubeconfig = readFile(server.kubeconfig());
+  CHECK(kubeconfig.find("certificate-authority-data: ") != std::string::npos);
+  Kubectl kubectl(dir, server);
+  auto ns = kubectl.run({"get", "namespaces"});
+  INFO(ns.err);
+  REQUIRE(ns.exit_code == 0);
+  CHECK(ns.out.find("kube-system") != std::string::npos);
+  writeFile(dir / "pod.yaml", kPodYaml);
+  auto created = kubectl.run({"create", "-f", (dir / "pod.yaml").string(), "--validate=false"});
+  INFO(created.err);
+  CHECK(created.exit_code == 0);
+  // Without the CA the same server is rejected.
+  auto untrusted = runCommand({"kubectl", "--server=" + server.url(), "--token=tls-token",
+                               "--cache-dir=" + (dir / "cache2").string(), "get", "pods"},
+                              dir);
+  CHECK(untrusted.exit_code != 0);
+  CHECK(untrusted.err.find("certificate") != std::string::npos);
+}
+
+TEST_CASE("python3-kubernetes: list_namespaced_pod and a watch stream",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-python");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  writeFile(dir / "client.py", R"PY(
+import sys
+from kubernetes import client, config, watch
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+pods = v1.list_namespaced_pod("default")
+print("LIST", len(pods.items), flush=True)
+rv = pods.metadata.resource_version
+body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "py", "labels": {"a": "b"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+v1.create_namespaced_pod("default", body)
+v1.patch_namespaced_pod("py", "default", {"metadata": {"labels": {"a": "c"}}})
+v1.delete_namespaced_pod("py", "default")
+print("SELECTED", len(v1.list_namespaced_pod("default", label_selector="a=c").items), flush=True)
+w = watch.Watch()
+for ev in w.stream(v1.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=20):
+    print("EVENT", ev["type"], ev["object"].metadata.name, ev["object"].metadata.labels.get("a"), flush=True)
+    if ev["type"] == "DELETED":
+        w.stop()
+)PY");
+  auto result = runCommand({"/usr/bin/python3", (dir / "client.py").string(),
+                            server.kubeconfig().string()},
+                           dir, 60s);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("LIST 0\n") != std::string::npos);
+  CHECK(result.out.find("SELECTED 0\n") != std::string::npos);
+  CHECK(result.out.find("EVENT ADDED py b\nEVENT MODIFIED py c\nEVENT DELETED py c\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("test-apiserver: SIGTERM exits cleanly while a watch is open",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-sigterm");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  ChildProcess watch(kubectl.argv({"get", "pods", "-w"}), dir / "w.out", dir / "w.err");
+  REQUIRE(eventually([&] { return watchesOpen(server, 1); }));
+  server.process().signal(SIGTERM);
+  CHECK(server.process().wait(10s) == 0);
+}
+
+TEST_CASE("test-apiserver: bad flags and unreadable files fail with a message",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-flags");
+  auto bad = runCommand({binaryPath("test-apiserver").string(), "--nope=1"}, dir);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("unknown flag --nope") != std::string::npos);
+  auto missing = runCommand({binaryPath("test-apiserver").string(), "--port=0",
+                             "--token-auth-file=" + (dir / "missing.csv").string()},
+                            dir);
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("missing.csv") != std::string::npos);
+}

@@ -1,0 +1,307 @@
+// The agent's handlers and syncPod against the FakeRuntime, on the fake clock: no threads, no
+// sleeps. Each step posts work and drains the io_context.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "agent/pod_status.h"
+#include "agent/runtime/fake_runtime.h"
+#include "api/pod_update.h"
+#include "podmanager/mirror_client.h"
+#include "test/support/fake_clock.h"
+#include "test/support/pod_builder.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+using Action = runtime::FakeRuntime::Action;
+
+namespace {
+
+class FixedRandom final : public base::Random {
+ public:
+  double uniform() override { return 0.0; }
+  uint64_t next64() override { return 0; }
+};
+
+struct Harness {
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
+  testing::FakeClock clock;
+  FixedRandom random;
+  runtime::FakeRuntime runtime{ioc.get_executor(), clock};
+  podmanager::NoopMirrorClient mirror_client;
+  podmanager::PodManager pod_manager{mirror_client};
+  agent::StatusManager status_manager{clock, pod_manager};
+  testing::TempDir root;
+  bool sources_ready = true;
+  std::unique_ptr<agent::Agent> agent;
+
+  explicit Harness(int64_t max_pods = 110) {
+    agent::AgentOptions o;
+    o.node_name = "node1";
+    o.node_ip = "10.0.0.1";
+    o.root_dir = root.path();
+    o.allocatable = {"node1", 4000, int64_t{8} << 30, max_pods};
+    agent = std::make_unique<agent::Agent>(
+        ioc.get_executor(), clock, random, runtime, pod_manager, status_manager,
+        [this](const std::string&) { return sources_ready; }, [this] { return sources_ready; },
+        o);
+    agent->start();
+    drain();
+  }
+  ~Harness() {
+    agent->stop({});
+    drain();
+    agent.reset();
+    drain();
+  }
+  void drain() {
+    for (int i = 0; i < 50; ++i) {
+      if (ioc.poll() == 0) break;
+    }
+  }
+  void advance(base::Duration d) {
+    // Step in small increments so timers armed by handlers fire in order.
+    for (auto step = 100ms; d > base::Duration::zero(); d -= step) {
+      clock.advance(std::min<base::Duration>(step, d));
+      drain();
+    }
+  }
+  void update(api::PodOperation op, std::vector<api::PodPtr> pods, std::string source = "file") {
+    agent->onPodUpdate(api::PodUpdate{std::move(pods), op, std::move(source)});
+    drain();
+  }
+  std::vector<Action> actions(Action::Kind kind) {
+    std::vector<Action> out;
+    for (auto& a : runtime.actions()) {
+      if (a.kind == kind) out.push_back(a);
+    }
+    return out;
+  }
+  std::string phase(const std::string& uid) {
+    auto s = status_manager.getPodStatus(uid);
+    return s ? s->phase : "";
+  }
+};
+
+api::PodPtr webPod(const std::string& uid = "uid-web", const std::string& policy = "Always") {
+  return testing::PodBuilder()
+      .name("web-node1")
+      .uid(uid)
+      .annotation("kubernetes.io/config.source", "file")
+      .container("web", {"sleep", "1000"})
+      .restartPolicy(policy)
+      .build();
+}
+
+}  // namespace
+
+TEST_CASE("agent: an added pod gets its containers started and reports Running", "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  auto starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].pod_uid == "uid-web");
+  CHECK(starts[0].container_name == "web");
+  CHECK(starts[0].attempt == 0);
+  CHECK(h.phase("uid-web") == "Running");
+  auto status = *h.status_manager.getPodStatus("uid-web");
+  CHECK(status.pod_ip == "10.0.0.1");
+  REQUIRE(status.container_statuses.size() == 1);
+  CHECK(status.container_statuses[0].ready);
+  CHECK(agent::findCondition(status.conditions, "Ready")->status == "True");
+
+  SECTION("a periodic resync of an unchanged pod starts nothing") {
+    h.advance(2min);
+    CHECK(h.actions(Action::Kind::kStart).size() == 1);
+  }
+  SECTION("removing it kills its container") {
+    h.update(api::PodOperation::kRemove, {webPod()});
+    auto kills = h.actions(Action::Kind::kKill);
+    REQUIRE(kills.size() == 1);
+    CHECK(kills[0].container_name == "web");
+    CHECK(h.runtime.runningContainerCount() == 0);
+  }
+}
+
+TEST_CASE("agent: a changed container spec restarts that container", "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  auto changed = testing::PodBuilder()
+                     .name("web-node1")
+                     .uid("uid-web")
+                     .annotation("kubernetes.io/config.source", "file")
+                     .container("web", {"sleep", "2000"})
+                     .build();
+  h.update(api::PodOperation::kUpdate, {changed});
+  auto all = h.runtime.actions();
+  REQUIRE(all.size() == 3);
+  CHECK(all[1].kind == Action::Kind::kKill);  // the old one is stopped before the new starts
+  CHECK(all[2].kind == Action::Kind::kStart);
+  CHECK(all[2].attempt == 1);
+}
+
+TEST_CASE("agent: a crashing container restarts at once, then backs off 10s doubling",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.drain();
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);  // first restart: no backoff yet
+
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.drain();
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+  auto status = *h.status_manager.getPodStatus("uid-web");
+  REQUIRE(status.container_statuses[0].state.waiting);
+  CHECK(status.container_statuses[0].state.waiting->reason == "CrashLoopBackOff");
+  CHECK(status.container_statuses[0].last_state.terminated);
+  CHECK(h.phase("uid-web") == "Running");
+
+  h.advance(9s);
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+  h.advance(1500ms);
+  REQUIRE(h.actions(Action::Kind::kStart).size() == 3);
+  CHECK(h.actions(Action::Kind::kStart).back().attempt == 2);
+
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.drain();
+  h.advance(15s);
+  CHECK(h.actions(Action::Kind::kStart).size() == 3);  // now 20s
+  h.advance(6s);
+  CHECK(h.actions(Action::Kind::kStart).size() == 4);
+  CHECK(h.status_manager.getPodStatus("uid-web")->container_statuses[0].restart_count == 3);
+}
+
+TEST_CASE("agent: restart policies Never and OnFailure", "[unit][agent]") {
+  Harness h;
+  SECTION("Never: a failed container stays down and the pod fails") {
+    h.update(api::PodOperation::kAdd, {webPod("u1", "Never")});
+    REQUIRE(h.runtime.exitContainer("u1", "web", 3));
+    h.drain();
+    CHECK(h.actions(Action::Kind::kStart).size() == 1);
+    CHECK(h.phase("u1") == "Failed");
+    auto s = *h.status_manager.getPodStatus("u1");
+    REQUIRE(s.container_statuses[0].state.terminated);
+    CHECK(s.container_statuses[0].state.terminated->exit_code == 3);
+  }
+  SECTION("OnFailure: restarted after a failure, done after success") {
+    h.update(api::PodOperation::kAdd, {webPod("u1", "OnFailure")});
+    REQUIRE(h.runtime.exitContainer("u1", "web", 1));
+    h.drain();
+    CHECK(h.actions(Action::Kind::kStart).size() == 2);
+    REQUIRE(h.runtime.exitContainer("u1", "web", 0));
+    h.drain();
+    h.advance(30s);
+    CHECK(h.actions(Action::Kind::kStart).size() == 2);
+    CHECK(h.phase("u1") == "Succeeded");
+  }
+}
+
+TEST_CASE("agent: init containers run in order, each to success, before app containers",
+          "[unit][agent]") {
+  Harness h;
+  auto pod = testing::PodBuilder()
+                 .name("job-node1")
+                 .uid("u-init")
+                 .annotation("kubernetes.io/config.source", "file")
+                 .initContainer("init1", {"true"})
+                 .initContainer("init2", {"true"})
+                 .container("app", {"sleep", "100"})
+                 .build();
+  h.update(api::PodOperation::kAdd, {pod});
+  auto names = [&] {
+    std::vector<std::string> out;
+    for (auto& a : h.actions(Action::Kind::kStart)) out.push_back(a.container_name);
+    return out;
+  };
+  CHECK(names() == std::vector<std::string>{"init1"});
+  CHECK(h.phase("u-init") == "Pending");
+  REQUIRE(h.runtime.exitContainer("u-init", "init1", 0));
+  h.drain();
+  CHECK(names() == std::vector<std::string>{"init1", "init2"});
+  REQUIRE(h.runtime.exitContainer("u-init", "init2", 0));
+  h.drain();
+  CHECK(names() == std::vector<std::string>{"init1", "init2", "app"});
+  CHECK(h.phase("u-init") == "Running");
+  auto s = *h.status_manager.getPodStatus("u-init");
+  CHECK(agent::findCondition(s.conditions, "Initialized")->status == "True");
+}
+
+TEST_CASE("agent: admission rejects a pod over --max-pods; it gets Failed and no worker",
+          "[unit][agent]") {
+  Harness h(/*max_pods=*/1);
+  h.update(api::PodOperation::kAdd, {webPod("u1")});
+  auto second = testing::PodBuilder()
+                    .name("other-node1")
+                    .uid("u2")
+                    .annotation("kubernetes.io/config.source", "file")
+                    .container("c", {"sleep", "1"})
+                    .build();
+  h.update(api::PodOperation::kAdd, {second});
+  CHECK(h.actions(Action::Kind::kStart).size() == 1);
+  auto s = *h.status_manager.getPodStatus("u2");
+  CHECK(s.phase == "Failed");
+  CHECK(s.reason == "OutOfpods");
+  CHECK(s.message.rfind("Pod Node didn't have enough resource: pods", 0) == 0);
+  h.update(api::PodOperation::kUpdate, {second});
+  h.advance(5s);
+  CHECK(h.actions(Action::Kind::kStart).size() == 1);
+}
+
+TEST_CASE("agent: a pod past activeDeadlineSeconds is killed and fails", "[unit][agent]") {
+  Harness h;
+  auto pod = testing::PodBuilder()
+                 .name("deadline-node1")
+                 .uid("u-dl")
+                 .annotation("kubernetes.io/config.source", "file")
+                 .container("c", {"sleep", "1000"})
+                 .activeDeadlineSeconds(30)
+                 .build();
+  h.update(api::PodOperation::kAdd, {pod});
+  CHECK(h.runtime.runningContainerCount() == 1);
+  h.advance(29s);
+  CHECK(h.runtime.runningContainerCount() == 1);
+  h.advance(3s);
+  CHECK(h.runtime.runningContainerCount() == 0);
+  auto s = *h.status_manager.getPodStatus("u-dl");
+  CHECK(s.phase == "Failed");
+  CHECK(s.reason == "DeadlineExceeded");
+}
+
+TEST_CASE("agent: housekeeping kills runtime pods no source wants, only once sources are ready",
+          "[unit][agent]") {
+  Harness h;
+  h.sources_ready = false;
+  h.update(api::PodOperation::kAdd, {webPod("orphan")});
+  // The pod disappears from the pod manager without a REMOVE (as after an agent restart).
+  h.pod_manager.deletePod(webPod("orphan"));
+  h.advance(5s);
+  CHECK(h.runtime.runningContainerCount() == 1);
+  h.sources_ready = true;
+  h.advance(3s);
+  CHECK(h.runtime.runningContainerCount() == 0);
+}
+
+TEST_CASE("agent: a removal from a source that has not reported is not acted on",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.sources_ready = false;
+  h.update(api::PodOperation::kRemove, {webPod()});
+  CHECK(h.actions(Action::Kind::kKill).empty());
+}
+
+TEST_CASE("agent: the same manifest removed and added again is started again", "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.update(api::PodOperation::kRemove, {webPod()});
+  CHECK(h.runtime.runningContainerCount() == 0);
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(3s);
+  CHECK(h.runtime.runningContainerCount() == 1);
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+  CHECK(h.phase("uid-web") == "Running");
+}

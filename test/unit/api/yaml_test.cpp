@@ -1,0 +1,308 @@
+#include "api/yaml.h"
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+namespace nodeagent::api {
+namespace {
+
+using nlohmann::json;
+
+json mustConvert(std::string_view text) {
+  auto r = yamlToJson(text);
+  INFO(text);
+  INFO(r.status().toString());
+  REQUIRE(r.ok());
+  return *r;
+}
+
+std::string mustFail(std::string_view text) {
+  auto r = yamlToJson(text);
+  INFO(text.substr(0, 200));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == base::StatusCode::kInvalidArgument);
+  return r.status().message();
+}
+
+const char* const kPodYaml = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  containers:
+  - name: c
+    image: busybox
+    command: ["sleep", "10"]
+    ports:
+    - containerPort: 80
+      protocol: TCP
+    env:
+    - name: A
+      value: "1"
+)";
+
+TEST_CASE("yamlToJson: converts a pod manifest", "[unit][api]") {
+  json j = mustConvert(kPodYaml);
+  CHECK(j["kind"] == "Pod");
+  CHECK(j["metadata"]["labels"]["app"] == "web");
+  CHECK(j["spec"]["containers"][0]["command"] == json({"sleep", "10"}));
+  CHECK(j["spec"]["containers"][0]["ports"][0]["containerPort"] == 80);
+  CHECK(j["spec"]["containers"][0]["env"][0]["value"] == "1");
+}
+
+TEST_CASE("yamlToJson: JSON input is parsed as JSON", "[unit][api]") {
+  json j = mustConvert("  \n {\"a\": [1, 2.5, \"x\", null, true], \"b\": {}}");
+  CHECK(j == json::parse(R"({"a":[1,2.5,"x",null,true],"b":{}})"));
+}
+
+TEST_CASE("yamlToJson: a UTF-8 byte order mark is skipped", "[unit][api]") {
+  CHECK(mustConvert("\xef\xbb\xbf" "a: 1") == json{{"a", 1}});
+  CHECK(mustConvert("\xef\xbb\xbf{\"a\": 1}") == json{{"a", 1}});
+}
+
+TEST_CASE("yamlToJson: no document gives null", "[unit][api]") {
+  CHECK(mustConvert("").is_null());
+  CHECK(mustConvert("   \n\n").is_null());
+  CHECK(mustConvert("# only a comment\n").is_null());
+  CHECK(mustConvert("---\n").is_null());
+}
+
+TEST_CASE("yamlToJson: plain scalars are typed like yaml.v2", "[unit][api]") {
+  struct Case {
+    const char* yaml;
+    json want;
+  };
+  const Case cases[] = {
+      {"true", true},        {"True", true},         {"TRUE", true},        {"yes", true},
+      {"on", true},          {"y", true},            {"false", false},      {"No", false},
+      {"off", false},        {"n", false},           {"null", nullptr},     {"~", nullptr},
+      {"Null", nullptr},     {"10", 10},             {"-10", -10},          {"+7", 7},
+      {"0x1F", 31},          {"0o17", 15},           {"017", 15},           {"0b101", 5},
+      {"-0x10", -16},        {"1_000", 1000},        {"0", 0},              {"1.5", 1.5},
+      {"1e3", 1000.0},       {"-2.5E-1", -0.25},     {".5", 0.5},           {"1.", 1.0},
+      {"09", 9.0},           {"9223372036854775807", INT64_MAX},
+      {"-9223372036854775808", INT64_MIN},
+      {"18446744073709551615", UINT64_MAX},
+      {"99999999999999999999999", 1e23},
+      {"1e999", "1e999"},    {"yess", "yess"},       {"1.2.3", "1.2.3"},    {"0x", "0x"},
+      {"+", "+"},            {"-a", "-a"},             {".", "."},            {"nullx", "nullx"},
+      {"2024-01-01", "2024-01-01"},                   {"128Mi", "128Mi"},    {"100m", "100m"},
+      {"'true'", "true"},    {"\"10\"", "10"},       {"'null'", "null"},    {"!!str 10", "10"},
+      {"!!int 10", 10},      {"!!float 10", 10.0},   {"!!bool yes", true},  {"|\n  10\n", "10\n"},
+      {">-\n  yes\n", "yes"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.yaml);
+    json j = mustConvert(std::string("v: ") + c.yaml);
+    CHECK(j["v"] == c.want);
+    CHECK(j["v"].type() == c.want.type());
+  }
+}
+
+TEST_CASE("yamlToJson: empty values are null", "[unit][api]") {
+  json j = mustConvert("a:\nb: ~\nc: ''\n");
+  CHECK(j["a"].is_null());
+  CHECK(j["b"].is_null());
+  CHECK(j["c"] == "");
+}
+
+TEST_CASE("yamlToJson: infinity and NaN are errors", "[unit][api]") {
+  for (const char* v : {".inf", "-.Inf", "+.INF", ".nan", ".NaN"}) {
+    CHECK_THAT(mustFail(std::string("v: ") + v),
+               Catch::Contains("cannot be represented in JSON"));
+  }
+  CHECK_THAT(mustFail("v: !!int abc"), Catch::Contains("as !!int"));
+}
+
+TEST_CASE("yamlToJson: non-string keys become strings like sigs.k8s.io/yaml", "[unit][api]") {
+  json j = mustConvert("1: a\nyes: c2\n1.5: d\n~: e\n0x10: f\n");
+  CHECK(j == json{{"1", "a"}, {"true", "c2"}, {"1.5", "d"}, {"null", "e"}, {"16", "f"}});
+}
+
+TEST_CASE("yamlToJson: keys that collide after conversion are duplicates", "[unit][api]") {
+  CHECK_THAT(mustFail("true: a\nyes: b\n"), Catch::Contains("duplicate key \"true\""));
+}
+
+TEST_CASE("yamlToJson: complex keys are rejected", "[unit][api]") {
+  CHECK_THAT(mustFail("? [1, 2]\n: 3\n"), Catch::Contains("mapping keys must be scalars"));
+}
+
+TEST_CASE("yamlToJson: duplicate keys are rejected with their position", "[unit][api]") {
+  std::string msg = mustFail("metadata:\n  name: a\n  name: b\n");
+  CHECK_THAT(msg, Catch::Contains("line 3 column 3"));
+  CHECK_THAT(msg, Catch::Contains("duplicate key \"name\""));
+  CHECK_THAT(mustFail("a: {b: 1, b: 2}"), Catch::Contains("duplicate key"));  // flow mapping
+}
+
+TEST_CASE("yamlToJson: duplicate keys in JSON are rejected with their path", "[unit][api]") {
+  std::string msg = mustFail(R"({"metadata": {"labels": {"a": "1", "a": "2"}}})");
+  CHECK_THAT(msg, Catch::Contains("duplicate key \"a\" at metadata.labels.a"));
+  CHECK_THAT(mustFail(R"({"a": [{"x":1}, {"x":1, "x":2}]})"),
+             Catch::Contains("at a[1].x"));
+}
+
+TEST_CASE("yamlToJson: merge keys apply, explicit keys win", "[unit][api]") {
+  json j = mustConvert(
+      "base: &b {p: 1, q: 2}\nother: &o {q: 9, r: 3}\n"
+      "m:\n  <<: [*b, *o]\n  p: 10\n");
+  CHECK(j["m"] == json{{"p", 10}, {"q", 2}, {"r", 3}});
+  CHECK_THAT(mustFail("m:\n  <<: 5\n"), Catch::Contains("merge key"));
+}
+
+TEST_CASE("yamlToJson: multi-document YAML is rejected", "[unit][api]") {
+  CHECK_THAT(mustFail("a: 1\n---\nb: 2\n"),
+             Catch::Contains("multi-document YAML is not supported: one pod per file"));
+  // A stray separator around a single document is fine.
+  CHECK(mustConvert("---\na: 1\n---\n") == json{{"a", 1}});
+}
+
+TEST_CASE("yamlToJson: syntax errors give line and column", "[unit][api]") {
+  std::string msg = mustFail("a: 1\nb: [1, 2\n");
+  CHECK_THAT(msg, Catch::Matches("line \\d+ column \\d+: .*"));
+  CHECK_THAT(mustFail("{\"a\": 1,}"), Catch::Contains("line 1, column"));
+  CHECK_THAT(mustFail("{\"a\": 1} x"), Catch::Contains("parse error"));
+}
+
+TEST_CASE("yamlToJson: tabs in indentation are an error, not a crash", "[unit][api]") {
+  auto r = yamlToJson("a:\n\tb: 1\n");
+  CHECK_FALSE(r.ok());
+  // A tab inside a value is just a character.
+  CHECK(mustConvert("a: \"x\ty\"")["a"] == "x\ty");
+}
+
+TEST_CASE("yamlToJson: invalid UTF-8 is rejected with its position", "[unit][api]") {
+  CHECK_THAT(mustFail("a: 1\nb: \xff\n"), Catch::Contains("line 2 column 4: invalid UTF-8"));
+  mustFail("a: \xc0\xaf");          // overlong '/'
+  mustFail("a: \xed\xa0\x80");      // surrogate
+  mustFail("a: \xf4\x90\x80\x80");  // past U+10FFFF
+  mustFail("a: \xe2\x82");          // truncated
+  mustFail("{\"a\": \"\xff\"}");
+  CHECK(mustConvert("a: \xe2\x82\xac \xf0\x9f\x98\x80")["a"] == "\xe2\x82\xac \xf0\x9f\x98\x80");
+}
+
+TEST_CASE("yamlToJson: control characters are rejected", "[unit][api]") {
+  CHECK_THAT(mustFail(std::string("a: b\0c", 6)), Catch::Contains("control character 0x00"));
+  mustFail("a: \x01");
+  mustFail("{\"a\": \"\x1b\"}");
+}
+
+TEST_CASE("yamlToJson: escapes that produce invalid UTF-8 are rejected", "[unit][api]") {
+  mustFail("a: \"\\uD800\"");
+}
+
+TEST_CASE("yamlToJson: input over the size limit is rejected", "[unit][api]") {
+  std::string big(kMaxConfigLength + 1, ' ');
+  CHECK_THAT(mustFail(big), Catch::Contains("more than the limit"));
+}
+
+TEST_CASE("yamlToJson: huge numbers", "[unit][api]") {
+  CHECK_THAT(mustFail(R"({"a": 1e999})"), Catch::Contains("overflow"));
+  CHECK_THAT(mustFail(R"({"a": -1e999})"), Catch::Contains("overflow"));
+  // JSON integers past 64 bits become doubles, as in nlohmann and Go's interface{} decoding.
+  CHECK(mustConvert(R"({"a": 99999999999999999999999})")["a"].is_number_float());
+  CHECK(mustConvert(R"({"a": 18446744073709551615})")["a"] == UINT64_MAX);
+  std::string long_digits = "a: " + std::string(100000, '9');
+  CHECK(mustConvert(long_digits)["a"].is_string());  // like yaml.v2: not an int, not a float
+}
+
+TEST_CASE("yamlToJson: deep nesting is rejected quickly", "[unit][api]") {
+  auto start = std::chrono::steady_clock::now();
+  SECTION("YAML flow sequences") {
+    mustFail(std::string(100000, '['));
+    mustFail(std::string(100000, '[') + std::string(100000, ']'));
+  }
+  SECTION("YAML flow mappings") { mustFail(std::string(50000, '{') + std::string(50000, '}')); }
+  SECTION("JSON arrays and objects") {
+    std::string deep;
+    for (int i = 0; i < 100000; ++i) deep += "{\"a\":";
+    CHECK_THAT(mustFail(deep), Catch::Contains("nesting deeper than 100"));
+    mustFail("{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  }
+  SECTION("YAML block nesting") {
+    std::string deep;
+    for (int i = 0; i < 300; ++i) deep += std::string(i, ' ') + "a:\n";
+    CHECK_THAT(mustFail(deep), Catch::Contains("nesting deeper than 100"));
+  }
+  SECTION("exactly the limit is fine") {
+    std::string ok = std::string(99, '[') + std::string(99, ']');
+    CHECK(mustConvert("{\"a\":" + ok + "}").is_object());
+    CHECK(mustConvert("a: " + ok).is_object());
+    mustFail("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}");
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+}
+
+TEST_CASE("yamlToJson: alias bombs are stopped by the node budget", "[unit][api]") {
+  std::string bomb = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    char prev = static_cast<char>(c - 1);
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 9; ++i) bomb += std::string(i ? "," : "") + "*" + prev;
+    bomb += "]\n";
+  }
+  auto start = std::chrono::steady_clock::now();
+  CHECK_THAT(mustFail(bomb), Catch::Contains("too large after alias expansion"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+}
+
+TEST_CASE("yamlToJson: aliases of a big string are stopped by the byte budget", "[unit][api]") {
+  std::string yaml = "a: &a " + std::string(1 << 20, 'x') + "\nb: [";
+  for (int i = 0; i < 100; ++i) yaml += std::string(i ? "," : "") + "*a";
+  yaml += "]\n";
+  CHECK_THAT(mustFail(yaml), Catch::Contains("bytes"));
+}
+
+TEST_CASE("yamlToJson: recursive aliases are rejected", "[unit][api]") {
+  mustFail("a: &a [*a]\n");
+  mustFail("a: &a {b: *a}\n");
+}
+
+TEST_CASE("yamlToJson: aliases expand to copies", "[unit][api]") {
+  json j = mustConvert("a: &x {k: v}\nb: *x\n");
+  CHECK(j["b"] == json{{"k", "v"}});
+}
+
+TEST_CASE("yamlToJson: binary garbage never crashes or hangs", "[unit][api]") {
+  std::mt19937_64 rng(12345);
+  auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < 300; ++round) {
+    std::string junk(1 + rng() % 512, '\0');
+    for (auto& ch : junk) ch = static_cast<char>(rng());
+    CHECK_FALSE(yamlToJson(junk).ok());  // random bytes are never valid UTF-8 without controls
+  }
+  // Printable junk drawn from YAML's syntax characters.
+  const std::string alphabet = "[]{}:,-?&*!|>'\"#%@` \n\tab01.~<=";
+  for (int round = 0; round < 3000; ++round) {
+    std::string junk(rng() % 256, ' ');
+    for (auto& ch : junk) ch = alphabet[rng() % alphabet.size()];
+    (void)yamlToJson(junk);
+  }
+  // Mutations of a real manifest.
+  std::string base = kPodYaml;
+  for (int round = 0; round < 3000; ++round) {
+    std::string m = base;
+    for (int k = 0; k < 4; ++k) m[rng() % m.size()] = alphabet[rng() % alphabet.size()];
+    (void)yamlToJson(m);
+    (void)yamlToJson(m.substr(0, rng() % m.size()));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("parseJson: accepts any JSON value and rejects trailing content", "[unit][api]") {
+  CHECK(*parseJson("[1,2]") == json({1, 2}));
+  CHECK(*parseJson(" \"s\" ") == "s");
+  CHECK_FALSE(parseJson("[1] [2]").ok());
+  CHECK_FALSE(parseJson("").ok());
+  CHECK_FALSE(parseJson("{\"a\":1,\"a\":1}").ok());
+  CHECK_FALSE(parseJson("a: 1").ok());  // YAML is not JSON
+}
+
+}  // namespace
+}  // namespace nodeagent::api

@@ -1,0 +1,180 @@
+// kube-apiserver's validation rules and wording (pkg/apis/core/validation, apimachinery).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/pod_json.h"
+#include "config/pod_validation.h"
+#include "config/static_pod.h"
+#include "test/unit/config/static_pod_test_util.h"
+
+namespace nodeagent::config {
+namespace {
+
+using namespace validation;
+using test::decodeFile;
+using test::errorLines;
+using test::manifest;
+
+using Lines = std::vector<std::string>;
+
+const std::string kLabelMsg =
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+TEST_CASE("DNS-1123 labels", "[unit][config]") {
+  for (const char* good : {"a", "0", "web", "web-1", "1-web", "a-b-c"}) {
+    CAPTURE(good);
+    CHECK(isDns1123Label(good).empty());
+  }
+  for (const char* bad : {"", "-a", "a-", "A", "a_b", "a.b", "a b", "ä"}) {
+    CAPTURE(bad);
+    CHECK(isDns1123Label(bad) == Lines{kLabelMsg});
+  }
+  CHECK(isDns1123Label(std::string(63, 'a')).empty());
+  CHECK(isDns1123Label(std::string(64, 'a')) == Lines{"must be no more than 63 characters"});
+  CHECK(isDns1123Label(std::string(64, 'A')).size() == 2);
+}
+
+TEST_CASE("DNS-1123 subdomains", "[unit][config]") {
+  for (const char* good : {"a", "example.com", "a-b.c-d", "1.2.3"}) {
+    CAPTURE(good);
+    CHECK(isDns1123Subdomain(good).empty());
+  }
+  for (const char* bad : {"", ".a", "a.", "a..b", "A.com", "a_b.com", "a.-b"}) {
+    CAPTURE(bad);
+    REQUIRE(isDns1123Subdomain(bad).size() == 1);
+    CHECK(isDns1123Subdomain(bad)[0].starts_with("a lowercase RFC 1123 subdomain must consist"));
+  }
+  std::string long_name(254, 'a');
+  CHECK(isDns1123Subdomain(std::string(253, 'a')).empty());
+  CHECK(isDns1123Subdomain(long_name) == Lines{"must be no more than 253 characters"});
+}
+
+TEST_CASE("qualified names and label values", "[unit][config]") {
+  for (const char* good :
+       {"app", "App.Name_1", "example.com/app", "kubernetes.io/config.hash", "a/b"}) {
+    CAPTURE(good);
+    CHECK(isQualifiedName(good).empty());
+  }
+  CHECK(isQualifiedName("/app") == Lines{"prefix part must be non-empty"});
+  CHECK(isQualifiedName("example.com/").size() == 2);  // empty, and does not match
+  CHECK(isQualifiedName("example.com/")[0] == "name part must be non-empty");
+  CHECK(isQualifiedName(std::string(64, 'a')) ==
+        Lines{"name part must be no more than 63 characters"});
+  CHECK(isQualifiedName("a/b/c").size() == 1);
+  CHECK(isQualifiedName("a/b/c")[0].starts_with("a qualified name must consist"));
+  CHECK(isQualifiedName("Example.com/app")[0].starts_with("prefix part a lowercase RFC 1123"));
+
+  CHECK(isValidLabelValue("").empty());
+  CHECK(isValidLabelValue("My_Value.1").empty());
+  CHECK(isValidLabelValue("-x").size() == 1);
+  CHECK(isValidLabelValue(std::string(64, 'a')) == Lines{"must be no more than 63 characters"});
+}
+
+TEST_CASE("port names follow IANA_SVC_NAME", "[unit][config]") {
+  CHECK(isValidPortName("http").empty());
+  CHECK(isValidPortName("web-8080").empty());
+  CHECK(isValidPortName("8080") == Lines{"must contain at least one letter or number (a-z, 0-9)"});
+  CHECK(isValidPortName("a--b") == Lines{"must not contain consecutive hyphens"});
+  CHECK(isValidPortName("-ab") == Lines{"must not begin or end with a hyphen"});
+  CHECK(isValidPortName("abcdefghijklmnop") == Lines{"must be no more than 15 characters"});
+  CHECK(isValidPortName("HTTP") ==
+        Lines{"must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+              "must contain at least one letter or number (a-z, 0-9)"});
+  CHECK(isValidPortNum(1).empty());
+  CHECK(isValidPortNum(65535).empty());
+  CHECK(isValidPortNum(0) == Lines{"must be between 1 and 65535, inclusive"});
+  CHECK(isValidPortNum(65536) == Lines{"must be between 1 and 65535, inclusive"});
+}
+
+TEST_CASE("environment variable names", "[unit][config]") {
+  for (const char* good : {"A", "_a", "my.env-name", "MY_ENV.NAME", "MyEnvName1", "-x", ".a"}) {
+    CAPTURE(good);
+    CHECK(isEnvVarName(good).empty());
+  }
+  CHECK(isEnvVarName("1A").size() == 1);
+  CHECK(isEnvVarName("A B").size() == 1);
+  CHECK(isEnvVarName(".") == Lines{"must not be '.'"});
+  CHECK(isEnvVarName("..") == Lines{"must not be '..'"});
+  CHECK(isEnvVarName("..a") == Lines{"must not start with '..'"});
+}
+
+TEST_CASE("bad values are quoted like Go's %q", "[unit][config]") {
+  CHECK(goQuote("web") == "\"web\"");
+  CHECK(goQuote("a\"b\\c") == R"("a\"b\\c")");
+  CHECK(goQuote("tab\there\nnl") == R"("tab\there\nnl")");
+  CHECK(goQuote(std::string("\x01\x7f", 2)) == R"("\x01\x7f")");
+  CHECK(goQuote("héllo") == "\"héllo\"");
+  CHECK(goQuote("\xff") == R"("\xff")");
+  CHECK(goQuote("\xc2\x85") == R"("\u0085")");
+}
+
+TEST_CASE("field errors use kube-apiserver's wording", "[unit][config]") {
+  CHECK(required("spec.containers[1].name").toString() == "spec.containers[1].name: Required value");
+  CHECK(required("metadata.name", "name or generateName is required").toString() ==
+        "metadata.name: Required value: name or generateName is required");
+  CHECK(invalid("spec.x", "v", "bad").toString() == R"(spec.x: Invalid value: "v": bad)");
+  CHECK(invalid("spec.x", int64_t{-1}, "bad").toString() == "spec.x: Invalid value: -1: bad");
+  CHECK(duplicate("spec.containers[1].name", "web").toString() ==
+        R"(spec.containers[1].name: Duplicate value: "web")");
+  CHECK(notFound("a", "b").toString() == R"(a: Not found: "b")");
+  CHECK(forbidden("a", "no").toString() == "a: Forbidden: no");
+  CHECK(notSupported("spec.restartPolicy", "Sometimes", {"Always", "OnFailure", "Never"})
+            .toString() ==
+        R"(spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never")");
+}
+
+TEST_CASE("validatePod reports every problem of a decoded pod", "[unit][config]") {
+  auto pod = api::decodePodJson(R"({"apiVersion":"v1","kind":"Pod",
+      "metadata":{"name":"web","namespace":"default"},
+      "spec":{"restartPolicy":"Sometimes","dnsPolicy":"ClusterFirst",
+        "containers":[{"name":"web","image":"nginx","imagePullPolicy":"Always",
+                       "terminationMessagePolicy":"File"},
+                      {"name":"web","imagePullPolicy":"Always","terminationMessagePolicy":"File"}],
+        "volumes":[{"name":"a","emptyDir":{},"hostPath":{"path":"/x"}}]}})");
+  REQUIRE(pod.ok());
+  auto lines = [](const std::vector<FieldError>& errors) {
+    Lines out;
+    for (const auto& e : errors) out.push_back(e.toString());
+    return out;
+  };
+  Lines expected = {
+      "spec.volumes[0].hostPath: Forbidden: may not specify more than 1 volume type",
+      R"(spec.containers[1].name: Duplicate value: "web")",
+      "spec.containers[1].image: Required value",
+      R"(spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never")"};
+  CHECK(lines(validatePod(*pod)) == expected);
+}
+
+TEST_CASE("a valid typical pod has no problems", "[unit][config]") {
+  auto result = decodeFile(manifest(
+      "web",
+      "    ports:\n    - name: http\n      containerPort: 8080\n      hostPort: 8080\n"
+      "    env:\n    - name: POD_IP\n      valueFrom:\n        fieldRef:\n          fieldPath: status.podIP\n"
+      "    - name: CPU\n      valueFrom:\n        resourceFieldRef:\n          resource: limits.cpu\n"
+      "    resources:\n      requests:\n        cpu: 100m\n      limits:\n        cpu: 200m\n"
+      "        example.com/dongle: \"2\"\n"
+      "    livenessProbe:\n      httpGet:\n        port: http\n        httpHeaders:\n"
+      "        - name: X-Probe\n          value: \"1\"\n"
+      "    volumeMounts:\n    - name: data\n      mountPath: /data\n      subPath: sub/dir\n",
+      "  volumes:\n  - name: data\n    hostPath:\n      path: /srv/data\n      type: DirectoryOrCreate\n"
+      "  readinessGates:\n  - conditionType: example.com/ready\n"));
+  CHECK(errorLines(result) == Lines{});
+  CHECK(result.ok());
+}
+
+TEST_CASE("requests of non-overcommitable resources must equal their limits", "[unit][config]") {
+  auto result = decodeFile(manifest("web",
+                                    "    resources:\n      requests:\n        example.com/gpu: \"1\"\n"
+                                    "      limits:\n        example.com/gpu: \"2\"\n"));
+  CHECK(errorLines(result) ==
+        Lines{R"(spec.containers[0].resources.requests: Invalid value: "1": must be equal to example.com/gpu limit)"});
+  auto fractional = decodeFile(manifest("web", "    resources:\n      limits:\n        example.com/gpu: 500m\n"));
+  CHECK(errorLines(fractional) ==
+        Lines{R"(spec.containers[0].resources.limits[example.com/gpu]: Invalid value: "500m": must be an integer)",
+              R"(spec.containers[0].resources.requests[example.com/gpu]: Invalid value: "500m": must be an integer)"});
+}
+
+}  // namespace
+}  // namespace nodeagent::config
