@@ -603,3 +603,21 @@ TEST_CASE("daemon exits 0 on SIGTERM and leaves its containers running", "[e2e][
   CHECK(alive(pid));
   CHECK(onePid(m) == pid);
 }
+
+TEST_CASE("daemon starts a pod again when its manifest is deleted and written back",
+          "[e2e][daemon]") {
+  Daemon d;
+  d.start();
+  const auto m = marker("readd");
+  const auto manifest = shPod("readd", m, "sleep 1000 & wait");
+  d.writeManifest("readd.yaml", manifest);
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("readd"); }, 15s);
+  const int pid1 = onePid(m);
+  REQUIRE(pid1 != 0);
+  d.removeManifest("readd.yaml");
+  REQUIRE_EVENTUALLY(d, [&] { return !alive(pid1); }, 15s);
+  // Same content, same UID: the worker must not treat it as the pod it just killed.
+  d.writeManifest("readd.yaml", manifest);
+  REQUIRE_EVENTUALLY(d, [&] { return onePid(m) != 0 && d.running("readd"); }, 20s);
+  CHECK(onePid(m) != pid1);
+}
