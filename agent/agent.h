@@ -45,6 +45,11 @@ struct AgentOptions {
   podworkers::PodWorkersOptions workers;
   SyncLoopOptions sync_loop;
   PlegOptions pleg;
+  // Optional: records a pod event (type Normal/Warning, reason, message, container field path)
+  // for the apiserver. Called on pod strands; must not block.
+  std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
+                     const std::string& message, const std::string& field_path)>
+      record_event;
 };
 
 // Counters the metrics endpoint reads.

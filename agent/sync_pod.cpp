@@ -23,6 +23,10 @@ std::shared_ptr<spdlog::logger> log() {
 base::Status cancelled() { return base::cancelledError("sync cancelled"); }
 
 // The backoff key of a container: a changed spec starts a fresh backoff, like kubelet's key.
+std::string containerFieldPath(const api::Container& c) {
+  return "spec.containers{" + c.name + "}";
+}
+
 std::string backoffKey(const api::Pod& pod, const api::Container& c) {
   return pod.metadata.uid + "/" + c.name + "/" + c.hash.toHex();
 }
@@ -140,6 +144,12 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
                                                " pod=" + pod->metadata.name + "_" +
                                                pod->metadata.namespace_ + "(" + uid + ")"});
       scheduleSync(uid, remaining);
+      if (options_.record_event) {
+        options_.record_event(*pod, "Warning", "BackOff",
+                              "Back-off restarting failed container " + container.name + " in pod " +
+                                  pod->metadata.name + "_" + pod->metadata.namespace_ + "(" + uid + ")",
+                              containerFieldPath(container));
+      }
       *in_backoff = true;
       co_return base::okStatus();
     }
@@ -162,10 +172,20 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
                      started.status().message()});
     log()->warn("Container failed to start pod={} container={} err={}", api::podRef(*pod),
                 container.name, started.status().toString());
+    if (options_.record_event) {
+      options_.record_event(*pod, "Warning", "Failed",
+                            "Error: " + started.status().message(), containerFieldPath(container));
+    }
     co_return started.status();
   }
   clearStartFailure(uid, container.name);
   ++metrics_.containers_started;
+  if (options_.record_event) {
+    options_.record_event(*pod, "Normal", "Created", "Created container " + container.name,
+                          containerFieldPath(container));
+    options_.record_event(*pod, "Normal", "Started", "Started container " + container.name,
+                          containerFieldPath(container));
+  }
   log()->info("Container started pod={} container={} attempt={} id={}", api::podRef(*pod),
               container.name, attempt, started->toString());
   co_return base::okStatus();
@@ -237,6 +257,10 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
     if (cancel.stop_requested()) co_return cancelled();
     log()->info("Killing container pod={} container={} reason={}", api::podRef(*pod), kill.name,
                 kill.message);
+    if (options_.record_event) {
+      options_.record_event(*pod, "Normal", "Killing", "Stopping container " + kill.name,
+                            "spec.containers{" + kill.name + "}");
+    }
     auto killed = co_await runtime_.killContainer(pod, kill.id, std::nullopt, kill.message);
     ++metrics_.containers_killed;
     if (!killed.ok()) co_return killed;
@@ -297,6 +321,12 @@ asio::awaitable<base::Status> Agent::syncTerminatingPod(api::PodPtr pod,
     log()->info("Killing pod pod={} uid={} containers={} grace={}", api::podRef(*pod), uid,
                 running.containers.size(),
                 grace_period_seconds ? std::to_string(*grace_period_seconds) : "spec");
+    if (options_.record_event) {
+      for (const auto& c : running.containers) {
+        options_.record_event(*pod, "Normal", "Killing", "Stopping container " + c.name,
+                              "spec.containers{" + c.name + "}");
+      }
+    }
     auto killed = co_await runtime_.killPod(pod, running, grace_period_seconds);
     metrics_.containers_killed += running.containers.size();
     if (!killed.ok()) co_return killed;

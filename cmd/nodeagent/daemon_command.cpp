@@ -19,6 +19,13 @@
 
 #include "agent/admission.h"
 #include "agent/agent.h"
+#include "agent/api_mirror_client.h"
+#include "agent/event_recorder.h"
+#include "agent/node_lease.h"
+#include "agent/node_status.h"
+#include "agent/status/status_syncer.h"
+#include "api/kubeconfig.h"
+#include "api/rest_client.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
 #include "agent/runtime/process_runtime.h"
@@ -53,6 +60,7 @@ struct DaemonFlags {
   std::string runtime = "process";
   std::string address = "127.0.0.1";
   std::string system_reserved;
+  std::string node_labels;
   std::string container_log_max_size = "10Mi";
   int64_t container_log_max_files = 5;
   int64_t read_only_port = 10255;
@@ -67,6 +75,7 @@ struct DaemonFlags {
   base::Duration pleg_relist_period = std::chrono::seconds(10);
   base::Duration crashloop_backoff_initial = std::chrono::seconds(10);
   base::Duration crashloop_backoff_max = std::chrono::seconds(300);
+  base::Duration node_status_update_frequency = std::chrono::seconds(10);
   bool help = false;
 };
 
@@ -83,6 +92,9 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
   fs.addString("runtime", &f.runtime, "container runtime: process or fake");
   fs.addString("address", &f.address, "address of the read-only and healthz ports");
+  fs.addString("node-labels", &f.node_labels, "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
+  fs.addDuration("node-status-update-frequency", &f.node_status_update_frequency,
+                 "how often the node status is computed and posted when changed");
   fs.addString("system-reserved", &f.system_reserved, "resources kept from pods, e.g. cpu=500m,memory=1Gi");
   fs.addString("container-log-max-size", &f.container_log_max_size, "rotate a container log at this size");
   fs.addInt("container-log-max-files", &f.container_log_max_files, "log files kept per container");
@@ -131,6 +143,7 @@ base::Status applyConfigFile(FlagSet& fs, const std::string& path) {
       {"containerLogMaxFiles", "container-log-max-files"},
       {"kubeAPIQPS", "kube-api-qps"},
       {"kubeAPIBurst", "kube-api-burst"},
+      {"nodeStatusUpdateFrequency", "node-status-update-frequency"},
   };
   for (const auto& [key, value] : json->items()) {
     if (key == "kind" || key == "apiVersion") continue;
@@ -289,7 +302,38 @@ int runDaemon(int argc, char** argv) {
     rt = std::move(process);
   }
 
-  podmanager::NoopMirrorClient mirror_client;
+  // With --kubeconfig: one REST client shared by the api source, mirror pods, pod statuses, the
+  // Node, its lease and events (one QPS/burst budget, like kubelet's client).
+  std::unique_ptr<api::RestClient> rest;
+  std::map<std::string, std::string> node_labels;
+  if (!f.kubeconfig.empty()) {
+    auto labels = agent::parseNodeLabels(f.node_labels);
+    if (!labels.ok()) return usageError(labels.status().message(), fs);
+    node_labels = std::move(*labels);
+    auto rc = api::loadKubeconfig(f.kubeconfig);
+    if (!rc.ok()) return usageError("--kubeconfig: " + rc.status().message(), fs);
+    api::RestClientOptions rco;
+    rco.qps = f.kube_api_qps;
+    rco.burst = static_cast<int>(f.kube_api_burst);
+    auto client = api::RestClient::create(std::move(*rc), rco, clock);
+    if (!client.ok()) return usageError("--kubeconfig: " + client.status().message(), fs);
+    rest = std::move(*client);
+  }
+  std::shared_ptr<agent::NodeStatusController> node_status;
+  std::shared_ptr<agent::NodeLeaseController> node_lease;
+  std::shared_ptr<agent::StatusSyncer> status_syncer;
+  std::shared_ptr<agent::EventRecorder> events;
+  podmanager::NoopMirrorClient noop_mirror_client;
+  std::unique_ptr<agent::ApiMirrorClient> api_mirror_client;
+  if (rest) {
+    agent::ApiMirrorClientOptions mo;
+    mo.node_name = node_name;
+    mo.node_uid = [&node_status] { return node_status ? node_status->nodeUid() : std::string(); };
+    api_mirror_client = std::make_unique<agent::ApiMirrorClient>(*rest, clock, mo);
+  }
+  podmanager::MirrorClient& mirror_client =
+      api_mirror_client ? static_cast<podmanager::MirrorClient&>(*api_mirror_client)
+                        : static_cast<podmanager::MirrorClient&>(noop_mirror_client);
   podmanager::PodManager pod_manager(mirror_client);
   agent::StatusManager status_manager(clock, pod_manager);
   config::ManifestErrors manifest_errors;
@@ -314,6 +358,16 @@ int runDaemon(int argc, char** argv) {
   ao.crashloop_backoff_max = f.crashloop_backoff_max;
   ao.workers.resync_interval = f.sync_frequency;
   ao.pleg.relist_period = f.pleg_relist_period;
+  if (rest) {
+    agent::EventRecorderOptions eo;
+    eo.node_name = node_name;
+    events = std::make_shared<agent::EventRecorder>(ioc.get_executor(), clock, *rest, eo);
+    ao.record_event = [events](const api::Pod& pod, const std::string& type,
+                               const std::string& reason, const std::string& message,
+                               const std::string& field_path) {
+      events->record(pod, type, reason, message, field_path);
+    };
+  }
   auto* pc = pod_config.get();
   the_agent = std::make_shared<agent::Agent>(
       ioc.get_executor(), clock, random, *rt, pod_manager, status_manager,
@@ -353,9 +407,34 @@ int runDaemon(int argc, char** argv) {
     ao2.node_name = node_name;
     ao2.kube_api_qps = f.kube_api_qps;
     ao2.kube_api_burst = static_cast<int>(f.kube_api_burst);
-    auto api_source = config::makeApiserverSource(ioc.get_executor(), clock, random, ao2, api_sink);
-    if (!api_source.ok()) return usageError(api_source.status().message(), fs);
-    sources.push_back(std::move(*api_source));
+    sources.push_back(
+        config::makeApiserverSource(ioc.get_executor(), clock, random, *rest, ao2, api_sink));
+
+    agent::NodeStatusOptions no;
+    no.node_name = node_name;
+    no.node_ip = node_ip;
+    no.labels = node_labels;
+    no.capacity = *capacity;
+    no.allocatable = *allocatable;
+    no.info = agent::readNodeInfo(std::string("process://") + NODEAGENT_VERSION);
+    if (f.runtime == "fake") no.info.container_runtime_version = std::string("fake://") + NODEAGENT_VERSION;
+    no.daemon_port = f.read_only_port > 0 ? static_cast<int>(f.read_only_port) : 10250;
+    no.update_frequency = f.node_status_update_frequency;
+    if (fs.isSet("node-status-update-frequency")) no.report_frequency = f.node_status_update_frequency;
+    no.healthy = [&the_agent](std::string* why) { return the_agent->healthy(why); };
+    node_status = std::make_shared<agent::NodeStatusController>(ioc.get_executor(), clock, *rest, no);
+
+    agent::NodeLeaseOptions lo;
+    lo.node_name = node_name;
+    lo.node_uid = [&node_status] { return node_status->nodeUid(); };
+    node_lease = std::make_shared<agent::NodeLeaseController>(ioc.get_executor(), clock, *rest, lo);
+
+    agent::StatusSyncerOptions so;
+    so.pod_resources_reclaimed = [&the_agent](const std::string& uid) {
+      return !the_agent->podWorkers().couldHaveRunningContainers(uid);
+    };
+    status_syncer = std::make_shared<agent::StatusSyncer>(ioc.get_executor(), clock, *rest,
+                                                          status_manager, pod_manager, so);
   }
   if (sources.empty()) {
     log->warn("No pod source configured: give --pod-manifest-path, --manifest-url or --kubeconfig");
@@ -402,6 +481,9 @@ int runDaemon(int argc, char** argv) {
 
   log->info("Starting nodeagent version={} node={} node_ip={} runtime={} root_dir={}",
             NODEAGENT_VERSION, node_name, node_ip, f.runtime, f.root_dir);
+  if (node_status) node_status->start();
+  if (node_lease) node_lease->start();
+  if (status_syncer) status_syncer->start();
   the_agent->start();
   for (auto& s : sources) s->start();
 
@@ -436,6 +518,10 @@ int runDaemon(int argc, char** argv) {
     log->info("Shutting down signal={}", sig);
     sdNotify("STOPPING=1");
     for (auto& s : sources) s->stop();
+    if (status_syncer) status_syncer->stop();
+    if (node_status) node_status->stop();
+    if (node_lease) node_lease->stop();
+    if (events) events->stop();
     ready_timer->cancel();
     watchdog_timer->cancel();
     the_agent->stop([&] { work.reset(); ioc.stop(); });
@@ -446,6 +532,16 @@ int runDaemon(int argc, char** argv) {
   for (auto& t : threads) t.join();
   if (read_only) read_only->stop();
   if (healthz) healthz->stop();
+  // The api source and controllers hold the client: stop its calls before they go.
+  if (rest) rest->shutdown();
+  sources.clear();
+  status_syncer.reset();
+  node_status.reset();
+  node_lease.reset();
+  events.reset();
+  // Handlers still queued on the stopped io_context may hold controllers that use the client
+  // when they are destroyed with it; the process is exiting, so the client is left to it.
+  (void)rest.release();
   blocking.stop();
   blocking.join();
   log->info("Stopped; containers keep running");

@@ -1,0 +1,122 @@
+#include "agent/event_recorder.h"
+
+#include <nlohmann/json.hpp>
+
+#include "agent/api_mirror_client.h"
+
+#include "api/api_errors.h"
+#include "api/time.h"
+#include "base/log.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("events");
+  return l;
+}
+
+}  // namespace
+
+EventRecorder::EventRecorder(asio::any_io_executor executor, base::Clock& clock,
+                             api::RestClient& client, EventRecorderOptions options)
+    : strand_(asio::make_strand(executor)),
+      clock_(clock),
+      async_(client, 1),
+      options_(std::move(options)) {}
+
+EventRecorder::~EventRecorder() = default;
+
+void EventRecorder::stop() { stopped_ = true; }
+
+void EventRecorder::record(const api::Pod& pod, const std::string& type, const std::string& reason,
+                           const std::string& message, const std::string& field_path) {
+  if (stopped_) return;
+  if (queued_.fetch_add(1) >= options_.max_queue) {
+    queued_.fetch_sub(1);
+    dropped_.fetch_add(1);
+    return;
+  }
+  Pending p{pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid, type, reason, message,
+            field_path, api::Timestamp(clock_.wallNow().time_since_epoch())};
+  asio::post(strand_, [self = shared_from_this(), p = std::move(p)]() mutable {
+    self->queue_.push_back(std::move(p));
+    if (self->draining_) return;
+    self->draining_ = true;
+    asio::co_spawn(
+        self->strand_,
+        [](std::shared_ptr<EventRecorder> s) -> asio::awaitable<void> { co_await s->drain(); }(self),
+        asio::detached);
+  });
+}
+
+asio::awaitable<void> EventRecorder::drain() {
+  while (!queue_.empty()) {
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.fetch_sub(1);
+    if (stopped_) continue;
+    const std::string key = p.ns + "\x1f" + p.uid + "\x1f" + p.field_path + "\x1f" + p.type +
+                            "\x1f" + p.reason + "\x1f" + p.message;
+    const std::string now = api::formatTime(p.at);
+    auto it = seen_.find(key);
+    if (it != seen_.end()) {
+      Seen& s = it->second;
+      nlohmann::json patch = {{"count", s.count + 1}, {"lastTimestamp", now}};
+      const std::string path = api::eventsPath(p.ns) + "/" + s.event_name;
+      auto call = [path, patch](api::RestClient& c) {
+        return c.patchJson(path, patch, api::PatchType::kStrategicMerge);
+      };
+      auto r = co_await runOnPool(async_, call);
+      if (r.ok()) {
+        s.count += 1;
+        patched_.fetch_add(1);
+        continue;
+      }
+      if (!api::isNotFound(r.status())) {
+        failed_.fetch_add(1);
+        log()->debug("Cannot update event reason={} err={}", p.reason, r.status().toString());
+        continue;
+      }
+      seen_.erase(it);  // the Event expired: post a new one
+    }
+    char suffix[32];
+    std::snprintf(suffix, sizeof(suffix), ".%llx",
+                  static_cast<unsigned long long>(p.at.time_since_epoch().count()) + sequence_++);
+    const std::string event_name = p.name + suffix;
+    nlohmann::json involved = {{"kind", "Pod"}, {"namespace", p.ns}, {"name", p.name},
+                               {"uid", p.uid}, {"apiVersion", "v1"}};
+    if (!p.field_path.empty()) involved["fieldPath"] = p.field_path;
+    nlohmann::json event = {
+        {"apiVersion", "v1"},
+        {"kind", "Event"},
+        {"metadata", {{"name", event_name}, {"namespace", p.ns}}},
+        {"involvedObject", involved},
+        {"reason", p.reason},
+        {"message", p.message},
+        {"type", p.type},
+        {"source", {{"component", options_.component}, {"host", options_.node_name}}},
+        {"firstTimestamp", now},
+        {"lastTimestamp", now},
+        {"count", 1},
+        {"reportingComponent", options_.component},
+        {"reportingInstance", options_.node_name},
+    };
+    const std::string collection = api::eventsPath(p.ns);
+    auto call = [collection, event](api::RestClient& c) {
+      return c.createJson(collection, event);
+    };
+    auto r = co_await runOnPool(async_, call);
+    if (!r.ok()) {
+      failed_.fetch_add(1);
+      log()->debug("Cannot post event reason={} err={}", p.reason, r.status().toString());
+      continue;
+    }
+    posted_.fetch_add(1);
+    if (seen_.size() >= options_.max_cache) seen_.clear();
+    seen_[key] = Seen{event_name, 1, now};
+  }
+  draining_ = false;
+}
+
+}  // namespace nodeagent::agent

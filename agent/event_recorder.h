@@ -1,0 +1,80 @@
+// The event recorder (client-go's record.EventRecorder as the kubelet uses it): posts core/v1
+// Events about pods (Created, Started, Killing, BackOff, Failed, ...) to the apiserver.
+// Recording never blocks the caller: events go into a bounded queue drained on the recorder's
+// strand, and when the queue is full the event is dropped and counted. Repeats of the same event
+// (same object, type, reason and message) are aggregated like client-go's EventCorrelator: the
+// existing Event is PATCHed with count+1 and a new lastTimestamp. Requests go through the shared
+// RestClient, so they respect its QPS/burst (kubelet's eventRecordQPS 50 / eventBurst 100).
+//
+// Threading: record() and the counters are safe from any thread. Create with std::make_shared;
+// the RestClient and Clock must outlive it.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "api/pod.h"
+#include "api/rest_client.h"
+#include "base/asio.h"
+#include "base/clock.h"
+
+namespace nodeagent::agent {
+
+inline constexpr char kEventTypeNormal[] = "Normal";
+inline constexpr char kEventTypeWarning[] = "Warning";
+
+struct EventRecorderOptions {
+  std::string node_name;
+  std::string component = "kubelet";
+  size_t max_queue = 1000;
+  size_t max_cache = 4096;  // aggregated events remembered
+};
+
+class EventRecorder : public std::enable_shared_from_this<EventRecorder> {
+ public:
+  EventRecorder(asio::any_io_executor executor, base::Clock& clock, api::RestClient& client,
+                EventRecorderOptions options);
+  ~EventRecorder();
+
+  // Records an event about `pod`. `field_path` names the container ("spec.containers{web}").
+  // Any thread; never blocks.
+  void record(const api::Pod& pod, const std::string& type, const std::string& reason,
+              const std::string& message, const std::string& field_path = "");
+  void stop();
+
+  uint64_t posted() const { return posted_.load(); }
+  uint64_t patched() const { return patched_.load(); }
+  uint64_t dropped() const { return dropped_.load(); }
+  uint64_t failed() const { return failed_.load(); }
+
+ private:
+  struct Pending {
+    std::string ns, name, uid, type, reason, message, field_path;
+    api::Timestamp at;
+  };
+  struct Seen {
+    std::string event_name;
+    int64_t count = 0;
+    std::string first_timestamp;
+  };
+  asio::awaitable<void> drain();
+
+  asio::strand<asio::any_io_executor> strand_;
+  base::Clock& clock_;
+  api::AsyncRestClient async_;
+  EventRecorderOptions options_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<size_t> queued_{0};
+  std::atomic<uint64_t> posted_{0}, patched_{0}, dropped_{0}, failed_{0};
+
+  // Strand only.
+  std::deque<Pending> queue_;
+  bool draining_ = false;
+  std::map<std::string, Seen> seen_;
+  uint64_t sequence_ = 0;
+};
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,289 @@
+#include "agent/node_status.h"
+
+#include <sys/utsname.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/api_mirror_client.h"
+
+#include "api/api_errors.h"
+#include "api/quantity.h"
+#include "api/time.h"
+#include "base/log.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("node");
+  return l;
+}
+
+std::string readFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (in) std::getline(in, line);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r' || line.back() == ' ')) {
+    line.pop_back();
+  }
+  return line;
+}
+
+std::string goArch(const std::string& machine) {
+  if (machine == "x86_64") return "amd64";
+  if (machine == "aarch64") return "arm64";
+  if (machine == "i686" || machine == "i386") return "386";
+  if (machine.rfind("arm", 0) == 0) return "arm";
+  return machine;
+}
+
+nlohmann::json resources(const NodeStatusOptions& o, int64_t cpu_milli, int64_t memory, int64_t pods) {
+  (void)o;
+  return {{"cpu", api::Quantity::fromMilli(cpu_milli).toString()},
+          {"memory", api::Quantity::fromBytes(memory).toString()},
+          {"pods", std::to_string(pods)}};
+}
+
+}  // namespace
+
+NodeInfo readNodeInfo(const std::string& runtime_version) {
+  NodeInfo info;
+  utsname u{};
+  if (uname(&u) == 0) {
+    info.kernel_version = u.release;
+    info.architecture = goArch(u.machine);
+  }
+  std::ifstream os("/etc/os-release");
+  std::string line;
+  while (std::getline(os, line)) {
+    if (line.rfind("PRETTY_NAME=", 0) != 0) continue;
+    std::string v = line.substr(12);
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'')) v = v.substr(1, v.size() - 2);
+    info.os_image = v;
+  }
+  info.machine_id = readFirstLine("/etc/machine-id");
+  info.boot_id = readFirstLine("/proc/sys/kernel/random/boot_id");
+  info.container_runtime_version = runtime_version;
+  info.kubelet_version = std::string("v") + NODEAGENT_VERSION;
+  return info;
+}
+
+base::StatusOr<std::map<std::string, std::string>> parseNodeLabels(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return base::invalidArgumentError("--node-labels: \"" + item + "\" is not key=value");
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+nlohmann::json buildNode(const NodeStatusOptions& o) {
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& [k, v] : o.labels) labels[k] = v;
+  labels["kubernetes.io/hostname"] = o.node_name;
+  labels["kubernetes.io/os"] = o.info.operating_system;
+  labels["kubernetes.io/arch"] = o.info.architecture;
+  labels["beta.kubernetes.io/os"] = o.info.operating_system;
+  labels["beta.kubernetes.io/arch"] = o.info.architecture;
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", o.node_name},
+            {"labels", labels},
+            {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"}}}}},
+          {"spec", nlohmann::json::object()}};
+}
+
+NodeStatusController::NodeStatusController(asio::any_io_executor executor, base::Clock& clock,
+                                           api::RestClient& client, NodeStatusOptions options)
+    : strand_(asio::make_strand(executor)),
+      clock_(clock),
+      async_(client, 1),
+      options_(std::move(options)) {}
+
+NodeStatusController::~NodeStatusController() = default;
+
+std::string NodeStatusController::nodeUid() const {
+  std::lock_guard lock(mu_);
+  return node_uid_;
+}
+
+void NodeStatusController::start() {
+  asio::post(strand_, [self = shared_from_this()] {
+    self->timer_ = self->clock_.makeTimer(self->strand_);
+    self->schedule(base::Duration(0), true);
+  });
+}
+
+void NodeStatusController::stop() {
+  stopped_ = true;
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->timer_) self->timer_->cancel();
+  });
+}
+
+void NodeStatusController::schedule(base::Duration d, bool registering) {
+  if (stopped_) return;
+  timer_->asyncWaitFor(d, [self = shared_from_this(), registering] {
+    if (self->stopped_) return;
+    asio::co_spawn(
+        self->strand_,
+        [](std::shared_ptr<NodeStatusController> s, bool reg) -> asio::awaitable<void> {
+          try {
+            if (reg) {
+              co_await s->registerNode();
+            } else {
+              co_await s->updateStatus();
+            }
+          } catch (const std::exception& e) {
+            log()->error("Node status step failed err={}", e.what());
+            s->schedule(s->options_.update_frequency, !s->registered_);
+          }
+        }(self, registering),
+        asio::detached);
+  });
+}
+
+nlohmann::json NodeStatusController::computeStatus() {
+  const auto& o = options_;
+  std::string why;
+  bool healthy = !o.healthy || o.healthy(&why);
+  const std::string now = api::formatTime(api::Timestamp(clock_.wallNow().time_since_epoch()));
+  if (!ready_ || *ready_ != healthy) {
+    ready_ = healthy;
+    ready_transition_ = now;
+  }
+  if (pressure_transition_.empty()) pressure_transition_ = now;
+  auto cond = [&](const char* type, const char* status, const char* reason, std::string message,
+                  const std::string& transition) {
+    return nlohmann::json{{"type", type},
+                          {"status", status},
+                          {"reason", reason},
+                          {"message", message},
+                          {"lastHeartbeatTime", now},
+                          {"lastTransitionTime", transition}};
+  };
+  nlohmann::json conditions = nlohmann::json::array({
+      cond("MemoryPressure", "False", "KubeletHasSufficientMemory",
+           "kubelet has sufficient memory available", pressure_transition_),
+      cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure",
+           pressure_transition_),
+      cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available",
+           pressure_transition_),
+      healthy ? cond("Ready", "True", "KubeletReady", "kubelet is posting ready status",
+                     ready_transition_)
+              : cond("Ready", "False", "KubeletNotReady", why.empty() ? "agent is not healthy" : why,
+                     ready_transition_),
+  });
+  nlohmann::json addresses = nlohmann::json::array();
+  if (!o.node_ip.empty()) addresses.push_back({{"type", "InternalIP"}, {"address", o.node_ip}});
+  addresses.push_back({{"type", "Hostname"}, {"address", o.node_name}});
+  return {{"capacity", resources(o, o.capacity.cpu_milli, o.capacity.memory_bytes, o.allocatable.pods)},
+          {"allocatable",
+           resources(o, o.allocatable.cpu_milli, o.allocatable.memory_bytes, o.allocatable.pods)},
+          {"conditions", conditions},
+          {"addresses", addresses},
+          {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", o.daemon_port}}}}},
+          {"nodeInfo",
+           {{"machineID", o.info.machine_id},
+            {"systemUUID", o.info.system_uuid},
+            {"bootID", o.info.boot_id},
+            {"kernelVersion", o.info.kernel_version},
+            {"osImage", o.info.os_image},
+            {"containerRuntimeVersion", o.info.container_runtime_version},
+            {"kubeletVersion", o.info.kubelet_version},
+            {"kubeProxyVersion", ""},
+            {"operatingSystem", o.info.operating_system},
+            {"architecture", o.info.architecture}}}};
+}
+
+asio::awaitable<void> NodeStatusController::registerNode() {
+  nlohmann::json node = buildNode(options_);
+  node["status"] = computeStatus();
+  const std::string name = options_.node_name;
+  auto call = [node, name](api::RestClient& c) -> base::StatusOr<nlohmann::json> {
+    auto created = c.createJson(api::nodesPath(), node);
+    if (created.ok() || !api::isAlreadyExists(created.status())) return created;
+    auto existing = c.getJson(api::nodePath(name));
+    if (!existing.ok()) return existing;
+    // Reconcile the labels the agent owns; everything else another writer set stays.
+    nlohmann::json want = node["metadata"]["labels"];
+    nlohmann::json have = existing->value(nlohmann::json::json_pointer("/metadata/labels"),
+                                          nlohmann::json::object());
+    nlohmann::json patch_labels = nlohmann::json::object();
+    for (const auto& [k, v] : want.items()) {
+      if (!have.contains(k) || have[k] != v) patch_labels[k] = v;
+    }
+    if (patch_labels.empty()) return existing;
+    return c.patchJson(api::nodePath(name), {{"metadata", {{"labels", patch_labels}}}},
+                       api::PatchType::kStrategicMerge);
+  };
+  auto r = co_await runOnPool(async_, call);
+  if (stopped_) co_return;
+  if (!r.ok()) {
+    backoff_ = backoff_.count() == 0 ? options_.register_backoff_initial
+                                     : std::min(backoff_ * 2, options_.register_backoff_max);
+    log()->warn("Unable to register node node={} err={} retry_in_ms={}", name,
+                r.status().toString(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(backoff_).count());
+    schedule(backoff_, true);
+    co_return;
+  }
+  backoff_ = base::Duration(0);
+  {
+    std::lock_guard lock(mu_);
+    node_uid_ = r->value(nlohmann::json::json_pointer("/metadata/uid"), std::string());
+  }
+  registered_ = true;
+  log()->info("Node registered node={} uid={}", name, nodeUid());
+  last_sent_.clear();  // send the full status right away
+  co_await updateStatus();
+}
+
+asio::awaitable<void> NodeStatusController::updateStatus() {
+  auto status = computeStatus();
+  nlohmann::json comparable = status;
+  for (auto& c : comparable["conditions"]) c.erase("lastHeartbeatTime");
+  std::string key = comparable.dump();
+  const auto now = clock_.now();
+  bool due = !last_report_ || now - *last_report_ >= options_.report_frequency;
+  if (key == last_sent_ && !due) {
+    schedule(options_.update_frequency, false);
+    co_return;
+  }
+  const std::string name = options_.node_name;
+  nlohmann::json order = nlohmann::json::array();
+  for (const auto& c : status["conditions"]) order.push_back({{"type", c["type"]}});
+  nlohmann::json patch = {{"status", status}};
+  patch["status"]["$setElementOrder/conditions"] = order;
+  auto call = [name, patch](api::RestClient& c) {
+    return c.patchJson(api::nodeStatusPath(name), patch, api::PatchType::kStrategicMerge);
+  };
+  auto r = co_await runOnPool(async_, call);
+  if (stopped_) co_return;
+  if (!r.ok()) {
+    log()->warn("Error updating node status node={} err={}", name, r.status().toString());
+    if (api::isNotFound(r.status())) {
+      registered_ = false;
+      schedule(options_.register_backoff_initial, true);
+      co_return;
+    }
+    schedule(options_.update_frequency, false);
+    co_return;
+  }
+  patches_.fetch_add(1);
+  last_sent_ = key;
+  last_report_ = now;
+  schedule(options_.update_frequency, false);
+}
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,111 @@
+// Node registration and status (kubelet's kubelet_node_status.go): registers this node's Node
+// object when the agent starts (POST; when it already exists, GET it and reconcile the labels the
+// agent owns), then computes the node status every `update_frequency` (10 s) and PATCHes
+// nodes/<name>/status when it changed or every `report_frequency` (5 min) as a heartbeat.
+// The status carries capacity/allocatable (cpu, memory, pods), addresses (InternalIP, Hostname),
+// nodeInfo, daemonEndpoints and the conditions: Ready from the agent's health (KubeletReady /
+// KubeletNotReady with the reason), MemoryPressure/DiskPressure/PIDPressure False.
+//
+// Threading: start/stop/nodeUid/registered are safe from any thread; the work runs on the
+// controller's strand. Create with std::make_shared; the RestClient and Clock must outlive it.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "agent/admission.h"
+#include "api/rest_client.h"
+#include "base/asio.h"
+#include "base/clock.h"
+
+namespace nodeagent::agent {
+
+struct NodeInfo {
+  std::string machine_id;
+  std::string system_uuid;
+  std::string boot_id;
+  std::string kernel_version;
+  std::string os_image;
+  std::string container_runtime_version;
+  std::string kubelet_version;
+  std::string operating_system = "linux";
+  std::string architecture;  // GOARCH spelling: amd64, arm64, ...
+};
+
+// Reads the host's node info: uname, /etc/os-release, /etc/machine-id, the boot ID. Missing files
+// leave fields empty. `runtime_version` becomes containerRuntimeVersion.
+NodeInfo readNodeInfo(const std::string& runtime_version);
+
+struct NodeStatusOptions {
+  std::string node_name;
+  std::string node_ip;
+  // Extra labels (--node-labels); the well-known hostname/os/arch labels are added.
+  std::map<std::string, std::string> labels;
+  NodeCapacity capacity;
+  NodeAllocatable allocatable;
+  NodeInfo info;
+  int daemon_port = 10250;
+  base::Duration update_frequency = std::chrono::seconds(10);
+  base::Duration report_frequency = std::chrono::minutes(5);
+  base::Duration register_backoff_initial = std::chrono::milliseconds(100);
+  base::Duration register_backoff_max = std::chrono::seconds(7);
+  // The agent's health; `why` gets the reason when unhealthy. Any thread. Unset: healthy.
+  std::function<bool(std::string* why)> healthy;
+};
+
+// Parses --node-labels ("k=v,k2=v2"); InvalidArgument naming the bad entry.
+base::StatusOr<std::map<std::string, std::string>> parseNodeLabels(const std::string& text);
+
+// The Node object the agent registers (metadata + spec + status at `now`).
+nlohmann::json buildNode(const NodeStatusOptions& options);
+
+class NodeStatusController : public std::enable_shared_from_this<NodeStatusController> {
+ public:
+  NodeStatusController(asio::any_io_executor executor, base::Clock& clock, api::RestClient& client,
+                       NodeStatusOptions options);
+  ~NodeStatusController();
+
+  void start();
+  void stop();
+
+  // The registered Node's UID; "" until registration succeeded. Any thread.
+  std::string nodeUid() const;
+  bool registered() const { return registered_.load(); }
+  uint64_t statusPatches() const { return patches_.load(); }
+
+  // The status the controller would send now (for tests).
+  nlohmann::json computeStatus();
+
+ private:
+  asio::awaitable<void> registerNode();
+  asio::awaitable<void> updateStatus();
+  void schedule(base::Duration d, bool registering);
+
+  asio::strand<asio::any_io_executor> strand_;
+  base::Clock& clock_;
+  api::AsyncRestClient async_;
+  NodeStatusOptions options_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> registered_{false};
+  std::atomic<uint64_t> patches_{0};
+  mutable std::mutex mu_;
+  std::string node_uid_;
+
+  // Strand only.
+  base::TimerPtr timer_;
+  base::Duration backoff_{0};
+  std::optional<bool> ready_;
+  std::string ready_transition_;  // formatted time of the Ready condition's last transition
+  std::string pressure_transition_;
+  std::string last_sent_;         // the last status sent, without heartbeat times
+  std::optional<base::MonotonicTime> last_report_;
+};
+
+}  // namespace nodeagent::agent

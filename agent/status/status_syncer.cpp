@@ -1,0 +1,258 @@
+#include "agent/status/status_syncer.h"
+
+#include <nlohmann/json.hpp>
+
+#include "agent/api_mirror_client.h"
+
+#include "api/api_errors.h"
+#include "api/pod_json.h"
+#include "api/pod_update.h"
+#include "base/log.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("status");
+  return l;
+}
+
+}  // namespace
+
+nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::json& new_status) {
+  nlohmann::json patch = nlohmann::json::object();
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  const auto& old_s = old_status.is_object() ? old_status : kEmpty;
+  const auto& new_s = new_status.is_object() ? new_status : kEmpty;
+  for (const auto& [key, value] : new_s.items()) {
+    if (key == "conditions") continue;
+    auto it = old_s.find(key);
+    if (it == old_s.end() || *it != value) patch[key] = value;
+  }
+  // Fields the agent owns and may clear; anything else another writer set is left alone.
+  for (const char* key : {"message", "reason", "podIP", "podIPs", "hostIP"}) {
+    if (old_s.contains(key) && !new_s.contains(key)) patch[key] = nullptr;
+  }
+  auto new_conds = new_s.find("conditions");
+  if (new_conds != new_s.end() && new_conds->is_array()) {
+    std::map<std::string, const nlohmann::json*> old_by_type;
+    if (auto oc = old_s.find("conditions"); oc != old_s.end() && oc->is_array()) {
+      for (const auto& c : *oc) {
+        if (c.is_object()) old_by_type[c.value("type", "")] = &c;
+      }
+    }
+    nlohmann::json changed = nlohmann::json::array();
+    for (const auto& c : *new_conds) {
+      if (!c.is_object()) continue;
+      auto it = old_by_type.find(c.value("type", ""));
+      if (it == old_by_type.end() || *it->second != c) changed.push_back(c);
+    }
+    if (!changed.empty()) patch["conditions"] = std::move(changed);
+  }
+  return patch;
+}
+
+StatusSyncer::StatusSyncer(asio::any_io_executor executor, base::Clock& clock,
+                           api::RestClient& client, StatusManager& status_manager,
+                           podmanager::PodManager& pod_manager, StatusSyncerOptions options)
+    : strand_(asio::make_strand(executor)),
+      clock_(clock),
+      async_(client, 2),
+      status_manager_(status_manager),
+      pod_manager_(pod_manager),
+      options_(std::move(options)) {}
+
+StatusSyncer::~StatusSyncer() = default;
+
+void StatusSyncer::start() {
+  std::weak_ptr<StatusSyncer> weak = weak_from_this();
+  status_manager_.setOnChange([weak](const std::string& uid) {
+    if (auto self = weak.lock()) self->notify(uid);
+  });
+  asio::post(strand_, [self = shared_from_this()] {
+    self->batch_timer_ = self->clock_.makeTimer(self->strand_);
+    self->delete_timer_ = self->clock_.makeTimer(self->strand_);
+    self->batch();
+  });
+}
+
+void StatusSyncer::stop() {
+  stopped_ = true;
+  status_manager_.setOnChange(nullptr);
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->batch_timer_) self->batch_timer_->cancel();
+    if (self->delete_timer_) self->delete_timer_->cancel();
+    self->queue_.clear();
+    self->queued_.clear();
+  });
+}
+
+void StatusSyncer::notify(const std::string& uid) {
+  if (stopped_) return;
+  asio::post(strand_, [self = shared_from_this(), uid] { self->enqueue(uid); });
+}
+
+void StatusSyncer::enqueue(const std::string& raw_uid) {
+  if (stopped_) return;
+  std::string uid = pod_manager_.translatePodUID(raw_uid);
+  if (uid.empty() || !queued_.insert(uid).second) return;
+  queue_.push_back(uid);
+  runQueue();
+}
+
+void StatusSyncer::runQueue() {
+  if (draining_ || queue_.empty()) return;
+  draining_ = true;
+  asio::co_spawn(
+      strand_,
+      [](std::shared_ptr<StatusSyncer> self) -> asio::awaitable<void> {
+        co_await self->drain();
+      }(shared_from_this()),
+      asio::detached);
+}
+
+asio::awaitable<void> StatusSyncer::drain() {
+  while (!queue_.empty() && !stopped_) {
+    std::string uid = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.erase(uid);
+    try {
+      co_await syncPod(uid);
+    } catch (const std::exception& e) {
+      log()->error("Status sync failed uid={} err={}", uid, e.what());
+    }
+  }
+  draining_ = false;
+}
+
+asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
+  auto vs = status_manager_.getVersionedPodStatus(uid);
+  if (!vs) {
+    state_.erase(uid);
+    co_return;
+  }
+  auto pod = pod_manager_.getPodByUID(uid);
+  if (!pod) co_return;  // not (yet) in the pod manager: nothing to report to
+  api::PodPtr target = pod;
+  if (api::isStaticPod(*pod)) {
+    target = pod_manager_.getMirrorPodByPod(*pod);
+    // No current mirror yet: the status goes out once the mirror pod shows up.
+    if (!target || target->metadata.uid.empty() ||
+        !podmanager::PodManager::isMirrorPodOf(*target, *pod)) {
+      waiting_for_mirror_.insert(uid);
+      armRetry();
+      co_return;
+    }
+  }
+  if (target->metadata.uid.empty()) co_return;
+  nlohmann::json base;
+  {
+    auto& st = state_[uid];
+    if (st.answered_status && st.base_resource_version == target->metadata.resource_version) {
+      base = *st.answered_status;
+    } else {
+      base = api::encodePodStatus(target->status);
+    }
+  }
+  auto patch = podStatusPatch(base, api::encodePodStatus(vs->status));
+  if (patch.empty()) {
+    metrics_.unchanged.fetch_add(1);
+    state_[uid].synced_version = std::max(state_[uid].synced_version, vs->version);
+    co_await maybeDelete(pod, uid);
+    co_return;
+  }
+  nlohmann::json body = {{"metadata", {{"uid", target->metadata.uid}}}, {"status", std::move(patch)}};
+  const std::string path = api::podStatusPath(target->metadata.namespace_, target->metadata.name);
+  log()->debug("Patching pod status pod={} uid={} version={} patch={}", api::podRef(*target),
+               target->metadata.uid, vs->version, body.dump());
+  auto call = [path, body = std::move(body)](api::RestClient& c) {
+    return c.patchJson(path, body, api::PatchType::kStrategicMerge);
+  };
+  auto r = co_await runOnPool(async_, call);
+  if (!r.ok()) {
+    metrics_.patch_errors.fetch_add(1);
+    if (api::isNotFound(r.status()) || api::isConflict(r.status())) {
+      log()->debug("Pod is gone or replaced, status not sent pod={} err={}", api::podRef(*target),
+                   r.status().toString());
+    } else {
+      log()->warn("Failed to update pod status pod={} err={}", api::podRef(*target),
+                  r.status().toString());
+    }
+    co_return;
+  }
+  metrics_.patches.fetch_add(1);
+  auto& st = state_[uid];
+  st.synced_version = std::max(st.synced_version, vs->version);
+  st.base_resource_version = target->metadata.resource_version;
+  st.answered_status = std::make_shared<const nlohmann::json>(
+      r->is_object() ? r->value("status", nlohmann::json::object()) : nlohmann::json::object());
+  co_await maybeDelete(pod, uid);
+}
+
+asio::awaitable<void> StatusSyncer::maybeDelete(const api::PodPtr& pod, const std::string& uid) {
+  if (!pod->metadata.deletion_timestamp || api::isStaticPod(*pod) || api::isMirrorPod(*pod)) {
+    co_return;
+  }
+  auto& st = state_[uid];
+  if (st.delete_sent) co_return;
+  if (options_.pod_resources_reclaimed && !options_.pod_resources_reclaimed(uid)) {
+    pending_deletes_.insert(uid);
+    armRetry();
+    co_return;
+  }
+  nlohmann::json options = {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", uid}}}};
+  const std::string path = api::podPath(pod->metadata.namespace_, pod->metadata.name);
+  auto call = [path, options](api::RestClient& c) {
+    return c.deleteJson(path, &options);
+  };
+  auto r = co_await runOnPool(async_, call);
+  if (r.ok() || api::isNotFound(r.status()) || api::isConflict(r.status())) {
+    state_[uid].delete_sent = true;
+    pending_deletes_.erase(uid);
+    if (r.ok()) {
+      metrics_.deletes.fetch_add(1);
+      log()->info("Pod fully terminated and removed from the apiserver pod={} uid={}",
+                  api::podRef(*pod), uid);
+    }
+    co_return;
+  }
+  log()->warn("Failed to delete pod pod={} err={}", api::podRef(*pod), r.status().toString());
+  pending_deletes_.insert(uid);
+  armRetry();
+}
+
+void StatusSyncer::armRetry() {
+  if (stopped_ || !delete_timer_ || delete_timer_->armed()) return;
+  delete_timer_->asyncWaitFor(options_.deletion_check_period,
+                              [self = shared_from_this()] { self->checkDeletions(); });
+}
+
+void StatusSyncer::checkDeletions() {
+  if (stopped_) return;
+  auto waiting = std::move(waiting_for_mirror_);
+  waiting_for_mirror_.clear();
+  for (const auto& uid : waiting) {
+    if (pod_manager_.getPodByUID(uid)) enqueue(uid);
+  }
+  for (auto it = pending_deletes_.begin(); it != pending_deletes_.end();) {
+    if (!pod_manager_.getPodByUID(*it)) {
+      it = pending_deletes_.erase(it);
+      continue;
+    }
+    if (!options_.pod_resources_reclaimed || options_.pod_resources_reclaimed(*it)) enqueue(*it);
+    ++it;
+  }
+  if (!pending_deletes_.empty()) armRetry();
+}
+
+void StatusSyncer::batch() {
+  if (stopped_) return;
+  auto all = status_manager_.snapshot();
+  for (auto it = state_.begin(); it != state_.end();) {
+    it = all.count(it->first) ? std::next(it) : state_.erase(it);
+  }
+  for (const auto& [uid, vs] : all) enqueue(uid);
+  batch_timer_->asyncWaitFor(options_.batch_period, [self = shared_from_this()] { self->batch(); });
+}
+
+}  // namespace nodeagent::agent

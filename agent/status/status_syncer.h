@@ -1,0 +1,121 @@
+// The status syncer: the sending half of kubelet's status manager (status_manager.go syncPod /
+// syncBatch). It observes the StatusManager's versions and brings the apiserver's copy of every
+// pod's status in line with them:
+//  - each new version (StatusManager::setOnChange) queues the pod on the syncer's strand; the
+//    queue is drained one request at a time, so a pod's statuses reach the apiserver in order;
+//  - every `batch_period` (10 s) every cached status is checked again against the pod manager's
+//    copy of the API pod, which catches up after an apiserver outage and reverts status edits made
+//    by other clients;
+//  - a sync sends a strategic-merge PATCH of pods/<name>/status carrying only the fields that
+//    differ from the apiserver's copy, plus metadata.uid as a precondition; nothing is sent when
+//    nothing differs;
+//  - static pods report through their mirror pod (same name, the mirror's UID as precondition);
+//  - once a gracefully deleted API pod's resources are reclaimed (`pod_resources_reclaimed`), the
+//    syncer sends the final DELETE with grace 0 and the UID precondition.
+// Requests go through the shared RestClient (its QPS/burst limit) on the syncer's own pool.
+//
+// Threading: start/stop/notify and the metrics are safe from any thread; everything else runs on
+// the syncer's strand. Create with std::make_shared; the StatusManager, PodManager, RestClient and
+// Clock must outlive it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "agent/status/status_manager.h"
+#include "api/pod.h"
+#include "api/rest_client.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "podmanager/pod_manager.h"
+
+namespace nodeagent::agent {
+
+struct StatusSyncerOptions {
+  base::Duration batch_period = std::chrono::seconds(10);
+  // How often pods waiting for their final DELETE, or static pods waiting for their mirror pod,
+  // are checked again.
+  base::Duration deletion_check_period = std::chrono::milliseconds(500);
+  // True once the pod's containers have stopped and its resources are reclaimed (pod workers'
+  // isPodKnownTerminated). Any thread. Unset: always true.
+  std::function<bool(const std::string& uid)> pod_resources_reclaimed;
+};
+
+struct StatusSyncerMetrics {
+  std::atomic<uint64_t> patches{0};
+  std::atomic<uint64_t> patch_errors{0};
+  std::atomic<uint64_t> unchanged{0};  // syncs that found nothing to send
+  std::atomic<uint64_t> deletes{0};
+};
+
+class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
+ public:
+  StatusSyncer(asio::any_io_executor executor, base::Clock& clock, api::RestClient& client,
+               StatusManager& status_manager, podmanager::PodManager& pod_manager,
+               StatusSyncerOptions options = {});
+  ~StatusSyncer();
+
+  // Hooks the StatusManager and starts the batch timer. Any thread.
+  void start();
+  // Stops timers and queueing; requests in flight finish in the background. Any thread.
+  void stop();
+  // Queues a sync of `uid` (static, regular or mirror UID). Any thread.
+  void notify(const std::string& uid);
+
+  const StatusSyncerMetrics& metrics() const { return metrics_; }
+
+ private:
+  struct PodState {
+    uint64_t synced_version = 0;
+    // The apiserver's status as our last PATCH answered, valid while the pod manager's copy still
+    // has `base_resource_version` (the watch has not delivered our own write yet).
+    std::string base_resource_version;
+    std::shared_ptr<const nlohmann::json> answered_status;
+    bool delete_sent = false;
+  };
+
+  void enqueue(const std::string& uid);
+  void runQueue();
+  asio::awaitable<void> drain();
+  asio::awaitable<void> syncPod(const std::string& uid);
+  asio::awaitable<void> maybeDelete(const api::PodPtr& pod, const std::string& uid);
+  void batch();
+  void checkDeletions();
+  void armRetry();
+
+  asio::strand<asio::any_io_executor> strand_;
+  base::Clock& clock_;
+  api::AsyncRestClient async_;
+  StatusManager& status_manager_;
+  podmanager::PodManager& pod_manager_;
+  StatusSyncerOptions options_;
+  StatusSyncerMetrics metrics_;
+  std::atomic<bool> stopped_{false};
+
+  // Strand only.
+  std::deque<std::string> queue_;
+  std::set<std::string> queued_;
+  bool draining_ = false;
+  std::map<std::string, PodState> state_;
+  std::set<std::string> pending_deletes_;
+  std::set<std::string> waiting_for_mirror_;  // static pods whose mirror is not there yet
+  base::TimerPtr batch_timer_;
+  base::TimerPtr delete_timer_;
+};
+
+// The strategic-merge patch of a pod's `status` from `old_status` to `new_status` (both encoded
+// PodStatus JSON): changed fields whole, conditions one by one (merged by type, so conditions
+// owned by others survive), message/reason/podIP(s)/startTime removed with null. An empty object
+// when nothing differs.
+nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::json& new_status);
+
+}  // namespace nodeagent::agent

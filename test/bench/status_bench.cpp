@@ -1,0 +1,120 @@
+// Status sync figures: the nodeagent binary (--runtime=fake) joined to the in-process test
+// apiserver, with 1,000 API pods created for its node at once:
+//  - time until every pod is Running in the apiserver;
+//  - pod status PATCH requests per pod start (goal: at most 2);
+//  - apiserver requests per second from the idle node afterwards (goal: lease and node status
+//    only), by kind.
+// Run: build/bench/status_bench [pods] [kube-api-qps]   (prints one figure per line)
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cmd/test-apiserver/test_api_server.h"
+#include "test/integration/apiserver_test_util.h"
+#include "test/support/test_util.h"
+
+using nlohmann::json;
+using namespace nodeagent;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr char kNode[] = "bench-node";
+
+json podJson(int i) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "default"}}},
+          {"spec",
+           {{"nodeName", kNode},
+            {"containers", {{{"name", "c"}, {"image", "busybox"}, {"command", {"sleep", "3600"}}}}}}}};
+}
+
+int countRunning(testapiserver::TestApiServer& server) {
+  auto list = server.store().listJson("pods", "default", {});
+  if (!list.ok()) return 0;
+  int n = 0;
+  for (const auto& p : (*list)["items"]) {
+    if (p["status"].value("phase", "") == "Running") ++n;
+  }
+  return n;
+}
+
+std::string kindOf(const testapiserver::RecordedRequest& r) {
+  if (r.path.find("/leases") != std::string::npos) return r.method + " lease";
+  if (r.path.find("/nodes") != std::string::npos) return r.method + " node";
+  if (r.path.find("/events") != std::string::npos) return r.method + " event";
+  if (r.path.ends_with("/status")) return r.method + " pod status";
+  if (r.path.find("/pods") != std::string::npos) {
+    return r.method + (r.query.find("watch=") != std::string::npos ? " pod watch" : " pod");
+  }
+  return r.method + " " + r.path;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int pods = argc > 1 ? std::atoi(argv[1]) : 1000;
+  const std::string qps = argc > 2 ? argv[2] : "50";
+  testing::TempDir dir("nodeagent-status-bench");
+  testapiserver::ServerOptions opts;
+  auto started = testapiserver::TestApiServer::start(opts);
+  if (!started.ok()) {
+    std::fprintf(stderr, "start failed: %s\n", started.status().toString().c_str());
+    return 1;
+  }
+  auto server = std::move(*started);
+  (void)server->writeKubeconfig(dir / "kubeconfig");
+  testing::ChildProcess agent(
+      {testing::binaryPath("nodeagent").string(), "--kubeconfig=" + (dir / "kubeconfig").string(),
+       "--hostname-override=" + std::string(kNode), "--node-ip=127.0.0.1", "--runtime=fake",
+       "--root-dir=" + (dir / "root").string(), "--pod-log-dir=" + (dir / "logs").string(),
+       "--read-only-port=0", "--healthz-port=0", "--max-pods=" + std::to_string(pods + 10),
+       "--kube-api-qps=" + qps, "--kube-api-burst=100"},
+      dir / "agent.out", dir / "agent.err");
+  if (!testing::eventually([&] { return server->store().get("nodes", "", kNode).ok(); },
+                           std::chrono::seconds(30))) {
+    std::fprintf(stderr, "node did not register\n%s", agent.err().c_str());
+    return 1;
+  }
+  server->clearRequests();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < pods; ++i) (void)server->store().create("pods", "default", podJson(i));
+  const bool all = testing::eventually([&] { return countRunning(*server) == pods; },
+                                       std::chrono::seconds(600));
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("pods=%d kube_api_qps=%s\n", pods, qps.c_str());
+  std::printf("all_running=%s time_to_all_running_s=%.2f\n", all ? "yes" : "no", secs);
+  // Let the trailing statuses (Ready etc.) settle before counting.
+  const auto settle_end = Clock::now() + std::chrono::seconds(12);
+  testing::eventually([&] { return Clock::now() >= settle_end; }, std::chrono::seconds(13));
+  size_t patches = 0;
+  for (const auto& r : server->requests()) {
+    if (r.method == "PATCH" && r.path.ends_with("/status") && r.path.find("/pods/") != std::string::npos) {
+      ++patches;
+    }
+  }
+  std::printf("pod_status_patches=%zu patches_per_pod_start=%.2f\n", patches,
+              static_cast<double>(patches) / pods);
+
+  server->clearRequests();
+  const int idle_secs = 30;
+  const auto idle_end = Clock::now() + std::chrono::seconds(idle_secs);
+  testing::eventually([&] { return Clock::now() >= idle_end; }, std::chrono::seconds(idle_secs + 1));
+  auto reqs = server->requests();
+  std::map<std::string, int> by_kind;
+  for (const auto& r : reqs) ++by_kind[kindOf(r)];
+  std::printf("idle_requests_per_s=%.2f over %ds\n", static_cast<double>(reqs.size()) / idle_secs,
+              idle_secs);
+  for (const auto& [k, n] : by_kind) std::printf("  idle %s: %d\n", k.c_str(), n);
+  agent.signal(SIGTERM);
+  agent.wait(std::chrono::seconds(10));
+  server->stop();
+  return all ? 0 : 1;
+}

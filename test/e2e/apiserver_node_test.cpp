@@ -1,0 +1,329 @@
+// The nodeagent binary joined to the in-process test apiserver (--kubeconfig, --runtime=process),
+// driven and observed with the real kubectl: node registration, the lease, mirror pods of static
+// pods, API pods from create to graceful deletion, status reconciliation and apiserver outages.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cmd/test-apiserver/test_api_server.h"
+#include "test/integration/apiserver_test_util.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kNode[] = "node-e2e";
+
+std::string staticPodYaml(const std::string& name, const std::string& command) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\n  namespace: default\nspec:\n  containers:\n  - name: main\n    image: busybox\n"
+         "    command: [\"sh\", \"-c\", \"" + command + "\"]\n";
+}
+
+void writeAtomically(const fs::path& path, const std::string& content) {
+  auto tmp = path.parent_path() / ("." + path.filename().string() + ".new");
+  testing::writeFile(tmp, content);
+  fs::rename(tmp, path);
+}
+
+struct Env {
+  testing::TempDir dir{"nodeagent-e2e-apiserver"};
+  std::unique_ptr<testapiserver::TestApiServer> server;
+  fs::path kubeconfig;
+  fs::path manifests;
+  std::unique_ptr<testing::ChildProcess> agent;
+
+  Env() {
+    server = testapiserver::TestApiServer::start({}).value();
+    kubeconfig = dir / "kubeconfig";
+    REQUIRE(server->writeKubeconfig(kubeconfig).ok());
+    manifests = dir / "manifests";
+    fs::create_directories(manifests);
+  }
+  ~Env() {
+    if (agent) {
+      agent->signal(SIGTERM);
+      agent->wait(10s);
+    }
+    // The process runtime's containers outlive the agent by design: stop them here.
+    killContainers();
+    server->stop();
+  }
+
+  void startAgent() {
+    std::vector<std::string> argv = {
+        testing::binaryPath("nodeagent").string(),
+        "--kubeconfig=" + kubeconfig.string(),
+        "--hostname-override=" + std::string(kNode),
+        "--node-ip=127.0.0.1",
+        "--pod-manifest-path=" + manifests.string(),
+        "--file-check-frequency=1s",
+        "--root-dir=" + (dir / "root").string(),
+        "--pod-log-dir=" + (dir / "logs").string(),
+        "--runtime=process",
+        "--read-only-port=0",
+        "--healthz-port=0",
+        "--node-labels=e2e=yes",
+        "--node-status-update-frequency=1s",
+        "--v=1",
+    };
+    agent = std::make_unique<testing::ChildProcess>(argv, dir / "agent.out", dir / "agent.err");
+    REQUIRE(agent->started());
+  }
+
+  void killContainers() {
+    // Every process whose command line names our root dir (shims and containers) is ours.
+    const std::string root = (dir / "root").string();
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+      std::string cmdline;
+      try {
+        cmdline = testing::readFile(e.path() / "cmdline");
+      } catch (...) {
+        continue;
+      }
+      if (cmdline.find(root) != std::string::npos || cmdline.find((dir / "logs").string()) != std::string::npos) {
+        ::kill(std::stoi(name), SIGKILL);
+      }
+    }
+  }
+
+  testing::RunResult kubectl(std::vector<std::string> args, std::chrono::milliseconds deadline = 30s) {
+    std::vector<std::string> argv = {"kubectl", "--kubeconfig=" + kubeconfig.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::runCommand(argv, dir, deadline);
+  }
+
+  std::optional<json> kubectlJson(std::vector<std::string> args) {
+    args.push_back("-o");
+    args.push_back("json");
+    auto r = kubectl(args);
+    if (r.exit_code != 0) return std::nullopt;
+    try {
+      return json::parse(r.out);
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+
+  std::optional<json> pod(const std::string& name) { return kubectlJson({"get", "pod", name, "-n", "default"}); }
+
+  std::string diagnostics() { return "agent stderr:\n" + agent->err(); }
+};
+
+std::string condition(const json& obj, const std::string& type) {
+  for (const auto& c : obj["status"].value("conditions", json::array())) {
+    if (c.value("type", "") == type) return c.value("status", "");
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("node registers Ready with capacity and labels, and its lease renews",
+          "[e2e][apiserver][node]") {
+  Env env;
+  env.startAgent();
+  std::optional<json> node;
+  bool ready = testing::eventually(
+      [&] {
+        node = env.kubectlJson({"get", "node", kNode});
+        return node && condition(*node, "Ready") == "True";
+      },
+      30s);
+  INFO(env.diagnostics());
+  REQUIRE(ready);
+  CHECK((*node)["status"]["capacity"].value("pods", "") == "110");
+  CHECK(!(*node)["status"]["capacity"].value("cpu", "").empty());
+  CHECK(!(*node)["status"]["allocatable"].value("memory", "").empty());
+  CHECK((*node)["metadata"]["labels"].value("e2e", "") == "yes");
+  CHECK((*node)["metadata"]["labels"].value("kubernetes.io/hostname", "") == kNode);
+  CHECK((*node)["status"]["nodeInfo"].value("kubeletVersion", "").starts_with("v"));
+  CHECK(condition(*node, "MemoryPressure") == "False");
+  auto table = env.kubectl({"get", "nodes"});
+  CHECK(table.out.find("Ready") != std::string::npos);
+
+  std::string first_renew;
+  REQUIRE(testing::eventually(
+      [&] {
+        auto lease = env.kubectlJson({"get", "lease", kNode, "-n", "kube-node-lease"});
+        if (!lease) return false;
+        first_renew = (*lease)["spec"].value("renewTime", "");
+        return !first_renew.empty();
+      },
+      20s));
+  std::optional<json> lease;
+  REQUIRE(testing::eventually(
+      [&] {
+        lease = env.kubectlJson({"get", "lease", kNode, "-n", "kube-node-lease"});
+        return lease && (*lease)["spec"].value("renewTime", "") != first_renew;
+      },
+      25s));
+  CHECK((*lease)["spec"].value("leaseDurationSeconds", 0) == 40);
+  CHECK((*lease)["metadata"]["ownerReferences"][0].value("kind", "") == "Node");
+  CHECK((*lease)["metadata"]["ownerReferences"][0].value("uid", "") ==
+        (*node)["metadata"].value("uid", ""));
+}
+
+TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on edit and removed",
+          "[e2e][apiserver][mirror]") {
+  Env env;
+  writeAtomically(env.manifests / "web.yaml", staticPodYaml("web", "exec sleep 3600"));
+  env.startAgent();
+  const std::string mirror_name = std::string("web-") + kNode;
+  std::optional<json> mirror;
+  bool running = testing::eventually(
+      [&] {
+        mirror = env.pod(mirror_name);
+        return mirror && (*mirror)["status"].value("phase", "") == "Running" &&
+               condition(*mirror, "Ready") == "True";
+      },
+      30s);
+  INFO(env.diagnostics());
+  REQUIRE(running);
+  CHECK((*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror", "") ==
+        (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.hash", "x"));
+  CHECK((*mirror)["metadata"]["ownerReferences"][0].value("kind", "") == "Node");
+  auto table = env.kubectl({"get", "pods", "-A"});
+  CHECK(table.out.find(mirror_name) != std::string::npos);
+  CHECK(table.out.find("1/1") != std::string::npos);
+  const std::string first_uid = (*mirror)["metadata"].value("uid", "");
+  const std::string started_at =
+      (*mirror)["status"]["containerStatuses"][0]["state"]["running"].value("startedAt", "");
+
+  // kubectl delete of the mirror: the agent recreates it and the static pod keeps running.
+  auto del = env.kubectl({"delete", "pod", mirror_name, "-n", "default", "--wait=false"});
+  REQUIRE(del.exit_code == 0);
+  REQUIRE(testing::eventually(
+      [&] {
+        mirror = env.pod(mirror_name);
+        return mirror && (*mirror)["metadata"].value("uid", "") != first_uid &&
+               (*mirror)["status"].value("phase", "") == "Running";
+      },
+      40s));
+  CHECK((*mirror)["status"]["containerStatuses"][0]["state"]["running"].value("startedAt", "") ==
+        started_at);
+  CHECK((*mirror)["status"]["containerStatuses"][0].value("restartCount", -1) == 0);
+
+  // Restarts are counted: a container that exits is restarted and the mirror shows it.
+  writeAtomically(env.manifests / "web.yaml", staticPodYaml("web", "sleep 1; exit 3"));
+  const std::string old_hash = (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror", "");
+  REQUIRE(testing::eventually(
+      [&] {
+        mirror = env.pod(mirror_name);
+        return mirror &&
+               (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror", old_hash) !=
+                   old_hash &&
+               !(*mirror)["status"].value("containerStatuses", json::array()).empty() &&
+               (*mirror)["status"]["containerStatuses"][0].value("restartCount", 0) >= 1;
+      },
+      60s));
+
+  fs::remove(env.manifests / "web.yaml");
+  REQUIRE(testing::eventually([&] {
+    auto r = env.kubectl({"get", "pod", mirror_name, "-n", "default"});
+    return r.exit_code != 0 && r.err.find("NotFound") != std::string::npos;
+  }, 40s));
+}
+
+TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops it and returns",
+          "[e2e][apiserver][status]") {
+  Env env;
+  env.startAgent();
+  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); }, 30s));
+  const fs::path marker = env.dir / "term-marker";
+  const std::string yaml =
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: api-pod\n  namespace: default\nspec:\n"
+      "  nodeName: " + std::string(kNode) +
+      "\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: main\n    image: busybox\n"
+      "    command: [\"sh\", \"-c\", \"trap 'echo term > " + marker.string() +
+      "; exit 0' TERM; while true; do sleep 0.1; done\"]\n";
+  testing::writeFile(env.dir / "api-pod.yaml", yaml);
+  auto created = env.kubectl({"create", "--validate=false", "-f", (env.dir / "api-pod.yaml").string()});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  std::optional<json> pod;
+  bool running = testing::eventually(
+      [&] {
+        pod = env.pod("api-pod");
+        return pod && (*pod)["status"].value("phase", "") == "Running" &&
+               condition(*pod, "Ready") == "True";
+      },
+      30s);
+  INFO(env.diagnostics());
+  REQUIRE(running);
+  CHECK((*pod)["status"].value("podIP", "") == "127.0.0.1");
+  CHECK((*pod)["status"].value("hostIP", "") == "127.0.0.1");
+
+  // Another client edits the status: the agent puts its own back.
+  auto patched = env.kubectl({"patch", "pod", "api-pod", "-n", "default", "--subresource=status",
+                              "--type=merge", "-p", R"({"status":{"message":"edited elsewhere"}})"});
+  REQUIRE(patched.exit_code == 0);
+  REQUIRE(testing::eventually(
+      [&] {
+        pod = env.pod("api-pod");
+        return pod && !(*pod)["status"].contains("message");
+      },
+      30s));
+
+  // Default-grace delete: SIGTERM reaches the process, the object goes once it exited, and
+  // kubectl delete (which waits for that) returns.
+  auto del = env.kubectl({"delete", "pod", "api-pod", "-n", "default"}, 60s);
+  INFO(del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(testing::readFile(marker).find("term") != std::string::npos);
+  auto get = env.kubectl({"get", "pod", "api-pod", "-n", "default"});
+  CHECK(get.exit_code != 0);
+}
+
+TEST_CASE("while the apiserver fails, static pods keep restarting; status and lease catch up",
+          "[e2e][apiserver][outage]") {
+  Env env;
+  writeAtomically(env.manifests / "crash.yaml", staticPodYaml("crash", "sleep 1; exit 1"));
+  env.startAgent();
+  const std::string mirror_name = std::string("crash-") + kNode;
+  REQUIRE(testing::eventually([&] {
+    auto m = env.pod(mirror_name);
+    return m && !(*m)["status"].value("containerStatuses", json::array()).empty();
+  }, 30s));
+  auto lease_before = env.server->store().get("leases", "kube-node-lease", kNode);
+  REQUIRE(lease_before.ok());
+
+  // Outage: every API request fails for a while.
+  env.server->failNextRequests(503, 1'000'000, "/api");
+  const auto restarts_in_log = [&] {
+    const std::string log = env.agent->err();
+    size_t n = 0;
+    for (size_t pos = 0; (pos = log.find("Container started pod=default/crash", pos)) != std::string::npos; ++pos) ++n;
+    return n;
+  };
+  const size_t before = restarts_in_log();
+  INFO(env.diagnostics());
+  REQUIRE(testing::eventually([&] { return restarts_in_log() >= before + 1; }, 40s));
+  env.server->failNextRequests(503, 0, "/api");
+
+  // Back: the mirror's status shows the restarts made during the outage and the lease renews.
+  const int restarts_seen = static_cast<int>(restarts_in_log()) - 1;
+  REQUIRE(testing::eventually([&] {
+    auto m = env.pod(mirror_name);
+    return m && !(*m)["status"].value("containerStatuses", json::array()).empty() &&
+           (*m)["status"]["containerStatuses"][0].value("restartCount", 0) >= restarts_seen;
+  }, 40s));
+  REQUIRE(testing::eventually([&] {
+    auto lease = env.server->store().get("leases", "kube-node-lease", kNode);
+    return lease.ok() && (*lease)["spec"]["renewTime"] != (*lease_before)["spec"]["renewTime"];
+  }, 30s));
+}
