@@ -33,6 +33,16 @@ void AgentMetrics::observeStartLatency(base::Duration d) {
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
 
+void AgentMetrics::countConfigUpdate(api::PodOperation op, const std::string& source) {
+  std::lock_guard lock(config_updates_mu_);
+  ++config_updates_[{std::string(api::podOperationName(op)), source}];
+}
+
+std::map<std::pair<std::string, std::string>, uint64_t> AgentMetrics::configUpdates() const {
+  std::lock_guard lock(config_updates_mu_);
+  return config_updates_;
+}
+
 std::string podQosClass(const api::Pod& pod) {
   bool any = false;
   bool guaranteed = true;
