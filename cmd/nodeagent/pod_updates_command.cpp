@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/log.h"
+#include "config/apiserver_source.h"
 #include "config/file_source.h"
 #include "config/http_source.h"
 #include "config/manifest_errors.h"
@@ -31,10 +33,10 @@ namespace nodeagent::cmd {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: nodeagent pod-updates [--pod-manifest-path=P] [--manifest-url=U]\n"
+    "usage: nodeagent pod-updates [--pod-manifest-path=P] [--manifest-url=U] [--kubeconfig=K]\n"
     "         [--manifest-url-header=K:V]... [--hostname-override=NODE]\n"
     "         [--file-check-frequency=D] [--http-check-frequency=D] [--root-dir=R] [--full] [--v=N]\n"
-    "Runs the file and HTTP pod sources and the PodConfig merge (incremental mode) and prints\n"
+    "Runs the file, HTTP and apiserver pod sources and the PodConfig merge (incremental mode) and prints\n"
     "every pod update as one JSON line on stdout until SIGINT or SIGTERM. Durations use Go's form\n"
     "(20s, 1m, 500ms, 1h30m).\n";
 
@@ -46,6 +48,7 @@ int usageError(const std::string& message) {
 struct Flags {
   std::string manifest_path;
   std::string manifest_url;
+  std::string kubeconfig;
   std::vector<std::string> url_headers;
   std::optional<std::string> hostname_override;
   base::Duration file_check_frequency = std::chrono::seconds(20);
@@ -87,7 +90,8 @@ base::StatusOr<Flags> parseFlags(int argc, char** argv) {
     static const char* kValued[] = {"pod-manifest-path",    "manifest-url",
                                     "manifest-url-header",  "hostname-override",
                                     "file-check-frequency", "http-check-frequency",
-                                    "root-dir",             "v"};
+                                    "root-dir",             "v",
+                                    "kubeconfig"};
     bool known = false;
     for (const char* k : kValued) known = known || name == k;
     if (!known) return base::invalidArgumentError("unknown flag --" + name);
@@ -117,6 +121,8 @@ base::StatusOr<Flags> parseFlags(int argc, char** argv) {
       RETURN_IF_ERROR(duration(f.file_check_frequency));
     } else if (name == "http-check-frequency") {
       RETURN_IF_ERROR(duration(f.http_check_frequency));
+    } else if (name == "kubeconfig") {
+      f.kubeconfig = *value;
     } else if (name == "root-dir") {
       if (value->empty()) return base::invalidArgumentError("--root-dir must not be empty");
       f.root_dir = *value;
@@ -184,8 +190,9 @@ int runPodUpdates(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (flags.manifest_path.empty() && flags.manifest_url.empty()) {
-    return usageError("nothing to watch: give --pod-manifest-path and/or --manifest-url");
+  if (flags.manifest_path.empty() && flags.manifest_url.empty() && flags.kubeconfig.empty()) {
+    return usageError(
+        "nothing to watch: give --pod-manifest-path, --manifest-url and/or --kubeconfig");
   }
   auto headers = config::parseManifestUrlHeaders(flags.url_headers);
   if (!headers.ok()) return usageError(headers.status().message());
@@ -212,6 +219,7 @@ int runPodUpdates(int argc, char** argv) {
   const bool full = flags.full;
   config::PodConfigOptions pc_options;
   pc_options.mode = config::PodConfigNotificationMode::kIncremental;
+  pc_options.checkpoint_dir = std::filesystem::path(flags.root_dir) / "pod-checkpoints";
   config::PodConfig pod_config(ioc.get_executor(), clock, [&](api::PodUpdate u) {
     std::string line = updateLine(u, full);
     std::lock_guard lock(out_mu);
@@ -245,6 +253,23 @@ int runPodUpdates(int argc, char** argv) {
       return 1;
     }
     sources.push_back(std::move(*http));
+  }
+  if (!flags.kubeconfig.empty()) {
+    auto api_sink = pod_config.channel(std::string(api::kApiserverSource));
+    // Checkpointed pods come back as one RESTORE before the apiserver source starts.
+    if (auto restored = pod_config.restore(); !restored.ok()) {
+      log->warn("Checkpoint restore failed err={}", restored.status().toString());
+    }
+    config::ApiserverSourceOptions o;
+    o.kubeconfig = flags.kubeconfig;
+    o.node_name = *node;
+    auto api_source = config::makeApiserverSource(ioc.get_executor(), clock,
+                                                  base::defaultRandom(), std::move(o), api_sink);
+    if (!api_source.ok()) {
+      std::fprintf(stderr, "nodeagent pod-updates: %s\n", api_source.status().message().c_str());
+      return 1;
+    }
+    sources.push_back(std::move(*api_source));
   }
 
   asio::signal_set signals(ioc, SIGINT, SIGTERM);

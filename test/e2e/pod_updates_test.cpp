@@ -18,6 +18,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "cmd/test-apiserver/test_api_server.h"
 #include "test/support/test_util.h"
 
 extern char** environ;
@@ -299,4 +300,34 @@ TEST_CASE("pod-updates: bad flags exit 2 with a message naming the flag", "[e2e]
   CHECK(agent.waitExit() == 2);
   CHECK_THAT(agent.drainStderr(), Catch::Contains(c.mentions));
   CHECK_FALSE(agent.nextLine(100ms).has_value());
+}
+
+TEST_CASE("pod-updates: --kubeconfig adds the api source: pods bound to the node, not others",
+          "[e2e][config]") {
+  auto server = testapiserver::TestApiServer::start();
+  REQUIRE(server.ok());
+  testing::TempDir dir("e2e-podupdates-api");
+  REQUIRE((*server)->writeKubeconfig(dir / "kubeconfig").ok());
+  auto pod = [](const std::string& name, const std::string& node) {
+    return nlohmann::json{{"apiVersion", "v1"},
+                          {"kind", "Pod"},
+                          {"metadata", {{"name", name}, {"namespace", "default"}}},
+                          {"spec",
+                           {{"nodeName", node},
+                            {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  };
+  REQUIRE((*server)->store().create("pods", "default", pod("mine", "node1")).ok());
+  REQUIRE((*server)->store().create("pods", "default", pod("theirs", "node2")).ok());
+
+  Agent agent({"pod-updates", "--kubeconfig=" + (dir / "kubeconfig").string(),
+               "--hostname-override=node1", "--root-dir=" + (dir / "root").string()});
+  auto add = agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "mine"); }, 10s);
+  REQUIRE(add);
+  CHECK((*add)["source"] == "api");
+  REQUIRE((*server)->store().create("pods", "default", pod("later", "node1")).ok());
+  REQUIRE(agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "later"); }, 10s));
+  for (const auto& u : agent.seen()) CHECK_FALSE(hasPod(u, "ADD", "theirs"));
+
+  agent.signal(SIGTERM);
+  CHECK(agent.waitExit() == 0);
 }
