@@ -86,8 +86,11 @@ AdmitResult canAdmitPod(const api::Pod& pod, const std::vector<api::PodPtr>& act
 
   auto wanted = podRequests(pod);
   PodRequests used;
-  for (const auto& other : active_pods) {
-    auto r = podRequests(*other);
+  // Only a pod that requests cpu or memory needs the sum (a best-effort pod always fits): this
+  // keeps admitting a large batch of best-effort static pods linear.
+  const bool needs_sum = wanted.cpu_milli > 0 || wanted.memory_bytes > 0;
+  for (size_t i = 0; needs_sum && i < active_pods.size(); ++i) {
+    auto r = podRequests(*active_pods[i]);
     used.cpu_milli += r.cpu_milli;
     used.memory_bytes += r.memory_bytes;
   }

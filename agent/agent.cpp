@@ -33,6 +33,16 @@ void AgentMetrics::observeStartLatency(base::Duration d) {
       std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
 }
 
+void AgentMetrics::countConfigUpdate(api::PodOperation op, const std::string& source) {
+  std::lock_guard lock(config_updates_mu_);
+  ++config_updates_[{std::string(api::podOperationName(op)), source}];
+}
+
+std::map<std::pair<std::string, std::string>, uint64_t> AgentMetrics::configUpdates() const {
+  std::lock_guard lock(config_updates_mu_);
+  return config_updates_;
+}
+
 std::string podQosClass(const api::Pod& pod) {
   bool any = false;
   bool guaranteed = true;
@@ -110,8 +120,17 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
     if (!ta || !tb) return !ta && tb;
     return *ta < *tb;
   });
+  // The active pods are computed once per batch and extended as pods are admitted: recomputing
+  // them for every added pod (a status copy per existing pod) made a large batch quadratic.
+  std::set<std::string> batch_uids;
+  for (const auto& pod : pods) batch_uids.insert(pod->metadata.uid);
+  std::vector<api::PodPtr> active;
+  for (const auto& other : pod_manager_.getPods()) {
+    if (batch_uids.count(other->metadata.uid) == 0 && !podIsInactive(*other)) {
+      active.push_back(other);
+    }
+  }
   for (const auto& pod : pods) {
-    auto existing = pod_manager_.getPods();
     pod_manager_.addPod(pod);
     if (api::isMirrorPod(*pod)) {
       handleMirrorPod(pod);
@@ -120,18 +139,13 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
     log()->info("Pod added pod={} uid={} source={}", api::podRef(*pod), pod->metadata.uid,
                 api::getPodSource(*pod).valueOr(""));
     if (!pod_workers_->isPodTerminationRequested(pod->metadata.uid)) {
-      std::vector<api::PodPtr> active;
-      for (const auto& other : existing) {
-        if (other->metadata.uid != pod->metadata.uid && !podIsInactive(*other)) {
-          active.push_back(other);
-        }
-      }
       auto result = canAdmitPod(*pod, active, options_.allocatable);
       if (!result.admit) {
         rejectPod(*pod, result.reason, result.message);
         continue;
       }
     }
+    if (!podIsInactive(*pod)) active.push_back(pod);
     trackDeadline(pod);
     dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
   }

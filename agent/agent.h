@@ -67,6 +67,14 @@ struct AgentMetrics {
   std::atomic<uint64_t> start_latency_count{0};
   std::atomic<uint64_t> start_latency_sum_us{0};
   void observeStartLatency(base::Duration d);
+
+  // Config updates received, by (op, source).
+  void countConfigUpdate(api::PodOperation op, const std::string& source);
+  std::map<std::pair<std::string, std::string>, uint64_t> configUpdates() const;
+
+ private:
+  mutable std::mutex config_updates_mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> config_updates_;
 };
 
 class Agent final : public SyncHandler, public podworkers::PodSyncer {
@@ -85,7 +93,10 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   void stop(std::function<void()> on_idle);
 
   // PodConfig's output: any thread.
-  void onPodUpdate(api::PodUpdate update) { sync_loop_->onPodUpdate(std::move(update)); }
+  void onPodUpdate(api::PodUpdate update) {
+    metrics_.countConfigUpdate(update.op, update.source);
+    sync_loop_->onPodUpdate(std::move(update));
+  }
 
   // SyncHandler (sync loop strand).
   void handlePodAdditions(const std::vector<api::PodPtr>& pods) override;

@@ -41,6 +41,12 @@ std::string agentMetricsText(const Agent& agent) {
           agent.pleg().relistCount());
   counter("nodeagent_pleg_events_total", "PLEG events.",
           agent.pleg().eventCount());
+  out << "# HELP nodeagent_config_updates_total Pod updates from PodConfig by op and source.\n"
+      << "# TYPE nodeagent_config_updates_total counter\n";
+  for (const auto& [key, count] : m.configUpdates()) {
+    out << "nodeagent_config_updates_total{op=\"" << key.first << "\",source=\"" << key.second
+        << "\"} " << count << '\n';
+  }
   out << "# HELP nodeagent_pod_start_duration_seconds Time from first seen to running.\n"
       << "# TYPE nodeagent_pod_start_duration_seconds histogram\n";
   uint64_t cumulative = 0;

@@ -381,7 +381,9 @@ base::StatusOr<Response> RestClient::send(std::string_view method, std::string_v
   auto conn = acquire();
   if (!conn) return base::cancelledError(what + ": client shut down");
   httplib::ClientImpl* raw = conn.get();
-  std::stop_callback on_stop(stop, [raw] { raw->stop(); });
+  // Must die before the connection goes back to the pool (where it may be destroyed).
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
+  on_stop.emplace(stop, [raw] { raw->stop(); });
 
   httplib::Request req;
   req.method = std::string(method);
@@ -393,6 +395,8 @@ base::StatusOr<Response> RestClient::send(std::string_view method, std::string_v
   Response out;
   bool too_big = false;
   const size_t cap = options_.max_body_bytes;
+  // A stop that raced with connecting is caught at the latest when the answer starts.
+  req.response_handler = [&](const httplib::Response&) { return !stop.stop_requested(); };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     if (stop.stop_requested()) return false;
     if (out.body.size() + n > cap) {
@@ -405,6 +409,7 @@ base::StatusOr<Response> RestClient::send(std::string_view method, std::string_v
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   bool ok = conn->send(req, res, err);
+  on_stop.reset();
   release(std::move(conn));
   if (too_big) {
     return base::resourceExhaustedError(what + ": response larger than " + std::to_string(cap) +
@@ -545,7 +550,7 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   req.path = target(collection_path, toQuery(options, true));
   req.response_handler = [&](const httplib::Response& r) {
     status = r.status;
-    return true;
+    return !stop.stop_requested();
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     if (stop.stop_requested()) return false;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -149,6 +150,15 @@ class StrictJsonBuilder {
       std::string what = ex.what();
       auto pos = what.find("] ");
       error_ = pos == std::string::npos ? what : what.substr(pos + 2);
+      // "parse error at line 1, column 5: x" -> "line 1 column 5: x", the YAML path's form.
+      unsigned line = 0;
+      unsigned column = 0;
+      int consumed = 0;
+      if (std::sscanf(error_.c_str(), "parse error at line %u, column %u: %n", &line, &column,
+                      &consumed) == 2 &&
+          consumed > 0) {
+        error_ = lineColumn(line, column) + ": " + error_.substr(static_cast<size_t>(consumed));
+      }
     }
     return false;
   }

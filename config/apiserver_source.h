@@ -11,6 +11,9 @@
 //    classifies them (graceful deletion -> DELETE, status-only -> RECONCILE) as for a SET.
 // Pods whose spec.nodeName is not this node are ignored; a pod that fails to decode is logged and
 // skipped. The source never exits on errors: the reflector relists with backoff.
+//
+// Lifetime: stop() (also run by the destructor) joins the watch thread and posts the reflector's
+// teardown to its strand, so stop or destroy the source while its io_context still exists.
 #pragma once
 
 #include <filesystem>

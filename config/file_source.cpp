@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <filesystem>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -151,7 +152,11 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
                   .factor = 2.0,
                   .jitter = 0.0},
                  base::defaultRandom()) {
-    path_ = opts_.path;
+    // The path is part of every static pod's UID: make "manifests", "./manifests/" and the
+    // absolute spelling name the same pods (as `nodeagent validate` does).
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(opts_.path, ec);
+    path_ = ec ? opts_.path : absolute.lexically_normal().string();
     while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
     relist_timer_ = clock_.makeTimer(strand_);
     settle_timer_ = clock_.makeTimer(strand_);

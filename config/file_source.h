@@ -104,7 +104,8 @@ class FileSource final : public PodSource {
   // Runs on its own strand of `ex`; pushes SET updates for source "file" into `sink`.
   FileSource(asio::any_io_executor ex, base::Clock& clock, FileSourceOptions options,
              PodUpdateSink sink);
-  // Calls stop(). The io_context must run afterwards so the source can close its fd and timers.
+  // Calls stop(). Destroy it before the io_context; run the io_context afterwards (or destroy
+  // it) so the handlers still holding the source's state release it.
   ~FileSource() override;
 
   // Any thread, once: lists the path (the first SET follows) and starts watching.

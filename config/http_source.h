@@ -77,7 +77,8 @@ class HttpSource final : public PodSource {
                                                             base::Clock& clock,
                                                             HttpSourceOptions options,
                                                             PodUpdateSink sink);
-  // Calls stop(). The io_context must run afterwards so timers are released.
+  // Calls stop(). Destroy it before the io_context and after the blocking pool has joined (or
+  // while it still runs); handlers still holding the source's state release it later.
   ~HttpSource() override;
 
   // Any thread, once: polls now, then every check_frequency after each poll completes.

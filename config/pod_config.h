@@ -31,7 +31,10 @@ namespace nodeagent::config {
 struct PodConfigOptions {
   PodConfigNotificationMode mode = PodConfigNotificationMode::kIncremental;
   // Bootstrap checkpoints of API pods (`<root-dir>/pod-checkpoints`); empty disables them and
-  // `restore()`.
+  // `restore()`. When set, every api pod that is added, updated, deleted or reconciled has its
+  // checkpoint written (annotated) or removed (not annotated); a REMOVE removes it; the api
+  // source's first SET removes the checkpoints of pods it does not list (deleted while the agent
+  // was down; corrupt files too).
   std::filesystem::path checkpoint_dir;
   // Where checkpoint file I/O runs, one write at a time in order (the agent's blocking pool).
   // Unset: on the config strand itself.

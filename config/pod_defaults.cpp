@@ -6,6 +6,7 @@
 
 #include "api/canonical_json.h"
 #include "api/hash.h"
+#include "api/quantity.h"
 
 namespace nodeagent::config {
 namespace {
@@ -83,6 +84,11 @@ void defaultFieldRef(json& holder) {
   if (json* ref = objectAt(holder, "fieldRef")) defaultString(*ref, "apiVersion", "v1");
 }
 
+bool isQuantity(const json& value) {
+  if (value.is_number()) return api::Quantity::parse(value.dump()).ok();
+  return value.is_string() && api::Quantity::parse(value.get_ref<const std::string&>()).ok();
+}
+
 void defaultContainer(json& c, bool host_network) {
   auto pull = c.find("imagePullPolicy");
   if (pull == c.end() || pull->is_null() ||
@@ -121,7 +127,9 @@ void defaultContainer(json& c, bool host_network) {
       if (isAbsent(*resources, "requests")) (*resources)["requests"] = json::object();
       if (json* requests = objectAt(*resources, "requests")) {
         for (auto it = limits->begin(); it != limits->end(); ++it) {
-          if (!requests->contains(it.key())) (*requests)[it.key()] = it.value();
+          // A limit that is not a quantity is reported once, at the limit, by the decoder.
+          if (requests->contains(it.key()) || !isQuantity(it.value())) continue;
+          (*requests)[it.key()] = it.value();
         }
       }
     }

@@ -681,7 +681,8 @@ asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
                          asio::redirect_error(asio::use_awaitable, ec));
   timer->cancel();
   siginfo_t info{};
-  ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED);
+  // WNOHANG: after an aborted wait (shutdown) the hook may still run; never block here.
+  ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
   if (timed_out) {
     log_->warn("PreStop hook did not finish within the grace period id={}", id);
   } else if (info.si_code != CLD_EXITED || info.si_status != 0) {
@@ -710,6 +711,10 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
   if (pod) {
     if (const auto* spec = findSpecContainer(*pod, config.container_name)) {
       pre_stop = preStopCommand(*spec);
+      if (spec->lifecycle && spec->lifecycle->pre_stop && !spec->lifecycle->pre_stop->exec) {
+        log_->warn("Skipping a preStop hook that is not exec pod={} container={}",
+                   api::podRef(*pod), config.container_name);
+      }
     }
   }
   if (!pre_stop.empty() && grace > 0 && st.status == ShimStatus::kRunning) {

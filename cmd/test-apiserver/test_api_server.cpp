@@ -661,7 +661,7 @@ class TestApiServer::Impl {
         return sendCode(res, 400, "timeoutSeconds must be an integer");
       }
     }
-    const auto now = clock_.now();
+    const auto now = wait_clock_.now();
     st->deadline = now + timeout;
     st->next_bookmark = now + options_.bookmark_interval;
 
@@ -703,7 +703,7 @@ class TestApiServer::Impl {
         out += bookmarkLine(*st.resource, st.watcher->startResourceVersion(), true);
       }
     }
-    auto now = clock_.now();
+    auto now = wait_clock_.now();
     const auto wait_until = std::min({st.deadline, st.next_bookmark, now + kWatchPoll});
     size_t events = 0;
     while (events < kMaxEventsPerChunk) {
@@ -716,7 +716,7 @@ class TestApiServer::Impl {
       }
     }
     if (!out.empty()) return sink.write(out.data(), out.size());
-    now = clock_.now();
+    now = wait_clock_.now();
     if (st.watcher->closed() || stopping_ || now >= st.deadline) {
       sink.done();
       return true;
@@ -732,7 +732,10 @@ class TestApiServer::Impl {
   }
 
   ServerOptions options_;
-  base::Clock& clock_;
+  base::Clock& clock_;  // object timestamps and Table ages
+  // Watch timeouts and bookmarks block real threads, so they always run on real time (an
+  // injected fake clock would turn every wait into a busy loop).
+  base::Clock& wait_clock_ = base::realClock();
   Store store_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;

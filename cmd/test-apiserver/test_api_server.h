@@ -58,7 +58,8 @@ struct ServerOptions {
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
   // Watch duration when the client sends no timeoutSeconds.
   std::chrono::seconds default_watch_timeout{1800};
-  // nullptr: the real clock. Must outlive the server.
+  // Stamps creationTimestamp/deletionTimestamp and Table ages; nullptr: the real clock. Watch
+  // timeouts and bookmarks always use real time. Must outlive the server.
   base::Clock* clock = nullptr;
 };
 

@@ -437,3 +437,32 @@ TEST_CASE("http: a watcher that stops reading is dropped without stalling writer
   CHECK(eventually([&] { return server->openWatches() == 1; }, 20s));
   close(fd);
 }
+
+TEST_CASE("http: leases round trip with optimistic concurrency", "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  const std::string base = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "node1"}}},
+                {"spec",
+                 {{"holderIdentity", "node1"},
+                  {"leaseDurationSeconds", 40},
+                  {"renewTime", "2024-05-01T12:00:10.123456Z"}}}};
+  auto created = client.Post(base.c_str(), lease.dump(), "application/json");
+  REQUIRE(created->status == 201);
+  json stored = json::parse(created->body);
+  CHECK(stored["spec"]["renewTime"] == "2024-05-01T12:00:10.123456Z");
+  CHECK(stored["metadata"]["namespace"] == "kube-node-lease");
+  stored["spec"]["renewTime"] = "2024-05-01T12:00:20.000001Z";
+  auto renewed = client.Put((base + "/node1").c_str(), stored.dump(), "application/json");
+  REQUIRE(renewed->status == 200);
+  CHECK(json::parse(renewed->body)["spec"]["renewTime"] == "2024-05-01T12:00:20.000001Z");
+  // The same (now stale) object again: 409 Conflict, the client re-GETs.
+  CHECK(client.Put((base + "/node1").c_str(), stored.dump(), "application/json")->status == 409);
+  auto list = json::parse(client.Get("/apis/coordination.k8s.io/v1/leases")->body);
+  CHECK(list["kind"] == "LeaseList");
+  CHECK(list["apiVersion"] == "coordination.k8s.io/v1");
+  CHECK(list["items"].size() == 1);
+  CHECK(client.Get("/apis/coordination.k8s.io/v1/namespaces/default/pods")->status == 404);
+}

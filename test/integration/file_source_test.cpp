@@ -62,6 +62,7 @@ class Harness {
     source->stop();
     guard.reset();
     runner.join();
+    source.reset();  // before the io_context its timers and fd belong to
   }
   size_t count() {
     std::lock_guard lock(mu);

@@ -149,6 +149,7 @@ class Harness {
     guard.reset();
     runner.join();
     pool.join();
+    source.reset();  // before the io_context its timers belong to
   }
   size_t count() {
     std::lock_guard lock(mu);

@@ -626,5 +626,9 @@ TEST_CASE("process runtime: shim memory per container stays well under 0.5 MiB P
   WARN("shim PSS with " << shims.size() << " containers: mean "
                         << total / static_cast<long>(shims.size()) << " KiB, max " << worst
                         << " KiB");
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("sanitizer build: the shim carries ASan's shadow memory, the limit is not checked");
+#else
   CHECK(worst < 512);
+#endif
 }

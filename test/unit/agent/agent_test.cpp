@@ -112,6 +112,9 @@ TEST_CASE("agent: an added pod gets its containers started and reports Running",
   REQUIRE(status.container_statuses.size() == 1);
   CHECK(status.container_statuses[0].ready);
   CHECK(agent::findCondition(status.conditions, "Ready")->status == "True");
+  auto counted = h.agent->metrics().configUpdates();
+  CHECK(counted[{"ADD", "file"}] == 1);
+  CHECK(h.agent->metrics().containers_started == 1);
 
   SECTION("a periodic resync of an unchanged pod starts nothing") {
     h.advance(2min);

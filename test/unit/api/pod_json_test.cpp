@@ -479,3 +479,33 @@ TEST_CASE("decodePod: a typical manifest decodes in well under 50 us", "[unit][a
 
 }  // namespace
 }  // namespace nodeagent::api
+
+namespace nodeagent::api {
+namespace {
+
+std::string yamlDecodeError(std::string_view yaml) {
+  auto j = yamlToJson(yaml);
+  if (!j.ok()) return j.status().message();
+  auto pod = decodePod(*j);
+  REQUIRE_FALSE(pod.ok());
+  return pod.status().message();
+}
+
+TEST_CASE("decodePod: huge numbers from YAML are field errors", "[unit][api]") {
+  CHECK_THAT(yamlDecodeError("spec:\n  terminationGracePeriodSeconds: 1e999\n"),
+             Catch::Contains("spec.terminationGracePeriodSeconds: expected an integer, got string"));
+  CHECK_THAT(yamlDecodeError("spec:\n  terminationGracePeriodSeconds: 99999999999999999999999\n"),
+             Catch::Contains("is out of range"));
+  CHECK_THAT(yamlDecodeError("spec:\n  priority: 4294967296\n"),
+             Catch::Contains("spec.priority: integer 4294967296 is out of the 32-bit range"));
+  CHECK_THAT(yamlDecodeError("spec:\n  containers:\n  - name: c\n    ports:\n    - containerPort: .inf\n"),
+             Catch::Contains("cannot be represented in JSON"));
+}
+
+TEST_CASE("decodePod: a YAML scalar or list is not a pod", "[unit][api]") {
+  CHECK_THAT(yamlDecodeError("hello\n"), Catch::Contains("<root>: expected an object, got string"));
+  CHECK_THAT(yamlDecodeError("- a\n- b\n"), Catch::Contains("<root>: expected an object, got array"));
+}
+
+}  // namespace
+}  // namespace nodeagent::api

@@ -166,8 +166,8 @@ TEST_CASE("yamlToJson: multi-document YAML is rejected", "[unit][api]") {
 TEST_CASE("yamlToJson: syntax errors give line and column", "[unit][api]") {
   std::string msg = mustFail("a: 1\nb: [1, 2\n");
   CHECK_THAT(msg, Catch::Matches("line \\d+ column \\d+: .*"));
-  CHECK_THAT(mustFail("{\"a\": 1,}"), Catch::Contains("line 1, column"));
-  CHECK_THAT(mustFail("{\"a\": 1} x"), Catch::Contains("parse error"));
+  CHECK_THAT(mustFail("{\"a\": 1,}"), Catch::StartsWith("line 1 column 9: syntax error"));
+  CHECK_THAT(mustFail("{\"a\": 1} x"), Catch::Contains("line 1 column 10"));
 }
 
 TEST_CASE("yamlToJson: tabs in indentation are an error, not a crash", "[unit][api]") {

@@ -14,6 +14,7 @@
 #include "api/pod_json.h"
 #include "api/pod_update.h"
 #include "config/pod_storage.h"
+#include "test/support/pod_builder.h"
 
 namespace nodeagent::config::testhelpers {
 
@@ -36,11 +37,11 @@ inline json validPodJson(const std::string& name, const std::string& ns) {
                        {"securityContext", {{"privileged", false}}}}})}}}};
 }
 
+// Through the shared test decoder, like every test pod (fails the test on a decode error).
 inline api::PodPtr podFrom(const json& j) {
-  auto pod = api::decodePodPtr(j);
-  INFO("decoding test pod: " << (pod.ok() ? std::string("ok") : pod.status().toString()));
-  REQUIRE(pod.ok());
-  return *pod;
+  api::PodPtr pod = testing::podFromJson(j.dump());
+  REQUIRE(pod);
+  return pod;
 }
 
 inline api::PodPtr validPod(const std::string& name, const std::string& ns) {
