@@ -80,7 +80,8 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
   bool registered() const { return registered_.load(); }
   uint64_t statusPatches() const { return patches_.load(); }
 
-  // The status the controller would send now (for tests).
+  // The status the controller would send now. Runs on the controller's strand (it moves the
+  // Ready condition's transition time).
   nlohmann::json computeStatus();
 
  private:

@@ -305,6 +305,9 @@ int runDaemon(int argc, char** argv) {
   // With --kubeconfig: one REST client shared by the api source, mirror pods, pod statuses, the
   // Node, its lease and events (one QPS/burst budget, like kubelet's client).
   std::unique_ptr<api::RestClient> rest;
+  // Events get their own client and budget (kubelet's eventRecordQPS 50 / eventBurst 100), so a
+  // burst of pod starts does not delay the statuses behind their events.
+  std::unique_ptr<api::RestClient> event_rest;
   std::map<std::string, std::string> node_labels;
   if (!f.kubeconfig.empty()) {
     auto labels = agent::parseNodeLabels(f.node_labels);
@@ -315,9 +318,15 @@ int runDaemon(int argc, char** argv) {
     api::RestClientOptions rco;
     rco.qps = f.kube_api_qps;
     rco.burst = static_cast<int>(f.kube_api_burst);
-    auto client = api::RestClient::create(std::move(*rc), rco, clock);
+    auto client = api::RestClient::create(*rc, rco, clock);
     if (!client.ok()) return usageError("--kubeconfig: " + client.status().message(), fs);
     rest = std::move(*client);
+    api::RestClientOptions eco;
+    eco.qps = 50;
+    eco.burst = 100;
+    auto event_client = api::RestClient::create(std::move(*rc), eco, clock);
+    if (!event_client.ok()) return usageError("--kubeconfig: " + event_client.status().message(), fs);
+    event_rest = std::move(*event_client);
   }
   std::shared_ptr<agent::NodeStatusController> node_status;
   std::shared_ptr<agent::NodeLeaseController> node_lease;
@@ -361,7 +370,7 @@ int runDaemon(int argc, char** argv) {
   if (rest) {
     agent::EventRecorderOptions eo;
     eo.node_name = node_name;
-    events = std::make_shared<agent::EventRecorder>(ioc.get_executor(), clock, *rest, eo);
+    events = std::make_shared<agent::EventRecorder>(ioc.get_executor(), clock, *event_rest, eo);
     ao.record_event = [events](const api::Pod& pod, const std::string& type,
                                const std::string& reason, const std::string& message,
                                const std::string& field_path) {
@@ -534,6 +543,7 @@ int runDaemon(int argc, char** argv) {
   if (healthz) healthz->stop();
   // The api source and controllers hold the client: stop its calls before they go.
   if (rest) rest->shutdown();
+  if (event_rest) event_rest->shutdown();
   sources.clear();
   status_syncer.reset();
   node_status.reset();
@@ -542,6 +552,7 @@ int runDaemon(int argc, char** argv) {
   // Handlers still queued on the stopped io_context may hold controllers that use the client
   // when they are destroyed with it; the process is exiting, so the client is left to it.
   (void)rest.release();
+  (void)event_rest.release();
   blocking.stop();
   blocking.join();
   log->info("Stopped; containers keep running");

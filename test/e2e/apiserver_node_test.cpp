@@ -267,6 +267,20 @@ TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops i
   REQUIRE(running);
   CHECK((*pod)["status"].value("podIP", "") == "127.0.0.1");
   CHECK((*pod)["status"].value("hostIP", "") == "127.0.0.1");
+  CHECK(testing::eventually(
+      [&] {
+        auto events = env.kubectlJson({"get", "events", "-n", "default"});
+        if (!events) return false;
+        for (const auto& e : (*events)["items"]) {
+          if (e.value("reason", "") == "Started" &&
+              e["involvedObject"].value("name", "") == "api-pod" &&
+              e["source"].value("host", "") == kNode) {
+            return true;
+          }
+        }
+        return false;
+      },
+      20s));
 
   // Another client edits the status: the agent puts its own back.
   auto patched = env.kubectl({"patch", "pod", "api-pod", "-n", "default", "--subresource=status",

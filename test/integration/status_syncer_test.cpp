@@ -1,0 +1,219 @@
+// The status syncer and the mirror client against the in-process test apiserver: what goes over
+// the wire (PATCH bodies with the UID precondition, nothing when nothing changed, the final
+// DELETE only once the pod's resources are reclaimed) and the mirror client's bounded calls.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/api_mirror_client.h"
+#include "agent/status/status_manager.h"
+#include "agent/status/status_syncer.h"
+#include "api/api_errors.h"
+#include "api/kubeconfig.h"
+#include "api/pod_json.h"
+#include "api/rest_client.h"
+#include "cmd/test-apiserver/test_api_server.h"
+#include "podmanager/mirror_client.h"
+#include "podmanager/pod_manager.h"
+#include "test/support/pod_builder.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<testapiserver::TestApiServer> server =
+      testapiserver::TestApiServer::start({}).value();
+  std::unique_ptr<api::RestClient> client;
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
+  std::vector<std::thread> threads;
+  podmanager::NoopMirrorClient noop;
+  podmanager::PodManager pod_manager{noop};
+  agent::StatusManager status_manager{base::realClock(), pod_manager};
+
+  Fixture() {
+    auto config = api::parseKubeconfig(server->kubeconfig(), ".", "test kubeconfig");
+    REQUIRE(config.ok());
+    client = api::RestClient::create(*config, {}, base::realClock()).value();
+    for (int i = 0; i < 2; ++i) threads.emplace_back([this] { ioc.run(); });
+  }
+  ~Fixture() {
+    work.reset();
+    ioc.stop();
+    for (auto& t : threads) t.join();
+    server->stop();
+  }
+
+  api::PodPtr createPod(const std::string& name) {
+    auto j = testing::PodBuilder().name(name).ns("default").nodeName("n1").container("c").toJson();
+    j["metadata"].erase("uid");
+    auto stored = server->store().create("pods", "default", j);
+    REQUIRE(stored.ok());
+    auto pod = api::decodePodPtr(*stored);
+    REQUIRE(pod.ok());
+    return *pod;
+  }
+
+  std::vector<testapiserver::RecordedRequest> statusPatches() {
+    std::vector<testapiserver::RecordedRequest> out;
+    for (auto& r : server->requests()) {
+      if (r.method == "PATCH" && r.path.ends_with("/status")) out.push_back(r);
+    }
+    return out;
+  }
+};
+
+api::PodStatus runningStatus() {
+  api::PodStatus s;
+  s.phase = "Running";
+  s.host_ip = "10.0.0.1";
+  s.pod_ip = "10.0.0.1";
+  api::PodCondition ready;
+  ready.type = "Ready";
+  ready.status = "True";
+  s.conditions.push_back(ready);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("status syncer sends one PATCH with the uid precondition and nothing when unchanged",
+          "[integration][status]") {
+  Fixture f;
+  auto pod = f.createPod("p1");
+  f.pod_manager.addPod(pod);
+  auto syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), base::realClock(),
+                                                      *f.client, f.status_manager, f.pod_manager);
+  syncer->start();
+  REQUIRE(f.status_manager.setPodStatus(*pod, runningStatus()));
+  REQUIRE(testing::eventually([&] {
+    auto got = f.server->store().get("pods", "default", "p1");
+    return got.ok() && (*got)["status"].value("phase", "") == "Running";
+  }));
+  auto patches = f.statusPatches();
+  REQUIRE(patches.size() == 1);
+  auto body = json::parse(patches[0].body);
+  CHECK(body["metadata"]["uid"] == pod->metadata.uid);
+  CHECK(patches[0].content_type.find("strategic-merge-patch") != std::string::npos);
+  CHECK(body["status"]["podIP"] == "10.0.0.1");
+
+  // Re-syncs with nothing new send nothing, even before the pod manager saw the write.
+  const auto unchanged = syncer->metrics().unchanged.load();
+  for (int i = 0; i < 3; ++i) syncer->notify(pod->metadata.uid);
+  REQUIRE(testing::eventually([&] { return syncer->metrics().unchanged.load() > unchanged; }));
+  CHECK(f.statusPatches().size() == 1);
+  syncer->stop();
+}
+
+TEST_CASE("status syncer reverts a status edited by another client on its batch",
+          "[integration][status]") {
+  Fixture f;
+  auto pod = f.createPod("p2");
+  f.pod_manager.addPod(pod);
+  agent::StatusSyncerOptions options;
+  options.batch_period = 200ms;
+  auto syncer = std::make_shared<agent::StatusSyncer>(
+      f.ioc.get_executor(), base::realClock(), *f.client, f.status_manager, f.pod_manager, options);
+  syncer->start();
+  REQUIRE(f.status_manager.setPodStatus(*pod, runningStatus()));
+  REQUIRE(testing::eventually([&] {
+    auto got = f.server->store().get("pods", "default", "p2");
+    return got.ok() && (*got)["status"].value("phase", "") == "Running";
+  }));
+  auto edited = f.server->store().patch("pods", "default", "p2", testapiserver::PatchType::kMergePatch,
+                                        json{{"status", {{"podIP", "10.9.9.9"}}}}, "status");
+  REQUIRE(edited.ok());
+  f.pod_manager.updatePod(api::decodePodPtr(*edited).value());  // what the watch would deliver
+  REQUIRE(testing::eventually([&] {
+    auto got = f.server->store().get("pods", "default", "p2");
+    return got.ok() && (*got)["status"].value("podIP", "") == "10.0.0.1";
+  }));
+  syncer->stop();
+}
+
+TEST_CASE("a gracefully deleted pod is removed with grace 0 only once its resources are reclaimed",
+          "[integration][status]") {
+  Fixture f;
+  auto pod = f.createPod("p3");
+  f.pod_manager.addPod(pod);
+  std::atomic<bool> reclaimed{false};
+  agent::StatusSyncerOptions options;
+  options.deletion_check_period = 50ms;
+  options.pod_resources_reclaimed = [&](const std::string&) { return reclaimed.load(); };
+  auto syncer = std::make_shared<agent::StatusSyncer>(
+      f.ioc.get_executor(), base::realClock(), *f.client, f.status_manager, f.pod_manager, options);
+  syncer->start();
+  testapiserver::DeleteOptions del;
+  del.grace_period_seconds = 30;
+  auto marked = f.server->store().remove("pods", "default", "p3", del);
+  REQUIRE(marked.ok());
+  REQUIRE_FALSE(marked->removed);
+  auto deleting = api::decodePodPtr(marked->object).value();
+  f.pod_manager.updatePod(deleting);
+  REQUIRE(f.status_manager.setPodStatus(*deleting, runningStatus()));
+  REQUIRE(testing::eventually([&] { return syncer->metrics().patches.load() >= 1; }));
+  // Still there while containers may run.
+  CHECK(f.server->store().get("pods", "default", "p3").ok());
+  CHECK(syncer->metrics().deletes.load() == 0);
+  reclaimed = true;
+  REQUIRE(testing::eventually([&] {
+    return f.server->store().get("pods", "default", "p3").status().code() == base::StatusCode::kNotFound;
+  }));
+  CHECK(syncer->metrics().deletes.load() == 1);
+  syncer->stop();
+}
+
+TEST_CASE("mirror client bounds a call to a slow apiserver by its timeout", "[integration][mirror]") {
+  Fixture f;
+  agent::ApiMirrorClientOptions mo;
+  mo.node_name = "n1";
+  mo.node_uid = [] { return std::string("node-uid"); };
+  mo.call_timeout = 200ms;
+  agent::ApiMirrorClient mirror(*f.client, base::realClock(), mo);
+  auto pod = testing::PodBuilder()
+                 .name("web-n1")
+                 .ns("default")
+                 .uid("static-uid")
+                 .annotation("kubernetes.io/config.hash", "h1")
+                 .annotation("kubernetes.io/config.source", "file")
+                 .nodeName("n1")
+                 .container("c")
+                 .build();
+  std::atomic<int> done{0};
+  base::Status fast_result;
+  base::Status slow_result;
+  auto run = [&](base::Status* out) {
+    asio::co_spawn(
+        f.ioc,
+        [](agent::ApiMirrorClient& m, api::PodPtr p, base::Status* o,
+           std::atomic<int>* d) -> asio::awaitable<void> {
+          *o = co_await m.createMirrorPod(p);
+          d->fetch_add(1);
+        }(mirror, pod, out, &done),
+        asio::detached);
+  };
+  run(&fast_result);
+  REQUIRE(testing::eventually([&] { return done.load() == 1; }));
+  CHECK(fast_result.ok());
+  auto created = f.server->store().get("pods", "default", "web-n1");
+  REQUIRE(created.ok());
+  CHECK((*created)["metadata"]["annotations"]["kubernetes.io/config.mirror"] == "h1");
+  // AlreadyExists with the same hash is fine, but here the apiserver is slow: the caller gets
+  // DeadlineExceeded at the timeout instead of waiting for it.
+  f.server->setLatency(3s);
+  const auto t0 = std::chrono::steady_clock::now();
+  run(&slow_result);
+  REQUIRE(testing::eventually([&] { return done.load() == 2; }, 2s));
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  CHECK(slow_result.code() == base::StatusCode::kDeadlineExceeded);
+  f.server->setLatency(0ms);
+}
