@@ -266,7 +266,7 @@ void benchSupervisord(size_t n, const fs::path& base) {
                   "\n[supervisord]\nlogfile=" + (dir / "supervisord.log").string() +
                   "\npidfile=" + (dir / "supervisord.pid").string() +
                   "\nchildlogdir=" + (dir / "logs").string() +
-                  "\nminfds=65536\n[rpcinterface:supervisor]\n"
+                  "\nminfds=4096\n[rpcinterface:supervisor]\n"
                   "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n"
                   "[supervisorctl]\nserverurl=unix://" + (dir / "supervisor.sock").string() + "\n";
   for (size_t i = 0; i < n; ++i) {
@@ -277,6 +277,7 @@ void benchSupervisord(size_t n, const fs::path& base) {
   testing::writeFile(conf, c);
   auto t0 = SteadyClock::now();
   pid_t sup = spawn({"supervisord", "-n", "-c", conf.string()}, dir / "stdout.log");
+  int sup_status = 0;
   const std::string status_cmd = "supervisorctl -c " + conf.string() + " status 2>/dev/null | grep -c RUNNING";
   size_t running = 0;
   while (SteadyClock::now() - t0 < 300s) {
@@ -285,6 +286,10 @@ void benchSupervisord(size_t n, const fs::path& base) {
     if (p && fgets(buf, sizeof(buf), p)) running = std::strtoul(buf, nullptr, 10);
     if (p) pclose(p);
     if (running >= n) break;
+    if (::waitpid(sup, &sup_status, WNOHANG) == sup) {
+      std::printf("supervisord: exited early; see %s\n", (dir / "stdout.log").c_str());
+      return;
+    }
     std::this_thread::sleep_for(50ms);
   }
   auto took = SteadyClock::now() - t0;
