@@ -270,8 +270,9 @@ void Agent::rejectPod(const api::Pod& pod, const std::string& reason, const std:
 
 bool Agent::podIsInactive(const api::Pod& pod) const {
   if (rejected_.count(pod.metadata.uid) > 0) return true;
-  auto status = status_manager_.getPodStatus(pod.metadata.uid);
-  const auto& phase = status ? status->phase : pod.status.phase;
+  // The phase only: copying whole statuses here made each addition slow on a large node.
+  auto phase = status_manager_.getPodPhase(pod.metadata.uid);
+  if (phase.empty()) phase = pod.status.phase;
   if (isTerminalPhase(phase)) return true;
   return pod_workers_->isPodKnownTerminated(pod.metadata.uid);
 }

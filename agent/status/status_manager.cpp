@@ -112,6 +112,13 @@ std::optional<VersionedPodStatus> StatusManager::getVersionedPodStatus(
   return it->second;
 }
 
+std::string StatusManager::getPodPhase(const std::string& uid) const {
+  auto key = pod_manager_.translatePodUID(uid);
+  std::lock_guard lock(mu_);
+  auto it = statuses_.find(key);
+  return it == statuses_.end() ? std::string() : it->second.status.phase;
+}
+
 bool StatusManager::setPodStatus(const api::Pod& pod, api::PodStatus status) {
   return updateStatusInternal(pod, std::move(status), pod.metadata.deletion_timestamp.has_value());
 }

@@ -39,6 +39,8 @@ class StatusManager {
   // The cached status of `uid` (mirror UIDs translated), if any.
   std::optional<api::PodStatus> getPodStatus(const std::string& uid) const;
   std::optional<VersionedPodStatus> getVersionedPodStatus(const std::string& uid) const;
+  // Only the cached phase ("" when none): cheap enough to ask for every pod of a large node.
+  std::string getPodPhase(const std::string& uid) const;
 
   // Records `status` for `pod`. Returns false when the update was refused (an illegal container
   // state transition) or changed nothing.
