@@ -181,6 +181,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID
   std::set<std::string> started_once_;                    // pods whose start latency was observed
+  std::set<std::string> dirs_made_;  // pods whose directories exist (periodic syncs skip the I/O)
 };
 
 // The pod's QoS class (Guaranteed, Burstable, BestEffort).

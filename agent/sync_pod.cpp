@@ -231,14 +231,23 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
   if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod);
   if (cancel.stop_requested()) co_return cancelled();
 
-  std::error_code ec;
-  for (const char* sub : {"volumes", "plugins"}) {
-    std::filesystem::create_directories(podDir(uid) / sub, ec);
-    if (ec) {
-      ++metrics_.sync_pod_errors;
-      co_return base::internalError("cannot make pod directories at " + podDir(uid).string() +
-                                    ": " + ec.message());
+  bool dirs_made = false;
+  {
+    std::lock_guard lock(mu_);
+    dirs_made = dirs_made_.count(uid) > 0;
+  }
+  if (!dirs_made) {
+    std::error_code ec;
+    for (const char* sub : {"volumes", "plugins"}) {
+      std::filesystem::create_directories(podDir(uid) / sub, ec);
+      if (ec) {
+        ++metrics_.sync_pod_errors;
+        co_return base::internalError("cannot make pod directories at " + podDir(uid).string() +
+                                      ": " + ec.message());
+      }
     }
+    std::lock_guard lock(mu_);
+    dirs_made_.insert(uid);
   }
   if (auto volumes = prepareVolumes(*pod); !volumes.ok()) {
     api_status.reason = "UnsupportedVolume";
@@ -367,6 +376,7 @@ asio::awaitable<base::Status> Agent::syncTerminatedPod(api::PodPtr pod) {
     std::lock_guard lock(mu_);
     start_failures_.erase(uid);
     started_once_.erase(uid);
+    dirs_made_.erase(uid);
   }
   // A pod config no longer has: drop its exited containers (state and logs go with them).
   if (!pod_manager_.getPodByUID(uid)) {
