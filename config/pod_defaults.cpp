@@ -16,7 +16,7 @@ using nlohmann::json;
 constexpr int64_t kDefaultTerminationGracePeriodSeconds = 30;
 constexpr int64_t kDefaultFileMode = 0644;  // 420, the default of every projected file mode
 
-bool isAbsent(const json& obj, const char* key) {
+bool isAbsent(const json& obj, std::string_view key) {
   auto it = obj.find(key);
   return it == obj.end() || it->is_null();
 }
@@ -136,44 +136,13 @@ void defaultContainer(json& c, bool host_network) {
   }
 }
 
-// core/v1 volume sources: a volume naming none of them becomes an emptyDir.
-constexpr std::array<const char*, 29> kVolumeSources = {"emptyDir",
-                                                        "hostPath",
-                                                        "gitRepo",
-                                                        "gcePersistentDisk",
-                                                        "awsElasticBlockStore",
-                                                        "secret",
-                                                        "nfs",
-                                                        "iscsi",
-                                                        "glusterfs",
-                                                        "persistentVolumeClaim",
-                                                        "rbd",
-                                                        "quobyte",
-                                                        "flexVolume",
-                                                        "cinder",
-                                                        "cephfs",
-                                                        "flocker",
-                                                        "downwardAPI",
-                                                        "fc",
-                                                        "azureFile",
-                                                        "configMap",
-                                                        "vsphereVolume",
-                                                        "photonPersistentDisk",
-                                                        "projected",
-                                                        "portworxVolume",
-                                                        "azureDisk",
-                                                        "storageos",
-                                                        "scaleIO",
-                                                        "csi",
-                                                        "ephemeral"};
-
 void defaultDownwardApiItems(json& source) {
   forEachObject(source, "items", [](json& item) { defaultFieldRef(item); });
 }
 
 void defaultVolume(json& v) {
   bool has_source = false;
-  for (const char* key : kVolumeSources) {
+  for (std::string_view key : kVolumeSourceKeys) {
     if (!isAbsent(v, key)) {
       has_source = true;
       break;

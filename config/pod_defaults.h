@@ -10,6 +10,8 @@
 // of the wrong type is left alone for the decoder to report.
 #pragma once
 
+#include <array>
+
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -17,6 +19,19 @@
 #include "config/static_pod.h"
 
 namespace nodeagent::config {
+
+// The volume sources of core/v1, in the order kube-apiserver checks them (validateVolumeSource);
+// a volume naming none of them is defaulted to an emptyDir.
+inline constexpr std::array<std::string_view, 29> kVolumeSourceKeys = {
+    "emptyDir", "hostPath", "gitRepo", "gcePersistentDisk",
+    "awsElasticBlockStore", "secret", "nfs", "iscsi",
+    "glusterfs", "persistentVolumeClaim", "rbd", "quobyte",
+    "flexVolume", "cinder", "cephfs", "flocker",
+    "downwardAPI", "fc", "azureFile", "configMap",
+    "vsphereVolume", "photonPersistentDisk", "projected", "portworxVolume",
+    "azureDisk", "storageos", "scaleIO", "csi",
+    "ephemeral",
+};
 
 // The prefix of the UID hash input. Changing it (or the input layout) changes the UID of every
 // static pod, which restarts them all: bump the version only on purpose.

@@ -1,5 +1,7 @@
 #include "config/pod_validation.h"
 
+#include "config/pod_defaults.h"
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -359,37 +361,6 @@ constexpr int64_t kTotalAnnotationSizeLimit = 256 * 1024;
 constexpr int64_t kMaxInt32 = 2147483647;
 constexpr std::string_view kNegativeMsg = "must be greater than or equal to 0";
 
-// The volume sources of core/v1 in the order kube-apiserver checks them (validateVolumeSource).
-constexpr std::array<const char*, 29> kVolumeSourceKeys = {"emptyDir",
-                                                           "hostPath",
-                                                           "gitRepo",
-                                                           "gcePersistentDisk",
-                                                           "awsElasticBlockStore",
-                                                           "secret",
-                                                           "nfs",
-                                                           "iscsi",
-                                                           "glusterfs",
-                                                           "persistentVolumeClaim",
-                                                           "rbd",
-                                                           "quobyte",
-                                                           "flexVolume",
-                                                           "cinder",
-                                                           "cephfs",
-                                                           "flocker",
-                                                           "downwardAPI",
-                                                           "fc",
-                                                           "azureFile",
-                                                           "configMap",
-                                                           "vsphereVolume",
-                                                           "photonPersistentDisk",
-                                                           "projected",
-                                                           "portworxVolume",
-                                                           "azureDisk",
-                                                           "storageos",
-                                                           "scaleIO",
-                                                           "csi",
-                                                           "ephemeral"};
-
 std::string child(const std::string& path, std::string_view name) {
   std::string out;
   out.reserve(path.size() + name.size() + 1);
@@ -408,7 +379,7 @@ std::string key(const std::string& path, std::string_view k) {
 }
 
 // Null-safe JSON navigation: a missing key, a wrong type or a null parent gives null.
-const json* get(const json* j, const char* name) {
+const json* get(const json* j, std::string_view name) {
   if (j == nullptr || !j->is_object()) return nullptr;
   auto it = j->find(name);
   return it == j->end() ? nullptr : &*it;
@@ -607,7 +578,7 @@ class PodValidator {
         const json* source = get(vol_json, source_key);
         if (source == nullptr || source->is_null()) continue;
         if (first.empty()) {
-          first = source_key;
+          first = std::string(source_key);
         } else {
           add(forbidden(child(path, source_key), "may not specify more than 1 volume type"));
         }
