@@ -303,7 +303,7 @@ TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops i
   CHECK(get.exit_code != 0);
 }
 
-TEST_CASE("while the apiserver fails, static pods keep restarting; status and lease catch up",
+TEST_CASE("while the apiserver fails, static pods keep restarting, status and lease catch up",
           "[e2e][apiserver][outage]") {
   Env env;
   writeAtomically(env.manifests / "crash.yaml", staticPodYaml("crash", "sleep 1; exit 1"));

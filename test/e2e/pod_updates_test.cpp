@@ -164,7 +164,7 @@ std::string uidIn(const nlohmann::json& u, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete REMOVE; "
+TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete REMOVE, "
           "SIGTERM exits 0", "[e2e][config]") {
   testing::TempDir dir("e2e-podupdates");
   testing::writeFile(dir / "web.yaml", podYaml("web"));
@@ -199,7 +199,7 @@ TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete
   CHECK(agent.waitExit() == 0);
 }
 
-TEST_CASE("pod-updates: --full prints whole pods; SIGINT exits 0", "[e2e][config]") {
+TEST_CASE("pod-updates: --full prints whole pods, SIGINT exits 0", "[e2e][config]") {
   testing::TempDir dir("e2e-podupdates-full");
   testing::writeFile(dir / "web.yaml", podYaml("web"));
   Agent agent({"pod-updates", "--pod-manifest-path", dir.path().string(),

@@ -204,7 +204,7 @@ TEST_CASE("rest client: bearer token, user agent and query encoding over plain h
   CHECK(api::isUnauthorized(denied.status()));
 }
 
-TEST_CASE("rest client: Status bodies become typed errors; patch and delete send the right bodies",
+TEST_CASE("rest client: Status bodies become typed errors, patch and delete send the right bodies",
           "[integration][apiclient]") {
   Recorder rec;
   ServerThread srv(std::make_unique<httplib::Server>());

@@ -320,7 +320,7 @@ TEST_CASE("http: watch from a resourceVersion newer than the store fails after a
   CHECK(res->get_header_value("Retry-After") == "1");
 }
 
-TEST_CASE("http: close-watches ends open watches; latency delays responses",
+TEST_CASE("http: close-watches ends open watches, latency delays responses",
           "[integration][apiserver]") {
   auto server = startServer();
   std::vector<std::unique_ptr<WatchReader>> readers;

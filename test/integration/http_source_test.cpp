@@ -179,7 +179,7 @@ class Harness {
 
 }  // namespace
 
-TEST_CASE("http source: a single pod becomes a SET; an unchanged body sends nothing more",
+TEST_CASE("http source: a single pod becomes a SET, an unchanged body sends nothing more",
           "[integration][config]") {
   ManifestServer server;
   server.set(200, podYaml("foo"));
@@ -228,7 +228,7 @@ TEST_CASE("http source: configured headers are sent, repeated keys included",
   CHECK(got.count("X-Multi") == 2);
 }
 
-TEST_CASE("http source: ETag and Last-Modified make conditional requests; 304 sends nothing",
+TEST_CASE("http source: ETag and Last-Modified make conditional requests, 304 sends nothing",
           "[integration][config]") {
   ManifestServer server;
   server.set(200, podYaml("foo"));
@@ -404,7 +404,7 @@ void writeSelfSignedCert(const std::filesystem::path& dir) {
 
 }  // namespace
 
-TEST_CASE("http source: https needs a trusted certificate; --ca-file style trust works",
+TEST_CASE("http source: https needs a trusted certificate, --ca-file style trust works",
           "[integration][config]") {
   testing::TempDir dir("http-tls");
   writeSelfSignedCert(dir.path());

@@ -233,7 +233,7 @@ TEST_CASE("agent: init containers run in order, each to success, before app cont
   CHECK(agent::findCondition(s.conditions, "Initialized")->status == "True");
 }
 
-TEST_CASE("agent: admission rejects a pod over --max-pods; it gets Failed and no worker",
+TEST_CASE("agent: admission rejects a pod over --max-pods, it gets Failed and no worker",
           "[unit][agent]") {
   Harness h(/*max_pods=*/1);
   h.update(api::PodOperation::kAdd, {webPod("u1")});

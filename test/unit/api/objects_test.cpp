@@ -156,7 +156,7 @@ TEST_CASE("DeleteOptions: round-trip with preconditions", "[unit][api]") {
   CHECK_FALSE(decodeDeleteOptions(json::parse(R"({"gracePeriodSeconds":1.5})")).ok());
 }
 
-TEST_CASE("PodList: items without kind decode; item errors carry the index", "[unit][api]") {
+TEST_CASE("PodList: items without kind decode, item errors carry the index", "[unit][api]") {
   json in = json::parse(R"({"kind":"PodList","apiVersion":"v1",
     "metadata":{"resourceVersion":"10245","continue":""},
     "items":[{"metadata":{"name":"web-node1","namespace":"default","uid":"u","resourceVersion":"10200"},

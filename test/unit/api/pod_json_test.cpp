@@ -401,7 +401,7 @@ TEST_CASE("withStatus: replaces the status wholesale", "[unit][api]") {
   CHECK((*updated)->spec == pod.spec);
 }
 
-TEST_CASE("withJsonEdit: edits and re-decodes; bad edits are errors", "[unit][api]") {
+TEST_CASE("withJsonEdit: edits and re-decodes, bad edits are errors", "[unit][api]") {
   auto pod = testing::PodBuilder().name("p").container("c").build();
   auto renamed = withJsonEdit(*pod, [](json& j) { j["metadata"]["name"] = "q"; });
   REQUIRE(renamed.ok());

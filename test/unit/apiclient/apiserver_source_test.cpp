@@ -70,7 +70,7 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE("apiserver source: the list is one SET; an empty list is an empty SET",
+TEST_CASE("apiserver source: the list is one SET, an empty list is an empty SET",
           "[unit][apiclient]") {
   Fixture f;
   REQUIRE(f.lw->calls.size() == 1);

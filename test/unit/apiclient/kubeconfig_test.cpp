@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kCaData = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCkNBCg==";
 }  // namespace
 
-TEST_CASE("kubeconfig: current-context picks cluster and user; relative paths resolve",
+TEST_CASE("kubeconfig: current-context picks cluster and user, relative paths resolve",
           "[unit][apiclient]") {
   TempDir dir;
   std::filesystem::create_directories(dir / "pki");

@@ -472,7 +472,7 @@ TEST_CASE("watch: closeAllWatches ends every watch", "[unit][apiserver]") {
   CHECK(store.watcherCount() == 0);
 }
 
-TEST_CASE("store: deleting a namespace deletes what is in it; default is protected",
+TEST_CASE("store: deleting a namespace deletes what is in it, default is protected",
           "[unit][apiserver]") {
   FakeClock clock;
   Store store(clock, fastOptions());

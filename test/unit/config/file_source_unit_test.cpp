@@ -352,7 +352,7 @@ TEST_CASE("file source: two files with the same pod: the first in sorted order w
   CHECK(f.errors.size() == 0);
 }
 
-TEST_CASE("file source: a change re-reads only that file; an idle relist reads nothing",
+TEST_CASE("file source: a change re-reads only that file, an idle relist reads nothing",
           "[unit][config]") {
   Fixture f;
   for (int i = 0; i < 50; ++i) {

@@ -85,7 +85,7 @@ TEST_CASE("fake runtime: start records the action, runs the container and emits 
   CHECK((*pods)[0].containers.size() == 1);
 }
 
-TEST_CASE("fake runtime: tests make containers exit with a code; newest status first",
+TEST_CASE("fake runtime: tests make containers exit with a code, newest status first",
           "[unit][runtime]") {
   Harness h;
   auto pod = makePod("u1");
@@ -143,7 +143,7 @@ TEST_CASE("fake runtime: injected start errors", "[unit][runtime]") {
   }
 }
 
-TEST_CASE("fake runtime: kills record the grace period kubelet would use; remove drops state",
+TEST_CASE("fake runtime: kills record the grace period kubelet would use, remove drops state",
           "[unit][runtime]") {
   Harness h;
   auto pod = makePod("u1", 1);  // below the 2s minimum
