@@ -72,4 +72,25 @@ json encodeObjectMeta(const ObjectMeta& meta);
 // Checks `kind` and `apiVersion` when present.
 base::Status checkKind(const json& obj, std::string_view kind, std::string_view api_version);
 
+// Decodes the array member `key` of `obj` into `out` (cleared first), one object per item with
+// `decode_one(item, path, &value)`; a missing key leaves `out` empty.
+template <typename T, typename Fn>
+base::Status readList(const nlohmann::json& obj, const Path& p, std::string_view key,
+                      std::vector<T>* out, Fn decode_one) {
+  ASSIGN_OR_RETURN(const nlohmann::json* arr, arrayMember(obj, p, key));
+  out->clear();
+  if (arr == nullptr) return base::okStatus();
+  Path lp = p.field(key);
+  out->reserve(arr->size());
+  for (size_t i = 0; i < arr->size(); ++i) {
+    Path ip = lp.at(i);
+    const nlohmann::json& e = (*arr)[i];
+    RETURN_IF_ERROR(checkObject(e, ip));
+    T item;
+    RETURN_IF_ERROR(decode_one(e, ip, &item));
+    out->push_back(std::move(item));
+  }
+  return base::okStatus();
+}
+
 }  // namespace nodeagent::api::json_util

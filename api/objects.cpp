@@ -14,23 +14,6 @@ namespace {
 using nlohmann::json;
 using namespace json_util;
 
-template <typename T, typename Fn>
-base::Status readObjects(const json& obj, const Path& p, std::string_view key, std::vector<T>* out,
-                         Fn decode_one) {
-  ASSIGN_OR_RETURN(const json* arr, arrayMember(obj, p, key));
-  if (arr == nullptr) return base::okStatus();
-  Path lp = p.field(key);
-  for (size_t i = 0; i < arr->size(); ++i) {
-    Path ip = lp.at(i);
-    const json& e = (*arr)[i];
-    RETURN_IF_ERROR(checkObject(e, ip));
-    T item;
-    RETURN_IF_ERROR(decode_one(e, ip, &item));
-    out->push_back(std::move(item));
-  }
-  return base::okStatus();
-}
-
 // Runs a decoder, turning any library exception into an error.
 template <typename Fn>
 auto guarded(const char* what, Fn fn) -> decltype(fn()) {
@@ -91,7 +74,7 @@ base::StatusOr<Node> decodeNode(const json& object) {
       RETURN_IF_ERROR(readString(*spec, p, "podCIDR", &node.spec.pod_cidr));
       RETURN_IF_ERROR(readBool(*spec, p, "unschedulable", &node.spec.unschedulable));
       RETURN_IF_ERROR(readString(*spec, p, "providerID", &node.spec.provider_id));
-      RETURN_IF_ERROR(readObjects(*spec, p, "taints", &node.spec.taints,
+      RETURN_IF_ERROR(readList(*spec, p, "taints", &node.spec.taints,
                                   [](const json& e, const Path& ep, Taint* t) {
                                     RETURN_IF_ERROR(readString(e, ep, "key", &t->key));
                                     RETURN_IF_ERROR(readString(e, ep, "value", &t->value));
@@ -105,7 +88,7 @@ base::StatusOr<Node> decodeNode(const json& object) {
       NodeStatus& s = node.status;
       RETURN_IF_ERROR(readQuantityMap(*status, p, "capacity", &s.capacity));
       RETURN_IF_ERROR(readQuantityMap(*status, p, "allocatable", &s.allocatable));
-      RETURN_IF_ERROR(readObjects(
+      RETURN_IF_ERROR(readList(
           *status, p, "conditions", &s.conditions, [](const json& e, const Path& ep, NodeCondition* c) {
             RETURN_IF_ERROR(readString(e, ep, "type", &c->type));
             RETURN_IF_ERROR(readString(e, ep, "status", &c->status));
@@ -114,7 +97,7 @@ base::StatusOr<Node> decodeNode(const json& object) {
             RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
             return readString(e, ep, "message", &c->message);
           }));
-      RETURN_IF_ERROR(readObjects(*status, p, "addresses", &s.addresses,
+      RETURN_IF_ERROR(readList(*status, p, "addresses", &s.addresses,
                                   [](const json& e, const Path& ep, NodeAddress* a) {
                                     RETURN_IF_ERROR(readString(e, ep, "type", &a->type));
                                     return readString(e, ep, "address", &a->address);
@@ -301,7 +284,7 @@ base::StatusOr<ApiStatus> decodeApiStatus(const json& object) {
       RETURN_IF_ERROR(readString(*details, p, "kind", &d.kind));
       RETURN_IF_ERROR(readString(*details, p, "uid", &d.uid));
       RETURN_IF_ERROR(readInt32(*details, p, "retryAfterSeconds", &d.retry_after_seconds));
-      RETURN_IF_ERROR(readObjects(*details, p, "causes", &d.causes,
+      RETURN_IF_ERROR(readList(*details, p, "causes", &d.causes,
                                   [](const json& e, const Path& ep, StatusCause* c) {
                                     RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
                                     RETURN_IF_ERROR(readString(e, ep, "message", &c->message));

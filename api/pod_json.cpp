@@ -15,25 +15,6 @@ using nlohmann::json;
 using namespace json_util;
 
 template <typename T, typename Fn>
-base::Status readList(const json& obj, const Path& p, std::string_view key, std::vector<T>* out,
-                      Fn decode_one) {
-  ASSIGN_OR_RETURN(const json* arr, arrayMember(obj, p, key));
-  if (arr == nullptr) return base::okStatus();
-  Path lp = p.field(key);
-  out->clear();
-  out->reserve(arr->size());
-  for (size_t i = 0; i < arr->size(); ++i) {
-    Path ip = lp.at(i);
-    const json& e = (*arr)[i];
-    RETURN_IF_ERROR(checkObject(e, ip));
-    T item;
-    RETURN_IF_ERROR(decode_one(e, ip, &item));
-    out->push_back(std::move(item));
-  }
-  return base::okStatus();
-}
-
-template <typename T, typename Fn>
 base::Status readOptional(const json& obj, const Path& p, std::string_view key,
                           std::optional<T>* out, Fn decode_one) {
   ASSIGN_OR_RETURN(const json* m, objectMember(obj, p, key));
