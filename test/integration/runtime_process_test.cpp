@@ -194,7 +194,10 @@ TEST_CASE("process runtime: a started container runs as its own session leader",
   CHECK(cs->image == "busybox:1.36");
   REQUIRE(cs->pid > 0);
   CHECK(cs->started_at >= cs->created_at);
-  CHECK(procFile(cs->pid, "cmdline").find("sleep") != std::string::npos);
+  // /proc/<pid>/cmdline reads empty for a moment while the process is inside execve (sh
+  // execs sleep here), so look until it settles.
+  CHECK(testing::eventually(
+      [&] { return procFile(cs->pid, "cmdline").find("sleep") != std::string::npos; }));
   // Fields after the command name: state ppid pgrp session.
   std::istringstream stat(
       procFile(cs->pid, "stat").substr(procFile(cs->pid, "stat").rfind(')') + 2));
