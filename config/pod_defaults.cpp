@@ -334,8 +334,10 @@ void applyApiDefaults(json& pod) {
 
 std::string staticPodUid(const json& api_defaulted_pod, std::string_view node_name,
                          std::string_view source) {
-  std::string input(kStaticPodUidHashPrefix);
-  input += api::canonicalJson(api_defaulted_pod);
+  std::string input;
+  input.reserve(1024);
+  input += kStaticPodUidHashPrefix;
+  api::appendCanonicalJson(api_defaulted_pod, input);
   input += "\nhost:";
   input += node_name;
   input += "\nsource:";
