@@ -332,42 +332,85 @@ bool isYamlFloat(std::string_view s) {
   return i == s.size();
 }
 
-// A plain (unquoted, untagged) scalar typed like yaml.v2's resolve().
-Resolved resolvePlain(const std::string& in) {
-  static const char* const kTrue[] = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE",
-                                      "on", "On", "ON"};
-  static const char* const kFalse[] = {"n", "N", "no", "No", "NO", "false", "False", "FALSE",
-                                       "off", "Off", "OFF"};
-  static const char* const kNull[] = {"", "~", "null", "Null", "NULL"};
-  static const char* const kSpecialFloat[] = {".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF",
-                                              "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
-  if (in.empty()) return {json(nullptr), {}};
+// The scalars yaml.v2's resolve table gives a fixed meaning.
+enum class Fixed { kNone, kTrue, kFalse, kNull, kSpecialFloat };
+
+Fixed fixedScalar(std::string_view s) {
+  auto any = [&](std::initializer_list<std::string_view> words) {
+    for (std::string_view w : words) {
+      if (s == w) return true;
+    }
+    return false;
+  };
+  switch (s.size()) {
+    case 0:
+      return Fixed::kNull;
+    case 1:
+      switch (s[0]) {
+        case 'y': case 'Y': return Fixed::kTrue;
+        case 'n': case 'N': return Fixed::kFalse;
+        case '~': return Fixed::kNull;
+        default: return Fixed::kNone;
+      }
+    case 2:
+      if (any({"on", "On", "ON"})) return Fixed::kTrue;
+      if (any({"no", "No", "NO"})) return Fixed::kFalse;
+      return Fixed::kNone;
+    case 3:
+      if (any({"yes", "Yes", "YES"})) return Fixed::kTrue;
+      if (any({"off", "Off", "OFF"})) return Fixed::kFalse;
+      return Fixed::kNone;
+    case 4:
+      if (any({"true", "True", "TRUE"})) return Fixed::kTrue;
+      if (any({"null", "Null", "NULL"})) return Fixed::kNull;
+      if (any({".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF"})) return Fixed::kSpecialFloat;
+      return Fixed::kNone;
+    case 5:
+      if (any({"false", "False", "FALSE"})) return Fixed::kFalse;
+      if (any({"+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"})) {
+        return Fixed::kSpecialFloat;
+      }
+      return Fixed::kNone;
+    default:
+      return Fixed::kNone;
+  }
+}
+
+// A plain (unquoted, untagged) scalar typed like yaml.v2's resolve(). Takes `in` by value: a
+// string result moves it.
+Resolved resolvePlain(std::string in) {
+  switch (fixedScalar(in)) {
+    case Fixed::kTrue: return {json(true), {}};
+    case Fixed::kFalse: return {json(false), {}};
+    case Fixed::kNull: return {json(nullptr), {}};
+    case Fixed::kSpecialFloat:
+      return {json(), "\"" + in + "\" (infinity or NaN) cannot be represented in JSON"};
+    case Fixed::kNone: break;
+  }
   const char c = in[0];
   const bool numeric_hint = c == '+' || c == '-' || (c >= '0' && c <= '9');
-  if (c == '.' || numeric_hint) {
-    for (const char* s : kSpecialFloat) {
-      if (in == s) return {json(), "\"" + in + "\" (infinity or NaN) cannot be represented in JSON"};
-    }
-  }
-  if (in.size() <= 5) {
-    for (const char* s : kTrue) {
-      if (in == s) return {json(true), {}};
-    }
-    for (const char* s : kFalse) {
-      if (in == s) return {json(false), {}};
-    }
-    for (const char* s : kNull) {
-      if (in == s) return {json(nullptr), {}};
-    }
-  }
   if (c == '.') {
     if (isYamlFloat(in)) {
       double d = std::strtod(in.c_str(), nullptr);
       if (std::isfinite(d)) return {json(d), {}};
     }
-    return {json(in), {}};
+    return {json(std::move(in)), {}};
   }
-  if (!numeric_hint) return {json(in), {}};
+  if (!numeric_hint) return {json(std::move(in)), {}};
+
+  // Fast path: a decimal without sign, leading zero or '_' that fits 18 digits is an int64.
+  if (in.size() <= 18 && (c != '0' || in.size() == 1)) {
+    int64_t v = 0;
+    bool all_digits = true;
+    for (char ch : in) {
+      if (ch < '0' || ch > '9') {
+        all_digits = false;
+        break;
+      }
+      v = v * 10 + (ch - '0');
+    }
+    if (all_digits) return {json(v), {}};
+  }
 
   std::string plain;
   plain.reserve(in.size());
@@ -399,7 +442,7 @@ Resolved resolvePlain(const std::string& in) {
     // Like Go's ParseFloat, an overflowing value is not a float; yaml.v2 then keeps the string.
     if (std::isfinite(d)) return {json(d), {}};
   }
-  return {json(in), {}};
+  return {json(std::move(in)), {}};
 }
 
 // Builds JSON straight from libyaml's event stream. libyaml is the C parser gopkg.in/yaml.v2 was
@@ -450,6 +493,7 @@ class YamlEventBuilder {
     bool have_key = false;   // maps: the next value belongs to `key`
     bool merge_key = false;  // maps: the pending key is "<<"
     std::string key;
+    json::object_t::iterator key_slot;  // maps: where `key` goes (the map is unchanged until then)
     yaml_mark_t key_mark{};
     std::vector<json> merges;
     std::string anchor;
@@ -488,7 +532,8 @@ class YamlEventBuilder {
     const auto& sc = e.data.scalar;
     std::string text(reinterpret_cast<const char*>(sc.value), sc.length);
     const bool plain = sc.style == YAML_PLAIN_SCALAR_STYLE;
-    std::string tag = anchorOf(sc.tag);
+    const std::string_view tag =
+        sc.tag == nullptr ? std::string_view() : reinterpret_cast<const char*>(sc.tag);
     const bool empty_root = stack_.empty() && plain && tag.empty() && text.empty();
     if (stack_.empty() && has_root_) {
       if (empty_root) return base::okStatus();
@@ -516,7 +561,7 @@ class YamlEventBuilder {
       value = std::move(text);
     } else if (tag.size() > kTagPrefix.size() &&
                tag.compare(0, kTagPrefix.size(), kTagPrefix) == 0) {
-      std::string_view kind = std::string_view(tag).substr(kTagPrefix.size());
+      std::string_view kind = tag.substr(kTagPrefix.size());
       if (kind == "str" || kind == "binary" || kind == "timestamp") {
         value = std::move(text);
       } else {
@@ -533,7 +578,7 @@ class YamlEventBuilder {
         value = std::move(r.value);
       }
     } else if (plain) {
-      Resolved r = resolvePlain(text);
+      Resolved r = resolvePlain(std::move(text));
       if (!r.error.empty()) return error(e.start_mark, r.error);
       value = std::move(r.value);
     } else {
@@ -612,8 +657,8 @@ class YamlEventBuilder {
   }
 
   // A mapping key as sigs.k8s.io/yaml writes it into JSON.
-  static base::StatusOr<std::string> keyString(const json& k, const yaml_mark_t& mark) {
-    if (k.is_string()) return k.get<std::string>();
+  static base::StatusOr<std::string> keyString(json& k, const yaml_mark_t& mark) {
+    if (k.is_string()) return std::move(k.get_ref<std::string&>());
     if (k.is_null()) return std::string("null");
     if (k.is_boolean()) return std::string(k.get<bool>() ? "true" : "false");
     if (k.is_number_integer() || k.is_number_unsigned()) return k.dump();
@@ -638,7 +683,12 @@ class YamlEventBuilder {
     }
     if (!f.have_key) {
       ASSIGN_OR_RETURN(std::string key, keyString(value, mark));
-      if (f.value.contains(key)) return error(mark, "duplicate key \"" + key + "\"");
+      auto& members = f.value.get_ref<json::object_t&>();
+      auto slot = members.lower_bound(key);
+      if (slot != members.end() && slot->first == key) {
+        return error(mark, "duplicate key \"" + key + "\"");
+      }
+      f.key_slot = slot;
       f.key = std::move(key);
       f.key_mark = mark;
       f.have_key = true;
@@ -658,7 +708,7 @@ class YamlEventBuilder {
       }
       return base::okStatus();
     }
-    f.value.emplace(std::move(f.key), std::move(value));
+    f.value.get_ref<json::object_t&>().emplace_hint(f.key_slot, std::move(f.key), std::move(value));
     return base::okStatus();
   }
 
@@ -729,6 +779,16 @@ base::StatusOr<json> parseJson(std::string_view text) {
     return parseJsonChecked(stripBom(text));
   } catch (const std::exception& e) {
     return base::invalidArgumentError(std::string("JSON: ") + e.what());
+  }
+}
+
+base::StatusOr<json> resolvePlainScalar(std::string_view text) {
+  try {
+    Resolved r = resolvePlain(std::string(text));
+    if (!r.error.empty()) return base::invalidArgumentError(r.error);
+    return std::move(r.value);
+  } catch (const std::exception& e) {
+    return base::invalidArgumentError(std::string("YAML: ") + e.what());
   }
 }
 

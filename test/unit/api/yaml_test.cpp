@@ -2,8 +2,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <map>
 #include <random>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -293,6 +299,122 @@ TEST_CASE("yamlToJson: binary garbage never crashes or hangs", "[unit][api]") {
     (void)yamlToJson(m.substr(0, rng() % m.size()));
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+// yaml.v2's resolve() for plain scalars, written from its rules with regular expressions and
+// strtoull/strtod, as an independent reference for resolvePlainScalar's hand-written scanner.
+// An empty json with `error` set means infinity or NaN.
+struct Reference {
+  json value;
+  bool error = false;
+};
+
+Reference referenceResolve(const std::string& s) {
+  static const std::map<std::string, json> kFixed = [] {
+    std::map<std::string, json> m;
+    for (const char* w : {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
+      m[w] = true;
+    for (const char* w : {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off",
+                          "OFF"})
+      m[w] = false;
+    for (const char* w : {"", "~", "null", "Null", "NULL"}) m[w] = nullptr;
+    return m;
+  }();
+  static const std::regex kSpecialFloat(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
+  static const std::regex kInt(R"(([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*))");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (auto it = kFixed.find(s); it != kFixed.end()) return {it->second};
+  if (std::regex_match(s, kSpecialFloat)) return {json(), true};
+  const char c = s[0];
+  if (c == '.') {
+    if (std::regex_match(s, kFloat) && std::isfinite(std::strtod(s.c_str(), nullptr))) {
+      return {json(std::strtod(s.c_str(), nullptr))};
+    }
+    return {json(s)};
+  }
+  if (c != '+' && c != '-' && (c < '0' || c > '9')) return {json(s)};
+  std::string plain;
+  for (char ch : s) {
+    if (ch != '_') plain += ch;
+  }
+  std::smatch m;
+  if (std::regex_match(plain, m, kInt)) {
+    std::string digits = m[2].str();
+    int base = 10;
+    if (digits.size() > 1 && digits[0] == '0') {
+      char p = static_cast<char>(digits[1] | 0x20);
+      base = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 8;
+      digits = digits.substr(p == 'x' || p == 'o' || p == 'b' ? 2 : 1);
+    }
+    errno = 0;
+    unsigned long long v = std::strtoull(digits.c_str(), nullptr, base);
+    if (errno == 0) {
+      if (m[1] == "-") {
+        if (v <= 9223372036854775808ULL) return {json(static_cast<int64_t>(0 - v))};
+      } else if (v <= static_cast<unsigned long long>(INT64_MAX)) {
+        return {json(static_cast<int64_t>(v))};
+      } else if (m[1].length() == 0) {
+        return {json(static_cast<uint64_t>(v))};
+      }
+    }
+  }
+  if (std::regex_match(plain, kFloat) && std::isfinite(std::strtod(plain.c_str(), nullptr))) {
+    return {json(std::strtod(plain.c_str(), nullptr))};
+  }
+  return {json(s)};
+}
+
+void checkResolvesLikeReference(const std::string& s) {
+  INFO("scalar \"" << s << "\"");
+  Reference want = referenceResolve(s);
+  auto got = resolvePlainScalar(s);
+  REQUIRE(got.ok() == !want.error);
+  if (want.error) {
+    CHECK_THAT(got.status().message(), Catch::Contains("cannot be represented in JSON"));
+    return;
+  }
+  REQUIRE(got->type() == want.value.type());
+  REQUIRE(*got == want.value);
+}
+
+TEST_CASE("resolvePlainScalar: every short scalar over a numeric alphabet matches yaml.v2's rules",
+          "[unit][api]") {
+  const std::string alphabet = "0179+-._xXoObBeEfFyYnN~aA";
+  std::vector<std::string> level = {""};
+  for (int len = 0; len <= 3; ++len) {
+    std::vector<std::string> next;
+    for (const auto& s : level) {
+      checkResolvesLikeReference(s);
+      if (len < 3) {
+        for (char c : alphabet) next.push_back(s + c);
+      }
+    }
+    level = std::move(next);
+  }
+}
+
+TEST_CASE("resolvePlainScalar: keywords, long numbers and random scalars match yaml.v2's rules",
+          "[unit][api]") {
+  std::vector<std::string> cases = {
+      "true", "True", "TRUE", "tRue", "yes", "YeS", "on", "oN", "off", "OfF", "false", "FALSE",
+      "fAlse", "null", "NULL", "nUll", "~~", ".inf", "-.inf", "+.Inf", "-.INF", ".NaN", "+.nan",
+      ".nAn", "-.nan", "..inf", "8080", "10", "5", "0", "00", "017", "018", "123456789012345678",
+      "999999999999999999", "1234567890123456789", "9223372036854775807", "9223372036854775808",
+      "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
+      "18446744073709551616", "+18446744073709551615", "0x7fffffffffffffff", "0xffffffffffffffff",
+      "0x10000000000000000", "-0x8000000000000000", "1_000_000", "_1", "1_", "0_7", "0x_1f",
+      "1__0", "1e3", "1E+3", "1e-3", "1.5e", "1.e5", "0.5", "-.5", "+.5", ".5e1", "1.2.3",
+      "2024-01-01", "1:30", "100m", "128Mi", "1e999", "-1e999", "1e-999", "0b", "0o", "0x",
+      "0b102", "0o8", "0xg", "-", "+", ".", "-_", "web", "registry.example.com:5000/x:1",
+      "/usr/bin/web-server", "--port=8080", std::string(40, '9'), "0" + std::string(30, '7')};
+  for (const auto& s : cases) checkResolvesLikeReference(s);
+  std::mt19937_64 rng(7);
+  const std::string alphabet = "0123456789+-._xoObeEyn";
+  for (int i = 0; i < 5000; ++i) {
+    std::string s(4 + rng() % 20, ' ');
+    for (auto& ch : s) ch = alphabet[rng() % alphabet.size()];
+    checkResolvesLikeReference(s);
+  }
 }
 
 TEST_CASE("parseJson: accepts any JSON value and rejects trailing content", "[unit][api]") {
