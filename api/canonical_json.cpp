@@ -1,6 +1,7 @@
 #include "api/canonical_json.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <vector>
 
@@ -21,20 +22,32 @@ std::string nlohmannDump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// What a byte needs in a JSON string: 0 nothing, 1 an escape, 2 the UTF-8 path.
+constexpr std::array<unsigned char, 256> kByteClass = [] {
+  std::array<unsigned char, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 1;
+  t['"'] = 1;
+  t['\\'] = 1;
+  for (int c = 0x80; c < 0x100; ++c) t[c] = 2;
+  return t;
+}();
+
 void appendString(std::string_view s, std::string& out) {
-  // Non-ASCII text goes through nlohmann's UTF-8 decoder (validation, replacement of bad bytes).
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      out += nlohmannDump(json(std::string(s)));
-      return;
-    }
-  }
   static constexpr char kHex[] = "0123456789abcdef";
+  const size_t start = out.size();
   out += '"';
   size_t run = 0;  // start of the bytes not yet copied
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    const unsigned char kind = kByteClass[c];
+    if (kind == 0) continue;
+    if (kind == 2) {
+      // Non-ASCII text goes through nlohmann's UTF-8 decoder (validation, replacement of bad
+      // bytes).
+      out.resize(start);
+      out += nlohmannDump(json(std::string(s)));
+      return;
+    }
     out.append(s.data() + run, i - run);
     run = i + 1;
     out += '\\';

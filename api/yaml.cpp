@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -48,6 +49,18 @@ size_t findBadByte(std::string_view s, bool* is_control) {
   const size_t n = s.size();
   size_t i = 0;
   while (i < n) {
+    // Eight bytes at a time while they are all printable ASCII.
+    if (i + 8 <= n) {
+      constexpr uint64_t kOnes = 0x0101010101010101ULL;
+      constexpr uint64_t kHigh = 0x8080808080808080ULL;
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      // A high bit set: some byte >= 0x80, or (through the borrow) some byte < 0x20.
+      if (((((w - 0x20 * kOnes) & ~w) | w) & kHigh) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     unsigned char c = p[i];
     if (c < 0x80) {
       if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {

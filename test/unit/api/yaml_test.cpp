@@ -199,6 +199,27 @@ TEST_CASE("yamlToJson: control characters are rejected", "[unit][api]") {
   mustFail("{\"a\": \"\x1b\"}");
 }
 
+TEST_CASE("yamlToJson: bad bytes are found at every offset of a long ASCII line", "[unit][api]") {
+  // The input check reads printable ASCII eight bytes at a time: every offset must still be seen.
+  const std::string line = "key: " + std::string(40, 'v');
+  for (size_t at = 5; at < line.size(); ++at) {
+    INFO("offset " << at);
+    std::string column = "line 1 column " + std::to_string(at + 1) + ": ";
+    for (const char* bad : {"\x01", "\x1f", "\x7f\x80", "\xff", "\xc0\xaf", "\xe2\x82"}) {
+      std::string text = line;
+      text.replace(at, std::string_view(bad).size(), bad);
+      // 0x7f is allowed: the error is at the 0x80 after it.
+      std::string where = bad[0] == '\x7f'
+                              ? "line 1 column " + std::to_string(at + 2) + ": "
+                              : column;
+      CHECK_THAT(mustFail(text), Catch::Contains(where));
+    }
+    std::string ok = line;
+    ok.replace(at, 2, "\xc3\xa9");
+    CHECK(mustConvert(ok)["key"] == ok.substr(5));
+  }
+}
+
 TEST_CASE("yamlToJson: escapes that produce invalid UTF-8 are rejected", "[unit][api]") {
   mustFail("a: \"\\uD800\"");
 }
