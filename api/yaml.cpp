@@ -389,6 +389,14 @@ Fixed fixedScalar(std::string_view s) {
   }
 }
 
+// Whether resolvePlain gives `s` back as a string without looking further: not one of the fixed
+// words and not starting like a number.
+bool startsLikeNumber(char c) { return c == '.' || c == '+' || c == '-' || (c >= '0' && c <= '9'); }
+
+bool staysString(std::string_view s) {
+  return !s.empty() && !startsLikeNumber(s[0]) && fixedScalar(s) == Fixed::kNone;
+}
+
 // A plain (unquoted, untagged) scalar typed like yaml.v2's resolve(). Takes `in` by value: a
 // string result moves it.
 Resolved resolvePlain(std::string in) {
@@ -400,8 +408,8 @@ Resolved resolvePlain(std::string in) {
       return {json(), "\"" + in + "\" (infinity or NaN) cannot be represented in JSON"};
     case Fixed::kNone: break;
   }
-  const char c = in[0];
-  const bool numeric_hint = c == '+' || c == '-' || (c >= '0' && c <= '9');
+  const char c = in[0];  // not empty: that is null
+  if (!startsLikeNumber(c)) return {json(std::move(in)), {}};
   if (c == '.') {
     if (isYamlFloat(in)) {
       double d = std::strtod(in.c_str(), nullptr);
@@ -409,7 +417,6 @@ Resolved resolvePlain(std::string in) {
     }
     return {json(std::move(in)), {}};
   }
-  if (!numeric_hint) return {json(std::move(in)), {}};
 
   // Fast path: a decimal without sign, leading zero or '_' that fits 18 digits is an int64.
   if (in.size() <= 18 && (c != '0' || in.size() == 1)) {
@@ -569,6 +576,12 @@ class YamlEventBuilder {
       f.key_mark = e.start_mark;
       return base::okStatus();
     }
+    // A key that is a string either way (quoted, or plain but neither a word like "yes" nor a
+    // number) goes into place without a JSON value in between.
+    if (!stack_.empty() && stack_.back().is_map && !stack_.back().have_key && tag.empty() &&
+        sc.anchor == nullptr && (!plain || staysString(text))) {
+      return acceptKey(std::move(text), e.start_mark);
+    }
     json value;
     if (tag == "!" || (tag.empty() && !plain)) {
       value = std::move(text);
@@ -683,6 +696,21 @@ class YamlEventBuilder {
     return error(mark, "mapping keys must be scalars");
   }
 
+  // The key of the next member of the mapping being read.
+  base::Status acceptKey(std::string key, const yaml_mark_t& mark) {
+    Frame& f = stack_.back();
+    auto& members = f.value.get_ref<json::object_t&>();
+    auto slot = members.lower_bound(key);
+    if (slot != members.end() && slot->first == key) {
+      return error(mark, "duplicate key \"" + key + "\"");
+    }
+    f.key_slot = slot;
+    f.key = std::move(key);
+    f.key_mark = mark;
+    f.have_key = true;
+    return base::okStatus();
+  }
+
   base::Status deliver(json value, const yaml_mark_t& mark) {
     if (stack_.empty()) {
       root_ = std::move(value);
@@ -696,16 +724,7 @@ class YamlEventBuilder {
     }
     if (!f.have_key) {
       ASSIGN_OR_RETURN(std::string key, keyString(value, mark));
-      auto& members = f.value.get_ref<json::object_t&>();
-      auto slot = members.lower_bound(key);
-      if (slot != members.end() && slot->first == key) {
-        return error(mark, "duplicate key \"" + key + "\"");
-      }
-      f.key_slot = slot;
-      f.key = std::move(key);
-      f.key_mark = mark;
-      f.have_key = true;
-      return base::okStatus();
+      return acceptKey(std::move(key), mark);
     }
     f.have_key = false;
     if (f.merge_key) {

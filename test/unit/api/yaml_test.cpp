@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -130,6 +131,40 @@ TEST_CASE("yamlToJson: infinity and NaN are errors", "[unit][api]") {
 TEST_CASE("yamlToJson: non-string keys become strings like sigs.k8s.io/yaml", "[unit][api]") {
   json j = mustConvert("1: a\nyes: c2\n1.5: d\n~: e\n0x10: f\n");
   CHECK(j == json{{"1", "a"}, {"true", "c2"}, {"1.5", "d"}, {"null", "e"}, {"16", "f"}});
+}
+
+TEST_CASE("yamlToJson: keys are the resolved scalar written as a string", "[unit][api]") {
+  // Keys that stay strings skip building a value; every other key goes through the resolver.
+  auto keyText = [](const json& k) -> std::string {
+    if (k.is_string()) return k.get<std::string>();
+    if (k.is_number_float()) {
+      char buf[64];
+      auto res = std::to_chars(buf, buf + sizeof(buf), k.get<double>());
+      return std::string(buf, res.ptr);
+    }
+    return k.dump();
+  };
+  const std::string alphabet = "019+-._xoObeEyYnN~aA";
+  int checked = 0;
+  for (char a : alphabet) {
+    for (char b : alphabet) {
+      for (const std::string& key : {std::string(1, a), std::string{a, b}, std::string{a, b, a}}) {
+        auto r = yamlToJson(key + ": v\n");
+        if (!r.ok() || !r->is_object() || r->size() != 1) continue;
+        auto resolved = resolvePlainScalar(key);
+        INFO("key " << key);
+        REQUIRE(resolved.ok());
+        CHECK(r->begin().key() == keyText(*resolved));
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 500);
+  CHECK(mustConvert("'yes': a\n\"1\": b\n") == json{{"yes", "a"}, {"1", "b"}});
+  CHECK_THAT(mustFail("'true': a\ntrue: b\n"), Catch::Contains("duplicate key \"true\""));
+  CHECK_THAT(mustFail("name: a\n\"name\": b\n"), Catch::Contains("line 2 column 1: duplicate key"));
+  // An anchored key takes the general path; its alias is the same key again.
+  CHECK_THAT(mustFail("&k name: a\n*k : b\n"), Catch::Contains("duplicate key \"name\""));
 }
 
 TEST_CASE("yamlToJson: keys that collide after conversion are duplicates", "[unit][api]") {
