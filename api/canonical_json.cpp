@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,12 +33,29 @@ constexpr std::array<unsigned char, 256> kByteClass = [] {
   return t;
 }();
 
-void appendString(std::string_view s, std::string& out) {
+// Appends `s` as a JSON string, between `lead` and `trail` when they are not 0.
+void appendString(std::string_view s, std::string& out, char lead = 0, char trail = 0) {
+  size_t clean = 0;
+  while (clean < s.size() && kByteClass[static_cast<unsigned char>(s[clean])] == 0) ++clean;
+  if (clean == s.size()) {
+    // The common case, nothing to escape: one copy.
+    const size_t at = out.size();
+    out.resize(at + s.size() + 2 + (lead != 0 ? 1 : 0) + (trail != 0 ? 1 : 0));
+    char* d = out.data() + at;
+    if (lead != 0) *d++ = lead;
+    *d++ = '"';
+    std::memcpy(d, s.data(), s.size());
+    d += s.size();
+    *d++ = '"';
+    if (trail != 0) *d = trail;
+    return;
+  }
   static constexpr char kHex[] = "0123456789abcdef";
+  if (lead != 0) out += lead;
   const size_t start = out.size();
   out += '"';
   size_t run = 0;  // start of the bytes not yet copied
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = clean; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     const unsigned char kind = kByteClass[c];
     if (kind == 0) continue;
@@ -46,6 +64,7 @@ void appendString(std::string_view s, std::string& out) {
       // bytes).
       out.resize(start);
       out += nlohmannDump(json(std::string(s)));
+      if (trail != 0) out += trail;
       return;
     }
     out.append(s.data() + run, i - run);
@@ -68,6 +87,7 @@ void appendString(std::string_view s, std::string& out) {
   }
   out.append(s.data() + run, s.size() - run);
   out += '"';
+  if (trail != 0) out += trail;
 }
 
 template <typename Int>
@@ -100,10 +120,8 @@ void append(const json& value, std::string& out, const MarkIndex* marks) {
         out += '{';
         bool first = true;
         for (const auto& [k, v] : value.get_ref<const json::object_t&>()) {
-          if (!first) out += ',';
+          appendString(k, out, first ? 0 : ',', ':');
           first = false;
-          appendString(k, out);
-          out += ':';
           append<kMarks>(v, out, marks);
         }
         out += '}';

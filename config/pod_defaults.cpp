@@ -141,14 +141,7 @@ void defaultDownwardApiItems(json& source) {
 }
 
 void defaultVolume(json& v) {
-  bool has_source = false;
-  for (std::string_view key : kVolumeSourceKeys) {
-    if (!isAbsent(v, key)) {
-      has_source = true;
-      break;
-    }
-  }
-  if (!has_source) v["emptyDir"] = json::object();
+  if (volumeSourcesIn(v) == 0) v["emptyDir"] = json::object();
   if (json* s = objectAt(v, "hostPath")) defaultIfAbsent(*s, "type", "");
   if (json* s = objectAt(v, "secret")) defaultIfAbsent(*s, "defaultMode", kDefaultFileMode);
   if (json* s = objectAt(v, "configMap")) defaultIfAbsent(*s, "defaultMode", kDefaultFileMode);
@@ -251,6 +244,22 @@ bool isDigest(std::string_view s) {
 }
 
 }  // namespace
+
+uint32_t volumeSourcesIn(const json& volume) {
+  static_assert(kVolumeSourceKeys.size() <= 32);
+  uint32_t bits = 0;
+  if (!volume.is_object()) return bits;
+  for (const auto& [key, value] : volume.items()) {
+    if (value.is_null()) continue;
+    for (size_t i = 0; i < kVolumeSourceKeys.size(); ++i) {
+      if (kVolumeSourceKeys[i] == key) {
+        bits |= uint32_t{1} << i;
+        break;
+      }
+    }
+  }
+  return bits;
+}
 
 void stripNulls(json& value) {
   if (value.is_object()) {
