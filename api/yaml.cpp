@@ -349,6 +349,10 @@ bool isYamlFloat(std::string_view s) {
 enum class Fixed { kNone, kTrue, kFalse, kNull, kSpecialFloat };
 
 Fixed fixedScalar(std::string_view s) {
+  if (s.size() > 5) return Fixed::kNone;
+  if (!s.empty() && std::string_view("yYnNoOtTfF~.+-").find(s[0]) == std::string_view::npos) {
+    return Fixed::kNone;
+  }
   auto any = [&](std::initializer_list<std::string_view> words) {
     for (std::string_view w : words) {
       if (s == w) return true;
@@ -472,6 +476,8 @@ Resolved resolvePlain(std::string in) {
 // its node and byte counts to the document's budget, so an alias bomb stops before it grows.
 class YamlEventBuilder {
  public:
+  YamlEventBuilder() { stack_.reserve(16); }  // manifests nest about 8 deep
+
   // Feeds one event; an error rejects the whole input.
   base::Status onEvent(const yaml_event_t& e) {
     switch (e.type) {
@@ -562,8 +568,11 @@ class YamlEventBuilder {
     if (stack_.empty() && empty_root) return base::okStatus();  // an empty document
     RETURN_IF_ERROR(charge(e.start_mark, 1, text.size()));
     // Escapes in double-quoted scalars can produce bytes the input check never saw (\uD800).
+    // Other scalars hold input bytes (line breaks folded to '\n' or ' '), checked already.
     bool is_control = false;
-    if (size_t bad = findBadByte(text, &is_control);
+    if (size_t bad = sc.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE
+                         ? findBadByte(text, &is_control)
+                         : std::string_view::npos;
         bad != std::string_view::npos && !is_control) {
       return error(e.start_mark, "scalar is not valid UTF-8");
     }
