@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +37,20 @@ constexpr std::array<unsigned char, 256> kByteClass = [] {
 // Appends `s` as a JSON string, between `lead` and `trail` when they are not 0.
 void appendString(std::string_view s, std::string& out, char lead = 0, char trail = 0) {
   size_t clean = 0;
+  // Eight bytes at a time while none is below 0x20, '"', '\\' or above 0x7f.
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  auto has_zero_byte = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+  while (clean + 8 <= s.size()) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + clean, 8);
+    if ((((w - 0x20 * kOnes) & ~w) | w | has_zero_byte(w ^ ('"' * kOnes)) |
+         has_zero_byte(w ^ ('\\' * kOnes))) &
+        kHigh) {
+      break;
+    }
+    clean += 8;
+  }
   while (clean < s.size() && kByteClass[static_cast<unsigned char>(s[clean])] == 0) ++clean;
   if (clean == s.size()) {
     // The common case, nothing to escape: one copy.

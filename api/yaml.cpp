@@ -650,13 +650,12 @@ class YamlEventBuilder {
                    "nesting deeper than " + std::to_string(kMaxNestingDepth) + " levels");
     }
     RETURN_IF_ERROR(charge(e.start_mark, 1, 0));
-    Frame f;
+    Frame& f = stack_.emplace_back();
     f.value = is_map ? json::object() : json::array();
     f.is_map = is_map;
     f.anchor = std::move(anchor);
     f.nodes_at_start = nodes_ - 1;
     f.bytes_at_start = bytes_;
-    stack_.push_back(std::move(f));
     return base::okStatus();
   }
 

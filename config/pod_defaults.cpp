@@ -406,7 +406,7 @@ void applyStaticPodDefaults(json& pod, const ManifestSource& source) {
   // AddOrUpdateTolerationInPod: an equal toleration is left alone, a matching one (same key,
   // operator, value and effect) is replaced, otherwise it is appended.
   if (source.is_file && spec != nullptr) {
-    const json toleration = {{"operator", "Exists"}, {"effect", "NoExecute"}};
+    static const json toleration = {{"operator", "Exists"}, {"effect", "NoExecute"}};
     if (isAbsent(*spec, "tolerations")) (*spec)["tolerations"] = json::array();
     if (json* tolerations = arrayAt(*spec, "tolerations")) {
       auto str = [](const json& t, const char* k) -> std::string {

@@ -68,6 +68,22 @@ TEST_CASE("canonicalJson: every single-byte string prints as nlohmann's dump doe
   }
 }
 
+TEST_CASE("canonicalJson: every byte at every offset of a long string prints as nlohmann's dump",
+          "[unit][api]") {
+  // Strings are scanned eight bytes at a time: a byte needing care must be seen anywhere.
+  for (size_t at = 0; at < 24; ++at) {
+    for (int c = 0; c < 256; ++c) {
+      std::string s(24, 'x');
+      s[at] = static_cast<char>(c);
+      json j = s;
+      INFO("byte " << c << " at " << at);
+      REQUIRE(canonicalJson(j) == referenceDump(j));
+      json keyed = {{"a", 1}, {s, 2}};
+      REQUIRE(canonicalJson(keyed) == referenceDump(keyed));
+    }
+  }
+}
+
 TEST_CASE("canonicalJson: escapes, UTF-8 and numbers print as nlohmann's dump does",
           "[unit][api]") {
   const std::vector<json> values = {
