@@ -8,9 +8,10 @@
 #include <cstdlib>
 #include <map>
 #include <random>
-#include <regex>
 #include <string>
 #include <vector>
+
+#include <regex.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -357,6 +358,36 @@ TEST_CASE("yamlToJson: binary garbage never crashes or hangs", "[unit][api]") {
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
+// A POSIX extended regular expression matched against whole strings (std::regex trips GCC 12's
+// -Wmaybe-uninitialized in sanitizer builds).
+class Pattern {
+ public:
+  explicit Pattern(const std::string& re) {
+    if (regcomp(&re_, ("^(" + re + ")$").c_str(), REG_EXTENDED) != 0) std::abort();
+  }
+  ~Pattern() { regfree(&re_); }
+  Pattern(const Pattern&) = delete;
+  Pattern& operator=(const Pattern&) = delete;
+
+  // Whether all of `s` matches; `group1` and `group2` get the text of the pattern's groups.
+  bool match(const std::string& s, std::string* group1 = nullptr,
+             std::string* group2 = nullptr) const {
+    regmatch_t m[4];
+    if (regexec(&re_, s.c_str(), 4, m, 0) != 0) return false;
+    auto text = [&](int i) {
+      if (m[i].rm_so < 0) return std::string();
+      return s.substr(static_cast<size_t>(m[i].rm_so),
+                      static_cast<size_t>(m[i].rm_eo - m[i].rm_so));
+    };
+    if (group1 != nullptr) *group1 = text(2);
+    if (group2 != nullptr) *group2 = text(3);
+    return true;
+  }
+
+ private:
+  regex_t re_{};
+};
+
 // yaml.v2's resolve() for plain scalars, written from its rules with regular expressions and
 // strtoull/strtod, as an independent reference for resolvePlainScalar's hand-written scanner.
 // An empty json with `error` set means infinity or NaN.
@@ -376,14 +407,14 @@ Reference referenceResolve(const std::string& s) {
     for (const char* w : {"", "~", "null", "Null", "NULL"}) m[w] = nullptr;
     return m;
   }();
-  static const std::regex kSpecialFloat(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
-  static const std::regex kInt(R"(([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*))");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  static const Pattern kSpecialFloat(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
+  static const Pattern kInt(R"(([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*))");
+  static const Pattern kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
   if (auto it = kFixed.find(s); it != kFixed.end()) return {it->second};
-  if (std::regex_match(s, kSpecialFloat)) return {json(), true};
+  if (kSpecialFloat.match(s)) return {json(), true};
   const char c = s[0];
   if (c == '.') {
-    if (std::regex_match(s, kFloat) && std::isfinite(std::strtod(s.c_str(), nullptr))) {
+    if (kFloat.match(s) && std::isfinite(std::strtod(s.c_str(), nullptr))) {
       return {json(std::strtod(s.c_str(), nullptr))};
     }
     return {json(s)};
@@ -393,9 +424,9 @@ Reference referenceResolve(const std::string& s) {
   for (char ch : s) {
     if (ch != '_') plain += ch;
   }
-  std::smatch m;
-  if (std::regex_match(plain, m, kInt)) {
-    std::string digits = m[2].str();
+  std::string sign;
+  std::string digits;
+  if (kInt.match(plain, &sign, &digits)) {
     int base = 10;
     if (digits.size() > 1 && digits[0] == '0') {
       char p = static_cast<char>(digits[1] | 0x20);
@@ -405,16 +436,16 @@ Reference referenceResolve(const std::string& s) {
     errno = 0;
     unsigned long long v = std::strtoull(digits.c_str(), nullptr, base);
     if (errno == 0) {
-      if (m[1] == "-") {
+      if (sign == "-") {
         if (v <= 9223372036854775808ULL) return {json(static_cast<int64_t>(0 - v))};
       } else if (v <= static_cast<unsigned long long>(INT64_MAX)) {
         return {json(static_cast<int64_t>(v))};
-      } else if (m[1].length() == 0) {
+      } else if (sign.empty()) {
         return {json(static_cast<uint64_t>(v))};
       }
     }
   }
-  if (std::regex_match(plain, kFloat) && std::isfinite(std::strtod(plain.c_str(), nullptr))) {
+  if (kFloat.match(plain) && std::isfinite(std::strtod(plain.c_str(), nullptr))) {
     return {json(std::strtod(plain.c_str(), nullptr))};
   }
   return {json(s)};
