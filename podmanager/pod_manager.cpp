@@ -34,6 +34,7 @@ PodManager::PodManager(MirrorClient& mirror_client) : mirror_client_(mirror_clie
 
 void PodManager::setPods(const std::vector<api::PodPtr>& pods) {
   std::unique_lock lock(mu_);
+  ++generation_;
   pod_by_uid_.clear();
   pod_by_full_name_.clear();
   mirror_pod_by_uid_.clear();
@@ -44,8 +45,11 @@ void PodManager::setPods(const std::vector<api::PodPtr>& pods) {
 
 void PodManager::addPod(const api::PodPtr& pod) { updatePod(pod); }
 
+uint64_t PodManager::generation() const { return generation_.load(); }
+
 void PodManager::updatePod(const api::PodPtr& pod) {
   std::unique_lock lock(mu_);
+  ++generation_;
   updatePodsLocked(pod);
 }
 
@@ -71,6 +75,7 @@ void PodManager::updatePodsLocked(const api::PodPtr& pod) {
 void PodManager::deletePod(const api::PodPtr& pod) {
   if (!pod) return;
   std::unique_lock lock(mu_);
+  ++generation_;
   const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {

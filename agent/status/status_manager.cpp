@@ -119,6 +119,15 @@ std::string StatusManager::getPodPhase(const std::string& uid) const {
   return it == statuses_.end() ? std::string() : it->second.status.phase;
 }
 
+std::set<std::string> StatusManager::terminalPodUIDs() const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> out;
+  for (const auto& [uid, versioned] : statuses_) {
+    if (isTerminalPhase(versioned.status.phase)) out.insert(uid);
+  }
+  return out;
+}
+
 bool StatusManager::setPodStatus(const api::Pod& pod, api::PodStatus status) {
   return updateStatusInternal(pod, std::move(status), pod.metadata.deletion_timestamp.has_value());
 }

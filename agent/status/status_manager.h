@@ -41,6 +41,8 @@ class StatusManager {
   std::optional<VersionedPodStatus> getVersionedPodStatus(const std::string& uid) const;
   // Only the cached phase ("" when none): cheap enough to ask for every pod of a large node.
   std::string getPodPhase(const std::string& uid) const;
+  // UIDs whose cached status has a terminal phase (Succeeded or Failed).
+  std::set<std::string> terminalPodUIDs() const;
 
   // Records `status` for `pod`. Returns false when the update was refused (an illegal container
   // state transition) or changed nothing.

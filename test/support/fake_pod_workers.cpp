@@ -9,6 +9,7 @@ FakePodWorkers::FakePodWorkers(asio::any_io_executor executor, podworkers::PodSy
 
 void FakePodWorkers::updatePod(podworkers::UpdatePodOptions options) {
   std::lock_guard lock(mu_);
+  ++generation_;
   updates_.push_back(options);
   if (!syncer_) return;
   queue_.push_back(std::move(options));
@@ -71,6 +72,7 @@ std::map<std::string, podworkers::PodWorkerSync> FakePodWorkers::syncKnownPods(
 
 void FakePodWorkers::forgetWorker(const std::string& uid) {
   std::lock_guard lock(mu_);
+  ++generation_;
   forgotten_.push_back(uid);
   states_.erase(uid);
 }
@@ -139,6 +141,11 @@ bool FakePodWorkers::isPodForMirrorPodTerminatingByFullName(const std::string& f
   return terminating_static_.contains(full_name);
 }
 
+uint64_t FakePodWorkers::generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
 std::vector<podworkers::UpdatePodOptions> FakePodWorkers::updates() const {
   std::lock_guard lock(mu_);
   return updates_;
@@ -156,16 +163,19 @@ std::vector<std::vector<api::PodPtr>> FakePodWorkers::knownPodsCalls() const {
 
 void FakePodWorkers::setState(const std::string& uid, PodWorkerState state, bool is_static) {
   std::lock_guard lock(mu_);
+  ++generation_;
   states_[uid] = podworkers::PodWorkerSync{state, false, true, is_static};
 }
 
 void FakePodWorkers::clearState(const std::string& uid) {
   std::lock_guard lock(mu_);
+  ++generation_;
   states_.erase(uid);
 }
 
 void FakePodWorkers::setTerminatingStaticFullName(const std::string& full_name, bool terminating) {
   std::lock_guard lock(mu_);
+  ++generation_;
   if (terminating) {
     terminating_static_.insert(full_name);
   } else {

@@ -308,3 +308,48 @@ TEST_CASE("agent: the same manifest removed and added again is started again", "
   CHECK(h.actions(Action::Kind::kStart).size() == 2);
   CHECK(h.phase("uid-web") == "Running");
 }
+
+TEST_CASE("agent: housekeeping does no work while nothing changes, with a periodic full pass",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(5s);  // the first passes after the start
+  const auto skipped = h.agent->metrics().housekeeping_skipped.load();
+  // A stray pod directory nothing reports as a change: only the safety-net pass finds it.
+  const auto stray = h.root.path() / "pods" / "stray-uid";
+  std::filesystem::create_directories(stray);
+  h.advance(10s);
+  CHECK(h.agent->metrics().housekeeping_skipped >= skipped + 4);
+  CHECK(std::filesystem::exists(stray));
+  h.advance(5min);
+  CHECK_FALSE(std::filesystem::exists(stray));
+  CHECK(std::filesystem::exists(h.root.path() / "pods" / "uid-web"));
+  CHECK(h.runtime.runningContainerCount() == 1);
+}
+
+TEST_CASE("agent: housekeeping runs at the next tick after the pod manager changes",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(10s);
+  REQUIRE(h.runtime.runningContainerCount() == 1);
+  const auto skipped = h.agent->metrics().housekeeping_skipped.load();
+  REQUIRE(skipped > 0);
+  // Gone from the pod manager without a REMOVE: housekeeping, not a handler, must notice.
+  h.pod_manager.deletePod(webPod());
+  h.advance(2100ms);
+  CHECK(h.runtime.runningContainerCount() == 0);
+  CHECK(h.actions(Action::Kind::kKill).size() == 1);
+}
+
+TEST_CASE("agent: housekeeping runs again after a runtime change", "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(10s);
+  const auto stray = h.root.path() / "pods" / "stray-uid";
+  std::filesystem::create_directories(stray);
+  // A container exit is a PLEG event: the next housekeeping pass looks at everything again.
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.advance(2100ms);
+  CHECK_FALSE(std::filesystem::exists(stray));
+}
