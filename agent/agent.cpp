@@ -125,21 +125,33 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
   // them for every added pod (a status copy per existing pod) made a large batch quadratic.
   std::set<std::string> batch_uids;
   for (const auto& pod : pods) batch_uids.insert(pod->metadata.uid);
-  // The few inactive UIDs are fetched at once: three lookups per pod made each addition cost
-  // tens of milliseconds on a node with 50,000 pods.
-  const auto terminal = status_manager_.terminalPodUIDs();
-  const auto terminated = pod_workers_->knownTerminatedUIDs();
+  // Which pods are active changes only when a pod is removed or replaced, a status turns
+  // terminal or a worker terminates: until then the last batch's list is reused (a node with
+  // 50,000 pods would otherwise walk all of them for each added manifest).
+  const ActiveKey key{pod_manager_.generation(), pod_workers_->generation(),
+                      status_manager_.terminalGeneration()};
   std::vector<api::PodPtr> active;
-  for (const auto& other : pod_manager_.getPods()) {
-    const auto& uid = other->metadata.uid;
-    if (batch_uids.count(uid) > 0) continue;
-    // A pod object with a terminal phase is rare: ask precisely (its cached status wins).
-    const bool inactive = isTerminalPhase(other->status.phase)
-                              ? podIsInactive(*other)
-                              : rejected_.count(uid) > 0 || terminal.count(uid) > 0 ||
-                                    terminated.count(uid) > 0;
-    if (!inactive) active.push_back(other);
+  if (active_cache_ && active_cache_->key == key) {
+    active = std::move(active_cache_->pods);
+    if (!batch_uids.empty()) {
+      std::erase_if(active, [&](const api::PodPtr& p) { return batch_uids.count(p->metadata.uid) > 0; });
+    }
+  } else {
+    // The few inactive UIDs are fetched at once rather than with lookups per pod.
+    const auto terminal = status_manager_.terminalPodUIDs();
+    const auto terminated = pod_workers_->knownTerminatedUIDs();
+    for (const auto& other : pod_manager_.getPods()) {
+      const auto& uid = other->metadata.uid;
+      if (batch_uids.count(uid) > 0) continue;
+      // A pod object with a terminal phase is rare: ask precisely (its cached status wins).
+      const bool inactive = isTerminalPhase(other->status.phase)
+                                ? podIsInactive(*other)
+                                : rejected_.count(uid) > 0 || terminal.count(uid) > 0 ||
+                                      terminated.count(uid) > 0;
+      if (!inactive) active.push_back(other);
+    }
   }
+  active_cache_.reset();
   for (const auto& pod : pods) {
     pod_manager_.addPod(pod);
     if (api::isMirrorPod(*pod)) {
@@ -159,6 +171,9 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
     trackDeadline(pod);
     dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
   }
+  // Keyed by the state before this batch: if the batch itself replaced a pod, the next batch
+  // sees another key and walks the pods again.
+  active_cache_ = ActiveCache{key, std::move(active)};
 }
 
 void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
@@ -207,9 +222,15 @@ void Agent::handlePodSyncs(const std::vector<api::PodPtr>& pods) {
 }
 
 void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
-  if (event.type == PodLifecycleEvent::Type::kContainerRemoved) return;
+  if (event.type == PodLifecycleEvent::Type::kContainerRemoved) {
+    if (!pod_manager_.getPodByUID(event.pod_uid)) ++unknown_pod_events_;
+    return;
+  }
   auto pod = pod_manager_.getPodByUID(event.pod_uid);
-  if (!pod) return;
+  if (!pod) {
+    ++unknown_pod_events_;  // a container nothing wants: housekeeping must look
+    return;
+  }
   log()->debug("PLEG event pod={} event={} container={}", api::podRef(*pod),
                podLifecycleEventTypeName(event.type), event.container_id);
   handlePodSyncs({pod});
@@ -315,7 +336,7 @@ void Agent::scheduleSync(const std::string& uid, base::Duration delay) {
 }
 
 Agent::CleanupInputs Agent::cleanupInputs() const {
-  return {pod_manager_.generation(), pod_workers_->generation(), pleg_->eventCount()};
+  return {pod_manager_.generation(), pod_workers_->generation(), unknown_pod_events_};
 }
 
 void Agent::handlePodCleanups() {

@@ -152,7 +152,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   struct CleanupInputs {
     uint64_t pods = 0;
     uint64_t workers = 0;
-    uint64_t pleg_events = 0;
+    uint64_t unknown_pod_events = 0;
     bool operator==(const CleanupInputs&) const = default;
   };
   CleanupInputs cleanupInputs() const;
@@ -204,6 +204,20 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
     bool acted = false;
   };
   std::optional<LastCleanup> last_cleanup_;
+  uint64_t unknown_pod_events_ = 0;  // PLEG events of pods the pod manager does not know
+  // The pods admission counted as active after the last batch of additions, valid while the
+  // key (pod manager, pod workers and terminal-status generations) is unchanged.
+  struct ActiveKey {
+    uint64_t pods = 0;
+    uint64_t workers = 0;
+    uint64_t terminal = 0;
+    bool operator==(const ActiveKey&) const = default;
+  };
+  struct ActiveCache {
+    ActiveKey key;
+    std::vector<api::PodPtr> pods;
+  };
+  std::optional<ActiveCache> active_cache_;
 
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID

@@ -49,7 +49,6 @@ uint64_t PodManager::generation() const { return generation_.load(); }
 
 void PodManager::updatePod(const api::PodPtr& pod) {
   std::unique_lock lock(mu_);
-  ++generation_;
   updatePodsLocked(pod);
 }
 
@@ -58,6 +57,7 @@ void PodManager::updatePodsLocked(const api::PodPtr& pod) {
   const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {
+    ++generation_;
     mirror_pod_by_uid_[uid] = pod;
     mirror_pod_by_full_name_[full_name] = pod;
     if (auto static_pod = find(pod_by_full_name_, full_name)) {
@@ -65,8 +65,15 @@ void PodManager::updatePodsLocked(const api::PodPtr& pod) {
     }
     return;
   }
-  pod_by_uid_[uid] = pod;
-  pod_by_full_name_[full_name] = pod;
+  auto [slot, added] = pod_by_uid_.try_emplace(uid, pod);
+  if (!added) {
+    slot->second = pod;
+    ++generation_;
+  }
+  if (auto [named, fresh] = pod_by_full_name_.try_emplace(full_name, pod); !fresh) {
+    if (named->second->metadata.uid != uid) ++generation_;  // another UID with this name
+    named->second = pod;
+  }
   if (auto mirror = find(mirror_pod_by_full_name_, full_name)) {
     translation_by_uid_[mirror->metadata.uid] = uid;
   }

@@ -82,7 +82,10 @@ class PodManager {
 
   MirrorClient& mirrorClient() const { return mirror_client_; }
 
-  // Changes with every add, update or delete (pods and mirror pods). Any thread.
+  // Changes whenever a pod is removed or replaced (an update of a known UID, or another UID
+  // taking a full name) and with every change of a mirror pod; adding a pod with a new UID and
+  // name leaves it alone. What depends only on the set of known pods (housekeeping, the pods
+  // admission counts as active) can be reused while it does not change. Any thread.
   uint64_t generation() const;
 
  private:

@@ -305,7 +305,6 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     // Static pods start in the order their workers were created.
     if (slot->is_static) waiting_static_[slot->full_name].push_back(slot->uid);
     log_->debug("pod worker created pod={} uid={}", api::podRef(pod), slot->uid);
-    ++generation_;
     return slot;
   }
 

@@ -123,9 +123,9 @@ class PodWorkers {
   // True while the static pod that holds `full_name` is terminating (housekeeping must not delete
   // its mirror pod yet).
   virtual bool isPodForMirrorPodTerminatingByFullName(const std::string& full_name) const = 0;
-  // Changes whenever a worker is created, changes state (terminating, terminated, finished) or is
-  // forgotten: what syncKnownPods reports can only differ when this differs. Housekeeping uses it
-  // to skip work on a quiet node.
+  // Changes whenever a worker changes state (terminating, terminated, finished) or is forgotten.
+  // Apart from new workers (which need no housekeeping), what syncKnownPods reports can only
+  // differ when this differs. Housekeeping uses it to skip work on a quiet node.
   virtual uint64_t generation() const = 0;
 };
 

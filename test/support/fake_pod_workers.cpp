@@ -9,7 +9,6 @@ FakePodWorkers::FakePodWorkers(asio::any_io_executor executor, podworkers::PodSy
 
 void FakePodWorkers::updatePod(podworkers::UpdatePodOptions options) {
   std::lock_guard lock(mu_);
-  ++generation_;
   updates_.push_back(options);
   if (!syncer_) return;
   queue_.push_back(std::move(options));
