@@ -1,6 +1,7 @@
 #include "cmd/nodeagent/daemon_command.h"
 
 #include <ifaddrs.h>
+#include <malloc.h>
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <signal.h>
@@ -46,6 +47,44 @@
 
 namespace nodeagent::cmd {
 namespace {
+
+// glibc malloc for a long-running daemon whose memory comes in bursts (a thousand pods started
+// at once, a large /pods body): one arena instead of one per thread that ever allocated (each
+// kept its own high-water mark), large blocks always mmap'ed so they go back when freed (the
+// default threshold grows after the first large free and then keeps them on the heap).
+void tuneMalloc() {
+  ::mallopt(M_ARENA_MAX, 1);
+  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
+// Free heap pages only go back to the system from the top of the heap; after a burst (pods
+// started, a large request) most free memory sits between live blocks. Every few seconds, when
+// the free part of the heap grew by more than `kSlack` since the last trim, malloc_trim returns
+// its whole free pages.
+class HeapTrimmer {
+ public:
+  HeapTrimmer(asio::any_io_executor ex, base::Clock& clock) : timer_(clock.makeTimer(ex)) {}
+  void start() { arm(); }
+  void stop() { timer_->cancel(); }
+
+ private:
+  static constexpr size_t kSlack = 2 << 20;
+  static constexpr std::chrono::seconds kPeriod{3};
+  void arm() {
+    timer_->asyncWaitFor(kPeriod, [this] {
+      const size_t free_bytes = ::mallinfo2().fordblks;
+      if (free_bytes > free_after_trim_ + kSlack) {
+        ::malloc_trim(0);
+        free_after_trim_ = ::mallinfo2().fordblks;
+      } else if (free_bytes < free_after_trim_) {
+        free_after_trim_ = free_bytes;
+      }
+      arm();
+    });
+  }
+  base::TimerPtr timer_;
+  size_t free_after_trim_ = 0;
+};
 
 struct DaemonFlags {
   std::string config;
@@ -238,6 +277,7 @@ int usageError(const std::string& message, const FlagSet& fs) {
 }  // namespace
 
 int runDaemon(int argc, char** argv) {
+  tuneMalloc();
   DaemonFlags f;
   FlagSet fs;
   registerFlags(fs, f);
@@ -521,6 +561,9 @@ int runDaemon(int argc, char** argv) {
     }
   }
 
+  HeapTrimmer trimmer(ioc.get_executor(), clock);
+  trimmer.start();
+
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
@@ -533,6 +576,7 @@ int runDaemon(int argc, char** argv) {
     if (events) events->stop();
     ready_timer->cancel();
     watchdog_timer->cancel();
+    trimmer.stop();
     the_agent->stop([&] { work.reset(); ioc.stop(); });
   });
 
