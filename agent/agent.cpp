@@ -358,11 +358,18 @@ asio::awaitable<void> Agent::cleanups() {
     pod_workers_->updatePod(std::move(options));
   }
 
-  // Runtime pods nobody wants: kill them through the workers.
-  auto running = co_await runtime_.getPods(false);
-  if (running.ok()) {
-    for (const auto& rp : *running) {
-      if (working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
+  // One runtime listing serves both the orphan kill and the pod directory cleanup.
+  auto runtime_pods = co_await runtime_.getPods(true);
+  if (!runtime_pods.ok()) {
+    log()->warn("Housekeeping could not list runtime pods err={}",
+                runtime_pods.status().toString());
+  } else {
+    // Runtime pods nobody wants: kill them through the workers.
+    for (const auto& rp : *runtime_pods) {
+      const bool running = std::any_of(rp.containers.begin(), rp.containers.end(), [](const auto& c) {
+        return c.state == runtime::ContainerState::kRunning;
+      });
+      if (!running || working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
       log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
       auto pod = std::make_shared<api::Pod>();
       pod->metadata.uid = rp.uid;
@@ -374,21 +381,30 @@ asio::awaitable<void> Agent::cleanups() {
       options.runtime_pod = true;
       pod_workers_->updatePod(std::move(options));
     }
-  } else {
-    log()->warn("Housekeeping could not list runtime pods err={}", running.status().toString());
-  }
 
-  // Pod directories of pods that are gone everywhere.
-  auto all_runtime = co_await runtime_.getPods(true);
-  if (all_runtime.ok()) {
-    std::set<std::string> known = keep_status;
-    for (const auto& rp : *all_runtime) known.insert(rp.uid);
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(options_.root_dir / "pods", ec)) {
-      auto uid = entry.path().filename().string();
-      if (known.count(uid) > 0) continue;
-      std::filesystem::remove_all(entry.path(), ec);
-      if (ec) log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(), ec.message());
+    // Pod directories of pods that are gone everywhere. Directories are made only for pods the
+    // agent knows, so the directory is listed again only when that set changed since the last
+    // listing that left no orphan behind (listing a thousand entries every 2 s was most of an
+    // idle agent's CPU).
+    std::set<std::string>& known = keep_status;
+    for (const auto& rp : *runtime_pods) known.insert(rp.uid);
+    size_t signature = known.size();
+    for (const auto& uid : known) signature = signature * 1000003u ^ std::hash<std::string>{}(uid);
+    if (signature != pod_dirs_clean_for_) {
+      bool clean = true;
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(options_.root_dir / "pods", ec)) {
+        auto uid = entry.path().filename().string();
+        if (known.count(uid) > 0) continue;
+        std::error_code rm_ec;
+        std::filesystem::remove_all(entry.path(), rm_ec);
+        if (rm_ec) {
+          clean = false;
+          log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(),
+                      rm_ec.message());
+        }
+      }
+      if (clean && !ec) pod_dirs_clean_for_ = signature;
     }
   }
 
@@ -467,18 +483,12 @@ StartFailures Agent::startFailures(const std::string& uid) const {
   return it == start_failures_.end() ? StartFailures{} : it->second;
 }
 
-std::vector<api::PodPtr> Agent::podsWithStatus() const {
-  std::vector<api::PodPtr> out;
+void Agent::visitPodsWithStatus(
+    const std::function<void(const api::Pod&, const api::PodStatus*)>& fn) const {
   for (const auto& pod : pod_manager_.getPods()) {
     auto status = status_manager_.getPodStatus(pod->metadata.uid);
-    if (!status) {
-      out.push_back(pod);
-      continue;
-    }
-    auto with = api::withStatus(*pod, *status);
-    out.push_back(with.ok() ? *with : pod);
+    fn(*pod, status ? &*status : nullptr);
   }
-  return out;
 }
 
 bool Agent::healthy(std::string* why) const { return pleg_->healthy(why); }

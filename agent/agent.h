@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -120,8 +121,10 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
                                                           std::stop_token cancel) override;
   asio::awaitable<base::Status> syncTerminatedPod(api::PodPtr pod) override;
 
-  // The desired pods with their live statuses (the read-only /pods endpoint). Any thread.
-  std::vector<api::PodPtr> podsWithStatus() const;
+  // Calls `fn` with each desired pod and its live status (null before the first sync): the
+  // read-only /pods endpoint. Any thread.
+  void visitPodsWithStatus(
+      const std::function<void(const api::Pod&, const api::PodStatus*)>& fn) const;
   // Health of the pipeline (PLEG relisting). Any thread.
   bool healthy(std::string* why) const;
   const AgentMetrics& metrics() const { return metrics_; }
@@ -177,6 +180,8 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   std::set<std::string> deadline_uids_;
   std::map<std::string, base::TimerPtr> wake_timers_;
   bool cleanup_running_ = false;
+  // Signature of the pod UIDs known at the last pod directory listing that removed every orphan.
+  std::optional<size_t> pod_dirs_clean_for_;
 
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID
