@@ -562,7 +562,12 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
   {
     std::lock_guard lock(mu_);
     Record r;
-    r.config = config;
+    r.config = std::move(config);
+    // The command, environment and directory are the shim's business (its config file has
+    // them); the record keeps what statuses and kills need.
+    r.config.argv = {};
+    r.config.env = {};
+    r.config.working_dir = {};
     r.starting = true;
     putRecordLocked(id, std::move(r));
   }
@@ -802,6 +807,9 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
   const std::string container = config.container_name;
   Record r;
   r.config = std::move(config);
+  r.config.argv = {};  // as in launch: the shim's config file keeps them
+  r.config.env = {};
+  r.config.working_dir = {};
   r.state = state;
   if (state.status != ShimStatus::kExited) {
     std::shared_ptr<Fd> pidfd;

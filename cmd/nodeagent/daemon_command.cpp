@@ -59,8 +59,9 @@ void tuneMalloc() {
 
 // Free heap pages only go back to the system from the top of the heap; after a burst (pods
 // started, a large request) most free memory sits between live blocks. Every few seconds, when
-// the free part of the heap grew by more than `kSlack` since the last trim, malloc_trim returns
-// its whole free pages.
+// the resident size grew by more than `kSlack` since the last trim, malloc_trim returns the whole
+// free pages. The check reads /proc/self/statm (mallinfo2 walks every free chunk: too costly to
+// poll on an idle agent).
 class HeapTrimmer {
  public:
   HeapTrimmer(asio::any_io_executor ex, base::Clock& clock) : timer_(clock.makeTimer(ex)) {}
@@ -68,22 +69,31 @@ class HeapTrimmer {
   void stop() { timer_->cancel(); }
 
  private:
-  static constexpr size_t kSlack = 2 << 20;
+  static constexpr long kSlack = 1 << 20;
   static constexpr std::chrono::seconds kPeriod{3};
+  static long residentBytes() {
+    long pages = 0;
+    long resident = 0;
+    FILE* f = std::fopen("/proc/self/statm", "re");
+    if (f == nullptr) return 0;
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+    return resident * ::sysconf(_SC_PAGESIZE);
+  }
   void arm() {
     timer_->asyncWaitFor(kPeriod, [this] {
-      const size_t free_bytes = ::mallinfo2().fordblks;
-      if (free_bytes > free_after_trim_ + kSlack) {
+      const long rss = residentBytes();
+      if (rss > rss_after_trim_ + kSlack) {
         ::malloc_trim(0);
-        free_after_trim_ = ::mallinfo2().fordblks;
-      } else if (free_bytes < free_after_trim_) {
-        free_after_trim_ = free_bytes;
+        rss_after_trim_ = residentBytes();
+      } else if (rss < rss_after_trim_) {
+        rss_after_trim_ = rss;
       }
       arm();
     });
   }
   base::TimerPtr timer_;
-  size_t free_after_trim_ = 0;
+  long rss_after_trim_ = 0;
 };
 
 struct DaemonFlags {
