@@ -308,3 +308,35 @@ TEST_CASE("agent: the same manifest removed and added again is started again", "
   CHECK(h.actions(Action::Kind::kStart).size() == 2);
   CHECK(h.phase("uid-web") == "Running");
 }
+
+TEST_CASE("agent: housekeeping removes pod directories of unknown pods, listing again only when the known pods change",
+          "[unit][agent]") {
+  Harness h;
+  auto pod = [](const std::string& name) {
+    return testing::PodBuilder()
+        .name(name + "-node1")
+        .uid("uid-" + name)
+        .annotation("kubernetes.io/config.source", "file")
+        .container("web", {"sleep", "1000"})
+        .build();
+  };
+  h.update(api::PodOperation::kAdd, {pod("a"), pod("b")});
+  const auto pods = h.root.path() / "pods";
+  std::filesystem::create_directories(pods / "stray-1");
+  h.advance(3s);
+  CHECK(std::filesystem::exists(pods / "uid-a"));
+  CHECK(std::filesystem::exists(pods / "uid-b"));
+  CHECK_FALSE(std::filesystem::exists(pods / "stray-1"));
+
+  // The same known pods: the directory is not listed again (only the agent makes pod directories).
+  std::filesystem::create_directories(pods / "stray-2");
+  h.advance(3s);
+  CHECK(std::filesystem::exists(pods / "stray-2"));
+
+  // A pod goes away: the next housekeeping lists again and removes both.
+  h.update(api::PodOperation::kRemove, {pod("b")});
+  h.advance(10s);
+  CHECK_FALSE(std::filesystem::exists(pods / "uid-b"));
+  CHECK_FALSE(std::filesystem::exists(pods / "stray-2"));
+  CHECK(std::filesystem::exists(pods / "uid-a"));
+}
