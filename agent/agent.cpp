@@ -197,6 +197,7 @@ void Agent::handlePodSyncs(const std::vector<api::PodPtr>& pods) {
 }
 
 void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
+  cleanup_dirty_ = true;
   if (event.type == PodLifecycleEvent::Type::kContainerRemoved) return;
   auto pod = pod_manager_.getPodByUID(event.pod_uid);
   if (!pod) return;
@@ -307,6 +308,12 @@ void Agent::scheduleSync(const std::string& uid, base::Duration delay) {
 void Agent::handlePodCleanups() {
   ++metrics_.housekeeping_runs;
   if (cleanup_running_) return;
+  const auto now = clock_.now();
+  if (!cleanup_dirty_ && last_full_cleanup_ && now - *last_full_cleanup_ < kFullCleanupPeriod) {
+    return;
+  }
+  cleanup_dirty_ = false;
+  last_full_cleanup_ = now;
   cleanup_running_ = true;
   asio::co_spawn(sync_loop_->strand(), cleanups(), asio::detached);
 }
@@ -319,6 +326,12 @@ asio::awaitable<void> Agent::cleanups() {
 
   auto all = pod_manager_.getPodsAndMirrorPods();
   auto working = pod_workers_->syncKnownPods(all.pods);
+  // Pods in transition (terminating, orphaned workers, workers to restart, orphans killed) need
+  // the next run too.
+  bool settled = true;
+  for (const auto& [uid, sync] : working) {
+    if (sync.orphan || sync.state == podworkers::PodWorkerState::kTerminatingPod) settled = false;
+  }
 
   std::set<std::string> keep_status;
   for (const auto& p : all.pods) keep_status.insert(p->metadata.uid);
@@ -335,6 +348,7 @@ asio::awaitable<void> Agent::cleanups() {
     if (status && isTerminalPhase(status->phase)) continue;
     if (isTerminalPhase(pod->status.phase)) continue;
     log()->info("Restarting pod worker pod={} uid={}", api::podRef(*pod), uid);
+    settled = false;
     dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
   }
 
@@ -361,6 +375,7 @@ asio::awaitable<void> Agent::cleanups() {
   // One runtime listing serves both the orphan kill and the pod directory cleanup.
   auto runtime_pods = co_await runtime_.getPods(true);
   if (!runtime_pods.ok()) {
+    settled = false;
     log()->warn("Housekeeping could not list runtime pods err={}",
                 runtime_pods.status().toString());
   } else {
@@ -371,6 +386,7 @@ asio::awaitable<void> Agent::cleanups() {
       });
       if (!running || working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
       log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
+      settled = false;
       auto pod = std::make_shared<api::Pod>();
       pod->metadata.uid = rp.uid;
       pod->metadata.name = rp.name;
@@ -405,11 +421,13 @@ asio::awaitable<void> Agent::cleanups() {
         }
       }
       if (clean && !ec) pod_dirs_clean_for_ = signature;
+      if (!clean || ec) settled = false;
     }
   }
 
   // Mirror pods whose static pod is gone (and not still terminating).
   for (const auto& full_name : pod_manager_.getOrphanedMirrorPodNames()) {
+    settled = false;
     if (pod_workers_->isPodForMirrorPodTerminatingByFullName(full_name)) continue;
     auto deleted = co_await pod_manager_.mirrorClient().deleteMirrorPod(full_name, std::nullopt);
     if (!deleted.ok()) {
@@ -418,6 +436,7 @@ asio::awaitable<void> Agent::cleanups() {
     }
   }
   crash_backoff_.gc();
+  if (!settled) cleanup_dirty_ = true;
 }
 
 // --- Status ------------------------------------------------------------------------------------

@@ -96,6 +96,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   // PodConfig's output: any thread.
   void onPodUpdate(api::PodUpdate update) {
     metrics_.countConfigUpdate(update.op, update.source);
+    cleanup_dirty_ = true;
     sync_loop_->onPodUpdate(std::move(update));
   }
 
@@ -180,6 +181,12 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   std::set<std::string> deadline_uids_;
   std::map<std::string, base::TimerPtr> wake_timers_;
   bool cleanup_running_ = false;
+  // Housekeeping runs in full when something may have changed (a config update, a PLEG event, or
+  // the last run saw pods in transition) and at least every kFullCleanupPeriod; otherwise it
+  // would list every pod of a quiet node every 2 s for nothing.
+  static constexpr base::Duration kFullCleanupPeriod = std::chrono::seconds(20);
+  std::atomic<bool> cleanup_dirty_{true};
+  std::optional<base::MonotonicTime> last_full_cleanup_;
   // Signature of the pod UIDs known at the last pod directory listing that removed every orphan.
   std::optional<size_t> pod_dirs_clean_for_;
 

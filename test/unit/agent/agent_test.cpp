@@ -340,3 +340,24 @@ TEST_CASE("agent: housekeeping removes pod directories of unknown pods, listing 
   CHECK_FALSE(std::filesystem::exists(pods / "stray-2"));
   CHECK(std::filesystem::exists(pods / "uid-a"));
 }
+
+TEST_CASE("agent: on a quiet node housekeeping runs in full only every 20 s, and at once after a change",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod("uid-a")});
+  h.advance(10s);  // settled: the full runs found nothing in transition
+  // The pod leaves the pod manager without an update or a runtime event: only a full run sees it.
+  h.pod_manager.deletePod(webPod("uid-a"));
+  h.advance(4s);
+  CHECK(h.runtime.runningContainerCount() == 1);
+  h.advance(20s);
+  CHECK(h.runtime.runningContainerCount() == 0);
+
+  // A config update makes the next housekeeping a full one.
+  h.update(api::PodOperation::kAdd, {webPod("uid-b")});
+  h.advance(10s);
+  h.pod_manager.deletePod(webPod("uid-b"));
+  h.update(api::PodOperation::kReconcile, {});
+  h.advance(3s);
+  CHECK(h.runtime.runningContainerCount() == 0);
+}
