@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <system_error>
+#include <unordered_set>
 
 #include "agent/pod_status.h"
 #include "api/pod_json.h"
@@ -417,11 +418,15 @@ asio::awaitable<Agent::CleanupResult> Agent::cleanups() {
     pod_workers_->updatePod(std::move(options));
   }
 
-  // Runtime pods nobody wants: kill them through the workers.
-  auto running = co_await runtime_.getPods(false);
-  if (running.ok()) {
-    for (const auto& rp : *running) {
-      if (working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
+  // One runtime listing serves both the orphan kill and the pod directory cleanup.
+  auto runtime_pods = co_await runtime_.getPods(true);
+  if (runtime_pods.ok()) {
+    // Runtime pods nobody wants: kill them through the workers.
+    for (const auto& rp : *runtime_pods) {
+      const bool running =
+          std::any_of(rp.containers.begin(), rp.containers.end(),
+                      [](const auto& c) { return c.state == runtime::ContainerState::kRunning; });
+      if (!running || working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
       log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
       acted = true;
       auto pod = std::make_shared<api::Pod>();
@@ -434,26 +439,26 @@ asio::awaitable<Agent::CleanupResult> Agent::cleanups() {
       options.runtime_pod = true;
       pod_workers_->updatePod(std::move(options));
     }
-  } else {
-    log()->warn("Housekeeping could not list runtime pods err={}", running.status().toString());
-    acted = true;  // try again on the next tick
-  }
 
-  // Pod directories of pods that are gone everywhere.
-  auto all_runtime = co_await runtime_.getPods(true);
-  if (all_runtime.ok()) {
-    std::set<std::string> known = keep_status;
-    for (const auto& rp : *all_runtime) known.insert(rp.uid);
+    // Pod directories of pods that are gone everywhere.
+    std::unordered_set<std::string_view> in_runtime;
+    for (const auto& rp : *runtime_pods) in_runtime.insert(rp.uid);
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(options_.root_dir / "pods", ec)) {
       auto uid = entry.path().filename().string();
-      if (known.count(uid) > 0) continue;
+      if (keep_status.count(uid) > 0 || in_runtime.count(uid) > 0) continue;
       acted = true;
-      std::filesystem::remove_all(entry.path(), ec);
-      if (ec) log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(), ec.message());
+      std::error_code rm_ec;
+      std::filesystem::remove_all(entry.path(), rm_ec);
+      if (rm_ec) {
+        log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(),
+                    rm_ec.message());
+      }
     }
   } else {
-    acted = true;
+    log()->warn("Housekeeping could not list runtime pods err={}",
+                runtime_pods.status().toString());
+    acted = true;  // try again on the next tick
   }
 
   // Mirror pods whose static pod is gone (and not still terminating).
@@ -533,18 +538,12 @@ StartFailures Agent::startFailures(const std::string& uid) const {
   return it == start_failures_.end() ? StartFailures{} : it->second;
 }
 
-std::vector<api::PodPtr> Agent::podsWithStatus() const {
-  std::vector<api::PodPtr> out;
+void Agent::visitPodsWithStatus(
+    const std::function<void(const api::Pod&, const api::PodStatus*)>& fn) const {
   for (const auto& pod : pod_manager_.getPods()) {
     auto status = status_manager_.getPodStatus(pod->metadata.uid);
-    if (!status) {
-      out.push_back(pod);
-      continue;
-    }
-    auto with = api::withStatus(*pod, *status);
-    out.push_back(with.ok() ? *with : pod);
+    fn(*pod, status ? &*status : nullptr);
   }
-  return out;
 }
 
 bool Agent::healthy(std::string* why) const { return pleg_->healthy(why); }

@@ -125,8 +125,10 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
                                                           std::stop_token cancel) override;
   asio::awaitable<base::Status> syncTerminatedPod(api::PodPtr pod) override;
 
-  // The desired pods with their live statuses (the read-only /pods endpoint). Any thread.
-  std::vector<api::PodPtr> podsWithStatus() const;
+  // Calls `fn` with each desired pod and its live status (null before the first sync): the
+  // read-only /pods endpoint. Any thread.
+  void visitPodsWithStatus(
+      const std::function<void(const api::Pod&, const api::PodStatus*)>& fn) const;
   // Health of the pipeline (PLEG relisting). Any thread.
   bool healthy(std::string* why) const;
   const AgentMetrics& metrics() const { return metrics_; }

@@ -72,12 +72,19 @@ std::string agentMetricsText(const Agent& agent) {
 base::Status ReadOnlyServer::start() {
   auto& server = impl_->server;
   server.Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
-    nlohmann::json list = {{"kind", "PodList"},
-                           {"apiVersion", "v1"},
-                           {"metadata", nlohmann::json::object()},
-                           {"items", nlohmann::json::array()}};
-    for (const auto& pod : agent_.podsWithStatus()) list["items"].push_back(api::encodePod(*pod));
-    res.set_content(list.dump(), "application/json");
+    // Written pod by pod: a JSON tree of the whole list costs tens of KiB per pod at once.
+    std::string body = R"({"apiVersion":"v1","items":[)";
+    bool first = true;
+    agent_.visitPodsWithStatus([&](const api::Pod& pod, const api::PodStatus* status) {
+      nlohmann::json j = api::encodePod(pod);
+      if (status != nullptr) j["status"] = api::encodePodStatus(*status);
+      if (!first) body += ',';
+      first = false;
+      body += j.dump();
+    });
+    body += R"(],"kind":"PodList","metadata":{}})";
+    res.body = std::move(body);  // set_content would copy it
+    res.set_header("Content-Type", "application/json");
   });
   server.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     std::string why;
@@ -95,6 +102,8 @@ base::Status ReadOnlyServer::start() {
     res.set_content(options_.manifest_errors_json ? options_.manifest_errors_json() : "[]",
                     "application/json");
   });
+  // Two workers: requests are short, and each worker thread costs a stack and malloc state.
+  server.new_task_queue = [] { return new httplib::ThreadPool(2); };
   if (options_.port == 0) {
     port_ = server.bind_to_any_port(options_.address);
     if (port_ <= 0) return base::unavailableError("cannot bind the read-only port on " + options_.address);

@@ -22,6 +22,49 @@ namespace nodeagent::api {
 
 using StringMap = std::map<std::string, std::string>;
 
+// An optional value kept on the heap: std::optional's interface and value semantics (deep copy,
+// deep comparison) for large parts most objects lack (probes, lifecycle hooks), so that a
+// container without them stays small (a pointer each instead of the whole part).
+template <typename T>
+class Boxed {
+ public:
+  using value_type = T;
+  Boxed() = default;
+  Boxed(std::nullopt_t) {}  // NOLINT(google-explicit-constructor): optional-like
+  Boxed(T value) : p_(std::make_unique<T>(std::move(value))) {}  // NOLINT: optional-like
+  Boxed(const Boxed& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  Boxed& operator=(std::nullopt_t) {
+    p_.reset();
+    return *this;
+  }
+  Boxed& operator=(T value) {
+    p_ = std::make_unique<T>(std::move(value));
+    return *this;
+  }
+
+  bool has_value() const { return p_ != nullptr; }
+  explicit operator bool() const { return p_ != nullptr; }
+  const T& operator*() const { return *p_; }
+  T& operator*() { return *p_; }
+  const T* operator->() const { return p_.get(); }
+  T* operator->() { return p_.get(); }
+  void reset() { p_.reset(); }
+
+  bool operator==(const Boxed& o) const {
+    if (!p_ || !o.p_) return !p_ && !o.p_;
+    return *p_ == *o.p_;
+  }
+
+ private:
+  std::unique_ptr<T> p_;
+};
+
 struct OwnerReference {
   std::string api_version;
   std::string kind;
@@ -166,10 +209,11 @@ struct Container {
   std::vector<EnvVar> env;
   ResourceRequirements resources;
   std::vector<VolumeMount> volume_mounts;
-  std::optional<Probe> liveness_probe;
-  std::optional<Probe> readiness_probe;
-  std::optional<Probe> startup_probe;
-  std::optional<Lifecycle> lifecycle;
+  // Boxed: most containers have none of these, and inline they made a Container 2 KiB.
+  Boxed<Probe> liveness_probe;
+  Boxed<Probe> readiness_probe;
+  Boxed<Probe> startup_probe;
+  Boxed<Lifecycle> lifecycle;
   std::string termination_message_path;
   std::string termination_message_policy;
   std::optional<SecurityContext> security_context;

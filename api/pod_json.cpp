@@ -15,12 +15,13 @@ namespace {
 using nlohmann::json;
 using namespace json_util;
 
-template <typename T, typename Fn>
-base::Status readOptional(const json& obj, const Path& p, std::string_view key,
-                          std::optional<T>* out, Fn decode_one) {
+// `Opt` is a std::optional or a Boxed.
+template <typename Opt, typename Fn>
+base::Status readOptional(const json& obj, const Path& p, std::string_view key, Opt* out,
+                          Fn decode_one) {
   ASSIGN_OR_RETURN(const json* m, objectMember(obj, p, key));
   if (m == nullptr) return base::okStatus();
-  T item;
+  typename Opt::value_type item;
   RETURN_IF_ERROR(decode_one(*m, p.field(key), &item));
   *out = std::move(item);
   return base::okStatus();

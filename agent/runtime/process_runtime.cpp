@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "agent/runtime/state_file.h"
 #include "base/log.h"
@@ -78,6 +79,15 @@ std::string newContainerId() {
     id += kHex[b & 15];
   }
   return id;
+}
+
+ContainerState containerState(ShimStatus status) {
+  switch (status) {
+    case ShimStatus::kCreated: return ContainerState::kCreated;
+    case ShimStatus::kRunning: return ContainerState::kRunning;
+    case ShimStatus::kExited: return ContainerState::kExited;
+  }
+  return ContainerState::kUnknown;
 }
 
 const api::Container* findSpecContainer(const api::Pod& pod, const std::string& name) {
@@ -169,6 +179,23 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     return options_.root_dir / "containers" / id;
   }
 
+  // records_ and its per-pod index change together (mu_ held).
+  void putRecordLocked(const std::string& id, Record r) {
+    ids_by_pod_[r.config.pod_uid].insert(id);
+    records_[id] = std::move(r);
+  }
+  void eraseRecordLocked(std::map<std::string, Record>::iterator it) {
+    auto pod = ids_by_pod_.find(it->second.config.pod_uid);
+    if (pod != ids_by_pod_.end()) {
+      pod->second.erase(it->first);
+      if (pod->second.empty()) ids_by_pod_.erase(pod);
+    }
+    records_.erase(it);
+  }
+  void eraseRecordLocked(const std::string& id) {
+    if (auto it = records_.find(id); it != records_.end()) eraseRecordLocked(it);
+  }
+
   fs::path logPath(std::string_view ns, std::string_view name, std::string_view uid,
                    std::string_view container, int restart_count) const {
     std::string pod_dir;
@@ -181,17 +208,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     ContainerStatus s;
     s.id = ContainerId{"process", id};
     s.name = r.config.container_name;
-    switch (r.state.status) {
-      case ShimStatus::kCreated:
-        s.state = ContainerState::kCreated;
-        break;
-      case ShimStatus::kRunning:
-        s.state = ContainerState::kRunning;
-        break;
-      case ShimStatus::kExited:
-        s.state = ContainerState::kExited;
-        break;
-    }
+    s.state = containerState(r.state.status);
     s.created_at = fromNanos(r.config.created_at);
     s.started_at = fromNanos(r.state.started_at);
     s.finished_at = fromNanos(r.state.finished_at);
@@ -426,8 +443,21 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     return static_cast<int>(pid);
   }
 
-  asio::awaitable<base::StatusOr<ContainerId>> start(api::PodPtr pod, api::Container container,
-                                                     int attempt, StartContainerOptions options);
+  // A container start in two parts: launch() (synchronous) writes the config and spawns the shim;
+  // start() waits for the shim's answer. Split so that the coroutine frame, alive for every
+  // container starting at once, stays small (its locals are not the launch's paths and config).
+  struct Launched {
+    std::string id;
+    int ready_fd = -1;  // the shim writes "ok <pid>" or "error <message>" here
+  };
+  base::StatusOr<Launched> launch(const api::Pod& pod, const api::Container& container, int attempt,
+                                  const StartContainerOptions& options);
+  asio::awaitable<base::StatusOr<ContainerId>> start(base::StatusOr<Launched> launched,
+                                                     api::PodPtr pod, std::string container_name,
+                                                     int attempt);
+  base::StatusOr<ContainerId> finishStart(const std::string& id, const std::string& line,
+                                          const api::Pod& pod, const std::string& container_name,
+                                          int attempt);
   asio::awaitable<base::Status> kill(api::PodPtr pod, ContainerId id,
                                      std::optional<int64_t> grace_override, std::string reason);
   asio::awaitable<void> runHook(std::string id, std::vector<std::string> command,
@@ -453,21 +483,23 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   mutable std::mutex mu_;
   ContainerEventHandler handler_;
   std::map<std::string, Record> records_;
+  std::map<std::string, std::set<std::string>> ids_by_pod_;  // pod UID -> ids of its records
   // Strand only.
   std::map<std::string, std::shared_ptr<asio::posix::stream_descriptor>> watchers_;
 };
 
-asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
-    api::PodPtr pod, api::Container container, int attempt, StartContainerOptions options) {
-  const std::string where = "container \"" + container.name + "\" of pod " + api::podRef(*pod);
+base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
+    const api::Pod& pod, const api::Container& container, int attempt,
+    const StartContainerOptions& options) {
+  const std::string where = "container \"" + container.name + "\" of pod " + api::podRef(pod);
   if (container.command.empty()) {
-    co_return base::invalidArgumentError(
+    return base::invalidArgumentError(
         where +
         ": spec.containers[].command is empty; nodeagent runs containers as host processes and "
         "does not pull images, so the command must be given");
   }
-  auto env = buildContainerEnv(*pod, container, options);
-  if (!env.ok()) co_return env.status();
+  auto env = buildContainerEnv(pod, container, options);
+  if (!env.ok()) return env.status();
   ShimConfig config;
   for (const auto& a : container.command) config.argv.push_back(expandVars(a, *env));
   for (const auto& a : container.args) config.argv.push_back(expandVars(a, *env));
@@ -475,16 +507,16 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
 
   const std::string id = newContainerId();
   config.container_id = id;
-  config.pod_uid = pod->metadata.uid;
-  config.pod_name = pod->metadata.name;
-  config.pod_namespace = pod->metadata.namespace_;
+  config.pod_uid = pod.metadata.uid;
+  config.pod_name = pod.metadata.name;
+  config.pod_namespace = pod.metadata.namespace_;
   config.container_name = container.name;
   config.attempt = attempt;
   config.hash = hashToHex(container.hash);
   config.image = container.image;
   config.created_at = toNanos(clock_.wallNow());
   fs::path pod_dir =
-      options.pod_dir.empty() ? options_.root_dir / "pods" / pod->metadata.uid : options.pod_dir;
+      options.pod_dir.empty() ? options_.root_dir / "pods" / pod.metadata.uid : options.pod_dir;
   std::error_code ec;
   if (container.working_dir.empty()) {
     fs::create_directories(pod_dir, ec);
@@ -499,40 +531,45 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
   }
   config.no_new_privs =
       container.security_context && container.security_context->allow_privilege_escalation == false;
-  fs::path log = logPath(pod->metadata.namespace_, pod->metadata.name, pod->metadata.uid,
+  fs::path log = logPath(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid,
                          container.name, attempt);
   config.log_path = log.string();
   config.log_max_size = options_.log_max_size;
   config.log_max_files = options_.log_max_files;
   config.pre_stop = preStopCommand(container);
-  config.grace_period_seconds = podGracePeriodSeconds(*pod);
+  config.grace_period_seconds = podGracePeriodSeconds(pod);
 
   fs::path dir = containerDir(id);
   fs::create_directories(dir, ec);
-  if (ec) co_return base::internalError(where + ": create " + dir.string() + ": " + ec.message());
+  if (ec) return base::internalError(where + ": create " + dir.string() + ": " + ec.message());
   fs::create_directories(log.parent_path(), ec);
   if (ec) {
     fs::remove_all(dir, ec);
-    co_return base::internalError(where + ": create log directory " + log.parent_path().string() +
+    return base::internalError(where + ": create log directory " + log.parent_path().string() +
                                   ": " + ec.message());
   }
   std::string error;
   if (!writeFileAtomic((dir / kConfigFileName).string(), encodeShimConfig(config), error)) {
     fs::remove_all(dir, ec);
-    co_return base::internalError(where + ": " + error);
+    return base::internalError(where + ": " + error);
   }
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     fs::remove_all(dir, ec);
-    co_return base::internalError(where + ": pipe: " + std::strerror(errno));
+    return base::internalError(where + ": pipe: " + std::strerror(errno));
   }
   {
     std::lock_guard lock(mu_);
     Record r;
-    r.config = config;
+    r.config = std::move(config);
+    // The command, environment and directory are the shim's business (its config file has
+    // them); the record keeps what statuses and kills need.
+    r.config.argv = {};
+    r.config.env = {};
+    r.config.working_dir = {};
     r.starting = true;
-    records_[id] = std::move(r);
+    putRecordLocked(id, std::move(r));
   }
   auto pid = spawnShim(dir, pipe_fds[1]);
   ::close(pipe_fds[1]);
@@ -540,10 +577,10 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
     ::close(pipe_fds[0]);
     {
       std::lock_guard lock(mu_);
-      records_.erase(id);
+      eraseRecordLocked(id);
     }
     fs::remove_all(dir, ec);
-    co_return pid.status().withContext(where);
+    return pid.status().withContext(where);
   }
   auto pidfd = std::make_shared<Fd>(pidfdOpen(*pid));
   if (pidfd->fd < 0) {
@@ -554,10 +591,10 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
     ::close(pipe_fds[0]);
     {
       std::lock_guard lock(mu_);
-      records_.erase(id);
+      eraseRecordLocked(id);
     }
     fs::remove_all(dir, ec);
-    co_return base::internalError(where + ": pidfd_open: " + std::strerror(err));
+    return base::internalError(where + ": pidfd_open: " + std::strerror(err));
   }
   {
     std::lock_guard lock(mu_);
@@ -567,14 +604,31 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
   }
   watch(id, pidfd);
 
+  return Launched{id, pipe_fds[0]};
+}
+
+asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
+    base::StatusOr<Launched> launched, api::PodPtr pod, std::string container_name, int attempt) {
+  auto self = shared_from_this();  // handlers of this start may outlive the ProcessRuntime
+  if (!launched.ok()) co_return launched.status();
   // The shim answers "ok <pid>" once exec succeeded, or "error <message>".
-  asio::posix::stream_descriptor ready(co_await asio::this_coro::executor, pipe_fds[0]);
+  asio::posix::stream_descriptor ready(co_await asio::this_coro::executor, launched->ready_fd);
   std::string line;
   boost::system::error_code read_ec;
   co_await asio::async_read_until(ready, asio::dynamic_buffer(line), '\n',
                                   asio::redirect_error(asio::use_awaitable, read_ec));
   ready.close(read_ec);
+  co_return finishStart(launched->id, line, *pod, container_name, attempt);
+}
 
+base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string& id,
+                                                               const std::string& line,
+                                                               const api::Pod& pod,
+                                                               const std::string& container_name,
+                                                               int attempt) {
+  const std::string where = "container \"" + container_name + "\" of pod " + api::podRef(pod);
+  const fs::path dir = containerDir(id);
+  std::string error;
   ShimState st;
   std::string text;
   const bool have_state = readWholeFile((dir / kStateFileName).string(), text, error) &&
@@ -599,14 +653,14 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
         }
       }
     }
-    log_->info("Started container pod={} container={} id={} pid={} attempt={}", api::podRef(*pod),
-               container.name, id, st.pid, attempt);
+    log_->info("Started container pod={} container={} id={} pid={} attempt={}", api::podRef(pod),
+               container_name, id, st.pid, attempt);
     if (emit_started) {
-      emit(ContainerEvent{ContainerEvent::Type::kStarted, pod->metadata.uid,
-                          ContainerId{"process", id}, container.name});
+      emit(ContainerEvent{ContainerEvent::Type::kStarted, pod.metadata.uid,
+                          ContainerId{"process", id}, container_name});
     }
     if (st.status == ShimStatus::kExited) finishExit(id, st);
-    co_return ContainerId{"process", id};
+    return ContainerId{"process", id};
   }
   std::string message;
   if (line.rfind("error ", 0) == 0) {
@@ -622,10 +676,11 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
     if (it != records_.end()) it->second.starting = false;
   }
   if (have_state && st.status == ShimStatus::kExited) finishExit(id, st);
-  log_->warn("Container failed to start pod={} container={} id={} error={}", api::podRef(*pod),
-             container.name, id, message);
-  co_return base::unknownError(where + ": " + message);
+  log_->warn("Container failed to start pod={} container={} id={} error={}", api::podRef(pod),
+             container_name, id, message);
+  return base::unknownError(where + ": " + message);
 }
+
 
 asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
                                                      std::vector<std::string> command,
@@ -752,6 +807,9 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
   const std::string container = config.container_name;
   Record r;
   r.config = std::move(config);
+  r.config.argv = {};  // as in launch: the shim's config file keeps them
+  r.config.env = {};
+  r.config.working_dir = {};
   r.state = state;
   if (state.status != ShimStatus::kExited) {
     std::shared_ptr<Fd> pidfd;
@@ -765,7 +823,7 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
       r.pidfd = pidfd;
       {
         std::lock_guard lock(mu_);
-        records_[id] = std::move(r);
+        putRecordLocked(id, std::move(r));
       }
       watch(id, pidfd);
       log_->info("Adopted container pod={}/{} container={} id={} pid={}", ns, name, container, id,
@@ -786,7 +844,7 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
     }
   }
   std::lock_guard lock(mu_);
-  records_[id] = std::move(r);
+  putRecordLocked(id, std::move(r));
 }
 
 base::Status ProcessRuntime::State::recover() {
@@ -853,23 +911,28 @@ void ProcessRuntime::setEventHandler(ContainerEventHandler handler) {
 
 asio::awaitable<base::StatusOr<std::vector<Pod>>> ProcessRuntime::getPods(bool all) {
   auto state = state_;
-  std::map<std::string, Pod> pods;
+  std::vector<Pod> out;
   {
     std::lock_guard lock(state->mu_);
-    for (auto& [id, r] : state->records_) {
-      state->refreshCreatedLocked(id, r);
-      ContainerStatus s = state->toStatus(id, r);
-      if (!all && s.state != ContainerState::kRunning) continue;
-      Pod& pod = pods[r.config.pod_uid];
-      pod.uid = r.config.pod_uid;
-      pod.name = r.config.pod_name;
-      pod.namespace_ = r.config.pod_namespace;
-      pod.containers.push_back(Container{s.id, s.name, s.image, s.hash, s.state});
+    out.reserve(state->ids_by_pod_.size());
+    for (const auto& [uid, ids] : state->ids_by_pod_) {
+      Pod pod;
+      for (const auto& id : ids) {
+        auto& r = state->records_.at(id);
+        state->refreshCreatedLocked(id, r);
+        const ContainerState cs = containerState(r.state.status);
+        if (!all && cs != ContainerState::kRunning) continue;
+        pod.containers.push_back(Container{ContainerId{"process", id}, r.config.container_name,
+                                           r.config.image, hashFromHex(r.config.hash), cs});
+        if (pod.uid.empty()) {
+          pod.uid = uid;
+          pod.name = r.config.pod_name;
+          pod.namespace_ = r.config.pod_namespace;
+        }
+      }
+      if (!pod.containers.empty()) out.push_back(std::move(pod));
     }
   }
-  std::vector<Pod> out;
-  out.reserve(pods.size());
-  for (auto& [uid, pod] : pods) out.push_back(std::move(pod));
   co_return out;
 }
 
@@ -880,10 +943,12 @@ asio::awaitable<base::StatusOr<PodStatus>> ProcessRuntime::getPodStatus(std::str
   PodStatus status{uid, std::move(name), std::move(namespace_), {}, {}};
   {
     std::lock_guard lock(state->mu_);
-    for (auto& [id, r] : state->records_) {
-      if (r.config.pod_uid != uid) continue;
-      state->refreshCreatedLocked(id, r);
-      status.container_statuses.push_back(state->toStatus(id, r));
+    if (auto ids = state->ids_by_pod_.find(uid); ids != state->ids_by_pod_.end()) {
+      for (const auto& id : ids->second) {
+        auto& r = state->records_.at(id);
+        state->refreshCreatedLocked(id, r);
+        status.container_statuses.push_back(state->toStatus(id, r));
+      }
     }
   }
   std::sort(status.container_statuses.begin(), status.container_statuses.end(),
@@ -896,9 +961,10 @@ asio::awaitable<base::StatusOr<PodStatus>> ProcessRuntime::getPodStatus(std::str
 
 asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::startContainer(
     api::PodPtr pod, const api::Container& container, int attempt, StartContainerOptions options) {
-  auto state = state_;
-  api::Container copy = container;
-  co_return co_await state->start(std::move(pod), std::move(copy), attempt, std::move(options));
+  // Not a coroutine: the launch runs now, and only the wait for the shim is suspended (see
+  // State::launch).
+  auto launched = state_->launch(*pod, container, attempt, options);
+  return state_->start(std::move(launched), std::move(pod), container.name, attempt);
 }
 
 asio::awaitable<base::Status> ProcessRuntime::killContainer(api::PodPtr pod, ContainerId id,
@@ -942,7 +1008,7 @@ asio::awaitable<base::Status> ProcessRuntime::removeContainer(ContainerId id) {
       co_return base::failedPreconditionError("container " + id.toString() + " is still running");
     }
     log_path = it->second.config.log_path;
-    state->records_.erase(it);
+    state->eraseRecordLocked(it);
   }
   std::error_code ec;
   fs::remove_all(state->containerDir(id.id), ec);

@@ -1,20 +1,26 @@
-// Process runtime benchmark (prints figures; run by hand as root or a user who can apt-get:
-//   build/bench/process_runtime_bench [N] [samples]).
+// Process runtime benchmark (prints figures; run by hand:
+//   build/bench/process_runtime_bench [N=1000] [samples=200]).
 // The real daemon (build/nodeagent, process runtime, one nodeagent-shim per container):
 //  - time from the daemon's start until N pods (`sleep`) are Running in GET /pods,
-//  - agent RSS, agent CPU per second while idle with N pods (10 s), mean shim PSS,
+//  - agent RSS/PSS (anonymous and file-backed), agent CPU per second while idle with N pods
+//    (20 s), mean shim PSS,
 //  - pick-up latency: a manifest renamed into the directory -> its process has started (it
 //    creates a file), p50/p99 over `samples` pods with the N pods running,
 //  - exit-to-status latency: a container exits (it was blocked reading a FIFO the bench writes) ->
 //    GET /pods shows it terminated,
 //  - first-restart latency: an Always container exits -> its next start (a line it appends),
-// and the same N programs under supervisord (Debian package `supervisor`, installed when
-// missing): time until `supervisorctl status` shows all RUNNING (startsecs=0, so RUNNING means
-// started, as in /pods), supervisord RSS.
+// and the same N programs under supervisord (Debian package `supervisor`; skipped with a message
+// when it is not installed): time until `supervisorctl status` shows all RUNNING (startsecs=0, so
+// RUNNING means started, as in /pods), RSS/PSS, idle CPU, pick-up of one more program through
+// `supervisorctl update`, and exit -> first restart (autorestart).
+// Every process the bench starts (the agent, shims, containers, supervisord and its programs) is
+// killed when it ends, also on failure or SIGINT/SIGTERM.
 // State, manifests and logs go to $TMPDIR (default /dev/shm) so a busy disk does not dominate.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -25,13 +31,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <httplib.h>
@@ -105,6 +117,8 @@ double procCpuSeconds(int pid) {
   return (ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// Starts a program with stdout and stderr appended to `log`, with no signal blocked (the bench
+// blocks SIGINT/SIGTERM in its own threads).
 pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
   std::vector<std::string> a = args;
   std::vector<char*> argv;
@@ -114,14 +128,134 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, a[0].c_str(), &fa, nullptr, argv.data(), environ);
+  int rc = posix_spawnp(&pid, a[0].c_str(), &fa, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    std::fprintf(stderr, "cannot spawn %s\n", a[0].c_str());
-    std::exit(1);
-  }
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("cannot spawn " + a[0] + ": " + std::strerror(rc));
   return pid;
+}
+
+// ---- cleanup: every process the bench started goes, whichever way the bench ends ----------------
+
+std::mutex g_cleanup_mu;
+fs::path g_base;             // the bench's temp dir
+pid_t g_agent = 0;           // the daemon while it runs
+pid_t g_supervisord = 0;     // supervisord while it runs
+
+void killAndReap(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  int st;
+  ::waitpid(pid, &st, 0);
+}
+
+// The parent of `pid` (field 4 of /proc/<pid>/stat), 0 when it is gone.
+pid_t parentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = all.rfind(')');
+  if (close == std::string::npos || close + 4 >= all.size()) return 0;
+  return static_cast<pid_t>(std::strtol(all.c_str() + close + 4, nullptr, 10));
+}
+
+// Children of `parent`.
+std::vector<pid_t> childrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    if (pid <= 0) continue;
+    if (parentOf(pid) == parent) out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Processes whose command line or working directory names `base` (shims name their container
+// directory, containers run in their pod directory or name bench files).
+std::vector<pid_t> processesUnder(const fs::path& base) {
+  std::vector<pid_t> out;
+  const std::string b = base.string();
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    pid_t pid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    const std::string proc = std::string("/proc/") + e->d_name;
+    std::error_code ec;
+    auto cwd = fs::read_symlink(proc + "/cwd", ec);
+    bool ours = !ec && cwd.string().rfind(b, 0) == 0;
+    if (!ours) {
+      std::ifstream in(proc + "/cmdline");
+      std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      ours = cmd.find(b) != std::string::npos;
+    }
+    if (ours) out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+void killContainersUnder(const fs::path& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root / "containers", ec)) {
+    std::string text, err;
+    runtime::ShimState st;
+    if (!runtime::readWholeFile((e.path() / "state").string(), text, err)) continue;
+    if (!runtime::decodeShimState(text, st, err)) continue;
+    if (st.pid > 0 && runtime::processAlive(st.pid, st.pid_start_ticks)) ::kill(-st.pid, SIGKILL);
+    if (st.shim_pid > 0 && runtime::processAlive(st.shim_pid, st.shim_start_ticks)) {
+      ::kill(st.shim_pid, SIGKILL);
+    }
+  }
+}
+
+// Kills the daemon, supervisord and everything they started; idempotent.
+void killEverything() {
+  std::lock_guard lock(g_cleanup_mu);
+  killAndReap(std::exchange(g_agent, 0));
+  if (pid_t sup = std::exchange(g_supervisord, 0); sup > 0) {
+    for (pid_t c : childrenOf(sup)) ::kill(-c, SIGKILL), ::kill(c, SIGKILL);
+    killAndReap(sup);
+  }
+  if (g_base.empty()) return;
+  killContainersUnder(g_base / "root");
+  for (int round = 0; round < 3; ++round) {
+    auto left = processesUnder(g_base);
+    if (left.empty()) break;
+    for (pid_t pid : left) ::kill(pid, SIGKILL);
+    std::this_thread::sleep_for(100ms);
+  }
+  // Our own unreaped children (shims the daemon left are init's).
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+// SIGINT/SIGTERM/SIGHUP are blocked in every bench thread and taken here: clean up, then exit.
+void startSignalThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "process_runtime_bench: signal %d, killing what it started\n", sig);
+    killEverything();
+    std::error_code ec;
+    if (!g_base.empty()) fs::remove_all(g_base, ec);
+    std::_Exit(128 + sig);
+  }).detach();
 }
 
 std::string shPod(const std::string& name, const std::string& script,
@@ -154,12 +288,16 @@ class Daemon {
                   "--read-only-port=" + std::to_string(port_), "--healthz-port=0",
                   "--hostname-override=bench", "--max-pods=100000"},
                  base_ / "agent.log");
+    std::lock_guard lock(g_cleanup_mu);
+    g_agent = pid_;
   }
   void stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGTERM);
     int st;
     ::waitpid(pid_, &st, 0);
+    std::lock_guard lock(g_cleanup_mu);
+    g_agent = 0;
     pid_ = 0;
   }
   // Pods by name from GET /pods.
@@ -179,6 +317,22 @@ class Daemon {
     }
     return n;
   }
+  // Container state of every pod's first container, by pod name (without the node suffix).
+  std::map<std::string, json> containerStates() const {
+    std::map<std::string, json> out;
+    auto list = pods();
+    if (!list || !list->contains("items")) return out;
+    for (const auto& p : (*list)["items"]) {
+      std::string name = p["metadata"].value("name", "");
+      if (name.size() > 6) name.resize(name.size() - 6);  // "-bench"
+      if (p["status"].contains("containerStatuses")) {
+        out[name] = p["status"]["containerStatuses"][0]["state"];
+      } else {
+        out[name] = json{{"waiting", json::object()}};
+      }
+    }
+    return out;
+  }
   std::optional<json> containerState(const std::string& pod) const {
     auto list = pods();
     if (!list || !list->contains("items")) return std::nullopt;
@@ -192,19 +346,7 @@ class Daemon {
   pid_t pid() const { return pid_; }
 
   // Kills every container process group and shim recorded under the root dir.
-  void killContainers() {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(base_ / "root" / "containers", ec)) {
-      std::string text, err;
-      runtime::ShimState st;
-      if (!runtime::readWholeFile((e.path() / "state").string(), text, err)) continue;
-      if (!runtime::decodeShimState(text, st, err)) continue;
-      if (st.pid > 0 && runtime::processAlive(st.pid, st.pid_start_ticks)) ::kill(-st.pid, SIGKILL);
-      if (st.shim_pid > 0 && runtime::processAlive(st.shim_pid, st.shim_start_ticks)) {
-        ::kill(st.shim_pid, SIGKILL);
-      }
-    }
-  }
+  void killContainers() { killContainersUnder(base_ / "root"); }
   std::vector<int> shimPids() {
     std::vector<int> out;
     std::error_code ec;
@@ -236,9 +378,9 @@ void waitFileLines(const fs::path& p, size_t lines, SteadyClock::time_point dead
 }
 
 // Writes a line to the FIFO once the container has it open for reading (ENXIO until then),
-// which ends the container's `read`. False if no reader came within 30 s.
+// which ends the container's `read`. False if no reader came within 10 s.
 bool release(const fs::path& fifo) {
-  auto deadline = SteadyClock::now() + 30s;
+  auto deadline = SteadyClock::now() + 10s;
   while (SteadyClock::now() < deadline) {
     int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd >= 0) {
@@ -251,42 +393,110 @@ bool release(const fs::path& fifo) {
   return false;
 }
 
-void benchSupervisord(size_t n, const fs::path& base) {
-  if (std::system("command -v supervisord >/dev/null 2>&1") != 0) {
-    std::printf("supervisord: not installed; installing the Debian package supervisor\n");
-    if (std::system("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq supervisor >/dev/null 2>&1") != 0) {
-      std::printf("supervisord: cannot install supervisor; skipped\n");
-      return;
+// One figure of each side, for the summary.
+struct Figures {
+  std::optional<double> all_running_ms, rss_kib, pss_kib, anon_kib, idle_cpu_pct, pickup_p50,
+      pickup_p99, exit_status_p50, exit_status_p99, restart_p50, restart_p99, per_container_kib;
+};
+
+long smapsRollupKb(int pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
     }
+  }
+  return 0;
+}
+
+void printMemory(const char* who, int pid, Figures& f) {
+  const long rss = procStatusKb(pid, "VmRSS");
+  const long anon = procStatusKb(pid, "RssAnon");
+  const long file = procStatusKb(pid, "RssFile");
+  const long pss = pssKb(pid);
+  std::printf("%s: RSS %ld KiB (anonymous %ld, file-backed %ld), PSS %ld KiB (anonymous %ld, file %ld)\n",
+              who, rss, anon, file, pss, smapsRollupKb(pid, "Pss_Anon"),
+              smapsRollupKb(pid, "Pss_File"));
+  f.rss_kib = static_cast<double>(rss);
+  f.pss_kib = static_cast<double>(pss);
+  f.anon_kib = static_cast<double>(anon);
+}
+
+// CPU of `pid` over `window`, in percent of one core.
+double idleCpuPercent(int pid, std::chrono::seconds window) {
+  const double c0 = procCpuSeconds(pid);
+  std::this_thread::sleep_for(window);
+  return (procCpuSeconds(pid) - c0) * 100 / static_cast<double>(window.count());
+}
+
+std::string supervisorProgram(const std::string& name, const std::string& command,
+                              const fs::path& dir, bool autorestart) {
+  return "[program:" + name + "]\ncommand=" + command + "\nstartsecs=0\nautorestart=" +
+         (autorestart ? "true" : "false") + "\nstdout_logfile=" +
+         (dir / "logs" / (name + ".log")).string() + "\nredirect_stderr=true\n";
+}
+
+// Runs `cmd` through the shell and returns its stdout.
+std::string capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
+  pclose(p);
+  return out;
+}
+
+void benchSupervisord(size_t n, size_t samples, const fs::path& base, Figures& f) {
+  if (std::system("command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1") != 0) {
+    std::printf("supervisord: not installed, skipped (Debian package supervisor; "
+                "NODEAGENT_WITH_BENCH_PEERS=1 deploy/install-deps.sh installs it)\n");
+    return;
   }
   const fs::path dir = base / "supervisor";
   fs::create_directories(dir / "logs");
+  fs::create_directories(dir / "work");
   const auto conf = dir / "supervisord.conf";
   std::string c = "[unix_http_server]\nfile=" + (dir / "supervisor.sock").string() +
                   "\n[supervisord]\nlogfile=" + (dir / "supervisord.log").string() +
                   "\npidfile=" + (dir / "supervisord.pid").string() +
                   "\nchildlogdir=" + (dir / "logs").string() +
-                  "\nminfds=4096\n[rpcinterface:supervisor]\n"
+                  "\nminfds=8192\n[rpcinterface:supervisor]\n"
                   "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n"
                   "[supervisorctl]\nserverurl=unix://" + (dir / "supervisor.sock").string() + "\n";
   for (size_t i = 0; i < n; ++i) {
-    c += "[program:p" + std::to_string(i) + "]\ncommand=sleep 100000\nstartsecs=0\nautorestart=true\n"
-         "stdout_logfile=" + (dir / "logs" / ("p" + std::to_string(i) + ".log")).string() +
-         "\nredirect_stderr=true\n";
+    c += supervisorProgram("p" + std::to_string(i), "sleep 100000", dir, true);
+  }
+  // Crash-restart programs: each appends a line per start and exits 1 once its FIFO is written.
+  const size_t k = std::min<size_t>(20, samples);
+  for (size_t i = 0; i < k; ++i) {
+    const auto fifo = dir / "work" / ("restart-" + std::to_string(i));
+    ::mkfifo(fifo.c_str(), 0600);
+    const auto starts = dir / "work" / ("starts-" + std::to_string(i));
+    c += supervisorProgram("r" + std::to_string(i),
+                           "/bin/sh -c \"echo start >> " + starts.string() + "; read x < " +
+                               fifo.string() + "; exit 1\"",
+                           dir, true);
   }
   testing::writeFile(conf, c);
   auto t0 = SteadyClock::now();
   pid_t sup = spawn({"supervisord", "-n", "-c", conf.string()}, dir / "stdout.log");
-  int sup_status = 0;
-  const std::string status_cmd = "supervisorctl -c " + conf.string() + " status 2>/dev/null | grep -c RUNNING";
+  {
+    std::lock_guard lock(g_cleanup_mu);
+    g_supervisord = sup;
+  }
+  const std::string ctl = "supervisorctl -c " + conf.string();
+  const std::string status_cmd = ctl + " status 2>/dev/null | grep -c RUNNING";
   size_t running = 0;
   while (SteadyClock::now() - t0 < 300s) {
-    FILE* p = popen(status_cmd.c_str(), "r");
-    char buf[64] = {};
-    if (p && fgets(buf, sizeof(buf), p)) running = std::strtoul(buf, nullptr, 10);
-    if (p) pclose(p);
-    if (running >= n) break;
-    if (::waitpid(sup, &sup_status, WNOHANG) == sup) {
+    running = std::strtoul(capture(status_cmd).c_str(), nullptr, 10);
+    if (running >= n + k) break;
+    int st;
+    if (::waitpid(sup, &st, WNOHANG) == sup) {
+      std::lock_guard lock(g_cleanup_mu);
+      g_supervisord = 0;
       std::printf("supervisord: exited early; see %s\n", (dir / "stdout.log").c_str());
       return;
     }
@@ -294,26 +504,60 @@ void benchSupervisord(size_t n, const fs::path& base) {
   }
   auto took = SteadyClock::now() - t0;
   std::printf("supervisord: %zu/%zu programs RUNNING after %.0f ms (supervisorctl status polled)\n",
-              running, n, ms(took));
-  std::this_thread::sleep_for(2s);
-  std::printf("supervisord: RSS %ld KiB, PSS %ld KiB\n", procStatusKb(sup, "VmRSS"), pssKb(sup));
-  double c0 = procCpuSeconds(sup);
-  std::this_thread::sleep_for(10s);
-  std::printf("supervisord: idle CPU %.1f ms/s with %zu programs\n",
-              (procCpuSeconds(sup) - c0) * 1000 / 10, n);
+              running, n + k, ms(took));
+  if (running >= n + k) f.all_running_ms = ms(took);
+  std::this_thread::sleep_for(3s);
+  printMemory("supervisord", sup, f);
+  f.per_container_kib = 0;  // programs are children of supervisord itself: no per-program helper
+  f.idle_cpu_pct = idleCpuPercent(sup, 20s);
+  std::printf("supervisord: idle CPU %.3f%% of a core with %zu programs (20 s)\n", *f.idle_cpu_pct,
+              n + k);
+
+  // Pick-up: a program added to the config runs after `supervisorctl update` (supervisord does
+  // not watch its config).
+  const size_t m = std::min<size_t>(5, samples);
+  std::vector<double> pickup;
+  for (size_t i = 0; i < m; ++i) {
+    const auto started = dir / "work" / ("started-" + std::to_string(i));
+    auto t = SteadyClock::now();
+    {
+      std::ofstream out(conf, std::ios::app);
+      out << supervisorProgram("new" + std::to_string(i),
+                               "/bin/sh -c \"touch " + started.string() + "; exec sleep 100000\"",
+                               dir, true);
+    }
+    (void)!std::system((ctl + " update >/dev/null 2>&1").c_str());
+    while (!fs::exists(started) && SteadyClock::now() - t < 60s) std::this_thread::sleep_for(200us);
+    pickup.push_back(ms(SteadyClock::now() - t));
+  }
+  f.pickup_p50 = percentile(pickup, 0.5);
+  f.pickup_p99 = percentile(pickup, 0.99);
+  std::printf("supervisord: pick-up (config appended + supervisorctl update -> process started) with "
+              "%zu programs: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
+              n + k, *f.pickup_p50, *f.pickup_p99, m);
+
+  std::vector<double> restart_lat;
+  for (size_t i = 0; i < k; ++i) {
+    const auto starts = dir / "work" / ("starts-" + std::to_string(i));
+    waitFileLines(starts, 1, SteadyClock::now() + 30s);
+    auto t = SteadyClock::now();
+    if (!release(dir / "work" / ("restart-" + std::to_string(i)))) continue;
+    waitFileLines(starts, 2, t + 30s);
+    restart_lat.push_back(ms(SteadyClock::now() - t));
+  }
+  f.restart_p50 = percentile(restart_lat, 0.5);
+  f.restart_p99 = percentile(restart_lat, 0.99);
+  std::printf("supervisord: exit -> first restart started: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
+              *f.restart_p50, *f.restart_p99, restart_lat.size());
+
   ::kill(sup, SIGTERM);
   int st;
   ::waitpid(sup, &st, 0);
+  std::lock_guard lock(g_cleanup_mu);
+  g_supervisord = 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 200;
-  const size_t samples = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 200;
-  setenv("TMPDIR", "/dev/shm", 0);
-  testing::TempDir base("nodeagent-procbench");
+void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
   fs::create_directories(base / "manifests");
   fs::create_directories(base / "work");
   const int port = freePort();
@@ -322,20 +566,24 @@ int main(int argc, char** argv) {
     testing::writeFile(base / "manifests" / ("pod-" + std::to_string(i) + ".yaml"),
                        sleepPod("pod-" + std::to_string(i)));
   }
-  Daemon d(base.path(), port);
+  Daemon d(base, port);
   auto t0 = SteadyClock::now();
   d.start();
   size_t running = 0;
   while (SteadyClock::now() - t0 < 600s) {
     running = d.runningCount();
     if (running >= n) break;
+    int st;
+    if (::waitpid(d.pid(), &st, WNOHANG) == d.pid()) {
+      throw std::runtime_error("nodeagent exited early; see " + (base / "agent.log").string());
+    }
     std::this_thread::sleep_for(20ms);
   }
-  std::printf("nodeagent: %zu/%zu pods Running in /pods after %.0f ms\n", running, n,
-              ms(SteadyClock::now() - t0));
+  auto took = SteadyClock::now() - t0;
+  std::printf("nodeagent: %zu/%zu pods Running in /pods after %.0f ms\n", running, n, ms(took));
+  if (running >= n) f.all_running_ms = ms(took);
   std::this_thread::sleep_for(3s);
-  std::printf("nodeagent: agent RSS %ld KiB (PSS %ld KiB) with %zu pods\n",
-              procStatusKb(d.pid(), "VmRSS"), pssKb(d.pid()), n);
+  printMemory("nodeagent", d.pid(), f);
   {
     auto shims = d.shimPids();
     long pss = 0, rss = 0;
@@ -344,15 +592,13 @@ int main(int argc, char** argv) {
       rss += procStatusKb(s, "VmRSS");
     }
     if (!shims.empty()) {
+      f.per_container_kib = static_cast<double>(pss) / static_cast<double>(shims.size());
       std::printf("nodeagent: %zu shims, mean PSS %.0f KiB, mean RSS %.0f KiB\n", shims.size(),
-                  static_cast<double>(pss) / static_cast<double>(shims.size()),
-                  static_cast<double>(rss) / static_cast<double>(shims.size()));
+                  *f.per_container_kib, static_cast<double>(rss) / static_cast<double>(shims.size()));
     }
   }
-  double c0 = procCpuSeconds(d.pid());
-  std::this_thread::sleep_for(10s);
-  std::printf("nodeagent: agent idle CPU %.1f ms/s with %zu pods\n",
-              (procCpuSeconds(d.pid()) - c0) * 1000 / 10, n);
+  f.idle_cpu_pct = idleCpuPercent(d.pid(), 20s);
+  std::printf("nodeagent: agent idle CPU %.3f%% of a core with %zu pods (20 s)\n", *f.idle_cpu_pct, n);
 
   // Pick-up latency: rename in -> the process has run its first command.
   std::vector<double> pickup;
@@ -365,9 +611,11 @@ int main(int argc, char** argv) {
     while (!fs::exists(started) && SteadyClock::now() - t < 60s) std::this_thread::sleep_for(200us);
     pickup.push_back(ms(SteadyClock::now() - t));
   }
+  f.pickup_p50 = percentile(pickup, 0.5);
+  f.pickup_p99 = percentile(pickup, 0.99);
   std::printf("nodeagent: pick-up (rename -> process started) with %zu+ pods: p50 %.1f ms, p99 %.1f ms "
               "(%zu samples)\n",
-              n, percentile(pickup, 0.5), percentile(pickup, 0.99), samples);
+              n, *f.pickup_p50, *f.pickup_p99, samples);
 
   // Exit -> status in /pods, and exit -> first restart.
   const size_t k = std::min<size_t>(20, samples);
@@ -383,18 +631,26 @@ int main(int argc, char** argv) {
              shPod("restart-" + std::to_string(i),
                    "echo start >> " + starts.string() + "; read x < " + rfifo.string() + "; exit 1"));
   }
+  // Containers another process killed meanwhile (the machine is shared) are left out.
+  std::vector<bool> usable(k, false);
   auto deadline = SteadyClock::now() + 120s;
   while (SteadyClock::now() < deadline) {
-    bool all = true;
-    for (size_t i = 0; i < k && all; ++i) {
-      auto st = d.containerState("exit-" + std::to_string(i));
-      all = st && st->contains("running");
+    bool pending = false;
+    auto states = d.containerStates();
+    for (size_t i = 0; i < k; ++i) {
+      auto it = states.find("exit-" + std::to_string(i));
+      usable[i] = it != states.end() && it->second.contains("running");
+      if (it == states.end() || it->second.contains("waiting")) pending = true;
     }
-    if (all) break;
+    if (!pending) break;
     std::this_thread::sleep_for(50ms);
   }
   std::vector<double> exit_lat, restart_lat;
   for (size_t i = 0; i < k; ++i) {
+    if (!usable[i]) {
+      std::printf("nodeagent: exit-%zu is not running (killed from outside?); skipped\n", i);
+      continue;
+    }
     auto t = SteadyClock::now();
     if (!release(base / "work" / ("exit-" + std::to_string(i)))) {
       std::printf("nodeagent: exit-%zu never opened its FIFO; skipped\n", i);
@@ -417,16 +673,98 @@ int main(int argc, char** argv) {
     waitFileLines(starts, 2, t + 30s);
     restart_lat.push_back(ms(SteadyClock::now() - t));
   }
+  f.exit_status_p50 = percentile(exit_lat, 0.5);
+  f.exit_status_p99 = percentile(exit_lat, 0.99);
+  f.restart_p50 = percentile(restart_lat, 0.5);
+  f.restart_p99 = percentile(restart_lat, 0.99);
   std::printf("nodeagent: exit -> terminated in /pods: p50 %.1f ms, p99 %.1f ms (%zu samples, /pods "
               "polled every 1 ms)\n",
-              percentile(exit_lat, 0.5), percentile(exit_lat, 0.99), k);
+              *f.exit_status_p50, *f.exit_status_p99, exit_lat.size());
   std::printf("nodeagent: exit -> first restart started: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
-              percentile(restart_lat, 0.5), percentile(restart_lat, 0.99), k);
-  std::printf("nodeagent: agent RSS at the end %ld KiB\n", procStatusKb(d.pid(), "VmRSS"));
+              *f.restart_p50, *f.restart_p99, restart_lat.size());
+  std::printf("nodeagent: agent RSS at the end %ld KiB (%zu pods)\n", procStatusKb(d.pid(), "VmRSS"),
+              n + samples + 2 * k);
 
   d.stop();
   d.killContainers();
+}
 
-  benchSupervisord(n, base.path());
-  return 0;
+std::string cell(const std::optional<double>& v, const char* fmt) {
+  if (!v) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, *v);
+  return buf;
+}
+
+void printSummary(size_t n, const Figures& na, const Figures& sv) {
+  struct Row {
+    const char* what;
+    const char* goal;
+    std::optional<double> Figures::*field;
+    const char* fmt;
+  };
+  const Row rows[] = {
+      {"all Running (ms)", "< 2000", &Figures::all_running_ms, "%.0f"},
+      {"agent RSS (KiB)", "< 32768", &Figures::rss_kib, "%.0f"},
+      {"agent PSS (KiB)", "", &Figures::pss_kib, "%.0f"},
+      {"agent anonymous RSS (KiB)", "", &Figures::anon_kib, "%.0f"},
+      {"idle CPU (% of a core)", "< 0.1", &Figures::idle_cpu_pct, "%.3f"},
+      {"per-container helper PSS (KiB)", "< 512", &Figures::per_container_kib, "%.0f"},
+      {"pick-up p50 (ms)", "", &Figures::pickup_p50, "%.1f"},
+      {"pick-up p99 (ms)", "< 10", &Figures::pickup_p99, "%.1f"},
+      {"exit -> status p50 (ms)", "", &Figures::exit_status_p50, "%.1f"},
+      {"exit -> status p99 (ms)", "< 10", &Figures::exit_status_p99, "%.1f"},
+      {"first restart p50 (ms)", "", &Figures::restart_p50, "%.1f"},
+      {"first restart p99 (ms)", "< 10", &Figures::restart_p99, "%.1f"},
+  };
+  std::printf("\nsummary with %zu pods/programs            goal       nodeagent  supervisord\n", n);
+  for (const auto& r : rows) {
+    std::printf("  %-36s %-10s %-10s %s\n", r.what, r.goal, cell(na.*r.field, r.fmt).c_str(),
+                cell(sv.*r.field, r.fmt).c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 1000;
+  const size_t samples = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 200;
+  if (n == 0 || samples == 0) {
+    std::fprintf(stderr, "usage: process_runtime_bench [pods=1000] [samples=200]\n");
+    return 2;
+  }
+  setenv("TMPDIR", "/dev/shm", 0);
+  startSignalThread();
+  int rc = 0;
+  Figures na, sv;
+  try {
+    testing::TempDir base("nodeagent-procbench");
+    {
+      std::lock_guard lock(g_cleanup_mu);
+      g_base = base.path();
+    }
+    try {
+      runNodeagent(n, samples, base.path(), na);
+    } catch (const std::exception& e) {
+      std::printf("nodeagent: failed: %s\n", e.what());
+      rc = 1;
+    }
+    killEverything();
+    try {
+      benchSupervisord(n, samples, base.path(), sv);
+    } catch (const std::exception& e) {
+      std::printf("supervisord: failed: %s\n", e.what());
+      rc = 1;
+    }
+    killEverything();
+    std::lock_guard lock(g_cleanup_mu);
+    g_base.clear();
+  } catch (const std::exception& e) {
+    std::printf("process_runtime_bench: %s\n", e.what());
+    killEverything();
+    rc = 1;
+  }
+  printSummary(n, na, sv);
+  return rc;
 }

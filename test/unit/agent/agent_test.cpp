@@ -404,3 +404,35 @@ TEST_CASE("agent: admission counts pods of earlier batches, and frees a slot onc
   h.update(api::PodOperation::kAdd, {pod("u6")});
   CHECK(h.phase("u6") == "Running");
 }
+
+TEST_CASE("agent: housekeeping removes pod directories of unknown pods, and lists again only after a change",
+          "[unit][agent]") {
+  Harness h;
+  auto pod = [](const std::string& name) {
+    return testing::PodBuilder()
+        .name(name + "-node1")
+        .uid("uid-" + name)
+        .annotation("kubernetes.io/config.source", "file")
+        .container("web", {"sleep", "1000"})
+        .build();
+  };
+  h.update(api::PodOperation::kAdd, {pod("a"), pod("b")});
+  const auto pods = h.root.path() / "pods";
+  std::filesystem::create_directories(pods / "stray-1");
+  h.advance(3s);
+  CHECK(std::filesystem::exists(pods / "uid-a"));
+  CHECK(std::filesystem::exists(pods / "uid-b"));
+  CHECK_FALSE(std::filesystem::exists(pods / "stray-1"));
+
+  // The same known pods: the directory is not listed again (only the agent makes pod directories).
+  std::filesystem::create_directories(pods / "stray-2");
+  h.advance(3s);
+  CHECK(std::filesystem::exists(pods / "stray-2"));
+
+  // A pod goes away: the next housekeeping lists again and removes both.
+  h.update(api::PodOperation::kRemove, {pod("b")});
+  h.advance(10s);
+  CHECK_FALSE(std::filesystem::exists(pods / "uid-b"));
+  CHECK_FALSE(std::filesystem::exists(pods / "stray-2"));
+  CHECK(std::filesystem::exists(pods / "uid-a"));
+}

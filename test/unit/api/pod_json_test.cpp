@@ -508,4 +508,24 @@ TEST_CASE("decodePod: a YAML scalar or list is not a pod", "[unit][api]") {
 }
 
 }  // namespace
+TEST_CASE("Boxed: an optional on the heap with value semantics", "[unit][api]") {
+  Boxed<Probe> a;
+  CHECK_FALSE(a);
+  CHECK(a == Boxed<Probe>{});
+  Probe p;
+  p.period_seconds = 7;
+  a = p;
+  REQUIRE(a);
+  Boxed<Probe> b = a;  // a deep copy
+  b->period_seconds = 8;
+  CHECK(a->period_seconds == 7);
+  CHECK_FALSE(a == b);
+  b->period_seconds = 7;
+  CHECK(a == b);  // compared by value, not by address
+  b = std::nullopt;
+  CHECK_FALSE(b);
+  CHECK_FALSE(a == b);
+  CHECK(sizeof(Container) < 1024);
+}
+
 }  // namespace nodeagent::api
