@@ -41,9 +41,9 @@ struct Fixture {
     thread = std::thread([this] { ioc.run(); });
   }
   ~Fixture() {
+    // Let the stopped controller's last coroutine finish: the context runs out of work.
     recorder->stop();
     work.reset();
-    ioc.stop();
     thread.join();
     recorder.reset();
     server->stop();

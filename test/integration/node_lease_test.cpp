@@ -47,9 +47,9 @@ struct Fixture {
     thread = std::thread([this] { ioc.run(); });
   }
   ~Fixture() {
+    // Let the stopped controller's last coroutine finish: the context runs out of work.
     lease->stop();
     work.reset();
-    ioc.stop();
     thread.join();
     lease.reset();
     server->stop();
