@@ -368,6 +368,9 @@ TEST_CASE("agent: a kill that outlasts grace plus half of it, at least 10s, gets
     CHECK(h.eventsWithReason("ExceededGracePeriod").empty());
     h.advance(2s);
     CHECK(h.eventsWithReason("ExceededGracePeriod").size() == 1);
+    // The kill ends before the harness goes (its wait must not outlive the clock).
+    h.advance(2s);
+    CHECK(h.runtime.runningContainerCount() == 0);
   }
   SECTION("a kill within the window reports nothing") {
     h.update(api::PodOperation::kAdd, {slowPod(30)});
