@@ -49,6 +49,9 @@ struct AgentOptions {
   // the runtime (PLEG events) changed since its last pass, or when that pass acted; and at least
   // once per this period as a safety net.
   base::Duration housekeeping_full_period = std::chrono::minutes(5);
+  // A pod kill still running after its grace period plus half of it (at least this long) gets a
+  // Warning ExceededGracePeriod event, as kubelet's killPodNow reports it.
+  base::Duration kill_timeout_minimum = std::chrono::seconds(10);
   // Optional: records a pod event (type Normal/Warning, reason, message, container field path)
   // for the apiserver. Called on pod strands; must not block.
   std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
@@ -173,6 +176,9 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
                                                           bool* in_backoff);
   base::StatusOr<std::vector<std::pair<std::string, std::string>>> prepareVolumes(
       const api::Pod& pod);
+  // runtime_.killPod, reporting ExceededGracePeriod when the kill outlasts its grace period.
+  asio::awaitable<base::Status> killPodWatched(const api::PodPtr& pod, runtime::Pod running,
+                                               std::optional<int64_t> grace_override);
   asio::awaitable<void> syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror);
   void setStartFailure(const std::string& uid, const std::string& container, StartFailure f);
   void clearStartFailure(const std::string& uid, const std::string& container);

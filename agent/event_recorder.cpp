@@ -7,6 +7,7 @@
 #include "api/api_errors.h"
 #include "api/time.h"
 #include "base/log.h"
+#include "config/manifest_errors.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -31,14 +32,24 @@ void EventRecorder::stop() { stopped_ = true; }
 
 void EventRecorder::record(const api::Pod& pod, const std::string& type, const std::string& reason,
                            const std::string& message, const std::string& field_path) {
+  record(EventObject{"Pod", "v1", pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid,
+                     field_path},
+         type, reason, message);
+}
+
+EventObject EventRecorder::nodeReference() const {
+  return EventObject{"Node", "v1", "", options_.node_name, options_.node_name, ""};
+}
+
+void EventRecorder::record(const EventObject& object, const std::string& type,
+                           const std::string& reason, const std::string& message) {
   if (stopped_) return;
   if (queued_.fetch_add(1) >= options_.max_queue) {
     queued_.fetch_sub(1);
     dropped_.fetch_add(1);
     return;
   }
-  Pending p{pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid, type, reason, message,
-            field_path, api::Timestamp(clock_.wallNow().time_since_epoch())};
+  Pending p{object, type, reason, message, api::Timestamp(clock_.wallNow().time_since_epoch())};
   asio::post(strand_, [self = shared_from_this(), p = std::move(p)]() mutable {
     self->queue_.push_back(std::move(p));
     if (self->draining_) return;
@@ -56,14 +67,18 @@ asio::awaitable<void> EventRecorder::drain() {
     queue_.pop_front();
     queued_.fetch_sub(1);
     if (stopped_) continue;
-    const std::string key = p.ns + "\x1f" + p.uid + "\x1f" + p.field_path + "\x1f" + p.type +
-                            "\x1f" + p.reason + "\x1f" + p.message;
+    const EventObject& o = p.object;
+    // client-go posts events about cluster-scoped objects in "default".
+    const std::string ns = o.namespace_.empty() ? "default" : o.namespace_;
+    const std::string key = o.kind + "\x1f" + ns + "\x1f" + o.name + "\x1f" + o.uid + "\x1f" +
+                            o.field_path + "\x1f" + p.type + "\x1f" + p.reason + "\x1f" +
+                            p.message;
     const std::string now = api::formatTime(p.at);
     auto it = seen_.find(key);
     if (it != seen_.end()) {
       Seen& s = it->second;
       nlohmann::json patch = {{"count", s.count + 1}, {"lastTimestamp", now}};
-      const std::string path = api::eventsPath(p.ns) + "/" + s.event_name;
+      const std::string path = api::eventsPath(ns) + "/" + s.event_name;
       auto call = [path, patch](api::RestClient& c) {
         return c.patchJson(path, patch, api::PatchType::kStrategicMerge);
       };
@@ -83,14 +98,15 @@ asio::awaitable<void> EventRecorder::drain() {
     char suffix[32];
     std::snprintf(suffix, sizeof(suffix), ".%llx",
                   static_cast<unsigned long long>(p.at.time_since_epoch().count()) + sequence_++);
-    const std::string event_name = p.name + suffix;
-    nlohmann::json involved = {{"kind", "Pod"}, {"namespace", p.ns}, {"name", p.name},
-                               {"uid", p.uid}, {"apiVersion", "v1"}};
-    if (!p.field_path.empty()) involved["fieldPath"] = p.field_path;
+    const std::string event_name = o.name + suffix;
+    nlohmann::json involved = {{"kind", o.kind}, {"name", o.name}, {"uid", o.uid},
+                               {"apiVersion", o.api_version}};
+    if (!o.namespace_.empty()) involved["namespace"] = o.namespace_;
+    if (!o.field_path.empty()) involved["fieldPath"] = o.field_path;
     nlohmann::json event = {
         {"apiVersion", "v1"},
         {"kind", "Event"},
-        {"metadata", {{"name", event_name}, {"namespace", p.ns}}},
+        {"metadata", {{"name", event_name}, {"namespace", ns}}},
         {"involvedObject", involved},
         {"reason", p.reason},
         {"message", p.message},
@@ -102,7 +118,7 @@ asio::awaitable<void> EventRecorder::drain() {
         {"reportingComponent", options_.component},
         {"reportingInstance", options_.node_name},
     };
-    const std::string collection = api::eventsPath(p.ns);
+    const std::string collection = api::eventsPath(ns);
     auto call = [collection, event](api::RestClient& c) {
       return c.createJson(collection, event);
     };
@@ -117,6 +133,33 @@ asio::awaitable<void> EventRecorder::drain() {
     seen_[key] = Seen{event_name, 1, now};
   }
   draining_ = false;
+}
+
+void recordManifestError(EventRecorder& recorder, const config::ManifestError& error) {
+  if (error.invalid.empty()) return;
+  // One line per field error in the registry; one line in the event.
+  std::string errors;
+  for (char c : error.invalid) {
+    if (c == '\n') {
+      errors += "; ";
+    } else {
+      errors += c;
+    }
+  }
+  std::string message;
+  EventObject object;
+  if (!error.pod.name.empty()) {
+    // kubelet's wording ("Error validating pod %s from %s, ignoring: %v"), where the pod is
+    // name_namespace(uid) and the location is named too; the last good version keeps running.
+    object = EventObject{"Pod", "v1", error.pod.namespace_, error.pod.name, error.pod.uid, ""};
+    message = "Error validating pod " + error.pod.name + "_" + error.pod.namespace_ + "(" +
+              error.pod.uid + ") from " + error.source + " " + error.location + ": " + errors;
+  } else {
+    object = recorder.nodeReference();
+    message = "Error validating pod manifest from " + error.source + " " + error.location + ": " +
+              errors;
+  }
+  recorder.record(object, kEventTypeWarning, kReasonFailedValidation, message);
 }
 
 }  // namespace nodeagent::agent

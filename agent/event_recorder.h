@@ -1,5 +1,7 @@
 // The event recorder (client-go's record.EventRecorder as the kubelet uses it): posts core/v1
 // Events about pods (Created, Started, Killing, BackOff, Failed, ...) to the apiserver.
+// Manifest errors of the file and HTTP sources become Warning FailedValidation events
+// (recordManifestError), about the pod when the manifest named one, else about the Node.
 // Recording never blocks the caller: events go into a bounded queue drained on the recorder's
 // strand, and when the queue is full the event is dropped and counted. Repeats of the same event
 // (same object, type, reason and message) are aggregated like client-go's EventCorrelator: the
@@ -21,10 +23,25 @@
 #include "base/asio.h"
 #include "base/clock.h"
 
+namespace nodeagent::config {
+struct ManifestError;
+}
+
 namespace nodeagent::agent {
 
 inline constexpr char kEventTypeNormal[] = "Normal";
 inline constexpr char kEventTypeWarning[] = "Warning";
+inline constexpr char kReasonFailedValidation[] = "FailedValidation";
+
+// The object an event is about (a core/v1 ObjectReference).
+struct EventObject {
+  std::string kind;  // "Pod", "Node"
+  std::string api_version = "v1";
+  std::string namespace_;  // "" for a cluster-scoped object: its Events go to "default"
+  std::string name;
+  std::string uid;
+  std::string field_path;  // a container: "spec.containers{web}"
+};
 
 struct EventRecorderOptions {
   std::string node_name;
@@ -43,6 +60,11 @@ class EventRecorder : public std::enable_shared_from_this<EventRecorder> {
   // Any thread; never blocks.
   void record(const api::Pod& pod, const std::string& type, const std::string& reason,
               const std::string& message, const std::string& field_path = "");
+  // Records an event about any object. Any thread; never blocks.
+  void record(const EventObject& object, const std::string& type, const std::string& reason,
+              const std::string& message);
+  // This node as kubelet refers to it in events: kind Node, name and uid the node name.
+  EventObject nodeReference() const;
   void stop();
 
   uint64_t posted() const { return posted_.load(); }
@@ -52,7 +74,8 @@ class EventRecorder : public std::enable_shared_from_this<EventRecorder> {
 
  private:
   struct Pending {
-    std::string ns, name, uid, type, reason, message, field_path;
+    EventObject object;
+    std::string type, reason, message;
     api::Timestamp at;
   };
   struct Seen {
@@ -76,5 +99,10 @@ class EventRecorder : public std::enable_shared_from_this<EventRecorder> {
   std::map<std::string, Seen> seen_;
   uint64_t sequence_ = 0;
 };
+
+// A Warning FailedValidation event for a manifest error (a ManifestErrors listener): about the
+// pod the manifest defines when its name could be read, else about the Node; the message names
+// the source, the file or URL, and the errors. Any thread; never blocks.
+void recordManifestError(EventRecorder& recorder, const config::ManifestError& error);
 
 }  // namespace nodeagent::agent

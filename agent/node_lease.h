@@ -1,10 +1,12 @@
 // The node lease (kubelet's nodelease controller): keeps kube-node-lease/<node> renewed, the
 // cheap heartbeat the node lifecycle controller watches. Every `renew_interval` (10 s = 1/4 of
-// leaseDurationSeconds 40) it PUTs the last lease it saw with a new renewTime (optimistic: the
-// resourceVersion makes a concurrent writer's update a Conflict, answered by a GET and one more
-// PUT); a missing lease is created. Failures retry with backoff (100 ms doubling to 7 s), so the
-// lease catches up as soon as the apiserver is back. The lease is owned by the Node once its UID is
-// known.
+// leaseDurationSeconds 40, counted from the end of the previous sync) it PUTs the last lease it
+// saw with a new renewTime (optimistic: no GET while nothing else writes the lease). A failed PUT
+// is retried at once, up to `max_update_retries` (5) times; a Conflict first re-reads the lease.
+// When the retries are used up, or there was no lease yet, it "ensures" the lease: GET, or create
+// it (with the Node as owner) when missing, retrying every error with a backoff of 200 ms doubling
+// to 7 s until it succeeds, then renews once more. A second and later failed PUT in a row calls
+// `on_repeated_failure` (kubelet closes its connections there).
 //
 // Threading: start/stop/renewals are safe from any thread; the work runs on the controller's
 // strand. Create with std::make_shared; the RestClient and Clock must outlive it.
@@ -29,10 +31,16 @@ struct NodeLeaseOptions {
   std::string node_name;
   int lease_duration_seconds = 40;
   base::Duration renew_interval = std::chrono::seconds(10);
+  // Immediate PUT attempts per renewal before falling back to ensuring the lease.
+  int max_update_retries = 5;
+  // Ensure-lease backoff: the first wait is twice this (kubelet doubles before sleeping).
   base::Duration backoff_initial = std::chrono::milliseconds(100);
   base::Duration backoff_max = std::chrono::seconds(7);
-  // The Node's UID ("" while unknown). Any thread.
+  // The Node's UID ("" while unknown: the controller GETs the Node before creating the lease, and
+  // does not create it without its owner). Any thread.
   std::function<std::string()> node_uid;
+  // Called on the strand when a renewal fails again after a failed attempt. Optional.
+  std::function<void()> on_repeated_failure;
 };
 
 class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseController> {
@@ -47,7 +55,18 @@ class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseControl
   uint64_t renewals() const { return renewals_.load(); }
 
  private:
-  asio::awaitable<void> renew();
+  using JsonPtr = std::shared_ptr<const nlohmann::json>;
+  struct Ensured {
+    JsonPtr lease;  // null: not created this time (the Node is not readable yet)
+    bool created = false;
+  };
+  asio::awaitable<void> sync();
+  asio::awaitable<base::Status> retryUpdateLease(JsonPtr from);
+  asio::awaitable<Ensured> backoffEnsureLease();
+  asio::awaitable<base::StatusOr<Ensured>> ensureLease();
+  asio::awaitable<void> waitFor(base::Duration d);
+  // The lease to send: a copy of `from` (or a new lease) with a new renewTime and the Node owner.
+  nlohmann::json newLease(const nlohmann::json* from, const std::string& node_uid) const;
   void schedule(base::Duration d);
 
   asio::strand<asio::any_io_executor> strand_;
@@ -58,9 +77,8 @@ class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseControl
   std::atomic<uint64_t> renewals_{0};
 
   // Strand only.
-  base::TimerPtr timer_;
-  base::Duration backoff_{0};
-  std::shared_ptr<nlohmann::json> lease_;  // the last lease the apiserver answered
+  base::TimerPtr timer_;  // the renew interval, or a backoff wait within a sync
+  JsonPtr lease_;         // the last lease the apiserver answered
 };
 
 }  // namespace nodeagent::agent

@@ -259,7 +259,7 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
 
   auto actions = computePodActions(*pod, *status);
   if (actions.kill_pod && anyRunning(*status)) {
-    auto killed = co_await runtime_.killPod(pod, runningPodOf(*status), std::nullopt);
+    auto killed = co_await killPodWatched(pod, runningPodOf(*status), std::nullopt);
     if (!killed.ok()) co_return killed;
   }
   for (const auto& kill : actions.containers_to_kill) {
@@ -336,7 +336,7 @@ asio::awaitable<base::Status> Agent::syncTerminatingPod(api::PodPtr pod,
                               "spec.containers{" + c.name + "}");
       }
     }
-    auto killed = co_await runtime_.killPod(pod, running, grace_period_seconds);
+    auto killed = co_await killPodWatched(pod, running, grace_period_seconds);
     metrics_.containers_killed += running.containers.size();
     if (!killed.ok()) co_return killed;
   }
@@ -349,6 +349,30 @@ asio::awaitable<base::Status> Agent::syncTerminatingPod(api::PodPtr pod,
   if (status_fn) status_fn(final_status);
   status_manager_.setPodStatus(*pod, std::move(final_status));
   co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> Agent::killPodWatched(const api::PodPtr& pod, runtime::Pod running,
+                                                    std::optional<int64_t> grace_override) {
+  // kubelet's killPodNow waits max(grace * 1.5, 10 s) for the kill, then reports the overrun; the
+  // kill itself goes on (the runtime SIGKILLs at the end of the grace period).
+  const int64_t grace = grace_override ? *grace_override : runtime::podGracePeriodSeconds(*pod);
+  const base::Duration timeout = std::max<base::Duration>(
+      std::chrono::seconds(grace + grace / 2), options_.kill_timeout_minimum);
+  auto timer = clock_.makeTimer(co_await asio::this_coro::executor);
+  auto on_timeout = [this, pod, grace] {
+    log()->warn("Container runtime did not kill the pod within its grace period pod={} uid={} "
+                "grace_seconds={}",
+                api::podRef(*pod), pod->metadata.uid, grace);
+    if (options_.record_event) {
+      options_.record_event(*pod, "Warning", "ExceededGracePeriod",
+                            "Container runtime did not kill the pod within specified grace period.",
+                            "");
+    }
+  };
+  timer->asyncWaitFor(timeout, on_timeout);
+  auto killed = co_await runtime_.killPod(pod, std::move(running), grace_override);
+  timer->cancel();
+  co_return killed;
 }
 
 asio::awaitable<base::Status> Agent::syncTerminatingRuntimePod(api::PodPtr pod,

@@ -335,6 +335,12 @@ void RestClient::release(std::unique_ptr<httplib::ClientImpl> c) {
   if (!shut_down_ && idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(c));
 }
 
+void RestClient::closeIdleConnections() {
+  std::vector<std::unique_ptr<httplib::ClientImpl>> doomed;
+  std::lock_guard lock(mu_);
+  doomed.swap(idle_);
+}
+
 void RestClient::shutdown() {
   std::vector<std::unique_ptr<httplib::ClientImpl>> doomed;
   {

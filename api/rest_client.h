@@ -143,6 +143,10 @@ class RestClient {
   base::Status watch(std::string_view collection_path, const ListOptions& options,
                      const std::function<bool(RawWatchEvent&&)>& on_event, std::stop_token stop);
 
+  // Drops the idle keep-alive connections, so the next calls connect afresh (after repeated
+  // heartbeat failures a kept connection may be half-open). Any thread.
+  void closeIdleConnections();
+
   // Aborts calls in flight and makes later calls fail with Cancelled. Any thread.
   void shutdown();
 

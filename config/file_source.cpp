@@ -125,6 +125,8 @@ struct Entry {
   api::PodPtr pod;      // the last good pod (null until the file first parsed)
   bool winner = false;  // pod is in the set (first in sorted order among same full names)
   std::string parse_error;
+  bool parse_invalid = false;   // parse_error is about the content (not a read failure)
+  ManifestPodRef invalid_pod;   // the pod the bad content names, if it could be read
   std::string duplicate_of;  // name of the file whose pod wins over this one's
 };
 
@@ -511,6 +513,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
       e.parse_error = result.ok() ? "expected exactly one pod, got " +
                                         std::to_string(result.pods.size())
                                   : result.errorText();
+      e.parse_invalid = true;
+      e.invalid_pod = result.invalid_pods.size() == 1 ? result.invalid_pods.front() : ManifestPodRef{};
       log_->warn("Could not process manifest file, keeping its last good pod file={} reason={}",
                  full, e.parse_error);
       refreshError(name, e);
@@ -518,6 +522,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
     }
     bool had_error = !e.parse_error.empty();
     e.parse_error.clear();
+    e.parse_invalid = false;
+    e.invalid_pod = {};
     if (had_error) log_->info("Manifest file parses again file={}", full);
     setPod(name, e, result.pods.front());
     refreshError(name, e);
@@ -562,6 +568,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
     Entry& e = entries_[name];
     e.has_content = false;
     e.parse_error = reason;
+    e.parse_invalid = false;
+    e.invalid_pod = {};
     log_->warn("Could not read manifest file, keeping its last good pod file={} reason={}",
                fullPath(name), reason);
     refreshError(name, e);
@@ -676,15 +684,28 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   void refreshError(const std::string& name, const Entry& e) {
     if (!opts_.errors) return;
     std::string message = e.parse_error;
+    ManifestErrorDetail detail;
+    if (e.parse_invalid) {
+      detail.invalid = e.parse_error;
+      detail.pod = e.invalid_pod;
+    }
     if (!e.duplicate_of.empty() && e.pod) {
+      std::string duplicate = "pod " + e.pod->fullName() + " is also defined by " +
+                              fullPath(e.duplicate_of) +
+                              ", which comes first in sorted order and wins; this file is ignored";
       if (!message.empty()) message += "\n";
-      message += "pod " + e.pod->fullName() + " is also defined by " + fullPath(e.duplicate_of) +
-                 ", which comes first in sorted order and wins; this file is ignored";
+      message += duplicate;
+      if (!detail.invalid.empty()) detail.invalid += "\n";
+      detail.invalid += duplicate;
+      if (detail.pod.name.empty()) {
+        detail.pod = {e.pod->metadata.namespace_, e.pod->metadata.name, e.pod->metadata.uid};
+      }
     }
     if (message.empty()) {
       opts_.errors->clear(api::kFileSource, fullPath(name));
     } else {
-      opts_.errors->set(api::kFileSource, fullPath(name), std::move(message), clock_.wallNow());
+      opts_.errors->set(api::kFileSource, fullPath(name), std::move(message), clock_.wallNow(),
+                        std::move(detail));
     }
   }
 

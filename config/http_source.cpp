@@ -428,6 +428,8 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
                        /*allow_list=*/true);
     if (!decoded.ok()) {
       parse_error_ = decoded.errorText();
+      invalid_pod_ =
+          decoded.invalid_pods.size() == 1 ? decoded.invalid_pods.front() : ManifestPodRef{};
       log_->warn("Could not parse pods from manifest URL, keeping the last good set url={} "
                  "reason={}",
                  opts_.url, parse_error_);
@@ -469,14 +471,18 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   void refreshError() {
     if (!opts_.errors) return;
     std::string message = fetch_error_;
+    ManifestErrorDetail detail;
     if (!parse_error_.empty()) {
       if (!message.empty()) message += "\n";
       message += parse_error_;
+      detail.invalid = parse_error_;
+      detail.pod = invalid_pod_;
     }
     if (message.empty()) {
       opts_.errors->clear(api::kHttpSource, opts_.url);
     } else {
-      opts_.errors->set(api::kHttpSource, opts_.url, std::move(message), clock_.wallNow());
+      opts_.errors->set(api::kHttpSource, opts_.url, std::move(message), clock_.wallNow(),
+                        std::move(detail));
     }
   }
 
@@ -511,6 +517,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   bool have_body_ = false;
   api::Hash128 body_hash_;
   std::string parse_error_;
+  ManifestPodRef invalid_pod_;  // the pod the bad body names, if exactly one could be read
   std::string fetch_error_;
   int streak_ = 0;
   base::MonotonicTime last_warn_{};

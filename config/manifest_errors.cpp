@@ -3,18 +3,39 @@
 namespace nodeagent::config {
 
 void ManifestErrors::set(std::string_view source, std::string_view location, std::string message,
-                         base::SystemTime now) {
-  std::lock_guard lock(mu_);
-  Key key{std::string(source), std::string(location)};
-  auto it = errors_.find(key);
-  if (it != errors_.end()) {
-    if (it->second.message == message) return;
-    it->second.message = std::move(message);
-    it->second.since = now;
-  } else {
-    errors_.emplace(key, ManifestError{key.first, key.second, std::move(message), now});
+                         base::SystemTime now, ManifestErrorDetail detail) {
+  std::optional<ManifestError> announce;
+  Listener listener;
+  {
+    std::lock_guard lock(mu_);
+    Key key{std::string(source), std::string(location)};
+    auto it = errors_.find(key);
+    std::string previous_invalid;
+    if (it != errors_.end()) {
+      if (it->second.message == message) return;
+      previous_invalid = it->second.invalid;
+      it->second.message = std::move(message);
+      it->second.since = now;
+      it->second.invalid = std::move(detail.invalid);
+      it->second.pod = std::move(detail.pod);
+    } else {
+      it = errors_
+               .emplace(key, ManifestError{key.first, key.second, std::move(message), now,
+                                           std::move(detail.invalid), std::move(detail.pod)})
+               .first;
+    }
+    ++generation_;
+    if (!it->second.invalid.empty() && it->second.invalid != previous_invalid && listener_) {
+      announce = it->second;
+      listener = listener_;
+    }
   }
-  ++generation_;
+  if (announce) listener(*announce);
+}
+
+void ManifestErrors::setListener(Listener listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
 }
 
 void ManifestErrors::clear(std::string_view source, std::string_view location) {

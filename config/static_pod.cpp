@@ -102,9 +102,20 @@ void decodeOnePod(json& obj, const ManifestSource& source, const std::string& pr
                   DecodeResult& out) {
   applyApiDefaults(obj);
   applyStaticPodDefaults(obj, source);
+  auto noteInvalid = [&obj, &out] {
+    auto meta = obj.find("metadata");
+    if (meta == obj.end() || !meta->is_object()) return;
+    auto text = [&meta](const char* key) {
+      auto it = meta->find(key);
+      return it != meta->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    ManifestPodRef ref{text("namespace"), text("name"), text("uid")};
+    if (!ref.name.empty()) out.invalid_pods.push_back(std::move(ref));
+  };
   auto pod = api::decodePodPtr(obj);
   if (!pod.ok()) {
     out.errors.push_back(fromDecodeStatus(pod.status(), prefix));
+    noteInvalid();
     return;
   }
   auto errors = validatePodWithJson(**pod, &obj);
@@ -112,6 +123,7 @@ void decodeOnePod(json& obj, const ManifestSource& source, const std::string& pr
     out.pods.push_back(std::move(*pod));
     return;
   }
+  noteInvalid();
   for (auto& e : errors) {
     e.field = joinField(prefix, e.field);
     out.errors.push_back(std::move(e));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/pod.h"
+#include "config/manifest_errors.h"
 
 namespace nodeagent::config {
 
@@ -31,6 +32,9 @@ struct ManifestSource {
 struct DecodeResult {
   std::vector<api::PodPtr> pods;   // one for a Pod, each item for a PodList; empty on error
   std::vector<FieldError> errors;  // every problem found; empty on success
+  // The pods whose name could be read but that failed to decode or validate (with defaults
+  // applied: name-<node>, namespace, UID), for events about them.
+  std::vector<ManifestPodRef> invalid_pods;
   bool ok() const { return errors.empty(); }
   // The errors as "field: message" lines joined by '\n'.
   std::string errorText() const;

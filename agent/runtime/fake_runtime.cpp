@@ -142,6 +142,13 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
   std::string uid;
   std::string name;
   bool died = false;
+  base::Duration delay{0};
+  {
+    std::lock_guard lock(mu_);
+    ContainerStatus* c = findLocked(id.id, &uid);
+    if (c != nullptr && c->state == ContainerState::kRunning) delay = kill_delay_;
+  }
+  if (delay > base::Duration::zero()) co_await base::sleepFor(clock_, delay);
   {
     std::lock_guard lock(mu_);
     ContainerStatus* c = findLocked(id.id, &uid);
@@ -258,6 +265,11 @@ void FakeRuntime::injectStartError(const std::string& uid, const std::string& na
 void FakeRuntime::clearStartErrors() {
   std::lock_guard lock(mu_);
   start_errors_.clear();
+}
+
+void FakeRuntime::setKillDelay(base::Duration delay) {
+  std::lock_guard lock(mu_);
+  kill_delay_ = delay;
 }
 
 void FakeRuntime::setKillExitCode(int exit_code) {

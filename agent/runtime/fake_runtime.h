@@ -1,5 +1,6 @@
 // FakeRuntime: an in-memory Runtime for unit tests and hollow nodes (`--runtime=fake`). Starting
-// a container makes it "running" at once, killing makes it exit at once; nothing is executed.
+// a container makes it "running" at once, killing makes it exit at once (or after a delay on the
+// injected clock, see setKillDelay); nothing is executed.
 // Every start/kill/remove is recorded, and tests can make containers exit with a code or make
 // starts fail. It holds only a few small structs per container, so 50,000 pods are cheap.
 //
@@ -73,6 +74,9 @@ class FakeRuntime final : public Runtime {
   void clearStartErrors();
   // The exit code a killed container reports (default 0: it handled SIGTERM).
   void setKillExitCode(int exit_code);
+  // Every later kill of a running container takes `delay` on the clock before the container
+  // exits (a process slow to stop). Zero (the default) kills at once.
+  void setKillDelay(base::Duration delay);
   // The newest status of a container, if any.
   std::optional<ContainerStatus> containerStatus(const std::string& uid,
                                                  const std::string& name) const;
@@ -99,6 +103,7 @@ class FakeRuntime final : public Runtime {
   bool record_actions_ = true;
   std::map<std::pair<std::string, std::string>, base::Status> start_errors_;
   int kill_exit_code_ = 0;
+  base::Duration kill_delay_{0};
   uint64_t next_id_ = 1;
   uint64_t version_ = 0;  // bumped by every change of pods_
   size_t get_pods_calls_ = 0;

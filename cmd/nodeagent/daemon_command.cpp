@@ -421,6 +421,9 @@ int runDaemon(int argc, char** argv) {
     agent::EventRecorderOptions eo;
     eo.node_name = node_name;
     events = std::make_shared<agent::EventRecorder>(ioc.get_executor(), clock, *event_rest, eo);
+    // Bad static manifests become FailedValidation events (config/ only knows a listener).
+    manifest_errors.setListener(
+        [events](const config::ManifestError& e) { agent::recordManifestError(*events, e); });
     ao.record_event = [events](const api::Pod& pod, const std::string& type,
                                const std::string& reason, const std::string& message,
                                const std::string& field_path) {
@@ -486,6 +489,7 @@ int runDaemon(int argc, char** argv) {
     agent::NodeLeaseOptions lo;
     lo.node_name = node_name;
     lo.node_uid = [&node_status] { return node_status->nodeUid(); };
+    lo.on_repeated_failure = [client = rest.get()] { client->closeIdleConnections(); };
     node_lease = std::make_shared<agent::NodeLeaseController>(ioc.get_executor(), clock, *rest, lo);
 
     agent::StatusSyncerOptions so;

@@ -182,6 +182,11 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
           "[e2e][apiserver][mirror]") {
   Env env;
   writeAtomically(env.manifests / "web.yaml", staticPodYaml("web", "exec sleep 3600"));
+  // Two bad manifests: one that names its pod (an invalid container name), one that is not YAML.
+  writeAtomically(env.manifests / "bad.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers:\n"
+                  "  - name: Bad_Name\n    image: busybox\n    command: [sleep, '1']\n");
+  writeAtomically(env.manifests / "broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n");
   env.startAgent();
   const std::string mirror_name = std::string("web-") + kNode;
   std::optional<json> mirror;
@@ -200,6 +205,36 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
   auto table = env.kubectl({"get", "pods", "-A"});
   CHECK(table.out.find(mirror_name) != std::string::npos);
   CHECK(table.out.find("1/1") != std::string::npos);
+  // The bad manifests are FailedValidation Warning events: on the pod the manifest names, else on
+  // the Node (uid = node name, as kubelet refers to its node).
+  auto failedValidation = [&env](const std::string& kind) -> std::optional<json> {
+    auto events = env.kubectlJson({"get", "events", "-n", "default"});
+    if (!events) return std::nullopt;
+    for (const auto& e : (*events)["items"]) {
+      if (e.value("reason", "") == "FailedValidation" &&
+          e["involvedObject"].value("kind", "") == kind) {
+        return e;
+      }
+    }
+    return std::nullopt;
+  };
+  std::optional<json> pod_event, node_event;
+  REQUIRE(testing::eventually(
+      [&] {
+        pod_event = failedValidation("Pod");
+        node_event = failedValidation("Node");
+        return pod_event && node_event;
+      },
+      20s));
+  CHECK((*pod_event).value("type", "") == "Warning");
+  CHECK((*pod_event)["involvedObject"].value("name", "") == std::string("bad-") + kNode);
+  CHECK_THAT((*pod_event).value("message", ""),
+             Catch::Contains((env.manifests / "bad.yaml").string()) &&
+                 Catch::Contains("spec.containers[0].name"));
+  CHECK((*node_event)["involvedObject"].value("name", "") == kNode);
+  CHECK((*node_event)["involvedObject"].value("uid", "") == kNode);
+  CHECK_THAT((*node_event).value("message", ""),
+             Catch::Contains((env.manifests / "broken.yaml").string()));
   const std::string first_uid = (*mirror)["metadata"].value("uid", "");
   const std::string started_at =
       (*mirror)["status"]["containerStatuses"][0]["state"]["running"].value("startedAt", "");
@@ -237,6 +272,14 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
     auto r = env.kubectl({"get", "pod", mirror_name, "-n", "default"});
     return r.exit_code != 0 && r.err.find("NotFound") != std::string::npos;
   }, 40s));
+
+  // Many 1 s relists later, the unchanged bad manifests were reported once each.
+  pod_event = failedValidation("Pod");
+  node_event = failedValidation("Node");
+  REQUIRE(pod_event);
+  REQUIRE(node_event);
+  CHECK((*pod_event).value("count", 0) == 1);
+  CHECK((*node_event).value("count", 0) == 1);
 }
 
 TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops it and returns",

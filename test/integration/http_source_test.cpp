@@ -268,6 +268,7 @@ TEST_CASE("http source: non-200 answers keep the pods and are reported until the
   server.set(500, "oops");
   REQUIRE(testing::eventually([&] { return h.errors.get("http", server.url()).has_value(); }));
   CHECK_THAT(h.errors.get("http", server.url())->message, Catch::Contains("500"));
+  CHECK(h.errors.get("http", server.url())->invalid.empty());  // a fetch failure, not bad content
   REQUIRE(h.morePolls(3));
   CHECK(h.count() == 1);
   server.set(200, podYaml("foo"));  // the same body as before: still nothing to send
@@ -330,6 +331,15 @@ TEST_CASE("http source: an invalid body sends nothing, is reported, and is decod
   REQUIRE(h.morePolls(3));
   CHECK(h.count() == 1);
   CHECK(h.source->stats().decodes == decodes + 1);
+  CHECK_THAT(h.errors.get("http", server.url())->invalid, Catch::Contains("metadata.name"));
+  CHECK(h.errors.get("http", server.url())->pod.name.empty());
+  // A bad pod whose name can be read is named (for its FailedValidation event).
+  server.set(200, "apiVersion: v1\nkind: Pod\nmetadata: {name: baz}\nspec: {containers: []}\n");
+  REQUIRE(testing::eventually([&] {
+    auto e = h.errors.get("http", server.url());
+    return e && e->pod.name == "baz-node1";
+  }));
+  CHECK_THAT(h.errors.get("http", server.url())->invalid, Catch::Contains("spec.containers"));
   server.set(200, podYaml("bar"));
   REQUIRE(testing::eventually([&] { return h.count() == 2; }));
   CHECK(h.last().pods.at(0)->metadata.name == "bar-node1");

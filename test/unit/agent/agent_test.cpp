@@ -2,6 +2,8 @@
 // sleeps. Each step posts work and drains the io_context.
 #include <catch2/catch.hpp>
 
+#include <mutex>
+
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
@@ -37,6 +39,11 @@ struct Harness {
   testing::TempDir root;
   bool sources_ready = true;
   std::unique_ptr<agent::Agent> agent;
+  struct Event {
+    std::string pod, type, reason, message;
+  };
+  std::mutex events_mu;
+  std::vector<Event> events;
 
   explicit Harness(int64_t max_pods = 110) {
     agent::AgentOptions o;
@@ -44,6 +51,11 @@ struct Harness {
     o.node_ip = "10.0.0.1";
     o.root_dir = root.path();
     o.allocatable = {"node1", 4000, int64_t{8} << 30, max_pods};
+    o.record_event = [this](const api::Pod& pod, const std::string& type, const std::string& reason,
+                            const std::string& message, const std::string&) {
+      std::lock_guard lock(events_mu);
+      events.push_back({pod.metadata.name, type, reason, message});
+    };
     agent = std::make_unique<agent::Agent>(
         ioc.get_executor(), clock, random, runtime, pod_manager, status_manager,
         [this](const std::string&) { return sources_ready; }, [this] { return sources_ready; },
@@ -77,6 +89,14 @@ struct Harness {
     std::vector<Action> out;
     for (auto& a : runtime.actions()) {
       if (a.kind == kind) out.push_back(a);
+    }
+    return out;
+  }
+  std::vector<Event> eventsWithReason(const std::string& reason) {
+    std::lock_guard lock(events_mu);
+    std::vector<Event> out;
+    for (const auto& e : events) {
+      if (e.reason == reason) out.push_back(e);
     }
     return out;
   }
@@ -419,7 +439,7 @@ TEST_CASE("agent: housekeeping removes pod directories of unknown pods, and list
   h.update(api::PodOperation::kAdd, {pod("a"), pod("b")});
   const auto pods = h.root.path() / "pods";
   std::filesystem::create_directories(pods / "stray-1");
-  h.advance(3s);
+  h.advance(6s);  // the pass that removes it, and the one after it that finds nothing to do
   CHECK(std::filesystem::exists(pods / "uid-a"));
   CHECK(std::filesystem::exists(pods / "uid-b"));
   CHECK_FALSE(std::filesystem::exists(pods / "stray-1"));
@@ -435,4 +455,59 @@ TEST_CASE("agent: housekeeping removes pod directories of unknown pods, and list
   CHECK_FALSE(std::filesystem::exists(pods / "uid-b"));
   CHECK_FALSE(std::filesystem::exists(pods / "stray-2"));
   CHECK(std::filesystem::exists(pods / "uid-a"));
+}
+
+TEST_CASE("agent: a kill that outlasts grace plus half of it, at least 10s, gets ExceededGracePeriod",
+          "[unit][agent]") {
+  Harness h;
+  auto slowPod = [](int64_t grace) {
+    return testing::PodBuilder()
+        .name("slow-node1")
+        .uid("u-slow")
+        .annotation("kubernetes.io/config.source", "file")
+        .container("c", {"sleep", "1000"})
+        .terminationGracePeriodSeconds(grace)
+        .build();
+  };
+
+  SECTION("grace 30: reported after 45s, while the kill goes on") {
+    h.update(api::PodOperation::kAdd, {slowPod(30)});
+    h.runtime.setKillDelay(60s);
+    h.update(api::PodOperation::kRemove, {slowPod(30)});
+    h.advance(44s);
+    CHECK(h.eventsWithReason("ExceededGracePeriod").empty());
+    CHECK(h.runtime.runningContainerCount() == 1);
+    h.advance(2s);
+    auto exceeded = h.eventsWithReason("ExceededGracePeriod");
+    REQUIRE(exceeded.size() == 1);
+    CHECK(exceeded[0].pod == "slow-node1");
+    CHECK(exceeded[0].type == "Warning");
+    CHECK(exceeded[0].message ==
+          "Container runtime did not kill the pod within specified grace period.");
+    h.advance(20s);
+    CHECK(h.runtime.runningContainerCount() == 0);
+    CHECK(h.eventsWithReason("ExceededGracePeriod").size() == 1);
+  }
+  SECTION("grace 2: the 10s minimum applies") {
+    h.update(api::PodOperation::kAdd, {slowPod(2)});
+    h.runtime.setKillDelay(12s);
+    h.update(api::PodOperation::kRemove, {slowPod(2)});
+    h.advance(9s);
+    CHECK(h.eventsWithReason("ExceededGracePeriod").empty());
+    h.advance(2s);
+    CHECK(h.eventsWithReason("ExceededGracePeriod").size() == 1);
+    // The kill ends before the harness goes (its wait must not outlive the clock).
+    h.advance(2s);
+    CHECK(h.runtime.runningContainerCount() == 0);
+  }
+  SECTION("a kill within the window reports nothing") {
+    h.update(api::PodOperation::kAdd, {slowPod(30)});
+    h.runtime.setKillDelay(40s);
+    h.update(api::PodOperation::kRemove, {slowPod(30)});
+    h.advance(41s);
+    CHECK(h.runtime.runningContainerCount() == 0);
+    h.advance(60s);
+    CHECK(h.eventsWithReason("ExceededGracePeriod").empty());
+    CHECK(h.eventsWithReason("Killing").size() == 1);
+  }
 }

@@ -321,6 +321,41 @@ TEST_CASE("file source: a manifest that fails to parse keeps its last good pod a
   CHECK(f.errors.size() == 0);
 }
 
+TEST_CASE("file source: each new manifest error is announced once, naming the pod if it can",
+          "[unit][config]") {
+  Fixture f;
+  std::vector<config::ManifestError> heard;
+  f.errors.setListener([&heard](const config::ManifestError& e) { heard.push_back(e); });
+  auto web = f.dir / "web.yaml";
+  const std::string bad_name =
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n"
+      "  - name: Bad_Name\n    image: busybox\n";
+  testing::writeFile(web, bad_name);
+  f.start(f.dir.path());
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0].location == web.string());
+  CHECK_THAT(heard[0].invalid, Catch::Contains("spec.containers[0].name"));
+  CHECK(heard[0].pod.name == "web-node1");
+  CHECK(heard[0].pod.namespace_ == "default");
+  CHECK_FALSE(heard[0].pod.uid.empty());
+
+  f.advance(21s);  // relists of the unchanged bad file
+  f.advance(21s);
+  CHECK(heard.size() == 1);
+
+  testing::writeFile(web, "apiVersion: v1\nkind: Pod\nmetadata: [\n");
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  REQUIRE(heard.size() == 2);
+  CHECK(heard[1].pod.name.empty());
+
+  testing::writeFile(web, podYaml("web"));
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  CHECK(f.errors.size() == 0);
+  testing::writeFile(web, bad_name);
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  CHECK(heard.size() == 3);
+}
+
 TEST_CASE("file source: two files with the same pod: the first in sorted order wins",
           "[unit][config]") {
   Fixture f;
