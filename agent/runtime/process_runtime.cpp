@@ -34,6 +34,8 @@ using std::chrono::seconds;
 constexpr auto kPPidfd = static_cast<idtype_t>(3);
 // How long to wait for a process to go after SIGKILL before giving up with an error.
 constexpr seconds kKillTimeout{60};
+// How long an exec'd command's output may still arrive after the command exited.
+constexpr std::chrono::milliseconds kExecOutputGrace{200};
 
 int pidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
@@ -142,7 +144,9 @@ asio::awaitable<std::vector<base::Status>> runAll(
 // The output pipe of an exec'd command; read on the exec's strand, at most kMaxExecOutput bytes
 // kept (the rest is read and dropped so the command never blocks on a full pipe).
 struct ExecPipe {
-  ExecPipe(asio::any_io_executor ex, int fd) : sd(ex, fd) {}
+  ExecPipe(asio::any_io_executor ex, int fd) : sd(ex, fd), eof(ex) {
+    eof.expires_at(asio::steady_timer::time_point::max());  // an event, never a deadline
+  }
   void append(const char* p, size_t n) {
     const size_t room = kMaxExecOutput - std::min(kMaxExecOutput, out.size());
     out.append(p, std::min(n, room));
@@ -161,6 +165,9 @@ struct ExecPipe {
     }
   }
   asio::posix::stream_descriptor sd;
+  // Cancelled when the reader has seen the end of the output (or an error).
+  asio::steady_timer eof;
+  bool done = false;
   std::string out;
   char buf[4096];
 };
@@ -171,7 +178,11 @@ asio::awaitable<void> readExecOutput(std::shared_ptr<ExecPipe> pipe) {
     size_t n = co_await pipe->sd.async_read_some(asio::buffer(pipe->buf),
                                                  asio::redirect_error(asio::use_awaitable, ec));
     if (n > 0) pipe->append(pipe->buf, n);
-    if (ec) co_return;
+    if (ec) {
+      pipe->done = true;
+      pipe->eof.cancel();
+      co_return;
+    }
   }
 }
 
@@ -777,7 +788,14 @@ asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State
   siginfo_t info{};
   // WNOHANG: after an aborted wait (shutdown) the command may still run; never block here.
   ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
-  // What is buffered now; children left in the background may hold the pipe open forever.
+  if (!pipe->done) {
+    // The rest of the output is normally in flight; children left in the background may hold
+    // the pipe open for ever, so the wait for its end is short.
+    auto grace = clock_.makeTimer(ex);
+    grace->asyncWaitFor(kExecOutputGrace, [pipe] { pipe->eof.cancel(); });
+    co_await pipe->eof.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    grace->cancel();
+  }
   pipe->drain();
   pipe->sd.close(ec);
   ExecResult result;
