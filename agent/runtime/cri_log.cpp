@@ -189,7 +189,13 @@ bool readTail(const std::string& path, size_t max, std::string& out, bool& trunc
   while (got < out.size()) {
     ssize_t n = ::pread(fd, out.data() + got, out.size() - got, from + static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      errno = err;
+      return false;
+    }
+    if (n == 0) break;
     got += static_cast<size_t>(n);
   }
   out.resize(got);
