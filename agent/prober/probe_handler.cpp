@@ -258,20 +258,31 @@ asio::awaitable<std::variant<HttpResponse, std::string>> getOnce(
     co_return "Get \"" + url + "\": malformed HTTP status line";
   }
   size_t pos = data.find("\r\n") + 2;
+  size_t body_limit = kMaxHttpBody;
   while (pos < header_end) {
     size_t eol = data.find("\r\n", pos);
     std::string_view line(data.data() + pos, eol - pos);
     auto colon = line.find(':');
-    if (colon != std::string_view::npos && iequals(line.substr(0, colon), "Location")) {
+    if (colon != std::string_view::npos) {
+      auto name = line.substr(0, colon);
       auto value = line.substr(colon + 1);
       while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-      response.location = std::string(value);
+      if (iequals(name, "Location")) response.location = std::string(value);
+      if (iequals(name, "Content-Length")) {
+        size_t length = 0;
+        auto [end, ec2] = std::from_chars(value.data(), value.data() + value.size(), length);
+        if (ec2 == std::errc()) body_limit = std::min(body_limit, length);
+      }
     }
     pos = eol + 2;
   }
-  // Only the part of the body that came with the headers: enough for the probe's output, and
-  // the result never waits for a slow body.
-  response.body = data.substr(header_end + 4, kMaxHttpBody);
+  // The body only makes the probe's output: up to 10 KiB, and a read error or the deadline
+  // while reading it leaves the result as the status code says.
+  response.body = data.substr(header_end + 4, body_limit);
+  while (response.body.size() < body_limit && !ec) {
+    size_t n = co_await conn.readSome(buf, sizeof buf, ec);
+    response.body.append(buf, std::min(n, body_limit - response.body.size()));
+  }
   co_return response;
 }
 

@@ -2,6 +2,7 @@
 // on its own (exec through nodeagent-shim, httpGet against a server in the test, tcpSocket), then
 // the whole agent on ProcessRuntime (readiness, liveness restarts, postStart, messages).
 #include <catch2/catch.hpp>
+#include <httplib.h>
 
 #include <atomic>
 #include <future>
@@ -17,6 +18,7 @@
 #include "podmanager/mirror_client.h"
 #include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
+#include "test/support/tls_cert.h"
 
 using namespace nodeagent;
 using namespace std::chrono_literals;
@@ -273,6 +275,36 @@ TEST_CASE("probe handler: httpGet succeeds on 2xx/3xx, follows only same-host re
     CHECK(slow.kind == Kind::kFailure);
     CHECK(slow.output.find("Client.Timeout exceeded") != std::string::npos);
   }
+}
+
+TEST_CASE("probe handler: httpGet with scheme HTTPS skips certificate verification",
+          "[integration][prober]") {
+  HandlerEnv env;
+  testing::TempDir dir("probe-tls");
+  testing::writeSelfSignedCert(dir.path());
+  httplib::SSLServer server((dir / "cert.pem").c_str(), (dir / "key.pem").c_str());
+  REQUIRE(server.is_valid());
+  server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("secure ok", "text/plain");
+  });
+  server.Get("/sick", [](const httplib::Request&, httplib::Response& res) { res.status = 503; });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  REQUIRE(testing::eventually([&] { return server.is_running(); }));
+  auto target = env.httpTarget(port, "/healthz");
+  target.handler.http_get->scheme = "HTTPS";
+  auto ok = env.probe(target);
+  CHECK(ok.kind == Kind::kSuccess);
+  CHECK(ok.output == "secure ok");
+  target.handler.http_get->path = "/sick";
+  auto sick = env.probe(target);
+  CHECK(sick.kind == Kind::kFailure);
+  CHECK(sick.output == "HTTP probe failed with statuscode: 503");
+  // Plain HTTP against the TLS port is no success either.
+  target.handler.http_get->scheme = "HTTP";
+  CHECK(env.probe(target).kind == Kind::kFailure);
+  server.stop();
+  t.join();
 }
 
 TEST_CASE("probe handler: tcpSocket succeeds when it connects", "[integration][prober]") {
