@@ -261,9 +261,13 @@ void Prober::arm(const std::shared_ptr<Worker>& w, uint64_t generation, base::Du
     if (w->stopped || w->generation != generation) return;
   }
   if (!w->timer) w->timer = clock_.makeTimer(w->strand);
+  // Weak both ways: the timer lives in the worker and must not keep it (or the prober) alive.
   std::weak_ptr<Prober> weak = weak_from_this();
-  w->timer->asyncWaitFor(delay, [weak, w, generation] {
-    if (auto self = weak.lock()) self->tick(w, generation);
+  std::weak_ptr<Worker> weak_worker = w;
+  w->timer->asyncWaitFor(delay, [weak, weak_worker, generation] {
+    auto self = weak.lock();
+    auto worker = weak_worker.lock();
+    if (self && worker) self->tick(worker, generation);
   });
 }
 
