@@ -517,7 +517,8 @@ asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
   target.container_id = id;
   target.pod_ip = options_.node_ip;
   target.ports = container.ports;
-  auto failure = co_await probe_handler_->runHook(target);
+  auto hook = probe_handler_->runHook(target);
+  auto failure = co_await std::move(hook);
   if (!failure) co_return base::okStatus();
   const auto message = hookFailureMessage(target.handler, container.name, *pod, *failure);
   log()->warn("PostStart hook failed, killing the container pod={} container={} id={} error={}",
@@ -526,7 +527,8 @@ asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
     options_.record_event(*pod, "Warning", "FailedPostStartHook", message,
                           "spec.containers{" + container.name + "}");
   }
-  auto killed = co_await runtime_.killContainer(pod, id, std::nullopt, "FailedPostStartHook");
+  auto kill = runtime_.killContainer(pod, id, std::nullopt, "FailedPostStartHook");
+  auto killed = co_await std::move(kill);
   ++metrics_.containers_killed;
   if (!killed.ok()) {
     log()->warn("Cannot kill the container after its postStart hook failed pod={} container={} "

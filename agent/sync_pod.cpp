@@ -189,7 +189,8 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
   log()->info("Container started pod={} container={} attempt={} id={}", api::podRef(*pod),
               container.name, attempt, started->toString());
   if (container.lifecycle && container.lifecycle->post_start) {
-    co_return co_await runPostStartHook(pod, container, *started);
+    auto hook = runPostStartHook(pod, container, *started);
+    co_return co_await std::move(hook);
   }
   co_return base::okStatus();
 }

@@ -211,11 +211,15 @@ asio::awaitable<std::variant<HttpResponse, std::string>> getOnce(
   const std::string url = std::string(https ? "https://" : "http://") + hostPort(host, port) + path;
   Connection conn(co_await asio::this_coro::executor, clock);
   conn.arm(timeout);
-  if (auto err = co_await conn.connect(host, port)) {
+  // Awaitables live in named variables: GCC 12 destroys temporaries of a co_await expression
+  // twice.
+  auto connecting = conn.connect(host, port);
+  if (auto err = co_await std::move(connecting)) {
     co_return conn.expired() ? timeoutText(url, timeout) : "Get \"" + url + "\": " + *err;
   }
   if (https) {
-    if (auto err = co_await conn.handshake(host)) co_return "Get \"" + url + "\": " + *err;
+    auto handshake = conn.handshake(host);
+    if (auto err = co_await std::move(handshake)) co_return "Get \"" + url + "\": " + *err;
   }
   std::string request = "GET " + path + " HTTP/1.1\r\n";
   bool have_host = false, have_agent = false, have_accept = false;
@@ -336,7 +340,8 @@ asio::awaitable<ProbeOutcome> httpProbe(base::Clock& clock, Url url,
   const auto deadline = clock.now() + timeout;
   for (int redirects = 0;; ++redirects) {
     auto left = std::max<base::Duration>(deadline - clock.now(), base::Duration::zero());
-    auto result = co_await getOnce(clock, url.https, url.host, url.port, url.path, headers, left);
+    auto get = getOnce(clock, url.https, url.host, url.port, url.path, headers, left);
+    auto result = co_await std::move(get);
     if (auto* err = std::get_if<std::string>(&result)) {
       co_return ProbeOutcome{ProbeOutcome::Kind::kFailure, *err};
     }
@@ -409,7 +414,8 @@ asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
   using Kind = ProbeOutcome::Kind;
   const auto& h = target.handler;
   if (h.exec) {
-    auto result = co_await runtime_.execInContainer(target.container_id, h.exec->command, target.timeout);
+    auto exec = runtime_.execInContainer(target.container_id, h.exec->command, target.timeout);
+    auto result = co_await std::move(exec);
     if (!result.ok()) co_return ProbeOutcome{Kind::kUnknown, result.status().message()};
     if (result->timed_out) {
       auto secs = std::chrono::duration_cast<std::chrono::seconds>(target.timeout).count();
@@ -422,7 +428,8 @@ asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
   if (h.http_get) {
     auto url = httpUrl(*h.http_get, target);
     if (!url.ok()) co_return ProbeOutcome{Kind::kUnknown, url.status().message()};
-    auto outcome = co_await httpProbe(clock_, *url, h.http_get->http_headers, target.timeout);
+    auto http = httpProbe(clock_, *url, h.http_get->http_headers, target.timeout);
+    auto outcome = co_await std::move(http);
     co_return outcome;
   }
   if (h.tcp_socket) {
@@ -432,7 +439,8 @@ asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
     if (host.empty()) host = "127.0.0.1";
     Connection conn(co_await asio::this_coro::executor, clock_);
     conn.arm(target.timeout);
-    auto err = co_await conn.connect(host, *port);
+    auto connecting = conn.connect(host, *port);
+    auto err = co_await std::move(connecting);
     if (err) co_return ProbeOutcome{Kind::kFailure, *err};
     co_return ProbeOutcome{Kind::kSuccess, ""};
   }
@@ -442,7 +450,8 @@ asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
 asio::awaitable<std::optional<HookFailure>> RealProbeHandler::runHook(ProbeTarget target) {
   const auto& h = target.handler;
   if (h.exec) {
-    auto result = co_await runtime_.execInContainer(target.container_id, h.exec->command, target.timeout);
+    auto exec = runtime_.execInContainer(target.container_id, h.exec->command, target.timeout);
+    auto result = co_await std::move(exec);
     if (!result.ok()) co_return HookFailure{result.status().message(), ""};
     if (result->timed_out) {
       co_return HookFailure{"command '" + joinArgs(h.exec->command) + "' timed out", result->output};
@@ -457,8 +466,9 @@ asio::awaitable<std::optional<HookFailure>> RealProbeHandler::runHook(ProbeTarge
   if (h.http_get) {
     auto url = httpUrl(*h.http_get, target);
     if (!url.ok()) co_return HookFailure{url.status().message(), ""};
-    auto result = co_await getOnce(clock_, url->https, url->host, url->port, url->path,
-                                   h.http_get->http_headers, target.timeout);
+    auto get = getOnce(clock_, url->https, url->host, url->port, url->path,
+                       h.http_get->http_headers, target.timeout);
+    auto result = co_await std::move(get);
     if (auto* err = std::get_if<std::string>(&result)) co_return HookFailure{*err, ""};
     co_return std::nullopt;
   }

@@ -320,7 +320,8 @@ asio::awaitable<void> Prober::runProbe(std::shared_ptr<Prober> self, std::shared
   const auto began = self->clock_.now();
   ProbeOutcome outcome;
   try {
-    outcome = co_await self->handler_->probe(std::move(target));
+    auto probe = self->handler_->probe(std::move(target));
+    outcome = co_await std::move(probe);
   } catch (const std::exception& e) {
     outcome = ProbeOutcome{ProbeOutcome::Kind::kUnknown, e.what()};
   }

@@ -693,7 +693,8 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(
 asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
                                                      std::vector<std::string> command,
                                                      base::Duration timeout) {
-  auto result = co_await exec(id, std::move(command), timeout);
+  auto task = exec(id, std::move(command), timeout);
+  auto result = co_await std::move(task);
   if (!result.ok()) {
     log_->warn("PreStop hook failed to start id={} error={}", id, result.status().toString());
   } else if (result->timed_out) {
@@ -1047,7 +1048,8 @@ asio::awaitable<base::Status> ProcessRuntime::killPod(api::PodPtr pod, Pod runni
 asio::awaitable<base::StatusOr<ExecResult>> ProcessRuntime::execInContainer(
     ContainerId id, std::vector<std::string> command, base::Duration timeout) {
   auto state = state_;
-  co_return co_await state->exec(std::move(id.id), std::move(command), timeout);
+  auto task = state->exec(std::move(id.id), std::move(command), timeout);
+  co_return co_await std::move(task);
 }
 
 asio::awaitable<base::Status> ProcessRuntime::removeContainer(ContainerId id) {
