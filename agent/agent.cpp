@@ -76,7 +76,8 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       source_seen_(std::move(source_seen)),
       all_sources_ready_(std::move(all_sources_ready)),
       options_(std::move(options)),
-      crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max) {
+      crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max),
+      cleanup_strand_(asio::make_strand(executor)) {
   pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *this,
                                                                options_.workers);
   sync_loop_ = std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,
@@ -139,12 +140,33 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
   // them for every added pod (a status copy per existing pod) made a large batch quadratic.
   std::set<std::string> batch_uids;
   for (const auto& pod : pods) batch_uids.insert(pod->metadata.uid);
+  // Which pods are active changes only when a pod is removed or replaced, a status turns
+  // terminal or a worker terminates: until then the last batch's list is reused (a node with
+  // 50,000 pods would otherwise walk all of them for each added manifest).
+  const ActiveKey key{pod_manager_.generation(), pod_workers_->generation(),
+                      status_manager_.terminalGeneration()};
   std::vector<api::PodPtr> active;
-  for (const auto& other : pod_manager_.getPods()) {
-    if (batch_uids.count(other->metadata.uid) == 0 && !podIsInactive(*other)) {
-      active.push_back(other);
+  if (active_cache_ && active_cache_->key == key) {
+    active = std::move(active_cache_->pods);
+    if (!batch_uids.empty()) {
+      std::erase_if(active, [&](const api::PodPtr& p) { return batch_uids.count(p->metadata.uid) > 0; });
+    }
+  } else {
+    // The few inactive UIDs are fetched at once rather than with lookups per pod.
+    const auto terminal = status_manager_.terminalPodUIDs();
+    const auto terminated = pod_workers_->knownTerminatedUIDs();
+    for (const auto& other : pod_manager_.getPods()) {
+      const auto& uid = other->metadata.uid;
+      if (batch_uids.count(uid) > 0) continue;
+      // A pod object with a terminal phase is rare: ask precisely (its cached status wins).
+      const bool inactive = isTerminalPhase(other->status.phase)
+                                ? podIsInactive(*other)
+                                : rejected_.count(uid) > 0 || terminal.count(uid) > 0 ||
+                                      terminated.count(uid) > 0;
+      if (!inactive) active.push_back(other);
     }
   }
+  active_cache_.reset();
   for (const auto& pod : pods) {
     pod_manager_.addPod(pod);
     if (api::isMirrorPod(*pod)) {
@@ -165,6 +187,9 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
     prober_->addPod(*pod);
     dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
   }
+  // Keyed by the state before this batch: if the batch itself replaced a pod, the next batch
+  // sees another key and walks the pods again.
+  active_cache_ = ActiveCache{key, std::move(active)};
 }
 
 void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
@@ -215,9 +240,15 @@ void Agent::handlePodSyncs(const std::vector<api::PodPtr>& pods) {
 }
 
 void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
-  if (event.type == PodLifecycleEvent::Type::kContainerRemoved) return;
+  if (event.type == PodLifecycleEvent::Type::kContainerRemoved) {
+    if (!pod_manager_.getPodByUID(event.pod_uid)) ++unknown_pod_events_;
+    return;
+  }
   auto pod = pod_manager_.getPodByUID(event.pod_uid);
-  if (!pod) return;
+  if (!pod) {
+    ++unknown_pod_events_;  // a container nothing wants: housekeeping must look
+    return;
+  }
   log()->debug("PLEG event pod={} event={} container={}", api::podRef(*pod),
                podLifecycleEventTypeName(event.type), event.container_id);
   handlePodSyncs({pod});
@@ -322,23 +353,53 @@ void Agent::scheduleSync(const std::string& uid, base::Duration delay) {
   });
 }
 
+Agent::CleanupInputs Agent::cleanupInputs() const {
+  return {pod_manager_.generation(), pod_workers_->generation(), unknown_pod_events_};
+}
+
 void Agent::handlePodCleanups() {
   ++metrics_.housekeeping_runs;
   if (cleanup_running_) return;
+  // Read before the pass looks at anything: a change while it runs makes the next tick run.
+  const auto inputs = cleanupInputs();
+  const auto now = clock_.now();
+  if (last_cleanup_ && !last_cleanup_->acted && last_cleanup_->inputs == inputs &&
+      now - last_cleanup_->at < options_.housekeeping_full_period) {
+    ++metrics_.housekeeping_skipped;
+    crash_backoff_.gc();
+    return;
+  }
   cleanup_running_ = true;
-  asio::co_spawn(sync_loop_->strand(), cleanups(), asio::detached);
+  // The pass runs on its own strand: on a large node it takes a while, and config updates and
+  // PLEG events must not wait for it. What touches sync-loop state comes back here.
+  auto pass = [this, inputs, now]() -> asio::awaitable<void> {
+    auto result = std::make_shared<CleanupResult>(co_await cleanups());
+    asio::dispatch(sync_loop_->strand(), [this, inputs, now, result] {
+      bool acted = result->acted;
+      std::erase_if(rejected_,
+                    [&](const std::string& uid) { return result->keep.count(uid) == 0; });
+      for (const auto& pod : result->restart) {
+        if (rejected_.count(pod->metadata.uid) > 0) continue;
+        log()->info("Restarting pod worker pod={} uid={}", api::podRef(*pod), pod->metadata.uid);
+        acted = true;
+        prober_->addPod(*pod);
+        dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
+      }
+      last_cleanup_ = LastCleanup{inputs, now, acted};
+      cleanup_running_ = false;
+    });
+  };
+  asio::co_spawn(cleanup_strand_, pass, asio::detached);
 }
 
-asio::awaitable<void> Agent::cleanups() {
-  struct Done {
-    bool& flag;
-    ~Done() { flag = false; }
-  } done{cleanup_running_};
+asio::awaitable<Agent::CleanupResult> Agent::cleanups() {
+  CleanupResult result;
+  bool& acted = result.acted;
 
   auto all = pod_manager_.getPodsAndMirrorPods();
   auto working = pod_workers_->syncKnownPods(all.pods);
 
-  std::set<std::string> keep_status;
+  std::set<std::string>& keep_status = result.keep;
   for (const auto& p : all.pods) keep_status.insert(p->metadata.uid);
   for (const auto& p : all.mirror_pods) keep_status.insert(p->metadata.uid);
   for (const auto& [uid, sync] : working) keep_status.insert(uid);
@@ -348,18 +409,15 @@ asio::awaitable<void> Agent::cleanups() {
     for (const auto& p : all.pods) desired.insert(p->metadata.uid);
     prober_->cleanupPods(desired);
   }
-  std::erase_if(rejected_, [&](const std::string& uid) { return keep_status.count(uid) == 0; });
 
-  // Pods config still wants but the workers forgot (a terminated UID re-added): start again.
+  // Pods config still wants but the workers forgot (a terminated UID re-added): start again
+  // (unless admission rejected them: checked on the sync loop strand).
   for (const auto& pod : all.pods) {
     const auto& uid = pod->metadata.uid;
-    if (working.count(uid) > 0 || rejected_.count(uid) > 0) continue;
-    auto status = status_manager_.getPodStatus(uid);
-    if (status && isTerminalPhase(status->phase)) continue;
+    if (working.count(uid) > 0) continue;
+    if (isTerminalPhase(status_manager_.getPodPhase(uid))) continue;
     if (isTerminalPhase(pod->status.phase)) continue;
-    log()->info("Restarting pod worker pod={} uid={}", api::podRef(*pod), uid);
-    prober_->addPod(*pod);
-    dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
+    result.restart.push_back(pod);
   }
 
   // Workers still syncing a pod config no longer has (its removal was skipped while its source
@@ -376,6 +434,7 @@ asio::awaitable<void> Agent::cleanups() {
     }
     log()->info("Killing pod no source wants any more pod={}/{} uid={}", pod->metadata.namespace_,
                 pod->metadata.name, uid);
+    acted = true;
     podworkers::UpdatePodOptions options;
     options.update_type = api::SyncPodType::kKill;
     options.pod = pod;
@@ -388,6 +447,7 @@ asio::awaitable<void> Agent::cleanups() {
     for (const auto& rp : *running) {
       if (working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
       log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
+      acted = true;
       auto pod = std::make_shared<api::Pod>();
       pod->metadata.uid = rp.uid;
       pod->metadata.name = rp.name;
@@ -400,6 +460,7 @@ asio::awaitable<void> Agent::cleanups() {
     }
   } else {
     log()->warn("Housekeeping could not list runtime pods err={}", running.status().toString());
+    acted = true;  // try again on the next tick
   }
 
   // Pod directories of pods that are gone everywhere.
@@ -411,14 +472,18 @@ asio::awaitable<void> Agent::cleanups() {
     for (const auto& entry : std::filesystem::directory_iterator(options_.root_dir / "pods", ec)) {
       auto uid = entry.path().filename().string();
       if (known.count(uid) > 0) continue;
+      acted = true;
       std::filesystem::remove_all(entry.path(), ec);
       if (ec) log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(), ec.message());
     }
+  } else {
+    acted = true;
   }
 
   // Mirror pods whose static pod is gone (and not still terminating).
   for (const auto& full_name : pod_manager_.getOrphanedMirrorPodNames()) {
     if (pod_workers_->isPodForMirrorPodTerminatingByFullName(full_name)) continue;
+    acted = true;
     auto deleted = co_await pod_manager_.mirrorClient().deleteMirrorPod(full_name, std::nullopt);
     if (!deleted.ok()) {
       log()->warn("Cannot delete orphaned mirror pod pod={} err={}", full_name,
@@ -426,6 +491,7 @@ asio::awaitable<void> Agent::cleanups() {
     }
   }
   crash_backoff_.gc();
+  co_return result;
 }
 
 // --- Status ------------------------------------------------------------------------------------

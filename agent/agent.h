@@ -46,6 +46,10 @@ struct AgentOptions {
   podworkers::PodWorkersOptions workers;
   SyncLoopOptions sync_loop;
   PlegOptions pleg;
+  // Housekeeping (every 2s) does its O(pods) work only when the pod manager, the pod workers or
+  // the runtime (PLEG events) changed since its last pass, or when that pass acted; and at least
+  // once per this period as a safety net.
+  base::Duration housekeeping_full_period = std::chrono::minutes(5);
   // Optional: records a pod event (type Normal/Warning, reason, message, container field path)
   // for the apiserver. Called on pod strands; must not block.
   std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
@@ -65,6 +69,7 @@ struct AgentMetrics {
   std::atomic<uint64_t> containers_killed{0};
   std::atomic<uint64_t> pods_rejected{0};
   std::atomic<uint64_t> housekeeping_runs{0};
+  std::atomic<uint64_t> housekeeping_skipped{0};  // nothing changed since the last pass
   // Pod start latency (first seen -> running) buckets in seconds: 0.01 .. 60, then +Inf.
   static constexpr double kStartBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
   std::atomic<uint64_t> start_latency_buckets[std::size(kStartBuckets) + 1] = {};
@@ -148,7 +153,22 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   void trackDeadline(const api::PodPtr& pod);
   // Schedules a sync of `uid` after `delay` (crash-loop backoff expiry). Any thread.
   void scheduleSync(const std::string& uid, base::Duration delay);
-  asio::awaitable<void> cleanups();
+  // What housekeeping looks at changed when any of these changed.
+  struct CleanupInputs {
+    uint64_t pods = 0;
+    uint64_t workers = 0;
+    uint64_t unknown_pod_events = 0;
+    bool operator==(const CleanupInputs&) const = default;
+  };
+  CleanupInputs cleanupInputs() const;
+  // One housekeeping pass, on cleanup_strand_. It reads only thread-safe state; what needs the
+  // sync loop's state (rejected pods) comes back in the result.
+  struct CleanupResult {
+    bool acted = false;              // killed or removed something, or must look again
+    std::set<std::string> keep;      // UIDs still known anywhere
+    std::vector<api::PodPtr> restart;  // wanted pods without a worker (rejected ones included)
+  };
+  asio::awaitable<CleanupResult> cleanups();
 
   asio::awaitable<base::Status> startContainerWithBackoff(const api::PodPtr& pod, size_t index,
                                                           bool init,
@@ -184,12 +204,33 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   std::shared_ptr<Pleg> pleg_;
   std::shared_ptr<ProbeHandler> probe_handler_;
   std::shared_ptr<Prober> prober_;
+  asio::strand<asio::any_io_executor> cleanup_strand_;
 
   // Sync loop strand only.
   std::set<std::string> rejected_;
   std::set<std::string> deadline_uids_;
   std::map<std::string, base::TimerPtr> wake_timers_;
   bool cleanup_running_ = false;
+  struct LastCleanup {
+    CleanupInputs inputs;
+    base::MonotonicTime at;
+    bool acted = false;
+  };
+  std::optional<LastCleanup> last_cleanup_;
+  uint64_t unknown_pod_events_ = 0;  // PLEG events of pods the pod manager does not know
+  // The pods admission counted as active after the last batch of additions, valid while the
+  // key (pod manager, pod workers and terminal-status generations) is unchanged.
+  struct ActiveKey {
+    uint64_t pods = 0;
+    uint64_t workers = 0;
+    uint64_t terminal = 0;
+    bool operator==(const ActiveKey&) const = default;
+  };
+  struct ActiveCache {
+    ActiveKey key;
+    std::vector<api::PodPtr> pods;
+  };
+  std::optional<ActiveCache> active_cache_;
 
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID

@@ -69,7 +69,9 @@ void Pleg::emit(const std::string& uid, PodLifecycleEvent::Type type, const std:
 
 void Pleg::onRuntimeEvent(const runtime::ContainerEvent& e) {
   auto cid = e.container_id.toString();
-  auto& state = records_[e.pod_uid][cid];
+  auto& containers = records_[e.pod_uid];
+  // A container seen for the first time has no state yet (a default State would be kRunning).
+  auto& state = containers.try_emplace(cid, State::kNonExistent).first->second;
   if (e.type == runtime::ContainerEvent::Type::kStarted) {
     if (state == State::kRunning) return;
     state = State::kRunning;
@@ -98,6 +100,15 @@ asio::awaitable<void> Pleg::relist() {
   if (relisting_ || stopped_) co_return;
   relisting_ = true;
   auto started = clock_.now();
+  // Read before listing: a change while the list is built shows as a new version next time.
+  const auto version = runtime_.podsVersion();
+  if (version && listed_version_ == version) {
+    relisting_ = false;
+    last_relist_ns_ = started.time_since_epoch().count();
+    ++relists_;
+    armTimer();
+    co_return;
+  }
   auto pods = co_await runtime_.getPods(true);
   relisting_ = false;
   if (!pods.ok()) {
@@ -107,6 +118,7 @@ asio::awaitable<void> Pleg::relist() {
   }
   last_relist_ns_ = started.time_since_epoch().count();
   ++relists_;
+  listed_version_ = version;
 
   std::map<std::string, std::map<std::string, State>> current;
   for (const auto& pod : *pods) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/runtime/runtime.h"
@@ -65,6 +66,8 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   base::TimerPtr timer_;
   std::atomic<bool> stopped_{false};
   bool relisting_ = false;
+  // The runtime's podsVersion() at the last full list (strand only).
+  std::optional<uint64_t> listed_version_;
   // pod uid -> container id -> last seen state (strand only).
   std::map<std::string, std::map<std::string, State>> records_;
   std::atomic<int64_t> last_relist_ns_{0};  // MonotonicTime since epoch; 0 = never

@@ -37,6 +37,9 @@ std::string agentMetricsText(const Agent& agent) {
   counter("nodeagent_containers_killed_total", "Containers killed.", m.containers_killed.load());
   counter("nodeagent_pods_rejected_total", "Pods rejected by admission.", m.pods_rejected.load());
   counter("nodeagent_housekeeping_total", "Housekeeping runs.", m.housekeeping_runs.load());
+  counter("nodeagent_housekeeping_skipped_total",
+          "Housekeeping runs that found nothing changed and did no work.",
+          m.housekeeping_skipped.load());
   counter("nodeagent_pleg_relist_total", "PLEG relists.",
           agent.pleg().relistCount());
   counter("nodeagent_pleg_events_total", "PLEG events.",

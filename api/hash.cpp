@@ -1,5 +1,6 @@
 #include "api/hash.h"
 
+#include <bit>
 #include <cstring>
 
 namespace nodeagent::api {
@@ -21,9 +22,15 @@ inline uint64_t fmix64(uint64_t k) {
 }
 
 inline uint64_t load64le(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
+  if constexpr (std::endian::native == std::endian::little) {
+    uint64_t v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  } else {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "api/pod_json.h"
 
 #include <exception>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -138,9 +139,8 @@ base::Status decodeContainer(const json& j, const Path& p, Container* c) {
         return readBool(e, ep, "readOnlyRootFilesystem", &s->read_only_root_filesystem);
       }));
   RETURN_IF_ERROR(readBool(j, p, "stdin", &c->stdin));
-  RETURN_IF_ERROR(readBool(j, p, "tty", &c->tty));
-  c->hash = canonicalHash(j);
-  return base::okStatus();
+  // c->hash is set by decodeChecked, from the pod's canonical JSON.
+  return readBool(j, p, "tty", &c->tty);
 }
 
 base::Status decodeVolume(const json& j, const Path& p, Volume* v) {
@@ -323,10 +323,28 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
   if (status != nullptr) {
     ASSIGN_OR_RETURN(pod.status, decodeStatusAt(*status, root.field("status")));
   }
-  auto raw = std::make_shared<std::string>(canonicalJson(object));
+  // One serialization gives the raw text and, as substrings of it, the canonical JSON of the spec
+  // and of every container for their hashes.
+  std::vector<CanonicalMark> marks;
+  if (spec != nullptr) {
+    marks.push_back({spec});
+    for (const char* key : {"initContainers", "containers"}) {
+      auto list = spec->find(key);
+      if (list == spec->end() || !list->is_array()) continue;
+      for (const json& c : *list) marks.push_back({&c});
+    }
+  }
+  auto raw = std::make_shared<std::string>();
+  raw->reserve(1024);
+  appendCanonicalJson(object, *raw, marks);
   pod.content_hash = hash128(*raw);
   // An absent spec hashes like an empty one.
-  pod.spec_hash = spec != nullptr ? canonicalHash(*spec) : hash128("{}");
+  pod.spec_hash = spec != nullptr ? hash128(marks[0].in(*raw)) : hash128("{}");
+  // The decoded containers are the items of the spec's lists, in order.
+  size_t next = 1;
+  for (auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
+    for (Container& c : *list) c.hash = hash128(marks.at(next++).in(*raw));
+  }
   pod.raw = std::move(raw);
   return pod;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -48,6 +49,18 @@ size_t findBadByte(std::string_view s, bool* is_control) {
   const size_t n = s.size();
   size_t i = 0;
   while (i < n) {
+    // Eight bytes at a time while they are all printable ASCII.
+    if (i + 8 <= n) {
+      constexpr uint64_t kOnes = 0x0101010101010101ULL;
+      constexpr uint64_t kHigh = 0x8080808080808080ULL;
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      // A high bit set: some byte >= 0x80, or (through the borrow) some byte < 0x20.
+      if (((((w - 0x20 * kOnes) & ~w) | w) & kHigh) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     unsigned char c = p[i];
     if (c < 0x80) {
       if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
@@ -332,42 +345,96 @@ bool isYamlFloat(std::string_view s) {
   return i == s.size();
 }
 
-// A plain (unquoted, untagged) scalar typed like yaml.v2's resolve().
-Resolved resolvePlain(const std::string& in) {
-  static const char* const kTrue[] = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE",
-                                      "on", "On", "ON"};
-  static const char* const kFalse[] = {"n", "N", "no", "No", "NO", "false", "False", "FALSE",
-                                       "off", "Off", "OFF"};
-  static const char* const kNull[] = {"", "~", "null", "Null", "NULL"};
-  static const char* const kSpecialFloat[] = {".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF",
-                                              "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
-  if (in.empty()) return {json(nullptr), {}};
-  const char c = in[0];
-  const bool numeric_hint = c == '+' || c == '-' || (c >= '0' && c <= '9');
-  if (c == '.' || numeric_hint) {
-    for (const char* s : kSpecialFloat) {
-      if (in == s) return {json(), "\"" + in + "\" (infinity or NaN) cannot be represented in JSON"};
-    }
+// The scalars yaml.v2's resolve table gives a fixed meaning.
+enum class Fixed { kNone, kTrue, kFalse, kNull, kSpecialFloat };
+
+Fixed fixedScalar(std::string_view s) {
+  if (s.size() > 5) return Fixed::kNone;
+  if (!s.empty() && std::string_view("yYnNoOtTfF~.+-").find(s[0]) == std::string_view::npos) {
+    return Fixed::kNone;
   }
-  if (in.size() <= 5) {
-    for (const char* s : kTrue) {
-      if (in == s) return {json(true), {}};
+  auto any = [&](std::initializer_list<std::string_view> words) {
+    for (std::string_view w : words) {
+      if (s == w) return true;
     }
-    for (const char* s : kFalse) {
-      if (in == s) return {json(false), {}};
-    }
-    for (const char* s : kNull) {
-      if (in == s) return {json(nullptr), {}};
-    }
+    return false;
+  };
+  switch (s.size()) {
+    case 0:
+      return Fixed::kNull;
+    case 1:
+      switch (s[0]) {
+        case 'y': case 'Y': return Fixed::kTrue;
+        case 'n': case 'N': return Fixed::kFalse;
+        case '~': return Fixed::kNull;
+        default: return Fixed::kNone;
+      }
+    case 2:
+      if (any({"on", "On", "ON"})) return Fixed::kTrue;
+      if (any({"no", "No", "NO"})) return Fixed::kFalse;
+      return Fixed::kNone;
+    case 3:
+      if (any({"yes", "Yes", "YES"})) return Fixed::kTrue;
+      if (any({"off", "Off", "OFF"})) return Fixed::kFalse;
+      return Fixed::kNone;
+    case 4:
+      if (any({"true", "True", "TRUE"})) return Fixed::kTrue;
+      if (any({"null", "Null", "NULL"})) return Fixed::kNull;
+      if (any({".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF"})) return Fixed::kSpecialFloat;
+      return Fixed::kNone;
+    case 5:
+      if (any({"false", "False", "FALSE"})) return Fixed::kFalse;
+      if (any({"+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"})) {
+        return Fixed::kSpecialFloat;
+      }
+      return Fixed::kNone;
+    default:
+      return Fixed::kNone;
   }
+}
+
+// Whether resolvePlain gives `s` back as a string without looking further: not one of the fixed
+// words and not starting like a number.
+bool startsLikeNumber(char c) { return c == '.' || c == '+' || c == '-' || (c >= '0' && c <= '9'); }
+
+bool staysString(std::string_view s) {
+  return !s.empty() && !startsLikeNumber(s[0]) && fixedScalar(s) == Fixed::kNone;
+}
+
+// A plain (unquoted, untagged) scalar typed like yaml.v2's resolve(). Takes `in` by value: a
+// string result moves it.
+Resolved resolvePlain(std::string in) {
+  switch (fixedScalar(in)) {
+    case Fixed::kTrue: return {json(true), {}};
+    case Fixed::kFalse: return {json(false), {}};
+    case Fixed::kNull: return {json(nullptr), {}};
+    case Fixed::kSpecialFloat:
+      return {json(), "\"" + in + "\" (infinity or NaN) cannot be represented in JSON"};
+    case Fixed::kNone: break;
+  }
+  const char c = in[0];  // not empty: that is null
+  if (!startsLikeNumber(c)) return {json(std::move(in)), {}};
   if (c == '.') {
     if (isYamlFloat(in)) {
       double d = std::strtod(in.c_str(), nullptr);
       if (std::isfinite(d)) return {json(d), {}};
     }
-    return {json(in), {}};
+    return {json(std::move(in)), {}};
   }
-  if (!numeric_hint) return {json(in), {}};
+
+  // Fast path: a decimal without sign, leading zero or '_' that fits 18 digits is an int64.
+  if (in.size() <= 18 && (c != '0' || in.size() == 1)) {
+    int64_t v = 0;
+    bool all_digits = true;
+    for (char ch : in) {
+      if (ch < '0' || ch > '9') {
+        all_digits = false;
+        break;
+      }
+      v = v * 10 + (ch - '0');
+    }
+    if (all_digits) return {json(v), {}};
+  }
 
   std::string plain;
   plain.reserve(in.size());
@@ -399,7 +466,7 @@ Resolved resolvePlain(const std::string& in) {
     // Like Go's ParseFloat, an overflowing value is not a float; yaml.v2 then keeps the string.
     if (std::isfinite(d)) return {json(d), {}};
   }
-  return {json(in), {}};
+  return {json(std::move(in)), {}};
 }
 
 // Builds JSON straight from libyaml's event stream. libyaml is the C parser gopkg.in/yaml.v2 was
@@ -409,6 +476,8 @@ Resolved resolvePlain(const std::string& in) {
 // its node and byte counts to the document's budget, so an alias bomb stops before it grows.
 class YamlEventBuilder {
  public:
+  YamlEventBuilder() { stack_.reserve(16); }  // manifests nest about 8 deep
+
   // Feeds one event; an error rejects the whole input.
   base::Status onEvent(const yaml_event_t& e) {
     switch (e.type) {
@@ -450,6 +519,7 @@ class YamlEventBuilder {
     bool have_key = false;   // maps: the next value belongs to `key`
     bool merge_key = false;  // maps: the pending key is "<<"
     std::string key;
+    json::object_t::iterator key_slot;  // maps: where `key` goes (the map is unchanged until then)
     yaml_mark_t key_mark{};
     std::vector<json> merges;
     std::string anchor;
@@ -488,7 +558,8 @@ class YamlEventBuilder {
     const auto& sc = e.data.scalar;
     std::string text(reinterpret_cast<const char*>(sc.value), sc.length);
     const bool plain = sc.style == YAML_PLAIN_SCALAR_STYLE;
-    std::string tag = anchorOf(sc.tag);
+    const std::string_view tag =
+        sc.tag == nullptr ? std::string_view() : reinterpret_cast<const char*>(sc.tag);
     const bool empty_root = stack_.empty() && plain && tag.empty() && text.empty();
     if (stack_.empty() && has_root_) {
       if (empty_root) return base::okStatus();
@@ -497,8 +568,11 @@ class YamlEventBuilder {
     if (stack_.empty() && empty_root) return base::okStatus();  // an empty document
     RETURN_IF_ERROR(charge(e.start_mark, 1, text.size()));
     // Escapes in double-quoted scalars can produce bytes the input check never saw (\uD800).
+    // Other scalars hold input bytes (line breaks folded to '\n' or ' '), checked already.
     bool is_control = false;
-    if (size_t bad = findBadByte(text, &is_control);
+    if (size_t bad = sc.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE
+                         ? findBadByte(text, &is_control)
+                         : std::string_view::npos;
         bad != std::string_view::npos && !is_control) {
       return error(e.start_mark, "scalar is not valid UTF-8");
     }
@@ -511,12 +585,18 @@ class YamlEventBuilder {
       f.key_mark = e.start_mark;
       return base::okStatus();
     }
+    // A key that is a string either way (quoted, or plain but neither a word like "yes" nor a
+    // number) goes into place without a JSON value in between.
+    if (!stack_.empty() && stack_.back().is_map && !stack_.back().have_key && tag.empty() &&
+        sc.anchor == nullptr && (!plain || staysString(text))) {
+      return acceptKey(std::move(text), e.start_mark);
+    }
     json value;
     if (tag == "!" || (tag.empty() && !plain)) {
       value = std::move(text);
     } else if (tag.size() > kTagPrefix.size() &&
                tag.compare(0, kTagPrefix.size(), kTagPrefix) == 0) {
-      std::string_view kind = std::string_view(tag).substr(kTagPrefix.size());
+      std::string_view kind = tag.substr(kTagPrefix.size());
       if (kind == "str" || kind == "binary" || kind == "timestamp") {
         value = std::move(text);
       } else {
@@ -533,7 +613,7 @@ class YamlEventBuilder {
         value = std::move(r.value);
       }
     } else if (plain) {
-      Resolved r = resolvePlain(text);
+      Resolved r = resolvePlain(std::move(text));
       if (!r.error.empty()) return error(e.start_mark, r.error);
       value = std::move(r.value);
     } else {
@@ -570,13 +650,12 @@ class YamlEventBuilder {
                    "nesting deeper than " + std::to_string(kMaxNestingDepth) + " levels");
     }
     RETURN_IF_ERROR(charge(e.start_mark, 1, 0));
-    Frame f;
+    Frame& f = stack_.emplace_back();
     f.value = is_map ? json::object() : json::array();
     f.is_map = is_map;
     f.anchor = std::move(anchor);
     f.nodes_at_start = nodes_ - 1;
     f.bytes_at_start = bytes_;
-    stack_.push_back(std::move(f));
     return base::okStatus();
   }
 
@@ -612,8 +691,8 @@ class YamlEventBuilder {
   }
 
   // A mapping key as sigs.k8s.io/yaml writes it into JSON.
-  static base::StatusOr<std::string> keyString(const json& k, const yaml_mark_t& mark) {
-    if (k.is_string()) return k.get<std::string>();
+  static base::StatusOr<std::string> keyString(json& k, const yaml_mark_t& mark) {
+    if (k.is_string()) return std::move(k.get_ref<std::string&>());
     if (k.is_null()) return std::string("null");
     if (k.is_boolean()) return std::string(k.get<bool>() ? "true" : "false");
     if (k.is_number_integer() || k.is_number_unsigned()) return k.dump();
@@ -623,6 +702,21 @@ class YamlEventBuilder {
       return std::string(buf, res.ptr);
     }
     return error(mark, "mapping keys must be scalars");
+  }
+
+  // The key of the next member of the mapping being read.
+  base::Status acceptKey(std::string key, const yaml_mark_t& mark) {
+    Frame& f = stack_.back();
+    auto& members = f.value.get_ref<json::object_t&>();
+    auto slot = members.lower_bound(key);
+    if (slot != members.end() && slot->first == key) {
+      return error(mark, "duplicate key \"" + key + "\"");
+    }
+    f.key_slot = slot;
+    f.key = std::move(key);
+    f.key_mark = mark;
+    f.have_key = true;
+    return base::okStatus();
   }
 
   base::Status deliver(json value, const yaml_mark_t& mark) {
@@ -638,11 +732,7 @@ class YamlEventBuilder {
     }
     if (!f.have_key) {
       ASSIGN_OR_RETURN(std::string key, keyString(value, mark));
-      if (f.value.contains(key)) return error(mark, "duplicate key \"" + key + "\"");
-      f.key = std::move(key);
-      f.key_mark = mark;
-      f.have_key = true;
-      return base::okStatus();
+      return acceptKey(std::move(key), mark);
     }
     f.have_key = false;
     if (f.merge_key) {
@@ -658,7 +748,7 @@ class YamlEventBuilder {
       }
       return base::okStatus();
     }
-    f.value.emplace(std::move(f.key), std::move(value));
+    f.value.get_ref<json::object_t&>().emplace_hint(f.key_slot, std::move(f.key), std::move(value));
     return base::okStatus();
   }
 
@@ -729,6 +819,16 @@ base::StatusOr<json> parseJson(std::string_view text) {
     return parseJsonChecked(stripBom(text));
   } catch (const std::exception& e) {
     return base::invalidArgumentError(std::string("JSON: ") + e.what());
+  }
+}
+
+base::StatusOr<json> resolvePlainScalar(std::string_view text) {
+  try {
+    Resolved r = resolvePlain(std::string(text));
+    if (!r.error.empty()) return base::invalidArgumentError(r.error);
+    return std::move(r.value);
+  } catch (const std::exception& e) {
+    return base::invalidArgumentError(std::string("YAML: ") + e.what());
   }
 }
 

@@ -29,6 +29,10 @@ inline constexpr size_t kMaxYamlNodes = 1000000;
 // Thread-safe (no shared state).
 base::StatusOr<nlohmann::json> yamlToJson(std::string_view bytes);
 
+// How yamlToJson types a plain (unquoted, untagged) scalar: a boolean, null, an integer, a float
+// or the string itself; an error for infinity and NaN. Never throws.
+base::StatusOr<nlohmann::json> resolvePlainScalar(std::string_view text);
+
 // Strict JSON text -> JSON with the same limits: size, UTF-8, depth, duplicate keys rejected,
 // numbers that do not fit a double rejected, no trailing content. Any JSON value is accepted at
 // the top level. Never throws. Thread-safe.

@@ -141,14 +141,7 @@ void defaultDownwardApiItems(json& source) {
 }
 
 void defaultVolume(json& v) {
-  bool has_source = false;
-  for (std::string_view key : kVolumeSourceKeys) {
-    if (!isAbsent(v, key)) {
-      has_source = true;
-      break;
-    }
-  }
-  if (!has_source) v["emptyDir"] = json::object();
+  if (volumeSourcesIn(v) == 0) v["emptyDir"] = json::object();
   if (json* s = objectAt(v, "hostPath")) defaultIfAbsent(*s, "type", "");
   if (json* s = objectAt(v, "secret")) defaultIfAbsent(*s, "defaultMode", kDefaultFileMode);
   if (json* s = objectAt(v, "configMap")) defaultIfAbsent(*s, "defaultMode", kDefaultFileMode);
@@ -252,6 +245,22 @@ bool isDigest(std::string_view s) {
 
 }  // namespace
 
+uint32_t volumeSourcesIn(const json& volume) {
+  static_assert(kVolumeSourceKeys.size() <= 32);
+  uint32_t bits = 0;
+  if (!volume.is_object()) return bits;
+  for (const auto& [key, value] : volume.items()) {
+    if (value.is_null()) continue;
+    for (size_t i = 0; i < kVolumeSourceKeys.size(); ++i) {
+      if (kVolumeSourceKeys[i] == key) {
+        bits |= uint32_t{1} << i;
+        break;
+      }
+    }
+  }
+  return bits;
+}
+
 void stripNulls(json& value) {
   if (value.is_object()) {
     for (auto it = value.begin(); it != value.end();) {
@@ -334,8 +343,10 @@ void applyApiDefaults(json& pod) {
 
 std::string staticPodUid(const json& api_defaulted_pod, std::string_view node_name,
                          std::string_view source) {
-  std::string input(kStaticPodUidHashPrefix);
-  input += api::canonicalJson(api_defaulted_pod);
+  std::string input;
+  input.reserve(1024);
+  input += kStaticPodUidHashPrefix;
+  api::appendCanonicalJson(api_defaulted_pod, input);
   input += "\nhost:";
   input += node_name;
   input += "\nsource:";
@@ -395,7 +406,7 @@ void applyStaticPodDefaults(json& pod, const ManifestSource& source) {
   // AddOrUpdateTolerationInPod: an equal toleration is left alone, a matching one (same key,
   // operator, value and effect) is replaced, otherwise it is appended.
   if (source.is_file && spec != nullptr) {
-    const json toleration = {{"operator", "Exists"}, {"effect", "NoExecute"}};
+    static const json toleration = {{"operator", "Exists"}, {"effect", "NoExecute"}};
     if (isAbsent(*spec, "tolerations")) (*spec)["tolerations"] = json::array();
     if (json* tolerations = arrayAt(*spec, "tolerations")) {
       auto str = [](const json& t, const char* k) -> std::string {

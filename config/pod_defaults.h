@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -32,6 +33,10 @@ inline constexpr std::array<std::string_view, 29> kVolumeSourceKeys = {
     "azureDisk", "storageos", "scaleIO", "csi",
     "ephemeral",
 };
+
+// The volume sources set in `volume` (present and not null), as bits: bit i is
+// kVolumeSourceKeys[i]. Reads the volume's own members, not one lookup per known source.
+uint32_t volumeSourcesIn(const nlohmann::json& volume);
 
 // The prefix of the UID hash input. Changing it (or the input layout) changes the UID of every
 // static pod, which restarts them all: bump the version only on purpose.

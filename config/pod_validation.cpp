@@ -574,9 +574,10 @@ class PodValidator {
   void validateVolumeSource(const api::Volume& vol, const std::string& path, const json* vol_json) {
     std::string first;
     if (vol_json != nullptr) {
-      for (auto source_key : kVolumeSourceKeys) {
-        const json* source = get(vol_json, source_key);
-        if (source == nullptr || source->is_null()) continue;
+      const uint32_t sources = volumeSourcesIn(*vol_json);
+      for (size_t i = 0; i < kVolumeSourceKeys.size(); ++i) {
+        if ((sources & (uint32_t{1} << i)) == 0) continue;
+        std::string_view source_key = kVolumeSourceKeys[i];
         if (first.empty()) {
           first = std::string(source_key);
         } else {

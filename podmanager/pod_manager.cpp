@@ -34,6 +34,7 @@ PodManager::PodManager(MirrorClient& mirror_client) : mirror_client_(mirror_clie
 
 void PodManager::setPods(const std::vector<api::PodPtr>& pods) {
   std::unique_lock lock(mu_);
+  ++generation_;
   pod_by_uid_.clear();
   pod_by_full_name_.clear();
   mirror_pod_by_uid_.clear();
@@ -43,6 +44,8 @@ void PodManager::setPods(const std::vector<api::PodPtr>& pods) {
 }
 
 void PodManager::addPod(const api::PodPtr& pod) { updatePod(pod); }
+
+uint64_t PodManager::generation() const { return generation_.load(); }
 
 void PodManager::updatePod(const api::PodPtr& pod) {
   std::unique_lock lock(mu_);
@@ -54,6 +57,7 @@ void PodManager::updatePodsLocked(const api::PodPtr& pod) {
   const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {
+    ++generation_;
     mirror_pod_by_uid_[uid] = pod;
     mirror_pod_by_full_name_[full_name] = pod;
     if (auto static_pod = find(pod_by_full_name_, full_name)) {
@@ -61,8 +65,15 @@ void PodManager::updatePodsLocked(const api::PodPtr& pod) {
     }
     return;
   }
-  pod_by_uid_[uid] = pod;
-  pod_by_full_name_[full_name] = pod;
+  auto [slot, added] = pod_by_uid_.try_emplace(uid, pod);
+  if (!added) {
+    slot->second = pod;
+    ++generation_;
+  }
+  if (auto [named, fresh] = pod_by_full_name_.try_emplace(full_name, pod); !fresh) {
+    if (named->second->metadata.uid != uid) ++generation_;  // another UID with this name
+    named->second = pod;
+  }
   if (auto mirror = find(mirror_pod_by_full_name_, full_name)) {
     translation_by_uid_[mirror->metadata.uid] = uid;
   }
@@ -71,6 +82,7 @@ void PodManager::updatePodsLocked(const api::PodPtr& pod) {
 void PodManager::deletePod(const api::PodPtr& pod) {
   if (!pod) return;
   std::unique_lock lock(mu_);
+  ++generation_;
   const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {

@@ -15,6 +15,7 @@
 // the same index in either order.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <shared_mutex>
@@ -81,11 +82,18 @@ class PodManager {
 
   MirrorClient& mirrorClient() const { return mirror_client_; }
 
+  // Changes whenever a pod is removed or replaced (an update of a known UID, or another UID
+  // taking a full name) and with every change of a mirror pod; adding a pod with a new UID and
+  // name leaves it alone. What depends only on the set of known pods (housekeeping, the pods
+  // admission counts as active) can be reused while it does not change. Any thread.
+  uint64_t generation() const;
+
  private:
   void updatePodsLocked(const api::PodPtr& pod);
 
   MirrorClient& mirror_client_;
   mutable std::shared_mutex mu_;
+  std::atomic<uint64_t> generation_{0};
   std::map<std::string, api::PodPtr, std::less<>> pod_by_uid_;
   std::map<std::string, api::PodPtr, std::less<>> pod_by_full_name_;
   std::map<std::string, api::PodPtr, std::less<>> mirror_pod_by_uid_;

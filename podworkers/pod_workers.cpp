@@ -192,13 +192,41 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     std::lock_guard lock(mu_);
     const auto now = clock_.now();
     std::vector<std::string> out;
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->second <= now) {
-        out.push_back(it->first);
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
+    while (!due_.empty() && due_.begin()->first <= now) {
+      auto node = due_.extract(due_.begin());
+      queue_.erase(node.value().second);
+      out.push_back(std::move(node.value().second));
+    }
+    return out;
+  }
+
+  uint64_t generation() const {
+    std::lock_guard lock(mu_);
+    return generation_;
+  }
+
+  void queueLocked(const std::string& uid, base::MonotonicTime at) {
+    auto [it, inserted] = queue_.try_emplace(uid, at);
+    if (!inserted) {
+      due_.erase({it->second, uid});
+      it->second = at;
+    }
+    due_.emplace(at, uid);
+  }
+
+  void unqueueLocked(const std::string& uid) {
+    auto it = queue_.find(uid);
+    if (it == queue_.end()) return;
+    due_.erase({it->second, uid});
+    queue_.erase(it);
+  }
+
+
+  std::set<std::string> knownTerminatedUIDs() const {
+    std::lock_guard lock(mu_);
+    std::set<std::string> out;
+    for (const auto& [uid, st] : statuses_) {
+      if (st->terminated()) out.insert(uid);
     }
     return out;
   }
@@ -227,6 +255,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
       closed_ = true;
       log_->info("pod workers shutting down in_flight={}", in_flight_);
       queue_.clear();
+      due_.clear();
       for (const auto& [uid, st] : statuses_) {
         st->pending.reset();
         st->restart.reset();
@@ -360,7 +389,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
       }
       if (became_terminating) {
         st->terminating_at = now;
-        queue_.erase(uid);
+        ++generation_;
+        unqueueLocked(uid);
       }
     }
 
@@ -591,7 +621,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
                      api::podRef(pod), st->uid);
           if (!st->terminating_at) st->terminating_at = clock_.now();
           st->started_terminating = true;
-          queue_.erase(st->uid);
+          ++generation_;
+          unqueueLocked(st->uid);
           st->pending = PodWork{WorkType::kTerminating, st->last};
         } else if (!st->terminationRequested()) {
           base::Duration delay = options_.resync_interval;
@@ -600,7 +631,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
                         ? options_.transient_backoff_period
                         : options_.backoff_period;
           }
-          queue_[st->uid] = clock_.now() + base::jitter(delay, options_.jitter_factor, random_);
+          queueLocked(st->uid, clock_.now() + base::jitter(delay, options_.jitter_factor, random_));
         }
         break;
       case WorkType::kTerminating:
@@ -608,12 +639,14 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
           if (work.options.runtime_pod) {
             log_->info("orphaned pod terminated pod={} uid={}", api::podRef(pod), st->uid);
             st->terminated_at = clock_.now();
+            ++generation_;
             notifyTerminatedLocked(*st, deferred);
             finishLocked(st, deferred);
             return std::nullopt;
           }
           log_->info("pod terminated all containers pod={} uid={}", api::podRef(pod), st->uid);
           st->terminated_at = clock_.now();
+          ++generation_;
           notifyTerminatedLocked(*st, deferred);
           releaseStaticLocked(*st);
           st->pending = PodWork{WorkType::kTerminated, st->last};
@@ -647,6 +680,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
 
   void finishLocked(const StatusPtr& st, Deferred& deferred) {
     st->finished = true;
+    ++generation_;
     st->working = false;
     st->pending.reset();
     releaseStaticLocked(*st);
@@ -658,7 +692,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     st->started_terminating = true;
     st->terminated_at = clock_.now();
     notifyTerminatedLocked(*st, deferred);
-    finishLocked(st, deferred);
+    finishLocked(st, deferred);  // bumps the generation
   }
 
   // The old life of a re-created UID has finished: forget it and start the new one, on the
@@ -724,7 +758,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   // Drops a status from every index; an in-flight coroutine notices through isCurrent().
   void retireLocked(StatusPtr st) {  // by value: erasing the map entry must not free it
     if (isCurrent(st)) statuses_.erase(st->uid);
-    queue_.erase(st->uid);
+    ++generation_;
+    unqueueLocked(st->uid);
     st->pending.reset();
     retireTimerLocked(*st);
     if (st->is_static) {
@@ -771,8 +806,11 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   // Static pods: the UID that holds each full name, and the UIDs waiting for it in order.
   std::map<std::string, std::string, std::less<>> started_static_;
   std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;
-  // Sync-phase requeues: UID -> due time (kubelet's workQueue; a new deadline replaces the old).
+  // Sync-phase requeues (kubelet's workQueue; a new deadline replaces the old): UID -> due time,
+  // and the same entries ordered by due time so that a tick looks only at what is due.
   std::map<std::string, base::MonotonicTime, std::less<>> queue_;
+  std::set<std::pair<base::MonotonicTime, std::string>> due_;
+  uint64_t generation_ = 0;
 };
 
 std::string_view podWorkerStateName(PodWorkerState state) {
@@ -802,9 +840,15 @@ void BasicPodWorkers::forgetWorker(const std::string& uid) { impl_->forgetWorker
 
 std::vector<std::string> BasicPodWorkers::getWorkToSync() { return impl_->getWorkToSync(); }
 
+uint64_t BasicPodWorkers::generation() const { return impl_->generation(); }
+
 bool BasicPodWorkers::isPodTerminationRequested(const std::string& uid) const {
   return impl_->query(
       uid, [](const SyncStatus& s) { return s.terminationRequested(); }, false, false);
+}
+
+std::set<std::string> BasicPodWorkers::knownTerminatedUIDs() const {
+  return impl_->knownTerminatedUIDs();
 }
 
 bool BasicPodWorkers::isPodKnownTerminated(const std::string& uid) const {

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,10 @@ class PodWorkers {
   // True while the static pod that holds `full_name` is terminating (housekeeping must not delete
   // its mirror pod yet).
   virtual bool isPodForMirrorPodTerminatingByFullName(const std::string& full_name) const = 0;
+  // Changes whenever a worker changes state (terminating, terminated, finished) or is forgotten.
+  // Apart from new workers (which need no housekeeping), what syncKnownPods reports can only
+  // differ when this differs. Housekeeping uses it to skip work on a quiet node.
+  virtual uint64_t generation() const = 0;
 };
 
 struct PodWorkersOptions {
@@ -155,12 +160,17 @@ class BasicPodWorkers final : public PodWorkers {
   bool shouldPodRuntimeBeRemoved(const std::string& uid) const override;
   bool shouldPodContentBeRemoved(const std::string& uid) const override;
   bool isPodForMirrorPodTerminatingByFullName(const std::string& full_name) const override;
+  uint64_t generation() const override;
 
   // Stops taking work: later updates are ignored, pending work, requeues and retry timers are
   // dropped, kill callbacks are not called. Syncs already running finish (they are not
   // cancelled); `on_idle` (optional) is posted to the executor once none runs. Any thread;
   // idempotent (a later call's on_idle also fires once idle).
   void shutdown(std::function<void()> on_idle = {});
+
+  // The UIDs isPodKnownTerminated answers true for, at once (one pass instead of a lookup per
+  // pod: admission asks this of every pod on the node).
+  std::set<std::string> knownTerminatedUIDs() const;
 
   // Number of workers currently running a sync method (for shutdown and tests).
   size_t inFlight() const;

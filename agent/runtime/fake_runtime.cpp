@@ -48,6 +48,7 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> FakeRuntime::getPods(bool all)
   std::vector<Pod> out;
   {
     std::lock_guard lock(mu_);
+    ++get_pods_calls_;
     out.reserve(pods_.size());
     for (const auto& [uid, rec] : pods_) {
       Pod pod{uid, rec.name, rec.namespace_, {}};
@@ -59,6 +60,16 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> FakeRuntime::getPods(bool all)
     }
   }
   co_return out;
+}
+
+size_t FakeRuntime::getPodsCalls() const {
+  std::lock_guard lock(mu_);
+  return get_pods_calls_;
+}
+
+std::optional<uint64_t> FakeRuntime::podsVersion() const {
+  std::lock_guard lock(mu_);
+  return version_;
 }
 
 asio::awaitable<base::StatusOr<PodStatus>> FakeRuntime::getPodStatus(std::string uid,
@@ -111,6 +122,7 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
       status.message = start_error.message();
     }
     if (record_actions_) actions_.back().id = status.id;
+    ++version_;
     auto& rec = pods_[uid];
     rec.name = pod->metadata.name;
     rec.namespace_ = pod->metadata.namespace_;
@@ -149,6 +161,7 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
       c->exit_code = kill_exit_code_;
       c->reason = kill_exit_code_ == 0 ? "Completed" : "Error";
       died = true;
+      ++version_;
     }
   }
   if (died) emit(ContainerEvent{ContainerEvent::Type::kDied, uid, id, name});
@@ -178,6 +191,7 @@ asio::awaitable<base::Status> FakeRuntime::removeContainer(ContainerId id) {
     co_return base::failedPreconditionError("container " + id.toString() + " is running");
   }
   record(Action{Action::Kind::kRemove, uid, c->name, c->restart_count, id, std::nullopt, 0, ""});
+  ++version_;
   auto& containers = pods_[uid].containers;
   containers.erase(std::remove_if(containers.begin(), containers.end(),
                                   [&](const ContainerStatus& s) { return s.id == id; }),
@@ -259,6 +273,7 @@ bool FakeRuntime::exitContainer(const std::string& uid, const std::string& name,
     c->exit_code = exit_code;
     c->reason = exit_code == 0 ? "Completed" : "Error";
     id = c->id;
+    ++version_;
   }
   emit(ContainerEvent{ContainerEvent::Type::kDied, uid, id, name});
   return true;

@@ -40,6 +40,9 @@ class FakeRuntime final : public Runtime {
   std::string type() const override { return "fake"; }
   void setEventHandler(ContainerEventHandler handler) override;
   asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
+  std::optional<uint64_t> podsVersion() const override;
+  // How often getPods ran (tests of relist skipping).
+  size_t getPodsCalls() const;
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
@@ -108,6 +111,8 @@ class FakeRuntime final : public Runtime {
   ExecFn exec_fn_;
   std::vector<std::pair<std::string, std::vector<std::string>>> execs_;
   uint64_t next_id_ = 1;
+  uint64_t version_ = 0;  // bumped by every change of pods_
+  size_t get_pods_calls_ = 0;
 };
 
 }  // namespace nodeagent::runtime

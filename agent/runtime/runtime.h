@@ -151,6 +151,11 @@ class Runtime {
   // pods with none are left out). Cheap: answers from memory.
   virtual asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) = 0;
 
+  // A number that changes whenever what getPods(true) answers may have changed, so a relist can
+  // skip an unchanged runtime; nullopt when the runtime cannot tell (relists then always list).
+  // Any thread.
+  virtual std::optional<uint64_t> podsVersion() const { return std::nullopt; }
+
   // Every container of the pod (NotFound is never returned: an unknown UID gives an empty status).
   virtual asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                                   std::string namespace_) = 0;

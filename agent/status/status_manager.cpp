@@ -129,6 +129,20 @@ std::string StatusManager::getPodPhase(const std::string& uid) const {
   return it == statuses_.end() ? std::string() : it->second.status.phase;
 }
 
+uint64_t StatusManager::terminalGeneration() const {
+  std::lock_guard lock(mu_);
+  return terminal_generation_;
+}
+
+std::set<std::string> StatusManager::terminalPodUIDs() const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> out;
+  for (const auto& [uid, versioned] : statuses_) {
+    if (isTerminalPhase(versioned.status.phase)) out.insert(uid);
+  }
+  return out;
+}
+
 bool StatusManager::setPodStatus(const api::Pod& pod, api::PodStatus status) {
   return updateStatusInternal(pod, std::move(status), pod.metadata.deletion_timestamp.has_value());
 }
@@ -207,6 +221,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
     next.version = cached != statuses_.end() ? cached->second.version + 1 : 1;
     next.pod_name = pod.metadata.name;
     next.pod_namespace = pod.metadata.namespace_;
+    if (isTerminalPhase(next.status.phase)) ++terminal_generation_;
     statuses_[uid] = std::move(next);
     notify = on_change_;
   }
@@ -216,12 +231,14 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
 
 void StatusManager::removeOrphanedStatuses(const std::set<std::string>& keep) {
   std::lock_guard lock(mu_);
-  std::erase_if(statuses_, [&](const auto& kv) { return keep.count(kv.first) == 0; });
+  if (std::erase_if(statuses_, [&](const auto& kv) { return keep.count(kv.first) == 0; }) > 0) {
+    ++terminal_generation_;
+  }
 }
 
 void StatusManager::removeStatus(const std::string& uid) {
   std::lock_guard lock(mu_);
-  statuses_.erase(uid);
+  if (statuses_.erase(uid) > 0) ++terminal_generation_;
 }
 
 void StatusManager::setOnChange(std::function<void(const std::string&)> on_change) {

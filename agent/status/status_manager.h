@@ -41,6 +41,11 @@ class StatusManager {
   std::optional<VersionedPodStatus> getVersionedPodStatus(const std::string& uid) const;
   // Only the cached phase ("" when none): cheap enough to ask for every pod of a large node.
   std::string getPodPhase(const std::string& uid) const;
+  // UIDs whose cached status has a terminal phase (Succeeded or Failed).
+  std::set<std::string> terminalPodUIDs() const;
+  // Changes whenever a status is set with a terminal phase or a status is removed: what
+  // terminalPodUIDs answers (and which pods count as active) can only differ when this differs.
+  uint64_t terminalGeneration() const;
 
   // Records `status` for `pod`. Returns false when the update was refused (an illegal container
   // state transition) or changed nothing.
@@ -67,6 +72,7 @@ class StatusManager {
   podmanager::PodManager& pod_manager_;
   mutable std::mutex mu_;
   std::map<std::string, VersionedPodStatus> statuses_;
+  uint64_t terminal_generation_ = 0;
   std::function<void(const std::string&)> on_change_;
 };
 

@@ -3,7 +3,9 @@
 // real inotify, two io threads) with N static pods in one manifest directory (default 50,000):
 //  - time from start until every pod's container runs (FakeRuntime running count reaches N),
 //  - RSS after that (VmRSS and VmHWM from /proc/self/status),
-//  - CPU used per second while idle afterwards (getrusage over 10 s),
+//  - CPU used per second while idle afterwards (getrusage over HOLLOW_IDLE_SECONDS, default 90 s:
+//    one full --sync-frequency period of 60 s plus its 50% jitter, so every pod's periodic resync
+//    is in the figure),
 //  - delay from a new manifest's rename into the directory to its container start, p50/p99 over
 //    `samples` new pods with the N pods present.
 // The manifests go to $TMPDIR (default /dev/shm). HOLLOW_PROGRESS=1 prints the running count
@@ -159,13 +161,21 @@ int main(int argc, char** argv) {
   std::printf("hollow node: RSS %ld MiB (peak %ld MiB)\n", statusKb("VmRSS") / 1024,
               statusKb("VmHWM") / 1024);
 
-  // Idle: let the first full resync and housekeeping settle a little, then measure 10 s.
+  // Idle: let the start settle a little, then measure.
+  const char* idle_env = getenv("HOLLOW_IDLE_SECONDS");
+  const long idle_seconds = idle_env ? std::max(1L, std::strtol(idle_env, nullptr, 10)) : 90;
   std::this_thread::sleep_for(2s);
   const double idle0 = cpuSeconds();
-  std::this_thread::sleep_for(10s);
+  const uint64_t syncs0 = the_agent->metrics().sync_pod_total;
+  std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
   const double idle_cpu = cpuSeconds() - idle0;
-  std::printf("hollow node: idle CPU %.1f ms/s (%.2f%% of one core) with %zu pods\n",
-              idle_cpu * 1000 / 10, idle_cpu * 10, n);
+  const auto idle_syncs = the_agent->metrics().sync_pod_total - syncs0;
+  std::printf("hollow node: idle CPU %.1f ms/s (%.2f%% of one core) with %zu pods over %ld s "
+              "(%lu periodic syncPod calls, %.1f us CPU per call if all of it were syncPod)\n",
+              idle_cpu * 1000 / static_cast<double>(idle_seconds),
+              idle_cpu * 100 / static_cast<double>(idle_seconds), n, idle_seconds,
+              static_cast<unsigned long>(idle_syncs),
+              idle_syncs ? idle_cpu * 1e6 / static_cast<double>(idle_syncs) : 0.0);
 
   std::vector<double> lat;
   for (size_t i = 0; i < samples; ++i) {

@@ -71,6 +71,7 @@ std::map<std::string, podworkers::PodWorkerSync> FakePodWorkers::syncKnownPods(
 
 void FakePodWorkers::forgetWorker(const std::string& uid) {
   std::lock_guard lock(mu_);
+  ++generation_;
   forgotten_.push_back(uid);
   states_.erase(uid);
 }
@@ -139,6 +140,11 @@ bool FakePodWorkers::isPodForMirrorPodTerminatingByFullName(const std::string& f
   return terminating_static_.contains(full_name);
 }
 
+uint64_t FakePodWorkers::generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
 std::vector<podworkers::UpdatePodOptions> FakePodWorkers::updates() const {
   std::lock_guard lock(mu_);
   return updates_;
@@ -156,16 +162,19 @@ std::vector<std::vector<api::PodPtr>> FakePodWorkers::knownPodsCalls() const {
 
 void FakePodWorkers::setState(const std::string& uid, PodWorkerState state, bool is_static) {
   std::lock_guard lock(mu_);
+  ++generation_;
   states_[uid] = podworkers::PodWorkerSync{state, false, true, is_static};
 }
 
 void FakePodWorkers::clearState(const std::string& uid) {
   std::lock_guard lock(mu_);
+  ++generation_;
   states_.erase(uid);
 }
 
 void FakePodWorkers::setTerminatingStaticFullName(const std::string& full_name, bool terminating) {
   std::lock_guard lock(mu_);
+  ++generation_;
   if (terminating) {
     terminating_static_.insert(full_name);
   } else {

@@ -34,6 +34,8 @@ class FakePodWorkers final : public podworkers::PodWorkers {
   bool shouldPodRuntimeBeRemoved(const std::string& uid) const override;
   bool shouldPodContentBeRemoved(const std::string& uid) const override;
   bool isPodForMirrorPodTerminatingByFullName(const std::string& full_name) const override;
+  // Bumped by every call that changes what syncKnownPods reports.
+  uint64_t generation() const override;
 
   // What the test sees.
   std::vector<podworkers::UpdatePodOptions> updates() const;
@@ -63,6 +65,7 @@ class FakePodWorkers final : public podworkers::PodWorkers {
   std::map<std::string, podworkers::PodWorkerSync> states_;
   std::set<std::string> terminating_static_;
   std::vector<std::string> due_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace nodeagent::testing

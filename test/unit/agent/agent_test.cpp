@@ -442,3 +442,99 @@ TEST_CASE("agent: a failed postStart hook kills the container with FailedPostSta
     CHECK(cs.state.waiting->reason == "CrashLoopBackOff");
   }
 }
+
+TEST_CASE("agent: housekeeping does no work while nothing changes, with a periodic full pass",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(5s);  // the first passes after the start
+  const auto skipped = h.agent->metrics().housekeeping_skipped.load();
+  // A stray pod directory nothing reports as a change: only the safety-net pass finds it.
+  const auto stray = h.root.path() / "pods" / "stray-uid";
+  std::filesystem::create_directories(stray);
+  h.advance(10s);
+  CHECK(h.agent->metrics().housekeeping_skipped >= skipped + 4);
+  CHECK(std::filesystem::exists(stray));
+  h.advance(5min);
+  CHECK_FALSE(std::filesystem::exists(stray));
+  CHECK(std::filesystem::exists(h.root.path() / "pods" / "uid-web"));
+  CHECK(h.runtime.runningContainerCount() == 1);
+}
+
+TEST_CASE("agent: housekeeping runs at the next tick after the pod manager changes",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(10s);
+  REQUIRE(h.runtime.runningContainerCount() == 1);
+  const auto skipped = h.agent->metrics().housekeeping_skipped.load();
+  REQUIRE(skipped > 0);
+  // Gone from the pod manager without a REMOVE: housekeeping, not a handler, must notice.
+  h.pod_manager.deletePod(webPod());
+  h.advance(2100ms);
+  CHECK(h.runtime.runningContainerCount() == 0);
+  CHECK(h.actions(Action::Kind::kKill).size() == 1);
+}
+
+TEST_CASE("agent: housekeeping runs at the next tick after a container nobody wants appears",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(10s);
+  const auto stray = h.root.path() / "pods" / "stray-uid";
+  std::filesystem::create_directories(stray);
+  // A container exit of a wanted pod is no reason to look at everything again.
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.advance(2100ms);
+  CHECK(std::filesystem::exists(stray));
+  // A container of a pod nobody wants (PLEG event for an unknown UID) is.
+  auto unknown = webPod("uid-unknown");
+  asio::co_spawn(
+      h.ioc,
+      [&h, unknown]() -> asio::awaitable<void> {
+        runtime::StartContainerOptions options;  // named: see GCC 12 and co_await temporaries
+        auto id = co_await h.runtime.startContainer(unknown, unknown->spec.containers[0], 0, options);
+        CHECK(id.ok());
+      },
+      asio::detached);
+  h.drain();
+  REQUIRE(h.runtime.containerStatus("uid-unknown", "web")->state ==
+          runtime::ContainerState::kRunning);
+  h.advance(2100ms);
+  CHECK_FALSE(std::filesystem::exists(stray));
+  CHECK(h.runtime.containerStatus("uid-unknown", "web")->state ==
+        runtime::ContainerState::kExited);
+}
+
+TEST_CASE("agent: admission counts pods of earlier batches, and frees a slot once a pod ends",
+          "[unit][agent]") {
+  Harness h(/*max_pods=*/2);
+  auto pod = [](const std::string& uid, const std::string& policy = "Always") {
+    return testing::PodBuilder()
+        .name("p-" + uid + "-node1")
+        .uid(uid)
+        .annotation("kubernetes.io/config.source", "file")
+        .container("c", {"sleep", "1"})
+        .restartPolicy(policy)
+        .build();
+  };
+  h.update(api::PodOperation::kAdd, {pod("u1", "Never")});
+  h.update(api::PodOperation::kAdd, {pod("u2")});
+  h.update(api::PodOperation::kAdd, {pod("u3")});
+  CHECK(h.phase("u1") == "Running");
+  CHECK(h.phase("u2") == "Running");
+  CHECK(h.status_manager.getPodStatus("u3")->reason == "OutOfpods");
+  // u1 completes (restartPolicy Never): it no longer counts.
+  REQUIRE(h.runtime.exitContainer("u1", "c", 0));
+  h.advance(1s);
+  REQUIRE(h.phase("u1") == "Succeeded");
+  h.update(api::PodOperation::kAdd, {pod("u4")});
+  CHECK(h.phase("u4") == "Running");
+  h.update(api::PodOperation::kAdd, {pod("u5")});
+  CHECK(h.status_manager.getPodStatus("u5")->reason == "OutOfpods");
+  // A removed pod frees its slot too.
+  h.update(api::PodOperation::kRemove, {pod("u2")});
+  h.advance(1s);
+  h.update(api::PodOperation::kAdd, {pod("u6")});
+  CHECK(h.phase("u6") == "Running");
+}

@@ -2,8 +2,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
+#include <vector>
+
+#include <regex.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -126,6 +134,40 @@ TEST_CASE("yamlToJson: non-string keys become strings like sigs.k8s.io/yaml", "[
   CHECK(j == json{{"1", "a"}, {"true", "c2"}, {"1.5", "d"}, {"null", "e"}, {"16", "f"}});
 }
 
+TEST_CASE("yamlToJson: keys are the resolved scalar written as a string", "[unit][api]") {
+  // Keys that stay strings skip building a value; every other key goes through the resolver.
+  auto keyText = [](const json& k) -> std::string {
+    if (k.is_string()) return k.get<std::string>();
+    if (k.is_number_float()) {
+      char buf[64];
+      auto res = std::to_chars(buf, buf + sizeof(buf), k.get<double>());
+      return std::string(buf, res.ptr);
+    }
+    return k.dump();
+  };
+  const std::string alphabet = "019+-._xoObeEyYnN~aA";
+  int checked = 0;
+  for (char a : alphabet) {
+    for (char b : alphabet) {
+      for (const std::string& key : {std::string(1, a), std::string{a, b}, std::string{a, b, a}}) {
+        auto r = yamlToJson(key + ": v\n");
+        if (!r.ok() || !r->is_object() || r->size() != 1) continue;
+        auto resolved = resolvePlainScalar(key);
+        INFO("key " << key);
+        REQUIRE(resolved.ok());
+        CHECK(r->begin().key() == keyText(*resolved));
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 500);
+  CHECK(mustConvert("'yes': a\n\"1\": b\n") == json{{"yes", "a"}, {"1", "b"}});
+  CHECK_THAT(mustFail("'true': a\ntrue: b\n"), Catch::Contains("duplicate key \"true\""));
+  CHECK_THAT(mustFail("name: a\n\"name\": b\n"), Catch::Contains("line 2 column 1: duplicate key"));
+  // An anchored key takes the general path; its alias is the same key again.
+  CHECK_THAT(mustFail("&k name: a\n*k : b\n"), Catch::Contains("duplicate key \"name\""));
+}
+
 TEST_CASE("yamlToJson: keys that collide after conversion are duplicates", "[unit][api]") {
   CHECK_THAT(mustFail("true: a\nyes: b\n"), Catch::Contains("duplicate key \"true\""));
 }
@@ -191,6 +233,27 @@ TEST_CASE("yamlToJson: control characters are rejected", "[unit][api]") {
   CHECK_THAT(mustFail(std::string("a: b\0c", 6)), Catch::Contains("control character 0x00"));
   mustFail("a: \x01");
   mustFail("{\"a\": \"\x1b\"}");
+}
+
+TEST_CASE("yamlToJson: bad bytes are found at every offset of a long ASCII line", "[unit][api]") {
+  // The input check reads printable ASCII eight bytes at a time: every offset must still be seen.
+  const std::string line = "key: " + std::string(40, 'v');
+  for (size_t at = 5; at < line.size(); ++at) {
+    INFO("offset " << at);
+    std::string column = "line 1 column " + std::to_string(at + 1) + ": ";
+    for (const char* bad : {"\x01", "\x1f", "\x7f\x80", "\xff", "\xc0\xaf", "\xe2\x82"}) {
+      std::string text = line;
+      text.replace(at, std::string_view(bad).size(), bad);
+      // 0x7f is allowed: the error is at the 0x80 after it.
+      std::string where = bad[0] == '\x7f'
+                              ? "line 1 column " + std::to_string(at + 2) + ": "
+                              : column;
+      CHECK_THAT(mustFail(text), Catch::Contains(where));
+    }
+    std::string ok = line;
+    ok.replace(at, 2, "\xc3\xa9");
+    CHECK(mustConvert(ok)["key"] == ok.substr(5));
+  }
 }
 
 TEST_CASE("yamlToJson: escapes that produce invalid UTF-8 are rejected", "[unit][api]") {
@@ -293,6 +356,152 @@ TEST_CASE("yamlToJson: binary garbage never crashes or hangs", "[unit][api]") {
     (void)yamlToJson(m.substr(0, rng() % m.size()));
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+// A POSIX extended regular expression matched against whole strings (std::regex trips GCC 12's
+// -Wmaybe-uninitialized in sanitizer builds).
+class Pattern {
+ public:
+  explicit Pattern(const std::string& re) {
+    if (regcomp(&re_, ("^(" + re + ")$").c_str(), REG_EXTENDED) != 0) std::abort();
+  }
+  ~Pattern() { regfree(&re_); }
+  Pattern(const Pattern&) = delete;
+  Pattern& operator=(const Pattern&) = delete;
+
+  // Whether all of `s` matches; `group1` and `group2` get the text of the pattern's groups.
+  bool match(const std::string& s, std::string* group1 = nullptr,
+             std::string* group2 = nullptr) const {
+    regmatch_t m[4];
+    if (regexec(&re_, s.c_str(), 4, m, 0) != 0) return false;
+    auto text = [&](int i) {
+      if (m[i].rm_so < 0) return std::string();
+      return s.substr(static_cast<size_t>(m[i].rm_so),
+                      static_cast<size_t>(m[i].rm_eo - m[i].rm_so));
+    };
+    if (group1 != nullptr) *group1 = text(2);
+    if (group2 != nullptr) *group2 = text(3);
+    return true;
+  }
+
+ private:
+  regex_t re_{};
+};
+
+// yaml.v2's resolve() for plain scalars, written from its rules with regular expressions and
+// strtoull/strtod, as an independent reference for resolvePlainScalar's hand-written scanner.
+// An empty json with `error` set means infinity or NaN.
+struct Reference {
+  json value;
+  bool error = false;
+};
+
+Reference referenceResolve(const std::string& s) {
+  static const std::map<std::string, json> kFixed = [] {
+    std::map<std::string, json> m;
+    for (const char* w : {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
+      m[w] = true;
+    for (const char* w : {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off",
+                          "OFF"})
+      m[w] = false;
+    for (const char* w : {"", "~", "null", "Null", "NULL"}) m[w] = nullptr;
+    return m;
+  }();
+  static const Pattern kSpecialFloat(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
+  static const Pattern kInt(R"(([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*))");
+  static const Pattern kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (auto it = kFixed.find(s); it != kFixed.end()) return {it->second};
+  if (kSpecialFloat.match(s)) return {json(), true};
+  const char c = s[0];
+  if (c == '.') {
+    if (kFloat.match(s) && std::isfinite(std::strtod(s.c_str(), nullptr))) {
+      return {json(std::strtod(s.c_str(), nullptr))};
+    }
+    return {json(s)};
+  }
+  if (c != '+' && c != '-' && (c < '0' || c > '9')) return {json(s)};
+  std::string plain;
+  for (char ch : s) {
+    if (ch != '_') plain += ch;
+  }
+  std::string sign;
+  std::string digits;
+  if (kInt.match(plain, &sign, &digits)) {
+    int base = 10;
+    if (digits.size() > 1 && digits[0] == '0') {
+      char p = static_cast<char>(digits[1] | 0x20);
+      base = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 8;
+      digits = digits.substr(p == 'x' || p == 'o' || p == 'b' ? 2 : 1);
+    }
+    errno = 0;
+    unsigned long long v = std::strtoull(digits.c_str(), nullptr, base);
+    if (errno == 0) {
+      if (sign == "-") {
+        if (v <= 9223372036854775808ULL) return {json(static_cast<int64_t>(0 - v))};
+      } else if (v <= static_cast<unsigned long long>(INT64_MAX)) {
+        return {json(static_cast<int64_t>(v))};
+      } else if (sign.empty()) {
+        return {json(static_cast<uint64_t>(v))};
+      }
+    }
+  }
+  if (kFloat.match(plain) && std::isfinite(std::strtod(plain.c_str(), nullptr))) {
+    return {json(std::strtod(plain.c_str(), nullptr))};
+  }
+  return {json(s)};
+}
+
+void checkResolvesLikeReference(const std::string& s) {
+  INFO("scalar \"" << s << "\"");
+  Reference want = referenceResolve(s);
+  auto got = resolvePlainScalar(s);
+  REQUIRE(got.ok() == !want.error);
+  if (want.error) {
+    CHECK_THAT(got.status().message(), Catch::Contains("cannot be represented in JSON"));
+    return;
+  }
+  REQUIRE(got->type() == want.value.type());
+  REQUIRE(*got == want.value);
+}
+
+TEST_CASE("resolvePlainScalar: every short scalar over a numeric alphabet matches yaml.v2's rules",
+          "[unit][api]") {
+  const std::string alphabet = "0179+-._xXoObBeEfFyYnN~aA";
+  std::vector<std::string> level = {""};
+  for (int len = 0; len <= 3; ++len) {
+    std::vector<std::string> next;
+    for (const auto& s : level) {
+      checkResolvesLikeReference(s);
+      if (len < 3) {
+        for (char c : alphabet) next.push_back(s + c);
+      }
+    }
+    level = std::move(next);
+  }
+}
+
+TEST_CASE("resolvePlainScalar: keywords, long numbers and random scalars match yaml.v2's rules",
+          "[unit][api]") {
+  std::vector<std::string> cases = {
+      "true", "True", "TRUE", "tRue", "yes", "YeS", "on", "oN", "off", "OfF", "false", "FALSE",
+      "fAlse", "null", "NULL", "nUll", "~~", ".inf", "-.inf", "+.Inf", "-.INF", ".NaN", "+.nan",
+      ".nAn", "-.nan", "..inf", "8080", "10", "5", "0", "00", "017", "018", "123456789012345678",
+      "999999999999999999", "1234567890123456789", "9223372036854775807", "9223372036854775808",
+      "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
+      "18446744073709551616", "+18446744073709551615", "0x7fffffffffffffff", "0xffffffffffffffff",
+      "0x10000000000000000", "-0x8000000000000000", "1_000_000", "_1", "1_", "0_7", "0x_1f",
+      "1__0", "1e3", "1E+3", "1e-3", "1.5e", "1.e5", "0.5", "-.5", "+.5", ".5e1", "1.2.3",
+      "2024-01-01", "1:30", "100m", "128Mi", "1e999", "-1e999", "1e-999", "0b", "0o", "0x",
+      "0b102", "0o8", "0xg", "-", "+", ".", "-_", "web", "registry.example.com:5000/x:1",
+      "/usr/bin/web-server", "--port=8080", std::string(40, '9'), "0" + std::string(30, '7')};
+  for (const auto& s : cases) checkResolvesLikeReference(s);
+  std::mt19937_64 rng(7);
+  const std::string alphabet = "0123456789+-._xoObeEyn";
+  for (int i = 0; i < 5000; ++i) {
+    std::string s(4 + rng() % 20, ' ');
+    for (auto& ch : s) ch = alphabet[rng() % alphabet.size()];
+    checkResolvesLikeReference(s);
+  }
 }
 
 TEST_CASE("parseJson: accepts any JSON value and rejects trailing content", "[unit][api]") {
