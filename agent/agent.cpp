@@ -84,9 +84,23 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
   sync_loop_ = std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,
                                           options_.sync_loop);
   pleg_ = std::make_shared<Pleg>(executor, clock, runtime, options_.pleg);
+  probe_handler_ = options_.probe_handler
+                       ? options_.probe_handler
+                       : std::make_shared<RealProbeHandler>(runtime, clock);
+  prober_ = std::make_shared<Prober>(
+      executor, clock, probe_handler_, options_.node_ip,
+      [this](const std::string& uid) {
+        // kubelet's probe result channels -> handleProbeSync: sync the pod on the loop.
+        asio::dispatch(sync_loop_->strand(), [this, uid] {
+          if (auto pod = pod_manager_.getPodByUID(uid)) handlePodSyncs({pod});
+        });
+      },
+      [this](const std::string& uid, const std::string& container, ProbeType type,
+             const ProbeOutcome& outcome) { onProbeFailure(uid, container, type, outcome); });
 }
 
 Agent::~Agent() {
+  prober_->stop();
   sync_loop_->stop();
   pleg_->stop();
   pod_workers_->shutdown();
@@ -101,6 +115,7 @@ void Agent::start() {
 }
 
 void Agent::stop(std::function<void()> on_idle) {
+  prober_->stop();
   sync_loop_->stop();
   pleg_->stop();
   asio::dispatch(sync_loop_->strand(), [this] { wake_timers_.clear(); });
@@ -170,6 +185,7 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
     }
     if (!podIsInactive(*pod)) active.push_back(pod);
     trackDeadline(pod);
+    prober_->addPod(*pod);
     dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
   }
   // Keyed by the state before this batch: if the batch itself replaced a pod, the next batch
@@ -185,6 +201,7 @@ void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
       continue;
     }
     trackDeadline(pod);
+    prober_->addPod(*pod);
     dispatchWork(pod, api::SyncPodType::kUpdate, pod_manager_.getMirrorPodByPod(*pod));
   }
 }
@@ -196,6 +213,7 @@ void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
       handleMirrorPod(pod);
       continue;
     }
+    prober_->removePod(pod->metadata.uid);
     deletePod(pod);
   }
 }
@@ -365,6 +383,7 @@ void Agent::handlePodCleanups() {
         if (rejected_.count(pod->metadata.uid) > 0) continue;
         log()->info("Restarting pod worker pod={} uid={}", api::podRef(*pod), pod->metadata.uid);
         acted = true;
+        prober_->addPod(*pod);
         dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
       }
       last_cleanup_ = LastCleanup{inputs, now, acted};
@@ -386,6 +405,11 @@ asio::awaitable<Agent::CleanupResult> Agent::cleanups() {
   for (const auto& p : all.mirror_pods) keep_status.insert(p->metadata.uid);
   for (const auto& [uid, sync] : working) keep_status.insert(uid);
   status_manager_.removeOrphanedStatuses(keep_status);
+  {
+    std::set<std::string> desired;
+    for (const auto& p : all.pods) desired.insert(p->metadata.uid);
+    prober_->cleanupPods(desired);
+  }
 
   // Pods config still wants but the workers forgot (a terminated UID re-added): start again
   // (unless admission rejected them: checked on the sync loop strand).
@@ -491,6 +515,7 @@ api::PodStatus Agent::generateAPIPodStatus(const api::Pod& pod,
   s.container_statuses = convertToAPIContainerStatuses(pod, status, old.container_statuses,
                                                        pod.spec.containers, has_init, false,
                                                        failures);
+  prober_->updatePodStatus(pod, s.container_statuses);
   s.init_container_statuses = convertToAPIContainerStatuses(
       pod, status, old.init_container_statuses, pod.spec.init_containers, has_init, true, failures);
   for (const auto& c : pod.status.conditions) {
@@ -543,6 +568,54 @@ void Agent::visitPodsWithStatus(
   for (const auto& pod : pod_manager_.getPods()) {
     auto status = status_manager_.getPodStatus(pod->metadata.uid);
     fn(*pod, status ? &*status : nullptr);
+  }
+}
+
+asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
+                                                      const api::Container& container,
+                                                      const runtime::ContainerId& id) {
+  ProbeTarget target;
+  target.handler = *container.lifecycle->post_start;
+  // kubelet gives the hook no timeout; the grace period bounds it so that a hung hook cannot
+  // hold the pod's worker for ever.
+  target.timeout = std::chrono::seconds(std::max<int64_t>(runtime::podGracePeriodSeconds(*pod), 1));
+  target.container_id = id;
+  target.pod_ip = options_.node_ip;
+  target.ports = container.ports;
+  auto hook = probe_handler_->runHook(target);
+  auto failure = co_await std::move(hook);
+  if (!failure) co_return base::okStatus();
+  const auto message = hookFailureMessage(target.handler, container.name, *pod, *failure);
+  log()->warn("PostStart hook failed, killing the container pod={} container={} id={} error={}",
+              api::podRef(*pod), container.name, id.toString(), failure->error);
+  if (options_.record_event) {
+    options_.record_event(*pod, "Warning", "FailedPostStartHook", message,
+                          "spec.containers{" + container.name + "}");
+  }
+  auto kill = runtime_.killContainer(pod, id, std::nullopt, "FailedPostStartHook");
+  auto killed = co_await std::move(kill);
+  ++metrics_.containers_killed;
+  if (!killed.ok()) {
+    log()->warn("Cannot kill the container after its postStart hook failed pod={} container={} "
+                "err={}",
+                api::podRef(*pod), container.name, killed.toString());
+  }
+  setStartFailure(pod->metadata.uid, container.name, {"PostStartHookError", message});
+  co_return base::unknownError("PostStartHookError: " + failure->error);
+}
+
+void Agent::onProbeFailure(const std::string& uid, const std::string& container, ProbeType type,
+                           const ProbeOutcome& outcome) {
+  auto pod = pod_manager_.getPodByUID(uid);
+  if (!pod) return;
+  const bool errored = outcome.kind == ProbeOutcome::Kind::kUnknown;
+  log()->info("Probe {} probeType={} pod={} container={} output={}", errored ? "errored" : "failed",
+              probeTypeName(type), api::podRef(*pod), container, outcome.output);
+  if (options_.record_event) {
+    options_.record_event(*pod, "Warning", "Unhealthy",
+                          std::string(probeTypeName(type)) + " probe " +
+                              (errored ? "errored: " : "failed: ") + outcome.output,
+                          "spec.containers{" + container + "}");
   }
 }
 

@@ -23,6 +23,7 @@
 #include "agent/container_statuses.h"
 #include "agent/crash_backoff.h"
 #include "agent/pleg.h"
+#include "agent/prober/prober.h"
 #include "agent/runtime/runtime.h"
 #include "agent/status/status_manager.h"
 #include "agent/sync_handler.h"
@@ -57,6 +58,9 @@ struct AgentOptions {
   std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
                      const std::string& message, const std::string& field_path)>
       record_event;
+  // Runs probes and lifecycle hooks; null means the real one (exec through the runtime,
+  // httpGet/tcpSocket over sockets). Tests give a fake.
+  std::shared_ptr<ProbeHandler> probe_handler;
 };
 
 // Counters the metrics endpoint reads.
@@ -139,6 +143,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   Pleg& pleg() { return *pleg_; }
   const Pleg& pleg() const { return *pleg_; }
   SyncLoop& syncLoop() { return *sync_loop_; }
+  Prober& prober() { return *prober_; }
 
   // kubelet's generateAPIPodStatus. Any thread.
   api::PodStatus generateAPIPodStatus(const api::Pod& pod, const runtime::PodStatus& status) const;
@@ -179,6 +184,12 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   // runtime_.killPod, reporting ExceededGracePeriod when the kill outlasts its grace period.
   asio::awaitable<base::Status> killPodWatched(const api::PodPtr& pod, runtime::Pod running,
                                                std::optional<int64_t> grace_override);
+  // kubelet's postStart step of startContainer: a failed hook kills the container.
+  asio::awaitable<base::Status> runPostStartHook(const api::PodPtr& pod,
+                                                 const api::Container& container,
+                                                 const runtime::ContainerId& id);
+  void onProbeFailure(const std::string& uid, const std::string& container, ProbeType type,
+                      const ProbeOutcome& outcome);
   asio::awaitable<void> syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror);
   void setStartFailure(const std::string& uid, const std::string& container, StartFailure f);
   void clearStartFailure(const std::string& uid, const std::string& container);
@@ -199,6 +210,8 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   std::unique_ptr<podworkers::BasicPodWorkers> pod_workers_;
   std::shared_ptr<SyncLoop> sync_loop_;
   std::shared_ptr<Pleg> pleg_;
+  std::shared_ptr<ProbeHandler> probe_handler_;
+  std::shared_ptr<Prober> prober_;
   asio::strand<asio::any_io_executor> cleanup_strand_;
 
   // Sync loop strand only.

@@ -47,7 +47,8 @@ NextInitContainer findNextInitContainerToRun(const api::Pod& pod,
   return {nullptr, size_t{0}, false};
 }
 
-PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& status) {
+PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& status,
+                             const ProbeFailures* probes) {
   PodActions actions;
   const bool restart_on_failure = pod.spec.restart_policy != "Never";
 
@@ -74,15 +75,27 @@ PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& stat
       }
       continue;
     }
-    if (cs->hash == container.hash) {
+    if (cs->hash != container.hash) {
+      // The spec changed: kubelet restarts the container whatever the restart policy.
+      actions.containers_to_start.push_back(i);
+      actions.containers_to_kill.push_back(
+          {cs->id, container.name,
+           "Container " + container.name + " definition changed, will be restarted"});
+      continue;
+    }
+    auto failed = probes != nullptr
+                      ? probes->failedProbe(pod.metadata.uid, container.name, cs->id)
+                      : std::string_view();
+    if (failed.empty()) {
       ++keep;
       continue;
     }
-    // The spec changed: kubelet restarts the container whatever the restart policy.
-    actions.containers_to_start.push_back(i);
-    actions.containers_to_kill.push_back(
-        {cs->id, container.name,
-         "Container " + container.name + " definition changed, will be restarted"});
+    std::string message = "Container " + container.name + " failed " + std::string(failed) + " probe";
+    if (restart_on_failure) {
+      message += ", will be restarted";
+      actions.containers_to_start.push_back(i);
+    }
+    actions.containers_to_kill.push_back({cs->id, container.name, std::move(message)});
   }
   if (keep == 0 && actions.containers_to_start.empty()) actions.kill_pod = true;
   return actions;

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/runtime/runtime.h"
@@ -45,6 +46,20 @@ NextInitContainer findNextInitContainerToRun(const api::Pod& pod, const runtime:
 
 bool isInitContainerFailed(const runtime::ContainerStatus& status);
 
-PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& status);
+// What computePodActions asks the prober (kubelet's liveness and startup results managers).
+class ProbeFailures {
+ public:
+  virtual ~ProbeFailures() = default;
+  // "liveness" or "startup" when the container `id` failed that probe, else "".
+  virtual std::string_view failedProbe(const std::string& pod_uid,
+                                       const std::string& container_name,
+                                       const runtime::ContainerId& id) const = 0;
+};
+
+// With `probes`, a running container that failed its liveness or startup probe is killed
+// ("Container X failed liveness probe, will be restarted") and started again unless the
+// restart policy is Never.
+PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& status,
+                             const ProbeFailures* probes = nullptr);
 
 }  // namespace nodeagent::agent

@@ -188,6 +188,10 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
   }
   log()->info("Container started pod={} container={} attempt={} id={}", api::podRef(*pod),
               container.name, attempt, started->toString());
+  if (container.lifecycle && container.lifecycle->post_start) {
+    auto hook = runPostStartHook(pod, container, *started);
+    co_return co_await std::move(hook);
+  }
   co_return base::okStatus();
 }
 
@@ -257,7 +261,7 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
     co_return volumes.status();
   }
 
-  auto actions = computePodActions(*pod, *status);
+  auto actions = computePodActions(*pod, *status, prober_.get());
   if (actions.kill_pod && anyRunning(*status)) {
     auto killed = co_await killPodWatched(pod, runningPodOf(*status), std::nullopt);
     if (!killed.ok()) co_return killed;
@@ -267,7 +271,7 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
     log()->info("Killing container pod={} container={} reason={}", api::podRef(*pod), kill.name,
                 kill.message);
     if (options_.record_event) {
-      options_.record_event(*pod, "Normal", "Killing", "Stopping container " + kill.name,
+      options_.record_event(*pod, "Normal", "Killing", kill.message,
                             "spec.containers{" + kill.name + "}");
     }
     auto killed = co_await runtime_.killContainer(pod, kill.id, std::nullopt, kill.message);

@@ -1,10 +1,16 @@
 #include "agent/runtime/cri_log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 
 namespace nodeagent::runtime {
 namespace {
@@ -158,6 +164,86 @@ std::vector<std::string> rotatedFilesToRemove(std::vector<std::string> rotated, 
   if (rotated.size() <= keep) return {};
   rotated.resize(rotated.size() - keep);
   return rotated;
+}
+
+namespace {
+
+// The last `max` bytes of the file at `path`; false with errno set when it cannot be read.
+bool readTail(const std::string& path, size_t max, std::string& out, bool& truncated) {
+  out.clear();
+  truncated = false;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    errno = err;
+    return false;
+  }
+  off_t size = st.st_size;
+  off_t from = size > static_cast<off_t>(max) ? size - static_cast<off_t>(max) : 0;
+  truncated = from > 0;
+  out.resize(static_cast<size_t>(size - from));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, from + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      errno = err;
+      return false;
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  ::close(fd);
+  return true;
+}
+
+}  // namespace
+
+std::string tailCriLogText(const std::string& path, int max_lines, size_t max_bytes) {
+  // 80 records rarely exceed this; the result keeps only the last max_bytes of text anyway.
+  constexpr size_t kReadLimit = 256 * 1024;
+  std::string data;
+  bool truncated = false;
+  if (!readTail(path, kReadLimit, data, truncated)) return "";
+  std::deque<std::string> texts;
+  size_t pos = 0;
+  if (truncated) {
+    pos = data.find('\n');  // the first line is cut
+    pos = pos == std::string::npos ? data.size() : pos + 1;
+  }
+  while (pos < data.size()) {
+    size_t end = data.find('\n', pos);
+    if (end == std::string::npos) end = data.size();
+    if (auto rec = parseCriRecord(std::string_view(data).substr(pos, end - pos))) {
+      texts.push_back(rec->partial ? std::move(rec->text) : rec->text + "\n");
+      if (static_cast<int>(texts.size()) > max_lines) texts.pop_front();
+    }
+    pos = end + 1;
+  }
+  std::string out;
+  for (const auto& t : texts) out += t;
+  if (out.size() > max_bytes) out.erase(0, out.size() - max_bytes);
+  return out;
+}
+
+std::string readTerminationMessage(const std::string& message_path, bool fallback_to_logs,
+                                   const std::string& log_path) {
+  std::string message;
+  bool truncated = false;
+  if (!message_path.empty() && !readTail(message_path, kMaxTerminationMessageLength, message, truncated) &&
+      errno != ENOENT) {
+    return "Error on reading termination log " + message_path + ": " + std::strerror(errno);
+  }
+  if (message.empty() && fallback_to_logs) {
+    message = tailCriLogText(log_path, kMaxTerminationMessageLogLines, kMaxTerminationMessageLogLength);
+  }
+  return message;
 }
 
 }  // namespace nodeagent::runtime

@@ -74,4 +74,24 @@ std::string rotatedLogName(const std::string& log_name, int64_t unix_nanos);
 // Names sort by age because the suffix is a fixed-width UTC timestamp (plus "-<n>" on clashes).
 std::vector<std::string> rotatedFilesToRemove(std::vector<std::string> rotated, int max_files);
 
+// kubelet's MaxContainerTerminationMessageLength, MaxContainerTerminationMessageLogLines and
+// MaxContainerTerminationMessageLogLength.
+inline constexpr size_t kMaxTerminationMessageLength = 4 * 1024;
+inline constexpr int kMaxTerminationMessageLogLines = 80;
+inline constexpr size_t kMaxTerminationMessageLogLength = 2048;
+inline constexpr std::string_view kTerminationMessageFileName = "termination-log";
+inline constexpr std::string_view kTerminationMessagePathEnv = "NODEAGENT_TERMINATION_MESSAGE_PATH";
+
+// The text of the last `max_lines` records of the CRI log at `path` (a complete record ends with
+// '\n'), at most its last `max_bytes` bytes: kubelet's readLastStringFromContainerLogs. "" when
+// the file cannot be read.
+std::string tailCriLogText(const std::string& path, int max_lines, size_t max_bytes);
+
+// kubelet's getTerminationMessage for an exited container: the last kMaxTerminationMessageLength
+// bytes of `message_path`; when they are empty (or the file is missing) and `fallback_to_logs`
+// (FallbackToLogsOnError and a failed exit), the tail of the CRI log at `log_path`. A read error
+// other than a missing file gives "Error on reading termination log <path>: <error>".
+std::string readTerminationMessage(const std::string& message_path, bool fallback_to_logs,
+                                   const std::string& log_path);
+
 }  // namespace nodeagent::runtime

@@ -208,6 +208,36 @@ asio::awaitable<base::Status> FakeRuntime::removeContainer(ContainerId id) {
   co_return base::okStatus();
 }
 
+asio::awaitable<base::StatusOr<ExecResult>> FakeRuntime::execInContainer(
+    ContainerId id, std::vector<std::string> command, base::Duration /*timeout*/) {
+  std::string name;
+  ExecFn fn;
+  {
+    std::lock_guard lock(mu_);
+    std::string uid;
+    ContainerStatus* c = findLocked(id.id, &uid);
+    if (c == nullptr) co_return base::notFoundError("container " + id.toString() + " not found");
+    if (c->state != ContainerState::kRunning) {
+      co_return base::failedPreconditionError("container " + id.toString() + " is not running");
+    }
+    name = c->name;
+    fn = exec_fn_;
+    execs_.emplace_back(name, command);
+  }
+  if (!fn) co_return ExecResult{};
+  co_return fn(name, command);
+}
+
+void FakeRuntime::setExecHandler(ExecFn fn) {
+  std::lock_guard lock(mu_);
+  exec_fn_ = std::move(fn);
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> FakeRuntime::execs() const {
+  std::lock_guard lock(mu_);
+  return execs_;
+}
+
 std::filesystem::path FakeRuntime::containerLogsPath(std::string_view pod_namespace,
                                                      std::string_view pod_name,
                                                      std::string_view pod_uid,

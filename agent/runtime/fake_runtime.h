@@ -55,6 +55,8 @@ class FakeRuntime final : public Runtime {
   asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
                                         std::optional<int64_t> grace_override) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+  asio::awaitable<base::StatusOr<ExecResult>> execInContainer(
+      ContainerId id, std::vector<std::string> command, base::Duration timeout) override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
                                           std::string_view pod_uid, std::string_view container_name,
                                           int restart_count) const override;
@@ -81,6 +83,13 @@ class FakeRuntime final : public Runtime {
   std::optional<ContainerStatus> containerStatus(const std::string& uid,
                                                  const std::string& name) const;
   size_t runningContainerCount() const;
+  // What an exec in container `name` returns (default: exit 0, no output). Called without the
+  // runtime's lock held.
+  using ExecFn = std::function<ExecResult(const std::string& container_name,
+                                          const std::vector<std::string>& command)>;
+  void setExecHandler(ExecFn fn);
+  // Commands run through execInContainer, as (container name, argv).
+  std::vector<std::pair<std::string, std::vector<std::string>>> execs() const;
 
  private:
   struct PodRecord {
@@ -104,6 +113,8 @@ class FakeRuntime final : public Runtime {
   std::map<std::pair<std::string, std::string>, base::Status> start_errors_;
   int kill_exit_code_ = 0;
   base::Duration kill_delay_{0};
+  ExecFn exec_fn_;
+  std::vector<std::pair<std::string, std::vector<std::string>>> execs_;
   uint64_t next_id_ = 1;
   uint64_t version_ = 0;  // bumped by every change of pods_
   size_t get_pods_calls_ = 0;

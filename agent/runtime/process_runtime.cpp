@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -34,6 +35,8 @@ using std::chrono::seconds;
 constexpr auto kPPidfd = static_cast<idtype_t>(3);
 // How long to wait for a process to go after SIGKILL before giving up with an error.
 constexpr seconds kKillTimeout{60};
+// How long an exec'd command's output may still arrive after the command exited.
+constexpr std::chrono::milliseconds kExecOutputGrace{200};
 
 int pidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
@@ -146,6 +149,51 @@ asio::awaitable<std::vector<base::Status>> runAll(
       co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::vector<base::Status>)>(
           initiation, asio::use_awaitable);
   co_return results;
+}
+
+// The output pipe of an exec'd command; read on the exec's strand, at most kMaxExecOutput bytes
+// kept (the rest is read and dropped so the command never blocks on a full pipe).
+struct ExecPipe {
+  ExecPipe(asio::any_io_executor ex, int fd) : sd(ex, fd), eof(ex) {
+    eof.expires_at(asio::steady_timer::time_point::max());  // an event, never a deadline
+  }
+  void append(const char* p, size_t n) {
+    const size_t room = kMaxExecOutput - std::min(kMaxExecOutput, out.size());
+    out.append(p, std::min(n, room));
+  }
+  // Reads what the pipe holds right now (the fd is non-blocking).
+  void drain() {
+    if (!sd.is_open()) return;
+    while (true) {
+      ssize_t n = ::read(sd.native_handle(), buf, sizeof buf);
+      if (n > 0) {
+        append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
+  }
+  asio::posix::stream_descriptor sd;
+  // Cancelled when the reader has seen the end of the output (or an error).
+  asio::steady_timer eof;
+  bool done = false;
+  std::string out;
+  char buf[4096];
+};
+
+asio::awaitable<void> readExecOutput(std::shared_ptr<ExecPipe> pipe) {
+  while (true) {
+    boost::system::error_code ec;
+    size_t n = co_await pipe->sd.async_read_some(asio::buffer(pipe->buf),
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+    if (n > 0) pipe->append(pipe->buf, n);
+    if (ec) {
+      pipe->done = true;
+      pipe->eof.cancel();
+      co_return;
+    }
+  }
 }
 
 }  // namespace
@@ -462,6 +510,11 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
                                      std::optional<int64_t> grace_override, std::string reason);
   asio::awaitable<void> runHook(std::string id, std::vector<std::string> command,
                                 base::Duration timeout);
+  asio::awaitable<base::StatusOr<ExecResult>> exec(std::string id,
+                                                   std::vector<std::string> command,
+                                                   base::Duration timeout);
+  asio::awaitable<std::optional<base::StatusOr<ExecResult>>> execOnStrand(
+      std::string id, std::vector<std::string> command, base::Duration timeout);
   base::Status recover();
   void adopt(const std::string& id, ShimConfig config, ShimState state);
   void stop() {
@@ -498,14 +551,25 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
         ": spec.containers[].command is empty; nodeagent runs containers as host processes and "
         "does not pull images, so the command must be given");
   }
-  auto env = buildContainerEnv(pod, container, options);
-  if (!env.ok()) return env.status();
+  const std::string id = newContainerId();
   ShimConfig config;
+  // The container has no filesystem of its own: its terminationMessagePath cannot be mounted, so
+  // it gets a file in its state directory, named by an environment variable.
+  StartContainerOptions with_message = options;
+  if (!container.termination_message_path.empty()) {
+    config.termination_message_path =
+        (containerDir(id) / std::string(kTerminationMessageFileName)).string();
+    with_message.extra_env.emplace_back(std::string(kTerminationMessagePathEnv),
+                                        config.termination_message_path);
+  }
+  config.termination_message_fallback =
+      container.termination_message_policy == "FallbackToLogsOnError";
+  auto env = buildContainerEnv(pod, container, with_message);
+  if (!env.ok()) return env.status();
   for (const auto& a : container.command) config.argv.push_back(expandVars(a, *env));
   for (const auto& a : container.args) config.argv.push_back(expandVars(a, *env));
   for (const auto& [k, v] : *env) config.env.push_back(k + "=" + v);
 
-  const std::string id = newContainerId();
   config.container_id = id;
   config.pod_uid = pod.metadata.uid;
   config.pod_name = pod.metadata.name;
@@ -685,6 +749,42 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
 asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
                                                      std::vector<std::string> command,
                                                      base::Duration timeout) {
+  auto task = exec(id, std::move(command), timeout);
+  auto result = co_await std::move(task);
+  if (!result.ok()) {
+    log_->warn("PreStop hook failed to start id={} error={}", id, result.status().toString());
+  } else if (result->timed_out) {
+    log_->warn("PreStop hook did not finish within the grace period id={}", id);
+  } else if (result->exit_code != 0) {
+    log_->warn("PreStop hook failed id={} exitCode={}", id, result->exit_code);
+  }
+}
+
+asio::awaitable<base::StatusOr<ExecResult>> ProcessRuntime::State::exec(
+    std::string id, std::vector<std::string> command, base::Duration timeout) {
+  // The output reader and the waiter share state: one strand for both.
+  auto strand = asio::make_strand(co_await asio::this_coro::executor);
+  auto task = execOnStrand(std::move(id), std::move(command), timeout);
+  // co_spawn needs a default-constructible result: StatusOr travels in an optional.
+  auto result = co_await asio::co_spawn(strand, std::move(task), asio::use_awaitable);
+  co_return std::move(*result);
+}
+
+asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State::execOnStrand(
+    std::string id, std::vector<std::string> command, base::Duration timeout) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end()) co_return base::notFoundError("container " + id + " not found");
+    if (it->second.state.status != ShimStatus::kRunning) {
+      co_return base::failedPreconditionError("container " + id + " is not running");
+    }
+  }
+  if (command.empty()) co_return base::invalidArgumentError("empty command");
+  int out_fds[2];
+  if (::pipe2(out_fds, O_CLOEXEC) != 0) {
+    co_return base::internalError(std::string("pipe: ") + std::strerror(errno));
+  }
   std::string shim = options_.shim_path.string();
   std::string dir = containerDir(id).string();
   std::vector<std::string> args{shim, "exec", dir};
@@ -698,8 +798,8 @@ asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&attr);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, out_fds[1], 2);
   sigset_t none;
   sigset_t all;
   sigemptyset(&none);
@@ -712,21 +812,28 @@ asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
   int rc = ::posix_spawn(&pid, shim.c_str(), &fa, &attr, argv.data(), envp);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
+  ::close(out_fds[1]);
   if (rc != 0) {
-    log_->warn("PreStop hook failed to start id={} error={}", id, std::strerror(rc));
-    co_return;
+    ::close(out_fds[0]);
+    co_return base::unavailableError("cannot start " + shim + ": " + std::strerror(rc));
   }
   int pidfd = pidfdOpen(pid);
   if (pidfd < 0) {
+    int err = errno;
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    co_return;
+    ::close(out_fds[0]);
+    co_return base::internalError(std::string("pidfd_open: ") + std::strerror(err));
   }
+  ::fcntl(out_fds[0], F_SETFL, ::fcntl(out_fds[0], F_GETFL) | O_NONBLOCK);
   auto ex = co_await asio::this_coro::executor;
+  auto pipe = std::make_shared<ExecPipe>(ex, out_fds[0]);
+  asio::co_spawn(ex, readExecOutput(pipe), asio::detached);
   asio::posix::stream_descriptor sd(ex, pidfd);
   auto timer = clock_.makeTimer(ex);
   bool timed_out = false;
-  // The hook is our unreaped child until waitid below, so its pid (= its process group) is ours.
+  // The command is our unreaped child until waitid below, so its pid (= its process group) is
+  // ours.
   timer->asyncWaitFor(timeout, [pid, &timed_out] {
     timed_out = true;
     ::kill(-pid, SIGKILL);
@@ -736,13 +843,23 @@ asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
                          asio::redirect_error(asio::use_awaitable, ec));
   timer->cancel();
   siginfo_t info{};
-  // WNOHANG: after an aborted wait (shutdown) the hook may still run; never block here.
+  // WNOHANG: after an aborted wait (shutdown) the command may still run; never block here.
   ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
-  if (timed_out) {
-    log_->warn("PreStop hook did not finish within the grace period id={}", id);
-  } else if (info.si_code != CLD_EXITED || info.si_status != 0) {
-    log_->warn("PreStop hook failed id={} code={} status={}", id, info.si_code, info.si_status);
+  if (!pipe->done) {
+    // The rest of the output is normally in flight; children left in the background may hold
+    // the pipe open for ever, so the wait for its end is short.
+    auto grace = clock_.makeTimer(ex);
+    grace->asyncWaitFor(kExecOutputGrace, [pipe] { pipe->eof.cancel(); });
+    co_await pipe->eof.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    grace->cancel();
   }
+  pipe->drain();
+  pipe->sd.close(ec);
+  ExecResult result;
+  result.timed_out = timed_out;
+  result.exit_code = info.si_code == CLD_EXITED ? info.si_status : exitCodeForSignal(info.si_status);
+  result.output = std::move(pipe->out);
+  co_return result;
 }
 
 asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, ContainerId id,
@@ -993,6 +1110,13 @@ asio::awaitable<base::Status> ProcessRuntime::killPod(api::PodPtr pod, Pod runni
                                  ": " + errors);
   }
   co_return base::okStatus();
+}
+
+asio::awaitable<base::StatusOr<ExecResult>> ProcessRuntime::execInContainer(
+    ContainerId id, std::vector<std::string> command, base::Duration timeout) {
+  auto state = state_;
+  auto task = state->exec(std::move(id.id), std::move(command), timeout);
+  co_return co_await std::move(task);
 }
 
 asio::awaitable<base::Status> ProcessRuntime::removeContainer(ContainerId id) {

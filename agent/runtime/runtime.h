@@ -101,6 +101,15 @@ struct StartContainerOptions {
   std::vector<std::pair<std::string, std::string>> extra_env;
 };
 
+// The result of a command run in a container's context (kubelet's ExecSync).
+struct ExecResult {
+  int exit_code = 0;       // 128+signal when a signal ended it
+  bool timed_out = false;  // killed because the timeout passed
+  std::string output;      // stdout and stderr as they came, at most kMaxExecOutput bytes
+};
+// kubelet's maxReadLength for exec probe output.
+inline constexpr size_t kMaxExecOutput = 10 * 1024;
+
 // PLEG input: a container started or exited (died).
 struct ContainerEvent {
   enum class Type { kStarted, kDied };
@@ -173,6 +182,14 @@ class Runtime {
   // null (orphans). Errors of individual containers are joined into one.
   virtual asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
                                                 std::optional<int64_t> grace_override) = 0;
+
+  // Runs `command` with the running container's environment, working directory and credentials
+  // (exec probes and hooks), without a shell unless the command is one. Completes with the exit
+  // code and the first kMaxExecOutput bytes of output; the command's process group is killed
+  // when `timeout` passes (timed_out). FailedPrecondition when the container is not running,
+  // NotFound for an unknown container.
+  virtual asio::awaitable<base::StatusOr<ExecResult>> execInContainer(
+      ContainerId id, std::vector<std::string> command, base::Duration timeout) = 0;
 
   // Drops an exited container's state and logs (container GC). FailedPrecondition while it runs.
   virtual asio::awaitable<base::Status> removeContainer(ContainerId id) = 0;

@@ -133,6 +133,10 @@ std::string encodeShimConfig(const ShimConfig& c) {
   putInt(out, "log_max_files", c.log_max_files);
   for (const auto& a : c.pre_stop) put(out, "pre_stop", a);
   putInt(out, "grace_period_seconds", c.grace_period_seconds);
+  if (!c.termination_message_path.empty()) {
+    put(out, "termination_message_path", c.termination_message_path);
+    putInt(out, "termination_message_fallback", c.termination_message_fallback ? 1 : 0);
+  }
   return out;
 }
 
@@ -191,6 +195,11 @@ bool decodeShimConfig(std::string_view text, ShimConfig& c, std::string& error) 
     } else if (key == "grace_period_seconds") {
       if (!parseInt(key, value, n, error)) return false;
       c.grace_period_seconds = n;
+    } else if (key == "termination_message_path") {
+      c.termination_message_path = std::move(value);
+    } else if (key == "termination_message_fallback") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.termination_message_fallback = n != 0;
     }
     return true;
   });

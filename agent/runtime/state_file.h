@@ -6,6 +6,8 @@
 //   state    written by the shim (and by the agent only when it finds a dead shim): shim pid and
 //            start time, container pid, created/running/exited, times, exit code, signal, reason
 //   shim.log the shim's own stderr (diagnostics only)
+//   termination-log  the container's termination message file (created by the shim, owned by
+//            the container's user), read when it exits
 // Files are `key=value` lines (values escaped: `\\`, `\n`), repeated keys for lists, unknown keys
 // ignored, and are replaced atomically (write a temp file, then rename).
 //
@@ -46,6 +48,11 @@ struct ShimConfig {
   int log_max_files = 0;
   std::vector<std::string> pre_stop;  // exec preStop command, empty when none
   int64_t grace_period_seconds = 30;
+  // The host file the container may write its termination message to (exported to it as
+  // NODEAGENT_TERMINATION_MESSAGE_PATH); empty when its terminationMessagePath is empty.
+  std::string termination_message_path;
+  // terminationMessagePolicy FallbackToLogsOnError.
+  bool termination_message_fallback = false;
 };
 
 enum class ShimStatus { kCreated, kRunning, kExited };

@@ -15,12 +15,18 @@ std::optional<api::Timestamp> truncate(const std::optional<api::Timestamp>& t) {
   return std::chrono::floor<std::chrono::seconds>(*t);
 }
 
-void normalizeContainer(api::ContainerStatus& s) {
+// kubelet's MaxPodTerminationMessageLogLength: termination messages share 12 KiB per pod.
+constexpr size_t kMaxPodTerminationMessageLogLength = 12 * 1024;
+
+void normalizeContainer(api::ContainerStatus& s, size_t bytes_per_status) {
   for (auto* state : {&s.state, &s.last_state}) {
     if (state->running) state->running->started_at = truncate(state->running->started_at);
     if (state->terminated) {
       state->terminated->started_at = truncate(state->terminated->started_at);
       state->terminated->finished_at = truncate(state->terminated->finished_at);
+      if (state->terminated->message.size() > bytes_per_status) {
+        state->terminated->message.resize(bytes_per_status);
+      }
     }
   }
 }
@@ -74,8 +80,12 @@ void normalizeStatus(const api::Pod& pod, api::PodStatus& status) {
     c.last_probe_time = truncate(c.last_probe_time);
     c.last_transition_time = truncate(c.last_transition_time);
   }
-  for (auto& s : status.container_statuses) normalizeContainer(s);
-  for (auto& s : status.init_container_statuses) normalizeContainer(s);
+  size_t bytes_per_status = kMaxPodTerminationMessageLogLength;
+  if (size_t n = pod.spec.containers.size() + pod.spec.init_containers.size(); n > 0) {
+    bytes_per_status /= n;
+  }
+  for (auto& s : status.container_statuses) normalizeContainer(s, bytes_per_status);
+  for (auto& s : status.init_container_statuses) normalizeContainer(s, bytes_per_status);
   std::sort(status.container_statuses.begin(), status.container_statuses.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
   std::vector<api::ContainerStatus> init_sorted;

@@ -10,7 +10,11 @@
 //     times in <state-dir>/state, replaced atomically. It writes "ok <pid>\n" or "error <msg>\n"
 //     on fd 3 once the container has started (exec succeeded) or failed to start.
 //   nodeagent-shim exec <state-dir> <argv...>
-//     Runs argv with the container's env, working dir and credentials (exec hooks).
+//     Runs argv with the container's env, working dir and credentials (exec hooks and probes).
+//
+// When the container exits, its termination message (the file
+// <state-dir>/termination-log, given to it as NODEAGENT_TERMINATION_MESSAGE_PATH, or the tail of
+// its log under FallbackToLogsOnError) goes into the state's message.
 //
 // Single-threaded by design (so fork is safe here), and small: it links only the two pure
 // runtime files, no Asio and no logging library. It reads the real wall clock itself, as it is a
@@ -154,6 +158,8 @@ class Shim {
     }
   }
   void openLog();
+  void createTerminationLog();
+  void recordTerminationMessage();
   void writeRecord(rt::LogStream stream, std::string_view text, bool partial);
   void rotate();
   bool pumpStream(int idx);  // false at EOF
@@ -184,6 +190,34 @@ void Shim::openLog() {
   }
   struct stat st {};
   log_size_ = ::fstat(log_fd_, &st) == 0 ? st.st_size : 0;
+}
+
+// An empty file the container may write its termination message to, owned by its user.
+void Shim::createTerminationLog() {
+  const std::string& path = config_.termination_message_path;
+  if (path.empty()) return;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    logf("nodeagent-shim: create %s: %s\n", path.c_str(), std::strerror(errno));
+    return;
+  }
+  if ((config_.uid || config_.gid) &&
+      ::fchown(fd, config_.uid ? *config_.uid : static_cast<uid_t>(-1),
+               config_.gid ? *config_.gid : static_cast<gid_t>(-1)) != 0) {
+    logf("nodeagent-shim: chown %s: %s\n", path.c_str(), std::strerror(errno));
+  }
+  ::close(fd);
+}
+
+// kubelet appends the termination message to the exited status' message.
+void Shim::recordTerminationMessage() {
+  if (config_.termination_message_path.empty() && !config_.termination_message_fallback) return;
+  const bool fallback = config_.termination_message_fallback && state_.exit_code != 0;
+  std::string message =
+      rt::readTerminationMessage(config_.termination_message_path, fallback, config_.log_path);
+  if (message.empty()) return;
+  if (!state_.message.empty()) state_.message += ": ";
+  state_.message += message;
 }
 
 void Shim::rotate() {
@@ -280,6 +314,7 @@ int Shim::run() {
   ::signal(SIGPIPE, SIG_IGN);
 
   openLog();
+  createTerminationLog();
   int out_pipe[2], err_pipe[2], exec_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
       ::pipe2(exec_pipe, O_CLOEXEC) != 0 || sfd < 0) {
@@ -431,6 +466,7 @@ int Shim::run() {
   };
   flush(0);
   flush(1);
+  recordTerminationMessage();
   saveState();
   return 0;
 }

@@ -2,6 +2,7 @@
 // sleeps. Each step posts work and drains the io_context.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -99,6 +100,11 @@ struct Harness {
       if (e.reason == reason) out.push_back(e);
     }
     return out;
+  }
+  bool hasEvent(const std::string& text) {
+    std::lock_guard lock(events_mu);
+    return std::any_of(events.begin(), events.end(),
+                       [&](const Event& e) { return e.reason + ": " + e.message == text; });
   }
   std::string phase(const std::string& uid) {
     auto s = status_manager.getPodStatus(uid);
@@ -327,6 +333,126 @@ TEST_CASE("agent: the same manifest removed and added again is started again", "
   CHECK(h.runtime.runningContainerCount() == 1);
   CHECK(h.actions(Action::Kind::kStart).size() == 2);
   CHECK(h.phase("uid-web") == "Running");
+}
+
+namespace {
+
+api::PodPtr probedWebPod(nlohmann::json probes, const std::string& policy = "Always") {
+  return testing::PodBuilder()
+      .name("web-node1")
+      .uid("uid-web")
+      .annotation("kubernetes.io/config.source", "file")
+      .container("web", {"sleep", "1000"})
+      .restartPolicy(policy)
+      .edit([&](nlohmann::json& j) {
+        for (auto& [k, v] : probes.items()) j["spec"]["containers"][0][k] = v;
+      })
+      .build();
+}
+
+nlohmann::json execCheck(const std::string& word, int period = 10) {
+  return {{"exec", {{"command", {word}}}}, {"periodSeconds", period}};
+}
+
+}  // namespace
+
+TEST_CASE("agent: a readiness probe holds the pod's Ready condition until it succeeds",
+          "[unit][agent][prober]") {
+  Harness h;
+  std::atomic<int> ready_exit{1};
+  h.runtime.setExecHandler([&](const std::string&, const std::vector<std::string>& cmd) {
+    return runtime::ExecResult{cmd.at(0) == "ready" ? ready_exit.load() : 0, false, "not yet"};
+  });
+  h.update(api::PodOperation::kAdd, {probedWebPod({{"readinessProbe", execCheck("ready", 5)}})});
+  h.advance(100ms);
+  auto status = *h.status_manager.getPodStatus("uid-web");
+  CHECK(status.phase == "Running");
+  CHECK_FALSE(status.container_statuses.at(0).ready);
+  CHECK(agent::findCondition(status.conditions, "Ready")->status == "False");
+  CHECK(agent::findCondition(status.conditions, "ContainersReady")->reason == "ContainersNotReady");
+  CHECK(h.hasEvent("Unhealthy: Readiness probe failed: not yet"));
+
+  ready_exit = 0;
+  h.advance(5s);  // the next run succeeds and wakes the pod's sync
+  status = *h.status_manager.getPodStatus("uid-web");
+  CHECK(status.container_statuses.at(0).ready);
+  CHECK(agent::findCondition(status.conditions, "Ready")->status == "True");
+
+  ready_exit = 1;
+  h.advance(16s);  // three failures in a row (failureThreshold 3)
+  status = *h.status_manager.getPodStatus("uid-web");
+  CHECK_FALSE(status.container_statuses.at(0).ready);
+  CHECK(h.actions(Action::Kind::kKill).empty());  // readiness never restarts anything
+}
+
+TEST_CASE("agent: a liveness probe failing failureThreshold times restarts the container",
+          "[unit][agent][prober]") {
+  std::string policy = GENERATE(std::string("Always"), std::string("Never"));
+  Harness h;
+  h.runtime.setKillExitCode(137);
+  h.runtime.setExecHandler([](const std::string&, const std::vector<std::string>&) {
+    return runtime::ExecResult{1, false, "sick"};
+  });
+  h.update(api::PodOperation::kAdd, {probedWebPod({{"livenessProbe", execCheck("live", 10)}}, policy)});
+  h.advance(19s);  // failures at 0s and 10s
+  CHECK(h.actions(Action::Kind::kKill).empty());
+  h.advance(2s);  // the third at 20s
+  auto kills = h.actions(Action::Kind::kKill);
+  REQUIRE(!kills.empty());
+  if (policy == "Always") {
+    REQUIRE(kills.size() == 1);
+    CHECK(kills[0].reason == "Container web failed liveness probe, will be restarted");
+    CHECK(h.hasEvent("Killing: Container web failed liveness probe, will be restarted"));
+    auto starts = h.actions(Action::Kind::kStart);
+    REQUIRE(starts.size() == 2);
+    CHECK(starts[1].attempt == 1);
+    // The new container is probed afresh: three more failures before the next restart.
+    h.advance(19s);
+    CHECK(h.actions(Action::Kind::kKill).size() == 1);
+  } else {
+    CHECK(kills.back().reason == "Container web failed liveness probe");
+    CHECK(h.actions(Action::Kind::kStart).size() == 1);
+    CHECK(h.phase("uid-web") == "Failed");
+  }
+  CHECK(h.hasEvent("Unhealthy: Liveness probe failed: sick"));
+}
+
+TEST_CASE("agent: a failed postStart hook kills the container with FailedPostStartHook",
+          "[unit][agent][prober]") {
+  Harness h;
+  std::atomic<int> failures_left{1};
+  h.runtime.setExecHandler([&](const std::string&, const std::vector<std::string>&) {
+    if (failures_left.load() == 0) return runtime::ExecResult{};
+    --failures_left;
+    return runtime::ExecResult{3, false, "no config"};
+  });
+  SECTION("once: it is started again at once (before any backoff) and keeps running") {}
+  SECTION("always: it ends in CrashLoopBackOff") { failures_left = 1000; }
+  h.update(api::PodOperation::kAdd,
+           {probedWebPod({{"lifecycle", {{"postStart", {{"exec", {{"command", {"setup", "--now"}}}}}}}}})});
+  auto execs = h.runtime.execs();
+  REQUIRE(execs.size() == 2);
+  CHECK(execs[0].second == std::vector<std::string>{"setup", "--now"});
+  auto kills = h.actions(Action::Kind::kKill);
+  REQUIRE(!kills.empty());
+  CHECK(kills[0].reason == "FailedPostStartHook");
+  CHECK(h.hasEvent(
+      "FailedPostStartHook: Exec lifecycle hook ([setup --now]) for Container \"web\" in Pod "
+      "\"web-node1_default(uid-web)\" failed - error: command 'setup --now' exited with 3: "
+      "no config, message: \"no config\""));
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+  auto status = *h.status_manager.getPodStatus("uid-web");
+  const auto& cs = status.container_statuses.at(0);
+  CHECK(cs.restart_count == 1);
+  if (failures_left == 0) {
+    CHECK(kills.size() == 1);
+    CHECK(h.runtime.runningContainerCount() == 1);
+    CHECK(cs.state.running);
+  } else {
+    CHECK(kills.size() == 2);
+    REQUIRE(cs.state.waiting);
+    CHECK(cs.state.waiting->reason == "CrashLoopBackOff");
+  }
 }
 
 TEST_CASE("agent: housekeeping does no work while nothing changes, with a periodic full pass",

@@ -1,9 +1,12 @@
 #include "agent/runtime/cri_log.h"
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "test/support/test_util.h"
 
 using namespace nodeagent::runtime;
 
@@ -99,4 +102,61 @@ TEST_CASE("cri log: rotated names sort by age and the oldest beyond max files ar
                                                                      "0.log.20231114-221320-10"});
   CHECK(rotatedFilesToRemove(rotated, 6).empty());
   CHECK(rotatedFilesToRemove(rotated, 1).size() == 5);
+}
+
+namespace {
+
+std::string criLog(const std::vector<std::pair<std::string, bool>>& records) {
+  std::string out;
+  for (const auto& [text, partial] : records) {
+    appendCriRecord(out, 1'700'000'000'000'000'000, LogStream::kStdout, partial, text);
+  }
+  return out;
+}
+
+struct TempFiles {
+  nodeagent::testing::TempDir tmp{"nodeagent-crilog"};
+  std::string dir = tmp.path().string();
+  std::string write(const std::string& name, const std::string& content) {
+    std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cri log: the log tail for termination messages keeps the last lines and bytes",
+          "[unit][runtime]") {
+  TempFiles t;
+  std::vector<std::pair<std::string, bool>> records;
+  for (int i = 1; i <= 100; ++i) records.emplace_back("line " + std::to_string(i), false);
+  records.emplace_back("par", true);
+  records.emplace_back("tial", false);
+  auto path = t.write("0.log", criLog(records));
+  auto text = tailCriLogText(path, 80, 100000);
+  CHECK(text.rfind("line 23\n", 0) == 0);  // 80 records: lines 23..100 and the two pieces
+  CHECK(text.size() >= 10);
+  CHECK(text.substr(text.size() - 17) == "line 100\npartial\n");
+  CHECK(tailCriLogText(path, 80, 10) == "0\npartial\n");
+  CHECK(tailCriLogText(t.dir + "/missing.log", 80, 2048).empty());
+}
+
+TEST_CASE("cri log: termination messages come from the file, else the log on error",
+          "[unit][runtime]") {
+  TempFiles t;
+  auto log = t.write("0.log", criLog({{"from the log", false}}));
+  auto file = t.write("termination-log", "bye");
+  CHECK(readTerminationMessage(file, true, log) == "bye");
+  CHECK(readTerminationMessage(file, false, log) == "bye");
+  auto empty = t.write("empty", "");
+  CHECK(readTerminationMessage(empty, true, log) == "from the log\n");
+  CHECK(readTerminationMessage(empty, false, log).empty());
+  CHECK(readTerminationMessage(t.dir + "/missing", true, log) == "from the log\n");
+  CHECK(readTerminationMessage("", true, log) == "from the log\n");
+  // Only the last 4 KiB of a long message.
+  auto big = t.write("big", std::string(5000, 'a') + std::string(4096, 'b'));
+  CHECK(readTerminationMessage(big, false, log) == std::string(4096, 'b'));
+  // A directory cannot be read: the error is the message.
+  CHECK(readTerminationMessage(t.dir, false, log).rfind("Error on reading termination log " + t.dir, 0) == 0);
 }

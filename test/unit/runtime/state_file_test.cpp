@@ -31,6 +31,8 @@ TEST_CASE("state file: config round-trips every field, including newlines and ba
   c.log_max_files = 2;
   c.pre_stop = {"/bin/sh", "-c", "sleep 1"};
   c.grace_period_seconds = 7;
+  c.termination_message_path = "/var/lib/nodeagent/containers/abc123/termination-log";
+  c.termination_message_fallback = true;
 
   ShimConfig d;
   std::string error;
@@ -55,6 +57,8 @@ TEST_CASE("state file: config round-trips every field, including newlines and ba
   CHECK(d.log_max_files == 2);
   CHECK(d.pre_stop == c.pre_stop);
   CHECK(d.grace_period_seconds == 7);
+  CHECK(d.termination_message_path == c.termination_message_path);
+  CHECK(d.termination_message_fallback);
 }
 
 TEST_CASE("state file: state round-trips and malformed input names the field", "[unit][runtime]") {
