@@ -266,6 +266,7 @@ std::string Watcher::closeReason() const {
 
 Store::Store(base::Clock& clock, StoreOptions options)
     : clock_(clock), options_(options), rng_(std::random_device{}()) {
+  rv_ = compacted_rv_ = options_.initial_resource_version;
   for (const auto& ns : kDefaultNamespaces) {
     auto created = create("namespaces", "", json{{"metadata", {{"name", ns}}}});
     NA_CHECK(created.ok(), created.status().toString());

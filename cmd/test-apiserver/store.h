@@ -65,6 +65,10 @@ struct StoreOptions {
   // How long a list or watch with a resourceVersion newer than the store's waits for it before
   // failing with 504 "Too large resource version" (kube-apiserver waits 3 s).
   std::chrono::milliseconds too_large_resource_version_wait{3000};
+  // The resourceVersion the store starts from (history before it counts as compacted): a server
+  // restarted on storage that moved on, rather than one whose resourceVersions start again and
+  // collide with the ones its clients remember.
+  uint64_t initial_resource_version = 0;
 };
 
 struct ListOptions {

@@ -252,6 +252,10 @@ TEST_CASE("api source: a killed and restarted server is reconnected to and conve
   env.server.reset();
   testapiserver::ServerOptions opts;
   opts.port = port;
+  // Restarted on storage that moved on: the watch's resourceVersion is compacted away (410), as
+  // with kube-apiserver after etcd advanced. (A fresh store would reuse resourceVersions the
+  // agent already saw, which no real apiserver does.)
+  opts.store.initial_resource_version = 1000;
   std::unique_ptr<TestApiServer> restarted;
   REQUIRE(eventually([&] {
     auto s = TestApiServer::start(opts);

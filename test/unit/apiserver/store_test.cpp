@@ -404,6 +404,22 @@ TEST_CASE("watch: a resourceVersion older than the history is 410 Expired", "[un
   CHECK(store.watch("pods", "", watchFrom(std::to_string(store.resourceVersion()))).ok());
 }
 
+TEST_CASE("store: a store started at a later resourceVersion serves nothing older",
+          "[unit][apiserver]") {
+  FakeClock clock;
+  StoreOptions opts = fastOptions();
+  opts.initial_resource_version = 1000;
+  Store store(clock, opts);
+  CHECK(store.resourceVersion() > 1000);  // the default namespaces come after it
+  auto created = store.create("pods", "default", pod("p"));
+  REQUIRE(created.ok());
+  CHECK(std::stoull(rvOf(*created)) > 1000);
+  auto old = store.watch("pods", "", watchFrom("6"));
+  REQUIRE_FALSE(old.ok());
+  CHECK(old.status().code() == StatusCode::kOutOfRange);
+  CHECK(store.watch("pods", "", watchFrom(std::to_string(store.resourceVersion()))).ok());
+}
+
 TEST_CASE("watch: objects entering or leaving a selector arrive as ADDED or DELETED",
           "[unit][apiserver]") {
   FakeClock clock;
