@@ -564,9 +564,9 @@ StartFailures Agent::startFailures(const std::string& uid) const {
 }
 
 void Agent::visitPodsWithStatus(
-    const std::function<void(const api::Pod&, const api::PodStatus*)>& fn) const {
+    const std::function<void(const api::Pod&, const VersionedPodStatus*)>& fn) const {
   for (const auto& pod : pod_manager_.getPods()) {
-    auto status = status_manager_.getPodStatus(pod->metadata.uid);
+    auto status = status_manager_.getVersionedPodStatus(pod->metadata.uid);
     fn(*pod, status ? &*status : nullptr);
   }
 }

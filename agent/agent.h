@@ -135,7 +135,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   // Calls `fn` with each desired pod and its live status (null before the first sync): the
   // read-only /pods endpoint. Any thread.
   void visitPodsWithStatus(
-      const std::function<void(const api::Pod&, const api::PodStatus*)>& fn) const;
+      const std::function<void(const api::Pod&, const VersionedPodStatus*)>& fn) const;
   // Health of the pipeline (PLEG relisting). Any thread.
   bool healthy(std::string* why) const;
   const AgentMetrics& metrics() const { return metrics_; }

@@ -3,15 +3,24 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <atomic>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "agent/agent.h"
+#include "api/canonical_json.h"
 #include "api/pod_json.h"
 
 namespace nodeagent::agent {
 
 struct ReadOnlyServer::Impl {
   httplib::Server server;
+  // Each pod's status as JSON, by UID, with the status stamp it was written for: /pods writes
+  // only the statuses that changed since the last request.
+  std::mutex cache_mu;
+  std::unordered_map<std::string, std::pair<uint64_t, std::string>> status_json;
+  std::atomic<size_t> last_pods_size{0};
 };
 
 ReadOnlyServer::ReadOnlyServer(Agent& agent, ReadOnlyServerOptions options)
@@ -73,16 +82,34 @@ base::Status ReadOnlyServer::start() {
   auto& server = impl_->server;
   server.Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
     // Written pod by pod: a JSON tree of the whole list costs tens of KiB per pod at once.
-    std::string body = R"({"apiVersion":"v1","items":[)";
+    std::string body;
+    // Sized like the last answer: growing a megabyte string by doubling copies it several times.
+    body.reserve(impl_->last_pods_size.load() + 4096);
+    body = R"({"apiVersion":"v1","items":[)";
     bool first = true;
-    agent_.visitPodsWithStatus([&](const api::Pod& pod, const api::PodStatus* status) {
-      nlohmann::json j = api::encodePod(pod);
-      if (status != nullptr) j["status"] = api::encodePodStatus(*status);
+    std::lock_guard lock(impl_->cache_mu);
+    std::unordered_map<std::string, std::pair<uint64_t, std::string>> fresh;
+    fresh.reserve(impl_->status_json.size());
+    agent_.visitPodsWithStatus([&](const api::Pod& pod, const VersionedPodStatus* status) {
       if (!first) body += ',';
       first = false;
-      body += j.dump();
+      if (status == nullptr) {
+        api::appendPodJsonWithStatusJson(pod, {}, body);
+        return;
+      }
+      auto& slot = fresh[pod.metadata.uid];
+      auto old = impl_->status_json.find(pod.metadata.uid);
+      if (old != impl_->status_json.end() && old->second.first == status->stamp) {
+        slot = std::move(old->second);
+      } else {
+        slot.first = status->stamp;
+        api::appendCanonicalJson(api::encodePodStatus(status->status), slot.second);
+      }
+      api::appendPodJsonWithStatusJson(pod, slot.second, body);
     });
+    impl_->status_json = std::move(fresh);  // pods that are gone drop out
     body += R"(],"kind":"PodList","metadata":{}})";
+    impl_->last_pods_size = body.size();
     res.body = std::move(body);  // set_content would copy it
     res.set_header("Content-Type", "application/json");
   });

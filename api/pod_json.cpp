@@ -1,5 +1,6 @@
 #include "api/pod_json.h"
 
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -391,6 +392,87 @@ base::StatusOr<PodPtr> withAnnotations(const Pod& pod, const StringMap& set,
     for (const auto& k : remove) ann.erase(k);
     if (ann.empty()) meta.erase("annotations");
   });
+}
+
+namespace {
+
+// The end of the string starting at the quote at `i` in valid JSON text (past its closing quote).
+size_t skipString(std::string_view text, size_t i) {
+  for (++i;;) {
+    const void* hit = std::memchr(text.data() + i, '"', text.size() - i);
+    if (hit == nullptr) return text.size();
+    size_t q = static_cast<const char*>(hit) - text.data();
+    size_t backslashes = 0;
+    while (q - backslashes > i && text[q - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return q + 1;
+    i = q + 1;
+  }
+}
+
+// The end of the JSON value starting at `i` in canonical (compact, valid) JSON text.
+size_t skipValue(std::string_view text, size_t i) {
+  if (text[i] == '"') return skipString(text, i);
+  if (text[i] != '{' && text[i] != '[') {
+    while (i < text.size() && text[i] != ',' && text[i] != '}' && text[i] != ']') ++i;
+    return i;
+  }
+  int depth = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"') {
+      i = skipString(text, i);
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+    ++i;
+  }
+  return i;
+}
+
+}  // namespace
+
+void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::string& out) {
+  std::string status_json;
+  if (status != nullptr) appendCanonicalJson(encodePodStatus(*status), status_json);
+  appendPodJsonWithStatusJson(pod, status_json, out);
+}
+
+void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, std::string& out) {
+  const bool replace = !status_json.empty();
+  if (!pod.raw || pod.raw->size() < 2 || pod.raw->front() != '{') {
+    json j = encodePod(pod);
+    if (replace) j["status"] = json::parse(status_json);
+    appendCanonicalJson(j, out);
+    return;
+  }
+  const std::string_view raw = *pod.raw;
+  // Copy the members one by one, leaving out "status" when a new one replaces it.
+  out += '{';
+  bool first = true;
+  size_t i = 1;
+  while (i < raw.size() && raw[i] != '}') {
+    const size_t key_start = i;
+    const size_t key_end = skipValue(raw, i);
+    const size_t value_end = skipValue(raw, key_end + 1);  // past the ':'
+    const bool replaced = replace && raw.substr(key_start, key_end - key_start) == R"("status")";
+    if (!replaced) {
+      if (!first) out += ',';
+      first = false;
+      out.append(raw.substr(key_start, value_end - key_start));
+    }
+    i = value_end;
+    if (i < raw.size() && raw[i] == ',') ++i;
+  }
+  if (replace) {
+    if (!first) out += ',';
+    out += R"("status":)";
+    out.append(status_json);
+  }
+  out += '}';
 }
 
 base::StatusOr<PodPtr> withStatus(const Pod& pod, const PodStatus& status) {

@@ -36,6 +36,13 @@ base::StatusOr<PodPtr> withStatus(const Pod& pod, const PodStatus& status);
 base::StatusOr<PodPtr> withJsonEdit(const Pod& pod, const std::function<void(nlohmann::json&)>& edit);
 
 nlohmann::json encodePodStatus(const PodStatus& status);
+
+// Appends the pod's JSON with `status` (when given) in place of its own status: the same object
+// as encodePod plus withStatus would give, written from the pod's raw text without parsing it
+// (the read-only /pods endpoint writes every pod this way).
+void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::string& out);
+// The same with the status given as its JSON text (empty: keep the pod's own).
+void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, std::string& out);
 base::StatusOr<PodStatus> decodePodStatus(const nlohmann::json& status);
 
 }  // namespace nodeagent::api

@@ -219,6 +219,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
     VersionedPodStatus next;
     next.status = std::move(status);
     next.version = cached != statuses_.end() ? cached->second.version + 1 : 1;
+    next.stamp = ++next_stamp_;
     next.pod_name = pod.metadata.name;
     next.pod_namespace = pod.metadata.namespace_;
     if (isTerminalPhase(next.status.phase)) ++terminal_generation_;

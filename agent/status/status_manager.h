@@ -28,6 +28,9 @@ namespace nodeagent::agent {
 struct VersionedPodStatus {
   api::PodStatus status;
   uint64_t version = 0;
+  // Unique over the whole manager and every update (versions restart for a re-created UID):
+  // what a cache of anything derived from the status can key on.
+  uint64_t stamp = 0;
   std::string pod_name;
   std::string pod_namespace;
 };
@@ -73,6 +76,7 @@ class StatusManager {
   mutable std::mutex mu_;
   std::map<std::string, VersionedPodStatus> statuses_;
   uint64_t terminal_generation_ = 0;
+  uint64_t next_stamp_ = 0;
   std::function<void(const std::string&)> on_change_;
 };
 

@@ -401,6 +401,34 @@ TEST_CASE("withStatus: replaces the status wholesale", "[unit][api]") {
   CHECK((*updated)->spec == pod.spec);
 }
 
+TEST_CASE("appendPodJsonWithStatus: the pod with its status replaced, from the raw text",
+          "[unit][api]") {
+  Pod rich = mustDecode(kRichPod);
+  // Keys sorting after "status", escapes and brackets inside strings, nested arrays.
+  json tricky = json::parse(kRichPod);
+  tricky["zz-after-status"] = {{"a", json::array({1, json::array({2, "]}"}), "\"{"})}};
+  tricky["metadata"]["annotations"]["q"] = "say \"}\" and \\";
+  Pod odd = mustDecode(tricky.dump());
+  auto bare = testing::PodBuilder().name("p").container("c").build();
+  PodStatus st;
+  st.phase = "Running";
+  st.pod_ip = "10.0.0.1";
+  for (const Pod* pod : std::vector<const Pod*>{&rich, &odd, bare.get()}) {
+    for (const PodStatus* status : std::vector<const PodStatus*>{nullptr, &st}) {
+      std::string out = "[";
+      appendPodJsonWithStatus(*pod, status, out);
+      out += "]";
+      json expected = encodePod(*pod);
+      if (status != nullptr) expected["status"] = encodePodStatus(*status);
+      CHECK(json::parse(out) == json::array({expected}));
+      // Byte for byte canonical when nothing is replaced, or no key sorts after "status" (so a
+      // duplicate "status" cannot hide behind the parse).
+      if (status == nullptr || pod == bare.get()) CHECK(out == "[" + canonicalJson(expected) + "]");
+    }
+  }
+  CHECK(tricky.contains("zz-after-status"));
+}
+
 TEST_CASE("withJsonEdit: edits and re-decodes, bad edits are errors", "[unit][api]") {
   auto pod = testing::PodBuilder().name("p").container("c").build();
   auto renamed = withJsonEdit(*pod, [](json& j) { j["metadata"]["name"] = "q"; });
