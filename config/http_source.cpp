@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cctype>
 #include <mutex>
+#include <set>
 
 #include <httplib.h>
 
@@ -437,6 +438,20 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
       return;
     }
     parse_error_.clear();
+    invalid_pod_ = {};
+    // Pods with a full name an earlier item already has are ignored by the merge (the first
+    // wins, as in kubelet); say so here too, so the problem is visible and gets its event.
+    std::set<std::string> names;
+    for (size_t i = 0; i < decoded.pods.size(); ++i) {
+      const auto& pod = *decoded.pods[i];
+      if (names.insert(pod.fullName()).second) continue;
+      if (!parse_error_.empty()) parse_error_ += "\n";
+      parse_error_ += "items[" + std::to_string(i) + "]: pod " + api::podRef(pod) +
+                      ": duplicate pod name \"" + pod.metadata.name + "\", ignoring";
+      if (invalid_pod_.name.empty()) {
+        invalid_pod_ = {pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid};
+      }
+    }
     refreshError();
     log_->debug("Read pods from manifest URL url={} pods={}", opts_.url, decoded.pods.size());
     push(std::move(decoded.pods));

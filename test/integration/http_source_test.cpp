@@ -208,6 +208,28 @@ TEST_CASE("http source: a PodList in JSON gives all its pods", "[integration][co
   CHECK(u.pods[1]->metadata.namespace_ == "kube-system");
 }
 
+TEST_CASE("http source: a PodList repeating a pod name is reported, naming the ignored pod",
+          "[integration][config]") {
+  ManifestServer server;
+  std::string body = podListJson();
+  // A third item with the first one's name (another image: another UID, same full name).
+  body.insert(body.rfind("]}"), R"(,
+    {"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},
+     "spec":{"containers":[{"name":"main","image":"debian"}]}})");
+  server.set(200, body);
+  Harness h(server.url());
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  CHECK(h.last().pods.size() == 3);  // the merge keeps the first of the two
+  REQUIRE(testing::eventually([&] { return h.errors.get("http", server.url()).has_value(); }));
+  auto e = *h.errors.get("http", server.url());
+  CHECK_THAT(e.invalid, Catch::Contains("items[2]") && Catch::Contains("duplicate pod name"));
+  CHECK(e.pod.name == "a-node1");
+  CHECK(e.pod.uid == h.last().pods[2]->metadata.uid);
+  server.set(200, podListJson());
+  REQUIRE(testing::eventually([&] { return h.count() == 2; }));
+  CHECK(h.errors.size() == 0);
+}
+
 TEST_CASE("http source: configured headers are sent, repeated keys included",
           "[integration][config]") {
   ManifestServer server;
