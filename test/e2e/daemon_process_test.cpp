@@ -54,8 +54,9 @@ int freePort() {
 }
 
 std::vector<std::string> procCmdline(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Not an ifstream: reading the cmdline of a process that just exited fails with ESRCH, which
+  // std::filebuf throws.
+  const std::string all = testing::readFile("/proc/" + std::to_string(pid) + "/cmdline");
   std::vector<std::string> args;
   std::string cur;
   for (char c : all) {
