@@ -564,10 +564,11 @@ StartFailures Agent::startFailures(const std::string& uid) const {
 }
 
 void Agent::visitPodsWithStatus(
-    const std::function<void(const api::Pod&, const VersionedPodStatus*)>& fn) const {
+    const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,
+                             const StatusFetch& status)>& fn) const {
   for (const auto& pod : pod_manager_.getPods()) {
-    auto status = status_manager_.getVersionedPodStatus(pod->metadata.uid);
-    fn(*pod, status ? &*status : nullptr);
+    const std::string& uid = pod->metadata.uid;
+    fn(*pod, status_manager_.statusStamp(uid), [&] { return status_manager_.getPodStatus(uid); });
   }
 }
 

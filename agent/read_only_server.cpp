@@ -90,21 +90,27 @@ base::Status ReadOnlyServer::start() {
     std::lock_guard lock(impl_->cache_mu);
     std::unordered_map<std::string, std::pair<uint64_t, std::string>> fresh;
     fresh.reserve(impl_->status_json.size());
-    agent_.visitPodsWithStatus([&](const api::Pod& pod, const VersionedPodStatus* status) {
+    agent_.visitPodsWithStatus([&](const api::Pod& pod, std::optional<uint64_t> stamp,
+                                   const Agent::StatusFetch& fetch) {
       if (!first) body += ',';
       first = false;
-      if (status == nullptr) {
+      auto old = stamp ? impl_->status_json.find(pod.metadata.uid) : impl_->status_json.end();
+      if (old != impl_->status_json.end() && old->second.first == *stamp) {
+        auto& slot = fresh[pod.metadata.uid];
+        slot = std::move(old->second);
+        api::appendPodJsonWithStatusJson(pod, slot.second, body);
+        return;
+      }
+      // New or changed. The status read now may be newer than `stamp`: then the next request
+      // sees another stamp and writes it again.
+      auto status = stamp ? fetch() : std::nullopt;
+      if (!status) {
         api::appendPodJsonWithStatusJson(pod, {}, body);
         return;
       }
       auto& slot = fresh[pod.metadata.uid];
-      auto old = impl_->status_json.find(pod.metadata.uid);
-      if (old != impl_->status_json.end() && old->second.first == status->stamp) {
-        slot = std::move(old->second);
-      } else {
-        slot.first = status->stamp;
-        api::appendCanonicalJson(api::encodePodStatus(status->status), slot.second);
-      }
+      slot.first = *stamp;
+      api::appendCanonicalJson(api::encodePodStatus(*status), slot.second);
       api::appendPodJsonWithStatusJson(pod, slot.second, body);
     });
     impl_->status_json = std::move(fresh);  // pods that are gone drop out

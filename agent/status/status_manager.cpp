@@ -113,6 +113,14 @@ std::optional<api::PodStatus> StatusManager::getPodStatus(const std::string& uid
   return std::move(v->status);
 }
 
+std::optional<uint64_t> StatusManager::statusStamp(const std::string& uid) const {
+  auto key = pod_manager_.translatePodUID(uid);
+  std::lock_guard lock(mu_);
+  auto it = statuses_.find(key);
+  if (it == statuses_.end()) return std::nullopt;
+  return it->second.stamp;
+}
+
 std::optional<VersionedPodStatus> StatusManager::getVersionedPodStatus(
     const std::string& uid) const {
   auto key = pod_manager_.translatePodUID(uid);

@@ -42,6 +42,8 @@ class StatusManager {
   // The cached status of `uid` (mirror UIDs translated), if any.
   std::optional<api::PodStatus> getPodStatus(const std::string& uid) const;
   std::optional<VersionedPodStatus> getVersionedPodStatus(const std::string& uid) const;
+  // The stamp of the cached status of `uid` (see VersionedPodStatus), without copying it.
+  std::optional<uint64_t> statusStamp(const std::string& uid) const;
   // Only the cached phase ("" when none): cheap enough to ask for every pod of a large node.
   std::string getPodPhase(const std::string& uid) const;
   // UIDs whose cached status has a terminal phase (Succeeded or Failed).
