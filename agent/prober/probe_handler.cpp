@@ -8,8 +8,12 @@
 #include <variant>
 
 #include "agent/pod_status.h"
+#include "config/pod_validation.h"
 
 namespace nodeagent::agent {
+
+using config::validation::goQuote;  // Go's %q, as kubelet formats probe and hook output
+
 namespace {
 
 using tcp = asio::ip::tcp;
@@ -21,40 +25,6 @@ constexpr size_t kMaxHttpHeader = 64 * 1024;
 // Go's http.Client stops after 10 redirects.
 constexpr int kMaxRedirects = 10;
 constexpr std::string_view kUserAgent = "kube-probe/1.18";
-
-// Go's %q, enough for probe output: quotes, backslashes and control characters escaped.
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          static const char kHex[] = "0123456789abcdef";
-          out += "\\x";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string joinArgs(const std::vector<std::string>& args) {
   std::string out;
@@ -406,8 +376,9 @@ std::string hookFailureMessage(const api::Handler& handler, const std::string& c
   std::string what = handler.exec ? "Exec lifecycle hook (" + goStringList(handler.exec->command) + ")"
                      : handler.http_get ? "Http lifecycle hook (" + handler.http_get->path + ")"
                                         : "lifecycle hook";
-  return what + " for Container " + quote(container) + " in Pod " + quote(formatPod(pod)) +
-         " failed - error: " + failure.error + ", message: " + quote(failure.output);
+  return what + " for Container " + goQuote(container) + " in Pod " +
+         goQuote(formatPod(pod)) + " failed - error: " + failure.error +
+         ", message: " + goQuote(failure.output);
 }
 
 asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
@@ -419,7 +390,8 @@ asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
     if (!result.ok()) co_return ProbeOutcome{Kind::kUnknown, result.status().message()};
     if (result->timed_out) {
       auto secs = std::chrono::duration_cast<std::chrono::seconds>(target.timeout).count();
-      co_return ProbeOutcome{Kind::kFailure, "command " + quote(joinArgs(h.exec->command)) +
+      co_return ProbeOutcome{Kind::kFailure, "command " +
+                                                 goQuote(joinArgs(h.exec->command)) +
                                                  " timed out after " + std::to_string(secs) + "s"};
     }
     co_return ProbeOutcome{result->exit_code == 0 ? Kind::kSuccess : Kind::kFailure,
