@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/event_recorder.h"
-#include "api/kubeconfig.h"
 #include "api/rest_client.h"
 #include "cmd/test-apiserver/test_api_server.h"
 #include "config/manifest_errors.h"
+#include "test/support/api_test_client.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -31,9 +31,7 @@ struct Fixture {
   std::shared_ptr<agent::EventRecorder> recorder;
 
   Fixture() {
-    auto config = api::parseKubeconfig(server->kubeconfig(), ".", "test kubeconfig");
-    REQUIRE(config.ok());
-    client = api::RestClient::create(*config, {}, base::realClock()).value();
+    client = testing::clientFor(*server);
     agent::EventRecorderOptions o;
     o.node_name = "n1";
     recorder = std::make_shared<agent::EventRecorder>(ioc.get_executor(), base::realClock(),

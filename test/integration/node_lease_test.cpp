@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/node_lease.h"
-#include "api/kubeconfig.h"
 #include "api/rest_client.h"
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/support/fake_clock.h"
+#include "test/support/api_test_client.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -37,9 +37,7 @@ struct Fixture {
   std::shared_ptr<agent::NodeLeaseController> lease;
 
   Fixture() {
-    auto config = api::parseKubeconfig(server->kubeconfig(), ".", "test kubeconfig");
-    REQUIRE(config.ok());
-    client = api::RestClient::create(*config, {}, base::realClock()).value();
+    client = testing::clientFor(*server);
     agent::NodeLeaseOptions o;
     o.node_name = "n1";
     o.on_repeated_failure = [this] { repeated_failures.fetch_add(1); };

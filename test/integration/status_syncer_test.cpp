@@ -14,13 +14,13 @@
 #include "agent/status/status_manager.h"
 #include "agent/status/status_syncer.h"
 #include "api/api_errors.h"
-#include "api/kubeconfig.h"
 #include "api/pod_json.h"
 #include "api/rest_client.h"
 #include "cmd/test-apiserver/test_api_server.h"
 #include "podmanager/mirror_client.h"
 #include "podmanager/pod_manager.h"
 #include "test/support/pod_builder.h"
+#include "test/support/api_test_client.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -41,9 +41,7 @@ struct Fixture {
   agent::StatusManager status_manager{base::realClock(), pod_manager};
 
   Fixture() {
-    auto config = api::parseKubeconfig(server->kubeconfig(), ".", "test kubeconfig");
-    REQUIRE(config.ok());
-    client = api::RestClient::create(*config, {}, base::realClock()).value();
+    client = testing::clientFor(*server);
     for (int i = 0; i < 2; ++i) threads.emplace_back([this] { ioc.run(); });
   }
   ~Fixture() {
