@@ -22,6 +22,46 @@ bool hasRequestsOrLimits(const api::Container& c) {
   return !c.resources.requests.empty() || !c.resources.limits.empty();
 }
 
+using RecordEvent = decltype(AgentOptions::record_event);
+
+ProbeTarget hookTarget(const api::Handler& handler, const api::Container& container,
+                       const runtime::ContainerId& id, base::Duration timeout,
+                       const std::string& node_ip) {
+  ProbeTarget target;
+  target.handler = handler;
+  target.timeout = timeout;
+  target.container_id = id;
+  target.pod_ip = node_ip;
+  target.ports = container.ports;
+  return target;
+}
+
+// kubelet's executePreStopHook through its HandlerRunner: an exec or httpGet hook bounded by the
+// grace period; a failure is logged and recorded as a FailedPreStopHook event. The handler's
+// timer and socket share a strand of their own (kills of one pod run in parallel).
+asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std::string node_ip,
+                                     RecordEvent record_event,
+                                     runtime::PreStopHookRequest request) {
+  const api::Pod& pod = *request.pod;
+  const auto* container = runtime::findSpecContainer(pod, request.container_name);
+  if (container == nullptr || !container->lifecycle || !container->lifecycle->pre_stop) co_return;
+  auto target = hookTarget(*container->lifecycle->pre_stop, *container, request.id,
+                           request.timeout, node_ip);
+  log()->info("Running preStop hook pod={} container={} id={}", api::podRef(pod), container->name,
+              request.id.toString());
+  auto strand = asio::make_strand(co_await asio::this_coro::executor);
+  auto hook = handler->runHook(target);
+  auto failure = co_await asio::co_spawn(strand, std::move(hook), asio::use_awaitable);
+  if (!failure) co_return;
+  log()->warn("PreStop hook failed pod={} container={} id={} error={}", api::podRef(pod),
+              container->name, request.id.toString(), failure->error);
+  if (record_event) {
+    record_event(pod, "Warning", "FailedPreStopHook",
+                 hookFailureMessage(target.handler, container->name, pod, *failure),
+                 "spec.containers{" + container->name + "}");
+  }
+}
+
 }  // namespace
 
 void AgentMetrics::observeStartLatency(base::Duration d) {
@@ -97,9 +137,15 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       },
       [this](const std::string& uid, const std::string& container, ProbeType type,
              const ProbeOutcome& outcome) { onProbeFailure(uid, container, type, outcome); });
+  runtime_.setPreStopHookRunner(
+      [handler = probe_handler_, node_ip = options_.node_ip,
+       record_event = options_.record_event](runtime::PreStopHookRequest request) {
+        return runPreStopHook(handler, node_ip, record_event, std::move(request));
+      });
 }
 
 Agent::~Agent() {
+  runtime_.setPreStopHookRunner({});
   prober_->stop();
   sync_loop_->stop();
   pleg_->stop();
@@ -575,14 +621,12 @@ void Agent::visitPodsWithStatus(
 asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
                                                       const api::Container& container,
                                                       const runtime::ContainerId& id) {
-  ProbeTarget target;
-  target.handler = *container.lifecycle->post_start;
   // kubelet gives the hook no timeout; the grace period bounds it so that a hung hook cannot
   // hold the pod's worker for ever.
-  target.timeout = std::chrono::seconds(std::max<int64_t>(runtime::podGracePeriodSeconds(*pod), 1));
-  target.container_id = id;
-  target.pod_ip = options_.node_ip;
-  target.ports = container.ports;
+  auto target = hookTarget(
+      *container.lifecycle->post_start, container, id,
+      std::chrono::seconds(std::max<int64_t>(runtime::podGracePeriodSeconds(*pod), 1)),
+      options_.node_ip);
   auto hook = probe_handler_->runHook(target);
   auto failure = co_await std::move(hook);
   if (!failure) co_return base::okStatus();
@@ -593,7 +637,7 @@ asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
     options_.record_event(*pod, "Warning", "FailedPostStartHook", message,
                           "spec.containers{" + container.name + "}");
   }
-  auto kill = runtime_.killContainer(pod, id, std::nullopt, "FailedPostStartHook");
+  auto kill = runtime_.killContainer(pod, id, runtime::KillOptions{}, "FailedPostStartHook");
   auto killed = co_await std::move(kill);
   ++metrics_.containers_killed;
   if (!killed.ok()) {

@@ -80,7 +80,7 @@ PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& stat
       actions.containers_to_start.push_back(i);
       actions.containers_to_kill.push_back(
           {cs->id, container.name,
-           "Container " + container.name + " definition changed, will be restarted"});
+           "Container " + container.name + " definition changed, will be restarted", std::nullopt});
       continue;
     }
     auto failed = probes != nullptr
@@ -95,7 +95,10 @@ PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& stat
       message += ", will be restarted";
       actions.containers_to_start.push_back(i);
     }
-    actions.containers_to_kill.push_back({cs->id, container.name, std::move(message)});
+    const auto& probe = failed == "startup" ? container.startup_probe : container.liveness_probe;
+    actions.containers_to_kill.push_back(
+        {cs->id, container.name, std::move(message),
+         probe ? probe->termination_grace_period_seconds : std::nullopt});
   }
   if (keep == 0 && actions.containers_to_start.empty()) actions.kill_pod = true;
   return actions;

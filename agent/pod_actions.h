@@ -16,6 +16,8 @@ struct ContainerToKill {
   runtime::ContainerId id;
   std::string name;
   std::string message;  // why, e.g. "Container web definition changed, will be restarted"
+  // The failed liveness or startup probe's terminationGracePeriodSeconds, when it sets one.
+  std::optional<int64_t> probe_grace;
 };
 
 struct PodActions {

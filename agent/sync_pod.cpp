@@ -132,10 +132,20 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
   const auto& container = init ? pod->spec.init_containers[index] : pod->spec.containers[index];
   const auto& uid = pod->metadata.uid;
   const auto* last = status.findContainerStatusByName(container.name);
+  // kubelet's doBackOff: the newest exited container of that name, which is not the newest one
+  // when a running container was just killed (liveness failure, changed spec), so restarts of
+  // killed containers back off too.
+  const runtime::ContainerStatus* last_exited = nullptr;
+  for (const auto& cs : status.container_statuses) {
+    if (cs.name == container.name && cs.state == runtime::ContainerState::kExited) {
+      last_exited = &cs;  // newest first
+      break;
+    }
+  }
   const auto key = backoffKey(*pod, container);
-  if (last != nullptr && last->state == runtime::ContainerState::kExited) {
+  if (last_exited != nullptr) {
     base::Duration remaining{};
-    if (crash_backoff_.isInBackOffSince(key, last->finished_at, &remaining)) {
+    if (crash_backoff_.isInBackOffSince(key, last_exited->finished_at, &remaining)) {
       auto backoff = crash_backoff_.get(key);
       auto secs = std::chrono::duration_cast<std::chrono::seconds>(backoff).count();
       setStartFailure(uid, container.name,
@@ -274,7 +284,8 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
       options_.record_event(*pod, "Normal", "Killing", kill.message,
                             "spec.containers{" + kill.name + "}");
     }
-    auto killed = co_await runtime_.killContainer(pod, kill.id, std::nullopt, kill.message);
+    auto killed = co_await runtime_.killContainer(
+        pod, kill.id, runtime::KillOptions::probeGrace(kill.probe_grace), kill.message);
     ++metrics_.containers_killed;
     if (!killed.ok()) co_return killed;
   }

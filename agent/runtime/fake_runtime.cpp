@@ -10,6 +10,11 @@ FakeRuntime::FakeRuntime(asio::any_io_executor event_executor, base::Clock& cloc
 
 FakeRuntime::~FakeRuntime() = default;
 
+void FakeRuntime::setPreStopHookRunner(PreStopHookRunner runner) {
+  std::lock_guard lock(mu_);
+  pre_stop_runner_ = std::move(runner);
+}
+
 void FakeRuntime::setEventHandler(ContainerEventHandler handler) {
   std::lock_guard lock(mu_);
   handler_ = std::move(handler);
@@ -101,7 +106,7 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
   base::Status start_error;
   {
     std::lock_guard lock(mu_);
-    record(Action{Action::Kind::kStart, uid, container.name, attempt, {}, std::nullopt, 0, ""});
+    record(Action{Action::Kind::kStart, uid, container.name, attempt, {}, KillOptions{}, 0, ""});
     auto err = start_errors_.find({uid, container.name});
     if (err == start_errors_.end()) err = start_errors_.find({"", container.name});
     if (err != start_errors_.end()) start_error = err->second;
@@ -137,17 +142,38 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
 }
 
 asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, ContainerId id,
-                                                         std::optional<int64_t> grace_override,
+                                                         KillOptions options,
                                                          std::string reason) {
   std::string uid;
   std::string name;
   bool died = false;
+  bool running = false;
   base::Duration delay{0};
+  PreStopHookRunner runner;
   {
     std::lock_guard lock(mu_);
     ContainerStatus* c = findLocked(id.id, &uid);
-    if (c != nullptr && c->state == ContainerState::kRunning) delay = kill_delay_;
+    if (c != nullptr && c->state == ContainerState::kRunning) {
+      delay = kill_delay_;
+      running = true;
+      name = c->name;
+    }
+    runner = pre_stop_runner_;
   }
+  int64_t grace =
+      pod ? killGracePeriodSeconds(*pod, options.probe_grace) : kDefaultTerminationGracePeriodSeconds;
+  if (running && pod && runner && grace > 0) {
+    const auto* spec = findSpecContainer(*pod, name);
+    if (spec != nullptr && spec->lifecycle && spec->lifecycle->pre_stop) {
+      const auto started = clock_.now();
+      PreStopHookRequest request{pod, name, id, std::chrono::seconds(grace)};
+      auto hook = runner(std::move(request));
+      co_await std::move(hook);
+      grace -= std::chrono::duration_cast<std::chrono::seconds>(clock_.now() - started).count();
+    }
+  }
+  if (pod) grace = std::max(grace, kMinimumGracePeriodSeconds);
+  if (options.grace_override) grace = *options.grace_override;
   if (delay > base::Duration::zero()) co_await base::sleepFor(clock_, delay);
   {
     std::lock_guard lock(mu_);
@@ -156,12 +182,7 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
       co_return base::notFoundError("container " + id.toString() + " not found");
     }
     name = c->name;
-    int64_t grace = grace_override
-                        ? *grace_override
-                        : (pod ? std::max(podGracePeriodSeconds(*pod), kMinimumGracePeriodSeconds)
-                               : kDefaultTerminationGracePeriodSeconds);
-    record(Action{Action::Kind::kKill, uid, c->name, c->restart_count, id, grace_override, grace,
-                  reason});
+    record(Action{Action::Kind::kKill, uid, c->name, c->restart_count, id, options, grace, reason});
     if (c->state == ContainerState::kRunning || c->state == ContainerState::kCreated) {
       c->state = ContainerState::kExited;
       c->finished_at = clock_.wallNow();
@@ -179,7 +200,8 @@ asio::awaitable<base::Status> FakeRuntime::killPod(api::PodPtr pod, Pod running_
                                                    std::optional<int64_t> grace_override) {
   std::string errors;
   for (const auto& c : running_pod.containers) {
-    auto s = co_await killContainer(pod, c.id, grace_override, "killing pod");
+    auto s = co_await killContainer(pod, c.id, KillOptions::graceOverride(grace_override),
+                                    "killing pod");
     if (!s.ok() && s.code() != base::StatusCode::kNotFound) {
       errors += (errors.empty() ? "" : "; ") + s.message();
     }
@@ -197,7 +219,7 @@ asio::awaitable<base::Status> FakeRuntime::removeContainer(ContainerId id) {
   if (c->state == ContainerState::kRunning) {
     co_return base::failedPreconditionError("container " + id.toString() + " is running");
   }
-  record(Action{Action::Kind::kRemove, uid, c->name, c->restart_count, id, std::nullopt, 0, ""});
+  record(Action{Action::Kind::kRemove, uid, c->name, c->restart_count, id, KillOptions{}, 0, ""});
   ++version_;
   auto& containers = pods_[uid].containers;
   containers.erase(std::remove_if(containers.begin(), containers.end(),

@@ -29,8 +29,8 @@ class FakeRuntime final : public Runtime {
     std::string container_name;
     int attempt = 0;
     ContainerId id;
-    std::optional<int64_t> grace_override;  // kills: as passed
-    int64_t grace_seconds = 0;              // kills: the grace period that applied
+    KillOptions kill_options;   // kills: as passed
+    int64_t grace_seconds = 0;  // kills: the grace period that applied (after the preStop hook)
     std::string reason;                     // kills
   };
 
@@ -40,6 +40,9 @@ class FakeRuntime final : public Runtime {
 
   std::string type() const override { return "fake"; }
   void setEventHandler(ContainerEventHandler handler) override;
+  // The runner is called, as ProcessRuntime calls it, for a running container whose spec has a
+  // preStop hook.
+  void setPreStopHookRunner(PreStopHookRunner runner) override;
   asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
   std::optional<uint64_t> podsVersion() const override;
   // How often getPods ran (tests of relist skipping).
@@ -50,7 +53,7 @@ class FakeRuntime final : public Runtime {
       api::PodPtr pod, const api::Container& container, int attempt,
       StartContainerOptions options) override;
   asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
-                                              std::optional<int64_t> grace_override,
+                                              KillOptions options,
                                               std::string reason) override;
   asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
                                         std::optional<int64_t> grace_override) override;
@@ -106,6 +109,7 @@ class FakeRuntime final : public Runtime {
   base::Clock& clock_;
   mutable std::mutex mu_;
   ContainerEventHandler handler_;
+  PreStopHookRunner pre_stop_runner_;
   std::unordered_map<std::string, PodRecord> pods_;
   std::unordered_map<std::string, std::string> pod_of_container_;
   std::vector<Action> actions_;

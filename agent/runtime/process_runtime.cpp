@@ -93,16 +93,6 @@ ContainerState containerState(ShimStatus status) {
   return ContainerState::kUnknown;
 }
 
-const api::Container* findSpecContainer(const api::Pod& pod, const std::string& name) {
-  for (const auto& c : pod.spec.containers) {
-    if (c.name == name) return &c;
-  }
-  for (const auto& c : pod.spec.init_containers) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
-}
-
 std::vector<std::string> preStopCommand(const api::Container& c) {
   if (c.lifecycle && c.lifecycle->pre_stop && c.lifecycle->pre_stop->exec) {
     return c.lifecycle->pre_stop->exec->command;
@@ -506,8 +496,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   base::StatusOr<ContainerId> finishStart(const std::string& id, const std::string& line,
                                           const api::Pod& pod, const std::string& container_name,
                                           int attempt);
-  asio::awaitable<base::Status> kill(api::PodPtr pod, ContainerId id,
-                                     std::optional<int64_t> grace_override, std::string reason);
+  asio::awaitable<base::Status> kill(api::PodPtr pod, ContainerId id, KillOptions options,
+                                     std::string reason);
   asio::awaitable<void> runHook(std::string id, std::vector<std::string> command,
                                 base::Duration timeout);
   asio::awaitable<base::StatusOr<ExecResult>> exec(std::string id,
@@ -535,6 +525,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   std::atomic<bool> stopped_{false};
   mutable std::mutex mu_;
   ContainerEventHandler handler_;
+  PreStopHookRunner pre_stop_runner_;  // guarded by mu_
   std::map<std::string, Record> records_;
   std::map<std::string, std::set<std::string>> ids_by_pod_;  // pod UID -> ids of its records
   // Strand only.
@@ -863,12 +854,14 @@ asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State
 }
 
 asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, ContainerId id,
-                                                          std::optional<int64_t> grace_override,
+                                                          KillOptions options,
                                                           std::string reason) {
   ShimConfig config;
   ShimState st;
+  PreStopHookRunner runner;
   {
     std::lock_guard lock(mu_);
+    runner = pre_stop_runner_;
     auto it = records_.find(id.id);
     if (it == records_.end()) {
       co_return base::notFoundError("container " + id.toString() + " not found");
@@ -878,24 +871,29 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
   }
   if (st.status == ShimStatus::kExited) co_return base::okStatus();
 
-  int64_t grace = pod ? podGracePeriodSeconds(*pod) : config.grace_period_seconds;
-  std::vector<std::string> pre_stop = config.pre_stop;
-  if (pod) {
-    if (const auto* spec = findSpecContainer(*pod, config.container_name)) {
-      pre_stop = preStopCommand(*spec);
-      if (spec->lifecycle && spec->lifecycle->pre_stop && !spec->lifecycle->pre_stop->exec) {
-        log_->warn("Skipping a preStop hook that is not exec pod={} container={}",
-                   api::podRef(*pod), config.container_name);
-      }
-    }
-  }
-  if (!pre_stop.empty() && grace > 0 && st.status == ShimStatus::kRunning) {
+  int64_t grace =
+      pod ? killGracePeriodSeconds(*pod, options.probe_grace) : config.grace_period_seconds;
+  // The pod's spec decides the hook when there is a pod; the exec hook recorded at start serves
+  // orphans (a restarted agent whose pod is gone).
+  const api::Container* spec = pod ? findSpecContainer(*pod, config.container_name) : nullptr;
+  const bool has_hook = spec ? spec->lifecycle && spec->lifecycle->pre_stop : !config.pre_stop.empty();
+  if (has_hook && grace > 0 && st.status == ShimStatus::kRunning) {
     auto started = clock_.now();
-    co_await runHook(id.id, pre_stop, seconds(grace));
+    if (spec && runner) {
+      PreStopHookRequest request{pod, config.container_name, id, seconds(grace)};
+      auto hook = runner(std::move(request));
+      co_await std::move(hook);
+    } else if (std::vector<std::string> command = spec ? preStopCommand(*spec) : config.pre_stop;
+               !command.empty()) {
+      co_await runHook(id.id, std::move(command), seconds(grace));
+    } else {
+      log_->warn("Skipping a preStop hook that is not exec pod={}/{} container={}",
+                 config.pod_namespace, config.pod_name, config.container_name);
+    }
     grace -= duration_cast<seconds>(clock_.now() - started).count();
   }
   grace = std::max(grace, options_.minimum_grace_seconds);
-  if (grace_override) grace = std::max<int64_t>(*grace_override, 0);
+  if (options.grace_override) grace = std::max<int64_t>(*options.grace_override, 0);
   log_->info("Killing container pod={}/{} container={} id={} gracePeriod={} reason={}",
              config.pod_namespace, config.pod_name, config.container_name, id.id, grace, reason);
 
@@ -1021,6 +1019,11 @@ ProcessRuntime::~ProcessRuntime() { state_->stop(); }
 
 base::Status ProcessRuntime::recover() { return state_->recover(); }
 
+void ProcessRuntime::setPreStopHookRunner(PreStopHookRunner runner) {
+  std::lock_guard lock(state_->mu_);
+  state_->pre_stop_runner_ = std::move(runner);
+}
+
 void ProcessRuntime::setEventHandler(ContainerEventHandler handler) {
   std::lock_guard lock(state_->mu_);
   state_->handler_ = std::move(handler);
@@ -1085,10 +1088,10 @@ asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::startContainer(
 }
 
 asio::awaitable<base::Status> ProcessRuntime::killContainer(api::PodPtr pod, ContainerId id,
-                                                            std::optional<int64_t> grace_override,
+                                                            KillOptions options,
                                                             std::string reason) {
   auto state = state_;
-  co_return co_await state->kill(std::move(pod), std::move(id), grace_override, std::move(reason));
+  co_return co_await state->kill(std::move(pod), std::move(id), options, std::move(reason));
 }
 
 asio::awaitable<base::Status> ProcessRuntime::killPod(api::PodPtr pod, Pod running_pod,
@@ -1096,7 +1099,8 @@ asio::awaitable<base::Status> ProcessRuntime::killPod(api::PodPtr pod, Pod runni
   auto state = state_;
   std::vector<asio::awaitable<base::Status>> tasks;
   for (const auto& c : running_pod.containers) {
-    tasks.push_back(state->kill(pod, c.id, grace_override, "killing pod"));
+    tasks.push_back(state->kill(pod, c.id, KillOptions::graceOverride(grace_override),
+                                "killing pod"));
   }
   auto results = co_await runAll(std::move(tasks));
   std::string errors;

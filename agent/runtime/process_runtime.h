@@ -50,6 +50,7 @@ class ProcessRuntime final : public Runtime {
   std::string type() const override { return "process"; }
   // The handler runs on the runtime's internal strand.
   void setEventHandler(ContainerEventHandler handler) override;
+  void setPreStopHookRunner(PreStopHookRunner runner) override;
   asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
@@ -57,7 +58,7 @@ class ProcessRuntime final : public Runtime {
       api::PodPtr pod, const api::Container& container, int attempt,
       StartContainerOptions options) override;
   asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
-                                              std::optional<int64_t> grace_override,
+                                              KillOptions options,
                                               std::string reason) override;
   asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
                                         std::optional<int64_t> grace_override) override;

@@ -46,6 +46,21 @@ int64_t podGracePeriodSeconds(const api::Pod& pod) {
   return kDefaultTerminationGracePeriodSeconds;
 }
 
+const api::Container* findSpecContainer(const api::Pod& pod, std::string_view name) {
+  for (const auto& c : pod.spec.containers) {
+    if (c.name == name) return &c;
+  }
+  for (const auto& c : pod.spec.init_containers) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+int64_t killGracePeriodSeconds(const api::Pod& pod, std::optional<int64_t> probe_grace) {
+  if (!pod.metadata.deletion_grace_period_seconds && probe_grace) return *probe_grace;
+  return podGracePeriodSeconds(pod);
+}
+
 namespace {
 
 // "metadata.labels['key']" -> key (also accepts double quotes).

@@ -135,6 +135,47 @@ inline constexpr int64_t kDefaultTerminationGracePeriodSeconds = 30;
 // spec.terminationGracePeriodSeconds, else 30 (kubelet's killContainer).
 int64_t podGracePeriodSeconds(const api::Pod& pod);
 
+// The app or init container `name` of the pod's spec, or null.
+const api::Container* findSpecContainer(const api::Pod& pod, std::string_view name);
+
+// How killContainer stops a container (kubelet's killContainer arguments).
+struct KillOptions {
+  // Replaces the grace period left after the preStop hook (0: SIGKILL at once): kubelet's
+  // gracePeriodOverride.
+  std::optional<int64_t> grace_override;
+  // The grace period, hook included, unless the pod is being deleted: the failed liveness or
+  // startup probe's terminationGracePeriodSeconds.
+  std::optional<int64_t> probe_grace;
+
+  static KillOptions graceOverride(std::optional<int64_t> seconds) {
+    KillOptions o;
+    o.grace_override = seconds;
+    return o;
+  }
+  static KillOptions probeGrace(std::optional<int64_t> seconds) {
+    KillOptions o;
+    o.probe_grace = seconds;
+    return o;
+  }
+};
+
+// kubelet's setTerminationGracePeriod: deletionGracePeriodSeconds while the pod is being
+// deleted, else the probe's grace period when a probe failure is the reason, else
+// podGracePeriodSeconds.
+int64_t killGracePeriodSeconds(const api::Pod& pod, std::optional<int64_t> probe_grace);
+
+// A container's preStop hook, run inside killContainer before SIGTERM; `timeout` is the grace
+// period. The agent installs a runner for exec and httpGet hooks (kubelet's lifecycle
+// HandlerRunner, which also records FailedPreStopHook events); without one, or without the pod
+// (orphans), a runtime runs the exec hook recorded when the container started.
+struct PreStopHookRequest {
+  api::PodPtr pod;
+  std::string container_name;
+  ContainerId id;
+  base::Duration timeout{};
+};
+using PreStopHookRunner = std::function<asio::awaitable<void>(PreStopHookRequest)>;
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -168,14 +209,18 @@ class Runtime {
       api::PodPtr pod, const api::Container& container, int attempt,
       StartContainerOptions options) = 0;
 
-  // Stops a container: runs its preStop exec hook (if any, bounded by the grace period), sends
+  // Installs the preStop hook runner (see PreStopHookRunner). Set it once, before killing
+  // containers; an empty runner removes it.
+  virtual void setPreStopHookRunner(PreStopHookRunner runner) = 0;
+
+  // Stops a container: runs its preStop hook (if any, bounded by the grace period), sends
   // SIGTERM to its process group, and SIGKILL when the grace period ends. The grace period is
-  // podGracePeriodSeconds(pod) (or the one recorded at start when `pod` is null) minus the hook's
-  // time, at least kMinimumGracePeriodSeconds; `grace_override` replaces it after the hook (0:
-  // SIGKILL at once). Completes when the process is gone. Killing an exited or unknown container
-  // is OK. `reason` is for logs.
+  // killGracePeriodSeconds(pod, options.probe_grace) (or the one recorded at start when `pod` is
+  // null) minus the hook's time, at least kMinimumGracePeriodSeconds; `options.grace_override`
+  // replaces it after the hook (0: SIGKILL at once). Completes when the process is gone. Killing
+  // an exited or unknown container is OK. `reason` is for logs.
   virtual asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
-                                                      std::optional<int64_t> grace_override,
+                                                      KillOptions options,
                                                       std::string reason) = 0;
 
   // Kills every running container of `running_pod` in parallel (kubelet's KillPod). `pod` may be

@@ -126,7 +126,7 @@ class HandlerEnv {
   }
   ~HandlerEnv() {
     for (const auto& id : started_) {
-      auto kill = runtime_->killContainer(nullptr, id, 0, "test over");
+      auto kill = runtime_->killContainer(nullptr, id, runtime::KillOptions::graceOverride(0), "test over");
       (void)run(std::move(kill));
     }
     runtime_.reset();
@@ -374,6 +374,10 @@ class AgentEnv {
     pods_.push_back(pod);
     agent_->onPodUpdate(api::PodUpdate{{pod}, api::PodOperation::kAdd, "file"});
   }
+  void remove(const api::PodPtr& pod) {
+    std::erase(pods_, pod);
+    agent_->onPodUpdate(api::PodUpdate{{pod}, api::PodOperation::kRemove, "file"});
+  }
   std::optional<api::ContainerStatus> container(const std::string& uid) {
     auto s = status_manager_->getPodStatus(uid);
     if (!s || s->container_statuses.empty()) return std::nullopt;
@@ -511,6 +515,57 @@ TEST_CASE("agent with processes: a failing postStart hook kills the container",
                      "exit 3]) for Container \"c\" in Pod \"p-u-hook_default(u-hook)\" failed - "
                      "error: command '/bin/sh -c echo hook ran > hook; exit 3' exited with 3: "));
   CHECK(env.container("u-hook")->state.terminated->exit_code == 143);
+}
+
+TEST_CASE("agent with processes: a preStop httpGet hook reaches the container before SIGTERM",
+          "[integration][prober]") {
+  AgentEnv env;
+  testing::TempDir out("nodeagent-prestop-out");
+  const int port = freePort();
+  // http.server logs each request to stderr, here a file that outlives the pod.
+  auto pod = yamlPod("u-prestop", R"(    command: ["/bin/sh", "-c", "exec python3 -m http.server )" +
+                                      std::to_string(port) +
+                                      R"( --bind 127.0.0.1 2>\"$NODEAGENT_VOLUME_OUT/requests\""]
+    ports: [{name: http, containerPort: )" + std::to_string(port) + R"(}]
+    readinessProbe:
+      tcpSocket: {port: http}
+      periodSeconds: 1
+    lifecycle:
+      preStop:
+        httpGet: {path: /drain-now, port: http}
+  volumes:
+  - name: out
+    hostPath: {path: ")" + out.path().string() + R"("}
+)");
+  env.add(pod);
+  REQUIRE(testing::eventually([&] { return env.condition("u-prestop", "Ready") == "True"; }, 20s));
+  env.remove(pod);
+  REQUIRE(testing::eventually([&] { return env.runningContainers() == 0; }, 20s));
+  // The server can only have answered while it still ran, i.e. before the SIGTERM that ended it.
+  const auto requests = testing::readFile(out.path() / "requests");
+  INFO(requests);
+  CHECK(requests.find("\"GET /drain-now HTTP/1.1\" 404") != std::string::npos);
+  CHECK_FALSE(env.hasEvent("FailedPreStopHook"));
+}
+
+TEST_CASE("agent with processes: a failing preStop httpGet hook is a FailedPreStopHook event",
+          "[integration][prober]") {
+  AgentEnv env;
+  const int port = freePort();  // nothing listens there
+  auto pod = yamlPod("u-badstop", R"(    command: ["sleep", "1000"]
+    lifecycle:
+      preStop:
+        httpGet: {path: /quit, port: )" + std::to_string(port) + R"(}
+)");
+  env.add(pod);
+  REQUIRE(testing::eventually([&] {
+    auto c = env.container("u-badstop");
+    return c && c->state.running;
+  }));
+  env.remove(pod);
+  REQUIRE(testing::eventually([&] { return env.runningContainers() == 0; }, 20s));
+  CHECK(env.hasEvent("FailedPreStopHook: Http lifecycle hook (/quit) for Container \"c\" in Pod "
+                     "\"p-u-badstop_default(u-badstop)\" failed - error: "));
 }
 
 TEST_CASE("agent with processes: the termination message file and FallbackToLogsOnError",

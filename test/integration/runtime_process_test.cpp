@@ -301,7 +301,7 @@ TEST_CASE(
     auto log = env.status(pod, id)->log_path;
     REQUIRE(testing::eventually([&] { return logText(log).find("ready") != std::string::npos; }));
     auto t0 = std::chrono::steady_clock::now();
-    CHECK(env.sync(env.runtime().killContainer(pod, id, 10, "test")).ok());
+    CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions::graceOverride(10), "test")).ok());
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
     auto cs = env.status(pod, id);
     REQUIRE(cs);
@@ -317,7 +317,7 @@ TEST_CASE(
     auto log = env.status(pod, id)->log_path;
     REQUIRE(testing::eventually([&] { return logText(log).find("ready") != std::string::npos; }));
     auto t0 = std::chrono::steady_clock::now();
-    CHECK(env.sync(env.runtime().killContainer(pod, id, 1, "test")).ok());
+    CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions::graceOverride(1), "test")).ok());
     auto took = std::chrono::steady_clock::now() - t0;
     CHECK(took >= 1s);
     CHECK(took < 10s);
@@ -347,8 +347,8 @@ TEST_CASE(
     auto pod = makePod("u-done", {shContainer("main", "true")});
     auto id = env.start(pod);
     REQUIRE(testing::eventually([&] { return env.exited(pod, id); }));
-    CHECK(env.sync(env.runtime().killContainer(pod, id, std::nullopt, "test")).ok());
-    CHECK(env.sync(env.runtime().killContainer(pod, ContainerId{"process", "nope"}, 0, "test"))
+    CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions{}, "test")).ok());
+    CHECK(env.sync(env.runtime().killContainer(pod, ContainerId{"process", "nope"}, KillOptions::graceOverride(0), "test"))
               .code() == base::StatusCode::kNotFound);
   }
 }
@@ -374,7 +374,7 @@ TEST_CASE(
   auto id = env.start(pod, 0, 0, options);
   auto log = env.status(pod, id)->log_path;
   REQUIRE(testing::eventually([&] { return logText(log).find("ready") != std::string::npos; }));
-  CHECK(env.sync(env.runtime().killContainer(pod, id, std::nullopt, "test")).ok());
+  CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions{}, "test")).ok());
   CHECK(testing::readFile(env.dir() / "poddir" / "prestop.txt") == "from-env\n");
   CHECK(testing::eventually([&] { return logText(log).find("saw-prestop") != std::string::npos; }));
   CHECK(env.status(pod, id)->exit_code == 0);
@@ -559,7 +559,7 @@ TEST_CASE(
 
   // The adopted container is still controlled: kill it through the new
   // instance.
-  CHECK(env.sync(env.runtime().killContainer(pod, long_id, 0, "test")).ok());
+  CHECK(env.sync(env.runtime().killContainer(pod, long_id, KillOptions::graceOverride(0), "test")).ok());
   CHECK(env.exited(pod, long_id));
   CHECK(env.status(pod, long_id)->exit_code == 137);
   CHECK(testing::eventually(

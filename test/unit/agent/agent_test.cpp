@@ -455,6 +455,72 @@ TEST_CASE("agent: a failed postStart hook kills the container with FailedPostSta
   }
 }
 
+TEST_CASE("agent: a liveness or startup probe's terminationGracePeriodSeconds bounds its kill",
+          "[unit][agent][prober]") {
+  const std::string probe = GENERATE(std::string("livenessProbe"), std::string("startupProbe"));
+  const bool probe_grace = GENERATE(true, false);
+  Harness h;
+  h.runtime.setExecHandler([](const std::string&, const std::vector<std::string>&) {
+    return runtime::ExecResult{1, false, "sick"};
+  });
+  auto check = execCheck("live", 10);
+  check["failureThreshold"] = 1;
+  if (probe_grace) check["terminationGracePeriodSeconds"] = 5;
+  h.update(api::PodOperation::kAdd, {probedWebPod({{probe, check}})});
+  h.advance(1s);
+  auto kills = h.actions(Action::Kind::kKill);
+  // The first two restarts come at once (the second finds no backoff entry yet, as kubelet's
+  // doBackOff), the third waits out the 10 s backoff.
+  REQUIRE(kills.size() == 3);
+  CHECK(h.actions(Action::Kind::kStart).size() == 3);
+  for (const auto& kill : kills) {
+    CHECK(kill.kill_options.probe_grace ==
+          (probe_grace ? std::optional<int64_t>(5) : std::nullopt));
+    // Without the probe's own, the pod's (defaulted) terminationGracePeriodSeconds: 30.
+    CHECK(kill.grace_seconds == (probe_grace ? 5 : 30));
+  }
+  auto cs = h.status_manager.getPodStatus("uid-web")->container_statuses.at(0);
+  REQUIRE(cs.state.waiting);
+  CHECK(cs.state.waiting->reason == "CrashLoopBackOff");
+}
+
+TEST_CASE("agent: a pod being deleted is killed with its deletion grace, not a probe's",
+          "[unit][agent][prober]") {
+  auto pod = *probedWebPod({{"livenessProbe", {{"exec", {{"command", {"live"}}}},
+                                               {"terminationGracePeriodSeconds", 5}}}});
+  pod.metadata.deletion_grace_period_seconds = 7;
+  CHECK(runtime::killGracePeriodSeconds(pod, 5) == 7);
+  pod.metadata.deletion_grace_period_seconds.reset();
+  CHECK(runtime::killGracePeriodSeconds(pod, 5) == 5);
+  CHECK(runtime::killGracePeriodSeconds(pod, std::nullopt) == 30);
+}
+
+TEST_CASE("agent: a preStop hook runs before the kill, and its failure is a FailedPreStopHook event",
+          "[unit][agent][prober]") {
+  Harness h;
+  const bool fails = GENERATE(false, true);
+  h.runtime.setExecHandler([&](const std::string&, const std::vector<std::string>&) {
+    return fails ? runtime::ExecResult{2, false, "drain failed"} : runtime::ExecResult{};
+  });
+  auto pod = probedWebPod({{"lifecycle", {{"preStop", {{"exec", {{"command", {"drain", "-q"}}}}}}}}});
+  h.update(api::PodOperation::kAdd, {pod});
+  REQUIRE(h.runtime.execs().empty());
+  h.update(api::PodOperation::kRemove, {pod});
+  auto execs = h.runtime.execs();
+  REQUIRE(execs.size() == 1);
+  CHECK(execs[0].second == std::vector<std::string>{"drain", "-q"});
+  auto kills = h.actions(Action::Kind::kKill);
+  REQUIRE(kills.size() == 1);
+  CHECK(h.runtime.runningContainerCount() == 0);
+  if (fails) {
+    CHECK(h.hasEvent("FailedPreStopHook: Exec lifecycle hook ([drain -q]) for Container \"web\" in "
+                     "Pod \"web-node1_default(uid-web)\" failed - error: command 'drain -q' exited "
+                     "with 2: drain failed, message: \"drain failed\""));
+  } else {
+    CHECK(h.eventsWithReason("FailedPreStopHook").empty());
+  }
+}
+
 TEST_CASE("agent: housekeeping does no work while nothing changes, with a periodic full pass",
           "[unit][agent]") {
   Harness h;

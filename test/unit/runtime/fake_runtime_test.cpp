@@ -159,9 +159,9 @@ TEST_CASE("fake runtime: kills record the grace period kubelet would use, remove
   REQUIRE(actions.size() == 2);
   CHECK(actions[1].kind == FakeRuntime::Action::Kind::kKill);
   CHECK(actions[1].grace_seconds == 2);
-  CHECK_FALSE(actions[1].grace_override);
+  CHECK_FALSE(actions[1].kill_options.grace_override);
 
-  CHECK(h.run(h.runtime.killContainer(pod, *id, 0, "again")).ok());
+  CHECK(h.run(h.runtime.killContainer(pod, *id, KillOptions::graceOverride(0), "again")).ok());
   CHECK(h.runtime.actions().back().grace_seconds == 0);
   CHECK(h.runtime.runningContainerCount() == 0);
 

@@ -134,7 +134,7 @@ TEST_CASE("process runtime recover: recorded exits, dead shims and incomplete di
   CHECK((*all)[0].containers.size() == 3);
 
   // Killing an exited container is a no-op; removing one drops its state directory.
-  CHECK(run(ioc, runtime.killContainer(nullptr, ContainerId{"process", "aaa"}, 0, "test")).ok());
+  CHECK(run(ioc, runtime.killContainer(nullptr, ContainerId{"process", "aaa"}, KillOptions::graceOverride(0), "test")).ok());
   CHECK(run(ioc, runtime.removeContainer(ContainerId{"process", "aaa"})).ok());
   CHECK_FALSE(fs::exists(root / "containers" / "aaa"));
   CHECK(run(ioc, runtime.removeContainer(ContainerId{"process", "aaa"})).code() ==
