@@ -111,6 +111,7 @@ base::Status ReadOnlyServer::start() {
       auto& slot = fresh[pod.metadata.uid];
       slot.first = *stamp;
       api::appendCanonicalJson(api::encodePodStatus(*status), slot.second);
+      slot.second.shrink_to_fit();  // kept until the status changes
       api::appendPodJsonWithStatusJson(pod, slot.second, body);
     });
     impl_->status_json = std::move(fresh);  // pods that are gone drop out

@@ -339,6 +339,7 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
   auto raw = std::make_shared<std::string>();
   raw->reserve(1024);
   appendCanonicalJson(object, *raw, marks);
+  raw->shrink_to_fit();  // kept for the pod's life
   pod.content_hash = hash128(*raw);
   // An absent spec hashes like an empty one.
   pod.spec_hash = spec != nullptr ? hash128(marks[0].in(*raw)) : hash128("{}");

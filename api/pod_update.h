@@ -36,6 +36,10 @@ struct PodUpdate {
   std::vector<PodPtr> pods;  // never null entries
   PodOperation op = PodOperation::kSet;
   std::string source;
+  // The source set config.source (to `source`) and config.seen on its pods itself, overwriting
+  // anything the manifest said: PodConfig stores and emits new pods as they are instead of
+  // annotated copies (one pod object shared by the source and PodConfig).
+  bool source_annotated = false;
 };
 
 enum class SyncPodType { kSync = 0, kUpdate = 1, kCreate = 2, kKill = 3 };

@@ -507,7 +507,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
     ++manifests_decoded_;
     DecodeResult result =
-        decodeManifest(*bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true},
+        decodeManifest(*bytes,
+                       ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
                        /*allow_list=*/false);
     if (!result.ok() || result.pods.size() != 1) {
       e.parse_error = result.ok() ? "expected exactly one pod, got " +
@@ -717,7 +718,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
       log_->info("Manifest path read path={} pods={}", path_, pods.size());
     }
     emitted_ = true;
-    api::PodUpdate update{std::move(pods), api::PodOperation::kSet, std::string(api::kFileSource)};
+    api::PodUpdate update{std::move(pods), api::PodOperation::kSet, std::string(api::kFileSource),
+                          /*source_annotated=*/true};
     std::lock_guard lock(sink_mu_);
     if (stopped_) return;
     ++updates_pushed_;

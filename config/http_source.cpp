@@ -425,7 +425,9 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     }
     ++decodes_;
     DecodeResult decoded =
-        decodeManifest(r.body, ManifestSource{opts_.node_name, opts_.url, /*is_file=*/false},
+        decodeManifest(r.body,
+                       ManifestSource{opts_.node_name, opts_.url, /*is_file=*/false,
+                                      seenTime(clock_)},
                        /*allow_list=*/true);
     if (!decoded.ok()) {
       parse_error_ = decoded.errorText();
@@ -502,7 +504,8 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   }
 
   void push(std::vector<api::PodPtr> pods) {
-    api::PodUpdate update{std::move(pods), api::PodOperation::kSet, std::string(api::kHttpSource)};
+    api::PodUpdate update{std::move(pods), api::PodOperation::kSet, std::string(api::kHttpSource),
+                          /*source_annotated=*/true};
     std::lock_guard lock(sink_mu_);
     if (stopped_) return;
     ++updates_pushed_;

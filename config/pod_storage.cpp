@@ -12,6 +12,7 @@
 #include "api/pod_json.h"
 #include "api/time.h"
 #include "base/log.h"
+#include "config/static_pod.h"
 
 namespace nodeagent::config {
 namespace {
@@ -99,11 +100,6 @@ void copyMember(json& dst, const json& src, const char* key) {
     }
   }
   dst.erase(key);
-}
-
-std::string nowRfc3339Nano(base::Clock& clock) {
-  return api::formatNanoTime(
-      std::chrono::time_point_cast<std::chrono::nanoseconds>(clock.wallNow()));
 }
 
 void appendUpdate(std::vector<api::PodUpdate>& out, std::vector<api::PodPtr> pods,
@@ -289,6 +285,18 @@ PodStorage::SourcePods& PodStorage::store(const std::string& source) {
   return *slot;
 }
 
+namespace {
+
+// config.source is `source` and config.seen is set.
+bool carriesLocalAnnotations(const api::Pod& pod, const std::string& source) {
+  const auto& a = pod.metadata.annotations;
+  auto it = a.find(std::string(api::kConfigSourceAnnotationKey));
+  return it != a.end() && it->second == source &&
+         a.count(std::string(api::kConfigFirstSeenAnnotationKey)) > 0;
+}
+
+}  // namespace
+
 api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr& ref,
                                     std::vector<base::Status>& errors) const {
   // kubelet sets config.source on every incoming pod and config.seen on first sight (overwriting
@@ -296,7 +304,7 @@ api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr
   auto annotated =
       api::withAnnotations(*ref, {{std::string(api::kConfigSourceAnnotationKey), source},
                                   {std::string(api::kConfigFirstSeenAnnotationKey),
-                                   nowRfc3339Nano(clock_)}});
+                                   seenTime(clock_)}});
   if (!annotated.ok()) {
     auto status = annotated.status().withContext("pod " + api::podRef(*ref) + " uid=" +
                                                  ref->metadata.uid + " from source " + source);
@@ -309,7 +317,7 @@ api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr
 }
 
 size_t PodStorage::updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
-                              SourcePods& store, MergeChanges& out,
+                              bool source_annotated, SourcePods& store, MergeChanges& out,
                               std::vector<base::Status>& errors) {
   FullNameSet names(pods);
   size_t matched = 0;
@@ -331,7 +339,9 @@ size_t PodStorage::updatePods(const std::string& source, const std::vector<api::
 
     Entry* found = store.find(ref->metadata.uid);
     if (!found) {
-      api::PodPtr added = annotateNew(source, ref, errors);
+      api::PodPtr added = source_annotated && carriesLocalAnnotations(*ref, source)
+                              ? ref
+                              : annotateNew(source, ref, errors);
       if (!added) continue;
       store.insert(ref->metadata.uid, Entry{added, ref->content_hash, generation_});
       ++matched;
@@ -421,7 +431,7 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
     case api::PodOperation::kAdd:
     case api::PodOperation::kUpdate:
     case api::PodOperation::kDelete:
-      updatePods(source, change.pods, pods, out, errors);
+      updatePods(source, change.pods, change.source_annotated, pods, out, errors);
       break;
     case api::PodOperation::kRemove:
       for (const auto& p : change.pods) {
@@ -432,7 +442,8 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
     case api::PodOperation::kSet: {
       sources_seen_.insert(source);
       ++generation_;
-      const size_t kept = updatePods(source, change.pods, pods, out, errors);
+      const size_t kept =
+          updatePods(source, change.pods, change.source_annotated, pods, out, errors);
       // Sweep only when something was left unmarked: the common SET keeps every pod.
       if (kept != pods.size()) {
         pods.forEach([&](Entry& entry) {

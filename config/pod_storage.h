@@ -111,9 +111,11 @@ class PodStorage {
 
   // The store of `source`, created empty on first use.
   SourcePods& store(const std::string& source);
-  // Returns how many distinct stored entries the pods matched.
+  // Returns how many distinct stored entries the pods matched. `source_annotated`: see
+  // api::PodUpdate.
   size_t updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
-                    SourcePods& store, MergeChanges& out, std::vector<base::Status>& errors);
+                    bool source_annotated, SourcePods& store, MergeChanges& out,
+                    std::vector<base::Status>& errors);
   api::PodPtr annotateNew(const std::string& source, const api::PodPtr& ref,
                           std::vector<base::Status>& errors) const;
 

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/pod_json.h"
+#include "api/pod_update.h"
+#include "api/time.h"
 #include "api/yaml.h"
 #include "config/pod_defaults.h"
 #include "config/pod_validation.h"
@@ -102,6 +104,18 @@ void decodeOnePod(json& obj, const ManifestSource& source, const std::string& pr
                   DecodeResult& out) {
   applyApiDefaults(obj);
   applyStaticPodDefaults(obj, source);
+  if (!source.seen_time.empty()) {
+    auto meta = obj.find("metadata");
+    if (meta != obj.end() && meta->is_object()) {
+      json& annotations = (*meta)["annotations"];
+      if (annotations.is_null()) annotations = json::object();
+      if (annotations.is_object()) {
+        annotations[std::string(api::kConfigSourceAnnotationKey)] =
+            source.is_file ? api::kFileSource : api::kHttpSource;
+        annotations[std::string(api::kConfigFirstSeenAnnotationKey)] = source.seen_time;
+      }
+    }
+  }
   auto noteInvalid = [&obj, &out] {
     auto meta = obj.find("metadata");
     if (meta == obj.end() || !meta->is_object()) return;
@@ -196,6 +210,11 @@ void decodeInto(std::string_view bytes, const ManifestSource& source, bool allow
 }
 
 }  // namespace
+
+std::string seenTime(base::Clock& clock) {
+  return api::formatNanoTime(
+      std::chrono::time_point_cast<std::chrono::nanoseconds>(clock.wallNow()));
+}
 
 DecodeResult decodeManifest(std::string_view bytes, const ManifestSource& source, bool allow_list) {
   DecodeResult out;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/pod.h"
+#include "base/clock.h"
 #include "config/manifest_errors.h"
 
 namespace nodeagent::config {
@@ -27,7 +28,15 @@ struct ManifestSource {
   std::string node_name;  // the node's name as given (lower-cased where kubelet does)
   std::string source;     // the file path or URL the bytes came from
   bool is_file = true;    // file source (gets the NoExecute toleration) or HTTP
+  // When set, each pod also gets PodConfig's local annotations, config.source ("file" or "http")
+  // and config.seen (this time), so that PodConfig can keep the decoded pod as it is instead of
+  // copying it to annotate it (see api::PodUpdate::source_annotated). The UID and config.hash do
+  // not depend on them.
+  std::string seen_time = {};
 };
+
+// config.seen's value for now (Go's RFC3339Nano, as kubelet's NewTimestamp).
+std::string seenTime(base::Clock& clock);
 
 struct DecodeResult {
   std::vector<api::PodPtr> pods;   // one for a Pod, each item for a PodList; empty on error

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "cmd/nodeagent/daemon_command.h"
+#include "cmd/nodeagent/lazy_openssl.h"
 #include "cmd/nodeagent/pod_updates_command.h"
 #include "cmd/nodeagent/validate_command.h"
 
@@ -22,6 +23,7 @@ constexpr Subcommand kSubcommands[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nodeagent::cmd::allowOpenSslInit();
   std::string_view first = argc > 1 ? argv[1] : "";
   if (first == "--version") {
     std::printf("nodeagent %s\n", NODEAGENT_VERSION);

@@ -1,5 +1,5 @@
 // Process runtime benchmark (prints figures; run by hand:
-//   build/bench/process_runtime_bench [N=1000] [samples=200]).
+//   build/bench/process_runtime_bench [N=1000] [samples=200] [--no-supervisord]).
 // The real daemon (build/nodeagent, process runtime, one nodeagent-shim per container):
 //  - time from the daemon's start until N pods (`sleep`) are Running in GET /pods,
 //  - agent RSS/PSS (anonymous and file-backed), agent CPU per second while idle with N pods
@@ -758,8 +758,9 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 1000;
   const size_t samples = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 200;
+  const bool supervisord = !(argc > 3 && std::string_view(argv[3]) == "--no-supervisord");
   if (n == 0 || samples == 0) {
-    std::fprintf(stderr, "usage: process_runtime_bench [pods=1000] [samples=200]\n");
+    std::fprintf(stderr, "usage: process_runtime_bench [pods=1000] [samples=200] [--no-supervisord]\n");
     return 2;
   }
   setenv("TMPDIR", "/dev/shm", 0);
@@ -780,7 +781,7 @@ int main(int argc, char** argv) {
     }
     killEverything();
     try {
-      benchSupervisord(n, samples, base.path(), sv);
+      if (supervisord) benchSupervisord(n, samples, base.path(), sv);
     } catch (const std::exception& e) {
       std::printf("supervisord: failed: %s\n", e.what());
       rc = 1;

@@ -20,6 +20,7 @@
 
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/support/test_util.h"
+#include "test/support/tls_cert.h"
 
 extern char** environ;
 
@@ -304,9 +305,17 @@ TEST_CASE("pod-updates: bad flags exit 2 with a message naming the flag", "[e2e]
 
 TEST_CASE("pod-updates: --kubeconfig adds the api source: pods bound to the node, not others",
           "[e2e][config]") {
-  auto server = testapiserver::TestApiServer::start();
-  REQUIRE(server.ok());
+  // Over TLS too: the binary initialises OpenSSL only on first use (cmd/nodeagent/lazy_openssl).
+  const bool tls = GENERATE(false, true);
   testing::TempDir dir("e2e-podupdates-api");
+  testapiserver::ServerOptions options;
+  if (tls) {
+    testing::writeSelfSignedCert(dir.path());
+    options.tls_cert_file = (dir / "cert.pem").string();
+    options.tls_private_key_file = (dir / "key.pem").string();
+  }
+  auto server = testapiserver::TestApiServer::start(options);
+  REQUIRE(server.ok());
   REQUIRE((*server)->writeKubeconfig(dir / "kubeconfig").ok());
   auto pod = [](const std::string& name, const std::string& node) {
     return nlohmann::json{{"apiVersion", "v1"},

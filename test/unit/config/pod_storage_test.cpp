@@ -220,6 +220,38 @@ TEST_CASE("podsDifferSemantically: which fields count", "[unit][config][podstora
   CHECK_FALSE(differs([](json& j) { j["status"] = {{"phase", "Running"}}; }));
 }
 
+TEST_CASE("merge: a source that annotated its pods itself has them stored and emitted as they are",
+          "[unit][config][podstorage]") {
+  StorageTester t;
+  auto annotated = [](const std::string& name, const std::string& source) {
+    return validPodWith(name, "ns", [&](json& j) {
+      j["metadata"]["annotations"] = {{"kubernetes.io/config.source", source},
+                                      {"kubernetes.io/config.seen", "2026-01-01T00:00:00Z"}};
+    });
+  };
+  auto own = annotated("a", kSrc);
+  auto other = annotated("b", "elsewhere");  // the wrong source: annotated afresh
+  auto bare = validPod("c", "ns");           // nothing to keep: annotated
+  auto update = makeUpdate(PodOperation::kSet, kSrc, {own, other, bare});
+  update.source_annotated = true;
+  auto out = t.storage.merge(kSrc, update);
+  REQUIRE(opNames(out) == Strings{"ADD"});
+  REQUIRE(out[0].pods.size() == 3);
+  CHECK(out[0].pods[0] == own);  // the same object: no copy
+  CHECK(out[0].pods[1] != other);
+  CHECK(annotation(*out[0].pods[1], "kubernetes.io/config.source") == kSrc);
+  CHECK(annotation(*out[0].pods[2], "kubernetes.io/config.source") == kSrc);
+
+  // Without the flag the source's annotations are overwritten, as kubelet does.
+  StorageTester plain;
+  auto mine = annotated("a", kSrc);
+  plain.clock.advance(std::chrono::hours(1));
+  out = plain.merge(PodOperation::kSet, {mine});
+  REQUIRE(opNames(out) == Strings{"ADD"});
+  CHECK(out[0].pods[0] != mine);
+  CHECK(annotation(*out[0].pods[0], "kubernetes.io/config.seen") != "2026-01-01T00:00:00Z");
+}
+
 TEST_CASE("annotationsEqualIgnoringLocal: kubelet's isAnnotationMapEqual",
           "[unit][config][podstorage]") {
   const std::string src(api::kConfigSourceAnnotationKey);

@@ -53,6 +53,27 @@ TEST_CASE("the UID hashes the API-defaulted manifest before the static defaults"
   CHECK(uidOf(decodeFile(kYaml)) == staticPodUid(pod, "node1", test::kSource));
 }
 
+TEST_CASE("a source's seen time adds config.source and config.seen, and changes no UID or hash",
+          "[unit][config]") {
+  const bool is_file = GENERATE(true, false);
+  auto decode = [&](std::string seen) {
+    std::string yaml = kYaml;
+    yaml.insert(yaml.find("  labels:"), "  annotations:\n    kubernetes.io/config.seen: from-the-author\n");
+    return decodeManifest(yaml, ManifestSource{"node1", "/x", is_file, std::move(seen)}, false);
+  };
+  auto plain = decode("");
+  auto stamped = decode("2026-11-29T10:00:00.5Z");
+  REQUIRE(stamped.ok());
+  const auto& ann = stamped.pods[0]->metadata.annotations;
+  CHECK(ann.at("kubernetes.io/config.source") == (is_file ? "file" : "http"));
+  CHECK(ann.at("kubernetes.io/config.seen") == "2026-11-29T10:00:00.5Z");
+  CHECK(uidOf(stamped) == uidOf(plain));
+  CHECK(ann.at("kubernetes.io/config.hash") ==
+        plain.pods[0]->metadata.annotations.at("kubernetes.io/config.hash"));
+  CHECK(plain.pods[0]->metadata.annotations.at("kubernetes.io/config.seen") == "from-the-author");
+  CHECK(plain.pods[0]->metadata.annotations.count("kubernetes.io/config.source") == 0);
+}
+
 TEST_CASE("identical content gives an identical UID", "[unit][config]") {
   const std::string base = uidOf(decodeFile(kYaml));
   CHECK(uidOf(decodeFile(kYaml)) == base);
