@@ -612,9 +612,11 @@ StartFailures Agent::startFailures(const std::string& uid) const {
 void Agent::visitPodsWithStatus(
     const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,
                              const StatusFetch& status)>& fn) const {
-  for (const auto& pod : pod_manager_.getPods()) {
-    const std::string& uid = pod->metadata.uid;
-    fn(*pod, status_manager_.statusStamp(uid), [&] { return status_manager_.getPodStatus(uid); });
+  const auto pods = pod_manager_.getPods();  // in UID order
+  const auto stamps = status_manager_.statusStamps(pods);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const std::string& uid = pods[i]->metadata.uid;
+    fn(*pods[i], stamps[i], [&] { return status_manager_.getPodStatus(uid); });
   }
 }
 

@@ -132,9 +132,9 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
                                                           std::stop_token cancel) override;
   asio::awaitable<base::Status> syncTerminatedPod(api::PodPtr pod) override;
 
-  // Calls `fn` with each desired pod, the stamp of its live status (nullopt before the first
-  // sync) and a way to get that status (copied only when asked for): the read-only /pods
-  // endpoint. Any thread.
+  // Calls `fn` with each desired pod, in UID order, the stamp of its live status (nullopt before
+  // the first sync) and a way to get that status (copied only when asked for): the read-only
+  // /pods endpoint. Any thread.
   using StatusFetch = std::function<std::optional<api::PodStatus>()>;
   void visitPodsWithStatus(
       const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,

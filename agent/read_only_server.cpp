@@ -6,7 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <sstream>
-#include <unordered_map>
+#include <vector>
 
 #include "agent/agent.h"
 #include "api/canonical_json.h"
@@ -16,10 +16,19 @@ namespace nodeagent::agent {
 
 struct ReadOnlyServer::Impl {
   httplib::Server server;
-  // Each pod's status as JSON, by UID, with the status stamp it was written for: /pods writes
-  // only the statuses that changed since the last request.
+  // What /pods keeps of each pod between requests, in UID order (the order the agent visits
+  // pods in, so finding a pod's entry is one step): where its status goes in its raw JSON, and
+  // its status as JSON with the status stamp it was written for. A request writes only the
+  // statuses that changed and copies everything else.
+  struct PodEntry {
+    std::string uid;
+    std::shared_ptr<const std::string> raw;  // held: `slot` is valid for this text only
+    std::optional<api::StatusSlot> slot;
+    std::optional<uint64_t> stamp;
+    std::string status_json;  // empty: the pod's own status
+  };
   std::mutex cache_mu;
-  std::unordered_map<std::string, std::pair<uint64_t, std::string>> status_json;
+  std::vector<PodEntry> pods;
   std::atomic<size_t> last_pods_size{0};
 };
 
@@ -88,33 +97,43 @@ base::Status ReadOnlyServer::start() {
     body = R"({"apiVersion":"v1","items":[)";
     bool first = true;
     std::lock_guard lock(impl_->cache_mu);
-    std::unordered_map<std::string, std::pair<uint64_t, std::string>> fresh;
-    fresh.reserve(impl_->status_json.size());
+    std::vector<Impl::PodEntry> old = std::move(impl_->pods);
+    std::vector<Impl::PodEntry> fresh;
+    fresh.reserve(old.size() + 16);
+    size_t next_old = 0;
     agent_.visitPodsWithStatus([&](const api::Pod& pod, std::optional<uint64_t> stamp,
                                    const Agent::StatusFetch& fetch) {
       if (!first) body += ',';
       first = false;
-      auto old = stamp ? impl_->status_json.find(pod.metadata.uid) : impl_->status_json.end();
-      if (old != impl_->status_json.end() && old->second.first == *stamp) {
-        auto& slot = fresh[pod.metadata.uid];
-        slot = std::move(old->second);
-        api::appendPodJsonWithStatusJson(pod, slot.second, body);
-        return;
+      const std::string& uid = pod.metadata.uid;
+      while (next_old < old.size() && old[next_old].uid < uid) ++next_old;
+      if (next_old < old.size() && old[next_old].uid == uid) {
+        fresh.push_back(std::move(old[next_old++]));
+      } else {
+        fresh.push_back(Impl::PodEntry{uid, nullptr, std::nullopt, std::nullopt, {}});
       }
-      // New or changed. The status read now may be newer than `stamp`: then the next request
-      // sees another stamp and writes it again.
-      auto status = stamp ? fetch() : std::nullopt;
-      if (!status) {
-        api::appendPodJsonWithStatusJson(pod, {}, body);
-        return;
+      auto& e = fresh.back();
+      if (e.raw != pod.raw || !e.raw) {
+        e.raw = pod.raw;
+        e.slot = e.raw ? api::findStatusSlot(*e.raw) : std::nullopt;
       }
-      auto& slot = fresh[pod.metadata.uid];
-      slot.first = *stamp;
-      api::appendCanonicalJson(api::encodePodStatus(*status), slot.second);
-      slot.second.shrink_to_fit();  // kept until the status changes
-      api::appendPodJsonWithStatusJson(pod, slot.second, body);
+      if (stamp != e.stamp) {
+        // New or changed. The status read now may be newer than `stamp`: then the next request
+        // sees another stamp and writes it again.
+        e.stamp = stamp;
+        e.status_json.clear();
+        if (auto status = stamp ? fetch() : std::nullopt) {
+          api::appendCanonicalJson(api::encodePodStatus(*status), e.status_json);
+          e.status_json.shrink_to_fit();  // kept until the status changes
+        }
+      }
+      if (e.slot && !e.status_json.empty()) {
+        api::appendWithStatusAt(*e.raw, *e.slot, e.status_json, body);
+      } else {
+        api::appendPodJsonWithStatusJson(pod, e.status_json, body);
+      }
     });
-    impl_->status_json = std::move(fresh);  // pods that are gone drop out
+    impl_->pods = std::move(fresh);  // pods that are gone drop out
     body += R"(],"kind":"PodList","metadata":{}})";
     impl_->last_pods_size = body.size();
     res.body = std::move(body);  // set_content would copy it

@@ -442,38 +442,54 @@ void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::strin
   appendPodJsonWithStatusJson(pod, status_json, out);
 }
 
-void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, std::string& out) {
-  const bool replace = !status_json.empty();
-  if (!pod.raw || pod.raw->size() < 2 || pod.raw->front() != '{') {
-    json j = encodePod(pod);
-    if (replace) j["status"] = json::parse(status_json);
-    appendCanonicalJson(j, out);
-    return;
-  }
-  const std::string_view raw = *pod.raw;
-  // Copy the members one by one, leaving out "status" when a new one replaces it.
-  out += '{';
+std::optional<StatusSlot> findStatusSlot(std::string_view raw) {
+  if (raw.size() < 2 || raw.front() != '{') return std::nullopt;
+  constexpr std::string_view kKey = R"("status")";
   bool first = true;
   size_t i = 1;
   while (i < raw.size() && raw[i] != '}') {
     const size_t key_start = i;
     const size_t key_end = skipValue(raw, i);
     const size_t value_end = skipValue(raw, key_end + 1);  // past the ':'
-    const bool replaced = replace && raw.substr(key_start, key_end - key_start) == R"("status")";
-    if (!replaced) {
-      if (!first) out += ',';
-      first = false;
-      out.append(raw.substr(key_start, value_end - key_start));
-    }
+    const std::string_view key = raw.substr(key_start, key_end - key_start);
+    if (key == kKey) return StatusSlot{key_start, value_end, false, false};
+    // Canonical JSON sorts keys: the first one after "status" marks its place.
+    if (key > kKey) return StatusSlot{key_start, key_start, false, true};
+    first = false;
     i = value_end;
     if (i < raw.size() && raw[i] == ',') ++i;
   }
-  if (replace) {
-    if (!first) out += ',';
-    out += R"("status":)";
-    out.append(status_json);
+  if (i >= raw.size()) return std::nullopt;
+  return StatusSlot{i, i, !first, false};
+}
+
+void appendWithStatusAt(std::string_view raw, const StatusSlot& slot, std::string_view status_json,
+                        std::string& out) {
+  out.append(raw.substr(0, slot.head));
+  if (slot.comma_before) out += ',';
+  out += R"("status":)";
+  out.append(status_json);
+  if (slot.comma_after) out += ',';
+  out.append(raw.substr(slot.tail));
+}
+
+void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, std::string& out) {
+  const bool replace = !status_json.empty();
+  std::optional<StatusSlot> slot;
+  if (pod.raw) {
+    slot = findStatusSlot(*pod.raw);
+    if (slot && !replace) {
+      out.append(*pod.raw);
+      return;
+    }
   }
-  out += '}';
+  if (!slot) {
+    json j = encodePod(pod);
+    if (replace) j["status"] = json::parse(status_json);
+    appendCanonicalJson(j, out);
+    return;
+  }
+  appendWithStatusAt(*pod.raw, *slot, status_json, out);
 }
 
 base::StatusOr<PodPtr> withStatus(const Pod& pod, const PodStatus& status) {

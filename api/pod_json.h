@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,21 @@ nlohmann::json encodePodStatus(const PodStatus& status);
 void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::string& out);
 // The same with the status given as its JSON text (empty: keep the pod's own).
 void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, std::string& out);
+
+// Where a status goes in a pod's raw JSON object: raw[0, head), then ("," when comma_before)
+// "status":<status> ("," when comma_after), then raw[tail, end). The pod's own status member is
+// replaced in place; without one the new member goes where canonical key order puts it.
+// Found once per raw text, so writing many pods with new statuses does not scan them again.
+struct StatusSlot {
+  size_t head = 0;
+  size_t tail = 0;
+  bool comma_before = false;
+  bool comma_after = false;
+};
+// nullopt when `raw` is not a JSON object.
+std::optional<StatusSlot> findStatusSlot(std::string_view raw);
+void appendWithStatusAt(std::string_view raw, const StatusSlot& slot, std::string_view status_json,
+                        std::string& out);
 base::StatusOr<PodStatus> decodePodStatus(const nlohmann::json& status);
 
 }  // namespace nodeagent::api

@@ -121,6 +121,26 @@ std::optional<uint64_t> StatusManager::statusStamp(const std::string& uid) const
   return it->second.stamp;
 }
 
+std::vector<std::optional<uint64_t>> StatusManager::statusStamps(
+    const std::vector<api::PodPtr>& pods) const {
+  std::vector<std::optional<uint64_t>> out(pods.size());
+  std::lock_guard lock(mu_);
+  // A merge of two UID-ordered sequences; input out of order falls back to lookups.
+  auto it = statuses_.begin();
+  const std::string* prev = nullptr;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const std::string& uid = pods[i]->metadata.uid;
+    if (prev == nullptr || *prev <= uid) {
+      while (it != statuses_.end() && it->first < uid) ++it;
+    } else {
+      it = statuses_.lower_bound(uid);
+    }
+    if (it != statuses_.end() && it->first == uid) out[i] = it->second.stamp;
+    prev = &uid;
+  }
+  return out;
+}
+
 std::optional<VersionedPodStatus> StatusManager::getVersionedPodStatus(
     const std::string& uid) const {
   auto key = pod_manager_.translatePodUID(uid);

@@ -44,6 +44,9 @@ class StatusManager {
   std::optional<VersionedPodStatus> getVersionedPodStatus(const std::string& uid) const;
   // The stamp of the cached status of `uid` (see VersionedPodStatus), without copying it.
   std::optional<uint64_t> statusStamp(const std::string& uid) const;
+  // statusStamp of each pod (as the pod manager holds them: no mirror pods), under one lock.
+  // Pods in UID order (as PodManager::getPods gives them) cost one step each.
+  std::vector<std::optional<uint64_t>> statusStamps(const std::vector<api::PodPtr>& pods) const;
   // Only the cached phase ("" when none): cheap enough to ask for every pod of a large node.
   std::string getPodPhase(const std::string& uid) const;
   // UIDs whose cached status has a terminal phase (Succeeded or Failed).

@@ -7,8 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <httplib.h>
+
 #include "agent/agent.h"
 #include "agent/pod_status.h"
+#include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
 #include "api/pod_update.h"
 #include "podmanager/mirror_client.h"
@@ -702,4 +705,62 @@ TEST_CASE("agent: a kill that outlasts grace plus half of it, at least 10s, gets
     CHECK(h.eventsWithReason("ExceededGracePeriod").empty());
     CHECK(h.eventsWithReason("Killing").size() == 1);
   }
+}
+
+TEST_CASE("agent: /pods writes every pod with its newest status, also after its text changed",
+          "[unit][agent]") {
+  Harness h;
+  agent::ReadOnlyServerOptions o;
+  o.port = 0;
+  agent::ReadOnlyServer server(*h.agent, o);
+  REQUIRE(server.start().ok());
+  auto pods = [&] {
+    httplib::Client cli("127.0.0.1", server.port());
+    auto res = cli.Get("/pods");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    return nlohmann::json::parse(res->body).at("items");
+  };
+  CHECK(pods().empty());
+
+  auto web = webPod("uid-web", "Never");
+  h.update(api::PodOperation::kAdd, {web});
+  auto items = pods();
+  REQUIRE(items.size() == 1);
+  CHECK(items[0]["status"]["phase"] == "Running");
+  CHECK(items[0]["status"]["containerStatuses"][0]["state"].contains("running"));
+
+  // A new status is written, the pod's text is kept.
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 3));
+  h.drain();
+  items = pods();
+  REQUIRE(items.size() == 1);
+  CHECK(items[0]["status"]["phase"] == "Failed");
+  CHECK(items[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3);
+  CHECK(items[0]["metadata"]["uid"] == "uid-web");
+
+  // The same UID with other text (a label): the new text, with the status.
+  auto labelled = testing::PodBuilder()
+                      .name("web-node1")
+                      .uid("uid-web")
+                      .annotation("kubernetes.io/config.source", "file")
+                      .label("tier", "front")
+                      .container("web", {"sleep", "1000"})
+                      .restartPolicy("Never")
+                      .build();
+  h.update(api::PodOperation::kUpdate, {labelled});
+  items = pods();
+  REQUIRE(items.size() == 1);
+  CHECK(items[0]["metadata"]["labels"]["tier"] == "front");
+  CHECK(items[0]["status"]["phase"] == "Failed");
+
+  // Another pod, then the first one goes: each answer lists exactly the pods there are.
+  h.update(api::PodOperation::kAdd, {webPod("uid-two")});
+  CHECK(pods().size() == 2);
+  h.update(api::PodOperation::kRemove, {labelled});
+  h.advance(3s);
+  items = pods();
+  REQUIRE(items.size() == 1);
+  CHECK(items[0]["metadata"]["uid"] == "uid-two");
+  server.stop();
 }

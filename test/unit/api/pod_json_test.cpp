@@ -408,11 +408,14 @@ TEST_CASE("appendPodJsonWithStatus: the pod with its status replaced, from the r
   tricky["zz-after-status"] = {{"a", json::array({1, json::array({2, "]}"}), "\"{"})}};
   tricky["metadata"]["annotations"]["q"] = "say \"}\" and \\";
   Pod odd = mustDecode(tricky.dump());
+  tricky.erase("status");
+  Pod odd_without_status = mustDecode(tricky.dump());
+  tricky["status"] = json::object();
   auto bare = testing::PodBuilder().name("p").container("c").build();
   PodStatus st;
   st.phase = "Running";
   st.pod_ip = "10.0.0.1";
-  for (const Pod* pod : std::vector<const Pod*>{&rich, &odd, bare.get()}) {
+  for (const Pod* pod : std::vector<const Pod*>{&rich, &odd, &odd_without_status, bare.get()}) {
     for (const PodStatus* status : std::vector<const PodStatus*>{nullptr, &st}) {
       std::string out = "[";
       appendPodJsonWithStatus(*pod, status, out);
@@ -420,9 +423,17 @@ TEST_CASE("appendPodJsonWithStatus: the pod with its status replaced, from the r
       json expected = encodePod(*pod);
       if (status != nullptr) expected["status"] = encodePodStatus(*status);
       CHECK(json::parse(out) == json::array({expected}));
-      // Byte for byte canonical when nothing is replaced, or no key sorts after "status" (so a
-      // duplicate "status" cannot hide behind the parse).
-      if (status == nullptr || pod == bare.get()) CHECK(out == "[" + canonicalJson(expected) + "]");
+      // Byte for byte canonical (so a duplicate "status" cannot hide behind the parse): the
+      // status member is replaced in place, or inserted where its key sorts.
+      CHECK(out == "[" + canonicalJson(expected) + "]");
+      // The slot found once serves any status.
+      if (status != nullptr) {
+        auto slot = findStatusSlot(*pod->raw);
+        REQUIRE(slot);
+        std::string again;
+        appendWithStatusAt(*pod->raw, *slot, canonicalJson(encodePodStatus(*status)), again);
+        CHECK(again == out.substr(1, out.size() - 2));
+      }
     }
   }
   CHECK(tricky.contains("zz-after-status"));

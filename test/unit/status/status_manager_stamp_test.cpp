@@ -38,3 +38,32 @@ TEST_CASE("status: every stored update gets a new stamp, also for a re-created U
   CHECK(again.version == 1);  // versions start again
   CHECK(again.stamp > second);  // stamps do not
 }
+
+TEST_CASE("status: statusStamps gives each pod's stamp in one pass, in any order",
+          "[unit][status]") {
+  testing::FakeClock clock;
+  podmanager::NoopMirrorClient mirror;
+  podmanager::PodManager pods(mirror);
+  agent::StatusManager manager(clock, pods);
+  std::vector<api::PodPtr> all;
+  for (const char* uid : {"u1", "u2", "u3", "u4", "u5"}) {
+    all.push_back(testing::PodBuilder().name(std::string("p-") + uid).uid(uid).container("c").build());
+  }
+  api::PodStatus running;
+  running.phase = "Running";
+  for (size_t i : {0, 2, 3}) REQUIRE(manager.setPodStatus(*all[i], running));  // u2, u5: none
+  auto expect = [&](const std::vector<api::PodPtr>& list) {
+    auto stamps = manager.statusStamps(list);
+    REQUIRE(stamps.size() == list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      INFO(list[i]->metadata.uid);
+      CHECK(stamps[i] == manager.statusStamp(list[i]->metadata.uid));
+    }
+  };
+  expect(all);
+  expect({all[4], all[0], all[3], all[1], all[2]});
+  expect({all[3], all[3], all[0]});
+  expect({});
+  CHECK(manager.statusStamps(all)[1] == std::nullopt);
+  CHECK(manager.statusStamps(all)[2].has_value());
+}
