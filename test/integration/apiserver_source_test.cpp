@@ -272,6 +272,39 @@ TEST_CASE("api source: a killed and restarted server is reconnected to and conve
   restarted->stop();
 }
 
+TEST_CASE("api source: failed LISTs are retried, a 429 on the watch resumes it without a relist",
+          "[integration][apiclient]") {
+  Env env;
+  env.create("a");
+  auto lists = [&] {
+    size_t n = 0;
+    for (const auto& r : env.server->requests()) {
+      if (r.method == "GET" && r.path == "/api/v1/pods" && r.query.find("watch=true") == std::string::npos) ++n;
+    }
+    return n;
+  };
+  env.server->failNextRequests(500, 2, "/api/v1/pods");
+  Agent agent(env.kubeconfig);
+  REQUIRE(agent.waitFor("ADD:a"));
+  CHECK(lists() == 3);
+  REQUIRE(eventually([&] { return env.server->openWatches() == 1; }));
+  // The re-opened watch is refused with 429 (Retry-After: 1): it is re-opened from the same
+  // resourceVersion once that second has passed, and b (created meanwhile) arrives once.
+  env.server->failNextRequests(429, 1, "/api/v1/pods");
+  env.server->closeWatches();
+  env.create("b");
+  REQUIRE(agent.waitFor("ADD:b"));
+  CHECK(lists() == 3);
+  auto ops = agent.ops();
+  CHECK(countOf(ops, "ADD:a") == 1);
+  CHECK(countOf(ops, "ADD:b") == 1);
+  size_t refused = 0;
+  for (const auto& r : env.server->requests()) {
+    if (r.query.find("watch=true") != std::string::npos) ++refused;
+  }
+  CHECK(refused >= 3);  // the first watch, the refused one, the resumed one
+}
+
 TEST_CASE("api source: token auth and TLS with the CA from the kubeconfig",
           "[integration][apiclient]") {
   TempDir pki;
