@@ -405,3 +405,30 @@ TEST_CASE("kube-api-qps and kube-api-burst flags pace the agent's apiserver requ
   INFO(env.diagnostics());
   CHECK(elapsed >= 3s);
 }
+
+TEST_CASE("a kubeconfig with an exec user stops the agent and pod-updates with an error naming it",
+          "[e2e][apiclient]") {
+  testing::TempDir dir("nodeagent-e2e-kubeconfig");
+  testing::writeFile(dir / "kubeconfig", R"(apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: k, user: eks}}]
+clusters: [{name: k, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: eks, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}}}]
+)");
+  const std::string kubeconfig = "--kubeconfig=" + (dir / "kubeconfig").string();
+  auto daemon = testing::runCommand({testing::binaryPath("nodeagent").string(), kubeconfig,
+                                     "--hostname-override=n1", "--root-dir=" + (dir / "root").string(),
+                                     "--read-only-port=0", "--healthz-port=0", "--runtime=fake"},
+                                    dir, 20s);
+  REQUIRE(daemon.exit_code.has_value());
+  CHECK(*daemon.exit_code == 2);
+  CHECK_THAT(daemon.err, Catch::Contains("users[eks].user.exec") && Catch::Contains("not supported") &&
+                             Catch::Contains((dir / "kubeconfig").string()));
+  auto updates = testing::runCommand({testing::binaryPath("nodeagent").string(), "pod-updates", kubeconfig,
+                                      "--hostname-override=n1", "--root-dir=" + (dir / "root2").string()},
+                                     dir, 20s);
+  REQUIRE(updates.exit_code.has_value());
+  CHECK(*updates.exit_code != 0);
+  CHECK_THAT(updates.err, Catch::Contains("users[eks].user.exec"));
+}
