@@ -90,6 +90,11 @@ base::Status transportError(std::string_view what, httplib::Error err) {
   switch (err) {
     case httplib::Error::Canceled: return base::cancelledError(msg);
     case httplib::Error::ConnectionTimeout: return base::deadlineExceededError(msg);
+    case httplib::Error::SSLConnection:
+      // Our own OpenSSL verification (see newConnection) fails the handshake itself.
+      return base::unavailableError(msg + " (TLS handshake failed: is the server certificate "
+                                          "signed by the kubeconfig's certificate-authority and "
+                                          "valid for the server name or tls-server-name?)");
     case httplib::Error::SSLServerVerification:
     case httplib::Error::SSLLoadingCerts:
       return base::unauthenticatedError(msg + " (server certificate not trusted)");

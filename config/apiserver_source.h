@@ -10,7 +10,8 @@
 //    event, the cost of one event does not grow with the number of pods on the node. PodConfig
 //    classifies them (graceful deletion -> DELETE, status-only -> RECONCILE) as for a SET.
 // Pods whose spec.nodeName is not this node are ignored; a pod that fails to decode is logged and
-// skipped. The source never exits on errors: the reflector relists with backoff.
+// skipped. The source never exits on errors: the reflector retries with backoff, re-opening the
+// watch where it stopped or relisting (config/reflector.h).
 //
 // Lifetime: stop() (also run by the destructor) joins the watch thread and posts the reflector's
 // teardown to its strand, so stop or destroy the source while its io_context still exists.

@@ -106,6 +106,13 @@ void ThreadedListerWatcher::watch(WatchRequest request, EventFn on_event, WatchD
           return !stop.stop_requested();
         },
         stop);
+    // The connection broke without an answer: the apiserver may have restarted or gone away, so
+    // the kept-alive connections to it are suspect too (dead, or holding a stopping server's
+    // threads). The next calls connect afresh.
+    if (!api::apiErrorOf(st) && (st.code() == base::StatusCode::kUnavailable ||
+                                 st.code() == base::StatusCode::kDeadlineExceeded)) {
+      state->client.closeIdleConnections();
+    }
     done(std::move(st));
   });
 }
@@ -139,6 +146,15 @@ std::string resourceVersionOf(const nlohmann::json& obj) {
   auto rv = meta->find("resourceVersion");
   if (rv == meta->end() || !rv->is_string()) return {};
   return rv->get<std::string>();
+}
+
+// Failures after which the watch can be re-opened where it stopped: the connection was refused,
+// dropped or timed out (no answer from the apiserver), or the apiserver asked us to slow down.
+// Anything else the server said (5xx, 401/403, a malformed or oversized event) relists.
+bool canResumeWatch(const base::Status& st) {
+  if (auto e = api::apiErrorOf(st)) return e->http_code == 429;
+  return st.code() == base::StatusCode::kUnavailable ||
+         st.code() == base::StatusCode::kDeadlineExceeded;
 }
 
 // A short, stable name for a kind of failure ("http 503 ServiceUnavailable", "UNAVAILABLE").
@@ -283,6 +299,12 @@ void Reflector::onWatchDone(uint64_t seq, base::Status st) {
     return;
   }
   if (st.code() == base::StatusCode::kCancelled) return;
+  if (canResumeWatch(st)) {
+    // client-go: a refused or dropped connection and 429 re-open the watch from the last
+    // resourceVersion after backoff; a full LIST (every pod of the node) is not needed for that.
+    retryAfterBackoff("watch " + failureKind(st), st, Next::kWatch);
+    return;
+  }
   if (api::isGone(st)) {
     // The history we resume from is gone: relist (at our last resourceVersion, like client-go).
     // Only a 410 streak with nothing in between waits, so a server that always answers 410 cannot
@@ -299,17 +321,26 @@ void Reflector::onWatchDone(uint64_t seq, base::Status st) {
   retryAfterBackoff("watch " + failureKind(st), st);
 }
 
-void Reflector::retryAfterBackoff(const std::string& kind, const base::Status& status) {
+void Reflector::retryAfterBackoff(const std::string& kind, const base::Status& status, Next next) {
   noteFailure(kind, status);
   phase_ = Phase::kWaiting;
   auto delay = backoff_.next();
-  log_->debug("Relisting after backoff resource={} delay_ms={}", options_.name,
+  // A 429 (or 5xx) asking for more time gets at least that.
+  if (auto retry_after = api::retryAfterOf(status); retry_after && *retry_after > delay) {
+    delay = std::chrono::duration_cast<base::Duration>(*retry_after);
+  }
+  log_->debug("{} after backoff resource={} delay_ms={}",
+              next == Next::kWatch ? "Re-watching" : "Relisting", options_.name,
               std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
   std::weak_ptr<Reflector> weak = weak_from_this();
-  timer_->asyncWaitFor(delay, [weak] {
+  timer_->asyncWaitFor(delay, [weak, next] {
     auto self = weak.lock();
     if (!self || self->stopped() || self->phase_ != Phase::kWaiting) return;
-    self->doList();
+    if (next == Next::kWatch) {
+      self->doWatch();
+    } else {
+      self->doList();
+    }
   });
 }
 

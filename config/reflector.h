@@ -1,9 +1,11 @@
 // client-go's Reflector for one collection (here: the pods bound to this node): LIST, then WATCH
 // from the list's resourceVersion, re-opening the watch when it ends normally, relisting when the
-// resourceVersion expired (410, as an HTTP status or an in-stream ERROR) and after any other
-// failure, with exponential backoff and jitter (800ms doubling to 30s) between failed attempts.
-// Bookmarks only advance the resourceVersion. It never gives up and logs each new kind of failure
-// once per streak of failures.
+// resourceVersion expired (410, as an HTTP status or an in-stream ERROR). Other failures wait an
+// exponential backoff with jitter (800ms doubling to 30s, at least a Retry-After), then re-open the
+// watch from the last resourceVersion when it can resume (connection refused, dropped or timed
+// out; 429) and relist otherwise (a failed LIST, 5xx, 401/403, garbage in the stream, a watch that
+// ends at once). Bookmarks only advance the resourceVersion. It never gives up and logs each new
+// kind of failure once per streak of failures.
 //
 // Threading: the reflector's logic, its timers (injected Clock) and its Handler calls all run on
 // one strand. The blocking LIST and the long WATCH run elsewhere (a ListerWatcher: a dedicated
@@ -138,7 +140,9 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
   void doWatch();
   void onWatchEvent(uint64_t seq, api::RawWatchEvent event);
   void onWatchDone(uint64_t seq, base::Status status);
-  void retryAfterBackoff(const std::string& kind, const base::Status& status);
+  enum class Next { kList, kWatch };
+  void retryAfterBackoff(const std::string& kind, const base::Status& status,
+                         Next next = Next::kList);
   void noteFailure(const std::string& kind, const base::Status& status);
   void noteHealthy();
   std::string relistResourceVersion() const;

@@ -62,7 +62,7 @@ struct Env {
     server->stop();
   }
 
-  void startAgent() {
+  void startAgent(const std::vector<std::string>& extra_args = {}) {
     std::vector<std::string> argv = {
         testing::binaryPath("nodeagent").string(),
         "--kubeconfig=" + kubeconfig.string(),
@@ -79,6 +79,7 @@ struct Env {
         "--node-status-update-frequency=1s",
         "--v=1",
     };
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     agent = std::make_unique<testing::ChildProcess>(argv, dir / "agent.out", dir / "agent.err");
     REQUIRE(agent->started());
   }
@@ -383,4 +384,51 @@ TEST_CASE("while the apiserver fails, static pods keep restarting, status and le
     auto lease = env.server->store().get("leases", "kube-node-lease", kNode);
     return lease.ok() && (*lease)["spec"]["renewTime"] != (*lease_before)["spec"]["renewTime"];
   }, 30s));
+}
+
+TEST_CASE("kube-api-qps and kube-api-burst flags pace the agent's apiserver requests", "[e2e][apiclient]") {
+  Env env;
+  // Requests of the agent's main client (events have their own budget).
+  auto agent_requests = [&] {
+    size_t n = 0;
+    for (const auto& r : env.server->requests()) {
+      if (r.path.find("/events") == std::string::npos) ++n;
+    }
+    return n;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  env.startAgent({"--kube-api-qps=2", "--kube-api-burst=1"});
+  // Registering, the lease, the pod LIST and WATCH and status updates every second need more
+  // than 7 requests; at 2 per second after a burst of 1, the 7th cannot leave before 3 s.
+  REQUIRE(testing::eventually([&] { return agent_requests() >= 7; }, 30s));
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  INFO(env.diagnostics());
+  CHECK(elapsed >= 3s);
+}
+
+TEST_CASE("a kubeconfig with an exec user stops the agent and pod-updates with an error naming it",
+          "[e2e][apiclient]") {
+  testing::TempDir dir("nodeagent-e2e-kubeconfig");
+  testing::writeFile(dir / "kubeconfig", R"(apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: k, user: eks}}]
+clusters: [{name: k, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: eks, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}}}]
+)");
+  const std::string kubeconfig = "--kubeconfig=" + (dir / "kubeconfig").string();
+  auto daemon = testing::runCommand({testing::binaryPath("nodeagent").string(), kubeconfig,
+                                     "--hostname-override=n1", "--root-dir=" + (dir / "root").string(),
+                                     "--read-only-port=0", "--healthz-port=0", "--runtime=fake"},
+                                    dir, 20s);
+  REQUIRE(daemon.exit_code.has_value());
+  CHECK(*daemon.exit_code == 2);
+  CHECK_THAT(daemon.err, Catch::Contains("users[eks].user.exec") && Catch::Contains("not supported") &&
+                             Catch::Contains((dir / "kubeconfig").string()));
+  auto updates = testing::runCommand({testing::binaryPath("nodeagent").string(), "pod-updates", kubeconfig,
+                                      "--hostname-override=n1", "--root-dir=" + (dir / "root2").string()},
+                                     dir, 20s);
+  REQUIRE(updates.exit_code.has_value());
+  CHECK(*updates.exit_code != 0);
+  CHECK_THAT(updates.err, Catch::Contains("users[eks].user.exec"));
 }

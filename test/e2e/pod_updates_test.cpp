@@ -340,3 +340,44 @@ TEST_CASE("pod-updates: --kubeconfig adds the api source: pods bound to the node
   agent.signal(SIGTERM);
   CHECK(agent.waitExit() == 0);
 }
+
+TEST_CASE("pod-updates: --kubeconfig restores checkpointed api pods before the apiserver's list",
+          "[e2e][config]") {
+  auto server = testapiserver::TestApiServer::start();
+  REQUIRE(server.ok());
+  testing::TempDir dir("e2e-podupdates-restore");
+  REQUIRE((*server)->writeKubeconfig(dir / "kubeconfig").ok());
+  // A checkpoint left by an earlier run (PodConfig writes these for annotated api pods).
+  nlohmann::json boot = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", "boot"},
+        {"namespace", "kube-system"},
+        {"uid", "boot-uid"},
+        {"annotations", {{"node.kubernetes.io/bootstrap-checkpoint", "true"}}}}},
+      {"spec", {{"nodeName", "node1"}, {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  std::filesystem::create_directories(dir / "root/pod-checkpoints");
+  testing::writeFile(dir / "root/pod-checkpoints/Pod_boot-uid.json", boot.dump());
+  REQUIRE((*server)
+              ->store()
+              .create("pods", "default",
+                      {{"apiVersion", "v1"},
+                       {"kind", "Pod"},
+                       {"metadata", {{"name", "mine"}, {"namespace", "default"}}},
+                       {"spec",
+                        {{"nodeName", "node1"},
+                         {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}})
+              .ok());
+
+  Agent agent({"pod-updates", "--kubeconfig=" + (dir / "kubeconfig").string(),
+               "--hostname-override=node1", "--root-dir=" + (dir / "root").string()});
+  auto first = agent.nextUpdate([](const auto& u) { return u.value("source", "") == "api"; }, 10s);
+  REQUIRE(first);
+  CHECK((*first)["op"] == "RESTORE");
+  CHECK(hasPod(*first, "RESTORE", "boot"));
+  CHECK(uidIn(*first, "boot") == "boot-uid");
+  REQUIRE(agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "mine"); }, 10s));
+  agent.signal(SIGTERM);
+  CHECK(agent.waitExit() == 0);
+}

@@ -14,6 +14,9 @@
 #include "api/kubeconfig.h"
 #include "api/rest_client.h"
 #include "base/clock.h"
+#include "cmd/test-apiserver/test_api_server.h"
+#include "test/support/api_test_client.h"
+#include "test/support/fake_clock.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -279,19 +282,60 @@ TEST_CASE("rest client: the rate limiter spaces calls beyond the burst", "[integ
   int port = srv.start();
   api::RestConfig cfg;
   cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  nodeagent::testing::FakeClock clock;
   auto opts = fastOptions();
   opts.qps = 5;
   opts.burst = 2;
   std::vector<base::Duration> waits;
   opts.wait = [&](base::Duration d, std::stop_token) {
     waits.push_back(d);
+    clock.advance(d);
     return true;
   };
+  auto client = api::RestClient::create(cfg, opts, clock);
+  REQUIRE(client.ok());
+  for (int i = 0; i < 5; ++i) REQUIRE((*client)->list(api::podsPath(), {}).ok());
+  // The first two calls use the burst, then one call per 1/qps = 200ms.
+  using std::chrono::milliseconds;
+  CHECK(waits == std::vector<base::Duration>{milliseconds(200), milliseconds(200), milliseconds(200)});
+  CHECK(rec.queries.size() == 5);
+
+  SECTION("kubelet's defaults: QPS 50, burst 100") {
+    api::RestClientOptions defaults;
+    CHECK(defaults.qps == 50);
+    CHECK(defaults.burst == 100);
+    auto d = api::RestClient::create(cfg, defaults, clock);
+    REQUIRE(d.ok());
+    auto& limiter = (*d)->rateLimiter();
+    CHECK(limiter.qps() == 50);
+    CHECK(limiter.burst() == 100);
+    for (int i = 0; i < 100; ++i) REQUIRE(limiter.reserve() == base::Duration::zero());
+    CHECK(limiter.reserve() == milliseconds(20));
+  }
+}
+
+TEST_CASE("rest client: a server that does not answer fails the call after the request timeout",
+          "[integration][apiclient]") {
+  std::atomic<bool> release{false};
+  ServerThread srv(std::make_unique<httplib::Server>());
+  srv.server().Get("/api/v1/nodes/slow", [&](const httplib::Request&, httplib::Response& res) {
+    eventually([&] { return release.load(); }, std::chrono::seconds(10));
+    res.set_content("{}", "application/json");
+  });
+  int port = srv.start();
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto opts = fastOptions();
+  opts.request_timeout = std::chrono::milliseconds(300);
   auto client = api::RestClient::create(cfg, opts, base::realClock());
-  for (int i = 0; i < 4; ++i) REQUIRE((*client)->list(api::podsPath(), {}).ok());
-  REQUIRE(waits.size() == 2);  // the first two calls used the burst
-  CHECK(waits[0] > std::chrono::milliseconds(100));
-  CHECK(waits[0] <= std::chrono::milliseconds(200));
+  REQUIRE(client.ok());
+  auto r = (*client)->getJson(api::nodePath("slow"));
+  release = true;
+  REQUIRE_FALSE(r.ok());
+  INFO(r.status().toString());
+  CHECK((r.status().code() == base::StatusCode::kUnavailable ||
+         r.status().code() == base::StatusCode::kDeadlineExceeded));
+  CHECK_FALSE(api::apiErrorOf(r.status()));
 }
 
 TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificates",
@@ -372,6 +416,18 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
     cfg->tls_server_name = "wrong.test";
     auto wrong = api::RestClient::create(*cfg, fastOptions(), base::realClock());
     CHECK_FALSE((*wrong)->list(api::podsPath(), {}).ok());
+  }
+  SECTION("without a CA in the kubeconfig the server is still verified (system roots)") {
+    writeFile(dir / "kube/config", kubeconfigYaml(server, "", "    token: t\n"));
+    auto cfg = api::loadKubeconfig(dir / "kube/config");
+    REQUIRE(cfg.ok());
+    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    REQUIRE(client.ok());
+    auto list = (*client)->list(api::podsPath(), {});
+    REQUIRE_FALSE(list.ok());
+    INFO(list.status().toString());
+    CHECK(list.status().message().find("TLS handshake failed") != std::string::npos);
+    CHECK(rec.queries.empty());
   }
   SECTION("a server certificate from another CA is rejected; insecure-skip-tls-verify accepts it") {
     writeFile(dir / "kube/config",
@@ -508,6 +564,15 @@ TEST_CASE("rest client: async wrapper completes on the caller's executor", "[int
   std::thread::id ioc_thread = std::this_thread::get_id();
   std::optional<base::StatusOr<std::string>> via_callback;
   bool callback_on_ioc = false;
+  std::atomic<int> calls_on_ioc{0};
+  std::atomic<int> calls{0};
+  async.run(
+      [&](api::RestClient& c) {
+        ++calls;
+        if (std::this_thread::get_id() == ioc_thread) ++calls_on_ioc;
+        return c.request("GET", api::podsPath(), {});
+      },
+      ioc.get_executor(), [](base::StatusOr<std::string>) {});
   async.request("GET", api::podsPath(), {}, "", "", ioc.get_executor(),
                 [&](base::StatusOr<std::string> r) {
                   callback_on_ioc = std::this_thread::get_id() == ioc_thread;
@@ -532,4 +597,170 @@ TEST_CASE("rest client: async wrapper completes on the caller's executor", "[int
   CHECK(*out.not_found);
   CHECK(callback_on_ioc);
   CHECK(out.on_ioc);
+  REQUIRE(eventually([&] { return calls == 1; }));
+  CHECK(calls_on_ioc == 0);  // the blocking call ran on the pool, not on the io_context thread
+}
+
+TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, leases and events",
+          "[integration][apiclient]") {
+  auto started = testapiserver::TestApiServer::start();
+  REQUIRE(started.ok());
+  auto& server = **started;
+  auto client = nodeagent::testing::clientFor(server);
+  auto& c = *client;
+  using json = nlohmann::json;
+  auto ok = [](const base::StatusOr<json>& r) {
+    INFO(r.status().toString());
+    REQUIRE(r.ok());
+    return *r;
+  };
+
+  // pods: create, get, list (field selector), update, merge patch, watch, delete with options.
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "web"}, {"namespace", "default"}}},
+              {"spec",
+               {{"nodeName", "n1"}, {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  json created = ok(c.createJson(api::podsPath("default"), pod));
+  const std::string uid = created["metadata"]["uid"];
+  json got = ok(c.getJson(api::podPath("default", "web")));
+  CHECK(got["metadata"]["uid"] == uid);
+  api::ListOptions mine;
+  mine.field_selector = "spec.nodeName=n1";
+  mine.resource_version = "0";
+  json list = ok(c.list(api::podsPath(), mine));
+  REQUIRE(list["items"].size() == 1);
+  api::ListOptions theirs;
+  theirs.field_selector = "spec.nodeName=n2";
+  CHECK(ok(c.list(api::podsPath(), theirs))["items"].empty());
+  got["metadata"]["labels"] = {{"tier", "web"}};
+  json updated = ok(c.updateJson(api::podPath("default", "web"), got));
+  CHECK(updated["metadata"]["labels"]["tier"] == "web");
+  json merged = ok(c.patchJson(api::podPath("default", "web"),
+                               {{"metadata", {{"labels", {{"extra", "1"}}}}}}, api::PatchType::kMerge));
+  CHECK(merged["metadata"]["labels"] == json{{"tier", "web"}, {"extra", "1"}});
+
+  // pods/status: strategic merge patch (conditions merged by type) with the UID precondition,
+  // then PUT of the whole object.
+  ok(c.patchJson(api::podStatusPath("default", "web"),
+                 {{"metadata", {{"uid", uid}}},
+                  {"status", {{"phase", "Pending"}, {"conditions", {{{"type", "PodScheduled"}, {"status", "True"}}}}}}},
+                 api::PatchType::kStrategicMerge));
+  json status = ok(c.patchJson(api::podStatusPath("default", "web"),
+                               {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "False"}}}}}}},
+                               api::PatchType::kStrategicMerge));
+  CHECK(status["status"]["conditions"].size() == 2);
+  status["status"]["phase"] = "Running";
+  CHECK(ok(c.updateJson(api::podStatusPath("default", "web"), status))["status"]["phase"] == "Running");
+
+  // watch from the list's version sees the later changes.
+  std::vector<std::string> seen;
+  std::stop_source stop_watch;
+  api::ListOptions from = mine;
+  from.resource_version = list["metadata"]["resourceVersion"];
+  from.allow_watch_bookmarks = true;
+  from.timeout_seconds = 30;
+  std::mutex seen_mu;
+  base::Status watch_end;
+  std::thread watcher([&] {
+    watch_end = c.watch(api::podsPath(), from,
+            [&](api::RawWatchEvent&& ev) {
+              std::lock_guard lock(seen_mu);
+              if (ev.type != api::WatchEventType::kBookmark) {
+                seen.push_back(std::string(api::watchEventTypeName(ev.type)));
+              }
+              return true;
+            },
+            stop_watch.get_token());
+  });
+
+  // delete: a UID precondition that does not match is a Conflict; grace 0 removes at once.
+  json wrong = {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", "not-" + uid}}}};
+  auto refused = c.deleteJson(api::podPath("default", "web"), &wrong);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(api::isConflict(refused.status()));
+  json now = {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", uid}}}};
+  ok(c.deleteJson(api::podPath("default", "web"), &now));
+  CHECK(api::isNotFound(c.getJson(api::podPath("default", "web")).status()));
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(seen_mu);
+    return !seen.empty() && seen.back() == "DELETED";
+  }));
+  stop_watch.request_stop();
+  watcher.join();
+  CHECK(watch_end.code() == base::StatusCode::kCancelled);
+  // update, merge patch, two status changes (PATCH, PATCH, PUT), delete.
+  CHECK(seen == std::vector<std::string>{"MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED",
+                                         "DELETED"});
+
+  // nodes and nodes/status.
+  json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}};
+  ok(c.createJson(api::nodesPath(), node));
+  CHECK(api::isAlreadyExists(c.createJson(api::nodesPath(), node).status()));
+  ok(c.patchJson(api::nodePath("n1"), {{"metadata", {{"labels", {{"kubernetes.io/os", "linux"}}}}}},
+                 api::PatchType::kStrategicMerge));
+  json node_status = ok(c.patchJson(
+      api::nodeStatusPath("n1"),
+      {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}}}}},
+      api::PatchType::kStrategicMerge));
+  CHECK(node_status["status"]["conditions"][0]["type"] == "Ready");
+  CHECK(node_status["metadata"]["labels"]["kubernetes.io/os"] == "linux");
+  json n = ok(c.getJson(api::nodePath("n1")));
+  n["status"]["capacity"] = {{"pods", "110"}};
+  ok(c.updateJson(api::nodeStatusPath("n1"), n));
+  CHECK(ok(c.list(api::nodesPath(), {}))["items"][0]["status"]["capacity"]["pods"] == "110");
+  ok(c.deleteJson(api::nodePath("n1")));
+  CHECK(api::isNotFound(c.getJson(api::nodePath("n1")).status()));
+
+  // leases: create, get, optimistic update (a stale resourceVersion conflicts), merge patch, delete.
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "n1"}, {"namespace", "kube-node-lease"}}},
+                {"spec", {{"holderIdentity", "n1"}, {"leaseDurationSeconds", 40}}}};
+  json l1 = ok(c.createJson(api::leasesPath("kube-node-lease"), lease));
+  json l2 = ok(c.getJson(api::leasePath("kube-node-lease", "n1")));
+  l2["spec"]["renewTime"] = "2026-01-01T00:00:10.000000Z";
+  ok(c.updateJson(api::leasePath("kube-node-lease", "n1"), l2));
+  l1["spec"]["renewTime"] = "2026-01-01T00:00:20.000000Z";  // l1's resourceVersion is stale now
+  CHECK(api::isConflict(c.updateJson(api::leasePath("kube-node-lease", "n1"), l1).status()));
+  ok(c.patchJson(api::leasePath("kube-node-lease", "n1"), {{"spec", {{"leaseDurationSeconds", 20}}}},
+                 api::PatchType::kMerge));
+  json leases = ok(c.list(api::leasesPath("kube-node-lease"), {}));
+  REQUIRE(leases["items"].size() == 1);
+  CHECK(leases["items"][0]["spec"]["leaseDurationSeconds"] == 20);
+  CHECK(leases["items"][0]["spec"]["renewTime"] == "2026-01-01T00:00:10.000000Z");
+  ok(c.deleteJson(api::leasePath("kube-node-lease", "n1")));
+
+  // events: create, list, merge patch (count), delete.
+  json event = {{"apiVersion", "v1"},
+                {"kind", "Event"},
+                {"metadata", {{"name", "web.1"}, {"namespace", "default"}}},
+                {"involvedObject", {{"kind", "Pod"}, {"name", "web"}, {"namespace", "default"}}},
+                {"reason", "Started"},
+                {"type", "Normal"},
+                {"count", 1}};
+  ok(c.createJson(api::eventsPath("default"), event));
+  ok(c.patchJson(api::eventsPath("default") + "/web.1", {{"count", 2}}, api::PatchType::kMerge));
+  json events = ok(c.list(api::eventsPath("default"), {}));
+  REQUIRE(events["items"].size() == 1);
+  CHECK(events["items"][0]["count"] == 2);
+  ok(c.deleteJson(api::eventsPath("default") + "/web.1"));
+  CHECK(ok(c.list(api::eventsPath(""), {}))["items"].empty());
+
+  // What went over the wire: verbs, paths and patch content types.
+  std::vector<std::string> wire;
+  for (const auto& r : server.requests()) {
+    if (r.method == "PATCH") wire.push_back(r.path + " " + r.content_type);
+  }
+  CHECK(wire == std::vector<std::string>{
+                    "/api/v1/namespaces/default/pods/web application/merge-patch+json",
+                    "/api/v1/namespaces/default/pods/web/status application/strategic-merge-patch+json",
+                    "/api/v1/namespaces/default/pods/web/status application/strategic-merge-patch+json",
+                    "/api/v1/nodes/n1 application/strategic-merge-patch+json",
+                    "/api/v1/nodes/n1/status application/strategic-merge-patch+json",
+                    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1 "
+                    "application/merge-patch+json",
+                    "/api/v1/namespaces/default/events/web.1 application/merge-patch+json"});
+  client.reset();  // closes its kept-alive connections, which the server would wait for
+  server.stop();
 }

@@ -189,6 +189,77 @@ TEST_CASE("api source: initial pods, then creates, edits and deletes of this nod
   CHECK(agent.present() == std::vector<std::string>{"a", "b"});
 }
 
+TEST_CASE("api source: LIST and WATCH select the node's pods, from resourceVersion 0, with bookmarks",
+          "[integration][apiclient]") {
+  Env env;
+  env.create("a");
+  Agent agent(env.kubeconfig);
+  REQUIRE(agent.waitFor("ADD:a"));
+  REQUIRE(eventually([&] { return env.server->openWatches() == 1; }));
+  // Decoded query parameters of the pod collection requests, in order.
+  std::vector<std::map<std::string, std::string>> calls;
+  for (const auto& r : env.server->requests()) {
+    if (r.method != "GET" || r.path != "/api/v1/pods") continue;
+    std::map<std::string, std::string> params;
+    std::string_view q = r.query;
+    while (!q.empty()) {
+      auto amp = q.find('&');
+      auto kv = q.substr(0, amp);
+      auto eq = kv.find('=');
+      params[std::string(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : std::string(kv.substr(eq + 1));
+      q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    }
+    calls.push_back(params);
+  }
+  REQUIRE(calls.size() == 2);
+  const auto& list = calls[0];
+  CHECK(list.count("watch") == 0);
+  CHECK(list.at("fieldSelector") == "spec.nodeName=n1");
+  CHECK(list.at("resourceVersion") == "0");
+  const auto& watch = calls[1];
+  CHECK(watch.at("watch") == "true");
+  CHECK(watch.at("fieldSelector") == "spec.nodeName=n1");
+  CHECK(watch.at("allowWatchBookmarks") == "true");
+  CHECK(watch.at("resourceVersion") == std::to_string(env.store().resourceVersion()));  // the list's
+  const int timeout = std::stoi(watch.at("timeoutSeconds"));
+  CHECK(timeout >= 300);
+  CHECK(timeout <= 600);
+}
+
+TEST_CASE("api source: bookmarks move the resourceVersion a re-opened watch starts from",
+          "[integration][apiclient]") {
+  testapiserver::ServerOptions opts;
+  opts.bookmark_interval = 1ms;  // an idle watch gets a BOOKMARK at every turn
+  Env env(opts);
+  env.create("a");
+  Agent agent(env.kubeconfig);
+  REQUIRE(agent.waitFor("ADD:a"));
+  // Another node's pod moves the store's resourceVersion; this node's watch only sees it through
+  // bookmarks.
+  env.create("elsewhere", "n2");
+  const std::string target = std::to_string(env.store().resourceVersion());
+  auto last_watch_rv = [&] {
+    std::string rv;
+    for (const auto& r : env.server->requests()) {
+      if (r.path != "/api/v1/pods" || r.query.find("watch=true") == std::string::npos) continue;
+      auto at = r.query.find("resourceVersion=");
+      rv = r.query.substr(at + 16, r.query.find('&', at) - at - 16);
+    }
+    return rv;
+  };
+  REQUIRE(eventually([&] {
+    if (last_watch_rv() == target) return true;
+    env.server->closeWatches();
+    return false;
+  }));
+  CHECK(agent.ops() == std::vector<std::string>{"ADD:a"});
+  size_t lists = 0;
+  for (const auto& r : env.server->requests()) {
+    if (r.path == "/api/v1/pods" && r.query.find("watch=true") == std::string::npos) ++lists;
+  }
+  CHECK(lists == 1);
+}
+
 TEST_CASE("api source: a watch closed by the server resumes without duplicate or lost updates",
           "[integration][apiclient]") {
   Env env;
@@ -270,6 +341,39 @@ TEST_CASE("api source: a killed and restarted server is reconnected to and conve
                      std::chrono::seconds(20)));
   CHECK(agent.waitFor("REMOVE:b"));
   restarted->stop();
+}
+
+TEST_CASE("api source: failed LISTs are retried, a 429 on the watch resumes it without a relist",
+          "[integration][apiclient]") {
+  Env env;
+  env.create("a");
+  auto lists = [&] {
+    size_t n = 0;
+    for (const auto& r : env.server->requests()) {
+      if (r.method == "GET" && r.path == "/api/v1/pods" && r.query.find("watch=true") == std::string::npos) ++n;
+    }
+    return n;
+  };
+  env.server->failNextRequests(500, 2, "/api/v1/pods");
+  Agent agent(env.kubeconfig);
+  REQUIRE(agent.waitFor("ADD:a"));
+  CHECK(lists() == 3);
+  REQUIRE(eventually([&] { return env.server->openWatches() == 1; }));
+  // The re-opened watch is refused with 429 (Retry-After: 1): it is re-opened from the same
+  // resourceVersion once that second has passed, and b (created meanwhile) arrives once.
+  env.server->failNextRequests(429, 1, "/api/v1/pods");
+  env.server->closeWatches();
+  env.create("b");
+  REQUIRE(agent.waitFor("ADD:b"));
+  CHECK(lists() == 3);
+  auto ops = agent.ops();
+  CHECK(countOf(ops, "ADD:a") == 1);
+  CHECK(countOf(ops, "ADD:b") == 1);
+  size_t refused = 0;
+  for (const auto& r : env.server->requests()) {
+    if (r.query.find("watch=true") != std::string::npos) ++refused;
+  }
+  CHECK(refused >= 3);  // the first watch, the refused one, the resumed one
 }
 
 TEST_CASE("api source: token auth and TLS with the CA from the kubeconfig",

@@ -113,7 +113,7 @@ TEST_CASE("apiserver source: a relist replaces the whole set", "[unit][apiclient
   Fixture f;
   f.lw->completeListWith({pod("a", "n1", "1"), pod("b", "n1", "2")}, "5");
   f.poll();
-  f.lw->endWatch(base::unavailableError("connection reset"));
+  f.lw->endWatch(base::dataLossError("watch stream: malformed event"));
   f.poll();
   f.clock.advance(800ms);
   f.poll();

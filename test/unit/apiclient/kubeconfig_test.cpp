@@ -91,6 +91,34 @@ users:
   CHECK(cfg->client_key_pem == "KEY");
 }
 
+TEST_CASE("kubeconfig: insecure-skip-tls-verify, basic auth, and no user at all",
+          "[unit][apiclient]") {
+  auto cfg = parseKubeconfig(R"(
+current-context: x
+contexts: [{name: x, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://h:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {username: admin, password: pw}}]
+)",
+                             "/nowhere", "test");
+  REQUIRE(cfg.ok());
+  CHECK(cfg->insecure_skip_tls_verify);
+  CHECK(cfg->ca_pem.empty());
+  CHECK(cfg->username == "admin");
+  CHECK(cfg->password == "pw");
+  CHECK(cfg->bearer_token.empty());
+
+  auto anonymous = parseKubeconfig(R"(
+current-context: x
+contexts: [{name: x, context: {cluster: c}}]
+clusters: [{name: c, cluster: {server: "https://h:1"}}]
+)",
+                                   "/nowhere", "test");
+  REQUIRE(anonymous.ok());
+  CHECK_FALSE(anonymous->insecure_skip_tls_verify);  // verification is on unless asked otherwise
+  CHECK(anonymous->bearer_token.empty());
+  CHECK(anonymous->client_cert_pem.empty());
+}
+
 TEST_CASE("kubeconfig: unsupported and broken configs are clear errors", "[unit][apiclient]") {
   auto check_error = [](const std::string& yaml, const std::string& needle) {
     auto cfg = parseKubeconfig(yaml, "/nowhere", "/etc/kc");
@@ -114,6 +142,21 @@ clusters: [{name: c, cluster: {server: "https://h:1"}}]
   check_error("current-context: x\n", "contexts");
   check_error("contexts: []\n", "current-context");
   check_error(": : :\n  - [", "invalid YAML");
+  check_error(R"(
+current-context: x
+contexts: [{name: x, context: {cluster: c}}]
+clusters: [{name: c, cluster: {server: "https://h", insecure-skip-tls-verify: true,
+                              certificate-authority-data: Q0E=}}]
+)",
+              "insecure-skip-tls-verify cannot be combined");
+  check_error(R"(
+current-context: x
+contexts: [{name: x, context: {cluster: c}}]
+clusters: [{name: c, cluster: {server: "https://h", insecure-skip-tls-verify: maybe}}]
+)",
+              "clusters[c].cluster.insecure-skip-tls-verify: expected a boolean");
+  check_error(head + "users: [{name: u, user: {client-key: missing.key, client-certificate-data: Q0VSVA==}}]",
+              "users[u].user.client-key");
   check_error(R"(
 current-context: x
 contexts: [{name: x, context: {cluster: c}}]

@@ -1,8 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "api/api_errors.h"
+#include "base/log.h"
 #include "config/reflector.h"
 #include "test/support/fake_clock.h"
 #include "test/unit/apiclient/fake_lister_watcher.h"
@@ -207,17 +212,77 @@ TEST_CASE("reflector: a broken watch relists after backoff and a healthy watch r
   CHECK(f.lw->last().rv == "10");
   f.lw->completeList({"a"}, "11");
   f.poll();
-  f.lw->endWatch(base::unavailableError("reset"));
+  f.lw->endWatch(nodeagent::api::apiErrorStatus("WATCH /api/v1/pods", 500,
+                                                R"({"kind":"Status","code":500})"));
   f.poll();
-  f.advance(1600ms);  // second failure in the streak: 1.6s
+  f.advance(1599ms);  // second failure in the streak: 1.6s
+  CHECK(f.lw->calls.size() == 4);
+  f.advance(1ms);
   REQUIRE(f.lw->calls.size() == 5);
+  CHECK_FALSE(f.lw->last().watch);
   f.lw->completeList({"a"}, "12");
   f.poll();
   f.lw->event(WatchEventType::kModified, "a", "13");  // healthy again
-  f.lw->endWatch(base::unavailableError("reset"));
+  f.lw->endWatch(base::dataLossError("garbage"));
   f.poll();
   f.advance(800ms);
   CHECK(f.lw->calls.size() == 7);
+}
+
+TEST_CASE("reflector: a refused or dropped connection re-opens the watch from the last version",
+          "[unit][apiclient]") {
+  Fixture f;
+  f.reflector->start();
+  f.poll();
+  f.lw->completeList({"a"}, "10");
+  f.poll();
+  f.lw->event(WatchEventType::kModified, "a", "12");
+  f.lw->endWatch(base::unavailableError("connection reset by peer"));
+  f.poll();
+  f.advance(799ms);
+  CHECK(f.lw->calls.size() == 2);
+  f.advance(1ms);
+  REQUIRE(f.lw->calls.size() == 3);
+  CHECK(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "12");
+  // The server is down: refused again and again, the backoff grows, no LIST.
+  f.lw->endWatch(base::unavailableError("connection refused"));
+  f.poll();
+  f.advance(1600ms);
+  REQUIRE(f.lw->calls.size() == 4);
+  CHECK(f.lw->last().watch);
+  f.lw->endWatch(base::deadlineExceededError("connect timed out"));
+  f.poll();
+  f.advance(3200ms);
+  REQUIRE(f.lw->calls.size() == 5);
+  CHECK(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "12");
+  CHECK(f.reflector->listsStarted() == 1);
+  // Back with its history compacted: 410, relist at once.
+  f.lw->endWatch(gone());
+  f.poll();
+  REQUIRE(f.lw->calls.size() == 6);
+  CHECK_FALSE(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "12");
+  CHECK(f.handler->log == std::vector<std::string>{"replace@10:a,", "MODIFIED:a"});
+}
+
+TEST_CASE("reflector: 429 re-opens the watch after at least its Retry-After", "[unit][apiclient]") {
+  Fixture f;
+  f.reflector->start();
+  f.poll();
+  f.lw->completeList({"a"}, "10");
+  f.poll();
+  f.lw->endWatch(nodeagent::api::apiErrorStatus(
+      "WATCH /api/v1/pods", 429, R"({"kind":"Status","code":429,"reason":"TooManyRequests"})",
+      std::chrono::seconds(5)));
+  f.poll();
+  f.advance(4999ms);  // the backoff alone would be 800ms
+  CHECK(f.lw->calls.size() == 2);
+  f.advance(1ms);
+  REQUIRE(f.lw->calls.size() == 3);
+  CHECK(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "10");
 }
 
 TEST_CASE("reflector: a watch that ends at once without events counts as a failure",
@@ -253,4 +318,75 @@ TEST_CASE("reflector: stop cancels the call, drops late completions and pending 
   f.advance(60s);
   CHECK(f.handler->log.size() == 1);
   CHECK(f.lw->calls.size() == 2);
+}
+
+namespace {
+// Collects the "config" logger's messages while alive.
+class LogCapture {
+ public:
+  LogCapture() : logger_(base::logger("config")), level_(logger_->level()) {
+    sink_ = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    sink_->set_pattern("%l %v");
+    logger_->sinks().push_back(sink_);
+    logger_->set_level(spdlog::level::info);
+  }
+  ~LogCapture() {
+    auto& sinks = logger_->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    logger_->set_level(level_);
+  }
+  // Lines containing `needle`.
+  std::vector<std::string> lines(const std::string& needle) {
+    logger_->flush();
+    std::vector<std::string> out;
+    std::istringstream in(out_.str());
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(needle) != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> logger_;
+  spdlog::level::level_enum level_;
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+}  // namespace
+
+TEST_CASE("reflector: each new kind of failure is logged once per streak", "[unit][apiclient]") {
+  LogCapture logs;
+  Fixture f;
+  f.reflector->start();
+  f.poll();
+  auto fail_list = [&](base::Status st) {
+    f.lw->failList(std::move(st));
+    f.poll();
+    f.advance(60s);
+  };
+  for (int i = 0; i < 3; ++i) fail_list(base::unavailableError("connection refused"));
+  CHECK(logs.lines("failed, retrying").size() == 1);
+  fail_list(nodeagent::api::apiErrorStatus("LIST /api/v1/pods", 503, R"({"kind":"Status","code":503})"));
+  fail_list(base::unavailableError("connection refused"));
+  fail_list(nodeagent::api::apiErrorStatus("LIST /api/v1/pods", 503, R"({"kind":"Status","code":503})"));
+  auto warned = logs.lines("failed, retrying");
+  REQUIRE(warned.size() == 2);
+  CHECK(warned[0].rfind("warning ", 0) == 0);
+  CHECK(warned[0].find("kind=\"list UNAVAILABLE\"") != std::string::npos);
+  CHECK(warned[1].find("kind=\"list http 503") != std::string::npos);
+  CHECK(logs.lines("recovered").empty());
+  // A watch that delivers an event ends the streak: the same failure is news again.
+  f.lw->completeList({"a"}, "10");
+  f.poll();
+  f.lw->event(WatchEventType::kModified, "a", "11");
+  f.poll();
+  CHECK(logs.lines("recovered").size() == 1);
+  f.lw->endWatch(base::dataLossError("garbage"));
+  f.poll();
+  f.advance(60s);
+  fail_list(base::unavailableError("connection refused"));
+  warned = logs.lines("failed, retrying");
+  REQUIRE(warned.size() == 4);
+  CHECK(warned[2].find("kind=\"watch DATA_LOSS\"") != std::string::npos);
+  CHECK(warned[3].find("kind=\"list UNAVAILABLE\"") != std::string::npos);
 }

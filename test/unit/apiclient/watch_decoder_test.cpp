@@ -139,3 +139,30 @@ TEST_CASE("watch decoder: the callback returning false stops decoding", "[unit][
   CHECK(n == 2);
   CHECK(d.finished());
 }
+
+TEST_CASE("watch decoder: a very large object split over many small chunks decodes whole",
+          "[unit][apiclient]") {
+  // 8 MiB of annotation between two small events, at the default cap, fed in socket-sized chunks
+  // whose boundaries fall anywhere (also inside the escapes).
+  std::string big_value;
+  big_value.reserve(8 << 20);
+  while (big_value.size() < (8u << 20)) big_value += "abc\\\"def\\n0123456789";
+  const std::string stream =
+      R"({"type":"ADDED","object":{"metadata":{"name":"small","resourceVersion":"1"}}})" "\n"
+      R"({"type":"MODIFIED","object":{"metadata":{"name":"big","resourceVersion":"2","annotations":{"a":")" +
+      big_value + "\"}}}}\n" +
+      R"({"type":"DELETED","object":{"metadata":{"name":"small","resourceVersion":"3"}}})" "\n";
+  std::vector<RawWatchEvent> evs;
+  WatchDecoder d([&](RawWatchEvent&& e) {
+    evs.push_back(std::move(e));
+    return true;
+  });
+  for (size_t i = 0; i < stream.size(); i += 4093) {
+    REQUIRE(d.feed(std::string_view(stream).substr(i, 4093)).ok());
+  }
+  REQUIRE(d.finish().ok());
+  REQUIRE(summarize(evs) == std::vector<std::string>{"ADDED:1", "MODIFIED:2", "DELETED:3"});
+  const auto& annotation = (*evs[1].object)["metadata"]["annotations"]["a"].get_ref<const std::string&>();
+  CHECK(annotation.size() > (7u << 20));
+  CHECK(annotation.substr(0, 9) == "abc\"def\n0");
+}
