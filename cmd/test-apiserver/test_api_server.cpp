@@ -60,11 +60,10 @@ std::string mediaType(const std::string& content_type) {
 
 }  // namespace
 
-base::StatusOr<std::vector<std::pair<std::string, std::string>>> parseTokenAuthFile(
-    const std::filesystem::path& path) {
+base::StatusOr<std::vector<TokenUser>> parseTokenAuthFile(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return base::invalidArgumentError("cannot read token auth file " + path.string());
-  std::vector<std::pair<std::string, std::string>> tokens;
+  std::vector<TokenUser> tokens;
   std::string line;
   int lineno = 0;
   while (std::getline(in, line)) {
@@ -85,12 +84,21 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> parseTokenAuthF
       }
     }
     fields.push_back(cur);
-    if (fields.size() < 3 || fields[0].empty() || fields[1].empty()) {
+    if (quoted || fields.size() < 3 || fields[0].empty() ||
+        fields[1].empty()) {
       return base::invalidArgumentError("token auth file " + path.string() + " line " +
                                         std::to_string(lineno) +
                                         ": want token,user,uid[,\"groups\"]");
     }
-    tokens.emplace_back(fields[0], fields[1]);
+    TokenUser user{fields[0], fields[1], fields[2], {}};
+    if (fields.size() >= 4) {
+      std::string group;
+      std::istringstream groups(fields[3]);
+      while (std::getline(groups, group, ',')) {
+        if (!group.empty()) user.groups.push_back(group);
+      }
+    }
+    tokens.push_back(std::move(user));
   }
   return tokens;
 }
@@ -111,8 +119,8 @@ class TestApiServer::Impl {
         return base::invalidArgumentError("token auth file " + options_.token_auth_file +
                                           " has no tokens");
       }
-      first_token_ = tokens.front().first;
-      for (auto& [token, user] : tokens) tokens_[token] = user;
+      first_token_ = tokens.front().token;
+      for (auto& t : tokens) tokens_[t.token] = t.user;
     }
     if (options_.tls_cert_file.empty() != options_.tls_private_key_file.empty()) {
       return base::invalidArgumentError(
@@ -144,7 +152,7 @@ class TestApiServer::Impl {
     server_->set_keep_alive_max_count(100000);
     server_->set_keep_alive_timeout(30);
     server_->set_read_timeout(30);
-    server_->set_write_timeout(5);
+    server_->set_write_timeout(options_.write_timeout.count());
     auto handler = [this](const httplib::Request& req, httplib::Response& res) {
       handle(req, res);
     };
