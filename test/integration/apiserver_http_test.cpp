@@ -301,6 +301,40 @@ TEST_CASE("http: the three patch types, status subresource and delete preconditi
   CHECK(json::parse(node_delete->body)["status"] == "Success");
 }
 
+TEST_CASE("http: node status subresource takes the kubelet's patch, the main resource ignores status",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  json node = {{"metadata", {{"name", "n1"}}},
+               {"status",
+                {{"conditions",
+                  {{{"type", "MemoryPressure"}, {"status", "False"}},
+                   {{"type", "Ready"}, {"status", "False"}, {"reason", "KubeletNotReady"}}}}}}};
+  REQUIRE(client.Post("/api/v1/nodes", node.dump(), "application/json")->status == 201);
+  auto patched = client.Patch("/api/v1/nodes/n1/status", R"({"status":{
+      "$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"Ready"}],
+      "conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}],
+      "nodeInfo":{"kubeletVersion":"v1.30.0"}},"metadata":{"labels":{"ignored":"yes"}}})",
+                              "application/strategic-merge-patch+json");
+  REQUIRE(patched);
+  REQUIRE(patched->status == 200);
+  json n = json::parse(patched->body);
+  CHECK(n["status"]["conditions"] ==
+        json::array({{{"type", "MemoryPressure"}, {"status", "False"}},
+                     {{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}));
+  CHECK(n["status"]["nodeInfo"]["kubeletVersion"] == "v1.30.0");
+  CHECK_FALSE(n["metadata"].contains("labels"));
+  // A PUT of the main resource changes labels but not status.
+  n["metadata"]["labels"] = {{"kubernetes.io/hostname", "n1"}};
+  n["status"]["conditions"] = json::array();
+  auto put = client.Put("/api/v1/nodes/n1", n.dump(), "application/json");
+  REQUIRE(put);
+  REQUIRE(put->status == 200);
+  json stored = json::parse(put->body);
+  CHECK(stored["metadata"]["labels"]["kubernetes.io/hostname"] == "n1");
+  CHECK(stored["status"]["conditions"].size() == 2);
+}
+
 TEST_CASE("http: list paging with limit and continue", "[integration][apiserver]") {
   auto server = startServer();
   for (int i = 0; i < 7; ++i) REQUIRE(server->store().create("pods", "default", pod("p" + std::to_string(i))).ok());
