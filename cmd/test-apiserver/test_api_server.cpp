@@ -1,6 +1,7 @@
 #include "cmd/test-apiserver/test_api_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -26,6 +27,10 @@ constexpr size_t kMaxRecordedRequests = 10000;
 constexpr std::chrono::milliseconds kWatchPoll{250};
 // A watch response chunk holds at most this many events (batching keeps syscalls down).
 constexpr size_t kMaxEventsPerChunk = 256;
+// httplib listens with a backlog of 5: a burst of clients connecting at once (a hundred
+// watchers) overflows it and waits out SYN retransmissions (1 s, 3 s, 7 s...) whenever the
+// accepting thread is slow to run. The kernel caps this at net.core.somaxconn.
+constexpr int kListenBacklog = 4096;
 
 std::vector<std::string> splitPath(const std::string& path) {
   std::vector<std::string> segs;
@@ -163,15 +168,24 @@ class TestApiServer::Impl {
     server_->Delete(".*", handler);
     server_->Options(".*", handler);
 
+    // httplib offers no backlog setting, but hands each listening socket it creates to this
+    // hook before binding it; listen() again on the bound socket raises the backlog.
+    int listen_fd = -1;
+    server_->set_socket_options([&listen_fd](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = sock;
+    });
     if (options_.port == 0) {
       port_ = server_->bind_to_any_port(options_.bind_address);
     } else {
       port_ = server_->bind_to_port(options_.bind_address, options_.port) ? options_.port : -1;
     }
+    server_->set_socket_options(httplib::default_socket_options);
     if (port_ <= 0) {
       return base::unavailableError("cannot listen on " + options_.bind_address + ":" +
                                     std::to_string(options_.port));
     }
+    if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
     listener_ = std::thread([this] { server_->listen_after_bind(); });
     return base::okStatus();
   }

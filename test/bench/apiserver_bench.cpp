@@ -167,7 +167,7 @@ int main() {
     watchers.emplace_back([&, client] {
       std::string buffer;
       std::vector<double> mine;
-      client->Get(("/api/v1/pods?watch=true&resourceVersion=" + rv).c_str(),
+      auto res = client->Get(("/api/v1/pods?watch=true&resourceVersion=" + rv).c_str(),
                   [&](const char* data, size_t len) {
                     const int64_t now = nowNs();
                     buffer.append(data, len);
@@ -183,11 +183,23 @@ int main() {
                     }
                     return true;
                   });
+      if (!res) std::fprintf(stderr, "watch failed: %s\n", httplib::to_string(res.error()).c_str());
       std::lock_guard lock(mu);
       latencies.insert(latencies.end(), mine.begin(), mine.end());
     });
   }
-  while (server->openWatches() < kWatchers) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto connect_start = Clock::now();
+  while (server->openWatches() < kWatchers &&
+         Clock::now() - connect_start < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::printf("watch: %zu of %d watchers open after %.1f ms\n", server->openWatches(), kWatchers,
+              ms(Clock::now() - connect_start));
+  if (server->openWatches() < kWatchers) {
+    server->stop();
+    for (auto& t : watchers) t.join();
+    return 1;
+  }
 
   const double cpu_watch_start = cpuMs();
   const double with_watchers = runWrites(port, kUpdates, 1);

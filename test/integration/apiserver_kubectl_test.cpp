@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sstream>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -426,4 +428,20 @@ TEST_CASE("test-apiserver: --bind-address, a fixed --port and --history-window",
   CHECK(ev["type"] == "ERROR");
   CHECK(ev["object"]["code"] == 410);
   CHECK(ev["object"]["reason"] == "Expired");
+}
+
+TEST_CASE("test-apiserver: listens with a backlog for a burst of watchers connecting at once",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-backlog");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  // For a listening socket, ss reports the backlog as its Send-Q.
+  auto ss = runCommand({"ss", "-Hltn", "sport = :" + std::to_string(server.port())}, dir);
+  REQUIRE(ss.exit_code == 0);
+  INFO(ss.out);
+  std::istringstream fields(ss.out);
+  std::string state, recv_q, send_q;
+  fields >> state >> recv_q >> send_q;
+  CHECK(state == "LISTEN");
+  CHECK(std::stoi(send_q) >= 128);
 }
