@@ -90,7 +90,29 @@ json statusFromError(const base::Status& error, std::string_view name, std::stri
     if (!name.empty()) details["name"] = name;
     if (!kind.empty()) details["kind"] = kind;
   }
-  return statusObject(code, error.message(), reason, std::move(details));
+  // "Pod \"web\" is invalid: spec.containers: Required value": like kube-apiserver, the details
+  // name the Kind and carry the field error as a cause.
+  const std::string& message = error.message();
+  const auto invalid_at = message.find(" is invalid: ");
+  if (code == 422 && invalid_at != std::string::npos) {
+    const std::string kind_name = message.substr(0, invalid_at);
+    const std::string rest = message.substr(invalid_at + 13);
+    const auto colon = rest.find(": ");
+    if (!details.is_object()) details = json::object();
+    const auto space = kind_name.find(" \"");
+    details["kind"] = kind_name.substr(0, space);
+    if (space != std::string::npos && kind_name.size() > space + 3) {
+      details["name"] = kind_name.substr(space + 2, kind_name.size() - space - 3);
+    }
+    if (colon != std::string::npos) {
+      const std::string detail = rest.substr(colon + 2);
+      details["causes"] = {{{"reason", detail.starts_with("Required value") ? "FieldValueRequired"
+                                                                           : "FieldValueInvalid"},
+                            {"message", detail},
+                            {"field", rest.substr(0, colon)}}};
+    }
+  }
+  return statusObject(code, message, reason, std::move(details));
 }
 
 json successStatus(json details) {

@@ -1,6 +1,7 @@
 #include "cmd/test-apiserver/test_api_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -26,6 +27,10 @@ constexpr size_t kMaxRecordedRequests = 10000;
 constexpr std::chrono::milliseconds kWatchPoll{250};
 // A watch response chunk holds at most this many events (batching keeps syscalls down).
 constexpr size_t kMaxEventsPerChunk = 256;
+// httplib listens with a backlog of 5: a burst of clients connecting at once (a hundred
+// watchers) overflows it and waits out SYN retransmissions (1 s, 3 s, 7 s...) whenever the
+// accepting thread is slow to run. The kernel caps this at net.core.somaxconn.
+constexpr int kListenBacklog = 4096;
 
 std::vector<std::string> splitPath(const std::string& path) {
   std::vector<std::string> segs;
@@ -60,11 +65,10 @@ std::string mediaType(const std::string& content_type) {
 
 }  // namespace
 
-base::StatusOr<std::vector<std::pair<std::string, std::string>>> parseTokenAuthFile(
-    const std::filesystem::path& path) {
+base::StatusOr<std::vector<TokenUser>> parseTokenAuthFile(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return base::invalidArgumentError("cannot read token auth file " + path.string());
-  std::vector<std::pair<std::string, std::string>> tokens;
+  std::vector<TokenUser> tokens;
   std::string line;
   int lineno = 0;
   while (std::getline(in, line)) {
@@ -85,12 +89,21 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> parseTokenAuthF
       }
     }
     fields.push_back(cur);
-    if (fields.size() < 3 || fields[0].empty() || fields[1].empty()) {
+    if (quoted || fields.size() < 3 || fields[0].empty() ||
+        fields[1].empty()) {
       return base::invalidArgumentError("token auth file " + path.string() + " line " +
                                         std::to_string(lineno) +
                                         ": want token,user,uid[,\"groups\"]");
     }
-    tokens.emplace_back(fields[0], fields[1]);
+    TokenUser user{fields[0], fields[1], fields[2], {}};
+    if (fields.size() >= 4) {
+      std::string group;
+      std::istringstream groups(fields[3]);
+      while (std::getline(groups, group, ',')) {
+        if (!group.empty()) user.groups.push_back(group);
+      }
+    }
+    tokens.push_back(std::move(user));
   }
   return tokens;
 }
@@ -111,8 +124,8 @@ class TestApiServer::Impl {
         return base::invalidArgumentError("token auth file " + options_.token_auth_file +
                                           " has no tokens");
       }
-      first_token_ = tokens.front().first;
-      for (auto& [token, user] : tokens) tokens_[token] = user;
+      first_token_ = tokens.front().token;
+      for (auto& t : tokens) tokens_[t.token] = t.user;
     }
     if (options_.tls_cert_file.empty() != options_.tls_private_key_file.empty()) {
       return base::invalidArgumentError(
@@ -144,7 +157,7 @@ class TestApiServer::Impl {
     server_->set_keep_alive_max_count(100000);
     server_->set_keep_alive_timeout(30);
     server_->set_read_timeout(30);
-    server_->set_write_timeout(5);
+    server_->set_write_timeout(options_.write_timeout.count());
     auto handler = [this](const httplib::Request& req, httplib::Response& res) {
       handle(req, res);
     };
@@ -155,15 +168,24 @@ class TestApiServer::Impl {
     server_->Delete(".*", handler);
     server_->Options(".*", handler);
 
+    // httplib offers no backlog setting, but hands each listening socket it creates to this
+    // hook before binding it; listen() again on the bound socket raises the backlog.
+    int listen_fd = -1;
+    server_->set_socket_options([&listen_fd](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = sock;
+    });
     if (options_.port == 0) {
       port_ = server_->bind_to_any_port(options_.bind_address);
     } else {
       port_ = server_->bind_to_port(options_.bind_address, options_.port) ? options_.port : -1;
     }
+    server_->set_socket_options(httplib::default_socket_options);
     if (port_ <= 0) {
       return base::unavailableError("cannot listen on " + options_.bind_address + ":" +
                                     std::to_string(options_.port));
     }
+    if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
     listener_ = std::thread([this] { server_->listen_after_bind(); });
     return base::okStatus();
   }

@@ -58,6 +58,9 @@ struct ServerOptions {
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
   // Watch duration when the client sends no timeoutSeconds.
   std::chrono::seconds default_watch_timeout{1800};
+  // A response (or watch event) write that makes no progress this long drops the connection: a
+  // client that stops reading loses its watch.
+  std::chrono::seconds write_timeout{5};
   // Stamps creationTimestamp/deletionTimestamp and Table ages; nullptr: the real clock. Watch
   // timeouts and bookmarks always use real time. Must outlive the server.
   base::Clock* clock = nullptr;
@@ -115,8 +118,17 @@ class TestApiServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Parses a token auth file into (token, user) pairs; InvalidArgument naming file and line.
-base::StatusOr<std::vector<std::pair<std::string, std::string>>> parseTokenAuthFile(
-    const std::filesystem::path& path);
+// One line of a token auth file. Groups are read but grant nothing: every authenticated user
+// may do everything (the server has no authorization).
+struct TokenUser {
+  std::string token;
+  std::string user;
+  std::string uid;
+  std::vector<std::string> groups;
+};
+
+// Parses a token auth file (`token,user,uid[,"group1,group2"]` per line, `#` comments and blank
+// lines skipped); InvalidArgument naming the file and line.
+base::StatusOr<std::vector<TokenUser>> parseTokenAuthFile(const std::filesystem::path& path);
 
 }  // namespace nodeagent::testapiserver

@@ -2,6 +2,7 @@
 // concurrent watchers over 1,000 pod updates, and write throughput with and without them.
 // Run: build/bench/apiserver_bench   (prints one figure per line)
 #include <httplib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -54,6 +55,15 @@ double percentile(std::vector<double> v, double p) {
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// CPU time (user + system) of the whole process so far, in ms: server and bench clients alike
+// (wall-clock figures on a shared machine are noisy).
+double cpuMs() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto tv = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
 // Sequential merge patches of pods 0..updates-1 over HTTP; returns writes per second.
 double runWrites(int port, int updates, int writers) {
   std::atomic<int> next{0};
@@ -104,6 +114,7 @@ int main() {
     httplib::Client client("127.0.0.1", port);
     std::vector<double> times;
     size_t bytes = 0;
+    const double cpu_list_start = cpuMs();
     for (int i = 0; i < 5; ++i) {
       auto s = Clock::now();
       auto res = client.Get("/api/v1/pods");
@@ -111,8 +122,10 @@ int main() {
       if (!res || res->status != 200) return 1;
       bytes = res->body.size();
     }
-    std::printf("list: GET /api/v1/pods, %d pods, %.1f MB: median %.1f ms, min %.1f ms\n", kPods,
-                bytes / 1e6, percentile(times, 0.5), percentile(times, 0.0));
+    const double cpu_list = (cpuMs() - cpu_list_start) / 5;
+    std::printf("list: GET /api/v1/pods, %d pods, %.1f MB: median %.1f ms, min %.1f ms, "
+                "cpu %.1f ms per list (server + client)\n",
+                kPods, bytes / 1e6, percentile(times, 0.5), percentile(times, 0.0), cpu_list);
     times.clear();
     for (int i = 0; i < 5; ++i) {
       auto s = Clock::now();
@@ -133,7 +146,9 @@ int main() {
     std::printf("list: as=Table, %d pods: median %.1f ms\n", kPods, percentile(times, 0.5));
   }
 
+  const double cpu_base_start = cpuMs();
   const double baseline = runWrites(port, kUpdates, 1);
+  const double cpu_base = cpuMs() - cpu_base_start;
   std::printf("writes: %d merge patches over HTTP, 1 client, no watchers: %.0f writes/s\n", kUpdates,
               baseline);
 
@@ -152,7 +167,7 @@ int main() {
     watchers.emplace_back([&, client] {
       std::string buffer;
       std::vector<double> mine;
-      client->Get(("/api/v1/pods?watch=true&resourceVersion=" + rv).c_str(),
+      auto res = client->Get(("/api/v1/pods?watch=true&resourceVersion=" + rv).c_str(),
                   [&](const char* data, size_t len) {
                     const int64_t now = nowNs();
                     buffer.append(data, len);
@@ -168,17 +183,31 @@ int main() {
                     }
                     return true;
                   });
+      if (!res) std::fprintf(stderr, "watch failed: %s\n", httplib::to_string(res.error()).c_str());
       std::lock_guard lock(mu);
       latencies.insert(latencies.end(), mine.begin(), mine.end());
     });
   }
-  while (server->openWatches() < kWatchers) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto connect_start = Clock::now();
+  while (server->openWatches() < kWatchers &&
+         Clock::now() - connect_start < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::printf("watch: %zu of %d watchers open after %.1f ms\n", server->openWatches(), kWatchers,
+              ms(Clock::now() - connect_start));
+  if (server->openWatches() < kWatchers) {
+    server->stop();
+    for (auto& t : watchers) t.join();
+    return 1;
+  }
 
+  const double cpu_watch_start = cpuMs();
   const double with_watchers = runWrites(port, kUpdates, 1);
   const auto wait_start = Clock::now();
   while (events < kWatchers * kUpdates && Clock::now() - wait_start < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  const double cpu_watch = cpuMs() - cpu_watch_start;
   const int delivered_first = events;
   const double with_watchers_4 = runWrites(port, kUpdates, 4);
   while (events < 2 * kWatchers * kUpdates && Clock::now() - wait_start < std::chrono::seconds(120)) {
@@ -190,6 +219,12 @@ int main() {
               kUpdates, kWatchers, with_watchers);
   std::printf("writes: %d merge patches over HTTP, 4 clients, %d watchers attached: %.0f writes/s\n",
               kUpdates, kWatchers, with_watchers_4);
+  std::printf("cpu: %d writes, no watchers: %.1f ms (%.1f us/write, server + client)\n", kUpdates,
+              cpu_base, cpu_base * 1e3 / kUpdates);
+  std::printf("cpu: %d writes delivered to %d watchers: %.1f ms (%.1f us/write, %.1f us/event, "
+              "server + clients)\n",
+              kUpdates, kWatchers, cpu_watch, cpu_watch * 1e3 / kUpdates,
+              cpu_watch * 1e3 / (static_cast<double>(kUpdates) * kWatchers));
   std::printf("watch: %d watchers x %d updates: delivered %d + %d of %d events\n", kWatchers,
               kUpdates, delivered_first, static_cast<int>(events) - delivered_first,
               2 * kWatchers * kUpdates);

@@ -18,6 +18,8 @@
 using nlohmann::json;
 using namespace nodeagent::testapiserver;
 using nodeagent::testing::eventually;
+using nodeagent::testing::TempDir;
+using nodeagent::testing::writeFile;
 using namespace std::chrono_literals;
 
 namespace {
@@ -95,6 +97,35 @@ class WatchReader {
   std::thread thread_;
 };
 
+// A raw connection that asks for a pod watch from `rv` and never reads; -1 on failure.
+int openUnreadWatch(int port, const std::string& rv) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const std::string request = "GET /api/v1/pods?watch=true&resourceVersion=" + rv +
+                              " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// 2000 pods of 16 KB each: 32 MB of watch events, far more than a socket's buffers hold.
+constexpr int kStuckPods = 2000;
+void createBigPods(TestApiServer& server, int count) {
+  const std::string big(16384, 'x');
+  for (int i = 0; i < count; ++i) {
+    json p = pod("p" + std::to_string(i));
+    p["metadata"]["annotations"] = {{"example.com/padding", big}};
+    REQUIRE(server.store().create("pods", "default", p).ok());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("http: discovery is plain JSON, aggregated discovery falls back, openapi is 404",
@@ -126,7 +157,30 @@ TEST_CASE("http: discovery is plain JSON, aggregated discovery falls back, opena
   CHECK(json::parse(client.Get("/version")->body)["major"] == "1");
   CHECK(client.Get("/openapi/v2")->status == 404);
   CHECK(client.Get("/openapi/v3")->status == 404);
-  CHECK(client.Get("/readyz")->body == "ok");
+  for (const char* path : {"/apis", "/api/v1", "/apis/coordination.k8s.io",
+                           "/apis/coordination.k8s.io/v1", "/version"}) {
+    INFO(path);
+    auto res = client.Get(path, aggregated);
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(res->get_header_value("Content-Type") == "application/json");
+  }
+  for (const char* path : {"/healthz", "/livez", "/readyz"}) {
+    INFO(path);
+    auto res = client.Get(path);
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(res->body == "ok");
+  }
+  // The four namespaces every cluster has.
+  std::vector<std::string> namespaces;
+  const json ns_list = json::parse(client.Get("/api/v1/namespaces")->body);
+  for (const auto& ns : ns_list["items"]) {
+    namespaces.push_back(ns["metadata"]["name"]);
+    CHECK(ns["status"]["phase"] == "Active");
+  }
+  CHECK(namespaces ==
+        std::vector<std::string>{"default", "kube-node-lease", "kube-public", "kube-system"});
 }
 
 TEST_CASE("http: errors are Status objects with kube-apiserver's codes and reasons",
@@ -150,8 +204,17 @@ TEST_CASE("http: errors are Status objects with kube-apiserver's codes and reaso
   REQUIRE(client.Post(pods.c_str(), pod("web").dump(), "application/json")->status == 201);
   expect(client.Post(pods.c_str(), pod("web").dump(), "application/json"), 409, "AlreadyExists");
   expect(client.Post(pods.c_str(), "{not json", "application/json"), 400, "BadRequest");
-  expect(client.Post(pods.c_str(), json({{"metadata", {{"name", "x"}}}}).dump(), "application/json"),
-         422, "Invalid");
+  json invalid = expect(
+      client.Post(pods.c_str(), json({{"metadata", {{"name", "x"}}}}).dump(), "application/json"),
+      422, "Invalid");
+  CHECK(invalid["message"] == "Pod \"x\" is invalid: spec.containers: Required value");
+  CHECK(invalid["details"] ==
+        json({{"name", "x"},
+              {"kind", "Pod"},
+              {"causes",
+               {{{"reason", "FieldValueRequired"},
+                 {"message", "Required value"},
+                 {"field", "spec.containers"}}}}}));
   expect(client.Post(pods.c_str(), "a: b", "application/yaml"), 415, "UnsupportedMediaType");
   expect(client.Patch((pods + "/web").c_str(), "{}", "application/apply-patch+yaml"), 415,
          "UnsupportedMediaType");
@@ -207,12 +270,24 @@ TEST_CASE("http: the three patch types, status subresource and delete preconditi
                                 "application/strategic-merge-patch+json");
   CHECK(wrong_uid->status == 409);
 
-  auto graceful = client.Delete(path.c_str());
+  auto graceful = client.Delete(path.c_str(), R"({"kind":"DeleteOptions","gracePeriodSeconds":7})",
+                                "application/json");
   REQUIRE(graceful->status == 200);
-  CHECK(json::parse(graceful->body)["metadata"].contains("deletionTimestamp"));
+  json marked = json::parse(graceful->body);
+  CHECK(marked["metadata"].contains("deletionTimestamp"));
+  CHECK(marked["metadata"]["deletionGracePeriodSeconds"] == 7);
   auto bad_pre = client.Delete(path.c_str(), R"({"gracePeriodSeconds":0,"preconditions":{"uid":"x"}})",
                                "application/json");
   CHECK(bad_pre->status == 409);
+  CHECK(json::parse(bad_pre->body)["reason"] == "Conflict");
+  CHECK(json::parse(bad_pre->body)["message"].get<std::string>().starts_with(
+      "Precondition failed: UID in precondition: x"));
+  json stale_rv = {{"gracePeriodSeconds", 0}, {"preconditions", {{"resourceVersion", "1"}}}};
+  auto bad_rv = client.Delete(path.c_str(), stale_rv.dump(), "application/json");
+  CHECK(bad_rv->status == 409);
+  CHECK(json::parse(bad_rv->body)["message"].get<std::string>().starts_with(
+      "Precondition failed: ResourceVersion in precondition: 1"));
+  CHECK(client.Get(path.c_str())->status == 200);
   auto final_delete = client.Delete((path + "?gracePeriodSeconds=0").c_str());
   REQUIRE(final_delete->status == 200);
   CHECK(json::parse(final_delete->body)["kind"] == "Pod");
@@ -224,6 +299,40 @@ TEST_CASE("http: the three patch types, status subresource and delete preconditi
   auto node_delete = client.Delete("/api/v1/nodes/n1");
   REQUIRE(node_delete->status == 200);
   CHECK(json::parse(node_delete->body)["status"] == "Success");
+}
+
+TEST_CASE("http: node status subresource takes the kubelet's patch, the main resource ignores status",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  json node = {{"metadata", {{"name", "n1"}}},
+               {"status",
+                {{"conditions",
+                  {{{"type", "MemoryPressure"}, {"status", "False"}},
+                   {{"type", "Ready"}, {"status", "False"}, {"reason", "KubeletNotReady"}}}}}}};
+  REQUIRE(client.Post("/api/v1/nodes", node.dump(), "application/json")->status == 201);
+  auto patched = client.Patch("/api/v1/nodes/n1/status", R"({"status":{
+      "$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"Ready"}],
+      "conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}],
+      "nodeInfo":{"kubeletVersion":"v1.30.0"}},"metadata":{"labels":{"ignored":"yes"}}})",
+                              "application/strategic-merge-patch+json");
+  REQUIRE(patched);
+  REQUIRE(patched->status == 200);
+  json n = json::parse(patched->body);
+  CHECK(n["status"]["conditions"] ==
+        json::array({{{"type", "MemoryPressure"}, {"status", "False"}},
+                     {{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}));
+  CHECK(n["status"]["nodeInfo"]["kubeletVersion"] == "v1.30.0");
+  CHECK_FALSE(n["metadata"].contains("labels"));
+  // A PUT of the main resource changes labels but not status.
+  n["metadata"]["labels"] = {{"kubernetes.io/hostname", "n1"}};
+  n["status"]["conditions"] = json::array();
+  auto put = client.Put("/api/v1/nodes/n1", n.dump(), "application/json");
+  REQUIRE(put);
+  REQUIRE(put->status == 200);
+  json stored = json::parse(put->body);
+  CHECK(stored["metadata"]["labels"]["kubernetes.io/hostname"] == "n1");
+  CHECK(stored["status"]["conditions"].size() == 2);
 }
 
 TEST_CASE("http: list paging with limit and continue", "[integration][apiserver]") {
@@ -247,6 +356,62 @@ TEST_CASE("http: list paging with limit and continue", "[integration][apiserver]
   CHECK(pages == 3);
   // resourceVersion=0 is served whole, like kube-apiserver's watch cache.
   CHECK(json::parse(client.Get("/api/v1/pods?limit=3&resourceVersion=0")->body)["items"].size() == 7);
+
+  // A continue token from before a compaction has expired: 410, the client lists again.
+  json first = json::parse(client.Get("/api/v1/pods?limit=3")->body);
+  const std::string token = first["metadata"]["continue"];
+  REQUIRE(server->store().create("pods", "default", pod("p7")).ok());
+  server->compact();
+  auto expired = client.Get(("/api/v1/pods?limit=3&continue=" +
+                             httplib::detail::encode_query_param(token))
+                                .c_str());
+  REQUIRE(expired);
+  CHECK(expired->status == 410);
+  CHECK(json::parse(expired->body)["reason"] == "Expired");
+}
+
+TEST_CASE("http: events are created, selected by their fields, watched and deleted",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  WatchReader reader(server->port(), "/api/v1/watch/namespaces/default/events");
+  REQUIRE(eventually([&] { return server->openWatches() == 1; }));
+  auto event = [](const std::string& name, const std::string& pod_name, const std::string& reason) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Event"},
+                {"metadata", {{"name", name}}},
+                {"involvedObject", {{"kind", "Pod"}, {"namespace", "default"}, {"name", pod_name}}},
+                {"reason", reason},
+                {"message", "m"},
+                {"type", "Warning"},
+                {"count", 1}};
+  };
+  const std::string events = "/api/v1/namespaces/default/events";
+  auto created = client.Post(events.c_str(), event("web.1", "web", "FailedValidation").dump(),
+                             "application/json");
+  REQUIRE(created);
+  REQUIRE(created->status == 201);
+  CHECK(json::parse(created->body)["involvedObject"]["name"] == "web");
+  REQUIRE(client.Post(events.c_str(), event("db.1", "db", "Started").dump(), "application/json")
+              ->status == 201);
+  json all = json::parse(client.Get("/api/v1/events")->body);
+  CHECK(all["kind"] == "EventList");
+  CHECK(all["items"].size() == 2);
+  json selected = json::parse(
+      client.Get("/api/v1/events?fieldSelector=involvedObject.name%3Dweb,reason%3DFailedValidation")
+          ->body);
+  REQUIRE(selected["items"].size() == 1);
+  CHECK(selected["items"][0]["metadata"]["name"] == "web.1");
+  auto deleted = client.Delete((events + "/web.1").c_str());
+  REQUIRE(deleted);
+  CHECK(deleted->status == 200);
+  CHECK(json::parse(deleted->body)["status"] == "Success");
+  REQUIRE(eventually([&] { return reader.count() == 3; }));
+  std::vector<std::string> seen;
+  for (const auto& l : reader.lines()) {
+    seen.push_back(l["type"].get<std::string>() + " " + l["object"]["metadata"]["name"].get<std::string>());
+  }
+  CHECK(seen == std::vector<std::string>{"ADDED web.1", "ADDED db.1", "DELETED web.1"});
 }
 
 TEST_CASE("http: watch streams events, bookmarks and ends at timeoutSeconds",
@@ -405,37 +570,100 @@ TEST_CASE("http: many watchers all see every write", "[integration][apiserver]")
 
 TEST_CASE("http: a watcher that stops reading is dropped without stalling writers or others",
           "[integration][apiserver]") {
-  auto server = startServer();
+  ServerOptions opts;
+  // Long enough that a writer or another watcher waiting on the stuck stream would never finish
+  // within the test's deadlines: everything below completes while the stuck watch is still open.
+  opts.write_timeout = 600s;
+  auto server = startServer(opts);
   const std::string rv = std::to_string(server->store().resourceVersion());
-  // A client that asks for a watch and never reads: its socket buffers fill up.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = openUnreadWatch(server->port(), rv);
   REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server->port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  const std::string request = "GET /api/v1/pods?watch=true&resourceVersion=" + rv +
-                              " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  REQUIRE(send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
   REQUIRE(eventually([&] { return server->openWatches() == 1; }));
   WatchReader healthy(server->port(), "/api/v1/pods?watch=true&resourceVersion=" + rv);
   REQUIRE(eventually([&] { return server->openWatches() == 2; }));
 
-  constexpr int kPods = 2000;
-  const std::string big(16384, 'x');
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kPods; ++i) {
-    json p = pod("p" + std::to_string(i));
-    p["metadata"]["annotations"] = {{"example.com/padding", big}};
-    REQUIRE(server->store().create("pods", "default", p).ok());
-  }
-  // Writers never wait for the stuck socket (32 MB of events, more than the socket buffers).
-  CHECK(std::chrono::steady_clock::now() - start < 5s);
-  CHECK(eventually([&] { return healthy.count() == kPods; }, 30s));
-  // The stuck stream hits the server's write timeout and its watch is dropped.
-  CHECK(eventually([&] { return server->openWatches() == 1; }, 20s));
+  createBigPods(*server, kStuckPods);
+  // Writes over HTTP are answered too, and the healthy watcher sees every event...
+  httplib::Client client("127.0.0.1", server->port());
+  auto res = client.Post("/api/v1/namespaces/default/pods", pod("last").dump(), "application/json");
+  REQUIRE(res);
+  CHECK(res->status == 201);
+  CHECK(eventually([&] { return healthy.count() == kStuckPods + 1; }, 30s));
+  // ...while the stuck watch is still open, its thread blocked on the full socket.
+  CHECK(server->openWatches() == 2);
+  // Its client going away ends it.
   close(fd);
+  CHECK(eventually([&] { return server->openWatches() == 1; }, 20s));
+}
+
+TEST_CASE("http: a watch whose client stops reading is dropped at the write timeout",
+          "[integration][apiserver]") {
+  ServerOptions opts;
+  opts.write_timeout = 1s;
+  auto server = startServer(opts);
+  const int fd = openUnreadWatch(server->port(), std::to_string(server->store().resourceVersion()));
+  REQUIRE(fd >= 0);
+  REQUIRE(eventually([&] { return server->openWatches() == 1; }));
+  createBigPods(*server, kStuckPods);
+  CHECK(eventually([&] { return server->openWatches() == 0; }, 20s));
+  close(fd);
+}
+
+TEST_CASE("http: token auth file with groups and comments, 401 Status without a valid token",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-tokens");
+  writeFile(dir / "tokens.csv",
+            "# kube-apiserver's static token file\n"
+            "s3cret,admin,uid1,\"system:masters,dev\"\n"
+            "\n"
+            "other,bob,uid2\r\n");
+  auto parsed = parseTokenAuthFile(dir / "tokens.csv");
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->size() == 2);
+  CHECK((*parsed)[0].token == "s3cret");
+  CHECK((*parsed)[0].user == "admin");
+  CHECK((*parsed)[0].uid == "uid1");
+  CHECK((*parsed)[0].groups == std::vector<std::string>{"system:masters", "dev"});
+  CHECK((*parsed)[1].user == "bob");
+  CHECK((*parsed)[1].groups.empty());
+
+  writeFile(dir / "bad.csv", "ok,u,1\nonly-two,fields\n");
+  auto bad = parseTokenAuthFile(dir / "bad.csv");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find((dir / "bad.csv").string() + " line 2") != std::string::npos);
+  writeFile(dir / "quote.csv", "t,u,1,\"open\n");
+  CHECK_FALSE(parseTokenAuthFile(dir / "quote.csv").ok());
+  writeFile(dir / "empty.csv", "# nothing\n");
+  ServerOptions empty;
+  empty.token_auth_file = (dir / "empty.csv").string();
+  CHECK_FALSE(TestApiServer::start(empty).ok());
+
+  ServerOptions opts;
+  opts.token_auth_file = (dir / "tokens.csv").string();
+  auto server = startServer(opts);
+  CHECK(server->kubeconfig().find("    token: s3cret\n") != std::string::npos);
+  httplib::Client client("127.0.0.1", server->port());
+  for (const httplib::Headers& headers :
+       {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer nope"}},
+        httplib::Headers{{"Authorization", "Basic czNjcmV0"}},
+        httplib::Headers{{"Authorization", "s3cret"}}}) {
+    auto res = client.Get("/api/v1/namespaces/default/pods", headers);
+    REQUIRE(res);
+    CHECK(res->status == 401);
+    json status = json::parse(res->body);
+    CHECK(status["kind"] == "Status");
+    CHECK(status["reason"] == "Unauthorized");
+    CHECK(status["code"] == 401);
+  }
+  for (const char* token : {"s3cret", "other"}) {
+    auto res = client.Get("/api/v1/namespaces/default/pods",
+                          {{"Authorization", std::string("Bearer ") + token}});
+    REQUIRE(res);
+    CHECK(res->status == 200);
+  }
+  // Health checks and the test-only endpoints need no token.
+  CHECK(client.Get("/livez")->status == 200);
+  CHECK(client.Get("/_test/status")->status == 200);
 }
 
 TEST_CASE("http: leases round trip with optimistic concurrency", "[integration][apiserver]") {

@@ -81,6 +81,16 @@ TEST_CASE("strategic merge patch: $patch delete, $patch replace and $retainKeys"
   CHECK((*out)["metadata"]["labels"] == json({{"z", "3"}}));
 }
 
+TEST_CASE("strategic merge patch: maps merge and null deletes a key", "[unit][apiserver]") {
+  json target = {{"metadata", {{"labels", {{"a", "1"}, {"b", "2"}}}, {"annotations", {{"x", "y"}}}}},
+                 {"spec", {{"nodeName", "n1"}}}};
+  auto out = applyStrategicMergePatch(
+      target, json::parse(R"({"metadata":{"labels":{"a":null,"c":"3"},"annotations":null}})"));
+  REQUIRE(out.ok());
+  CHECK((*out)["metadata"] == json({{"labels", {{"b", "2"}, {"c", "3"}}}}));
+  CHECK((*out)["spec"]["nodeName"] == "n1");
+}
+
 TEST_CASE("strategic merge patch: finalizers are merged as a set", "[unit][apiserver]") {
   json target = {{"metadata", {{"finalizers", {"a"}}}}};
   auto out = applyStrategicMergePatch(target, {{"metadata", {{"finalizers", {"b", "a"}}}}});

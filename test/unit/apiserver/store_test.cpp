@@ -234,9 +234,17 @@ TEST_CASE("store: deleting a bound pod is graceful until a grace-0 delete", "[un
   auto wrong_uid = store.remove("pods", "default", "web",
                                 grace(0, "nope"));
   CHECK(wrong_uid.status().code() == StatusCode::kAborted);
+  DeleteOptions stale_rv = grace(0);
+  stale_rv.precondition_resource_version = rvOf(first->object);
+  auto wrong_rv = store.remove("pods", "default", "web", stale_rv);
+  CHECK(wrong_rv.status().code() == StatusCode::kAborted);
+  CHECK(wrong_rv.status().message() ==
+        "Precondition failed: ResourceVersion in precondition: " + rvOf(first->object) +
+            ", ResourceVersion in object meta: " + rvOf(shorter->object));
 
-  auto final_delete = store.remove("pods", "default", "web",
-                                   grace(0, p["metadata"]["uid"].get<std::string>()));
+  DeleteOptions preconditions = grace(0, p["metadata"]["uid"].get<std::string>());
+  preconditions.precondition_resource_version = rvOf(shorter->object);
+  auto final_delete = store.remove("pods", "default", "web", preconditions);
   REQUIRE(final_delete.ok());
   CHECK(final_delete->removed);
   CHECK(store.get("pods", "default", "web").status().code() == StatusCode::kNotFound);
@@ -293,6 +301,18 @@ TEST_CASE("store: list filters by namespace and selectors and pages with continu
   CHECK(store.list("pods", "", listFields("spec.nodeName!=node1,metadata.namespace=default"))
             ->items.size() == 3);
   CHECK(store.list("pods", "", listLabels("idx in (1,2)"))->items.size() == 2);
+  CHECK(store.list("pods", "", listLabels("idx notin (1,2),!missing"))->items.size() == 4);  // q has no idx
+  CHECK(store.list("pods", "", listFields("metadata.name=q"))->items.size() == 1);
+  CHECK(store.list("pods", "", listFields("metadata.name==p1,metadata.namespace==default"))
+            ->items.size() == 1);
+  REQUIRE(store.patch("pods", "default", "p3", PatchType::kMergePatch,
+                      {{"status", {{"phase", "Running"}}}}, "status")
+              .ok());
+  CHECK(store.list("pods", "", listFields("status.phase=Running"))->items.size() == 1);
+  CHECK(store.list("pods", "", listFields("status.phase!=Running,spec.nodeName=node1"))
+            ->items.size() == 2);
+  CHECK(store.list("nodes", "", listFields("metadata.namespace=default")).status().code() ==
+        StatusCode::kInvalidArgument);
   CHECK(store.list("pods", "", listFields("spec.hostname=x")).status().code() ==
         StatusCode::kInvalidArgument);
 
@@ -498,5 +518,11 @@ TEST_CASE("store: deleting a namespace deletes what is in it, default is protect
   CHECK(store.get("pods", "tmp", "a").status().code() == StatusCode::kNotFound);
   CHECK(store.remove("namespaces", "", "default", {}).status().code() ==
         StatusCode::kPermissionDenied);
-  CHECK(store.list("namespaces", "")->items.size() == 4);
+  auto namespaces = store.list("namespaces", "");
+  REQUIRE(namespaces.ok());
+  std::vector<std::string> names;
+  for (const auto& ns : namespaces->items) {
+    names.push_back((*ns.object)["metadata"]["name"]);
+  }
+  CHECK(names == std::vector<std::string>{"default", "kube-node-lease", "kube-public", "kube-system"});
 }
