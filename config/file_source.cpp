@@ -192,6 +192,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
     s.updates_pushed = updates_pushed_.load();
     s.relists = relists_.load();
     s.event_batches = event_batches_.load();
+    s.watch_setups = watch_setups_.load();
     return s;
   }
 
@@ -251,6 +252,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   // (Re)determines what the path is, watches it and lists it.
   void setupWatch() {
+    ++watch_setups_;
     retry_timer_->cancel();
     dropWatches();
     struct stat st;
@@ -986,6 +988,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   std::atomic<uint64_t> updates_pushed_{0};
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> event_batches_{0};
+  std::atomic<uint64_t> watch_setups_{0};
 };
 
 // ---------------------------------------------------------------------------------------------

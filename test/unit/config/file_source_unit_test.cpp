@@ -171,6 +171,30 @@ TEST_CASE("file source: a missing path sends an empty SET and is retried with ba
   CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
 }
 
+TEST_CASE("file source: the retries of a missing path double from 1s and stop growing at 20s",
+          "[unit][config]") {
+  Fixture f;
+  auto path = f.dir / "manifests";
+  f.start(path);
+  REQUIRE(f.rec.count() == 1);
+  auto setups = [&] { return f.source->stats().watch_setups; };
+  CHECK(setups() == 1);
+  for (auto delay : {1s, 2s, 4s, 8s, 16s, 20s, 20s, 20s}) {
+    INFO("retry after " << std::chrono::duration_cast<std::chrono::seconds>(delay).count() << "s");
+    auto before = setups();
+    f.advance(delay - 1ms);
+    CHECK(setups() == before);
+    f.advance(1ms);
+    CHECK(setups() == before + 1);
+  }
+  CHECK(f.rec.count() == 1);  // still missing: the empty SET is not repeated
+  fs::create_directory(path);
+  testing::writeFile(path / "web.yaml", podYaml("web"));
+  f.advance(20s);
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
+}
+
 TEST_CASE("file source: a vim save with identical content produces no update at all",
           "[unit][config]") {
   Fixture f;
