@@ -112,6 +112,7 @@ class Agent {
       auto j = nlohmann::json::parse(*line, nullptr, false);
       REQUIRE_FALSE(j.is_discarded());  // every stdout line is JSON
       seen_.push_back(j);
+      lines_.push_back(*line);
       if (pred(j)) return j;
     }
     return std::nullopt;
@@ -139,6 +140,8 @@ class Agent {
     return out;
   }
   const std::vector<nlohmann::json>& seen() const { return seen_; }
+  // The raw stdout lines nextUpdate read, in order.
+  const std::vector<std::string>& lines() const { return lines_; }
 
  private:
   pid_t pid_ = -1;
@@ -147,6 +150,7 @@ class Agent {
   std::string out_buf_;
   std::optional<int> exit_code_;
   std::vector<nlohmann::json> seen_;
+  std::vector<std::string> lines_;
 };
 
 bool hasPod(const nlohmann::json& u, const std::string& op, const std::string& name) {
@@ -178,6 +182,10 @@ TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete
   CHECK((*add)["pods"][0]["namespace"] == "default");
   auto uid = uidIn(*add, "web-node1");
   CHECK_FALSE(uid.empty());
+  // The line exactly as documented, keys in that order.
+  CHECK(agent.lines().back() ==
+        R"({"op":"ADD","source":"file","pods":[{"namespace":"default","name":"web-node1","uid":")" +
+            uid + R"("}]})");
 
   renameIn(dir / "web.yaml", podYaml("web", "busybox:2"));
   auto removed = agent.nextUpdate([](const auto& u) { return hasPod(u, "REMOVE", "web-node1"); });

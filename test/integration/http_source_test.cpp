@@ -197,9 +197,18 @@ TEST_CASE("http source: a single pod becomes a SET, an unchanged body sends noth
   CHECK(h.last().pods.at(0)->metadata.uid != u.pods[0]->metadata.uid);
 }
 
-TEST_CASE("http source: a PodList in JSON gives all its pods", "[integration][config]") {
+std::string podListYaml() {
+  return "apiVersion: v1\nkind: PodList\nitems:\n"
+         "- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n"
+         "  spec: {containers: [{name: main, image: busybox}]}\n"
+         "- apiVersion: v1\n  kind: Pod\n  metadata: {name: b, namespace: kube-system}\n"
+         "  spec: {containers: [{name: main, image: busybox}]}\n";
+}
+
+TEST_CASE("http source: a PodList in JSON or YAML gives all its pods", "[integration][config]") {
   ManifestServer server;
-  server.set(200, podListJson());
+  bool yaml = GENERATE(false, true);
+  server.set(200, yaml ? podListYaml() : podListJson());
   Harness h(server.url());
   REQUIRE(testing::eventually([&] { return h.count() == 1; }));
   auto u = h.last();
@@ -378,6 +387,8 @@ TEST_CASE("http source: the default size limit is 10 MiB: a body of exactly 10 M
           "byte more is rejected", "[integration][config]") {
   constexpr size_t kLimit = 10 * 1024 * 1024;
   CHECK(config::HttpSourceOptions{}.max_body_bytes == kLimit);
+  CHECK(config::HttpSourceOptions{}.timeout == 10s);
+  CHECK(config::HttpSourceOptions{}.check_frequency == 20s);
   // A JSON pod padded with trailing whitespace to the exact size.
   const std::string pod =
       R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"big"},)"
