@@ -192,6 +192,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
     s.updates_pushed = updates_pushed_.load();
     s.relists = relists_.load();
     s.event_batches = event_batches_.load();
+    s.watch_setups = watch_setups_.load();
     return s;
   }
 
@@ -251,6 +252,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   // (Re)determines what the path is, watches it and lists it.
   void setupWatch() {
+    ++watch_setups_;
     retry_timer_->cancel();
     dropWatches();
     struct stat st;
@@ -263,8 +265,17 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
         }
         mode_ = Mode::kMissing;
         removeAllEntries();
+        // Watch first, then send: whoever reacts to the empty set (and creates the path) must
+        // not be able to do it before the watch is there to see it.
+        const bool appeared = watchNearestAncestor();
         emitIfChanged();
-        watchNearestAncestor();
+        if (appeared) {
+          // It appeared between the stat and the watch: no event will tell, look again now.
+          asio::post(strand_, [self = shared_from_this()] {
+            if (!self->closed_) self->setupWatch();
+          });
+          return;
+        }
       } else {
         log_->warn("Cannot stat manifest path path={} reason={}", path_, std::strerror(err));
       }
@@ -336,27 +347,32 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   }
 
   // A missing path: watch the nearest existing parent for the next component to appear, so the
-  // path is picked up at once rather than at the next backoff retry.
-  void watchNearestAncestor() {
-    if (!opts_.watch) return;
+  // path is picked up at once rather than at the next backoff retry. True when that component
+  // (or the path itself) exists by the time the watch is in place: it appeared in between.
+  bool watchNearestAncestor() {
+    if (!opts_.watch) return false;
     std::string child = path_;
     std::string parent = parentOf(child);
     while (true) {
       struct stat st;
       if (::stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) break;
-      if (parent == "/" || parent == "." || parent == child) return;
+      if (parent == "/" || parent == "." || parent == child) return false;
       child = parent;
       parent = parentOf(child);
     }
-    if (!ensureWatcher()) return;
+    if (!ensureWatcher()) return false;
     auto wd = watcher_->addWatch(parent, kAncestorMask);
     if (!wd.ok()) {
       log_->debug("Cannot watch parent of missing manifest path dir={} reason={}", parent,
                   wd.status().message());
-      return;
+      return false;
     }
     ancestor_wd_ = *wd;
     ancestor_next_ = baseOf(child);
+    struct stat st;
+    if (::stat(child.c_str(), &st) != 0) return false;
+    // A file where a directory is needed is not an arrival; the watch sees it replaced.
+    return child == path_ || S_ISDIR(st.st_mode);
   }
 
   // The manifest directory is itself a symlink: watch the link's directory so a retargeted
@@ -988,6 +1004,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   std::atomic<uint64_t> updates_pushed_{0};
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> event_batches_{0};
+  std::atomic<uint64_t> watch_setups_{0};
 };
 
 // ---------------------------------------------------------------------------------------------

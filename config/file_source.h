@@ -97,6 +97,7 @@ struct FileSourceStats {
   uint64_t updates_pushed = 0;     // SETs sent to the sink
   uint64_t relists = 0;            // full directory listings
   uint64_t event_batches = 0;      // inotify reads handled
+  uint64_t watch_setups = 0;       // times the path was examined and (re)watched: start, retries
 };
 
 class FileSource final : public PodSource {

@@ -330,6 +330,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     s.polls = polls_.load();
     s.not_modified = not_modified_.load();
     s.failures = failures_.load();
+    s.failure_warnings = failure_warnings_.load();
     s.decodes = decodes_.load();
     s.updates_pushed = updates_pushed_.load();
     return s;
@@ -467,6 +468,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     auto now = clock_.now();
     if (streak_ == 1 || now - last_warn_ >= opts_.failure_log_interval) {
       last_warn_ = now;
+      ++failure_warnings_;
       log_->warn("Failed to read pods from manifest URL, keeping its pods url={} reason={} "
                  "failures_in_a_row={}",
                  opts_.url, reason, streak_);
@@ -543,6 +545,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   std::atomic<uint64_t> polls_{0};
   std::atomic<uint64_t> not_modified_{0};
   std::atomic<uint64_t> failures_{0};
+  std::atomic<uint64_t> failure_warnings_{0};
   std::atomic<uint64_t> decodes_{0};
   std::atomic<uint64_t> updates_pushed_{0};
 };

@@ -66,7 +66,7 @@ struct PodConfig::State {
     }
   }
 
-  void mergeOnStrand(const std::string& source, const api::PodUpdate& update);
+  void mergeOnStrand(const std::string& source, api::PodUpdate update);
   void scheduleCheckpoints(const MergeChanges& changes);
 
   asio::strand<asio::any_io_executor> strand;
@@ -84,10 +84,10 @@ struct PodConfig::State {
   bool restored = false;
 };
 
-void PodConfig::State::mergeOnStrand(const std::string& source, const api::PodUpdate& update) {
+void PodConfig::State::mergeOnStrand(const std::string& source, api::PodUpdate update) {
   if (closed.load()) return;
   MergeChanges changes;
-  std::vector<api::PodUpdate> emitted = storage.merge(source, update, &changes);
+  std::vector<api::PodUpdate> emitted = storage.merge(source, std::move(update), &changes);
   {
     std::lock_guard lock(mu);
     if (changes.first_set) seen.insert(source);
@@ -152,8 +152,8 @@ PodUpdateSink PodConfig::channel(std::string source) {
   return [weak, source = std::move(source)](api::PodUpdate update) {
     auto state = weak.lock();
     if (!state || state->closed.load()) return;
-    asio::post(state->strand, [state, source, update = std::move(update)] {
-      state->mergeOnStrand(source, update);
+    asio::post(state->strand, [state, source, update = std::move(update)]() mutable {
+      state->mergeOnStrand(source, std::move(update));
     });
   };
 }

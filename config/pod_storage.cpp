@@ -102,6 +102,14 @@ void copyMember(json& dst, const json& src, const char* key) {
   dst.erase(key);
 }
 
+// config.source is `source` and config.seen is set.
+bool carriesLocalAnnotations(const api::Pod& pod, const std::string& source) {
+  const auto& a = pod.metadata.annotations;
+  auto it = a.find(std::string(api::kConfigSourceAnnotationKey));
+  return it != a.end() && it->second == source &&
+         a.count(std::string(api::kConfigFirstSeenAnnotationKey)) > 0;
+}
+
 void appendUpdate(std::vector<api::PodUpdate>& out, std::vector<api::PodPtr> pods,
                   api::PodOperation op, const std::string& source) {
   out.push_back(api::PodUpdate{std::move(pods), op, source});
@@ -285,20 +293,10 @@ PodStorage::SourcePods& PodStorage::store(const std::string& source) {
   return *slot;
 }
 
-namespace {
-
-// config.source is `source` and config.seen is set.
-bool carriesLocalAnnotations(const api::Pod& pod, const std::string& source) {
-  const auto& a = pod.metadata.annotations;
-  auto it = a.find(std::string(api::kConfigSourceAnnotationKey));
-  return it != a.end() && it->second == source &&
-         a.count(std::string(api::kConfigFirstSeenAnnotationKey)) > 0;
-}
-
-}  // namespace
-
 api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr& ref,
+                                    bool source_annotated,
                                     std::vector<base::Status>& errors) const {
+  if (source_annotated && carriesLocalAnnotations(*ref, source)) return ref;
   // kubelet sets config.source on every incoming pod and config.seen on first sight (overwriting
   // whatever the source sent).
   auto annotated =
@@ -336,89 +334,141 @@ size_t PodStorage::updatePods(const std::string& source, const std::vector<api::
           ref->metadata.name + "\", ignoring"));
       continue;
     }
-
     Entry* found = store.find(ref->metadata.uid);
-    if (!found) {
-      api::PodPtr added = source_annotated && carriesLocalAnnotations(*ref, source)
-                              ? ref
-                              : annotateNew(source, ref, errors);
-      if (!added) continue;
-      store.insert(ref->metadata.uid, Entry{added, ref->content_hash, generation_});
-      ++matched;
-      out.adds.push_back(std::move(added));
-      continue;
-    }
-
-    Entry& entry = *found;
-    if (entry.generation != generation_) ++matched;
-    entry.generation = generation_;
-    if (entry.input_hash == ref->content_hash) continue;  // the same object as last time
-
-    // kubelet's checkAndUpdatePod.
-    const api::Pod& existing = *entry.pod;
-    if (!podsDifferSemantically(existing, *ref)) {
-      if (podStatusesDiffer(existing, *ref)) {
-        const json ref_json = rawJson(*ref);
-        auto reconciled =
-            api::withJsonEdit(existing, [&](json& j) { copyMember(j, ref_json, "status"); });
-        if (!reconciled.ok()) {
-          auto status = reconciled.status().withContext("reconciling pod " + api::podRef(*ref) +
-                                                        " from source " + source);
-          log()->error("Failed to reconcile pod status pod={} uid={} source={} err={}",
-                       api::podRef(*ref), ref->metadata.uid, source, status.message());
-          errors.push_back(std::move(status));
-          continue;
-        }
-        entry.pod = *reconciled;
-        out.reconciles.push_back(entry.pod);
-      }
-      entry.input_hash = ref->content_hash;
-      continue;
-    }
-
-    // The stored object keeps its identity and every field kubelet does not compare; the compared
-    // fields and the status come from the new one, the local annotations stay the stored ones.
-    const json ref_json = rawJson(*ref);
-    auto updated = api::withJsonEdit(existing, [&](json& j) {
-      copyMember(j, ref_json, "spec");
-      copyMember(j, ref_json, "status");
-      if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = json::object();
-      json& meta = j["metadata"];
-      const json ref_meta = memberOrEmpty(ref_json, "metadata");
-      copyMember(meta, ref_meta, "labels");
-      copyMember(meta, ref_meta, "deletionTimestamp");
-      copyMember(meta, ref_meta, "deletionGracePeriodSeconds");
-      json annotations = memberOrEmpty(ref_meta, "annotations");
-      annotations[std::string(api::kConfigSourceAnnotationKey)] = source;
-      for (std::string_view key : {api::kConfigSourceAnnotationKey, api::kConfigMirrorAnnotationKey,
-                                   api::kConfigFirstSeenAnnotationKey}) {
-        auto kept = existing.metadata.annotations.find(std::string(key));
-        if (kept != existing.metadata.annotations.end()) annotations[kept->first] = kept->second;
-      }
-      meta["annotations"] = std::move(annotations);
-    });
-    if (!updated.ok()) {
-      auto status = updated.status().withContext("updating pod " + api::podRef(*ref) +
-                                                 " from source " + source);
-      log()->error("Failed to update pod pod={} uid={} source={} err={}", api::podRef(*ref),
-                   ref->metadata.uid, source, status.message());
-      errors.push_back(std::move(status));
-      continue;
-    }
-    entry.pod = *updated;
-    entry.input_hash = ref->content_hash;
-    // A deleting pod never produces UPDATE: any change while deletionTimestamp is set is a DELETE.
-    if (ref->metadata.deletion_timestamp) {
-      out.deletes.push_back(entry.pod);
+    if (found) {
+      if (found->generation != generation_) ++matched;
+      found->generation = generation_;
     } else {
-      out.updates.push_back(entry.pod);
+      ++matched;
     }
+    mergeOne(source, ref, source_annotated, found, store, out, errors);
   }
   return matched;
 }
 
-std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
-                                              const api::PodUpdate& change,
+void PodStorage::mergeOne(const std::string& source, const api::PodPtr& ref,
+                          bool source_annotated, Entry* found, SourcePods& store,
+                          MergeChanges& out, std::vector<base::Status>& errors) {
+  if (!found) {
+    api::PodPtr added = annotateNew(source, ref, source_annotated, errors);
+    if (!added) return;
+    store.insert(ref->metadata.uid, Entry{added, ref->content_hash, generation_});
+    out.adds.push_back(std::move(added));
+    return;
+  }
+
+  Entry& entry = *found;
+  if (entry.input_hash == ref->content_hash) return;  // the same object as last time
+
+  // kubelet's checkAndUpdatePod.
+  const api::Pod& existing = *entry.pod;
+  if (!podsDifferSemantically(existing, *ref)) {
+    if (podStatusesDiffer(existing, *ref)) {
+      const json ref_json = rawJson(*ref);
+      auto reconciled =
+          api::withJsonEdit(existing, [&](json& j) { copyMember(j, ref_json, "status"); });
+      if (!reconciled.ok()) {
+        auto status = reconciled.status().withContext("reconciling pod " + api::podRef(*ref) +
+                                                      " from source " + source);
+        log()->error("Failed to reconcile pod status pod={} uid={} source={} err={}",
+                     api::podRef(*ref), ref->metadata.uid, source, status.message());
+        errors.push_back(std::move(status));
+        return;
+      }
+      entry.pod = *reconciled;
+      out.reconciles.push_back(entry.pod);
+    }
+    entry.input_hash = ref->content_hash;
+    return;
+  }
+
+  // The stored object keeps its identity and every field kubelet does not compare; the compared
+  // fields and the status come from the new one, the local annotations stay the stored ones.
+  const json ref_json = rawJson(*ref);
+  auto updated = api::withJsonEdit(existing, [&](json& j) {
+    copyMember(j, ref_json, "spec");
+    copyMember(j, ref_json, "status");
+    if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = json::object();
+    json& meta = j["metadata"];
+    const json ref_meta = memberOrEmpty(ref_json, "metadata");
+    copyMember(meta, ref_meta, "labels");
+    copyMember(meta, ref_meta, "deletionTimestamp");
+    copyMember(meta, ref_meta, "deletionGracePeriodSeconds");
+    json annotations = memberOrEmpty(ref_meta, "annotations");
+    annotations[std::string(api::kConfigSourceAnnotationKey)] = source;
+    for (std::string_view key : {api::kConfigSourceAnnotationKey, api::kConfigMirrorAnnotationKey,
+                                 api::kConfigFirstSeenAnnotationKey}) {
+      auto kept = existing.metadata.annotations.find(std::string(key));
+      if (kept != existing.metadata.annotations.end()) annotations[kept->first] = kept->second;
+    }
+    meta["annotations"] = std::move(annotations);
+  });
+  if (!updated.ok()) {
+    auto status = updated.status().withContext("updating pod " + api::podRef(*ref) +
+                                               " from source " + source);
+    log()->error("Failed to update pod pod={} uid={} source={} err={}", api::podRef(*ref),
+                 ref->metadata.uid, source, status.message());
+    errors.push_back(std::move(status));
+    return;
+  }
+  entry.pod = *updated;
+  entry.input_hash = ref->content_hash;
+  // A deleting pod never produces UPDATE: any change while deletionTimestamp is set is a DELETE.
+  if (ref->metadata.deletion_timestamp) {
+    out.deletes.push_back(entry.pod);
+  } else {
+    out.updates.push_back(entry.pod);
+  }
+}
+
+bool PodStorage::mergeSetByPosition(const std::string& source,
+                                    const std::vector<api::PodPtr>& pods, bool source_annotated,
+                                    const LastSet& last, SourcePods& store, MergeChanges& out,
+                                    std::vector<base::Status>& errors) {
+  if (!last.valid || last.pods.size() != pods.size()) return false;
+  // Beyond a few changed positions the full merge is as cheap and simpler to trust.
+  const size_t limit = std::max<size_t>(16, pods.size() / 16);
+  std::vector<size_t> changed;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (pods[i] == last.pods[i]) continue;
+    if (changed.size() == limit) return false;
+    changed.push_back(i);
+  }
+  // The unchanged positions are the same objects as last time, so a full merge would find each
+  // stored and identical and do nothing for it. What the changed ones do must not reach them:
+  // the same full name at each changed position keeps the SET free of duplicates, and a new UID
+  // must be new to the store (not another position's) and appear once.
+  std::vector<std::string_view> new_uids;
+  for (size_t i : changed) {
+    const api::PodPtr& ref = pods[i];
+    const api::PodPtr& old = last.pods[i];
+    if (!ref || ref->metadata.name != old->metadata.name ||
+        ref->metadata.namespace_ != old->metadata.namespace_) {
+      return false;
+    }
+    if (ref->metadata.uid == old->metadata.uid) continue;
+    if (store.find(ref->metadata.uid) != nullptr) return false;
+    new_uids.push_back(ref->metadata.uid);
+  }
+  std::sort(new_uids.begin(), new_uids.end());
+  if (std::adjacent_find(new_uids.begin(), new_uids.end()) != new_uids.end()) return false;
+
+  for (size_t i : changed) {
+    const api::PodPtr& ref = pods[i];
+    const api::PodPtr& old = last.pods[i];
+    mergeOne(source, ref, source_annotated, store.find(ref->metadata.uid), store, out, errors);
+    if (ref->metadata.uid != old->metadata.uid) {
+      if (api::PodPtr removed = store.erase(old->metadata.uid)) {
+        out.removes.push_back(std::move(removed));
+      }
+    }
+  }
+  sortByUid(out.removes);
+  ++sets_merged_by_position_;
+  return true;
+}
+
+std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::PodUpdate change,
                                               MergeChanges* changes) {
   MergeChanges local;
   MergeChanges& out = changes ? *changes : local;
@@ -426,14 +476,17 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
   std::vector<base::Status> errors;
   const bool seen_before = sources_seen_.count(source) > 0;
   SourcePods& pods = store(source);
+  LastSet& last = last_sets_[source];
 
   switch (change.op) {
     case api::PodOperation::kAdd:
     case api::PodOperation::kUpdate:
     case api::PodOperation::kDelete:
+      last = LastSet{};
       updatePods(source, change.pods, change.source_annotated, pods, out, errors);
       break;
     case api::PodOperation::kRemove:
+      last = LastSet{};
       for (const auto& p : change.pods) {
         if (!p) continue;
         if (api::PodPtr removed = pods.erase(p->metadata.uid)) out.removes.push_back(std::move(removed));
@@ -441,17 +494,26 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source,
       break;
     case api::PodOperation::kSet: {
       sources_seen_.insert(source);
-      ++generation_;
-      const size_t kept =
-          updatePods(source, change.pods, change.source_annotated, pods, out, errors);
-      // Sweep only when something was left unmarked: the common SET keeps every pod.
-      if (kept != pods.size()) {
-        pods.forEach([&](Entry& entry) {
-          if (entry.generation != generation_) out.removes.push_back(entry.pod);
-        });
-        sortByUid(out.removes);
-        for (const auto& removed : out.removes) pods.erase(removed->metadata.uid);
+      if (!mergeSetByPosition(source, change.pods, change.source_annotated, last, pods, out,
+                              errors)) {
+        ++generation_;
+        const size_t kept =
+            updatePods(source, change.pods, change.source_annotated, pods, out, errors);
+        // Sweep only when something was left unmarked: the common SET keeps every pod.
+        if (kept != pods.size()) {
+          pods.forEach([&](Entry& entry) {
+            if (entry.generation != generation_) out.removes.push_back(entry.pod);
+          });
+          sortByUid(out.removes);
+          for (const auto& removed : out.removes) pods.erase(removed->metadata.uid);
+        }
       }
+      // The store now holds exactly one entry per position when nothing was dropped or failed
+      // and no UID repeated.
+      const bool all_present =
+          std::all_of(change.pods.begin(), change.pods.end(), [](const api::PodPtr& p) { return p != nullptr; });
+      last.valid = errors.empty() && all_present && pods.size() == change.pods.size();
+      last.pods = last.valid ? std::move(change.pods) : std::vector<api::PodPtr>{};
       break;
     }
     case api::PodOperation::kRestore:

@@ -73,7 +73,11 @@ class PodStorage {
   // when non-empty: REMOVE, ADD, UPDATE, DELETE, RESTORE, then the empty ADD on the source's first
   // SET when it added, updated and deleted nothing (the readiness signal), then RECONCILE.
   // `changes`, when given, receives the classification.
-  std::vector<api::PodUpdate> merge(const std::string& source, const api::PodUpdate& change,
+  //
+  // A SET that repeats most of the previous SET of the same source object for object (a file
+  // source resends its whole set after one file changed) costs a pointer comparison per pod: only
+  // the positions that hold another object are merged, with the same outcome as a full merge.
+  std::vector<api::PodUpdate> merge(const std::string& source, api::PodUpdate change,
                                     MergeChanges* changes = nullptr);
 
   // kubelet's Sync: a SET of the merged state with source "*".
@@ -96,6 +100,9 @@ class PodStorage {
 
   PodConfigNotificationMode mode() const { return mode_; }
 
+  // SETs merged position by position rather than in full (see merge), for tests and benchmarks.
+  uint64_t setsMergedByPosition() const { return sets_merged_by_position_; }
+
  private:
   struct Entry {
     api::PodPtr pod;  // the stored pod, with config.source and config.seen set
@@ -111,20 +118,42 @@ class PodStorage {
 
   // The store of `source`, created empty on first use.
   SourcePods& store(const std::string& source);
-  // Returns how many distinct stored entries the pods matched. `source_annotated`: see
-  // api::PodUpdate.
+  // The previous SET of a source, while the store holds exactly its pods: each position's UID is
+  // stored once, nothing was dropped, and no other op changed the store since.
+  struct LastSet {
+    std::vector<api::PodPtr> pods;
+    bool valid = false;
+  };
+
+  // Returns how many distinct stored entries the pods matched.
+  // `source_annotated`: see api::PodUpdate.
   size_t updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
                     bool source_annotated, SourcePods& store, MergeChanges& out,
                     std::vector<base::Status>& errors);
+  // kubelet's checkAndUpdatePod for one incoming pod whose stored entry is `found`, or its ADD
+  // when `found` is null.
+  void mergeOne(const std::string& source, const api::PodPtr& ref, bool source_annotated,
+                Entry* found, SourcePods& store, MergeChanges& out,
+                std::vector<base::Status>& errors);
+  // Merges a SET against `last` position by position when only a few positions hold other objects
+  // and nothing else changed (same full name at each of them, no UID moved between positions).
+  // False, having changed nothing, when the SET needs the full merge.
+  bool mergeSetByPosition(const std::string& source, const std::vector<api::PodPtr>& pods,
+                          bool source_annotated, const LastSet& last, SourcePods& store,
+                          MergeChanges& out, std::vector<base::Status>& errors);
+  // The pod as stored for its first sight: `ref` itself when its source annotated it, else a
+  // copy with config.source and config.seen.
   api::PodPtr annotateNew(const std::string& source, const api::PodPtr& ref,
-                          std::vector<base::Status>& errors) const;
+                          bool source_annotated, std::vector<base::Status>& errors) const;
 
   PodConfigNotificationMode mode_;
   base::Clock& clock_;
   std::map<std::string, std::unique_ptr<SourcePods>> pods_;
   std::set<std::string> sources_seen_;
   std::map<std::string, std::vector<base::Status>> errors_;
+  std::map<std::string, LastSet> last_sets_;
   uint64_t generation_ = 0;
+  uint64_t sets_merged_by_position_ = 0;
 };
 
 }  // namespace nodeagent::config

@@ -162,22 +162,28 @@ base::StatusOr<std::string> nodeName(const std::optional<std::string>& override_
   return name;
 }
 
+// Keys in the documented order: op, source, pods; each pod's namespace, name, uid (with --full,
+// the pod's own order).
 std::string updateLine(const api::PodUpdate& u, bool full) {
-  nlohmann::json pods = nlohmann::json::array();
+  using Json = nlohmann::ordered_json;
+  Json pods = Json::array();
   for (const auto& pod : u.pods) {
     if (full) {
-      pods.push_back(pod->raw ? nlohmann::json::parse(*pod->raw, nullptr, /*allow_exceptions=*/false)
-                              : nlohmann::json::object());
+      pods.push_back(pod->raw ? Json::parse(*pod->raw, nullptr, /*allow_exceptions=*/false)
+                              : Json::object());
     } else {
-      pods.push_back({{"namespace", pod->metadata.namespace_},
-                      {"name", pod->metadata.name},
-                      {"uid", pod->metadata.uid}});
+      Json ref = Json::object();
+      ref["namespace"] = pod->metadata.namespace_;
+      ref["name"] = pod->metadata.name;
+      ref["uid"] = pod->metadata.uid;
+      pods.push_back(std::move(ref));
     }
   }
-  nlohmann::json line = {{"op", std::string(api::podOperationName(u.op))},
-                         {"source", u.source},
-                         {"pods", std::move(pods)}};
-  return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  Json line = Json::object();
+  line["op"] = std::string(api::podOperationName(u.op));
+  line["source"] = u.source;
+  line["pods"] = std::move(pods);
+  return line.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace

@@ -357,6 +357,9 @@ TEST_CASE("while the apiserver fails, static pods keep restarting, status and le
     auto m = env.pod(mirror_name);
     return m && !(*m)["status"].value("containerStatuses", json::array()).empty();
   }, 30s));
+  // The lease comes once the Node is registered, which may be after the first status.
+  REQUIRE(testing::eventually(
+      [&] { return env.server->store().get("leases", "kube-node-lease", kNode).ok(); }, 30s));
   auto lease_before = env.server->store().get("leases", "kube-node-lease", kNode);
   REQUIRE(lease_before.ok());
 

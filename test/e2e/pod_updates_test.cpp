@@ -45,7 +45,8 @@ void renameIn(const fs::path& path, const std::string& content) {
 // The nodeagent binary as a child with its stdout and stderr on pipes.
 class Agent {
  public:
-  explicit Agent(std::vector<std::string> args) {
+  // `prefix` runs the binary through another program (e.g. unshare), which must exec it.
+  explicit Agent(std::vector<std::string> args, std::vector<std::string> prefix = {}) {
     int out[2];
     int err[2];
     REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
@@ -55,12 +56,13 @@ class Agent {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_adddup2(&fa, err[1], 2);
     std::string bin = testing::binaryPath("nodeagent").string();
-    std::vector<std::string> full{bin};
+    std::vector<std::string> full = std::move(prefix);
+    full.push_back(bin);
     full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : full) argv.push_back(a.data());
     argv.push_back(nullptr);
-    int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ);
+    int rc = posix_spawnp(&pid_, full[0].c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     ::close(out[1]);
     ::close(err[1]);
@@ -111,6 +113,7 @@ class Agent {
       auto j = nlohmann::json::parse(*line, nullptr, false);
       REQUIRE_FALSE(j.is_discarded());  // every stdout line is JSON
       seen_.push_back(j);
+      lines_.push_back(*line);
       if (pred(j)) return j;
     }
     return std::nullopt;
@@ -138,6 +141,8 @@ class Agent {
     return out;
   }
   const std::vector<nlohmann::json>& seen() const { return seen_; }
+  // The raw stdout lines nextUpdate read, in order.
+  const std::vector<std::string>& lines() const { return lines_; }
 
  private:
   pid_t pid_ = -1;
@@ -146,6 +151,7 @@ class Agent {
   std::string out_buf_;
   std::optional<int> exit_code_;
   std::vector<nlohmann::json> seen_;
+  std::vector<std::string> lines_;
 };
 
 bool hasPod(const nlohmann::json& u, const std::string& op, const std::string& name) {
@@ -177,6 +183,10 @@ TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete
   CHECK((*add)["pods"][0]["namespace"] == "default");
   auto uid = uidIn(*add, "web-node1");
   CHECK_FALSE(uid.empty());
+  // The line exactly as documented, keys in that order.
+  CHECK(agent.lines().back() ==
+        R"({"op":"ADD","source":"file","pods":[{"namespace":"default","name":"web-node1","uid":")" +
+            uid + R"("}]})");
 
   renameIn(dir / "web.yaml", podYaml("web", "busybox:2"));
   auto removed = agent.nextUpdate([](const auto& u) { return hasPod(u, "REMOVE", "web-node1"); });
@@ -186,15 +196,23 @@ TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete
   REQUIRE(added);
   CHECK(uidIn(*added, "web-node1") != uid);
 
-  // An identical rewrite prints nothing; the next real change is the next line.
+  // Identical rewrites print nothing, in place or the way vim saves (rename the file away, write
+  // a new one, delete the backup); the next real change is the next line.
   testing::writeFile(dir / "web.yaml", podYaml("web", "busybox:2"));
+  fs::rename(dir / "web.yaml", dir / "web.yaml~");
+  testing::writeFile(dir / "web.yaml", podYaml("web", "busybox:2"));
+  fs::remove(dir / "web.yaml~");
   renameIn(dir / "db.yaml", podYaml("db"));
   auto next = agent.nextUpdate([](const auto&) { return true; });
   REQUIRE(next);
   CHECK(hasPod(*next, "ADD", "db-node1"));
 
+  // Nothing else came in between (a vanished web.yaml would have been removed by now).
   fs::remove(dir / "db.yaml");
-  REQUIRE(agent.nextUpdate([](const auto& u) { return hasPod(u, "REMOVE", "db-node1"); }));
+  auto gone = agent.nextUpdate([](const auto&) { return true; });
+  REQUIRE(gone);
+  CHECK(hasPod(*gone, "REMOVE", "db-node1"));
+  CHECK((*gone)["pods"].size() == 1);
 
   agent.signal(SIGTERM);
   CHECK(agent.waitExit() == 0);
@@ -268,16 +286,65 @@ TEST_CASE("pod-updates: pods from a manifest URL, with headers", "[e2e][config]"
 
 TEST_CASE("pod-updates: without --hostname-override the node is the lower-cased host name",
           "[e2e][config]") {
-  char host[256] = {};
-  REQUIRE(gethostname(host, sizeof(host) - 1) == 0);
-  std::string node = host;
-  for (char& c : node) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   testing::TempDir dir("e2e-podupdates-host");
   testing::writeFile(dir / "web.yaml", podYaml("web"));
-  Agent agent({"pod-updates", "--pod-manifest-path=" + dir.path().string()});
-  REQUIRE(agent.nextUpdate([&](const auto& u) { return hasPod(u, "ADD", "web-" + node); }));
-  agent.signal(SIGTERM);
-  CHECK(agent.waitExit() == 0);
+  SECTION("this host's name") {
+    char host[256] = {};
+    REQUIRE(gethostname(host, sizeof(host) - 1) == 0);
+    std::string node = host;
+    for (char& c : node) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    Agent agent({"pod-updates", "--pod-manifest-path=" + dir.path().string()});
+    REQUIRE(agent.nextUpdate([&](const auto& u) { return hasPod(u, "ADD", "web-" + node); }));
+    agent.signal(SIGTERM);
+    CHECK(agent.waitExit() == 0);
+  }
+  SECTION("a mixed-case host name (in a UTS namespace of its own)") {
+    if (::geteuid() != 0 || std::system("unshare --uts true >/dev/null 2>&1") != 0) {
+      WARN("cannot create a UTS namespace here: skipped");
+      return;
+    }
+    Agent agent({"pod-updates", "--pod-manifest-path=" + dir.path().string()},
+                {"unshare", "--uts", "sh", "-c", "hostname Node-A1 && exec \"$0\" \"$@\""});
+    auto add = agent.nextUpdate([](const auto& u) { return u.value("op", "") == "ADD"; });
+    REQUIRE(add);
+    CHECK(uidIn(*add, "web-node-a1") != "");
+    agent.signal(SIGTERM);
+    CHECK(agent.waitExit() == 0);
+  }
+}
+
+TEST_CASE("pod-updates: durations take Go's form", "[e2e][config]") {
+  httplib::Server server;
+  std::mutex mu;
+  std::string image = "busybox:1";
+  server.Get("/pods", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard lock(mu);
+    res.set_content(podYaml("remote", image), "application/yaml");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  testing::eventually([&] { return server.is_running(); });
+  testing::TempDir dir("e2e-podupdates-durations");
+  {
+    // 500ms between polls: a changed body shows within a few polls (20s, the default, would not).
+    Agent agent({"pod-updates", "--manifest-url=http://127.0.0.1:" + std::to_string(port) + "/pods",
+                 "--pod-manifest-path=" + dir.path().string(), "--hostname-override=node1",
+                 "--http-check-frequency=500ms", "--file-check-frequency=1h30m"});
+    auto add = agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "remote-node1"); });
+    REQUIRE(add);
+    auto uid = uidIn(*add, "remote-node1");
+    {
+      std::lock_guard lock(mu);
+      image = "busybox:2";
+    }
+    auto again = agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "remote-node1"); }, 4s);
+    REQUIRE(again);
+    CHECK(uidIn(*again, "remote-node1") != uid);
+    agent.signal(SIGTERM);
+    CHECK(agent.waitExit() == 0);
+  }
+  server.stop();
+  t.join();
 }
 
 TEST_CASE("pod-updates: bad flags exit 2 with a message naming the flag", "[e2e][config]") {
@@ -341,43 +408,51 @@ TEST_CASE("pod-updates: --kubeconfig adds the api source: pods bound to the node
   CHECK(agent.waitExit() == 0);
 }
 
-TEST_CASE("pod-updates: --kubeconfig restores checkpointed api pods before the apiserver's list",
-          "[e2e][config]") {
+TEST_CASE("pod-updates: --root-dir checkpoints come back as one RESTORE before the apiserver's "
+          "pods, a corrupt one is reported and skipped", "[e2e][config]") {
   auto server = testapiserver::TestApiServer::start();
   REQUIRE(server.ok());
   testing::TempDir dir("e2e-podupdates-restore");
   REQUIRE((*server)->writeKubeconfig(dir / "kubeconfig").ok());
-  // A checkpoint left by an earlier run (PodConfig writes these for annotated api pods).
-  nlohmann::json boot = {
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata",
-       {{"name", "boot"},
-        {"namespace", "kube-system"},
-        {"uid", "boot-uid"},
-        {"annotations", {{"node.kubernetes.io/bootstrap-checkpoint", "true"}}}}},
-      {"spec", {{"nodeName", "node1"}, {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
-  std::filesystem::create_directories(dir / "root/pod-checkpoints");
-  testing::writeFile(dir / "root/pod-checkpoints/Pod_boot-uid.json", boot.dump());
   REQUIRE((*server)
               ->store()
               .create("pods", "default",
-                      {{"apiVersion", "v1"},
-                       {"kind", "Pod"},
-                       {"metadata", {{"name", "mine"}, {"namespace", "default"}}},
-                       {"spec",
-                        {{"nodeName", "node1"},
-                         {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}})
+                      nlohmann::json{{"apiVersion", "v1"},
+                                     {"kind", "Pod"},
+                                     {"metadata", {{"name", "mine"}, {"namespace", "default"}}},
+                                     {"spec",
+                                      {{"nodeName", "node1"},
+                                       {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}})
               .ok());
+  auto checkpoints = dir / "root" / "pod-checkpoints";
+  fs::create_directories(checkpoints);
+  nlohmann::json etcd = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", "etcd"},
+        {"namespace", "kube-system"},
+        {"uid", "etcd-uid"},
+        {"annotations", {{"node.kubernetes.io/bootstrap-checkpoint", "true"}}}}},
+      {"spec", {{"nodeName", "node1"}, {"containers", {{{"name", "etcd"}, {"image", "etcd"}}}}}}};
+  testing::writeFile(checkpoints / "Pod_etcd-uid.json", etcd.dump());
+  testing::writeFile(checkpoints / "Pod_broken-uid.json", "{\"metadata\": ");
 
   Agent agent({"pod-updates", "--kubeconfig=" + (dir / "kubeconfig").string(),
                "--hostname-override=node1", "--root-dir=" + (dir / "root").string()});
-  auto first = agent.nextUpdate([](const auto& u) { return u.value("source", "") == "api"; }, 10s);
+  auto first = agent.nextUpdate([](const auto&) { return true; }, 10s);
   REQUIRE(first);
   CHECK((*first)["op"] == "RESTORE");
-  CHECK(hasPod(*first, "RESTORE", "boot"));
-  CHECK(uidIn(*first, "boot") == "boot-uid");
+  CHECK((*first)["source"] == "api");
+  REQUIRE((*first)["pods"].size() == 1);
+  CHECK((*first)["pods"][0]["uid"] == "etcd-uid");
   REQUIRE(agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "mine"); }, 10s));
+  int restores = 0;
+  for (const auto& u : agent.seen()) restores += u.value("op", "") == "RESTORE" ? 1 : 0;
+  CHECK(restores == 1);
+  // The apiserver no longer has etcd: its checkpoint goes with its first list.
+  CHECK(testing::eventually([&] { return !fs::exists(checkpoints / "Pod_etcd-uid.json"); }));
   agent.signal(SIGTERM);
   CHECK(agent.waitExit() == 0);
+  CHECK_THAT(agent.drainStderr(), Catch::Contains("Pod_broken-uid.json"));
 }

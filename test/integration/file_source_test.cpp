@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -92,6 +94,18 @@ class Harness {
     for (const auto& p : last().pods) out.push_back(p->metadata.name);
     return out;
   }
+  // Holds the io_context's only thread until the returned promise is set: inotify events queue
+  // up in the kernel meanwhile.
+  std::shared_ptr<std::promise<void>> holdLoop() {
+    auto release = std::make_shared<std::promise<void>>();
+    auto held = std::make_shared<std::promise<void>>();
+    asio::post(ioc, [release, held] {
+      held->set_value();
+      release->get_future().wait();
+    });
+    held->get_future().wait();
+    return release;
+  }
 
   config::ManifestErrors errors;
   std::unique_ptr<config::FileSource> source;
@@ -171,15 +185,16 @@ TEST_CASE("file source (inotify): saving with vim's pattern gives exactly the op
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): nano's truncate-and-write in place updates once",
-          "[integration][config]") {
+TEST_CASE("file source (inotify): nano's truncate-and-write in place updates once, or not at all "
+          "for the same content", "[integration][config]") {
   testing::TempDir dir("fs-nano");
   auto web = dir / "web.yaml";
   testing::writeFile(web, podYaml("web"));
   Harness h(dir.path());
   REQUIRE(h.waitCount(1));
   auto uid = h.uidOf("web-node1");
-  std::string content = podYaml("web", "busybox:2");
+  bool changed = GENERATE(false, true);
+  std::string content = changed ? podYaml("web", "busybox:2") : podYaml("web");
   int fd = ::open(web.c_str(), O_WRONLY | O_TRUNC);
   REQUIRE(fd >= 0);
   auto half = content.size() / 2;
@@ -187,15 +202,20 @@ TEST_CASE("file source (inotify): nano's truncate-and-write in place updates onc
   REQUIRE(::write(fd, content.data() + half, content.size() - half) ==
           static_cast<ssize_t>(content.size() - half));
   ::close(fd);
-  settle(h, dir.path(), 2);
-  REQUIRE(h.count() == 3);
-  CHECK(h.at(1).pods.size() == 1);
-  CHECK(h.at(1).pods[0]->metadata.uid != uid);
+  settle(h, dir.path(), changed ? 2 : 1);
+  if (changed) {
+    REQUIRE(h.count() == 3);
+    REQUIRE(h.at(1).pods.size() == 1);
+    CHECK(h.at(1).pods[0]->metadata.uid != uid);
+  } else {
+    REQUIRE(h.count() == 2);
+    CHECK(h.uidOf("web-node1") == uid);
+  }
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): sed -i (temp file renamed over) updates once and its temp file "
-          "is never a pod", "[integration][config]") {
+TEST_CASE("file source (inotify): sed -i (temp file renamed over) updates once, or not at all "
+          "for the same content, and its temp file is never a pod", "[integration][config]") {
   testing::TempDir dir("fs-sed");
   auto web = dir / "web.yaml";
   testing::writeFile(web, podYaml("web"));
@@ -204,57 +224,83 @@ TEST_CASE("file source (inotify): sed -i (temp file renamed over) updates once a
   auto uid = h.uidOf("web-node1");
 
   bool real_sed = GENERATE(false, true);
+  bool changed = GENERATE(false, true);
+  INFO((real_sed ? "sed" : "sed's pattern") << ", content " << (changed ? "changed" : "same"));
+  const std::string image = changed ? "busybox:1.37" : "busybox:1.36";
   if (real_sed) {
-    std::string cmd = "sed -i 's/busybox:1.36/busybox:1.37/' '" + web.string() + "'";
+    std::string cmd = "sed -i 's/busybox:1.36/" + image + "/' '" + web.string() + "'";
     REQUIRE(std::system(cmd.c_str()) == 0);
   } else {
     auto tmp = dir / "sedX1b2c3";  // sorts before web.yaml, same pod name
-    testing::writeFile(tmp, podYaml("web", "busybox:1.37"));
+    testing::writeFile(tmp, podYaml("web", image));
     fs::rename(tmp, web);
   }
-  settle(h, dir.path(), 2);
-  REQUIRE(h.count() == 3);
-  CHECK(h.at(1).pods.size() == 1);
-  CHECK(h.at(1).pods[0]->metadata.uid != uid);
+  settle(h, dir.path(), changed ? 2 : 1);
+  if (changed) {
+    REQUIRE(h.count() == 3);
+    REQUIRE(h.at(1).pods.size() == 1);
+    CHECK(h.at(1).pods[0]->metadata.uid != uid);
+  } else {
+    REQUIRE(h.count() == 2);
+    CHECK(h.uidOf("web-node1") == uid);
+  }
+  CHECK(h.names() == std::vector<std::string>{"web-node1", "zz-sentinel-node1"});
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): saving with real vim keeps or updates the pod exactly as the "
-          "content implies", "[integration][config]") {
+TEST_CASE("file source (inotify): saving with real vim, with and without backup and writebackup, "
+          "keeps or updates the pod exactly as the content implies", "[integration][config]") {
   if (!fs::exists("/usr/bin/vim")) {
     WARN("vim is not installed: skipped");
     return;
   }
+  // backupskip is emptied because its default skips /tmp, where the test directories are.
+  struct Variant {
+    const char* options;
+    const char* pattern;
+  };
+  auto v = GENERATE(values<Variant>({
+      // The default on Debian: rename the original to web.yaml~, write a new file, delete the
+      // backup (k/k #40331, #83708).
+      {"nobackup writebackup backupcopy=no", "rename away, new file, backup deleted"},
+      // Rename away and keep the backup: web.yaml~ stays and must not become a pod.
+      {"backup backupcopy=no", "rename away, new file, backup kept"},
+      // Copy the original to the backup, then overwrite the original in place.
+      {"nobackup writebackup backupcopy=yes", "copy backup, write in place, backup deleted"},
+      {"backup backupcopy=yes", "copy backup, write in place, backup kept"},
+      // No backup at all: truncate and write in place.
+      {"nobackup nowritebackup", "write in place"},
+  }));
+  bool changed = GENERATE(false, true);
+  INFO("vim " << v.options << " (" << v.pattern << "), content " << (changed ? "changed" : "same"));
   testing::TempDir dir("fs-realvim");
   auto web = dir / "web.yaml";
   testing::writeFile(web, podYaml("web"));
   Harness h(dir.path());
   REQUIRE(h.waitCount(1));
   auto uid = h.uidOf("web-node1");
-  bool changed = GENERATE(false, true);
-  // vim's default write-backup made by renaming (backupskip would skip it under /tmp): the
-  // pattern users hit (k/k #40331, #83708).
   std::string edit = changed ? "-c '%s/busybox:1.36/busybox:1.37/'" : "";
   std::string cmd = "cd '" + dir.path().string() +
-                    "' && HOME=/nonexistent vim -u NONE -N -i NONE -es "
-                    "-c 'set nobackup writebackup backupcopy=no backupskip=' " + edit +
-                    " -c 'wq' web.yaml </dev/null >/dev/null 2>&1";
+                    "' && HOME=/nonexistent vim -u NONE -N -i NONE -es -c 'set " + v.options +
+                    " backupskip=' " + edit + " -c 'wq' web.yaml </dev/null >/dev/null 2>&1";
   CHECK(std::system(cmd.c_str()) == 0);
+  CHECK(testing::readFile(web) == (changed ? podYaml("web", "busybox:1.37") : podYaml("web")));
   settle(h, dir.path(), changed ? 2 : 1);
   if (changed) {
     REQUIRE(h.count() == 3);
-    CHECK(h.at(1).pods.size() == 1);
+    REQUIRE(h.at(1).pods.size() == 1);
     CHECK(h.at(1).pods[0]->metadata.uid != uid);
   } else {
     REQUIRE(h.count() == 2);
-    CHECK(h.at(1).pods.size() == 2);
+    REQUIRE(h.at(1).pods.size() == 2);  // the sentinel's update: web never left
     CHECK(h.at(1).pods[0]->metadata.uid == uid);
   }
+  CHECK(h.names() == std::vector<std::string>{"web-node1", "zz-sentinel-node1"});
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): cp + mv replaces the manifest with one update",
-          "[integration][config]") {
+TEST_CASE("file source (inotify): cp + mv replaces the manifest with one update, or none for the "
+          "same content", "[integration][config]") {
   testing::TempDir dir("fs-cpmv");
   testing::TempDir elsewhere("fs-cpmv-src");
   auto web = dir / "web.yaml";
@@ -262,13 +308,21 @@ TEST_CASE("file source (inotify): cp + mv replaces the manifest with one update"
   Harness h(dir.path());
   REQUIRE(h.waitCount(1));
   auto uid = h.uidOf("web-node1");
-  fs::copy_file(web, elsewhere / "web.yaml");
-  testing::writeFile(elsewhere / "web.yaml", podYaml("web", "busybox:2"));
+  bool changed = GENERATE(false, true);
+  REQUIRE(std::system(("cp '" + web.string() + "' '" + elsewhere.path().string() + "/'").c_str()) ==
+          0);
+  if (changed) testing::writeFile(elsewhere / "web.yaml", podYaml("web", "busybox:2"));
   std::string cmd = "mv '" + (elsewhere / "web.yaml").string() + "' '" + web.string() + "'";
   REQUIRE(std::system(cmd.c_str()) == 0);
-  settle(h, dir.path(), 2);
-  REQUIRE(h.count() == 3);
-  CHECK(h.at(1).pods[0]->metadata.uid != uid);
+  settle(h, dir.path(), changed ? 2 : 1);
+  if (changed) {
+    REQUIRE(h.count() == 3);
+    REQUIRE(h.at(1).pods.size() == 1);
+    CHECK(h.at(1).pods[0]->metadata.uid != uid);
+  } else {
+    REQUIRE(h.count() == 2);
+    CHECK(h.uidOf("web-node1") == uid);
+  }
 }
 
 TEST_CASE("file source (inotify): a half-written manifest keeps the last good pod and is reported",
@@ -330,18 +384,61 @@ TEST_CASE("file source (inotify): a ConfigMap-style symlink swap is picked up by
   auto uid = h.uidOf("web-node1");
 
   // kubelet's AtomicWriter: a new timestamped dir, ..data_tmp -> it, renamed over ..data, then
-  // the old dir removed.
-  auto next = dir / "..2024_01_01_00_00_01.000000002";
-  fs::create_directory(next);
-  testing::writeFile(next / "web.yaml", podYaml("web", "busybox:2"));
-  fs::create_directory_symlink(next.filename(), dir / "..data_tmp");
-  fs::rename(dir / "..data_tmp", dir / "..data");
-  fs::remove_all(dir / "..2024_01_01_00_00_00.000000001");
-  REQUIRE(testing::eventually(
-      [&] { return h.uidOf("web-node1") != uid && !h.uidOf("web-node1").empty(); }, 2s));
-  auto uid2 = h.uidOf("web-node1");
-  CHECK(consistently([&] { return h.uidOf("web-node1") == uid2; }, 700ms));
+  // the old dir removed. The relist is an hour away: the watch must see it within a second.
+  fs::path current = dir / "..2024_01_01_00_00_00.000000001";
+  for (int i = 2; i <= 4; ++i) {
+    INFO("swap " << i);
+    auto next = dir / ("..2024_01_01_00_00_0" + std::to_string(i) + ".00000000" + std::to_string(i));
+    fs::create_directory(next);
+    testing::writeFile(next / "web.yaml", podYaml("web", "busybox:" + std::to_string(i)));
+    fs::create_directory_symlink(next.filename(), dir / "..data_tmp");
+    fs::rename(dir / "..data_tmp", dir / "..data");
+    fs::remove_all(current);
+    current = next;
+    REQUIRE(testing::eventually(
+        [&] { return h.uidOf("web-node1") != uid && !h.uidOf("web-node1").empty(); }, 1s));
+    CHECK(h.last().pods.size() == 1);
+    uid = h.uidOf("web-node1");
+  }
+  auto n = h.count();
+  CHECK(consistently([&] { return h.count() == n; }, 700ms));
   CHECK(h.errors.size() == 0);
+}
+
+TEST_CASE("file source (inotify): an inotify queue overflow relists and finds what the lost "
+          "events announced", "[integration][config]") {
+  int max_queued = 16384;
+  {
+    std::ifstream in("/proc/sys/fs/inotify/max_queued_events");
+    in >> max_queued;
+  }
+  REQUIRE(max_queued > 0);
+  testing::TempDir dir("fs-overflow");
+  auto web = dir / "web.yaml";
+  testing::writeFile(web, podYaml("web"));
+  Harness h(dir.path());
+  REQUIRE(h.waitCount(1));
+  auto uid = h.uidOf("web-node1");
+  auto relists = h.source->stats().relists;
+
+  {
+    auto release = h.holdLoop();
+    // Fill the kernel's queue with events of an ignored name (alternating, so none coalesce).
+    auto flood = (dir / ".flood").string();
+    bool flooded = true;
+    for (int i = 0; i < max_queued / 2 + 16 && flooded; ++i) {
+      flooded = ::symlink("x", flood.c_str()) == 0 && ::unlink(flood.c_str()) == 0;
+    }
+    CHECK(flooded);
+    // These events are lost: only a relist can find the changes.
+    testing::writeFile(web, podYaml("web", "busybox:2"));
+    testing::writeFile(dir / "db.yaml", podYaml("db"));
+    release->set_value();
+  }
+  REQUIRE(testing::eventually([&] { return h.names().size() == 2; }, 3s));
+  CHECK(h.names() == std::vector<std::string>{"db-node1", "web-node1"});
+  CHECK(h.uidOf("web-node1") != uid);
+  CHECK(h.source->stats().relists > relists);
 }
 
 TEST_CASE("file source (inotify): a symlinked manifest follows edits of its target",
@@ -401,9 +498,18 @@ TEST_CASE("file source (inotify): single-file mode survives an editor replacing 
     REQUIRE(testing::eventually([&] { return h.uidOf("web-node1") != uid; }, 2s));
     uid = h.uidOf("web-node1");
   }
+  // vim's save: the file renamed away to web.yaml~, a new one written, the backup deleted.
+  for (int i = 5; i <= 6; ++i) {
+    fs::rename(web, dir / "web.yaml~");
+    testing::writeFile(web, podYaml("web", "busybox:" + std::to_string(i)));
+    fs::remove(dir / "web.yaml~");
+    REQUIRE(testing::eventually([&] { return h.uidOf("web-node1") != uid; }, 2s));
+    uid = h.uidOf("web-node1");
+  }
   auto n = h.count();
   testing::writeFile(dir / "other.yaml", podYaml("other"));
   CHECK(consistently([&] { return h.count() == n; }, 700ms));
+  CHECK(h.names() == std::vector<std::string>{"web-node1"});
   fs::remove(web);
   REQUIRE(testing::eventually([&] { return h.last().pods.empty(); }, 2s));
   renameIn(web, podYaml("web"));

@@ -11,6 +11,7 @@
 
 #include "config/http_source.h"
 #include "config/manifest_errors.h"
+#include "test/support/fake_clock.h"
 #include "test/support/test_util.h"
 #include "test/support/tls_cert.h"
 
@@ -121,7 +122,8 @@ class ManifestServer {
 
 class Harness {
  public:
-  explicit Harness(std::string url, std::function<void(config::HttpSourceOptions&)> tweak = {}) {
+  explicit Harness(std::string url, std::function<void(config::HttpSourceOptions&)> tweak = {},
+                   base::Clock& clock = base::realClock()) {
     config::HttpSourceOptions o;
     o.url = std::move(url);
     o.node_name = "node1";
@@ -130,7 +132,7 @@ class Harness {
     o.errors = &errors;
     if (tweak) tweak(o);
     auto created = config::HttpSource::create(ioc.get_executor(), pool.get_executor(),
-                                              base::realClock(), o, [this](api::PodUpdate u) {
+                                              clock, o, [this](api::PodUpdate u) {
                                                 std::lock_guard lock(mu);
                                                 updates.push_back(std::move(u));
                                               });
@@ -195,9 +197,18 @@ TEST_CASE("http source: a single pod becomes a SET, an unchanged body sends noth
   CHECK(h.last().pods.at(0)->metadata.uid != u.pods[0]->metadata.uid);
 }
 
-TEST_CASE("http source: a PodList in JSON gives all its pods", "[integration][config]") {
+std::string podListYaml() {
+  return "apiVersion: v1\nkind: PodList\nitems:\n"
+         "- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n"
+         "  spec: {containers: [{name: main, image: busybox}]}\n"
+         "- apiVersion: v1\n  kind: Pod\n  metadata: {name: b, namespace: kube-system}\n"
+         "  spec: {containers: [{name: main, image: busybox}]}\n";
+}
+
+TEST_CASE("http source: a PodList in JSON or YAML gives all its pods", "[integration][config]") {
   ManifestServer server;
-  server.set(200, podListJson());
+  bool yaml = GENERATE(false, true);
+  server.set(200, yaml ? podListYaml() : podListJson());
   Harness h(server.url());
   REQUIRE(testing::eventually([&] { return h.count() == 1; }));
   auto u = h.last();
@@ -370,6 +381,80 @@ TEST_CASE("http source: a body over the size limit is rejected", "[integration][
   REQUIRE(testing::eventually([&] { return h.errors.get("http", server.url()).has_value(); }));
   CHECK_THAT(h.errors.get("http", server.url())->message, Catch::Contains("larger than"));
   CHECK(h.count() == 0);
+}
+
+TEST_CASE("http source: the default size limit is 10 MiB: a body of exactly 10 MiB is read, one "
+          "byte more is rejected", "[integration][config]") {
+  constexpr size_t kLimit = 10 * 1024 * 1024;
+  CHECK(config::HttpSourceOptions{}.max_body_bytes == kLimit);
+  CHECK(config::HttpSourceOptions{}.timeout == 10s);
+  CHECK(config::HttpSourceOptions{}.check_frequency == 20s);
+  // A JSON pod padded with trailing whitespace to the exact size.
+  const std::string pod =
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"big"},)"
+      R"("spec":{"containers":[{"name":"main","image":"busybox"}]}})";
+  ManifestServer server;
+  server.set(200, pod + std::string(kLimit + 1 - pod.size(), '\n'));
+  Harness h(server.url(), [](config::HttpSourceOptions& o) { o.check_frequency = 200ms; });
+  REQUIRE(testing::eventually([&] { return h.errors.get("http", server.url()).has_value(); }, 10s));
+  CHECK_THAT(h.errors.get("http", server.url())->message,
+             Catch::Contains("larger than " + std::to_string(kLimit)));
+  CHECK(h.count() == 0);
+
+  server.set(200, pod + std::string(kLimit - pod.size(), '\n'));
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }, 10s));
+  REQUIRE(h.last().pods.size() == 1);
+  CHECK(h.last().pods[0]->metadata.name == "big-node1");
+  CHECK(h.errors.size() == 0);
+}
+
+TEST_CASE("http source: failure warnings are damped: the first of a streak, then one per "
+          "interval", "[integration][config]") {
+  ManifestServer server;
+  server.set(500, "oops");
+  testing::FakeClock clock;
+  constexpr auto kPeriod = 20s;
+  Harness h(
+      server.url(),
+      [&](config::HttpSourceOptions& o) {
+        o.check_frequency = kPeriod;
+        o.failure_log_interval = 5min;
+      },
+      clock);
+  auto failures = [&] { return h.source->stats().failures; };
+  auto warnings = [&] { return h.source->stats().failure_warnings; };
+  // A poll is over once its result armed the next one (the only timer left, kPeriod away).
+  auto polled = [&](uint64_t n) {
+    return testing::eventually([&] {
+      return failures() == n && clock.pendingTimers() == 1 && clock.nextDeadlineIn() == kPeriod;
+    });
+  };
+  REQUIRE(polled(1));
+  CHECK(warnings() == 1);
+  // 14 more failures within the five minutes: not warned about.
+  for (uint64_t i = 2; i <= 15; ++i) {
+    clock.advance(kPeriod);
+    REQUIRE(polled(i));
+  }
+  CHECK(warnings() == 1);
+  clock.advance(kPeriod);  // five minutes after the first warning
+  REQUIRE(polled(16));
+  CHECK(warnings() == 2);
+  clock.advance(kPeriod);
+  REQUIRE(polled(17));
+  CHECK(warnings() == 2);
+  CHECK(h.count() == 0);
+
+  // A success ends the streak; the next failure is warned about at once.
+  server.set(200, podYaml("foo"));
+  clock.advance(kPeriod);
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  REQUIRE(testing::eventually([&] { return clock.nextDeadlineIn() == kPeriod; }));
+  server.set(503, "busy");
+  clock.advance(kPeriod);
+  REQUIRE(polled(18));
+  CHECK(warnings() == 3);
+  CHECK(h.count() == 1);  // the pods stay
 }
 
 TEST_CASE("http source: redirects are followed", "[integration][config]") {

@@ -1,5 +1,7 @@
 // Bootstrap checkpoints: the CheckpointManager's files, and PodConfig keeping them in step with
 // the api source and restoring them at start-up.
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include <catch2/catch.hpp>
@@ -47,9 +49,18 @@ TEST_CASE("CheckpointManager: an annotated pod is written as its JSON under its 
   CHECK(*decoded->raw == *pod->raw);
   CHECK((fs::status(dir).permissions() & fs::perms::others_all) == fs::perms::none);
 
-  // Written again: still one file, no temporary left behind.
-  REQUIRE(manager.writePod(*checkpointed("etcd", changeContainers)).ok());
+  // Written again: through a temporary file renamed over the old one (a new inode, never the old
+  // file truncated in place), and no temporary left behind.
+  struct stat before;
+  REQUIRE(::stat((dir / "Pod_etcdkube-system.json").c_str(), &before) == 0);
+  auto changed = checkpointed("etcd", changeContainers);
+  REQUIRE(manager.writePod(*changed).ok());
   CHECK(filesIn(dir) == Strings{"Pod_etcdkube-system.json"});
+  struct stat after;
+  REQUIRE(::stat((dir / "Pod_etcdkube-system.json").c_str(), &after) == 0);
+  CHECK(after.st_ino != before.st_ino);
+  CHECK(testing::readFile(dir / "Pod_etcdkube-system.json") == *changed->raw + "\n");
+  CHECK((after.st_mode & 0777) == 0600);
 }
 
 TEST_CASE("CheckpointManager: the checkpoint goes when the annotation does or on delete",

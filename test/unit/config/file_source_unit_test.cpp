@@ -171,6 +171,30 @@ TEST_CASE("file source: a missing path sends an empty SET and is retried with ba
   CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
 }
 
+TEST_CASE("file source: the retries of a missing path double from 1s and stop growing at 20s",
+          "[unit][config]") {
+  Fixture f;
+  auto path = f.dir / "manifests";
+  f.start(path);
+  REQUIRE(f.rec.count() == 1);
+  auto setups = [&] { return f.source->stats().watch_setups; };
+  CHECK(setups() == 1);
+  for (auto delay : {1s, 2s, 4s, 8s, 16s, 20s, 20s, 20s}) {
+    INFO("retry after " << std::chrono::duration_cast<std::chrono::seconds>(delay).count() << "s");
+    auto before = setups();
+    f.advance(delay - 1ms);
+    CHECK(setups() == before);
+    f.advance(1ms);
+    CHECK(setups() == before + 1);
+  }
+  CHECK(f.rec.count() == 1);  // still missing: the empty SET is not repeated
+  fs::create_directory(path);
+  testing::writeFile(path / "web.yaml", podYaml("web"));
+  f.advance(20s);
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
+}
+
 TEST_CASE("file source: a vim save with identical content produces no update at all",
           "[unit][config]") {
   Fixture f;
@@ -460,3 +484,29 @@ TEST_CASE("file source: an inotify queue overflow relists and finds changes even
   CHECK(names(f.rec.last()) == std::vector<std::string>{"db-node1", "web-node1"});
   CHECK(f.rec.last().pods[1]->metadata.uid != f.rec.updates[0].pods[0]->metadata.uid);
 }
+
+TEST_CASE("file source: the relist every check_frequency (20s by default) finds what no event "
+          "announced", "[unit][config]") {
+  CHECK(config::FileSourceOptions{}.check_frequency == 20s);
+  Fixture f;
+  testing::writeFile(f.dir / "web.yaml", podYaml("web"));
+  testing::writeFile(f.dir / "gone.yaml", podYaml("gone"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  auto web_uid = f.rec.last().pods.at(1)->metadata.uid;
+  testing::writeFile(f.dir / "web.yaml", podYaml("web", "busybox:2"));
+  testing::writeFile(f.dir / "db.yaml", podYaml("db"));
+  fs::remove(f.dir / "gone.yaml");
+  f.advance(20s - 1ms);
+  CHECK(f.rec.count() == 1);
+  f.advance(1ms);
+  // Changed and new files are read at once; a vanished one still gets the settle window.
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) ==
+        std::vector<std::string>{"db-node1", "gone-node1", "web-node1"});
+  CHECK(f.rec.last().pods.at(2)->metadata.uid != web_uid);
+  f.advance(300ms);
+  REQUIRE(f.rec.count() == 3);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"db-node1", "web-node1"});
+}
+
