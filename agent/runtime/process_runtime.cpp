@@ -221,6 +221,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   void putRecordLocked(const std::string& id, Record r) {
     ids_by_pod_[r.config.pod_uid].insert(id);
     records_[id] = std::move(r);
+    ++version_;
   }
   void eraseRecordLocked(std::map<std::string, Record>::iterator it) {
     auto pod = ids_by_pod_.find(it->second.config.pod_uid);
@@ -229,6 +230,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       if (pod->second.empty()) ids_by_pod_.erase(pod);
     }
     records_.erase(it);
+    ++version_;
   }
   void eraseRecordLocked(const std::string& id) {
     if (auto it = records_.find(id); it != records_.end()) eraseRecordLocked(it);
@@ -270,6 +272,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     if (readWholeFile((containerDir(id) / kStateFileName).string(), text, error) &&
         decodeShimState(text, st, error) && st.status == ShimStatus::kRunning) {
       r.state = st;
+      ++version_;
     }
   }
 
@@ -371,6 +374,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       r.pidfd.reset();
       if (r.state.status == ShimStatus::kExited) return;
       r.state = st;
+      ++version_;
       waiters.swap(r.exit_waiters);
       event = ContainerEvent{ContainerEvent::Type::kDied, r.config.pod_uid,
                              ContainerId{"process", id}, r.config.container_name};
@@ -526,6 +530,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   mutable std::mutex mu_;
   ContainerEventHandler handler_;
   PreStopHookRunner pre_stop_runner_;  // guarded by mu_
+  // Changes whenever what getPods answers may change (guarded by mu_): see podsVersion.
+  uint64_t version_ = 0;
   std::map<std::string, Record> records_;
   std::map<std::string, std::set<std::string>> ids_by_pod_;  // pod UID -> ids of its records
   // Strand only.
@@ -704,6 +710,7 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
         it->second.starting = false;
         if (it->second.state.status == ShimStatus::kCreated) {
           it->second.state = running;
+          ++version_;
           emit_started = true;
         }
       }
@@ -1027,6 +1034,16 @@ void ProcessRuntime::setPreStopHookRunner(PreStopHookRunner runner) {
 void ProcessRuntime::setEventHandler(ContainerEventHandler handler) {
   std::lock_guard lock(state_->mu_);
   state_->handler_ = std::move(handler);
+}
+
+std::optional<uint64_t> ProcessRuntime::podsVersion() const {
+  std::lock_guard lock(state_->mu_);
+  // An adopted container still "created" may have started since: only reading its state file
+  // tells, so relists must keep looking until it did.
+  for (const auto& [id, r] : state_->records_) {
+    if (!r.starting && r.state.status == ShimStatus::kCreated) return std::nullopt;
+  }
+  return state_->version_;
 }
 
 asio::awaitable<base::StatusOr<std::vector<Pod>>> ProcessRuntime::getPods(bool all) {

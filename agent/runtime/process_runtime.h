@@ -52,6 +52,9 @@ class ProcessRuntime final : public Runtime {
   void setEventHandler(ContainerEventHandler handler) override;
   void setPreStopHookRunner(PreStopHookRunner runner) override;
   asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
+  // Moves with every start, exit, adoption and removal; nullopt while an adopted container's
+  // start can only be seen in its state file.
+  std::optional<uint64_t> podsVersion() const override;
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(

@@ -131,6 +131,19 @@ void settle(Harness& h, const fs::path& dir, size_t expected_before_sentinel) {
   CHECK(consistently([&] { return h.count() == n; }, 700ms));
 }
 
+// After a save of web.yaml and settle(): changed content is one SET with the pod under a new
+// UID; the same content sends nothing (the only later SET is the sentinel's).
+void checkSaved(Harness& h, const std::string& uid, bool changed) {
+  if (changed) {
+    REQUIRE(h.count() == 3);
+    REQUIRE(h.at(1).pods.size() == 1);
+    CHECK(h.at(1).pods[0]->metadata.uid != uid);
+  } else {
+    REQUIRE(h.count() == 2);
+    CHECK(h.uidOf("web-node1") == uid);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("file source (inotify): the first SET, then new, changed and deleted files within a "
@@ -203,14 +216,7 @@ TEST_CASE("file source (inotify): nano's truncate-and-write in place updates onc
           static_cast<ssize_t>(content.size() - half));
   ::close(fd);
   settle(h, dir.path(), changed ? 2 : 1);
-  if (changed) {
-    REQUIRE(h.count() == 3);
-    REQUIRE(h.at(1).pods.size() == 1);
-    CHECK(h.at(1).pods[0]->metadata.uid != uid);
-  } else {
-    REQUIRE(h.count() == 2);
-    CHECK(h.uidOf("web-node1") == uid);
-  }
+  checkSaved(h, uid, changed);
   CHECK(h.errors.size() == 0);
 }
 
@@ -236,14 +242,7 @@ TEST_CASE("file source (inotify): sed -i (temp file renamed over) updates once, 
     fs::rename(tmp, web);
   }
   settle(h, dir.path(), changed ? 2 : 1);
-  if (changed) {
-    REQUIRE(h.count() == 3);
-    REQUIRE(h.at(1).pods.size() == 1);
-    CHECK(h.at(1).pods[0]->metadata.uid != uid);
-  } else {
-    REQUIRE(h.count() == 2);
-    CHECK(h.uidOf("web-node1") == uid);
-  }
+  checkSaved(h, uid, changed);
   CHECK(h.names() == std::vector<std::string>{"web-node1", "zz-sentinel-node1"});
   CHECK(h.errors.size() == 0);
 }
@@ -315,14 +314,7 @@ TEST_CASE("file source (inotify): cp + mv replaces the manifest with one update,
   std::string cmd = "mv '" + (elsewhere / "web.yaml").string() + "' '" + web.string() + "'";
   REQUIRE(std::system(cmd.c_str()) == 0);
   settle(h, dir.path(), changed ? 2 : 1);
-  if (changed) {
-    REQUIRE(h.count() == 3);
-    REQUIRE(h.at(1).pods.size() == 1);
-    CHECK(h.at(1).pods[0]->metadata.uid != uid);
-  } else {
-    REQUIRE(h.count() == 2);
-    CHECK(h.uidOf("web-node1") == uid);
-  }
+  checkSaved(h, uid, changed);
 }
 
 TEST_CASE("file source (inotify): a half-written manifest keeps the last good pod and is reported",

@@ -606,6 +606,29 @@ TEST_CASE("process runtime: exit events arrive within milliseconds", "[integrati
   CHECK(env.status(pod, id)->exit_code == 137);
 }
 
+TEST_CASE("process runtime: podsVersion moves with every start, exit and removal only",
+          "[integration][runtime]") {
+  Env env;
+  auto& rt = env.runtime();
+  const auto v0 = rt.podsVersion();
+  REQUIRE(v0);
+  CHECK(rt.podsVersion() == v0);  // nothing happened
+  auto pod = makePod("u-version", {shContainer("main", "exec sleep 30")});
+  auto id = env.start(pod);
+  const auto v1 = rt.podsVersion();
+  REQUIRE(v1);
+  CHECK(*v1 != *v0);
+  REQUIRE(env.sync(rt.getPods(true)).ok());
+  CHECK(rt.podsVersion() == v1);  // listing changes nothing
+  ::kill(env.status(pod, id)->pid, SIGKILL);
+  REQUIRE(testing::eventually([&] { return rt.podsVersion() != v1; }));
+  const auto v2 = rt.podsVersion();
+  CHECK(env.status(pod, id)->state == ContainerState::kExited);
+  CHECK(rt.podsVersion() == v2);
+  REQUIRE(env.sync(rt.removeContainer(id)).ok());
+  CHECK(rt.podsVersion() != v2);
+}
+
 TEST_CASE("process runtime: shim memory per container stays well under 0.5 MiB PSS",
           "[integration][runtime]") {
   Env env;
