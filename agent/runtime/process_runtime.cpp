@@ -303,10 +303,50 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       sd->async_wait(asio::posix::stream_descriptor::wait_read,
                      [self, id, sd](const boost::system::error_code& ec) {
                        if (ec || self->stopped_) return;
-                       self->onShimExit(id, sd->native_handle());
+                       if (!self->shimStillRuns(id, sd->native_handle())) {
+                         self->onShimExit(id, sd->native_handle());
+                         self->watchers_.erase(id);
+                         return;
+                       }
+                       // Not its exit: the descriptor number no longer names the pidfd
+                       // (another part of the process closed it and the number was reused).
+                       // It is not ours to close any more; watch a fresh copy.
+                       self->log_->warn("Container shim watcher woke while the shim runs, "
+                                        "watching it again id={}", id);
+                       sd->release();
                        self->watchers_.erase(id);
+                       std::shared_ptr<Fd> pidfd;
+                       {
+                         std::lock_guard lock(self->mu_);
+                         auto it = self->records_.find(id);
+                         if (it != self->records_.end()) pidfd = it->second.pidfd;
+                       }
+                       if (pidfd && pidfd->fd >= 0) self->watch(id, pidfd);
                      });
     });
+  }
+
+  // On the strand, when the watcher of shim `id` woke: true when the shim has not ended (a
+  // pidfd polls readable only once its process exited, so the wake-up came from something
+  // else). Our own shims are asked with waitid (without reaping); adopted ones, which are not
+  // our children, by pid and start time.
+  bool shimStillRuns(const std::string& id, int pidfd) {
+    int pid = 0;
+    uint64_t start_ticks = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end()) return false;
+      const Record& r = it->second;
+      pid = r.shim_pid != 0 ? r.shim_pid : r.state.shim_pid;
+      start_ticks = r.state.shim_start_ticks;
+    }
+    siginfo_t info{};
+    if (::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        (pid <= 0 || info.si_pid == 0 || info.si_pid == pid)) {
+      return info.si_pid == 0;
+    }
+    return pid > 0 && processAlive(pid, start_ticks);
   }
 
   // On the strand: the shim `id` ended (its pidfd is readable).
