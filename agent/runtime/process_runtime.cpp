@@ -308,12 +308,13 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
                          self->watchers_.erase(id);
                          return;
                        }
-                       // Not its exit: the descriptor number no longer names the pidfd
-                       // (another part of the process closed it and the number was reused).
-                       // It is not ours to close any more; watch a fresh copy.
+                       // Not its exit (seen, rarely, during start bursts): watch again, on a
+                       // fresh copy of the pidfd. The old descriptor is closed only when its
+                       // number still names this shim's pidfd; otherwise the number may belong
+                       // to someone else by now, and it is let go without closing.
                        self->log_->warn("Container shim watcher woke while the shim runs, "
                                         "watching it again id={}", id);
-                       sd->release();
+                       if (!self->isPidfdOf(sd->native_handle(), id)) sd->release();
                        self->watchers_.erase(id);
                        std::shared_ptr<Fd> pidfd;
                        {
@@ -347,6 +348,23 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       return info.si_pid == 0;
     }
     return pid > 0 && processAlive(pid, start_ticks);
+  }
+
+  // True when descriptor `fd` is a pidfd of shim `id`'s process (/proc/self/fdinfo "Pid:").
+  bool isPidfdOf(int fd, const std::string& id) {
+    int pid = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end()) return false;
+      pid = it->second.shim_pid != 0 ? it->second.shim_pid : it->second.state.shim_pid;
+    }
+    std::string text, error;
+    if (pid <= 0 || !readWholeFile("/proc/self/fdinfo/" + std::to_string(fd), text, error)) {
+      return false;
+    }
+    const auto at = text.find("\nPid:");
+    return at != std::string::npos && std::atoi(text.c_str() + at + 5) == pid;
   }
 
   // On the strand: the shim `id` ended (its pidfd is readable).
