@@ -210,6 +210,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     bool starting = false;  // a startContainer call of this instance still owns the record
     int shim_pid = 0;
     std::shared_ptr<Fd> pidfd;  // null once the shim is gone
+    // The shim's pid: the one this agent started, else the one its state file recorded.
+    int shimPid() const { return shim_pid != 0 ? shim_pid : state.shim_pid; }
     std::vector<std::function<void()>> exit_waiters;
   };
 
@@ -339,7 +341,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       auto it = records_.find(id);
       if (it == records_.end()) return false;
       const Record& r = it->second;
-      pid = r.shim_pid != 0 ? r.shim_pid : r.state.shim_pid;
+      pid = r.shimPid();
       start_ticks = r.state.shim_start_ticks;
     }
     siginfo_t info{};
@@ -357,7 +359,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       std::lock_guard lock(mu_);
       auto it = records_.find(id);
       if (it == records_.end()) return false;
-      pid = it->second.shim_pid != 0 ? it->second.shim_pid : it->second.state.shim_pid;
+      pid = it->second.shimPid();
     }
     std::string text, error;
     if (pid <= 0 || !readWholeFile("/proc/self/fdinfo/" + std::to_string(fd), text, error)) {
@@ -1242,7 +1244,7 @@ int ProcessRuntime::shimPidForTest(const ContainerId& id) const {
   std::lock_guard lock(state_->mu_);
   auto it = state_->records_.find(id.id);
   if (it == state_->records_.end()) return 0;
-  return it->second.shim_pid != 0 ? it->second.shim_pid : it->second.state.shim_pid;
+  return it->second.shimPid();
 }
 
 }  // namespace nodeagent::runtime
