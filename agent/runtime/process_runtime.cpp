@@ -305,66 +305,58 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       sd->async_wait(asio::posix::stream_descriptor::wait_read,
                      [self, id, sd](const boost::system::error_code& ec) {
                        if (ec || self->stopped_) return;
-                       if (!self->shimStillRuns(id, sd->native_handle())) {
-                         self->onShimExit(id, sd->native_handle());
-                         self->watchers_.erase(id);
-                         return;
-                       }
-                       // Not its exit (seen, rarely, during start bursts): watch again, on a
-                       // fresh copy of the pidfd. The old descriptor is closed only when its
-                       // number still names this shim's pidfd; otherwise the number may belong
-                       // to someone else by now, and it is let go without closing.
-                       self->log_->warn("Container shim watcher woke while the shim runs, "
-                                        "watching it again id={}", id);
-                       if (!self->isPidfdOf(sd->native_handle(), id)) sd->release();
-                       self->watchers_.erase(id);
-                       std::shared_ptr<Fd> pidfd;
-                       {
-                         std::lock_guard lock(self->mu_);
-                         auto it = self->records_.find(id);
-                         if (it != self->records_.end()) pidfd = it->second.pidfd;
-                       }
-                       if (pidfd && pidfd->fd >= 0) self->watch(id, pidfd);
+                       self->onShimWake(id, sd);
                      });
     });
   }
 
-  // On the strand, when the watcher of shim `id` woke: true when the shim has not ended (a
-  // pidfd polls readable only once its process exited, so the wake-up came from something
-  // else). Our own shims are asked with waitid (without reaping); adopted ones, which are not
-  // our children, by pid and start time.
-  bool shimStillRuns(const std::string& id, int pidfd) {
+  // On the strand: the watcher of shim `id` woke. A pidfd polls readable only once its process
+  // exited, but a wake-up while the shim still runs has been seen (rarely, during start
+  // bursts): then the shim is watched again on a fresh copy of its pidfd instead of being taken
+  // for dead. Our own shims are asked with waitid (without reaping), adopted ones (not our
+  // children) by pid and start time.
+  void onShimWake(const std::string& id,
+                  const std::shared_ptr<asio::posix::stream_descriptor>& sd) {
+    const int fd = sd->native_handle();
     int pid = 0;
     uint64_t start_ticks = 0;
+    std::shared_ptr<Fd> pidfd;
     {
       std::lock_guard lock(mu_);
-      auto it = records_.find(id);
-      if (it == records_.end()) return false;
-      const Record& r = it->second;
-      pid = r.shimPid();
-      start_ticks = r.state.shim_start_ticks;
+      if (auto it = records_.find(id); it != records_.end()) {
+        pid = it->second.shimPid();
+        start_ticks = it->second.state.shim_start_ticks;
+        pidfd = it->second.pidfd;
+      }
     }
-    siginfo_t info{};
-    if (::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        (pid <= 0 || info.si_pid == 0 || info.si_pid == pid)) {
-      return info.si_pid == 0;
+    // Without a pidfd in its record the shim is gone or already recorded as exited.
+    bool runs = false;
+    if (pidfd && pidfd->fd >= 0) {
+      siginfo_t info{};
+      if (::waitid(kPPidfd, static_cast<id_t>(fd), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          (pid <= 0 || info.si_pid == 0 || info.si_pid == pid)) {
+        runs = info.si_pid == 0;
+      } else {
+        runs = pid > 0 && processAlive(pid, start_ticks);
+      }
     }
-    return pid > 0 && processAlive(pid, start_ticks);
+    if (!runs) {
+      onShimExit(id, fd);
+      watchers_.erase(id);
+      return;
+    }
+    log_->warn("Container shim watcher woke while the shim runs, watching it again id={}", id);
+    // Closed only when the number still names this shim's pidfd: otherwise it may belong to
+    // someone else by now, and it is let go without closing.
+    if (!isPidfdOf(fd, pid)) sd->release();
+    watchers_.erase(id);
+    watch(id, pidfd);
   }
 
-  // True when descriptor `fd` is a pidfd of shim `id`'s process (/proc/self/fdinfo "Pid:").
-  bool isPidfdOf(int fd, const std::string& id) {
-    int pid = 0;
-    {
-      std::lock_guard lock(mu_);
-      auto it = records_.find(id);
-      if (it == records_.end()) return false;
-      pid = it->second.shimPid();
-    }
+  // True when descriptor `fd` is a pidfd of process `pid` (/proc/self/fdinfo "Pid:").
+  static bool isPidfdOf(int fd, int pid) {
     std::string text, error;
-    if (pid <= 0 || !readWholeFile("/proc/self/fdinfo/" + std::to_string(fd), text, error)) {
-      return false;
-    }
+    if (!readWholeFile("/proc/self/fdinfo/" + std::to_string(fd), text, error)) return false;
     const auto at = text.find("\nPid:");
     return at != std::string::npos && std::atoi(text.c_str() + at + 5) == pid;
   }
