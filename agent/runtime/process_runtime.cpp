@@ -22,6 +22,7 @@
 
 #include "agent/runtime/state_file.h"
 #include "base/log.h"
+#include "base/readable_wait.h"
 
 namespace nodeagent::runtime {
 namespace {
@@ -291,7 +292,10 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
                });
   }
 
-  // Watches the shim's pidfd on the strand; onShimExit runs when it ends.
+  // Watches the shim's pidfd on the strand; onShimExit runs when it ends. The wait checks each
+  // wake-up (base::asyncWaitReadable): a pidfd polls readable only once its process ended, and
+  // the reactor can wake a wait with a stale event of another, just closed descriptor (seen
+  // during start bursts, where start pipes are closed as fast as new shims are watched).
   void watch(const std::string& id, const std::shared_ptr<Fd>& pidfd) {
     int dup = ::fcntl(pidfd->fd, F_DUPFD_CLOEXEC, 0);
     if (dup < 0) {
@@ -302,63 +306,12 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       auto sd = std::make_shared<asio::posix::stream_descriptor>(self->strand_, dup);
       if (self->stopped_) return;  // sd closes the fd
       self->watchers_[id] = sd;
-      sd->async_wait(asio::posix::stream_descriptor::wait_read,
-                     [self, id, sd](const boost::system::error_code& ec) {
-                       if (ec || self->stopped_) return;
-                       self->onShimWake(id, sd);
-                     });
+      base::asyncWaitReadable(sd, [self, id, fd = dup](const boost::system::error_code& ec) {
+        if (ec || self->stopped_) return;
+        self->onShimExit(id, fd);
+        self->watchers_.erase(id);
+      });
     });
-  }
-
-  // On the strand: the watcher of shim `id` woke. A pidfd polls readable only once its process
-  // exited, but a wake-up while the shim still runs has been seen (rarely, during start
-  // bursts): then the shim is watched again on a fresh copy of its pidfd instead of being taken
-  // for dead. Our own shims are asked with waitid (without reaping), adopted ones (not our
-  // children) by pid and start time.
-  void onShimWake(const std::string& id,
-                  const std::shared_ptr<asio::posix::stream_descriptor>& sd) {
-    const int fd = sd->native_handle();
-    int pid = 0;
-    uint64_t start_ticks = 0;
-    std::shared_ptr<Fd> pidfd;
-    {
-      std::lock_guard lock(mu_);
-      if (auto it = records_.find(id); it != records_.end()) {
-        pid = it->second.shimPid();
-        start_ticks = it->second.state.shim_start_ticks;
-        pidfd = it->second.pidfd;
-      }
-    }
-    // Without a pidfd in its record the shim is gone or already recorded as exited.
-    bool runs = false;
-    if (pidfd && pidfd->fd >= 0) {
-      siginfo_t info{};
-      if (::waitid(kPPidfd, static_cast<id_t>(fd), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          (pid <= 0 || info.si_pid == 0 || info.si_pid == pid)) {
-        runs = info.si_pid == 0;
-      } else {
-        runs = pid > 0 && processAlive(pid, start_ticks);
-      }
-    }
-    if (!runs) {
-      onShimExit(id, fd);
-      watchers_.erase(id);
-      return;
-    }
-    log_->warn("Container shim watcher woke while the shim runs, watching it again id={}", id);
-    // Closed only when the number still names this shim's pidfd: otherwise it may belong to
-    // someone else by now, and it is let go without closing.
-    if (!isPidfdOf(fd, pid)) sd->release();
-    watchers_.erase(id);
-    watch(id, pidfd);
-  }
-
-  // True when descriptor `fd` is a pidfd of process `pid` (/proc/self/fdinfo "Pid:").
-  static bool isPidfdOf(int fd, int pid) {
-    std::string text, error;
-    if (!readWholeFile("/proc/self/fdinfo/" + std::to_string(fd), text, error)) return false;
-    const auto at = text.find("\nPid:");
-    return at != std::string::npos && std::atoi(text.c_str() + at + 5) == pid;
   }
 
   // On the strand: the shim `id` ended (its pidfd is readable).
@@ -888,9 +841,7 @@ asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State
     timed_out = true;
     ::kill(-pid, SIGKILL);
   });
-  boost::system::error_code ec;
-  co_await sd.async_wait(asio::posix::stream_descriptor::wait_read,
-                         asio::redirect_error(asio::use_awaitable, ec));
+  boost::system::error_code ec = co_await base::waitReadable(sd);
   timer->cancel();
   siginfo_t info{};
   // WNOHANG: after an aborted wait (shutdown) the command may still run; never block here.
