@@ -609,6 +609,11 @@ StartFailures Agent::startFailures(const std::string& uid) const {
   return it == start_failures_.end() ? StartFailures{} : it->second;
 }
 
+uint64_t Agent::podsWithStatusVersion() const {
+  // Both only grow, so their sum moves whenever either does.
+  return pod_manager_.version() + status_manager_.version();
+}
+
 void Agent::visitPodsWithStatus(
     const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,
                              const StatusFetch& status)>& fn) const {

@@ -139,6 +139,8 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   void visitPodsWithStatus(
       const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,
                                const StatusFetch& status)>& fn) const;
+  // Changes whenever what visitPodsWithStatus visits may change (a pod or a status). Any thread.
+  uint64_t podsWithStatusVersion() const;
   // Health of the pipeline (PLEG relisting). Any thread.
   bool healthy(std::string* why) const;
   const AgentMetrics& metrics() const { return metrics_; }

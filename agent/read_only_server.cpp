@@ -3,8 +3,10 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string_view>
 #include <sstream>
 #include <vector>
 
@@ -14,28 +16,157 @@
 
 namespace nodeagent::agent {
 
+// A /pods answer as slices of texts the agent holds anyway (each pod's raw JSON, each status's
+// JSON) and of literals, written out a chunk at a time: never copied into one string, so a
+// poll of a large node neither allocates nor faults in megabytes, and an unchanged node is
+// answered from the same slices again.
+struct PodsText {
+  std::vector<std::shared_ptr<const std::string>> held;  // what the slices point into
+  std::vector<std::string_view> slices;
+  size_t size = 0;
+
+  void add(std::string_view slice) {
+    if (slice.empty()) return;
+    slices.push_back(slice);
+    size += slice.size();
+  }
+  void add(const std::shared_ptr<const std::string>& text) {
+    add(std::string_view(*text));
+    held.push_back(text);
+  }
+};
+
+// Copies a PodsText out in order, a chunk per call (httplib asks for the rest from `offset`
+// after each write).
+class PodsTextWriter {
+ public:
+  explicit PodsTextWriter(std::shared_ptr<const PodsText> text) : text_(std::move(text)) {}
+
+  bool write(size_t offset, size_t length, httplib::DataSink& sink) {
+    static constexpr size_t kChunk = 256 * 1024;
+    const auto& slices = text_->slices;
+    // Offsets only move forward.
+    while (slice_ < slices.size() && slice_begin_ + slices[slice_].size() <= offset) {
+      slice_begin_ += slices[slice_].size();
+      ++slice_;
+    }
+    chunk_.clear();
+    const size_t end = offset + std::min(length, kChunk);
+    size_t pos = offset;
+    for (size_t i = slice_, begin = slice_begin_; i < slices.size() && pos < end; ++i) {
+      const size_t from = pos - begin;
+      const size_t take = std::min(slices[i].size() - from, end - pos);
+      chunk_.append(slices[i].substr(from, take));
+      pos += take;
+      begin += slices[i].size();
+    }
+    return sink.write(chunk_.data(), chunk_.size());
+  }
+
+ private:
+  std::shared_ptr<const PodsText> text_;
+  size_t slice_ = 0;        // the slice holding the next byte
+  size_t slice_begin_ = 0;  // its offset in the text
+  std::string chunk_;
+};
+
 struct ReadOnlyServer::Impl {
   httplib::Server server;
   // What /pods keeps of each pod between requests, in UID order (the order the agent visits
   // pods in, so finding a pod's entry is one step): where its status goes in its raw JSON, and
-  // its status as JSON with the status stamp it was written for. A request writes only the
-  // statuses that changed and copies everything else.
+  // its status as JSON with the status stamp it was written for. An answer after a change
+  // writes only the statuses that changed.
   struct PodEntry {
     std::string uid;
     std::shared_ptr<const std::string> raw;  // held: `slot` is valid for this text only
     std::optional<api::StatusSlot> slot;
     std::optional<uint64_t> stamp;
-    std::string status_json;  // empty: the pod's own status
+    std::shared_ptr<const std::string> status_json;  // null: the pod's own status
+    // The whole pod text when it cannot be sliced from `raw` (no raw text or no slot): written
+    // when needed, until the pod or its status changes.
+    std::shared_ptr<const std::string> whole;
   };
   std::mutex cache_mu;
   std::vector<PodEntry> pods;
-  std::atomic<size_t> last_pods_size{0};
+  // The last answer and the version of the agent's pods and statuses it was made for.
+  std::shared_ptr<const PodsText> text;
+  uint64_t text_version = 0;
 };
 
 ReadOnlyServer::ReadOnlyServer(Agent& agent, ReadOnlyServerOptions options)
     : agent_(agent), options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
 
 ReadOnlyServer::~ReadOnlyServer() { stop(); }
+
+std::shared_ptr<const PodsText> ReadOnlyServer::podsText() {
+  // Read before the pods are visited: a change while the answer is made shows as another
+  // version next time.
+  const uint64_t version = agent_.podsWithStatusVersion();
+  std::lock_guard lock(impl_->cache_mu);
+  if (impl_->text && impl_->text_version == version) return impl_->text;
+  auto text = std::make_shared<PodsText>();
+  if (impl_->text) {
+    text->slices.reserve(impl_->text->slices.size() + 64);
+    text->held.reserve(impl_->text->held.size() + 16);
+  }
+  text->add(R"({"apiVersion":"v1","items":[)");
+  bool first = true;
+  std::vector<Impl::PodEntry> old = std::move(impl_->pods);
+  std::vector<Impl::PodEntry> fresh;
+  fresh.reserve(old.size() + 16);
+  size_t next_old = 0;
+  agent_.visitPodsWithStatus([&](const api::Pod& pod, std::optional<uint64_t> stamp,
+                                 const Agent::StatusFetch& fetch) {
+    if (!first) text->add(",");
+    first = false;
+    const std::string& uid = pod.metadata.uid;
+    while (next_old < old.size() && old[next_old].uid < uid) ++next_old;
+    if (next_old < old.size() && old[next_old].uid == uid) {
+      fresh.push_back(std::move(old[next_old++]));
+    } else {
+      fresh.push_back(Impl::PodEntry{uid, nullptr, std::nullopt, std::nullopt, nullptr, nullptr});
+    }
+    auto& e = fresh.back();
+    if (e.raw != pod.raw || !e.raw) {
+      e.raw = pod.raw;
+      e.slot = e.raw ? api::findStatusSlot(*e.raw) : std::nullopt;
+      e.whole.reset();
+    }
+    if (stamp != e.stamp) {
+      // New or changed. The status read now may be newer than `stamp`: then the next request
+      // sees another stamp and writes it again.
+      e.stamp = stamp;
+      e.status_json.reset();
+      e.whole.reset();
+      if (auto status = stamp ? fetch() : std::nullopt) {
+        std::string json;
+        api::appendCanonicalJson(api::encodePodStatus(*status), json);
+        e.status_json = std::make_shared<const std::string>(std::move(json));
+      }
+    }
+    if (e.slot && e.status_json) {
+      for (std::string_view piece : api::withStatusAtPieces(*e.raw, *e.slot, *e.status_json)) {
+        text->add(piece);
+      }
+      text->held.push_back(e.raw);
+      text->held.push_back(e.status_json);
+    } else if (e.slot) {
+      text->add(e.raw);  // its own status
+    } else {
+      if (!e.whole) {
+        std::string whole;
+        api::appendPodJsonWithStatusJson(pod, e.status_json ? *e.status_json : "", whole);
+        e.whole = std::make_shared<const std::string>(std::move(whole));
+      }
+      text->add(e.whole);
+    }
+  });
+  impl_->pods = std::move(fresh);  // pods that are gone drop out
+  text->add(R"(],"kind":"PodList","metadata":{}})");
+  impl_->text = std::move(text);
+  impl_->text_version = version;
+  return impl_->text;
+}
 
 std::string agentMetricsText(const Agent& agent) {
   const auto& m = agent.metrics();
@@ -90,54 +221,13 @@ std::string agentMetricsText(const Agent& agent) {
 base::Status ReadOnlyServer::start() {
   auto& server = impl_->server;
   server.Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
-    // Written pod by pod: a JSON tree of the whole list costs tens of KiB per pod at once.
-    std::string body;
-    // Sized like the last answer: growing a megabyte string by doubling copies it several times.
-    body.reserve(impl_->last_pods_size.load() + 4096);
-    body = R"({"apiVersion":"v1","items":[)";
-    bool first = true;
-    std::lock_guard lock(impl_->cache_mu);
-    std::vector<Impl::PodEntry> old = std::move(impl_->pods);
-    std::vector<Impl::PodEntry> fresh;
-    fresh.reserve(old.size() + 16);
-    size_t next_old = 0;
-    agent_.visitPodsWithStatus([&](const api::Pod& pod, std::optional<uint64_t> stamp,
-                                   const Agent::StatusFetch& fetch) {
-      if (!first) body += ',';
-      first = false;
-      const std::string& uid = pod.metadata.uid;
-      while (next_old < old.size() && old[next_old].uid < uid) ++next_old;
-      if (next_old < old.size() && old[next_old].uid == uid) {
-        fresh.push_back(std::move(old[next_old++]));
-      } else {
-        fresh.push_back(Impl::PodEntry{uid, nullptr, std::nullopt, std::nullopt, {}});
-      }
-      auto& e = fresh.back();
-      if (e.raw != pod.raw || !e.raw) {
-        e.raw = pod.raw;
-        e.slot = e.raw ? api::findStatusSlot(*e.raw) : std::nullopt;
-      }
-      if (stamp != e.stamp) {
-        // New or changed. The status read now may be newer than `stamp`: then the next request
-        // sees another stamp and writes it again.
-        e.stamp = stamp;
-        e.status_json.clear();
-        if (auto status = stamp ? fetch() : std::nullopt) {
-          api::appendCanonicalJson(api::encodePodStatus(*status), e.status_json);
-          e.status_json.shrink_to_fit();  // kept until the status changes
-        }
-      }
-      if (e.slot && !e.status_json.empty()) {
-        api::appendWithStatusAt(*e.raw, *e.slot, e.status_json, body);
-      } else {
-        api::appendPodJsonWithStatusJson(pod, e.status_json, body);
-      }
-    });
-    impl_->pods = std::move(fresh);  // pods that are gone drop out
-    body += R"(],"kind":"PodList","metadata":{}})";
-    impl_->last_pods_size = body.size();
-    res.body = std::move(body);  // set_content would copy it
-    res.set_header("Content-Type", "application/json");
+    auto text = podsText();
+    const size_t size = text->size;
+    auto writer = std::make_shared<PodsTextWriter>(std::move(text));
+    res.set_content_provider(size, "application/json",
+                             [writer](size_t offset, size_t length, httplib::DataSink& sink) {
+                               return writer->write(offset, length, sink);
+                             });
   });
   server.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     std::string why;

@@ -14,6 +14,7 @@
 namespace nodeagent::agent {
 
 class Agent;
+struct PodsText;
 
 struct ReadOnlyServerOptions {
   std::string address = "127.0.0.1";
@@ -35,6 +36,10 @@ class ReadOnlyServer {
   int port() const { return port_; }
 
  private:
+  // The /pods answer: the last one while the agent's pods and statuses are unchanged, else
+  // made anew (writing only the statuses that changed).
+  std::shared_ptr<const PodsText> podsText();
+
   Agent& agent_;
   ReadOnlyServerOptions options_;
   struct Impl;

@@ -463,14 +463,15 @@ std::optional<StatusSlot> findStatusSlot(std::string_view raw) {
   return StatusSlot{i, i, !first, false};
 }
 
+std::array<std::string_view, 6> withStatusAtPieces(std::string_view raw, const StatusSlot& slot,
+                                                   std::string_view status_json) {
+  return {raw.substr(0, slot.head), slot.comma_before ? "," : "", R"("status":)", status_json,
+          slot.comma_after ? "," : "", raw.substr(slot.tail)};
+}
+
 void appendWithStatusAt(std::string_view raw, const StatusSlot& slot, std::string_view status_json,
                         std::string& out) {
-  out.append(raw.substr(0, slot.head));
-  if (slot.comma_before) out += ',';
-  out += R"("status":)";
-  out.append(status_json);
-  if (slot.comma_after) out += ',';
-  out.append(raw.substr(slot.tail));
+  for (std::string_view piece : withStatusAtPieces(raw, slot, status_json)) out.append(piece);
 }
 
 void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, std::string& out) {

@@ -3,6 +3,7 @@
 // it from .cpp files only.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -59,6 +60,10 @@ struct StatusSlot {
 std::optional<StatusSlot> findStatusSlot(std::string_view raw);
 void appendWithStatusAt(std::string_view raw, const StatusSlot& slot, std::string_view status_json,
                         std::string& out);
+// What appendWithStatusAt appends, as the pieces in order (empty ones included): for writers
+// that send texts in slices instead of copying them into one string.
+std::array<std::string_view, 6> withStatusAtPieces(std::string_view raw, const StatusSlot& slot,
+                                                   std::string_view status_json);
 base::StatusOr<PodStatus> decodePodStatus(const nlohmann::json& status);
 
 }  // namespace nodeagent::api

@@ -35,6 +35,7 @@ PodManager::PodManager(MirrorClient& mirror_client) : mirror_client_(mirror_clie
 void PodManager::setPods(const std::vector<api::PodPtr>& pods) {
   std::unique_lock lock(mu_);
   ++generation_;
+  ++version_;
   pod_by_uid_.clear();
   pod_by_full_name_.clear();
   mirror_pod_by_uid_.clear();
@@ -47,6 +48,8 @@ void PodManager::addPod(const api::PodPtr& pod) { updatePod(pod); }
 
 uint64_t PodManager::generation() const { return generation_.load(); }
 
+uint64_t PodManager::version() const { return version_.load(); }
+
 void PodManager::updatePod(const api::PodPtr& pod) {
   std::unique_lock lock(mu_);
   updatePodsLocked(pod);
@@ -54,6 +57,7 @@ void PodManager::updatePod(const api::PodPtr& pod) {
 
 void PodManager::updatePodsLocked(const api::PodPtr& pod) {
   if (!pod) return;
+  ++version_;
   const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {
@@ -83,6 +87,7 @@ void PodManager::deletePod(const api::PodPtr& pod) {
   if (!pod) return;
   std::unique_lock lock(mu_);
   ++generation_;
+  ++version_;
   const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {

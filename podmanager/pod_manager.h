@@ -87,6 +87,9 @@ class PodManager {
   // name leaves it alone. What depends only on the set of known pods (housekeeping, the pods
   // admission counts as active) can be reused while it does not change. Any thread.
   uint64_t generation() const;
+  // Changes with every change of what getPods answers or of a mirror pod (additions too). Any
+  // thread.
+  uint64_t version() const;
 
  private:
   void updatePodsLocked(const api::PodPtr& pod);
@@ -94,6 +97,7 @@ class PodManager {
   MirrorClient& mirror_client_;
   mutable std::shared_mutex mu_;
   std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> version_{0};
   std::map<std::string, api::PodPtr, std::less<>> pod_by_uid_;
   std::map<std::string, api::PodPtr, std::less<>> pod_by_full_name_;
   std::map<std::string, api::PodPtr, std::less<>> mirror_pod_by_uid_;

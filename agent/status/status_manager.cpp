@@ -252,6 +252,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
     next.pod_namespace = pod.metadata.namespace_;
     if (isTerminalPhase(next.status.phase)) ++terminal_generation_;
     statuses_[uid] = std::move(next);
+    ++version_;
     notify = on_change_;
   }
   if (notify) notify(uid);
@@ -262,12 +263,16 @@ void StatusManager::removeOrphanedStatuses(const std::set<std::string>& keep) {
   std::lock_guard lock(mu_);
   if (std::erase_if(statuses_, [&](const auto& kv) { return keep.count(kv.first) == 0; }) > 0) {
     ++terminal_generation_;
+    ++version_;
   }
 }
 
 void StatusManager::removeStatus(const std::string& uid) {
   std::lock_guard lock(mu_);
-  if (statuses_.erase(uid) > 0) ++terminal_generation_;
+  if (statuses_.erase(uid) > 0) {
+    ++terminal_generation_;
+    ++version_;
+  }
 }
 
 void StatusManager::setOnChange(std::function<void(const std::string&)> on_change) {

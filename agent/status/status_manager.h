@@ -10,6 +10,7 @@
 // Sending statuses to an apiserver is the job of a StatusSyncer that observes the versions.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,6 +55,9 @@ class StatusManager {
   // Changes whenever a status is set with a terminal phase or a status is removed: what
   // terminalPodUIDs answers (and which pods count as active) can only differ when this differs.
   uint64_t terminalGeneration() const;
+  // Changes whenever a status is stored or removed: what statusStamps answers for a given set of
+  // pods can only differ when this differs. Any thread.
+  uint64_t version() const { return version_.load(); }
 
   // Records `status` for `pod`. Returns false when the update was refused (an illegal container
   // state transition) or changed nothing.
@@ -82,6 +86,7 @@ class StatusManager {
   std::map<std::string, VersionedPodStatus> statuses_;
   uint64_t terminal_generation_ = 0;
   uint64_t next_stamp_ = 0;
+  std::atomic<uint64_t> version_{0};
   std::function<void(const std::string&)> on_change_;
 };
 

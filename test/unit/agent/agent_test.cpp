@@ -13,6 +13,7 @@
 #include "agent/pod_status.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
+#include "api/pod_json.h"
 #include "api/pod_update.h"
 #include "podmanager/mirror_client.h"
 #include "test/support/fake_clock.h"
@@ -762,5 +763,65 @@ TEST_CASE("agent: /pods writes every pod with its newest status, also after its 
   items = pods();
   REQUIRE(items.size() == 1);
   CHECK(items[0]["metadata"]["uid"] == "uid-two");
+  server.stop();
+}
+
+TEST_CASE("agent: /pods of many decoded pods is whole JSON past the writer's chunk size, and an "
+          "unchanged node answers the same text",
+          "[unit][agent]") {
+  Harness h(/*max_pods=*/1000);
+  agent::ReadOnlyServerOptions o;
+  o.port = 0;
+  agent::ReadOnlyServer server(*h.agent, o);
+  REQUIRE(server.start().ok());
+  auto get = [&] {
+    httplib::Client cli("127.0.0.1", server.port());
+    auto res = cli.Get("/pods");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    return res->body;
+  };
+  // Decoded pods carry their raw text, which /pods slices around the status; half of them
+  // carry a status of their own, which the live one replaces.
+  std::vector<api::PodPtr> pods;
+  const std::string padding(2000, 'x');
+  for (int i = 0; i < 300; ++i) {
+    nlohmann::json j = {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata",
+         {{"name", "p" + std::to_string(i) + "-node1"},
+          {"namespace", "default"},
+          {"uid", "uid-" + std::to_string(1000 + i)},
+          {"annotations", {{"kubernetes.io/config.source", "file"}, {"pad", padding}}}}},
+        {"spec",
+         {{"restartPolicy", "Never"},
+          {"containers", {{{"name", "c"}, {"image", "x"}, {"command", {"sleep", "1000"}}}}}}}};
+    if (i % 2 == 0) j["status"] = {{"phase", "Unknown"}, {"message", "from the manifest"}};
+    auto pod = api::decodePodPtr(j);
+    REQUIRE(pod.ok());
+    pods.push_back(*pod);
+  }
+  h.update(api::PodOperation::kAdd, pods);
+  const std::string body = get();
+  REQUIRE(body.size() > 2 * 256 * 1024);
+  auto items = nlohmann::json::parse(body).at("items");
+  REQUIRE(items.size() == pods.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    INFO(i);
+    CHECK(items[i]["metadata"]["uid"] == "uid-" + std::to_string(1000 + i));
+    CHECK(items[i]["metadata"]["annotations"]["pad"] == padding);
+    CHECK(items[i]["status"]["phase"] == "Running");
+    CHECK_FALSE(items[i]["status"].contains("message"));
+  }
+  CHECK(get() == body);
+
+  REQUIRE(h.runtime.exitContainer("uid-1150", "c", 4));
+  h.drain();
+  items = nlohmann::json::parse(get()).at("items");
+  REQUIRE(items.size() == pods.size());
+  CHECK(items[150]["status"]["phase"] == "Failed");
+  CHECK(items[149]["status"]["phase"] == "Running");
+  CHECK(items[151]["status"]["phase"] == "Running");
   server.stop();
 }

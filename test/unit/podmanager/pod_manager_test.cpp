@@ -188,6 +188,32 @@ TEST_CASE("pod manager: updatePod with the same UID replaces the stored pod",
   CHECK(manager.getPods().size() == 1);
 }
 
+TEST_CASE("pod manager: version moves with every change, additions and mirror pods included",
+          "[unit][podmanager]") {
+  podmanager::NoopMirrorClient mirror_client;
+  PodManager manager(mirror_client);
+  auto moved = [&, last = manager.version()]() mutable {
+    const bool changed = manager.version() != last;
+    last = manager.version();
+    return changed;
+  };
+  auto pod = staticPod("u1", "app");
+  manager.addPod(pod);
+  CHECK(moved());
+  CHECK(manager.generation() == 0);  // an addition leaves the generation alone, not the version
+  manager.updatePod(staticPod("u1", "app", "h2"));
+  CHECK(moved());
+  manager.addPod(mirrorPod("m1", "app"));
+  CHECK(moved());
+  CHECK_FALSE(moved());  // nothing happened
+  manager.addPod(nullptr);
+  CHECK_FALSE(moved());
+  manager.deletePod(pod);
+  CHECK(moved());
+  manager.setPods({staticPod("u2", "other")});
+  CHECK(moved());
+}
+
 TEST_CASE("pod manager: isMirrorPodOf needs the same name and config.mirror == config.hash",
           "[unit][podmanager]") {
   auto pod = staticPod("s", "etcd", "abc");

@@ -39,6 +39,40 @@ TEST_CASE("status: every stored update gets a new stamp, also for a re-created U
   CHECK(again.stamp > second);  // stamps do not
 }
 
+TEST_CASE("status: version moves when a status is stored or removed, not for an unchanged one",
+          "[unit][status]") {
+  testing::FakeClock clock;
+  podmanager::NoopMirrorClient mirror;
+  podmanager::PodManager pods(mirror);
+  agent::StatusManager manager(clock, pods);
+  auto moved = [&, last = manager.version()]() mutable {
+    const bool changed = manager.version() != last;
+    last = manager.version();
+    return changed;
+  };
+  auto a = testing::PodBuilder().name("a").uid("ua").container("c", {"true"}).build();
+  api::PodStatus pending;
+  pending.phase = "Pending";
+  api::PodStatus running;
+  running.phase = "Running";
+  REQUIRE(manager.setPodStatus(*a, pending));
+  CHECK(moved());
+  CHECK_FALSE(manager.setPodStatus(*a, pending));
+  CHECK_FALSE(moved());
+  REQUIRE(manager.setPodStatus(*a, running));
+  CHECK(moved());
+  manager.removeStatus("nobody");
+  CHECK_FALSE(moved());
+  manager.removeStatus("ua");
+  CHECK(moved());
+  REQUIRE(manager.setPodStatus(*a, running));
+  CHECK(moved());
+  manager.removeOrphanedStatuses({"ua"});
+  CHECK_FALSE(moved());
+  manager.removeOrphanedStatuses({});
+  CHECK(moved());
+}
+
 TEST_CASE("status: statusStamps gives each pod's stamp in one pass, in any order",
           "[unit][status]") {
   testing::FakeClock clock;
