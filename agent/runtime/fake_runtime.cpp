@@ -160,20 +160,21 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
     }
     runner = pre_stop_runner_;
   }
-  int64_t grace =
+  const int64_t hook_grace =
       pod ? killGracePeriodSeconds(*pod, options.probe_grace) : kDefaultTerminationGracePeriodSeconds;
-  if (running && pod && runner && grace > 0) {
+  base::Duration hook_time{0};
+  if (running && pod && runner && hook_grace > 0) {
     const auto* spec = findSpecContainer(*pod, name);
     if (spec != nullptr && spec->lifecycle && spec->lifecycle->pre_stop) {
       const auto started = clock_.now();
-      PreStopHookRequest request{pod, name, id, std::chrono::seconds(grace)};
+      PreStopHookRequest request{pod, name, id, std::chrono::seconds(hook_grace)};
       auto hook = runner(std::move(request));
       co_await std::move(hook);
-      grace -= std::chrono::duration_cast<std::chrono::seconds>(clock_.now() - started).count();
+      hook_time = clock_.now() - started;
     }
   }
-  if (pod) grace = std::max(grace, kMinimumGracePeriodSeconds);
-  if (options.grace_override) grace = *options.grace_override;
+  const int64_t grace =
+      graceAfterPreStopSeconds(hook_grace, hook_time, options, kMinimumGracePeriodSeconds);
   if (delay > base::Duration::zero()) co_await base::sleepFor(clock_, delay);
   {
     std::lock_guard lock(mu_);

@@ -881,29 +881,30 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
   }
   if (st.status == ShimStatus::kExited) co_return base::okStatus();
 
-  int64_t grace =
+  const int64_t hook_grace =
       pod ? killGracePeriodSeconds(*pod, options.probe_grace) : config.grace_period_seconds;
   // The pod's spec decides the hook when there is a pod; the exec hook recorded at start serves
   // orphans (a restarted agent whose pod is gone).
   const api::Container* spec = pod ? findSpecContainer(*pod, config.container_name) : nullptr;
   const bool has_hook = spec ? spec->lifecycle && spec->lifecycle->pre_stop : !config.pre_stop.empty();
-  if (has_hook && grace > 0 && st.status == ShimStatus::kRunning) {
+  base::Duration hook_time{0};
+  if (has_hook && hook_grace > 0 && st.status == ShimStatus::kRunning) {
     auto started = clock_.now();
     if (spec && runner) {
-      PreStopHookRequest request{pod, config.container_name, id, seconds(grace)};
+      PreStopHookRequest request{pod, config.container_name, id, seconds(hook_grace)};
       auto hook = runner(std::move(request));
       co_await std::move(hook);
     } else if (std::vector<std::string> command = spec ? preStopCommand(*spec) : config.pre_stop;
                !command.empty()) {
-      co_await runHook(id.id, std::move(command), seconds(grace));
+      co_await runHook(id.id, std::move(command), seconds(hook_grace));
     } else {
       log_->warn("Skipping a preStop hook that is not exec pod={}/{} container={}",
                  config.pod_namespace, config.pod_name, config.container_name);
     }
-    grace -= duration_cast<seconds>(clock_.now() - started).count();
+    hook_time = clock_.now() - started;
   }
-  grace = std::max(grace, options_.minimum_grace_seconds);
-  if (options.grace_override) grace = std::max<int64_t>(*options.grace_override, 0);
+  const int64_t grace =
+      graceAfterPreStopSeconds(hook_grace, hook_time, options, options_.minimum_grace_seconds);
   log_->info("Killing container pod={}/{} container={} id={} gracePeriod={} reason={}",
              config.pod_namespace, config.pod_name, config.container_name, id.id, grace, reason);
 

@@ -1,6 +1,7 @@
 #include "agent/runtime/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 namespace nodeagent::runtime {
@@ -59,6 +60,13 @@ const api::Container* findSpecContainer(const api::Pod& pod, std::string_view na
 int64_t killGracePeriodSeconds(const api::Pod& pod, std::optional<int64_t> probe_grace) {
   if (!pod.metadata.deletion_grace_period_seconds && probe_grace) return *probe_grace;
   return podGracePeriodSeconds(pod);
+}
+
+int64_t graceAfterPreStopSeconds(int64_t grace, base::Duration hook_time,
+                                 const KillOptions& options, int64_t minimum_seconds) {
+  if (options.grace_override) return std::max<int64_t>(*options.grace_override, 0);
+  grace -= std::chrono::duration_cast<std::chrono::seconds>(hook_time).count();
+  return std::max(grace, minimum_seconds);
 }
 
 namespace {

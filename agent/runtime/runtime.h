@@ -164,6 +164,14 @@ struct KillOptions {
 // podGracePeriodSeconds.
 int64_t killGracePeriodSeconds(const api::Pod& pod, std::optional<int64_t> probe_grace);
 
+// The grace period killContainer gives SIGTERM once the preStop hook ran (kubelet's
+// killContainer): `grace` (the period before the hook, which is the hook's timeout) minus the
+// whole seconds `hook_time` the hook took (zero when none ran), at least `minimum_seconds`;
+// options.grace_override replaces the result when set (a negative override counts as 0: SIGKILL
+// at once).
+int64_t graceAfterPreStopSeconds(int64_t grace, base::Duration hook_time,
+                                 const KillOptions& options, int64_t minimum_seconds);
+
 // A container's preStop hook, run inside killContainer before SIGTERM; `timeout` is the grace
 // period. The agent installs a runner for exec and httpGet hooks (kubelet's lifecycle
 // HandlerRunner, which also records FailedPreStopHook events); without one, or without the pod
@@ -214,11 +222,11 @@ class Runtime {
   virtual void setPreStopHookRunner(PreStopHookRunner runner) = 0;
 
   // Stops a container: runs its preStop hook (if any, bounded by the grace period), sends
-  // SIGTERM to its process group, and SIGKILL when the grace period ends. The grace period is
+  // SIGTERM to its process group, and SIGKILL when the grace period ends. The hook gets
   // killGracePeriodSeconds(pod, options.probe_grace) (or the one recorded at start when `pod` is
-  // null) minus the hook's time, at least kMinimumGracePeriodSeconds; `options.grace_override`
-  // replaces it after the hook (0: SIGKILL at once). Completes when the process is gone. Killing
-  // an exited or unknown container is OK. `reason` is for logs.
+  // null); SIGTERM gets what graceAfterPreStopSeconds leaves: that minus the hook's time, at least
+  // kMinimumGracePeriodSeconds, or `options.grace_override` (0: SIGKILL at once). Completes when
+  // the process is gone. Killing an exited or unknown container is OK. `reason` is for logs.
   virtual asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
                                                       KillOptions options,
                                                       std::string reason) = 0;

@@ -8,6 +8,7 @@
 
 using namespace nodeagent;
 using namespace nodeagent::runtime;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -171,6 +172,40 @@ TEST_CASE("fake runtime: kills record the grace period kubelet would use, remove
   auto all = h.run(h.runtime.getPods(true));
   REQUIRE(all.ok());
   CHECK(all->empty());
+}
+
+TEST_CASE("fake runtime: a kill records the grace its preStop hook's time left",
+          "[unit][runtime]") {
+  struct Case {
+    KillOptions options;
+    base::Duration hook_takes;
+    base::Duration want_timeout;
+    int64_t want_grace;
+  };
+  const Case c = GENERATE(Case{{}, 7s, 30s, 23}, Case{{}, 29s, 30s, 2},
+                          Case{KillOptions::probeGrace(10), 4s, 10s, 6},
+                          Case{KillOptions::graceOverride(5), 20s, 30s, 5});
+  Harness h;
+  std::optional<base::Duration> hook_timeout;
+  auto hook_runner = [&](PreStopHookRequest request) -> asio::awaitable<void> {
+    hook_timeout = request.timeout;
+    h.clock.advance(c.hook_takes);
+    co_return;
+  };
+  h.runtime.setPreStopHookRunner(hook_runner);
+  auto spec = std::make_shared<api::Pod>(*makePod("u1", 30));
+  spec->spec.containers[0].lifecycle = api::Lifecycle{};
+  spec->spec.containers[0].lifecycle->pre_stop = api::Handler{};
+  spec->spec.containers[0].lifecycle->pre_stop->exec = api::ExecAction{{"true"}};
+  api::PodPtr pod = spec;
+  auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+  REQUIRE(id.ok());
+  REQUIRE(h.run(h.runtime.killContainer(pod, *id, c.options, "test")).ok());
+  REQUIRE(hook_timeout);
+  CHECK(*hook_timeout == c.want_timeout);
+  const auto kill = h.runtime.actions().back();
+  CHECK(kill.kind == FakeRuntime::Action::Kind::kKill);
+  CHECK(kill.grace_seconds == c.want_grace);
 }
 
 TEST_CASE("fake runtime: 50,000 pods stay cheap", "[unit][runtime]") {
