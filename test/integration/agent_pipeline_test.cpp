@@ -14,7 +14,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -31,6 +30,7 @@
 #include "config/pod_config.h"
 #include "podmanager/mirror_client.h"
 #include "podmanager/pod_manager.h"
+#include "test/support/integration_env.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -58,16 +58,16 @@ struct PipelineOptions {
 
 class Pipeline {
  public:
-  explicit Pipeline(PipelineOptions o = {}) : guard_(asio::make_work_guard(ioc_)) {
+  explicit Pipeline(PipelineOptions o = {}) {
     fs::create_directories(manifests());
     fs::create_directories(dir_ / "root");
-    runtime_ = std::make_unique<runtime::FakeRuntime>(asio::make_strand(ioc_), clock_);
+    runtime_ = std::make_unique<runtime::FakeRuntime>(asio::make_strand(io_.context()), clock_);
     pod_manager_ = std::make_unique<podmanager::PodManager>(mirror_client_);
     status_manager_ = std::make_unique<agent::StatusManager>(clock_, *pod_manager_);
     config::PodConfigOptions pco;
     pco.blocking_executor = blocking_.get_executor();
     pod_config_ = std::make_unique<config::PodConfig>(
-        ioc_.get_executor(), clock_,
+        io_.executor(), clock_,
         [this](api::PodUpdate u) {
           if (auto a = std::atomic_load(&agent_)) a->onPodUpdate(std::move(u));
         },
@@ -85,7 +85,7 @@ class Pipeline {
     ao.pleg.relist_period = 1s;
     auto* pc = pod_config_.get();
     std::atomic_store(&agent_, std::make_shared<agent::Agent>(
-                                   ioc_.get_executor(), clock_, random_, *runtime_, *pod_manager_,
+                                   io_.executor(), clock_, random_, *runtime_, *pod_manager_,
                                    *status_manager_,
                                    [pc](const std::string& s) { return pc->sourceSeen(s); },
                                    [pc] { return pc->seenAllSources(pc->sources()); }, ao));
@@ -95,7 +95,7 @@ class Pipeline {
     fo.node_name = kNode;
     fo.settle_window = 50ms;
     fo.errors = &errors_;
-    sources_.push_back(config::makeFileSource(ioc_.get_executor(), clock_, fo,
+    sources_.push_back(config::makeFileSource(io_.executor(), clock_, fo,
                                               pod_config_->channel(std::string(api::kFileSource))));
     if (!o.manifest_url.empty()) {
       config::HttpSourceOptions ho;
@@ -104,13 +104,13 @@ class Pipeline {
       ho.check_frequency = 200ms;
       ho.timeout = 1s;
       ho.errors = &errors_;
-      auto http = config::HttpSource::create(ioc_.get_executor(), blocking_.get_executor(), clock_,
+      auto http = config::HttpSource::create(io_.executor(), blocking_.get_executor(), clock_,
                                              ho, pod_config_->channel(std::string(api::kHttpSource)));
       REQUIRE(http.ok());
       http_ = http->get();
       sources_.push_back(std::move(*http));
     }
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    io_.start(2);
   }
 
   ~Pipeline() {
@@ -118,9 +118,7 @@ class Pipeline {
     std::promise<void> idle;
     agent_->stop([&idle] { idle.set_value(); });
     idle.get_future().wait_for(10s);
-    guard_.reset();
-    ioc_.stop();
-    for (auto& t : threads_) t.join();
+    io_.stop();
     blocking_.stop();
     blocking_.join();
   }
@@ -170,7 +168,7 @@ class Pipeline {
     pod->spec.containers.push_back(c);
     std::promise<bool> done;
     asio::co_spawn(
-        ioc_,
+        io_.context(),
         [&]() -> asio::awaitable<void> {
           // The awaitable is made outside the co_await expression: GCC 12 destroys temporaries
           // of a co_await expression twice.
@@ -189,8 +187,7 @@ class Pipeline {
 
  private:
   testing::TempDir dir_{"nodeagent-pipeline"};
-  asio::io_context ioc_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  testing::IoThreads io_;
   asio::thread_pool blocking_{1};
   base::Clock& clock_ = base::realClock();
   base::Random& random_ = base::defaultRandom();
@@ -203,17 +200,7 @@ class Pipeline {
   std::shared_ptr<agent::Agent> agent_;
   std::vector<std::unique_ptr<config::PodSource>> sources_;
   config::HttpSource* http_ = nullptr;
-  std::vector<std::thread> threads_;
 };
-
-// A closed loopback port: bound, then released.
-int closedPort() {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::address_v4::loopback(), 0});
-  int port = acceptor.local_endpoint().port();
-  acceptor.close();
-  return port;
-}
 
 }  // namespace
 
@@ -327,7 +314,7 @@ TEST_CASE("pipeline rejects pods beyond max-pods and never starts them",
 TEST_CASE("pipeline starts file pods while an HTTP source is unready but kills no orphan",
           "[integration][pipeline]") {
   PipelineOptions o;
-  o.manifest_url = "http://127.0.0.1:" + std::to_string(closedPort()) + "/pods";
+  o.manifest_url = "http://127.0.0.1:" + std::to_string(testing::unusedLoopbackPort()) + "/pods";
   Pipeline p(o);
   p.addOrphan("orphan-uid", "orphan-main");
   p.writeManifest("f.yaml", podYaml("f", "f-main"));

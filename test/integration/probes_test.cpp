@@ -16,6 +16,7 @@
 #include "agent/runtime/process_runtime.h"
 #include "base/random.h"
 #include "podmanager/mirror_client.h"
+#include "test/support/integration_env.h"
 #include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
 #include "test/support/tls_cert.h"
@@ -26,15 +27,6 @@ namespace fs = std::filesystem;
 using Kind = agent::ProbeOutcome::Kind;
 
 namespace {
-
-// A free loopback port: bound, then released.
-int freePort() {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::address_v4::loopback(), 0});
-  int port = acceptor.local_endpoint().port();
-  acceptor.close();
-  return port;
-}
 
 // An HTTP server on 127.0.0.1:<port 0> with canned answers by path; "/slow" never answers.
 class TestHttpServer {
@@ -114,15 +106,11 @@ class TestHttpServer {
 // A ProcessRuntime and the real probe handler on an io_context run by two threads.
 class HandlerEnv {
  public:
-  HandlerEnv() : guard_(asio::make_work_guard(ioc_)) {
-    runtime::ProcessRuntimeOptions o;
-    o.root_dir = dir_ / "root";
-    o.pod_log_dir = dir_ / "logs";
-    o.shim_path = testing::binaryPath("nodeagent-shim");
-    runtime_ = std::make_unique<runtime::ProcessRuntime>(ioc_.get_executor(), base::realClock(), o);
-    REQUIRE(runtime_->recover().ok());
+  HandlerEnv() {
+    runtime_ =
+        testing::makeProcessRuntime(io_.executor(), testing::processRuntimeOptions(dir_.path()));
     handler_ = std::make_unique<agent::RealProbeHandler>(*runtime_, base::realClock());
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    io_.start(2);
   }
   ~HandlerEnv() {
     for (const auto& id : started_) {
@@ -130,9 +118,7 @@ class HandlerEnv {
       (void)run(std::move(kill));
     }
     runtime_.reset();
-    guard_.reset();
-    ioc_.stop();
-    for (auto& t : threads_) t.join();
+    io_.stop();
   }
 
   template <typename T>
@@ -140,7 +126,7 @@ class HandlerEnv {
     std::promise<T> promise;
     auto future = promise.get_future();
     asio::co_spawn(
-        asio::make_strand(ioc_),
+        asio::make_strand(io_.context()),
         [&]() -> asio::awaitable<void> { promise.set_value(co_await std::move(aw)); },
         asio::detached);
     REQUIRE(future.wait_for(30s) == std::future_status::ready);
@@ -186,12 +172,10 @@ class HandlerEnv {
 
  private:
   testing::TempDir dir_{"nodeagent-probes"};
-  asio::io_context ioc_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  testing::IoThreads io_;
   std::unique_ptr<runtime::ProcessRuntime> runtime_;
   std::unique_ptr<agent::RealProbeHandler> handler_;
   std::vector<runtime::ContainerId> started_;
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace
@@ -316,7 +300,7 @@ TEST_CASE("probe handler: tcpSocket succeeds when it connects", "[integration][p
   t.handler.tcp_socket = api::TCPSocketAction{};
   t.handler.tcp_socket->port.int_value = server.port();
   CHECK(env.probe(t).kind == Kind::kSuccess);
-  const int closed = freePort();
+  const int closed = testing::unusedLoopbackPort();
   t.handler.tcp_socket->port.int_value = closed;
   auto refused = env.probe(t);
   CHECK(refused.kind == Kind::kFailure);
@@ -328,13 +312,9 @@ namespace {
 // The whole agent on ProcessRuntime with real nodeagent-shim processes.
 class AgentEnv {
  public:
-  AgentEnv() : guard_(asio::make_work_guard(ioc_)) {
-    runtime::ProcessRuntimeOptions ro;
-    ro.root_dir = dir_ / "root";
-    ro.pod_log_dir = dir_ / "logs";
-    ro.shim_path = testing::binaryPath("nodeagent-shim");
-    runtime_ = std::make_unique<runtime::ProcessRuntime>(asio::make_strand(ioc_), base::realClock(), ro);
-    REQUIRE(runtime_->recover().ok());
+  AgentEnv() {
+    runtime_ = testing::makeProcessRuntime(asio::make_strand(io_.context()),
+                                           testing::processRuntimeOptions(dir_.path()));
     pod_manager_ = std::make_unique<podmanager::PodManager>(mirror_client_);
     status_manager_ = std::make_unique<agent::StatusManager>(base::realClock(), *pod_manager_);
     agent::AgentOptions ao;
@@ -350,9 +330,9 @@ class AgentEnv {
       events_.push_back(reason + ": " + message);
     };
     agent_ = std::make_unique<agent::Agent>(
-        ioc_.get_executor(), base::realClock(), base::defaultRandom(), *runtime_, *pod_manager_,
+        io_.executor(), base::realClock(), base::defaultRandom(), *runtime_, *pod_manager_,
         *status_manager_, [](const std::string&) { return true; }, [] { return true; }, ao);
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    io_.start(2);
     agent_->start();
   }
   ~AgentEnv() {
@@ -363,9 +343,7 @@ class AgentEnv {
     std::promise<void> idle;
     agent_->stop([&idle] { idle.set_value(); });
     idle.get_future().wait_for(10s);
-    guard_.reset();
-    ioc_.stop();
-    for (auto& t : threads_) t.join();
+    io_.stop();
     agent_.reset();
     runtime_.reset();
   }
@@ -397,7 +375,7 @@ class AgentEnv {
   size_t runningContainers() {
     std::promise<size_t> count;
     asio::co_spawn(
-        ioc_,
+        io_.context(),
         [&]() -> asio::awaitable<void> {
           auto list = runtime_->getPods(false);
           auto pods = co_await std::move(list);
@@ -414,8 +392,7 @@ class AgentEnv {
 
  private:
   testing::TempDir dir_{"nodeagent-probes-agent"};
-  asio::io_context ioc_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  testing::IoThreads io_;
   podmanager::NoopMirrorClient mirror_client_;
   std::unique_ptr<runtime::ProcessRuntime> runtime_;
   std::unique_ptr<podmanager::PodManager> pod_manager_;
@@ -424,7 +401,6 @@ class AgentEnv {
   std::vector<api::PodPtr> pods_;
   std::mutex mu_;
   std::vector<std::string> events_;
-  std::vector<std::thread> threads_;
 };
 
 api::PodPtr yamlPod(const std::string& uid, const std::string& container_yaml,
@@ -475,7 +451,7 @@ TEST_CASE("agent with processes: exec readiness gates Ready, exec liveness resta
 TEST_CASE("agent with processes: httpGet and tcpSocket probes against python3 http.server",
           "[integration][prober]") {
   AgentEnv env;
-  const int port = freePort();
+  const int port = testing::unusedLoopbackPort();
   env.add(yamlPod("u-http", R"(    command: ["python3", "-m", "http.server", ")" + std::to_string(port) +
                                 R"(", "--bind", "127.0.0.1"]
     ports: [{name: http, containerPort: )" + std::to_string(port) + R"(}]
@@ -521,7 +497,7 @@ TEST_CASE("agent with processes: a preStop httpGet hook reaches the container be
           "[integration][prober]") {
   AgentEnv env;
   testing::TempDir out("nodeagent-prestop-out");
-  const int port = freePort();
+  const int port = testing::unusedLoopbackPort();
   // http.server logs each request to stderr, here a file that outlives the pod.
   auto pod = yamlPod("u-prestop", R"(    command: ["/bin/sh", "-c", "exec python3 -m http.server )" +
                                       std::to_string(port) +
@@ -551,7 +527,7 @@ TEST_CASE("agent with processes: a preStop httpGet hook reaches the container be
 TEST_CASE("agent with processes: a failing preStop httpGet hook is a FailedPreStopHook event",
           "[integration][prober]") {
   AgentEnv env;
-  const int port = freePort();  // nothing listens there
+  const int port = testing::unusedLoopbackPort();  // nothing listens there
   auto pod = yamlPod("u-badstop", R"(    command: ["sleep", "1000"]
     lifecycle:
       preStop:

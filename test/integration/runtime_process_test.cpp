@@ -15,6 +15,7 @@
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/process_runtime.h"
 #include "agent/runtime/state_file.h"
+#include "test/support/integration_env.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -67,12 +68,9 @@ std::string logText(const fs::path &path) {
 // agent's pool).
 class Env {
  public:
-  explicit Env(ProcessRuntimeOptions extra = {}) : guard_(asio::make_work_guard(ioc_)) {
-    options_ = extra;
-    options_.root_dir = dir_ / "root";
-    options_.pod_log_dir = dir_ / "logs";
-    options_.shim_path = testing::binaryPath("nodeagent-shim");
-    thread_ = std::thread([this] { ioc_.run(); });
+  explicit Env(ProcessRuntimeOptions extra = {})
+      : options_(testing::processRuntimeOptions(dir_.path(), std::move(extra))) {
+    io_.start(1);
     makeRuntime();
   }
   ~Env() {
@@ -87,14 +85,11 @@ class Env {
     } catch (...) {
     }
     runtime_.reset();
-    guard_.reset();
-    ioc_.stop();
-    thread_.join();
+    io_.stop();
   }
 
   void makeRuntime() {
-    runtime_ = std::make_unique<ProcessRuntime>(ioc_.get_executor(), base::realClock(), options_);
-    REQUIRE(runtime_->recover().ok());
+    runtime_ = testing::makeProcessRuntime(io_.executor(), options_);
     runtime_->setEventHandler([this](const ContainerEvent &e) {
       std::lock_guard lock(mu_);
       events_.push_back({e, std::chrono::steady_clock::now()});
@@ -107,7 +102,8 @@ class Env {
     std::promise<T> promise;
     auto future = promise.get_future();
     asio::co_spawn(
-        ioc_, [&]() -> asio::awaitable<void> { promise.set_value(co_await std::move(aw)); },
+        io_.context(),
+        [&]() -> asio::awaitable<void> { promise.set_value(co_await std::move(aw)); },
         asio::detached);
     REQUIRE(future.wait_for(60s) == std::future_status::ready);
     return future.get();
@@ -158,9 +154,7 @@ class Env {
  private:
   testing::TempDir dir_{"nodeagent-runtime"};
   ProcessRuntimeOptions options_;
-  asio::io_context ioc_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-  std::thread thread_;
+  testing::IoThreads io_;
   std::unique_ptr<ProcessRuntime> runtime_;
   std::mutex mu_;
   std::vector<std::pair<ContainerEvent, std::chrono::steady_clock::time_point>> events_;
