@@ -1,0 +1,446 @@
+// ProcessRuntime's state, shared by its parts (agent/runtime/process_runtime*.cpp: starts and the
+// public interface, kills and exec, recovery) and private to them: the container records, the
+// shim watchers, and the helpers more than one part uses.
+#pragma once
+
+// GCC 12 reports a false -Wmismatched-new-delete on Asio's awaitable frames (their class-level
+// operator new/delete pair with a recycling allocator) for some coroutine shapes.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "agent/runtime/process_runtime.h"
+#include "agent/runtime/state_file.h"
+#include "base/log.h"
+#include "base/readable_wait.h"
+
+namespace nodeagent::runtime {
+namespace process_internal {
+
+namespace fs = std::filesystem;
+using std::chrono::duration_cast;
+using std::chrono::nanoseconds;
+using std::chrono::seconds;
+
+// waitid's P_PIDFD (Linux 5.4); spelled out for libc headers that lack it.
+constexpr auto kPPidfd = static_cast<idtype_t>(3);
+
+inline int pidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+inline int pidfdSendSignal(int pidfd, int sig) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+// An owned file descriptor, shared by whoever may still signal through it.
+struct Fd {
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int fd = -1;
+};
+
+inline base::SystemTime fromNanos(int64_t ns) {
+  if (ns == 0) return {};
+  return base::SystemTime(duration_cast<base::SystemTime::duration>(nanoseconds(ns)));
+}
+
+inline int64_t toNanos(base::SystemTime t) {
+  return duration_cast<nanoseconds>(t.time_since_epoch()).count();
+}
+
+inline ContainerState containerState(ShimStatus status) {
+  switch (status) {
+    case ShimStatus::kCreated: return ContainerState::kCreated;
+    case ShimStatus::kRunning: return ContainerState::kRunning;
+    case ShimStatus::kExited: return ContainerState::kExited;
+  }
+  return ContainerState::kUnknown;
+}
+
+inline std::vector<std::string> preStopCommand(const api::Container& c) {
+  if (c.lifecycle && c.lifecycle->pre_stop && c.lifecycle->pre_stop->exec) {
+    return c.lifecycle->pre_stop->exec->command;
+  }
+  return {};
+}
+
+// Runs `tasks` concurrently on the current executor; completes with every result once all end.
+asio::awaitable<std::vector<base::Status>> runAll(std::vector<asio::awaitable<base::Status>> tasks);
+
+}  // namespace process_internal
+
+// The parts are written in terms of these helpers.
+using namespace process_internal;
+
+// Everything handlers and coroutines touch; shared so that it outlives the ProcessRuntime while
+// handlers are pending.
+class ProcessRuntime::State : public std::enable_shared_from_this<State> {
+ public:
+  State(asio::any_io_executor ex, base::Clock& clock, ProcessRuntimeOptions options)
+      : strand_(asio::make_strand(ex)),
+        clock_(clock),
+        options_(std::move(options)),
+        log_(base::logger("runtime")) {
+    if (options_.shim_path.empty()) {
+      std::error_code ec;
+      auto self = fs::read_symlink("/proc/self/exe", ec);
+      options_.shim_path = (ec ? fs::path(".") : self.parent_path()) / "nodeagent-shim";
+    }
+  }
+
+  struct Record {
+    ShimConfig config;
+    ShimState state;
+    bool starting = false;  // a startContainer call of this instance still owns the record
+    int shim_pid = 0;
+    std::shared_ptr<Fd> pidfd;  // null once the shim is gone
+    // The shim's pid: the one this agent started, else the one its state file recorded.
+    int shimPid() const { return shim_pid != 0 ? shim_pid : state.shim_pid; }
+    std::vector<std::function<void()>> exit_waiters;
+  };
+
+  fs::path containerDir(const std::string& id) const {
+    return options_.root_dir / "containers" / id;
+  }
+
+  // records_ and its per-pod index change together (mu_ held).
+  void putRecordLocked(const std::string& id, Record r) {
+    ids_by_pod_[r.config.pod_uid].insert(id);
+    records_[id] = std::move(r);
+    ++version_;
+  }
+  void eraseRecordLocked(std::map<std::string, Record>::iterator it) {
+    auto pod = ids_by_pod_.find(it->second.config.pod_uid);
+    if (pod != ids_by_pod_.end()) {
+      pod->second.erase(it->first);
+      if (pod->second.empty()) ids_by_pod_.erase(pod);
+    }
+    records_.erase(it);
+    ++version_;
+  }
+  void eraseRecordLocked(const std::string& id) {
+    if (auto it = records_.find(id); it != records_.end()) eraseRecordLocked(it);
+  }
+
+  fs::path logPath(std::string_view ns, std::string_view name, std::string_view uid,
+                   std::string_view container, int restart_count) const {
+    std::string pod_dir;
+    pod_dir.append(ns).append("_").append(name).append("_").append(uid);
+    return options_.pod_log_dir / pod_dir / std::string(container) /
+           (std::to_string(restart_count) + ".log");
+  }
+
+  ContainerStatus toStatus(const std::string& id, const Record& r) const {
+    ContainerStatus s;
+    s.id = ContainerId{"process", id};
+    s.name = r.config.container_name;
+    s.state = containerState(r.state.status);
+    s.created_at = fromNanos(r.config.created_at);
+    s.started_at = fromNanos(r.state.started_at);
+    s.finished_at = fromNanos(r.state.finished_at);
+    s.exit_code = r.state.exit_code;
+    s.signal = r.state.signal;
+    s.reason = r.state.reason;
+    s.message = r.state.message;
+    s.image = r.config.image;
+    s.hash = hashFromHex(r.config.hash);
+    s.restart_count = r.config.attempt;
+    s.pid = s.state == ContainerState::kRunning ? r.state.pid : 0;
+    s.log_path = r.config.log_path;
+    return s;
+  }
+
+  // Adopted records still "created" may have started since: the shim's file knows.
+  void refreshCreatedLocked(const std::string& id, Record& r) {
+    if (r.starting || r.state.status != ShimStatus::kCreated) return;
+    std::string text, error;
+    ShimState st;
+    if (readWholeFile((containerDir(id) / kStateFileName).string(), text, error) &&
+        decodeShimState(text, st, error) && st.status == ShimStatus::kRunning) {
+      r.state = st;
+      ++version_;
+    }
+  }
+
+  void emit(ContainerEvent event) {
+    ContainerEventHandler handler;
+    {
+      std::lock_guard lock(mu_);
+      handler = handler_;
+    }
+    if (!handler || stopped_) return;
+    asio::post(strand_,
+               [self = shared_from_this(), handler = std::move(handler), event = std::move(event)] {
+                 if (!self->stopped_) handler(event);
+               });
+  }
+
+  // Watches the shim's pidfd on the strand; onShimExit runs when it ends. The wait checks each
+  // wake-up (base::asyncWaitReadable): a pidfd polls readable only once its process ended, and
+  // the reactor can wake a wait with a stale event of another, just closed descriptor (seen
+  // during start bursts, where start pipes are closed as fast as new shims are watched).
+  void watch(const std::string& id, const std::shared_ptr<Fd>& pidfd) {
+    int dup = ::fcntl(pidfd->fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) {
+      log_->error("Cannot watch container shim id={} error={}", id, std::strerror(errno));
+      return;
+    }
+    asio::post(strand_, [self = shared_from_this(), id, dup] {
+      auto sd = std::make_shared<asio::posix::stream_descriptor>(self->strand_, dup);
+      if (self->stopped_) return;  // sd closes the fd
+      self->watchers_[id] = sd;
+      base::asyncWaitReadable(sd, [self, id, fd = dup](const boost::system::error_code& ec) {
+        if (ec || self->stopped_) return;
+        self->onShimExit(id, fd);
+        self->watchers_.erase(id);
+      });
+    });
+  }
+
+  // On the strand: the shim `id` ended (its pidfd is readable).
+  void onShimExit(const std::string& id, int pidfd) {
+    siginfo_t info{};
+    // Reap it when it is our child; an adopted shim belongs to init (ECHILD).
+    ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
+    std::string text, error;
+    ShimState st;
+    bool have_state = readWholeFile((containerDir(id) / kStateFileName).string(), text, error) &&
+                      decodeShimState(text, st, error);
+    if (!have_state || st.status != ShimStatus::kExited) {
+      ShimState previous;
+      {
+        std::lock_guard lock(mu_);
+        auto it = records_.find(id);
+        if (it == records_.end()) return;
+        previous = it->second.state;
+      }
+      st = settleDeadShim(id, have_state ? st : previous);
+    }
+    finishExit(id, st);
+  }
+
+  // The shim ended without recording an exit: kill what it left (nothing supervises it any
+  // more) and record the loss so that later agents see it too.
+  ShimState settleDeadShim(const std::string& id, ShimState st) {
+    bool killed = false;
+    if (st.pid > 0 && st.boot_id == currentBootId() && processAlive(st.pid, st.pid_start_ticks)) {
+      ::kill(-st.pid, SIGKILL);
+      killed = true;
+    }
+    st.status = ShimStatus::kExited;
+    st.finished_at = toNanos(clock_.wallNow());
+    if (st.started_at == 0) {
+      st.exit_code = 128;
+      st.reason = "ContainerCannotRun";
+      st.message = "the container shim ended before the container started (see " +
+                   (containerDir(id) / kShimLogFileName).string() + ")";
+    } else {
+      st.exit_code = killed ? exitCodeForSignal(SIGKILL) : 255;
+      st.signal = killed ? SIGKILL : 0;
+      st.reason = "Error";
+      st.message = killed ? "the container shim died; the container was killed"
+                          : "the container shim died; the exit code was lost";
+    }
+    std::string error;
+    if (!writeFileAtomic((containerDir(id) / kStateFileName).string(), encodeShimState(st),
+                         error)) {
+      log_->warn("Cannot record container exit id={} error={}", id, error);
+    }
+    log_->warn("Container shim ended without recording an exit id={} killed={}", id, killed);
+    return st;
+  }
+
+  // Records the exit once: wakes kill waiters and emits the died event.
+  void finishExit(const std::string& id, const ShimState& st) {
+    std::vector<std::function<void()>> waiters;
+    ContainerEvent event;
+    {
+      std::lock_guard lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end()) return;
+      Record& r = it->second;
+      r.pidfd.reset();
+      if (r.state.status == ShimStatus::kExited) return;
+      r.state = st;
+      ++version_;
+      waiters.swap(r.exit_waiters);
+      event = ContainerEvent{ContainerEvent::Type::kDied, r.config.pod_uid,
+                             ContainerId{"process", id}, r.config.container_name};
+      log_->info("Container exited pod={}/{} container={} id={} exitCode={} signal={} reason={}",
+                 r.config.pod_namespace, r.config.pod_name, r.config.container_name, id,
+                 st.exit_code, st.signal, st.reason);
+    }
+    for (auto& w : waiters) w();
+    emit(std::move(event));
+  }
+
+  // Completes with true when the container `id` has exited, false when `timeout` passes first.
+  asio::awaitable<bool> waitExit(std::string id, base::Duration timeout) {
+    auto ex = co_await asio::this_coro::executor;
+    auto self = shared_from_this();
+    // A named initiation: see runAll.
+    auto initiation = [self, id, ex, timeout](auto handler) {
+      using Handler = decltype(handler);
+      struct Op {
+        std::mutex mu;
+        std::unique_ptr<Handler> handler;
+        base::TimerPtr timer;  // touched on `ex` only
+      };
+      auto op = std::make_shared<Op>();
+      op->handler = std::make_unique<Handler>(std::move(handler));
+      auto complete = [op, ex](bool exited) {
+        std::unique_ptr<Handler> h;
+        {
+          std::lock_guard lock(op->mu);
+          if (!op->handler) return;
+          h = std::move(op->handler);
+        }
+        asio::post(ex, [op, h = std::move(h), exited]() mutable {
+          op->timer.reset();  // breaks the op -> timer -> callback -> op cycle
+          (*h)(exited);
+        });
+      };
+      bool exited = false;
+      {
+        std::lock_guard lock(self->mu_);
+        auto it = self->records_.find(id);
+        if (it == self->records_.end() || it->second.state.status == ShimStatus::kExited) {
+          exited = true;
+        } else {
+          it->second.exit_waiters.push_back([complete] { complete(true); });
+        }
+      }
+      if (exited) {
+        complete(true);
+        return;
+      }
+      op->timer = self->clock_.makeTimer(ex);
+      op->timer->asyncWaitFor(timeout, [complete] { complete(false); });
+    };
+    bool exited = co_await asio::async_initiate<decltype(asio::use_awaitable), void(bool)>(
+        initiation, asio::use_awaitable);
+    co_return exited;
+  }
+
+  // SIGTERM or SIGKILL to the container's process group, through its shim (which knows whether
+  // the container still exists); directly when the shim is gone.
+  void signalContainer(const std::string& id, int sig) {
+    std::shared_ptr<Fd> pidfd;
+    ShimState st;
+    {
+      std::lock_guard lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end()) return;
+      pidfd = it->second.pidfd;
+      st = it->second.state;
+    }
+    if (pidfd && pidfdSendSignal(pidfd->fd, sig == SIGKILL ? SIGUSR1 : SIGTERM) == 0) return;
+    if (st.pid > 0 && processAlive(st.pid, st.pid_start_ticks)) ::kill(-st.pid, sig);
+  }
+
+  base::StatusOr<int> spawnShim(const fs::path& dir, int ready_fd) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    std::string shim_log = (dir / kShimLogFileName).string();
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
+    posix_spawn_file_actions_adddup2(&fa, ready_fd, 3);
+    sigset_t none;
+    sigset_t all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    // Its own session: the agent's terminal, process group and death do not reach it.
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::string shim = options_.shim_path.string();
+    std::string dir_s = dir.string();
+    char run[] = "run";
+    char* argv[] = {shim.data(), run, dir_s.data(), nullptr};
+    char* envp[] = {nullptr};
+    pid_t pid = 0;
+    int rc = ::posix_spawn(&pid, shim.c_str(), &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      return base::unavailableError("cannot start the container shim " + shim + ": " +
+                                    std::strerror(rc));
+    }
+    return static_cast<int>(pid);
+  }
+
+  // A container start in two parts: launch() (synchronous) writes the config and spawns the shim;
+  // start() waits for the shim's answer. Split so that the coroutine frame, alive for every
+  // container starting at once, stays small (its locals are not the launch's paths and config).
+  struct Launched {
+    std::string id;
+    int ready_fd = -1;  // the shim writes "ok <pid>" or "error <message>" here
+  };
+  base::StatusOr<Launched> launch(const api::Pod& pod, const api::Container& container, int attempt,
+                                  const StartContainerOptions& options);
+  asio::awaitable<base::StatusOr<ContainerId>> start(base::StatusOr<Launched> launched,
+                                                     api::PodPtr pod, std::string container_name,
+                                                     int attempt);
+  base::StatusOr<ContainerId> finishStart(const std::string& id, const std::string& line,
+                                          const api::Pod& pod, const std::string& container_name,
+                                          int attempt);
+  asio::awaitable<base::Status> kill(api::PodPtr pod, ContainerId id, KillOptions options,
+                                     std::string reason);
+  asio::awaitable<void> runHook(std::string id, std::vector<std::string> command,
+                                base::Duration timeout);
+  asio::awaitable<base::StatusOr<ExecResult>> exec(std::string id,
+                                                   std::vector<std::string> command,
+                                                   base::Duration timeout);
+  asio::awaitable<std::optional<base::StatusOr<ExecResult>>> execOnStrand(
+      std::string id, std::vector<std::string> command, base::Duration timeout);
+  base::Status recover();
+  void adopt(const std::string& id, ShimConfig config, ShimState state);
+  void stop() {
+    stopped_ = true;
+    asio::post(strand_, [self = shared_from_this()] {
+      for (auto& [id, sd] : self->watchers_) {
+        boost::system::error_code ec;
+        sd->close(ec);
+      }
+      self->watchers_.clear();
+    });
+  }
+
+  asio::strand<asio::any_io_executor> strand_;
+  base::Clock& clock_;
+  ProcessRuntimeOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::atomic<bool> stopped_{false};
+  mutable std::mutex mu_;
+  ContainerEventHandler handler_;
+  PreStopHookRunner pre_stop_runner_;  // guarded by mu_
+  // Changes whenever what getPods answers may change (guarded by mu_): see podsVersion.
+  uint64_t version_ = 0;
+  std::map<std::string, Record> records_;
+  std::map<std::string, std::set<std::string>> ids_by_pod_;  // pod UID -> ids of its records
+  // Strand only.
+  std::map<std::string, std::shared_ptr<asio::posix::stream_descriptor>> watchers_;
+};
+
+}  // namespace nodeagent::runtime
