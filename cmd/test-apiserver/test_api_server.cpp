@@ -1,11 +1,17 @@
 #include "cmd/test-apiserver/test_api_server.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -31,6 +37,9 @@ constexpr size_t kMaxEventsPerChunk = 256;
 // watchers) overflows it and waits out SYN retransmissions (1 s, 3 s, 7 s...) whenever the
 // accepting thread is slow to run. The kernel caps this at net.core.somaxconn.
 constexpr int kListenBacklog = 4096;
+// While stopping, connections are shut down again this often until every request thread ended
+// (covers one accepted in the moment the listening socket closed).
+constexpr std::chrono::milliseconds kStopRescan{100};
 
 std::vector<std::string> splitPath(const std::string& path) {
   std::vector<std::string> segs;
@@ -61,6 +70,49 @@ std::string mediaType(const std::string& content_type) {
   std::string mt = content_type.substr(0, semi);
   while (!mt.empty() && mt.back() == ' ') mt.pop_back();
   return mt;
+}
+
+// True when `fd` is a TCP connection whose local port is `port` and not a listening socket: a
+// connection this process accepted on `port`. A client connection in this process to that
+// port has an ephemeral local port and does not match.
+bool acceptedOnPort(int fd, int port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
+  int local_port = -1;
+  if (addr.ss_family == AF_INET) {
+    local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+  }
+  if (local_port != port) return false;
+  int type = 0, listening = 1;
+  socklen_t type_len = sizeof(type), listening_len = sizeof(listening);
+  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) == 0 && type == SOCK_STREAM &&
+         ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &listening_len) == 0 &&
+         listening == 0;
+}
+
+// httplib (0.11) gives every accepted connection a thread that waits for the next request up
+// to the keep-alive timeout, and does not wake it on stop(): joining the server would wait out
+// every idle keep-alive client. shutdown() of the server's connections wakes those waits (the
+// read sees end of stream) and fails any blocked write at once; httplib still owns the
+// descriptors and closes them. Each one is checked and shut down through a duplicate, so a
+// descriptor number that httplib closes and something else reuses in between is never touched.
+void shutdownAcceptedConnections(int port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return;
+  const int dir_fd = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd == dir_fd) continue;
+    const int dup = ::fcntl(static_cast<int>(fd), F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) continue;
+    if (acceptedOnPort(dup, port)) ::shutdown(dup, SHUT_RDWR);
+    ::close(dup);
+  }
+  ::closedir(dir);
 }
 
 }  // namespace
@@ -186,7 +238,12 @@ class TestApiServer::Impl {
                                     std::to_string(options_.port));
     }
     if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
-    listener_ = std::thread([this] { server_->listen_after_bind(); });
+    std::promise<void> listener_done;
+    listener_done_ = listener_done.get_future();
+    listener_ = std::thread([this, done = std::move(listener_done)]() mutable {
+      server_->listen_after_bind();
+      done.set_value();
+    });
     return base::okStatus();
   }
 
@@ -199,8 +256,19 @@ class TestApiServer::Impl {
     stopping_ = true;
     latency_cv_.notify_all();
     store_.closeAllWatches("server stopping");
-    if (server_) server_->stop();
-    if (listener_.joinable()) listener_.join();
+    if (listener_.joinable()) {
+      // httplib's stop() does nothing until the listener thread has marked the server running.
+      while (!server_->is_running() &&
+             listener_done_.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+      }
+      server_->stop();
+      // The listening socket is closed: no new connection gets a request served. The open ones
+      // are shut down until httplib's request threads (joined by the listener) have ended.
+      do {
+        shutdownAcceptedConnections(port_);
+      } while (listener_done_.wait_for(kStopRescan) != std::future_status::ready);
+      listener_.join();
+    }
     store_.closeAllWatches("server stopped");
   }
 
@@ -761,6 +829,7 @@ class TestApiServer::Impl {
   Store store_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
+  std::future<void> listener_done_;  // ready once listen_after_bind() returned
   int port_ = -1;
   bool tls_ = false;
   std::string ca_pem_;

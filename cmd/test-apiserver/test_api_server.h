@@ -89,7 +89,9 @@ class TestApiServer {
   // "http://127.0.0.1:PORT" or "https://...".
   std::string url() const;
   bool tls() const;
-  // Ends all watches, stops accepting and joins every request thread. Idempotent.
+  // Ends all watches, stops accepting, shuts the open connections down (an idle keep-alive
+  // client does not hold it up; a response still being written is cut off) and joins every
+  // request thread. Idempotent.
   void stop();
 
   // Direct access to the objects, bypassing HTTP (same semantics and watch events).

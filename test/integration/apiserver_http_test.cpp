@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -14,6 +15,7 @@
 
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/support/test_util.h"
+#include "test/support/tls_cert.h"
 
 using nlohmann::json;
 using namespace nodeagent::testapiserver;
@@ -125,6 +127,58 @@ void createBigPods(TestApiServer& server, int count) {
     REQUIRE(server.store().create("pods", "default", p).ok());
   }
 }
+
+// A server over HTTP, or over HTTPS with a self-signed certificate written into `pki`.
+std::unique_ptr<TestApiServer> startServer(bool tls, const TempDir& pki, ServerOptions opts = {}) {
+  if (tls) {
+    nodeagent::testing::writeSelfSignedCert(pki.path());
+    opts.tls_cert_file = (pki / "cert.pem").string();
+    opts.tls_private_key_file = (pki / "key.pem").string();
+  }
+  return startServer(std::move(opts));
+}
+
+// A client of `server` that trusts the certificate startServer(tls, pki) wrote.
+std::unique_ptr<httplib::Client> clientFor(const TestApiServer& server, const TempDir& pki) {
+  auto client = std::make_unique<httplib::Client>(server.url());
+  if (server.tls()) client->set_ca_cert_path((pki / "cert.pem").c_str());
+  return client;
+}
+
+// A watch whose client stops reading at the first chunk (its receiver blocks until resume()):
+// once the socket buffers fill, the server's write blocks.
+class StalledWatch {
+ public:
+  StalledWatch(httplib::Client& client, std::string path)
+      : client_(client), resumed_(resume_.get_future().share()) {
+    thread_ = std::thread([this, path = std::move(path)] {
+      client_.Get(path.c_str(), [this](const char*, size_t) {
+        if (!stalled_.exchange(true)) resumed_.wait();
+        return true;
+      });
+      ended_ = true;
+    });
+  }
+  ~StalledWatch() {
+    resume();
+    client_.stop();
+    thread_.join();
+  }
+  bool stalled() const { return stalled_; }
+  bool ended() const { return ended_; }
+  void resume() {
+    if (!resuming_.exchange(true)) resume_.set_value();
+  }
+
+ private:
+  httplib::Client& client_;
+  std::promise<void> resume_;
+  std::shared_future<void> resumed_;
+  std::atomic<bool> stalled_{false};
+  std::atomic<bool> resuming_{false};
+  std::atomic<bool> ended_{false};
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -607,6 +661,49 @@ TEST_CASE("http: a watch whose client stops reading is dropped at the write time
   createBigPods(*server, kStuckPods);
   CHECK(eventually([&] { return server->openWatches() == 0; }, 20s));
   close(fd);
+}
+
+TEST_CASE("http: stop does not wait out the keep-alive of an idle client connection",
+          "[integration][apiserver]") {
+  const bool tls = GENERATE(false, true);
+  CAPTURE(tls);
+  TempDir pki("apiserver-stop");
+  auto server = startServer(tls, pki);
+  auto client = clientFor(*server, pki);
+  client->set_keep_alive(true);
+  auto res = client->Get("/api/v1/nodes");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  // The connection stays open and idle: the server would wait 30 s (its keep-alive timeout)
+  // for the next request on it.
+  const auto start = std::chrono::steady_clock::now();
+  server->stop();
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  // The next request finds the connection closed and nobody listening.
+  CHECK_FALSE(client->Get("/api/v1/nodes"));
+}
+
+TEST_CASE("http: stop ends a watch whose client stopped reading without waiting for the write",
+          "[integration][apiserver]") {
+  const bool tls = GENERATE(false, true);
+  CAPTURE(tls);
+  TempDir pki("apiserver-stop");
+  ServerOptions opts;
+  opts.write_timeout = 30s;  // how long the blocked write would hold stop() otherwise
+  auto server = startServer(tls, pki, opts);
+  auto client = clientFor(*server, pki);
+  StalledWatch watch(*client, "/api/v1/pods?watch=true&resourceVersion=" +
+                                  std::to_string(server->store().resourceVersion()));
+  REQUIRE(eventually([&] { return server->openWatches() == 1; }));
+  createBigPods(*server, kStuckPods);
+  REQUIRE(eventually([&] { return watch.stalled(); }));
+  // The watch's request thread is in a write that cannot progress.
+  const auto start = std::chrono::steady_clock::now();
+  server->stop();
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(server->openWatches() == 0);
+  watch.resume();
+  CHECK(eventually([&] { return watch.ended(); }, 20s));
 }
 
 TEST_CASE("http: token auth file with groups and comments, 401 Status without a valid token",
