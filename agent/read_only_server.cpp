@@ -43,7 +43,9 @@ class PodsTextWriter {
   explicit PodsTextWriter(std::shared_ptr<const PodsText> text) : text_(std::move(text)) {}
 
   bool write(size_t offset, size_t length, httplib::DataSink& sink) {
-    static constexpr size_t kChunk = 256 * 1024;
+    // Small enough to come from the heap (not a fresh mapping per answer), large enough that
+    // a megabyte list takes a few dozen writes.
+    static constexpr size_t kChunk = 64 * 1024;
     const auto& slices = text_->slices;
     // Offsets only move forward.
     while (slice_ < slices.size() && slice_begin_ + slices[slice_].size() <= offset) {
