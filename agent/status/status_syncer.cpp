@@ -45,7 +45,17 @@ nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::
     for (const auto& c : *new_conds) {
       if (!c.is_object()) continue;
       auto it = old_by_type.find(c.value("type", ""));
-      if (it == old_by_type.end() || *it->second != c) changed.push_back(c);
+      if (it == old_by_type.end()) {
+        changed.push_back(c);
+      } else if (*it->second != c) {
+        // The apiserver merges a condition into the one of its type field by field, so a field
+        // the new condition lost (Ready's reason and message once it is True) goes with null.
+        nlohmann::json item = c;
+        for (const auto& [key, value] : it->second->items()) {
+          if (!c.contains(key)) item[key] = nullptr;
+        }
+        changed.push_back(std::move(item));
+      }
     }
     if (!changed.empty()) patch["conditions"] = std::move(changed);
   }

@@ -114,8 +114,8 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
 
 // The strategic-merge patch of a pod's `status` from `old_status` to `new_status` (both encoded
 // PodStatus JSON): changed fields whole, conditions one by one (merged by type, so conditions
-// owned by others survive), message/reason/podIP(s)/startTime removed with null. An empty object
-// when nothing differs.
+// owned by others survive; fields a changed condition lost are removed with null),
+// message/reason/podIP(s)/hostIP removed with null. An empty object when nothing differs.
 nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::json& new_status);
 
 }  // namespace nodeagent::agent
