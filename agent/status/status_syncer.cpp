@@ -158,9 +158,12 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
   nlohmann::json base;
   {
     auto& st = state_[uid];
-    if (st.answered_status && st.base_resource_version == target->metadata.resource_version) {
+    if (st.answered_status && st.base_pod == target) {
       base = *st.answered_status;
     } else {
+      // The watch delivered something since: the pod manager's copy is the newer truth.
+      st.base_pod.reset();
+      st.answered_status.reset();
       base = api::encodePodStatus(target->status);
     }
   }
@@ -193,7 +196,7 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
   metrics_.patches.fetch_add(1);
   auto& st = state_[uid];
   st.synced_version = std::max(st.synced_version, vs->version);
-  st.base_resource_version = target->metadata.resource_version;
+  st.base_pod = target;
   st.answered_status = std::make_shared<const nlohmann::json>(
       r->is_object() ? r->value("status", nlohmann::json::object()) : nlohmann::json::object());
   co_await maybeDelete(pod, uid);
