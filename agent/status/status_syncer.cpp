@@ -45,7 +45,17 @@ nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::
     for (const auto& c : *new_conds) {
       if (!c.is_object()) continue;
       auto it = old_by_type.find(c.value("type", ""));
-      if (it == old_by_type.end() || *it->second != c) changed.push_back(c);
+      if (it == old_by_type.end()) {
+        changed.push_back(c);
+      } else if (*it->second != c) {
+        // The apiserver merges a condition into the one of its type field by field, so a field
+        // the new condition lost (Ready's reason and message once it is True) goes with null.
+        nlohmann::json item = c;
+        for (const auto& [key, value] : it->second->items()) {
+          if (!c.contains(key)) item[key] = nullptr;
+        }
+        changed.push_back(std::move(item));
+      }
     }
     if (!changed.empty()) patch["conditions"] = std::move(changed);
   }
@@ -148,9 +158,12 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
   nlohmann::json base;
   {
     auto& st = state_[uid];
-    if (st.answered_status && st.base_resource_version == target->metadata.resource_version) {
+    if (st.answered_status && st.base_pod == target) {
       base = *st.answered_status;
     } else {
+      // The watch delivered something since: the pod manager's copy is the newer truth.
+      st.base_pod.reset();
+      st.answered_status.reset();
       base = api::encodePodStatus(target->status);
     }
   }
@@ -183,7 +196,7 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
   metrics_.patches.fetch_add(1);
   auto& st = state_[uid];
   st.synced_version = std::max(st.synced_version, vs->version);
-  st.base_resource_version = target->metadata.resource_version;
+  st.base_pod = target;
   st.answered_status = std::make_shared<const nlohmann::json>(
       r->is_object() ? r->value("status", nlohmann::json::object()) : nlohmann::json::object());
   co_await maybeDelete(pod, uid);

@@ -76,9 +76,12 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
  private:
   struct PodState {
     uint64_t synced_version = 0;
-    // The apiserver's status as our last PATCH answered, valid while the pod manager's copy still
-    // has `base_resource_version` (the watch has not delivered our own write yet).
-    std::string base_resource_version;
+    // The apiserver's status as our last PATCH answered, valid while the pod manager still holds
+    // `base_pod`, the very copy that PATCH was computed from (the watch has delivered nothing since,
+    // not even our own write). The copy's identity is what counts, not its resourceVersion: the
+    // pod config keeps the first resourceVersion it saw, as kubelet's does, while it takes every
+    // later status.
+    api::PodPtr base_pod;
     std::shared_ptr<const nlohmann::json> answered_status;
     bool delete_sent = false;
   };
@@ -114,8 +117,8 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
 
 // The strategic-merge patch of a pod's `status` from `old_status` to `new_status` (both encoded
 // PodStatus JSON): changed fields whole, conditions one by one (merged by type, so conditions
-// owned by others survive), message/reason/podIP(s)/startTime removed with null. An empty object
-// when nothing differs.
+// owned by others survive; fields a changed condition lost are removed with null),
+// message/reason/podIP(s)/hostIP removed with null. An empty object when nothing differs.
 nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::json& new_status);
 
 }  // namespace nodeagent::agent

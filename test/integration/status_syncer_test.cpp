@@ -17,10 +17,12 @@
 #include "api/pod_json.h"
 #include "api/rest_client.h"
 #include "cmd/test-apiserver/test_api_server.h"
+#include "config/pod_storage.h"
 #include "podmanager/mirror_client.h"
 #include "podmanager/pod_manager.h"
 #include "test/support/pod_builder.h"
 #include "test/support/api_test_client.h"
+#include "test/support/fake_clock.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -33,6 +35,7 @@ struct Fixture {
   std::unique_ptr<testapiserver::TestApiServer> server =
       testapiserver::TestApiServer::start({}).value();
   std::unique_ptr<api::RestClient> client;
+  testing::FakeClock batch_clock;  // for syncers whose batch the test runs
   asio::io_context ioc;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
   std::vector<std::thread> threads;
@@ -48,6 +51,9 @@ struct Fixture {
     work.reset();
     ioc.stop();
     for (auto& t : threads) t.join();
+    // The client's idle keep-alive connections close first: the server would wait out their
+    // keep-alive timeout (30 s) on stop.
+    client->closeIdleConnections();
     server->stop();
   }
 
@@ -136,6 +142,142 @@ TEST_CASE("status syncer reverts a status edited by another client on its batch"
     return got.ok() && (*got)["status"].value("podIP", "") == "10.0.0.1";
   }));
   syncer->stop();
+}
+
+namespace {
+
+// The agent's path from the apiserver to the pod manager: the server's current object merged by
+// the pod config's storage (which keeps the first resourceVersion and takes later statuses, as
+// kubelet's does) and handed to the pod manager, as the watch and the sync loop would.
+// Creating one makes the pod in the apiserver and delivers it.
+struct WatchedPod {
+  WatchedPod(Fixture& fixture, std::string pod_name) : f(fixture), name(std::move(pod_name)) {
+    f.createPod(name);
+    initial = deliver();
+    REQUIRE(initial);
+  }
+
+  Fixture& f;
+  std::string name;
+  testing::FakeClock storage_clock;
+  config::PodStorage storage{config::PodConfigNotificationMode::kIncremental, storage_clock};
+  api::PodPtr initial;
+
+  api::PodPtr deliver() {
+    auto obj = f.server->store().get("pods", "default", name);
+    REQUIRE(obj.ok());
+    const std::string source(api::kApiserverSource);
+    api::PodUpdate u{{api::decodePodPtr(*obj).value()}, api::PodOperation::kUpdate, source};
+    for (auto& out : storage.merge(source, std::move(u))) {
+      for (auto& pod : out.pods) f.pod_manager.updatePod(pod);
+    }
+    return f.pod_manager.getPodByName("default", name);
+  }
+};
+
+// A syncer whose 10 s batch runs when the test advances `f.batch_clock`; its first batch (at
+// start, with no statuses yet) is over once constructed. Stopped and released before the fixture
+// goes: its timers' callbacks, which the clock holds, own it until the stop reaches its strand.
+struct BatchedSyncer {
+  explicit BatchedSyncer(Fixture& f) {
+    agent::StatusSyncerOptions options;
+    options.batch_period = 10s;
+    syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), f.batch_clock, *f.client,
+                                                   f.status_manager, f.pod_manager, options);
+    syncer->start();
+    REQUIRE(testing::eventually([&] { return f.batch_clock.pendingTimers() == 1; }));
+  }
+  ~BatchedSyncer() {
+    syncer->stop();
+    testing::eventually([&] { return syncer.use_count() == 1; });
+  }
+  agent::StatusSyncer* operator->() const { return syncer.get(); }
+
+  std::shared_ptr<agent::StatusSyncer> syncer;
+};
+
+// Another client sets the pod's status.message.
+void editMessage(Fixture& f, const std::string& name) {
+  REQUIRE(f.server->store()
+              .patch("pods", "default", name, testapiserver::PatchType::kMergePatch,
+                     json{{"status", {{"message", "edited elsewhere"}}}}, "status")
+              .ok());
+}
+
+std::string serverMessage(Fixture& f, const std::string& name) {
+  auto got = f.server->store().get("pods", "default", name);
+  REQUIRE(got.ok());
+  return (*got)["status"].value("message", "");
+}
+
+}  // namespace
+
+TEST_CASE("status syncer reverts an edit the watch delivers after its own write on the next batch",
+          "[integration][status]") {
+  Fixture f;
+  WatchedPod watched(f, "p4");
+  BatchedSyncer syncer(f);
+  REQUIRE(f.status_manager.setPodStatus(*watched.initial, runningStatus()));
+  REQUIRE(testing::eventually([&] { return syncer->metrics().patches.load() == 1; }));
+  // The watch brings our own write, then another client's edit: each a status-only change, so the
+  // stored pod keeps its first resourceVersion through both.
+  const std::string first_rv = watched.initial->metadata.resource_version;
+  REQUIRE(watched.deliver()->status.phase == "Running");
+  editMessage(f, "p4");
+  REQUIRE(watched.deliver()->status.message == "edited elsewhere");
+  CHECK(f.pod_manager.getPodByName("default", "p4")->metadata.resource_version == first_rv);
+
+  const auto unchanged = syncer->metrics().unchanged.load();
+  f.batch_clock.advance(10s);  // the batch
+  REQUIRE(testing::eventually([&] {
+    return syncer->metrics().patches.load() + syncer->metrics().unchanged.load() > 1 + unchanged;
+  }));
+  CHECK(syncer->metrics().patches.load() == 2);
+  CHECK(serverMessage(f, "p4").empty());
+}
+
+TEST_CASE("status syncer reverts an edit that reached the apiserver just before its own write",
+          "[integration][status]") {
+  Fixture f;
+  WatchedPod watched(f, "p5");
+  BatchedSyncer syncer(f);
+  // Another client's edit reaches the apiserver just before our PATCH (computed from the pod
+  // manager's older copy); the watch has delivered neither.
+  editMessage(f, "p5");
+  REQUIRE(f.status_manager.setPodStatus(*watched.initial, runningStatus()));
+  REQUIRE(testing::eventually([&] { return syncer->metrics().patches.load() == 1; }));
+  REQUIRE(serverMessage(f, "p5") == "edited elsewhere");
+  f.batch_clock.advance(10s);  // the batch: the PATCH's answer showed the edit
+  REQUIRE(testing::eventually([&] { return syncer->metrics().patches.load() == 2; }));
+  CHECK(serverMessage(f, "p5").empty());
+}
+
+TEST_CASE("status syncer drops the reason and message a condition lost and then has nothing to send",
+          "[integration][status]") {
+  Fixture f;
+  WatchedPod watched(f, "p6");
+  BatchedSyncer syncer(f);
+  auto not_ready = runningStatus();
+  not_ready.conditions[0].status = "False";
+  not_ready.conditions[0].reason = "ContainersNotReady";
+  not_ready.conditions[0].message = "containers with unready status: [c]";
+  REQUIRE(f.status_manager.setPodStatus(*watched.initial, not_ready));
+  REQUIRE(testing::eventually([&] { return syncer->metrics().patches.load() == 1; }));
+  REQUIRE(f.status_manager.setPodStatus(*watched.deliver(), runningStatus()));
+  REQUIRE(testing::eventually([&] { return syncer->metrics().patches.load() == 2; }));
+  auto got = f.server->store().get("pods", "default", "p6");
+  REQUIRE(got.ok());
+  const json& ready = (*got)["status"]["conditions"][0];
+  CHECK(ready.value("status", "") == "True");
+  CHECK_FALSE(ready.contains("reason"));
+  CHECK_FALSE(ready.contains("message"));
+
+  // Once the watch showed it, the batch finds the apiserver's copy right.
+  watched.deliver();
+  const auto unchanged = syncer->metrics().unchanged.load();
+  f.batch_clock.advance(10s);
+  REQUIRE(testing::eventually([&] { return syncer->metrics().unchanged.load() > unchanged; }));
+  CHECK(syncer->metrics().patches.load() == 2);
 }
 
 TEST_CASE("a gracefully deleted pod is removed with grace 0 only once its resources are reclaimed",

@@ -4,6 +4,7 @@
 #include "agent/api_mirror_client.h"
 #include "agent/node_status.h"
 #include "agent/status/status_syncer.h"
+#include "cmd/test-apiserver/patch.h"
 #include "test/support/pod_builder.h"
 
 using nlohmann::json;
@@ -37,6 +38,38 @@ TEST_CASE("status patch carries changed fields and changed conditions only", "[u
   CHECK(p["conditions"][0]["type"] == "Ready");
   // A condition owned by someone else is left alone (never removed by the agent).
   CHECK(p.dump().find("Custom") == std::string::npos);
+}
+
+TEST_CASE("status patch removes with null the fields a changed condition lost", "[unit][status]") {
+  json old_s = {{"conditions",
+                 {{{"type", "Ready"},
+                   {"status", "False"},
+                   {"reason", "ContainersNotReady"},
+                   {"message", "containers with unready status: [c]"},
+                   {"lastTransitionTime", "2026-01-01T00:00:00Z"}},
+                  {{"type", "Initialized"}, {"status", "True"}, {"reason", "Done"}}}}};
+  json new_s = {{"conditions",
+                 {{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", "2026-01-01T00:00:05Z"}},
+                  {{"type", "Initialized"}, {"status", "True"}, {"reason", "Done"}},
+                  {{"type", "PodScheduled"}, {"status", "True"}}}}};
+  auto p = agent::podStatusPatch(old_s, new_s);
+  REQUIRE(p["conditions"].size() == 2);
+  const json& ready = p["conditions"][0];
+  CHECK(ready["type"] == "Ready");
+  CHECK(ready["status"] == "True");
+  CHECK(ready["lastTransitionTime"] == "2026-01-01T00:00:05Z");
+  REQUIRE(ready.contains("reason"));
+  CHECK(ready["reason"].is_null());
+  REQUIRE(ready.contains("message"));
+  CHECK(ready["message"].is_null());
+  // A new condition has nothing to remove.
+  CHECK(p["conditions"][1] == new_s["conditions"][2]);
+  // Merged into the old status as the apiserver merges conditions (by type, field by field), it
+  // gives the new conditions.
+  auto merged = testapiserver::applyStrategicMergePatch(json{{"status", old_s}}, json{{"status", p}});
+  REQUIRE(merged.ok());
+  CHECK((*merged)["status"]["conditions"][0] == new_s["conditions"][0]);
+  CHECK(agent::podStatusPatch((*merged)["status"], new_s).empty());
 }
 
 TEST_CASE("status patch clears a message another client set", "[unit][status]") {
