@@ -72,6 +72,33 @@ asio::awaitable<std::vector<base::Status>> runAll(
   co_return results;
 }
 
+
+int spawnShimProcess(std::vector<std::string> args,
+                     const std::function<void(posix_spawn_file_actions_t&)>& fds, pid_t& pid) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  fds(fa);
+  sigset_t none;
+  sigset_t all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
 }  // namespace process_internal
 
 base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(

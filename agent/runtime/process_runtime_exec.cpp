@@ -100,29 +100,15 @@ asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State
   std::string dir = containerDir(id).string();
   std::vector<std::string> args{shim, "exec", dir};
   args.insert(args.end(), command.begin(), command.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  char* envp[] = {nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_fds[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, out_fds[1], 2);
-  sigset_t none;
-  sigset_t all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, shim.c_str(), &fa, &attr, argv.data(), envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  const int out = out_fds[1];
+  const int rc = spawnShimProcess(
+      std::move(args),
+      [out](posix_spawn_file_actions_t& fa) {
+        posix_spawn_file_actions_adddup2(&fa, out, 1);
+        posix_spawn_file_actions_adddup2(&fa, out, 2);
+      },
+      pid);
   ::close(out_fds[1]);
   if (rc != 0) {
     ::close(out_fds[0]);

@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -83,6 +84,13 @@ inline std::vector<std::string> preStopCommand(const api::Container& c) {
 
 // Runs `tasks` concurrently on the current executor; completes with every result once all end.
 asio::awaitable<std::vector<base::Status>> runAll(std::vector<asio::awaitable<base::Status>> tasks);
+
+// Starts the shim binary (args[0]) with `args` and no environment, in a session of its own (the
+// agent's terminal, process group and death do not reach it), stdin on /dev/null, default signal
+// dispositions and an empty signal mask; `fds` sets up its other descriptors. Returns the
+// posix_spawn error number (0: started, `pid` set).
+int spawnShimProcess(std::vector<std::string> args,
+                     const std::function<void(posix_spawn_file_actions_t&)>& fds, pid_t& pid);
 
 }  // namespace process_internal
 
@@ -356,33 +364,18 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   }
 
   base::StatusOr<int> spawnShim(const fs::path& dir, int ready_fd) {
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    std::string shim_log = (dir / kShimLogFileName).string();
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
-    posix_spawn_file_actions_adddup2(&fa, ready_fd, 3);
-    sigset_t none;
-    sigset_t all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    // Its own session: the agent's terminal, process group and death do not reach it.
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    std::string shim = options_.shim_path.string();
-    std::string dir_s = dir.string();
-    char run[] = "run";
-    char* argv[] = {shim.data(), run, dir_s.data(), nullptr};
-    char* envp[] = {nullptr};
+    const std::string shim = options_.shim_path.string();
+    const std::string shim_log = (dir / kShimLogFileName).string();
     pid_t pid = 0;
-    int rc = ::posix_spawn(&pid, shim.c_str(), &fa, &attr, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    const int rc = spawnShimProcess(
+        {shim, "run", dir.string()},
+        [&](posix_spawn_file_actions_t& fa) {
+          posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+          posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(),
+                                           O_WRONLY | O_CREAT | O_APPEND, 0640);
+          posix_spawn_file_actions_adddup2(&fa, ready_fd, 3);
+        },
+        pid);
     if (rc != 0) {
       return base::unavailableError("cannot start the container shim " + shim + ": " +
                                     std::strerror(rc));
