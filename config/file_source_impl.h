@@ -1,0 +1,293 @@
+// FileSource's implementation, shared by its two parts and private to them: file_source.cpp
+// (listing, reading and the pod set) and file_source_watch.cpp (inotify watches of the path, its
+// ancestors and symlink targets, events and the settle window).
+#pragma once
+
+#include "config/file_source.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "api/hash.h"
+#include "base/backoff.h"
+#include "base/duration.h"
+#include "base/log.h"
+#include "config/static_pod.h"
+
+namespace nodeagent::config {
+namespace file_source_internal {
+
+inline constexpr uint32_t kDirMask = IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_FROM |
+                                     IN_MOVED_TO | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF |
+                                     IN_MOVE_SELF;
+// Directories holding symlink targets: only what changes a target's content or identity.
+inline constexpr uint32_t kTargetMask = IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_FROM |
+                                        IN_MOVED_TO | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF |
+                                        IN_MOVE_SELF | IN_MASK_ADD;
+// The nearest existing parent of a missing path, or the parent of a symlinked directory.
+inline constexpr uint32_t kAncestorMask =
+    IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF |
+    IN_ONLYDIR | IN_MASK_ADD;
+
+inline std::string parentOf(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+inline std::string baseOf(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  return pos == std::string::npos ? path : path.substr(pos + 1);
+}
+
+inline int64_t nanos(const timespec& ts) { return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec; }
+
+// What the relist compares to decide whether a file needs reading again: the content's inode,
+// size and times, and for a symlink the link's own inode and ctime (a retargeted link).
+struct StatKey {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime = 0;
+  int64_t ctime = 0;
+  ino_t link_ino = 0;
+  int64_t link_ctime = 0;
+  bool operator==(const StatKey&) const = default;
+};
+
+struct Entry {
+  StatKey key;
+  bool is_symlink = false;
+  std::string target_dir;   // symlinks: the directory holding the resolved target
+  std::string target_name;  // symlinks: the resolved target's name in that directory
+  bool has_content = false;
+  api::Hash128 content_hash;
+  api::PodPtr pod;      // the last good pod (null until the file first parsed)
+  bool winner = false;  // pod is in the set (first in sorted order among same full names)
+  std::string parse_error;
+  bool parse_invalid = false;   // parse_error is about the content (not a read failure)
+  ManifestPodRef invalid_pod;   // the pod the bad content names, if it could be read
+  std::string duplicate_of;  // name of the file whose pod wins over this one's
+};
+
+struct TargetWatch {
+  std::string dir;
+  std::set<std::string> entries;  // names of the links resolving into `dir`
+};
+
+enum class Mode { kUnknown, kMissing, kDir, kFile, kOther };
+
+}  // namespace file_source_internal
+
+// The two parts are written in terms of these.
+using namespace file_source_internal;
+
+class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
+ public:
+  Impl(asio::any_io_executor ex, base::Clock& clock, FileSourceOptions options,
+       PodUpdateSink sink)
+      : strand_(asio::make_strand(std::move(ex))),
+        clock_(clock),
+        opts_(std::move(options)),
+        sink_(std::move(sink)),
+        log_(base::logger("config")),
+        settle_(opts_.settle_window),
+        backoff_({.initial = opts_.watch_retry_initial,
+                  .max = opts_.watch_retry_max,
+                  .factor = 2.0,
+                  .jitter = 0.0},
+                 base::defaultRandom()) {
+    // The path is part of every static pod's UID: make "manifests", "./manifests/" and the
+    // absolute spelling name the same pods (as `nodeagent validate` does).
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(opts_.path, ec);
+    path_ = ec ? opts_.path : absolute.lexically_normal().string();
+    while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
+    relist_timer_ = clock_.makeTimer(strand_);
+    settle_timer_ = clock_.makeTimer(strand_);
+    retry_timer_ = clock_.makeTimer(strand_);
+  }
+
+  void start() {
+    asio::post(strand_, [self = shared_from_this()] {
+      if (self->closed_) return;
+      self->log_->info("Watching manifest path path={} check_frequency={} settle_window={}",
+                       self->path_, base::formatDuration(self->opts_.check_frequency),
+                       base::formatDuration(self->opts_.settle_window));
+      self->setupWatch();
+      self->armRelist();
+    });
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(sink_mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    asio::post(strand_, [self = shared_from_this()] { self->close(); });
+  }
+
+  FileSourceStats stats() const {
+    FileSourceStats s;
+    s.files_read = files_read_.load();
+    s.manifests_decoded = manifests_decoded_.load();
+    s.updates_pushed = updates_pushed_.load();
+    s.relists = relists_.load();
+    s.event_batches = event_batches_.load();
+    s.watch_setups = watch_setups_.load();
+    return s;
+  }
+
+  void injectEvents(std::vector<InotifyEvent> events) {
+    asio::post(strand_, [self = shared_from_this(), events = std::move(events)]() mutable {
+      if (self->closed_) return;
+      for (auto& e : events) e.wd = self->main_wd_;
+      self->handleEvents(std::move(events));
+    });
+  }
+
+  void relistNow() {
+    asio::post(strand_, [self = shared_from_this()] {
+      if (self->closed_) return;
+      self->relist(/*force=*/false, /*check_mode=*/true);
+    });
+  }
+
+ private:
+  // ---- lifecycle ----------------------------------------------------------------------------
+
+  void close();
+  void dropWatches();
+  void armRelist();
+  void scheduleRetry();
+
+  // (Re)determines what the path is, watches it and lists it.
+  void setupWatch();
+
+  // A missing path: watch the nearest existing parent for the next component to appear, so the
+  // path is picked up at once rather than at the next backoff retry. True when that component
+  // (or the path itself) exists by the time the watch is in place: it appeared in between.
+  bool watchNearestAncestor();
+
+  // The manifest directory is itself a symlink: watch the link's directory so a retargeted
+  // link is noticed at once.
+  void watchSymlinkedDir();
+
+  bool ensureWatcher();
+
+  // ---- listing ------------------------------------------------------------------------------
+
+  // Reads what changed (every file when `force`), removes what is gone (after the settle
+  // window), then sends the set if it changed (always the first time).
+  void relist(bool force, bool check_mode);
+  std::string fullPath(const std::string& name) const;
+
+  // Brings the cache entry of `name` up to date with the file: read and decode it if its content
+  // changed (or always when `force`). A file that is gone is handed to fileGone.
+  void processName(const std::string& name, bool force, bool settled);
+  base::StatusOr<std::string> readManifest(const std::string& full);
+
+  // A file that cannot be read keeps its last good pod, like one that does not parse.
+  void recordReadError(const std::string& name, const std::string& reason);
+
+  // The file is not there (or no longer a regular file). Unless `settled`, it gets the settle
+  // window to come back before its pod goes.
+  void fileGone(const std::string& name, bool settled);
+  void removeEntry(const std::string& name);
+  void removeAllEntries();
+
+  // ---- the pod set --------------------------------------------------------------------------
+
+  void setPod(const std::string& name, Entry& e, api::PodPtr pod);
+
+  // The first file in sorted order owns a pod full name; the others are reported.
+  void reconcileClaims(const std::string& full_name);
+
+  // Keeps set_names_/set_pods_ (the pods sent, sorted by file name) in step with one entry, so
+  // sending a SET costs a vector copy rather than a walk of every cache entry.
+  void syncSetSlot(const std::string& name, const Entry& e);
+  void refreshError(const std::string& name, const Entry& e);
+  void emitIfChanged();
+
+  // ---- symlink targets ----------------------------------------------------------------------
+
+  void updateTargetWatch(const std::string& name, Entry& e, const std::string& full);
+  void dropTargetWatch(const std::string& name, Entry& e);
+
+  // ---- events -------------------------------------------------------------------------------
+
+  void handleEvents(std::vector<InotifyEvent> events);
+  void handleMainEvent(const InotifyEvent& e, base::MonotonicTime now,
+                       std::set<std::string>& dirty, bool& rewatch, bool& recheck_links);
+  void handleTargetEvent(const InotifyEvent& e, const TargetWatch& tw,
+                         std::set<std::string>& dirty);
+  std::string fullPathInDir(const std::string& name) const;
+  static bool isSymlink(const std::string& path);
+
+  // ---- settle window ------------------------------------------------------------------------
+
+  void armSettleTimer();
+  void onSettled();
+
+  // ---- state (strand only unless noted) -----------------------------------------------------
+
+  asio::strand<asio::any_io_executor> strand_;
+  base::Clock& clock_;
+  FileSourceOptions opts_;
+  PodUpdateSink sink_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::string path_;
+
+  std::mutex sink_mu_;   // any thread: guards stopped_ and calls into sink_
+  bool stopped_ = false;
+  bool closed_ = false;  // strand: close() ran
+
+  Mode mode_ = Mode::kUnknown;
+  std::string dir_;        // the directory holding the manifests (the path, or its parent)
+  std::string dir_real_;   // dir_ with symlinks resolved
+  std::string file_name_;  // single-file mode: the file's name in dir_
+  dev_t path_dev_ = 0;
+  ino_t path_ino_ = 0;
+
+  std::shared_ptr<InotifyWatcher> watcher_;
+  int main_wd_ = -1;
+  int ancestor_wd_ = -1;
+  std::string ancestor_next_;  // the name in the ancestor directory that leads to the path
+  std::map<int, TargetWatch> target_watches_;
+  std::map<std::string, int> target_wd_by_dir_;
+
+  std::map<std::string, Entry> entries_;  // by file name, sorted: the order duplicates resolve in
+  std::unordered_map<std::string, std::set<std::string>> claimants_;  // full name -> file names
+  std::vector<std::string> set_names_;  // files whose pod is in the set, sorted
+  std::vector<api::PodPtr> set_pods_;   // their pods, in the same order
+  SettleQueue settle_;
+  base::TimerPtr relist_timer_;
+  base::TimerPtr settle_timer_;
+  base::TimerPtr retry_timer_;
+  base::Backoff backoff_;
+  bool emitted_ = false;  // the first SET went out (the source is seen)
+  bool changed_ = false;  // the set differs from the last one sent
+
+  std::atomic<uint64_t> files_read_{0};
+  std::atomic<uint64_t> manifests_decoded_{0};
+  std::atomic<uint64_t> updates_pushed_{0};
+  std::atomic<uint64_t> relists_{0};
+  std::atomic<uint64_t> event_batches_{0};
+  std::atomic<uint64_t> watch_setups_{0};
+};
+
+}  // namespace nodeagent::config
