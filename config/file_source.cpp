@@ -199,36 +199,7 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
 
 base::StatusOr<std::string> FileSource::Impl::readManifest(const std::string& full) {
   ++files_read_;
-  int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return base::notFoundError("gone");
-    return base::unavailableError(std::string("cannot open: ") + std::strerror(err));
-  }
-  std::string out;
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-    out.reserve(std::min<size_t>(static_cast<size_t>(st.st_size), opts_.max_manifest_bytes) + 1);
-  }
-  char buf[16384];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return base::unavailableError(std::string("cannot read: ") + std::strerror(err));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > opts_.max_manifest_bytes) {
-      ::close(fd);
-      return base::resourceExhaustedError("manifest is larger than " +
-                                          std::to_string(opts_.max_manifest_bytes) + " bytes");
-    }
-  }
-  ::close(fd);
-  return out;
+  return readManifestFile(full, opts_.max_manifest_bytes);
 }
 
 void FileSource::Impl::recordReadError(const std::string& name, const std::string& reason) {

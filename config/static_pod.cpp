@@ -1,5 +1,12 @@
 #include "config/static_pod.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
 
@@ -226,6 +233,45 @@ DecodeResult decodeManifest(std::string_view bytes, const ManifestSource& source
   }
   // A list with one bad item is rejected whole, as kubelet does.
   if (!out.errors.empty()) out.pods.clear();
+  return out;
+}
+
+base::StatusOr<std::string> readManifestFile(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string message = std::string("cannot open: ") + std::strerror(err);
+    return err == ENOENT ? base::notFoundError(message) : base::unavailableError(message);
+  }
+  std::string out;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return base::invalidArgumentError("is a directory, not a manifest file");
+    }
+    if (st.st_size > 0) {
+      out.reserve(std::min<size_t>(static_cast<size_t>(st.st_size), max_bytes) + 1);
+    }
+  }
+  char buf[16384];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return base::unavailableError(std::string("cannot read: ") + std::strerror(err));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      return base::resourceExhaustedError("manifest is larger than " + std::to_string(max_bytes) +
+                                          " bytes");
+    }
+  }
+  ::close(fd);
   return out;
 }
 

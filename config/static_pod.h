@@ -53,6 +53,11 @@ struct DecodeResult {
 // invalid item is rejected whole, as kubelet does. Never throws, never crashes on hostile input.
 DecodeResult decodeManifest(std::string_view bytes, const ManifestSource& source, bool allow_list);
 
+// Reads the manifest file `path`. NOT_FOUND when it does not exist, INVALID_ARGUMENT for a
+// directory, RESOURCE_EXHAUSTED as soon as it holds more than `max_bytes` (a huge file is not
+// read whole), UNAVAILABLE with the reason for other failures.
+base::StatusOr<std::string> readManifestFile(const std::string& path, size_t max_bytes);
+
 // Validation alone (kube-apiserver's rules for what the model covers), every problem reported.
 std::vector<FieldError> validatePod(const api::Pod& pod);
 

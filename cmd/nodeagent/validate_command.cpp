@@ -1,8 +1,6 @@
 #include "cmd/nodeagent/validate_command.h"
 
-#include <fcntl.h>
 #include <limits.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,34 +50,6 @@ base::StatusOr<std::string> hostName() {
                                   std::strerror(errno));
   }
   return normalizeNodeName(buf);
-}
-
-// Reads at most one byte more than a manifest may hold, so a huge file is rejected without
-// reading it whole.
-base::StatusOr<std::string> readManifest(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return base::notFoundError(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return base::invalidArgumentError("is a directory, not a manifest file");
-  }
-  std::string content;
-  const size_t limit = api::kMaxConfigLength + 1;
-  char buf[64 * 1024];
-  while (content.size() < limit) {
-    ssize_t n = ::read(fd, buf, std::min(sizeof(buf), limit - content.size()));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return base::unavailableError(std::string("cannot read: ") + std::strerror(err));
-    }
-    if (n == 0) break;
-    content.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return content;
 }
 
 // The source recorded for the UID: the absolute path, as the file source names its files.
@@ -147,7 +117,7 @@ int runValidate(int argc, char** argv) {
 
   int rc = 0;
   for (const auto& file : files) {
-    auto content = readManifest(file);
+    auto content = config::readManifestFile(file, api::kMaxConfigLength);
     if (!content.ok()) {
       std::fprintf(stderr, "%s: %s\n", file.c_str(), content.status().message().c_str());
       rc = 1;

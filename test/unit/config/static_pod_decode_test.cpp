@@ -6,6 +6,7 @@
 
 #include "api/yaml.h"
 #include "config/static_pod.h"
+#include "test/support/test_util.h"
 #include "test/unit/config/static_pod_test_util.h"
 
 namespace nodeagent::config {
@@ -115,6 +116,31 @@ TEST_CASE("manifests larger than 10 MiB are rejected before parsing", "[unit][co
   auto result = decodeFile(big);
   REQUIRE(result.errors.size() == 1);
   CHECK(result.errors[0].message.find("10485760") != std::string::npos);
+}
+
+TEST_CASE("readManifestFile reads a manifest and names what is wrong with a path",
+          "[unit][config]") {
+  testing::TempDir dir;
+  const std::string good = (dir.path() / "web.yaml").string();
+  testing::writeFile(good, manifest("web"));
+  auto content = readManifestFile(good, 1024);
+  REQUIRE(content.ok());
+  CHECK(*content == manifest("web"));
+
+  auto missing = readManifestFile((dir.path() / "nope.yaml").string(), 1024);
+  CHECK(missing.status().code() == base::StatusCode::kNotFound);
+  CHECK_THAT(missing.status().message(), Catch::Contains("cannot open"));
+
+  auto directory = readManifestFile(dir.path().string(), 1024);
+  CHECK(directory.status().code() == base::StatusCode::kInvalidArgument);
+  CHECK(directory.status().message() == "is a directory, not a manifest file");
+
+  const std::string big = (dir.path() / "big.yaml").string();
+  testing::writeFile(big, std::string(100 * 1024, 'x'));
+  auto too_big = readManifestFile(big, 1000);
+  CHECK(too_big.status().code() == base::StatusCode::kResourceExhausted);
+  CHECK(too_big.status().message() == "manifest is larger than 1000 bytes");
+  CHECK(readManifestFile(big, 100 * 1024).ok());  // exactly the limit
 }
 
 TEST_CASE("annotations may total at most 256 KiB", "[unit][config]") {
