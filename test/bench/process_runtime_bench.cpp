@@ -3,7 +3,7 @@
 // The real daemon (build/nodeagent, process runtime, one nodeagent-shim per container):
 //  - time from the daemon's start until N pods (`sleep`) are Running in GET /pods,
 //  - agent RSS/PSS (anonymous and file-backed), agent CPU per second while idle with N pods
-//    (20 s), mean shim PSS,
+//    (20 s), mean shim PSS, agent CPU per GET /pods of the unchanged node,
 //  - pick-up latency: a manifest renamed into the directory -> its process has started (it
 //    creates a file), p50/p99 over `samples` pods with the N pods running,
 //  - exit-to-status latency: a container exits (it was blocked reading a FIFO the bench writes) ->
@@ -114,6 +114,18 @@ double procCpuSeconds(int pid) {
     if (i == 15) st = std::stod(f);
   }
   return (ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU time of every thread of a process, in nanoseconds (schedstat: finer than stat's ticks).
+int64_t procCpuNanos(int pid) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    int64_t on_cpu = 0;
+    if (in >> on_cpu) total += on_cpu;
+  }
+  return total;
 }
 
 // Starts a program with stdout and stderr appended to `log`, with no signal blocked (the bench
@@ -653,6 +665,18 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
   }
   f.idle_cpu_pct = idleCpuPercent(d.pid(), 20s);
   std::printf("nodeagent: agent idle CPU %.3f%% of a core with %zu pods (20 s)\n", *f.idle_cpu_pct, n);
+  {
+    // What a /pods poll costs the agent on an unchanged node (a monitoring system's poll).
+    constexpr int kPolls = 200;
+    size_t bytes = 0;
+    const int64_t c0 = procCpuNanos(d.pid());
+    for (int i = 0; i < kPolls; ++i) {
+      if (auto body = d.podsBody()) bytes = body->size();
+    }
+    const double per_poll_ms = static_cast<double>(procCpuNanos(d.pid()) - c0) / kPolls / 1e6;
+    std::printf("nodeagent: /pods with %zu pods (%zu KiB): agent CPU %.3f ms per poll (%d polls)\n",
+                n, bytes / 1024, per_poll_ms, kPolls);
+  }
 
   // Pick-up latency: rename in -> the process has run its first command.
   std::vector<double> pickup;
