@@ -373,15 +373,19 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
   std::filesystem::copy_file(dir / "ca.crt", dir / "kube/pki/ca.crt");
   std::filesystem::copy_file(dir / "client.crt", dir / "kube/pki/client.crt");
   std::filesystem::copy_file(dir / "client.key", dir / "kube/pki/client.key");
+  // Writes kube/config with these cluster and user lines, and loads it.
+  auto kubeconfig = [&](const std::string& cluster, const std::string& user) {
+    writeFile(dir / "kube/config", kubeconfigYaml(server, cluster, user));
+    auto cfg = api::loadKubeconfig(dir / "kube/config");
+    REQUIRE(cfg.ok());
+    return *cfg;
+  };
 
   if (want_client_cert) {
   SECTION("relative paths, client certificate") {
-    writeFile(dir / "kube/config",
-              kubeconfigYaml(server, "    certificate-authority: pki/ca.crt\n",
-                             "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n"));
-    auto cfg = api::loadKubeconfig(dir / "kube/config");
-    REQUIRE(cfg.ok());
-    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    auto cfg = kubeconfig("    certificate-authority: pki/ca.crt\n",
+                          "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n");
+    auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
     REQUIRE(client.ok());
     auto who = (*client)->getJson("/whoami");
     REQUIRE(who.ok());
@@ -389,14 +393,11 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
     CHECK(saw_client_cert);
   }
   SECTION("*-data fields") {
-    writeFile(dir / "kube/config",
-              kubeconfigYaml(server,
-                             "    certificate-authority-data: " + base64(readFile(dir / "ca.crt")) + "\n",
-                             "    client-certificate-data: " + base64(readFile(dir / "client.crt")) +
-                                 "\n    client-key-data: " + base64(readFile(dir / "client.key")) + "\n"));
-    auto cfg = api::loadKubeconfig(dir / "kube/config");
-    REQUIRE(cfg.ok());
-    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    auto cfg = kubeconfig(
+        "    certificate-authority-data: " + base64(readFile(dir / "ca.crt")) + "\n",
+        "    client-certificate-data: " + base64(readFile(dir / "client.crt")) +
+            "\n    client-key-data: " + base64(readFile(dir / "client.key")) + "\n");
+    auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
     REQUIRE(client.ok());
     auto list = (*client)->list(api::podsPath(), {});
     REQUIRE(list.ok());
@@ -404,24 +405,18 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
   return;
   }
   SECTION("tls-server-name selects the name checked on the certificate") {
-    writeFile(dir / "kube/config",
-              kubeconfigYaml(server,
-                             "    certificate-authority: pki/ca.crt\n"
-                             "    tls-server-name: apiserver.test\n",
-                             "    token: t\n"));
-    auto cfg = api::loadKubeconfig(dir / "kube/config");
-    REQUIRE(cfg.ok());
-    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    auto cfg = kubeconfig("    certificate-authority: pki/ca.crt\n"
+                          "    tls-server-name: apiserver.test\n",
+                          "    token: t\n");
+    auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
     CHECK((*client)->list(api::podsPath(), {}).ok());
-    cfg->tls_server_name = "wrong.test";
-    auto wrong = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    cfg.tls_server_name = "wrong.test";
+    auto wrong = api::RestClient::create(cfg, fastOptions(), base::realClock());
     CHECK_FALSE((*wrong)->list(api::podsPath(), {}).ok());
   }
   SECTION("without a CA in the kubeconfig the server is still verified (system roots)") {
-    writeFile(dir / "kube/config", kubeconfigYaml(server, "", "    token: t\n"));
-    auto cfg = api::loadKubeconfig(dir / "kube/config");
-    REQUIRE(cfg.ok());
-    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    auto cfg = kubeconfig("", "    token: t\n");
+    auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
     REQUIRE(client.ok());
     auto list = (*client)->list(api::podsPath(), {});
     REQUIRE_FALSE(list.ok());
@@ -430,22 +425,16 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
     CHECK(rec.queries.empty());
   }
   SECTION("a server certificate from another CA is rejected; insecure-skip-tls-verify accepts it") {
-    writeFile(dir / "kube/config",
-              kubeconfigYaml(server, "    certificate-authority: ../other-ca.crt\n", "    token: t\n"));
-    auto cfg = api::loadKubeconfig(dir / "kube/config");
-    REQUIRE(cfg.ok());
-    auto client = api::RestClient::create(*cfg, fastOptions(), base::realClock());
+    auto cfg = kubeconfig("    certificate-authority: ../other-ca.crt\n", "    token: t\n");
+    auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
     REQUIRE(client.ok());
     auto list = (*client)->list(api::podsPath(), {});
     REQUIRE_FALSE(list.ok());
     INFO(list.status().toString());
     CHECK(rec.queries.empty());  // the request never reached the server
 
-    writeFile(dir / "kube/config",
-              kubeconfigYaml(server, "    insecure-skip-tls-verify: true\n", "    token: t\n"));
-    auto insecure = api::loadKubeconfig(dir / "kube/config");
-    REQUIRE(insecure.ok());
-    auto iclient = api::RestClient::create(*insecure, fastOptions(), base::realClock());
+    auto insecure = kubeconfig("    insecure-skip-tls-verify: true\n", "    token: t\n");
+    auto iclient = api::RestClient::create(insecure, fastOptions(), base::realClock());
     CHECK((*iclient)->list(api::podsPath(), {}).ok());
   }
 }

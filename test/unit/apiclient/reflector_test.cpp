@@ -68,6 +68,13 @@ struct Fixture {
     clock.advance(d);
     ioc.poll();
   }
+  // Starts the reflector and answers its first list with `names` at `rv`.
+  void startListed(const std::vector<std::string>& names, const std::string& rv) {
+    reflector->start();
+    poll();
+    lw->completeList(names, rv);
+    poll();
+  }
 };
 
 }  // namespace
@@ -96,20 +103,14 @@ TEST_CASE("reflector: lists at resourceVersion 0, then watches from the list's v
 
 TEST_CASE("reflector: an empty initial list still replaces", "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({}, "3");
-  f.poll();
+  f.startListed({}, "3");
   CHECK(f.handler->log == std::vector<std::string>{"replace@3:"});
 }
 
 TEST_CASE("reflector: events pass through, bookmarks advance the version, a normal end re-watches",
           "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({"a"}, "10");
-  f.poll();
+  f.startListed({"a"}, "10");
   f.lw->event(WatchEventType::kAdded, "b", "11");
   f.lw->event(WatchEventType::kModified, "a", "12");
   f.lw->event(WatchEventType::kDeleted, "b", "13");
@@ -128,10 +129,7 @@ TEST_CASE("reflector: events pass through, bookmarks advance the version, a norm
 
 TEST_CASE("reflector: 410 on the watch relists at once from the last version", "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({"a"}, "10");
-  f.poll();
+  f.startListed({"a"}, "10");
   f.lw->event(WatchEventType::kModified, "a", "15");
   f.lw->endWatch(gone());
   f.poll();
@@ -199,10 +197,7 @@ TEST_CASE("reflector: jitter stretches the backoff by up to 100%", "[unit][apicl
 TEST_CASE("reflector: a broken watch relists after backoff and a healthy watch resets the backoff",
           "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({"a"}, "10");
-  f.poll();
+  f.startListed({"a"}, "10");
   f.lw->endWatch(base::dataLossError("watch stream: malformed event"));
   f.poll();
   CHECK(f.lw->calls.size() == 2);
@@ -232,10 +227,7 @@ TEST_CASE("reflector: a broken watch relists after backoff and a healthy watch r
 TEST_CASE("reflector: a refused or dropped connection re-opens the watch from the last version",
           "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({"a"}, "10");
-  f.poll();
+  f.startListed({"a"}, "10");
   f.lw->event(WatchEventType::kModified, "a", "12");
   f.lw->endWatch(base::unavailableError("connection reset by peer"));
   f.poll();
@@ -269,10 +261,7 @@ TEST_CASE("reflector: a refused or dropped connection re-opens the watch from th
 
 TEST_CASE("reflector: 429 re-opens the watch after at least its Retry-After", "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({"a"}, "10");
-  f.poll();
+  f.startListed({"a"}, "10");
   f.lw->endWatch(nodeagent::api::apiErrorStatus(
       "WATCH /api/v1/pods", 429, R"({"kind":"Status","code":429,"reason":"TooManyRequests"})",
       std::chrono::seconds(5)));
@@ -288,10 +277,7 @@ TEST_CASE("reflector: 429 re-opens the watch after at least its Retry-After", "[
 TEST_CASE("reflector: a watch that ends at once without events counts as a failure",
           "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({}, "10");
-  f.poll();
+  f.startListed({}, "10");
   f.lw->endWatch();
   f.poll();
   CHECK(f.lw->calls.size() == 2);
@@ -303,10 +289,7 @@ TEST_CASE("reflector: a watch that ends at once without events counts as a failu
 TEST_CASE("reflector: stop cancels the call, drops late completions and pending timers",
           "[unit][apiclient]") {
   Fixture f;
-  f.reflector->start();
-  f.poll();
-  f.lw->completeList({"a"}, "10");
-  f.poll();
+  f.startListed({"a"}, "10");
   auto watch_call = f.lw->last();
   f.reflector->stop();
   f.poll();

@@ -9,12 +9,22 @@
 
 using namespace nodeagent;
 
-TEST_CASE("status: every stored update gets a new stamp, also for a re-created UID",
-          "[unit][status]") {
+namespace {
+
+// A status manager over an empty pod manager, on a fake clock.
+struct Managers {
   testing::FakeClock clock;
   podmanager::NoopMirrorClient mirror;
-  podmanager::PodManager pods(mirror);
-  agent::StatusManager manager(clock, pods);
+  podmanager::PodManager pods{mirror};
+  agent::StatusManager statuses{clock, pods};
+};
+
+}  // namespace
+
+TEST_CASE("status: every stored update gets a new stamp, also for a re-created UID",
+          "[unit][status]") {
+  Managers m;
+  auto& manager = m.statuses;
   auto a = testing::PodBuilder().name("a").uid("ua").container("c", {"true"}).build();
   auto b = testing::PodBuilder().name("b").uid("ub").container("c", {"true"}).build();
   api::PodStatus pending;
@@ -41,10 +51,8 @@ TEST_CASE("status: every stored update gets a new stamp, also for a re-created U
 
 TEST_CASE("status: version moves when a status is stored or removed, not for an unchanged one",
           "[unit][status]") {
-  testing::FakeClock clock;
-  podmanager::NoopMirrorClient mirror;
-  podmanager::PodManager pods(mirror);
-  agent::StatusManager manager(clock, pods);
+  Managers m;
+  auto& manager = m.statuses;
   auto moved = [&, last = manager.version()]() mutable {
     const bool changed = manager.version() != last;
     last = manager.version();
@@ -75,10 +83,8 @@ TEST_CASE("status: version moves when a status is stored or removed, not for an 
 
 TEST_CASE("status: statusStamps gives each pod's stamp in one pass, in any order",
           "[unit][status]") {
-  testing::FakeClock clock;
-  podmanager::NoopMirrorClient mirror;
-  podmanager::PodManager pods(mirror);
-  agent::StatusManager manager(clock, pods);
+  Managers m;
+  auto& manager = m.statuses;
   std::vector<api::PodPtr> all;
   for (const char* uid : {"u1", "u2", "u3", "u4", "u5"}) {
     all.push_back(testing::PodBuilder().name(std::string("p-") + uid).uid(uid).container("c").build());
