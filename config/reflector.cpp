@@ -11,6 +11,37 @@
 #include "base/log.h"
 
 namespace nodeagent::config {
+namespace {
+
+// The connection was refused, dropped or timed out: no answer from the apiserver.
+bool isConnectionFailure(const base::Status& st) {
+  return !api::apiErrorOf(st) && (st.code() == base::StatusCode::kUnavailable ||
+                                  st.code() == base::StatusCode::kDeadlineExceeded);
+}
+
+std::string resourceVersionOf(const nlohmann::json& obj) {
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return {};
+  auto rv = meta->find("resourceVersion");
+  if (rv == meta->end() || !rv->is_string()) return {};
+  return rv->get<std::string>();
+}
+
+// Failures after which the watch can be re-opened where it stopped: a connection failure, or the
+// apiserver asked us to slow down. Anything else the server said (5xx, 401/403, a malformed or
+// oversized event) relists.
+bool canResumeWatch(const base::Status& st) {
+  if (auto e = api::apiErrorOf(st)) return e->http_code == 429;
+  return isConnectionFailure(st);
+}
+
+// A short, stable name for a kind of failure ("http 503 ServiceUnavailable", "UNAVAILABLE").
+std::string failureKind(const base::Status& st) {
+  if (auto e = api::apiErrorOf(st)) return "http " + std::to_string(e->http_code) + " " + e->reason;
+  return std::string(base::statusCodeName(st.code()));
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // ThreadedListerWatcher
@@ -109,10 +140,7 @@ void ThreadedListerWatcher::watch(WatchRequest request, EventFn on_event, WatchD
     // The connection broke without an answer: the apiserver may have restarted or gone away, so
     // the kept-alive connections to it are suspect too (dead, or holding a stopping server's
     // threads). The next calls connect afresh.
-    if (!api::apiErrorOf(st) && (st.code() == base::StatusCode::kUnavailable ||
-                                 st.code() == base::StatusCode::kDeadlineExceeded)) {
-      state->client.closeIdleConnections();
-    }
+    if (isConnectionFailure(st)) state->client.closeIdleConnections();
     done(std::move(st));
   });
 }
@@ -138,31 +166,6 @@ void ThreadedListerWatcher::stop() {
 
 // ---------------------------------------------------------------------------------------------
 // Reflector
-
-namespace {
-std::string resourceVersionOf(const nlohmann::json& obj) {
-  auto meta = obj.find("metadata");
-  if (meta == obj.end() || !meta->is_object()) return {};
-  auto rv = meta->find("resourceVersion");
-  if (rv == meta->end() || !rv->is_string()) return {};
-  return rv->get<std::string>();
-}
-
-// Failures after which the watch can be re-opened where it stopped: the connection was refused,
-// dropped or timed out (no answer from the apiserver), or the apiserver asked us to slow down.
-// Anything else the server said (5xx, 401/403, a malformed or oversized event) relists.
-bool canResumeWatch(const base::Status& st) {
-  if (auto e = api::apiErrorOf(st)) return e->http_code == 429;
-  return st.code() == base::StatusCode::kUnavailable ||
-         st.code() == base::StatusCode::kDeadlineExceeded;
-}
-
-// A short, stable name for a kind of failure ("http 503 ServiceUnavailable", "UNAVAILABLE").
-std::string failureKind(const base::Status& st) {
-  if (auto e = api::apiErrorOf(st)) return "http " + std::to_string(e->http_code) + " " + e->reason;
-  return std::string(base::statusCodeName(st.code()));
-}
-}  // namespace
 
 Reflector::Reflector(asio::any_io_executor ex, base::Clock& clock, base::Random& random,
                      std::shared_ptr<ListerWatcher> lister_watcher, std::shared_ptr<Handler> handler,
