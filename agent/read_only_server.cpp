@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <string_view>
 #include <sstream>
