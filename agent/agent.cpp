@@ -9,6 +9,7 @@
 #include "podmanager/mirror_client.h"
 #include "api/pod_update.h"
 #include "base/log.h"
+#include "base/path_component.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -168,8 +169,8 @@ void Agent::stop(std::function<void()> on_idle) {
   pod_workers_->shutdown(std::move(on_idle));
 }
 
-std::filesystem::path Agent::podDir(const std::string& uid) const {
-  return options_.root_dir / "pods" / uid;
+base::StatusOr<std::filesystem::path> Agent::podDir(const std::string& uid) const {
+  return base::childPath(options_.root_dir / "pods", "pod UID", uid);
 }
 
 // --- SyncHandler -------------------------------------------------------------------------------

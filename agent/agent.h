@@ -53,6 +53,11 @@ struct AgentOptions {
   // A pod kill still running after its grace period plus half of it (at least this long) gets a
   // Warning ExceededGracePeriod event, as kubelet's killPodNow reports it.
   base::Duration kill_timeout_minimum = std::chrono::seconds(10);
+  // A mirror pod someone deleted (kubectl delete) is re-created this long after the agent removed
+  // it. `kubectl delete` waits with a GET and then a LIST+WATCH by name, and treats only a DELETED
+  // event or a changed UID at the GET as done: a new mirror created between its GET and its LIST
+  // hides the deletion from it, and it waits for the new mirror's deletion forever.
+  base::Duration mirror_recreate_delay = std::chrono::seconds(1);
   // Optional: records a pod event (type Normal/Warning, reason, message, container field path)
   // for the apiserver. Called on pod strands; must not block.
   std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
@@ -61,6 +66,11 @@ struct AgentOptions {
   // Runs probes and lifecycle hooks; null means the real one (exec through the runtime,
   // httpGet/tcpSocket over sockets). Tests give a fake.
   std::shared_ptr<ProbeHandler> probe_handler;
+  // Pods from the apiserver may run as root on the node, privileged or with added capabilities
+  // (--allow-root-api-pods). Off: such a container is not started (CreateContainerConfigError),
+  // so the right to create a pod in the cluster is not root on the node. Static pods (file,
+  // http) always run as their spec says.
+  bool allow_root_api_pods = false;
 };
 
 // Counters the metrics endpoint reads.
@@ -148,6 +158,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   Pleg& pleg() { return *pleg_; }
   const Pleg& pleg() const { return *pleg_; }
   SyncLoop& syncLoop() { return *sync_loop_; }
+  const SyncLoop& syncLoop() const { return *sync_loop_; }
   Prober& prober() { return *prober_; }
 
   // kubelet's generateAPIPodStatus. Any thread.
@@ -195,11 +206,13 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
                                                  const runtime::ContainerId& id);
   void onProbeFailure(const std::string& uid, const std::string& container, ProbeType type,
                       const ProbeOutcome& outcome);
-  asio::awaitable<void> syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror);
+  asio::awaitable<void> syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror,
+                                      const std::stop_token& cancel);
   void setStartFailure(const std::string& uid, const std::string& container, StartFailure f);
   void clearStartFailure(const std::string& uid, const std::string& container);
   StartFailures startFailures(const std::string& uid) const;
-  std::filesystem::path podDir(const std::string& uid) const;
+  // <root-dir>/pods/<uid>; an error when the UID is not a single path component.
+  base::StatusOr<std::filesystem::path> podDir(const std::string& uid) const;
 
   asio::any_io_executor executor_;
   base::Clock& clock_;

@@ -7,6 +7,7 @@
 #include "api/api_errors.h"
 #include "api/time.h"
 #include "base/log.h"
+#include "base/printable.h"
 #include "config/manifest_errors.h"
 
 namespace nodeagent::agent {
@@ -159,7 +160,8 @@ void recordManifestError(EventRecorder& recorder, const config::ManifestError& e
     message = "Error validating pod manifest from " + error.source + " " + error.location + ": " +
               errors;
   }
-  recorder.record(object, kEventTypeWarning, kReasonFailedValidation, message);
+  // A file name may hold any bytes; the Event is JSON.
+  recorder.record(object, kEventTypeWarning, kReasonFailedValidation, base::validUtf8(message));
 }
 
 }  // namespace nodeagent::agent

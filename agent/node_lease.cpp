@@ -41,10 +41,27 @@ void NodeLeaseController::stop() {
   });
 }
 
+void NodeLeaseController::recreate() {
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->stopped_ || !self->timer_) return;
+    self->recreate_ = true;
+    // A running sync ends by scheduling the next one, which then starts over.
+    if (!self->busy_) self->schedule(base::Duration(0));
+  });
+}
+
 void NodeLeaseController::schedule(base::Duration d) {
+  busy_ = false;
   if (stopped_) return;
+  if (recreate_) {
+    recreate_ = false;
+    lease_.reset();
+    lost_ = true;
+    d = base::Duration(0);
+  }
   timer_->asyncWaitFor(d, [self = shared_from_this()] {
     if (self->stopped_) return;
+    self->busy_ = true;
     asio::co_spawn(
         self->strand_,
         [](std::shared_ptr<NodeLeaseController> s) -> asio::awaitable<void> {
@@ -107,6 +124,7 @@ asio::awaitable<void> NodeLeaseController::sync() {
   if (stopped_) co_return;
   lease_ = ensured.lease;
   if (ensured.created) {
+    lost_ = false;
     renewals_.fetch_add(1);
     co_return;
   }
@@ -135,6 +153,15 @@ asio::awaitable<base::Status> NodeLeaseController::retryUpdateLease(JsonPtr from
     }
     log()->warn("Failed to update the node lease node={} attempt={} err={}", options_.node_name,
                 i + 1, r.status().toString());
+    if (api::isNotFound(r.status())) {
+      // We created it, so the apiserver lost its state (or someone deleted the lease).
+      lost_ = true;
+      if (options_.on_state_lost) {
+        options_.on_state_lost("Lease " + std::string(kNodeLeaseNamespace) + "/" +
+                               options_.node_name + " not found");
+      }
+      co_return base::notFoundError("the node lease is gone");
+    }
     if (api::isConflict(r.status())) {
       // Someone else wrote the lease: continue from its current version.
       from = (co_await backoffEnsureLease()).lease;
@@ -182,8 +209,11 @@ asio::awaitable<base::StatusOr<NodeLeaseController::Ensured>> NodeLeaseControlle
       uid = (*node)["metadata"]["uid"].get<std::string>();
     }
     if (uid.empty()) {
+      const std::string why = node.ok() ? std::string("no uid") : node.status().toString();
+      // After a loss the Node is being registered again: retry with the backoff until it is.
+      if (lost_) co_return base::unavailableError("the Node is not registered yet: " + why);
       log()->warn("Cannot read the Node to own its lease, creating it later node={} err={}", name,
-                  node.ok() ? std::string("no uid") : node.status().toString());
+                  why);
       co_return Ensured{};
     }
   }

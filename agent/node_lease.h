@@ -8,7 +8,12 @@
 // to 7 s until it succeeds, then renews once more. A second and later failed PUT in a row calls
 // `on_repeated_failure` (kubelet closes its connections there).
 //
-// Threading: start/stop/renewals are safe from any thread; the work runs on the controller's
+// A renewal answered 404 means the apiserver lost its state (we created that lease): the
+// controller reports it (`on_state_lost`) and ensures the lease at once. After a loss (reported
+// here or told through recreate()) the lease is re-created as soon as the Node is registered
+// again, retrying with the backoff meanwhile, so that it never carries the lost Node's UID.
+//
+// Threading: start/stop/recreate/renewals are safe from any thread; the work runs on the controller's
 // strand. Create with std::make_shared; the RestClient and Clock must outlive it.
 #pragma once
 
@@ -41,6 +46,8 @@ struct NodeLeaseOptions {
   std::function<std::string()> node_uid;
   // Called on the strand when a renewal fails again after a failed attempt. Optional.
   std::function<void()> on_repeated_failure;
+  // Called on the strand when the lease we renewed is gone from the apiserver. Optional.
+  std::function<void(const std::string& reason)> on_state_lost;
 };
 
 class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseController> {
@@ -51,6 +58,9 @@ class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseControl
 
   void start();
   void stop();
+  // Forgets the lease and ensures it again as soon as the sync in flight (if any) is done: the
+  // apiserver lost its state. Any thread.
+  void recreate();
   // Successful renewals (creations included). Any thread.
   uint64_t renewals() const { return renewals_.load(); }
 
@@ -79,6 +89,9 @@ class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseControl
   // Strand only.
   base::TimerPtr timer_;  // the renew interval, or a backoff wait within a sync
   JsonPtr lease_;         // the last lease the apiserver answered
+  bool busy_ = false;     // a sync is running
+  bool recreate_ = false; // forget lease_ and sync once the running sync is done
+  bool lost_ = false;     // after a loss: wait (with backoff) for the Node rather than a sync
 };
 
 }  // namespace nodeagent::agent

@@ -131,10 +131,32 @@ void NodeStatusController::stop() {
   });
 }
 
+void NodeStatusController::reRegister() {
+  // At once, not on the strand: the lease must not be created with the lost Node as owner.
+  {
+    std::lock_guard lock(mu_);
+    node_uid_.clear();
+  }
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->stopped_ || !self->timer_) return;
+    self->reregister_ = true;
+    // A running step ends by scheduling the next one, which then registers.
+    if (!self->busy_) self->schedule(base::Duration(0), true);
+  });
+}
+
 void NodeStatusController::schedule(base::Duration d, bool registering) {
+  busy_ = false;
   if (stopped_) return;
+  if (reregister_) {
+    reregister_ = false;
+    d = base::Duration(0);
+    registering = true;
+    registered_ = false;
+  }
   timer_->asyncWaitFor(d, [self = shared_from_this(), registering] {
     if (self->stopped_) return;
+    self->busy_ = true;
     asio::co_spawn(
         self->strand_,
         [](std::shared_ptr<NodeStatusController> s, bool reg) -> asio::awaitable<void> {
@@ -273,7 +295,14 @@ asio::awaitable<void> NodeStatusController::updateStatus() {
   if (!r.ok()) {
     log()->warn("Error updating node status node={} err={}", name, r.status().toString());
     if (api::isNotFound(r.status())) {
+      // We registered it, so the apiserver lost its state (or someone deleted the Node): its
+      // UID is no owner any more, and everything else we created there is gone too.
       registered_ = false;
+      {
+        std::lock_guard lock(mu_);
+        node_uid_.clear();
+      }
+      if (options_.on_state_lost) options_.on_state_lost("Node " + name + " not found");
       schedule(options_.register_backoff_initial, true);
       co_return;
     }

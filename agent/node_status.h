@@ -6,7 +6,11 @@
 // nodeInfo, daemonEndpoints and the conditions: Ready from the agent's health (KubeletReady /
 // KubeletNotReady with the reason), MemoryPressure/DiskPressure/PIDPressure False.
 //
-// Threading: start/stop/nodeUid/registered are safe from any thread; the work runs on the
+// The Node answering 404 to the status PATCH after it was registered means the apiserver lost its
+// state: the controller reports it (`on_state_lost`) and registers again at once, as it does when
+// told of a loss seen elsewhere (reRegister()).
+//
+// Threading: start/stop/reRegister/nodeUid/registered are safe from any thread; the work runs on the
 // controller's strand. Create with std::make_shared; the RestClient and Clock must outlive it.
 #pragma once
 
@@ -58,6 +62,8 @@ struct NodeStatusOptions {
   base::Duration register_backoff_max = std::chrono::seconds(7);
   // The agent's health; `why` gets the reason when unhealthy. Any thread. Unset: healthy.
   std::function<bool(std::string* why)> healthy;
+  // Called on the strand when the registered Node is gone from the apiserver. Optional.
+  std::function<void(const std::string& reason)> on_state_lost;
 };
 
 // Parses --node-labels ("k=v,k2=v2"); InvalidArgument naming the bad entry.
@@ -74,6 +80,9 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
 
   void start();
   void stop();
+  // Registers the Node again as soon as the step in flight (if any) is done: the apiserver lost
+  // its state. Any thread.
+  void reRegister();
 
   // The registered Node's UID; "" until registration succeeded. Any thread.
   std::string nodeUid() const;
@@ -102,6 +111,8 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
   // Strand only.
   base::TimerPtr timer_;
   base::Duration backoff_{0};
+  bool busy_ = false;         // a registration or status step is running
+  bool reregister_ = false;   // register once the running step is done
   std::optional<bool> ready_;
   std::string ready_transition_;  // formatted time of the Ready condition's last transition
   std::string pressure_transition_;

@@ -1,10 +1,9 @@
 #include "agent/read_only_server.h"
 
-#include <httplib.h>
-
 #include <nlohmann/json.hpp>
-#include <algorithm>
+
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <sstream>
 #include <vector>
@@ -16,18 +15,15 @@
 namespace nodeagent::agent {
 
 // A /pods answer as slices of texts the agent holds anyway (each pod's raw JSON, each status's
-// JSON) and of literals, written out a chunk at a time: never copied into one string, so a
-// poll of a large node neither allocates nor faults in megabytes, and an unchanged node is
-// answered from the same slices again.
+// JSON) and of literals, written out as they are: never copied into one string, so a poll of a
+// large node neither allocates nor faults in megabytes, and an unchanged node is answered from
+// the same slices again.
 struct PodsText {
   std::vector<std::shared_ptr<const std::string>> held;  // what the slices point into
   std::vector<std::string_view> slices;
-  size_t size = 0;
 
   void add(std::string_view slice) {
-    if (slice.empty()) return;
-    slices.push_back(slice);
-    size += slice.size();
+    if (!slice.empty()) slices.push_back(slice);
   }
   void add(const std::shared_ptr<const std::string>& text) {
     add(std::string_view(*text));
@@ -35,44 +31,7 @@ struct PodsText {
   }
 };
 
-// Copies a PodsText out in order, a chunk per call (httplib asks for the rest from `offset`
-// after each write).
-class PodsTextWriter {
- public:
-  explicit PodsTextWriter(std::shared_ptr<const PodsText> text) : text_(std::move(text)) {}
-
-  bool write(size_t offset, size_t length, httplib::DataSink& sink) {
-    // Small enough to come from the heap (not a fresh mapping per answer), large enough that
-    // a megabyte list takes a few dozen writes.
-    static constexpr size_t kChunk = 64 * 1024;
-    const auto& slices = text_->slices;
-    // Offsets only move forward.
-    while (slice_ < slices.size() && slice_begin_ + slices[slice_].size() <= offset) {
-      slice_begin_ += slices[slice_].size();
-      ++slice_;
-    }
-    chunk_.clear();
-    const size_t end = offset + std::min(length, kChunk);
-    size_t pos = offset;
-    for (size_t i = slice_, begin = slice_begin_; i < slices.size() && pos < end; ++i) {
-      const size_t from = pos - begin;
-      const size_t take = std::min(slices[i].size() - from, end - pos);
-      chunk_.append(slices[i].substr(from, take));
-      pos += take;
-      begin += slices[i].size();
-    }
-    return sink.write(chunk_.data(), chunk_.size());
-  }
-
- private:
-  std::shared_ptr<const PodsText> text_;
-  size_t slice_ = 0;        // the slice holding the next byte
-  size_t slice_begin_ = 0;  // its offset in the text
-  std::string chunk_;
-};
-
 struct ReadOnlyServer::Impl {
-  httplib::Server server;
   // What /pods keeps of each pod between requests, in UID order (the order the agent visits
   // pods in, so finding a pod's entry is one step): where its status goes in its raw JSON, and
   // its status as JSON with the status stamp it was written for. An answer after a change
@@ -94,8 +53,17 @@ struct ReadOnlyServer::Impl {
   uint64_t text_version = 0;
 };
 
-ReadOnlyServer::ReadOnlyServer(Agent& agent, ReadOnlyServerOptions options)
-    : agent_(agent), options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
+ReadOnlyServer::ReadOnlyServer(asio::any_io_executor executor, base::Clock& clock, Agent& agent,
+                               ReadOnlyServerOptions options)
+    : agent_(agent),
+      options_(std::move(options)),
+      impl_(std::make_unique<Impl>()),
+      server_(std::move(executor), clock, options_.http,
+              [this](const HttpRequest& request) { return handle(request); }) {
+  health_checks_.push_back({"ping", nullptr});
+  health_checks_.push_back({"pleg", [this](std::string* why) { return agent_.healthy(why); }});
+  for (auto& c : options_.health_checks) health_checks_.push_back(std::move(c));
+}
 
 ReadOnlyServer::~ReadOnlyServer() { stop(); }
 
@@ -190,6 +158,10 @@ std::string agentMetricsText(const Agent& agent) {
   counter("nodeagent_housekeeping_skipped_total",
           "Housekeeping runs that found nothing changed and did no work.",
           m.housekeeping_skipped.load());
+  counter("nodeagent_housekeeping_waiting_for_sources_total",
+          "Housekeeping runs not done because a pod source has not been seen: containers of "
+          "removed pods are not cleaned up meanwhile.",
+          agent.syncLoop().housekeepingWaitingForSources());
   counter("nodeagent_pleg_relist_total", "PLEG relists.",
           agent.pleg().relistCount());
   counter("nodeagent_pleg_events_total", "PLEG events.",
@@ -219,54 +191,37 @@ std::string agentMetricsText(const Agent& agent) {
   return out.str();
 }
 
-base::Status ReadOnlyServer::start() {
-  auto& server = impl_->server;
-  server.Get("/pods", [this](const httplib::Request&, httplib::Response& res) {
-    auto text = podsText();
-    const size_t size = text->size;
-    auto writer = std::make_shared<PodsTextWriter>(std::move(text));
-    res.set_content_provider(size, "application/json",
-                             [writer](size_t offset, size_t length, httplib::DataSink& sink) {
-                               return writer->write(offset, length, sink);
-                             });
-  });
-  server.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    std::string why;
-    bool ok = agent_.healthy(&why);
-    if (ok && options_.extra_health) ok = options_.extra_health(&why);
-    res.status = ok ? 200 : 500;
-    res.set_content(ok ? "ok" : "[-]" + why, "text/plain");
-  });
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    auto text = agentMetricsText(agent_);
-    if (options_.extra_metrics) text += options_.extra_metrics();
-    res.set_content(text, "text/plain; version=0.0.4");
-  });
-  server.Get("/manifest-errors", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(options_.manifest_errors_json ? options_.manifest_errors_json() : "[]",
-                    "application/json");
-  });
-  // Two workers: requests are short, and each worker thread costs a stack and malloc state.
-  server.new_task_queue = [] { return new httplib::ThreadPool(2); };
-  if (options_.port == 0) {
-    port_ = server.bind_to_any_port(options_.address);
-    if (port_ <= 0) return base::unavailableError("cannot bind the read-only port on " + options_.address);
-  } else {
-    if (!server.bind_to_port(options_.address, options_.port)) {
-      return base::unavailableError("cannot bind the read-only port " + options_.address + ":" +
-                                    std::to_string(options_.port));
-    }
-    port_ = options_.port;
+HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
+  const std::string& path = request.path;
+  const bool known =
+      path == "/pods" || path == "/healthz" || path == "/metrics" || path == "/manifest-errors";
+  if (!known) return HttpResponse{404, "text/plain", "404 page not found\n", nullptr};
+  if (request.method != "GET" && request.method != "HEAD") {
+    return HttpResponse{405, "text/plain", "method not allowed\n", nullptr};
   }
-  thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
-  return base::okStatus();
+  HttpResponse res;
+  if (path == "/pods") {
+    auto text = podsText();
+    res.content_type = "application/json";
+    // Aliases the text: the slices live as long as the answer that writes them.
+    res.body_pieces = std::shared_ptr<const std::vector<std::string_view>>(text, &text->slices);
+  } else if (path == "/healthz") {
+    auto answer = healthzAnswer(health_checks_, request.query.find("verbose") != std::string::npos);
+    res.status = answer.status;
+    res.body = std::move(answer.body);
+  } else if (path == "/metrics") {
+    res.content_type = "text/plain; version=0.0.4";
+    res.body = agentMetricsText(agent_);
+    if (options_.extra_metrics) res.body += options_.extra_metrics();
+  } else {
+    res.content_type = "application/json";
+    res.body = options_.manifest_errors_json ? options_.manifest_errors_json() : "[]";
+  }
+  return res;
 }
 
-void ReadOnlyServer::stop() {
-  if (thread_.joinable()) {
-    impl_->server.stop();
-    thread_.join();
-  }
-}
+base::Status ReadOnlyServer::start() { return server_.start(); }
+
+void ReadOnlyServer::stop() { server_.stop(); }
 
 }  // namespace nodeagent::agent

@@ -1,14 +1,18 @@
 // The agent's read-only HTTP endpoints (kubelet's read-only port), on 127.0.0.1 by default:
 // GET /pods (a PodList with live statuses), /healthz, /metrics (Prometheus text) and
-// /manifest-errors (the current errors of the file and HTTP sources, as JSON). Served by
-// cpp-httplib on its own threads; handlers only read thread-safe state.
+// /manifest-errors (the current errors of the file and HTTP sources, as JSON). Served by an
+// HttpServer on the agent's io_context; handlers only read thread-safe state.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
+#include "agent/health_checks.h"
+#include "agent/server/http_server.h"
+#include "base/asio.h"
+#include "base/clock.h"
 #include "base/status.h"
 
 namespace nodeagent::agent {
@@ -17,35 +21,46 @@ class Agent;
 struct PodsText;
 
 struct ReadOnlyServerOptions {
-  std::string address = "127.0.0.1";
-  int port = 10255;  // 0 picks a free port
-  // Extra health checks (name -> ok?, reason) and metrics text appended by the daemon.
+  // Address, port (0 picks a free one), limits and timeouts; `http.name` names the port in
+  // errors.
+  HttpServerOptions http = [] {
+    HttpServerOptions o;
+    o.name = "read-only";
+    o.port = 10255;
+    return o;
+  }();
+  // Metrics text appended by the daemon, and /manifest-errors.
   std::function<std::string()> manifest_errors_json;
   std::function<std::string()> extra_metrics;
-  std::function<bool(std::string* why)> extra_health;
+  // /healthz checks after the server's own `ping` and the agent's `pleg`.
+  std::vector<HealthCheck> health_checks;
 };
 
 class ReadOnlyServer {
  public:
-  ReadOnlyServer(Agent& agent, ReadOnlyServerOptions options);
+  // Serves on `executor` (the agent's io_context); requests run on any of its threads.
+  ReadOnlyServer(asio::any_io_executor executor, base::Clock& clock, Agent& agent,
+                 ReadOnlyServerOptions options);
   ~ReadOnlyServer();
 
-  // Binds and starts serving on a background thread.
+  // Binds (exclusively) and starts serving; an error names the address and port.
   base::Status start();
+  // No request is answered once it returns. Any thread.
   void stop();
-  int port() const { return port_; }
+  int port() const { return server_.port(); }
 
  private:
+  HttpResponse handle(const HttpRequest& request);
   // The /pods answer: the last one while the agent's pods and statuses are unchanged, else
   // made anew (writing only the statuses that changed).
   std::shared_ptr<const PodsText> podsText();
 
   Agent& agent_;
   ReadOnlyServerOptions options_;
+  std::vector<HealthCheck> health_checks_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::thread thread_;
-  int port_ = 0;
+  HttpServer server_;
 };
 
 // The Prometheus text of the agent's own metrics.

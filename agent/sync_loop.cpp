@@ -13,6 +13,7 @@ SyncLoop::SyncLoop(asio::any_io_executor executor, base::Clock& clock, SyncHandl
       options_(options) {}
 
 void SyncLoop::start() {
+  last_tick_ = clock_.now().time_since_epoch().count();
   asio::dispatch(strand_, [self = shared_from_this()] {
     self->sync_timer_ = self->clock_.makeTimer(self->strand_);
     self->housekeeping_timer_ = self->clock_.makeTimer(self->strand_);
@@ -74,6 +75,7 @@ void SyncLoop::handleUpdate(const api::PodUpdate& update) {
 
 void SyncLoop::tick() {
   if (stopped_) return;
+  last_tick_.store(clock_.now().time_since_epoch().count(), std::memory_order_relaxed);
   auto pods = handler_.podsToSync();
   if (!pods.empty()) handler_.handlePodSyncs(pods);
   sync_timer_->asyncWaitFor(options_.sync_period, [self = shared_from_this()] { self->tick(); });
@@ -86,7 +88,12 @@ void SyncLoop::housekeeping() {
     handler_.handlePodCleanups();
     ++housekeeping_runs_;
   } else {
-    log->debug("Skipping housekeeping: not every source is ready");
+    if (housekeeping_waiting_++ == 0) {
+      log->info("Housekeeping waits until every pod source is seen: containers of removed pods "
+                "are not cleaned up meanwhile");
+    } else {
+      log->debug("Skipping housekeeping: not every source is ready");
+    }
   }
   housekeeping_timer_->asyncWaitFor(options_.housekeeping_period,
                                     [self = shared_from_this()] { self->housekeeping(); });

@@ -36,6 +36,13 @@ class SyncLoop : public std::enable_shared_from_this<SyncLoop> {
 
   asio::strand<asio::any_io_executor>& strand() { return strand_; }
   uint64_t housekeepingRuns() const { return housekeeping_runs_.load(); }
+  // Housekeeping periods that passed without a run because a source was not ready.
+  uint64_t housekeepingWaitingForSources() const { return housekeeping_waiting_.load(); }
+  // When the sync tick last ran (start() counts as one): a loop whose strand is stuck stops
+  // ticking. Any thread.
+  base::MonotonicTime lastTick() const {
+    return base::MonotonicTime(base::Duration(last_tick_.load(std::memory_order_relaxed)));
+  }
 
  private:
   void handleUpdate(const api::PodUpdate& update);
@@ -51,6 +58,8 @@ class SyncLoop : public std::enable_shared_from_this<SyncLoop> {
   base::TimerPtr housekeeping_timer_;
   std::atomic<bool> stopped_{false};
   std::atomic<uint64_t> housekeeping_runs_{0};
+  std::atomic<uint64_t> housekeeping_waiting_{0};
+  std::atomic<int64_t> last_tick_{0};  // lastTick() as nanoseconds
 };
 
 }  // namespace nodeagent::agent

@@ -1,8 +1,13 @@
 // The PodSyncer half of the agent: syncPod (kubelet's syncPod + kuberuntime SyncPod),
 // syncTerminatingPod, syncTerminatingRuntimePod and syncTerminatedPod. Everything here runs on
 // the pod's strand and waits only through co_await.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include "agent/agent.h"
@@ -10,6 +15,8 @@
 #include "agent/pod_status.h"
 #include "api/pod_update.h"
 #include "base/log.h"
+#include "base/path_component.h"
+#include "base/printable.h"
 #include "podmanager/mirror_client.h"
 
 namespace nodeagent::agent {
@@ -39,6 +46,17 @@ std::string volumeEnvName(const std::string& volume) {
   return out;
 }
 
+// The pod-level names that become path components: the pod's namespace, name and UID (its
+// directory, its log directory) and its volumes' names (emptyDir directories). Container names are
+// checked by the runtime when it starts one (CreateContainerConfigError for that container).
+base::Status checkPodPathNames(const api::Pod& pod) {
+  RETURN_IF_ERROR(runtime::checkPodPathNames(pod));
+  for (const auto& v : pod.spec.volumes) {
+    RETURN_IF_ERROR(base::checkPathComponent("volume name", v.name));
+  }
+  return base::okStatus();
+}
+
 runtime::Pod runningPodOf(const runtime::PodStatus& status) {
   runtime::Pod pod;
   pod.uid = status.uid;
@@ -62,6 +80,27 @@ bool anyRunning(const runtime::PodStatus& status) {
                      [](const auto& cs) { return cs.state == runtime::ContainerState::kRunning; });
 }
 
+// kubelet's emptyDir permissions (0777: containers of any user share it) and, with an fsGroup,
+// its SetVolumeOwnership: group fsGroup, group read-write, and setgid so that files made in it
+// inherit the group.
+base::Status setEmptyDirOwnership(const std::filesystem::path& path,
+                                  std::optional<int64_t> fs_group) {
+  mode_t mode = 0777;
+  if (fs_group) {
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(*fs_group)) != 0) {
+      return base::internalError("cannot set the group of " + path.string() + " to fsGroup " +
+                                 std::to_string(*fs_group) + ": " + std::strerror(errno));
+    }
+    mode |= S_ISGID;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 07777) == mode) return base::okStatus();
+  if (::chmod(path.c_str(), mode) != 0) {
+    return base::internalError("cannot chmod " + path.string() + ": " + std::strerror(errno));
+  }
+  return base::okStatus();
+}
+
 }  // namespace
 
 base::StatusOr<std::vector<std::pair<std::string, std::string>>> Agent::prepareVolumes(
@@ -71,12 +110,19 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> Agent::prepareV
   for (const auto& v : pod.spec.volumes) {
     std::filesystem::path path;
     if (v.source_type == "emptyDir") {
-      path = podDir(pod.metadata.uid) / "volumes" / "kubernetes.io~empty-dir" / v.name;
+      auto pod_dir = podDir(pod.metadata.uid);
+      if (!pod_dir.ok()) return pod_dir.status();
+      auto dir = base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir", "volume name",
+                                 v.name);
+      if (!dir.ok()) return dir.status();
+      path = std::move(*dir);
       std::filesystem::create_directories(path, ec);
       if (ec) {
         return base::internalError("cannot create emptyDir volume " + v.name + " at " +
                                    path.string() + ": " + ec.message());
       }
+      const auto& psc = pod.spec.security_context;
+      RETURN_IF_ERROR(setEmptyDirOwnership(path, psc ? psc->fs_group : std::nullopt));
     } else if (v.source_type == "hostPath") {
       path = v.host_path;
       if (v.host_path_type == "DirectoryOrCreate") {
@@ -102,7 +148,8 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> Agent::prepareV
   return env;
 }
 
-asio::awaitable<void> Agent::syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror) {
+asio::awaitable<void> Agent::syncMirrorPod(const api::PodPtr& pod, const api::PodPtr& mirror,
+                                           const std::stop_token& cancel) {
   auto& client = pod_manager_.mirrorClient();
   bool deleted = false;
   if (mirror && (mirror->metadata.deletion_timestamp ||
@@ -116,6 +163,13 @@ asio::awaitable<void> Agent::syncMirrorPod(const api::PodPtr& pod, const api::Po
     } else {
       deleted = *r;
     }
+  }
+  if (deleted && mirror->metadata.deletion_timestamp &&
+      options_.mirror_recreate_delay > base::Duration::zero()) {
+    // Someone deleted the mirror and may be waiting for it to go (kubectl delete): let its LIST
+    // see the old mirror or none, not the new one (AgentOptions::mirror_recreate_delay).
+    co_await base::sleepFor(clock_, options_.mirror_recreate_delay);
+    if (cancel.stop_requested()) co_return;
   }
   if (!mirror || deleted) {
     auto s = co_await client.createMirrorPod(pod);
@@ -168,12 +222,15 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
   const int attempt = last != nullptr ? last->restart_count + 1 : 0;
 
   runtime::StartContainerOptions options;
-  options.pod_dir = podDir(uid);
+  auto pod_dir = podDir(uid);
+  if (!pod_dir.ok()) co_return pod_dir.status();
+  options.pod_dir = std::move(*pod_dir);
   options.pod_ip = options_.node_ip;
   options.host_ip = options_.node_ip;
   auto volumes = prepareVolumes(*pod);
   if (!volumes.ok()) co_return volumes.status();
   options.extra_env = std::move(*volumes);
+  options.refuse_root = !options_.allow_root_api_pods && !api::isStaticPod(*pod);
 
   auto started = co_await runtime_.startContainer(pod, container, attempt, std::move(options));
   if (!started.ok()) {
@@ -242,7 +299,7 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
   if (isTerminalPhase(api_status.phase)) co_return true;
   if (cancel.stop_requested()) co_return cancelled();
 
-  if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod);
+  if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod, cancel);
   if (cancel.stop_requested()) co_return cancelled();
 
   bool dirs_made = false;
@@ -250,13 +307,26 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
     std::lock_guard lock(mu_);
     dirs_made = dirs_made_.count(uid) > 0;
   }
+  if (auto names = checkPodPathNames(*pod); !names.ok()) {
+    // A name that would leave the agent's directories (only a pod that skipped validation can
+    // have one): this pod is refused, nothing is created for it.
+    api_status.reason = "InvalidPodName";
+    api_status.message = names.message();
+    status_manager_.setPodStatus(*pod, api_status);
+    ++metrics_.sync_pod_errors;
+    log()->warn("Refusing pod with a name that is not a path component pod={} err={}",
+                base::goQuote(api::podRef(*pod)), names.toString());
+    co_return names;
+  }
   if (!dirs_made) {
     std::error_code ec;
+    auto pod_dir = podDir(uid);
+    if (!pod_dir.ok()) co_return pod_dir.status();
     for (const char* sub : {"volumes", "plugins"}) {
-      std::filesystem::create_directories(podDir(uid) / sub, ec);
+      std::filesystem::create_directories(*pod_dir / sub, ec);
       if (ec) {
         ++metrics_.sync_pod_errors;
-        co_return base::internalError("cannot make pod directories at " + podDir(uid).string() +
+        co_return base::internalError("cannot make pod directories at " + pod_dir->string() +
                                       ": " + ec.message());
       }
     }

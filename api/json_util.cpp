@@ -175,6 +175,20 @@ base::Status readStringList(const json& obj, const Path& p, std::string_view key
   return base::okStatus();
 }
 
+base::Status readInt64List(const json& obj, const Path& p, std::string_view key,
+                           std::vector<int64_t>* out) {
+  ASSIGN_OR_RETURN(const json* m, arrayMember(obj, p, key));
+  out->clear();
+  if (m == nullptr) return base::okStatus();
+  Path fp = p.field(key);
+  out->reserve(m->size());
+  for (size_t i = 0; i < m->size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t v, toInt64((*m)[i], fp.at(i)));
+    out->push_back(v);
+  }
+  return base::okStatus();
+}
+
 base::Status readStringMap(const json& obj, const Path& p, std::string_view key, StringMap* out) {
   ASSIGN_OR_RETURN(const json* m, objectMember(obj, p, key));
   if (m == nullptr) return base::okStatus();

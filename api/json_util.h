@@ -49,6 +49,8 @@ base::Status readInt64(const json& obj, const Path& p, std::string_view key,
                        std::optional<int64_t>* out);
 base::Status readStringList(const json& obj, const Path& p, std::string_view key,
                             std::vector<std::string>* out);
+base::Status readInt64List(const json& obj, const Path& p, std::string_view key,
+                           std::vector<int64_t>* out);
 base::Status readStringMap(const json& obj, const Path& p, std::string_view key, StringMap* out);
 base::Status readTime(const json& obj, const Path& p, std::string_view key,
                       std::optional<Timestamp>* out);

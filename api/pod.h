@@ -180,6 +180,14 @@ struct Lifecycle {
   bool operator==(const Lifecycle&) const = default;
 };
 
+// core/v1 Capabilities: capability names as written ("NET_ADMIN", "CAP_NET_ADMIN" or "ALL").
+struct Capabilities {
+  std::vector<std::string> add;
+  std::vector<std::string> drop;
+  bool operator==(const Capabilities&) const = default;
+};
+
+// The container-level securityContext.
 struct SecurityContext {
   std::optional<int64_t> run_as_user;
   std::optional<int64_t> run_as_group;
@@ -187,7 +195,19 @@ struct SecurityContext {
   std::optional<bool> allow_privilege_escalation;
   std::optional<bool> privileged;
   std::optional<bool> read_only_root_filesystem;
+  std::optional<Capabilities> capabilities;
   bool operator==(const SecurityContext&) const = default;
+};
+
+// The pod-level securityContext (core/v1 PodSecurityContext). runAsUser, runAsGroup and
+// runAsNonRoot are defaults a container's own securityContext overrides.
+struct PodSecurityContext {
+  std::optional<int64_t> run_as_user;
+  std::optional<int64_t> run_as_group;
+  std::optional<bool> run_as_non_root;
+  std::vector<int64_t> supplemental_groups;
+  std::optional<int64_t> fs_group;
+  bool operator==(const PodSecurityContext&) const = default;
 };
 
 struct VolumeMount {
@@ -262,6 +282,7 @@ struct PodSpec {
   std::vector<std::string> readiness_gates;  // conditionType of each gate
   std::optional<int32_t> priority;
   std::string priority_class_name;
+  std::optional<PodSecurityContext> security_context;
   bool operator==(const PodSpec&) const = default;
 };
 

@@ -138,6 +138,12 @@ base::Status decodeContainer(const json& j, const Path& p, Container* c) {
         RETURN_IF_ERROR(readBool(e, ep, "runAsNonRoot", &s->run_as_non_root));
         RETURN_IF_ERROR(readBool(e, ep, "allowPrivilegeEscalation", &s->allow_privilege_escalation));
         RETURN_IF_ERROR(readBool(e, ep, "privileged", &s->privileged));
+        RETURN_IF_ERROR(
+            readOptional(e, ep, "capabilities", &s->capabilities,
+                         [](const json& ce, const Path& cp, Capabilities* caps) {
+                           RETURN_IF_ERROR(readStringList(ce, cp, "add", &caps->add));
+                           return readStringList(ce, cp, "drop", &caps->drop);
+                         }));
         return readBool(e, ep, "readOnlyRootFilesystem", &s->read_only_root_filesystem);
       }));
   RETURN_IF_ERROR(readBool(j, p, "stdin", &c->stdin));
@@ -199,6 +205,16 @@ base::StatusOr<PodSpec> decodeSpec(const json& j, const Path& p) {
                            }));
   RETURN_IF_ERROR(readInt32(j, p, "priority", &s.priority));
   RETURN_IF_ERROR(readString(j, p, "priorityClassName", &s.priority_class_name));
+  RETURN_IF_ERROR(readOptional(j, p, "securityContext", &s.security_context,
+                               [](const json& e, const Path& ep, PodSecurityContext* sc) {
+                                 RETURN_IF_ERROR(readInt64(e, ep, "runAsUser", &sc->run_as_user));
+                                 RETURN_IF_ERROR(readInt64(e, ep, "runAsGroup", &sc->run_as_group));
+                                 RETURN_IF_ERROR(
+                                     readBool(e, ep, "runAsNonRoot", &sc->run_as_non_root));
+                                 RETURN_IF_ERROR(readInt64List(e, ep, "supplementalGroups",
+                                                               &sc->supplemental_groups));
+                                 return readInt64(e, ep, "fsGroup", &sc->fs_group);
+                               }));
   return s;
 }
 

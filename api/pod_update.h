@@ -40,6 +40,12 @@ struct PodUpdate {
   // anything the manifest said: PodConfig stores and emits new pods as they are instead of
   // annotated copies (one pod object shared by the source and PodConfig).
   bool source_annotated = false;
+  // For a SET: the source read all of its input. False when part of it could not be used (an
+  // unlistable manifest directory, a manifest that never parsed, an unreachable URL): the pods
+  // are still merged, but the source does not count as seen, so nothing is cleaned up on the
+  // strength of an answer that may be missing pods. `incomplete_reason` says what is missing.
+  bool complete = true;
+  std::string incomplete_reason{};
 };
 
 enum class SyncPodType { kSync = 0, kUpdate = 1, kCreate = 2, kKill = 3 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,8 @@
 #include "api/pod_update.h"
 #include "api/rest_client.h"
 #include "base/log.h"
+#include "base/printable.h"
+#include "config/pod_validation.h"
 
 namespace nodeagent::config {
 namespace {
@@ -43,10 +46,13 @@ std::string refOf(const nlohmann::json& obj) {
 class PodStore final : public Reflector::Handler {
  public:
   PodStore(std::string node_name, PodUpdateSink sink,
-           std::function<base::StatusOr<api::PodPtr>(const nlohmann::json&)> decode)
+           std::function<base::StatusOr<api::PodPtr>(const nlohmann::json&)> decode,
+           base::Clock& clock, ManifestErrors* errors)
       : node_name_(std::move(node_name)),
         sink_(std::move(sink)),
         decode_(std::move(decode)),
+        clock_(clock),
+        errors_(errors),
         log_(base::logger("config")) {}
 
   void close() {
@@ -59,12 +65,18 @@ class PodStore final : public Reflector::Handler {
     next.reserve(items.size());
     std::vector<api::PodPtr> pods;
     pods.reserve(items.size());
+    // Refusals still listed stay reported; the others were deleted meanwhile.
+    auto previously_refused = std::move(refused_);
+    refused_.clear();
     for (auto& item : items) {
       if (!item.is_object()) continue;
       auto pod = decodeForNode(item);
       if (!pod) continue;
       if (!next.emplace((*pod)->metadata.uid, *pod).second) continue;
       pods.push_back(std::move(*pod));
+    }
+    for (const auto& location : previously_refused) {
+      if (!refused_.contains(location) && errors_) errors_->clear(api::kApiserverSource, location);
     }
     pods_ = std::move(next);
     log_->debug("Apiserver source listed pods count={} resourceVersion={}", pods.size(), rv);
@@ -74,6 +86,9 @@ class PodStore final : public Reflector::Handler {
   void onWatchEvent(api::WatchEventType type, nlohmann::json object) override {
     if (!object.is_object()) return;
     if (type == api::WatchEventType::kDeleted) {
+      if (refused_.erase(refOf(object)) > 0 && errors_) {
+        errors_->clear(api::kApiserverSource, refOf(object));
+      }
       auto it = pods_.find(uidOf(object));
       if (it == pods_.end()) return;
       auto pod = it->second;
@@ -109,20 +124,49 @@ class PodStore final : public Reflector::Handler {
   std::optional<api::PodPtr> decodeForNode(const nlohmann::json& obj) {
     // Checked on the JSON first so that other nodes' pods cost no decode.
     if (nodeNameOf(obj) != node_name_) {
-      log_->debug("Ignoring pod of another node pod={} nodeName={}", refOf(obj), nodeNameOf(obj));
+      log_->debug("Ignoring pod of another node pod={} nodeName={}", base::goQuote(refOf(obj)),
+                  base::goQuote(nodeNameOf(obj)));
       return std::nullopt;
     }
     auto pod = decode_(obj);
     if (!pod.ok()) {
-      log_->warn("Skipping pod that failed to decode source=api pod={} error=\"{}\"", refOf(obj),
-                 pod.status().toString());
+      log_->warn("Skipping pod that failed to decode source=api pod={} error={}",
+                 base::goQuote(refOf(obj)), base::goQuote(pod.status().toString()));
       return std::nullopt;
     }
-    if ((*pod)->metadata.uid.empty()) {
-      log_->warn("Skipping pod without a UID source=api pod={}", refOf(obj));
+    if (auto errors = validatePodNames(**pod); !errors.empty()) {
+      refuse(**pod, refOf(obj), errors);
       return std::nullopt;
+    }
+    if (refused_.erase(refOf(obj)) > 0 && errors_) {
+      errors_->clear(api::kApiserverSource, refOf(obj));
     }
     return *pod;
+  }
+
+  // A pod whose names would become paths outside the agent's directories (or that an apiserver
+  // validating as kube-apiserver does would have refused) never reaches PodConfig.
+  void refuse(const api::Pod& pod, const std::string& location,
+              const std::vector<FieldError>& errors) {
+    std::string invalid;
+    for (const auto& e : errors) {
+      if (!invalid.empty()) invalid += '\n';
+      invalid += e.toString();
+    }
+    if (refused_.insert(location).second) {
+      log_->warn("Refusing pod with invalid names source=api pod={} uid={} errors={}",
+                 base::goQuote(location), base::goQuote(pod.metadata.uid), base::goQuote(invalid));
+    }
+    if (!errors_) return;
+    ManifestErrorDetail detail;
+    detail.invalid = invalid;
+    // The event is about the pod when its own metadata is valid, else about the node.
+    if (std::none_of(errors.begin(), errors.end(),
+                     [](const FieldError& e) { return e.field.starts_with("metadata."); })) {
+      detail.pod = ManifestPodRef{pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid};
+    }
+    errors_->set(api::kApiserverSource, location, "pod refused: " + invalid, clock_.wallNow(),
+                 std::move(detail));
   }
 
   void emit(api::PodOperation op, std::vector<api::PodPtr> pods) {
@@ -138,22 +182,26 @@ class PodStore final : public Reflector::Handler {
   const std::string node_name_;
   PodUpdateSink sink_;
   std::function<base::StatusOr<api::PodPtr>(const nlohmann::json&)> decode_;
+  base::Clock& clock_;
+  ManifestErrors* errors_;
   std::shared_ptr<spdlog::logger> log_;
   std::unordered_map<std::string, api::PodPtr> pods_;  // strand only
+  std::set<std::string> refused_;  // locations of refused pods; strand only
   std::mutex sink_mu_;
   bool closed_ = false;
 };
 
-class ApiserverSource final : public PodSource {
+class ApiserverSourceImpl final : public ApiserverSource {
  public:
-  ApiserverSource(asio::any_io_executor ex, base::Clock& clock, base::Random& random,
+  ApiserverSourceImpl(asio::any_io_executor ex, base::Clock& clock, base::Random& random,
                   std::shared_ptr<ListerWatcher> lw, std::shared_ptr<ThreadedListerWatcher> threaded,
                   std::unique_ptr<api::RestClient> owned_client, ApiserverSourceOptions options,
                   PodUpdateSink sink)
       : owned_client_(std::move(owned_client)), threaded_(std::move(threaded)) {
     auto decode = options.decode;
     if (!decode) decode = [](const nlohmann::json& j) { return api::decodePodPtr(j); };
-    store_ = std::make_shared<PodStore>(options.node_name, std::move(sink), std::move(decode));
+    store_ = std::make_shared<PodStore>(options.node_name, std::move(sink), std::move(decode),
+                                        clock, options.errors);
     auto reflector_options = options.reflector;
     reflector_options.name = "pods of node " + options.node_name;
     reflector_ = std::make_shared<Reflector>(asio::make_strand(ex), clock, random, std::move(lw),
@@ -161,7 +209,7 @@ class ApiserverSource final : public PodSource {
     node_name_ = options.node_name;
   }
 
-  ~ApiserverSource() override { stop(); }
+  ~ApiserverSourceImpl() override { stop(); }
 
   void start() override {
     std::call_once(started_, [&] {
@@ -169,6 +217,8 @@ class ApiserverSource final : public PodSource {
       reflector_->start();
     });
   }
+
+  void relist(std::string reason) override { reflector_->relist(std::move(reason)); }
 
   void stop() override {
     store_->close();
@@ -205,20 +255,21 @@ std::string resolveNodeName(std::string_view hostname_override) {
   return name;
 }
 
-std::unique_ptr<PodSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
-                                               base::Random& random,
-                                               std::shared_ptr<ListerWatcher> lister_watcher,
-                                               ApiserverSourceOptions options, PodUpdateSink sink) {
-  return std::make_unique<ApiserverSource>(std::move(ex), clock, random, std::move(lister_watcher),
+std::unique_ptr<ApiserverSource> makeApiserverSource(
+    asio::any_io_executor ex, base::Clock& clock, base::Random& random,
+    std::shared_ptr<ListerWatcher> lister_watcher, ApiserverSourceOptions options,
+    PodUpdateSink sink) {
+  return std::make_unique<ApiserverSourceImpl>(std::move(ex), clock, random, std::move(lister_watcher),
                                            nullptr, nullptr, std::move(options), std::move(sink));
 }
 
-std::unique_ptr<PodSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
-                                               base::Random& random, api::RestClient& client,
-                                               ApiserverSourceOptions options, PodUpdateSink sink) {
+std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
+                                                     base::Random& random, api::RestClient& client,
+                                                     ApiserverSourceOptions options,
+                                                     PodUpdateSink sink) {
   auto threaded = std::make_shared<ThreadedListerWatcher>(client, api::podsPath(),
                                                           fieldSelectorFor(options.node_name));
-  return std::make_unique<ApiserverSource>(std::move(ex), clock, random, threaded, threaded, nullptr,
+  return std::make_unique<ApiserverSourceImpl>(std::move(ex), clock, random, threaded, threaded, nullptr,
                                            std::move(options), std::move(sink));
 }
 
@@ -240,7 +291,7 @@ base::StatusOr<std::unique_ptr<PodSource>> makeApiserverSource(asio::any_io_exec
   if (!client.ok()) return client.status();
   auto threaded = std::make_shared<ThreadedListerWatcher>(**client, api::podsPath(),
                                                           fieldSelectorFor(options.node_name));
-  return std::unique_ptr<PodSource>(std::make_unique<ApiserverSource>(
+  return std::unique_ptr<PodSource>(std::make_unique<ApiserverSourceImpl>(
       std::move(ex), clock, random, threaded, threaded, std::move(*client), std::move(options),
       std::move(sink)));
 }

@@ -15,6 +15,8 @@
 #include "api/pod_json.h"
 #include "api/pod_update.h"
 #include "base/log.h"
+#include "base/path_component.h"
+#include "base/printable.h"
 
 namespace nodeagent::config {
 namespace {
@@ -138,10 +140,10 @@ CheckpointManager::CheckpointManager(std::filesystem::path dir) : dir_(std::move
 
 base::StatusOr<std::filesystem::path> CheckpointManager::pathFor(const std::string& uid) const {
   if (!validUid(uid)) {
-    return base::invalidArgumentError("pod uid \"" + uid +
-                                      "\" cannot name a checkpoint file (metadata.uid)");
+    return base::invalidArgumentError("pod uid " + base::goQuote(uid) +
+                                      " cannot name a checkpoint file (metadata.uid)");
   }
-  return dir_ / fileNameFor(uid);
+  return base::childPath(dir_, "checkpoint file name", fileNameFor(uid));
 }
 
 base::Status CheckpointManager::ensureDirLocked() {

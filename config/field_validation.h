@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/printable.h"
 #include "config/static_pod.h"
 
 namespace nodeagent::config {
@@ -26,7 +27,7 @@ std::vector<std::string> isEnvVarName(std::string_view value);
 std::vector<std::string> isHttpHeaderName(std::string_view value);
 
 // Go's %q of a string (strconv.Quote), which field errors use to print bad values.
-std::string goQuote(std::string_view value);
+using base::goQuote;
 
 // field.ErrorList constructors, in kube-apiserver's wording.
 FieldError required(std::string field, std::string_view detail = {});

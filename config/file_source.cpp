@@ -87,9 +87,13 @@ void FileSource::Impl::relist(bool force, bool check_mode) {
       }
       ::closedir(d);
     } else {
-      log_->warn("Cannot list manifest directory path={} reason={}", dir_, std::strerror(errno));
+      const std::string reason = std::strerror(errno);
+      log_->warn("Cannot list manifest directory path={} reason={}", base::goQuote(dir_), reason);
+      path_problem_ = "cannot list " + dir_ + ": " + reason;
+      emitIfChanged();
       return;
     }
+    path_problem_.clear();
     for (const auto& name : seen) {
       if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;  // read once quiet
       processName(name, force, /*settled=*/false);
@@ -136,9 +140,9 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     if (entries_.count(name)) {
       fileGone(name, settled);
     } else if (S_ISDIR(st.st_mode)) {
-      log_->debug("Not recursing into manifest path path={}", full);
+      log_->debug("Not recursing into manifest path path={}", base::goQuote(full));
     } else {
-      log_->debug("Skipping manifest path that is not a regular file path={}", full);
+      log_->debug("Skipping manifest path that is not a regular file path={}", base::goQuote(full));
     }
     return;
   }
@@ -150,18 +154,26 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     key.link_ctime = nanos(lst.st_ctim);
   }
   auto it = entries_.find(name);
+  if (it != entries_.end() && it->second.oversize_key == key) return;  // still too large
   if (!force && it != entries_.end() && it->second.has_content && it->second.key == key) return;
+  if (static_cast<uintmax_t>(st.st_size) > opts_.max_manifest_bytes) {
+    recordOversize(name, key);
+    return;
+  }
 
   auto bytes = readManifest(full);
   if (!bytes.ok()) {
     if (bytes.status().code() == base::StatusCode::kNotFound) {
       fileGone(name, settled);
+    } else if (bytes.status().code() == base::StatusCode::kResourceExhausted) {
+      recordOversize(name, key);  // it grew while being read
     } else {
       recordReadError(name, bytes.status().message());
     }
     return;
   }
   Entry& e = entries_[name];
+  e.oversize_key.reset();
   e.key = key;
   e.is_symlink = is_link;
   updateTargetWatch(name, e, full);
@@ -183,8 +195,9 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     e.parse_invalid = true;
     e.invalid_pod =
         result.invalid_pods.size() == 1 ? result.invalid_pods.front() : ManifestPodRef{};
+    if (!e.pod && !e.bad_since) e.bad_since = clock_.now();
     log_->warn("Could not process manifest file, keeping its last good pod file={} reason={}",
-               full, e.parse_error);
+               base::goQuote(full), base::goQuote(e.parse_error));
     refreshError(name, e);
     return;
   }
@@ -192,7 +205,8 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
   e.parse_error.clear();
   e.parse_invalid = false;
   e.invalid_pod = {};
-  if (had_error) log_->info("Manifest file parses again file={}", full);
+  e.bad_since.reset();
+  if (had_error) log_->info("Manifest file parses again file={}", base::goQuote(full));
   setPod(name, e, result.pods.front());
   refreshError(name, e);
 }
@@ -202,14 +216,22 @@ base::StatusOr<std::string> FileSource::Impl::readManifest(const std::string& fu
   return readManifestFile(full, opts_.max_manifest_bytes);
 }
 
+void FileSource::Impl::recordOversize(const std::string& name, const StatKey& key) {
+  recordReadError(name, "manifest is larger than " + std::to_string(opts_.max_manifest_bytes) +
+                            " bytes; not read again until it changes");
+  entries_[name].oversize_key = key;
+}
+
 void FileSource::Impl::recordReadError(const std::string& name, const std::string& reason) {
   Entry& e = entries_[name];
+  e.oversize_key.reset();
   e.has_content = false;
   e.parse_error = reason;
   e.parse_invalid = false;
   e.invalid_pod = {};
+  if (!e.pod && !e.bad_since) e.bad_since = clock_.now();
   log_->warn("Could not read manifest file, keeping its last good pod file={} reason={}",
-             fullPath(name), reason);
+             base::goQuote(fullPath(name)), base::goQuote(reason));
   refreshError(name, e);
 }
 
@@ -229,7 +251,7 @@ void FileSource::Impl::fileGone(const std::string& name, bool settled) {
 void FileSource::Impl::removeEntry(const std::string& name) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return;
-  log_->debug("Manifest file removed file={}", fullPath(name));
+  log_->debug("Manifest file removed file={}", base::goQuote(fullPath(name)));
   setPod(name, it->second, nullptr);
   dropTargetWatch(name, it->second);
   if (opts_.errors) opts_.errors->clear(api::kFileSource, fullPath(name));
@@ -255,8 +277,8 @@ void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod
   if (e.pod) {
     claimants_[e.pod->fullName()].insert(name);
     reconcileClaims(e.pod->fullName());
-    log_->debug("Manifest file read file={} pod={} uid={}", fullPath(name), api::podRef(*e.pod),
-                e.pod->metadata.uid);
+    log_->debug("Manifest file read file={} pod={} uid={}", base::goQuote(fullPath(name)),
+                api::podRef(*e.pod), e.pod->metadata.uid);
   } else {
     e.winner = false;
     e.duplicate_of.clear();
@@ -284,7 +306,7 @@ void FileSource::Impl::reconcileClaims(const std::string& full_name) {
         log_->warn(
             "Two manifest files define the same pod, ignoring the later one in sorted order "
             "pod={} file={} used={}",
-            full_name, fullPath(name), fullPath(dup));
+            full_name, base::goQuote(fullPath(name)), base::goQuote(fullPath(dup)));
       }
       refreshError(name, e);
     }
@@ -340,16 +362,41 @@ void FileSource::Impl::refreshError(const std::string& name, const Entry& e) {
   }
 }
 
+std::string FileSource::Impl::incompleteReason() const {
+  if (!path_problem_.empty()) return path_problem_;
+  if (mode_ == Mode::kMissing) return {};
+  // A single manifest file that never parsed keeps the source unseen (kubelet's
+  // TestExtractFromBadDataFile); in a directory, a bad file holds the answer back for one check
+  // period only, so that one broken manifest cannot stop the cleanup of every other pod.
+  const base::MonotonicTime now = clock_.now();
+  for (const auto& [name, e] : entries_) {
+    if (e.pod || e.parse_error.empty()) continue;
+    if (mode_ == Mode::kDir && e.bad_since && now - *e.bad_since >= opts_.check_frequency) continue;
+    return "manifest " + fullPath(name) + " has not been read successfully since the agent "
+           "started: " + e.parse_error;
+  }
+  return {};
+}
+
 void FileSource::Impl::emitIfChanged() {
-  if (emitted_ && !changed_) return;
+  // Once a complete answer went out the source is seen for good: no need to look again.
+  std::string incomplete = emitted_complete_ ? std::string() : incompleteReason();
+  const bool complete = incomplete.empty();
+  if (emitted_ && !changed_ && complete == emitted_complete_) return;
   std::vector<api::PodPtr> pods = set_pods_;
   changed_ = false;
   if (!emitted_) {
-    log_->info("Manifest path read path={} pods={}", path_, pods.size());
+    log_->info("Manifest path read path={} pods={} complete={}", base::goQuote(path_), pods.size(),
+               complete);
+  } else if (complete && !emitted_complete_) {
+    log_->info("Manifest path read completely path={} pods={}", base::goQuote(path_), pods.size());
   }
   emitted_ = true;
+  emitted_complete_ = complete;
   api::PodUpdate update{std::move(pods), api::PodOperation::kSet, std::string(api::kFileSource),
                         /*source_annotated=*/true};
+  update.complete = complete;
+  update.incomplete_reason = std::move(incomplete);
   std::lock_guard lock(sink_mu_);
   if (stopped_) return;
   ++updates_pushed_;

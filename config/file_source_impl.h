@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -24,6 +25,7 @@
 #include "base/backoff.h"
 #include "base/duration.h"
 #include "base/log.h"
+#include "base/printable.h"
 #include "config/static_pod.h"
 
 namespace nodeagent::config {
@@ -80,7 +82,14 @@ struct Entry {
   std::string parse_error;
   bool parse_invalid = false;   // parse_error is about the content (not a read failure)
   ManifestPodRef invalid_pod;   // the pod the bad content names, if it could be read
+  // Set while a file that never gave a pod is unreadable or unparseable: when it first was. A
+  // directory's answer waits one check period for it (it may be being written), then goes out
+  // complete without it.
+  std::optional<base::MonotonicTime> bad_since;
   std::string duplicate_of;  // name of the file whose pod wins over this one's
+  // Set while the file is over max_manifest_bytes: the stat it was refused at. A file refused
+  // and unchanged is neither read nor warned about again.
+  std::optional<StatKey> oversize_key;
 };
 
 struct TargetWatch {
@@ -203,6 +212,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   // A file that cannot be read keeps its last good pod, like one that does not parse.
   void recordReadError(const std::string& name, const std::string& reason);
+  void recordOversize(const std::string& name, const StatKey& key);
 
   // The file is not there (or no longer a regular file). Unless `settled`, it gets the settle
   // window to come back before its pod goes.
@@ -221,7 +231,12 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   // sending a SET costs a vector copy rather than a walk of every cache entry.
   void syncSetSlot(const std::string& name, const Entry& e);
   void refreshError(const std::string& name, const Entry& e);
+  // Sends the set when it changed, when it never went out, or when it became complete.
   void emitIfChanged();
+  // Why the set is not the whole answer (empty when it is): the path cannot be used, or a
+  // manifest has never parsed in this run (after a restart its pod may still be running, and an
+  // incomplete answer must not get its containers killed as orphans).
+  std::string incompleteReason() const;
 
   // ---- symlink targets ----------------------------------------------------------------------
 
@@ -279,8 +294,13 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   base::TimerPtr settle_timer_;
   base::TimerPtr retry_timer_;
   base::Backoff backoff_;
-  bool emitted_ = false;  // the first SET went out (the source is seen)
+  bool emitted_ = false;  // the first SET went out
   bool changed_ = false;  // the set differs from the last one sent
+  // Why the path itself cannot be used right now (cannot be stat'ed or listed, not a directory
+  // or a regular file); empty when it can.
+  std::string path_problem_;
+  // The last SET sent was complete (see incompleteReason).
+  bool emitted_complete_ = false;
 
   std::atomic<uint64_t> files_read_{0};
   std::atomic<uint64_t> manifests_decoded_{0};

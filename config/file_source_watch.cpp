@@ -53,6 +53,7 @@ void FileSource::Impl::setupWatch() {
                    path_);
       }
       mode_ = Mode::kMissing;
+      path_problem_.clear();
       removeAllEntries();
       // Watch first, then send: whoever reacts to the empty set (and creates the path) must
       // not be able to do it before the watch is there to see it.
@@ -67,6 +68,8 @@ void FileSource::Impl::setupWatch() {
       }
     } else {
       log_->warn("Cannot stat manifest path path={} reason={}", path_, std::strerror(err));
+      path_problem_ = "cannot stat " + path_ + ": " + std::strerror(err);
+      emitIfChanged();
     }
     scheduleRetry();
     return;
@@ -85,11 +88,14 @@ void FileSource::Impl::setupWatch() {
       log_->warn("Manifest path is not a directory or file path={}", path_);
     }
     mode_ = Mode::kOther;
+    path_problem_ = path_ + " is not a directory or a regular file";
+    emitIfChanged();
     scheduleRetry();
     return;
   }
   if (mode != mode_) removeAllEntries();  // entry names mean something else in the other mode
   mode_ = mode;
+  path_problem_.clear();
   path_dev_ = st.st_dev;
   path_ino_ = st.st_ino;
   char real[PATH_MAX];
@@ -244,7 +250,7 @@ void FileSource::Impl::handleEvents(std::vector<InotifyEvent> events) {
   for (const auto& e : events) {
     if (log_->should_log(spdlog::level::trace)) {
       log_->trace("inotify event wd={} mask={} name={}", e.wd, inotifyMaskString(e.mask),
-                  e.name);
+                  base::goQuote(e.name));
     }
     if (e.mask & IN_Q_OVERFLOW) {
       log_->warn("Manifest watch queue overflowed, relisting path={}", path_);

@@ -1,16 +1,13 @@
 #include "config/http_source.h"
 
-#include <openssl/x509.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <mutex>
 #include <set>
 
-#include <httplib.h>
-
 #include "api/hash.h"
+#include "api/http_client.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "config/static_pod.h"
@@ -143,10 +140,9 @@ base::StatusOr<ParsedUrl> parseHttpUrl(std::string_view url) {
 namespace {
 
 struct FetchResult {
-  std::string error;  // transport error; empty when a response arrived
+  std::string error;  // transport error or a limit hit, naming the URL; empty when an answer came
   int status = 0;
   std::string body;
-  bool too_large = false;
   std::string etag;
   std::string last_modified;
 };
@@ -154,13 +150,34 @@ struct FetchResult {
 // The GET in flight, so a deadline or stop() on the strand can abort it from another thread.
 struct InFlight {
   std::mutex mu;
-  httplib::Client* client = nullptr;
+  api::HttpConnection* conn = nullptr;
   bool aborted = false;
   void abort() {
     std::lock_guard lock(mu);
     aborted = true;
-    if (client) client->stop();
+    if (conn) conn->cancel();
   }
+};
+
+// The TLS configuration (system roots plus the optional CA file), made on the blocking pool at
+// the first https request and kept.
+class TlsCache {
+ public:
+  base::StatusOr<std::shared_ptr<api::HttpTlsContext>> get(const std::string& ca_file) {
+    std::lock_guard lock(mu_);
+    if (!ctx_) {
+      api::HttpTlsOptions tls;
+      tls.ca_file = ca_file;
+      auto made = api::HttpTlsContext::create(tls, "manifest URL");
+      if (!made.ok()) return made.status();
+      ctx_ = std::move(*made);
+    }
+    return ctx_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<api::HttpTlsContext> ctx_;
 };
 
 struct FetchRequest {
@@ -171,78 +188,60 @@ struct FetchRequest {
   base::Duration timeout;
   size_t max_body_bytes;
   std::string ca_file;
+  std::shared_ptr<TlsCache> tls;
 };
 
-// One GET, without following redirects (cpp-httplib would treat a 304 as a redirect).
+// One GET, without following redirects. Every limit of the answer (head size and fields, body
+// size, each timeout) is enforced by HttpConnection.
 FetchResult fetchOnce(const FetchRequest& req, const ParsedUrl& url, InFlight& inflight,
                       std::string* location) {
   FetchResult out;
-  try {
-    httplib::Client client(url.origin());
-    auto secs = std::chrono::duration_cast<std::chrono::seconds>(req.timeout);
-    auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(req.timeout - secs);
-    client.set_connection_timeout(secs.count(), usecs.count());
-    client.set_read_timeout(secs.count(), usecs.count());
-    client.set_write_timeout(secs.count(), usecs.count());
-    client.set_follow_location(false);
-    client.set_url_encode(false);
-    client.set_keep_alive(false);
-    if (url.scheme == "https") {
-      client.enable_server_certificate_verification(true);
-      // The system bundle plus the optional CA file (set_ca_cert_path alone would replace the
-      // system bundle).
-      X509_STORE* store = X509_STORE_new();
-      X509_STORE_set_default_paths(store);
-      if (!req.ca_file.empty() &&
-          X509_STORE_load_locations(store, req.ca_file.c_str(), nullptr) != 1) {
-        X509_STORE_free(store);
-        out.error = "cannot load CA file " + req.ca_file;
-        return out;
-      }
-      client.set_ca_cert_store(store);  // the client owns it now
-    }
-    httplib::Headers headers;
-    for (const auto& [k, v] : req.headers) headers.emplace(k, v);
-    if (!req.if_none_match.empty()) headers.emplace("If-None-Match", req.if_none_match);
-    if (!req.if_modified_since.empty()) {
-      headers.emplace("If-Modified-Since", req.if_modified_since);
-    }
-    {
-      std::lock_guard lock(inflight.mu);
-      if (inflight.aborted) {
-        out.error = "aborted";
-        return out;
-      }
-      inflight.client = &client;
-    }
-    auto result = client.Get(
-        url.path, headers, [](const httplib::Response&) { return true; },
-        [&](const char* data, size_t len) {
-          if (out.body.size() + len > req.max_body_bytes) {
-            out.too_large = true;
-            return false;
-          }
-          out.body.append(data, len);
-          return true;
-        });
-    {
-      std::lock_guard lock(inflight.mu);
-      inflight.client = nullptr;
-    }
-    if (out.too_large) return out;
-    if (!result) {
-      out.error = httplib::to_string(result.error());
+  const std::string what = "GET " + url.origin() + url.path;
+  std::shared_ptr<api::HttpTlsContext> tls;
+  if (url.scheme == "https") {
+    auto ctx = req.tls->get(req.ca_file);
+    if (!ctx.ok()) {
+      out.error = ctx.status().message();
       return out;
     }
-    out.status = result->status;
-    out.etag = result->get_header_value("ETag");
-    out.last_modified = result->get_header_value("Last-Modified");
-    if (location) *location = result->get_header_value("Location");
-  } catch (const std::exception& e) {
-    std::lock_guard lock(inflight.mu);
-    inflight.client = nullptr;
-    out.error = e.what();
+    tls = std::move(*ctx);
   }
+  api::HttpClientOptions copts;
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(req.timeout);
+  copts.connect_timeout = copts.write_timeout = copts.head_timeout = copts.read_timeout = timeout;
+  api::HttpConnection conn(api::HttpEndpoint{url.scheme == "https", url.host, url.port},
+                           std::move(tls), copts);
+  api::HttpRequest get;
+  get.target = url.path;
+  get.max_body_bytes = req.max_body_bytes;
+  get.headers = req.headers;
+  get.headers.emplace_back("Connection", "close");
+  if (!req.if_none_match.empty()) get.headers.emplace_back("If-None-Match", req.if_none_match);
+  if (!req.if_modified_since.empty()) {
+    get.headers.emplace_back("If-Modified-Since", req.if_modified_since);
+  }
+  {
+    std::lock_guard lock(inflight.mu);
+    if (inflight.aborted) {
+      out.error = what + ": aborted";
+      return out;
+    }
+    inflight.conn = &conn;
+  }
+  auto result = conn.roundTrip(get);
+  {
+    std::lock_guard lock(inflight.mu);
+    inflight.conn = nullptr;
+  }
+  if (!result.ok()) {
+    out.error = what + ": " + result.status().message();
+    return out;
+  }
+  out.status = result->status;
+  out.body = std::move(result->body);
+  out.etag = result->header("ETag");
+  out.last_modified = result->header("Last-Modified");
+  if (location) *location = result->header("Location");
   return out;
 }
 
@@ -252,7 +251,7 @@ FetchResult fetch(const FetchRequest& req, InFlight& inflight) {
   for (int hop = 0;; ++hop) {
     std::string location;
     FetchResult out = fetchOnce(req, url, inflight, &location);
-    bool redirect = out.error.empty() && !out.too_large &&
+    bool redirect = out.error.empty() &&
                     (out.status == 301 || out.status == 302 || out.status == 303 ||
                      out.status == 307 || out.status == 308);
     if (!redirect) return out;
@@ -348,7 +347,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     }
     FetchRequest req{url_,    opts_.headers,        etag_,
                      last_modified_, opts_.timeout, opts_.max_body_bytes,
-                     opts_.ca_file};
+                     opts_.ca_file,  tls_cache_};
     deadline_timer_->asyncWaitFor(opts_.timeout, [self = shared_from_this(), gen] {
       self->onDeadline(gen);
     });
@@ -390,10 +389,6 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   }
 
   void handle(FetchResult r) {
-    if (r.too_large) {
-      failure("body is larger than " + std::to_string(opts_.max_body_bytes) + " bytes");
-      return;
-    }
     if (!r.error.empty()) {
       failure(r.error);
       return;
@@ -438,6 +433,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
                  "reason={}",
                  opts_.url, parse_error_);
       refreshError();
+      pushIncomplete("cannot use the pods of " + opts_.url + ": " + parse_error_);
       return;
     }
     parse_error_.clear();
@@ -465,6 +461,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     ++streak_;
     fetch_error_ = reason;
     refreshError();
+    pushIncomplete("cannot read " + opts_.url + ": " + reason);
     auto now = clock_.now();
     if (streak_ == 1 || now - last_warn_ >= opts_.failure_log_interval) {
       last_warn_ = now;
@@ -505,15 +502,30 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     }
   }
 
-  void push(std::vector<api::PodPtr> pods) {
+  void push(std::vector<api::PodPtr> pods, std::string incomplete_reason = {}) {
     api::PodUpdate update{std::move(pods), api::PodOperation::kSet, std::string(api::kHttpSource),
                           /*source_annotated=*/true};
+    update.complete = incomplete_reason.empty();
+    update.incomplete_reason = std::move(incomplete_reason);
     std::lock_guard lock(sink_mu_);
     if (stopped_) return;
+    if (update.complete) pushed_complete_ = true;
     ++updates_pushed_;
     sink_(std::move(update));
   }
 
+  // Until the URL has given a usable answer, a failure is an empty, incomplete SET: the source
+  // has answered (the agent's readiness need not wait for it) but is not seen (nothing is cleaned
+  // up on the strength of it). It goes out when the reason changes, not on every poll.
+  // Afterwards a failure sends nothing: the pods stay.
+  void pushIncomplete(std::string reason) {
+    if (pushed_complete_ || reason == pushed_incomplete_reason_) return;
+    pushed_incomplete_reason_ = reason;
+    push({}, std::move(reason));
+  }
+
+  bool pushed_complete_ = false;  // strand: a usable answer went out (the source is seen)
+  std::string pushed_incomplete_reason_;  // strand: the last incomplete SET's reason
   asio::strand<asio::any_io_executor> strand_;
   asio::any_io_executor blocking_;
   base::Clock& clock_;
@@ -526,6 +538,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   bool stopped_ = false;
   std::mutex inflight_mu_;  // any thread: guards inflight_
   std::shared_ptr<InFlight> inflight_;
+  std::shared_ptr<TlsCache> tls_cache_ = std::make_shared<TlsCache>();
 
   // Strand only.
   bool closed_ = false;

@@ -2,7 +2,8 @@
 // `check_frequency` (20s) with a 10s timeout. The body is one Pod or a PodList, YAML or JSON, at
 // most 10 MiB, decoded with the static-pod defaults for source "http".
 //
-// The blocking cpp-httplib GET runs on a small blocking pool; its result is posted back to the
+// The blocking GET (api::HttpConnection: headers <= 64 KiB and <= 100 fields, body <= 10 MiB,
+// every step within the timeout) runs on a small blocking pool; its result is posted back to the
 // source's strand, where all state lives and all timing uses the injected Clock. What is sent:
 //  - a changed, valid body: SET with its pods;
 //  - an empty body: an empty SET (kubelet does this: an empty answer removes every http pod);
@@ -42,7 +43,7 @@ struct ParsedUrl {
   std::string host;
   int port = 0;
   std::string path;  // path and query, "/" when empty
-  // "scheme://host:port", what cpp-httplib's Client takes.
+  // "scheme://host:port" (IPv6 in brackets), for messages.
   std::string origin() const;
 };
 // Accepts http:// and https:// URLs with an optional port, path and query.

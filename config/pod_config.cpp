@@ -80,6 +80,8 @@ struct PodConfig::State {
   mutable std::mutex mu;
   std::set<std::string> sources;
   std::set<std::string> seen;
+  std::set<std::string> answered;
+  std::map<std::string, std::string> incomplete_reasons;
   std::map<std::string, std::vector<base::Status>> errors;
   bool restored = false;
 };
@@ -87,10 +89,21 @@ struct PodConfig::State {
 void PodConfig::State::mergeOnStrand(const std::string& source, api::PodUpdate update) {
   if (closed.load()) return;
   MergeChanges changes;
+  const bool is_set = update.op == api::PodOperation::kSet;
+  const bool complete = update.complete;
+  std::string incomplete_reason = update.incomplete_reason;  // storage logs it too
   std::vector<api::PodUpdate> emitted = storage.merge(source, std::move(update), &changes);
   {
     std::lock_guard lock(mu);
     if (changes.first_set) seen.insert(source);
+    if (is_set) {
+      answered.insert(source);
+      if (complete) {
+        incomplete_reasons.erase(source);
+      } else {
+        incomplete_reasons[source] = std::move(incomplete_reason);
+      }
+    }
     auto errs = storage.sourceErrors(source);
     if (errs.empty()) {
       errors.erase(source);
@@ -168,6 +181,18 @@ bool PodConfig::seenAllSources(const std::set<std::string>& seen_sources) const 
 bool PodConfig::sourceSeen(const std::string& source) const {
   std::lock_guard lock(state_->mu);
   return state_->seen.count(source) > 0;
+}
+
+PodConfig::SourceState PodConfig::sourceState(const std::string& source) const {
+  std::lock_guard lock(state_->mu);
+  SourceState out;
+  out.answered = state_->answered.count(source) > 0;
+  out.seen = state_->seen.count(source) > 0;
+  if (!out.seen) {
+    auto it = state_->incomplete_reasons.find(source);
+    if (it != state_->incomplete_reasons.end()) out.reason = it->second;
+  }
+  return out;
 }
 
 std::set<std::string> PodConfig::sources() const {

@@ -69,6 +69,15 @@ class PodConfig {
   bool sourceSeen(const std::string& source) const;
   // The configured sources. Any thread.
   std::set<std::string> sources() const;
+  // Where a source stands: `answered` once it sent any SET (complete or not), `seen` once it
+  // sent a complete one; `reason` is what its last incomplete SET said was missing while it is
+  // not seen. Any thread.
+  struct SourceState {
+    bool answered = false;
+    bool seen = false;
+    std::string reason;
+  };
+  SourceState sourceState(const std::string& source) const;
   // Problems in the most recent update of `source` (duplicate pod full names: the first pod wins,
   // the others are dropped); empty when it was clean. Any thread.
   std::vector<base::Status> sourceErrors(const std::string& source) const;

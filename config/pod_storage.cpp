@@ -12,6 +12,7 @@
 #include "api/pod_json.h"
 #include "api/time.h"
 #include "base/log.h"
+#include "base/printable.h"
 #include "config/static_pod.h"
 
 namespace nodeagent::config {
@@ -493,7 +494,12 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
       }
       break;
     case api::PodOperation::kSet: {
-      sources_seen_.insert(source);
+      if (change.complete) {
+        sources_seen_.insert(source);
+      } else if (!seen_before) {
+        log()->warn("Source not seen yet: its answer is incomplete source={} reason={}", source,
+                    base::goQuote(change.incomplete_reason));
+      }
       if (!mergeSetByPosition(source, change.pods, change.source_annotated, last, pods, out,
                               errors)) {
         ++generation_;

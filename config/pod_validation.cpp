@@ -1,6 +1,7 @@
 #include "config/pod_validation.h"
 
 #include "config/pod_defaults.h"
+#include "base/path_component.h"
 
 #include <algorithm>
 #include <array>
@@ -118,8 +119,18 @@ class PodValidator {
   void nonNegative(const std::string& field, int64_t value) {
     if (value < 0) add(invalid(field, value, kNegativeMsg));
   }
+  // A container or volume name: required, a DNS-1123 label. Returns whether it was valid.
+  bool validateLabelName(const std::string& name_path, const std::string& name) {
+    if (name.empty()) {
+      add(required(name_path));
+      return false;
+    }
+    auto msgs = isDns1123Label(name);
+    addInvalid(name_path, name, msgs);
+    return msgs.empty();
+  }
 
-  void validateObjectMeta(const api::ObjectMeta& meta) {
+  void validateNameAndNamespace(const api::ObjectMeta& meta) {
     if (meta.name.empty()) {
       add(required("metadata.name", "name or generateName is required"));
     } else {
@@ -130,6 +141,11 @@ class PodValidator {
     } else {
       addInvalid("metadata.namespace", meta.namespace_, isDns1123Label(meta.namespace_));
     }
+  }
+
+  void validateObjectMeta(const api::ObjectMeta& meta) {
+    validateNameAndNamespace(meta);
+    validateUid(meta.uid);
     nonNegative("metadata.generation", meta.generation);
     for (const auto& [k, v] : meta.labels) {
       addInvalid("metadata.labels", k, isQualifiedName(k));
@@ -144,11 +160,44 @@ class PodValidator {
       add(tooLong("metadata.annotations", kTotalAnnotationSizeLimit));
   }
 
+  // The UID names the pod's directories (<root-dir>/pods/<uid>, the log directory): when a
+  // manifest gives one, it must be a single path component.
+  void validateUid(const std::string& uid) {
+    if (uid.empty()) return;
+    if (auto problem = base::pathComponentProblem(uid); !problem.empty()) {
+      add(invalid("metadata.uid", uid, "must be a valid path component: " + problem));
+    }
+  }
+
+ public:
+  // The names that become path components on the node, by kube-apiserver's rules for them.
+  std::vector<FieldError> runNames(const api::Pod& pod) {
+    const auto& meta = pod.metadata;
+    validateNameAndNamespace(meta);
+    if (meta.uid.empty()) {
+      add(required("metadata.uid"));
+    } else {
+      validateUid(meta.uid);
+    }
+    for (size_t i = 0; i < pod.spec.volumes.size(); ++i) {
+      validateLabelName(child(index("spec.volumes", i), "name"), pod.spec.volumes[i].name);
+    }
+    for (const auto& [path, list] : {std::pair{"spec.initContainers", &pod.spec.init_containers},
+                                     std::pair{"spec.containers", &pod.spec.containers}}) {
+      for (size_t i = 0; i < list->size(); ++i) {
+        validateLabelName(child(index(path, i), "name"), (*list)[i].name);
+      }
+    }
+    return std::move(errs_);
+  }
+
+ private:
   void validateSpec(const api::PodSpec& spec) {
     const json* spec_json = get(pod_json_, "spec");
     validateVolumes(spec.volumes, get(spec_json, "volumes"));
     validateContainers(spec.containers, "spec.containers", get(spec_json, "containers"));
     validateInitContainers(spec, get(spec_json, "initContainers"));
+    if (spec.security_context) validatePodSecurityContext(*spec.security_context);
 
     static const std::vector<std::string_view> kRestartPolicies = {"Always", "OnFailure", "Never"};
     if (spec.restart_policy.empty()) {
@@ -214,11 +263,7 @@ class PodValidator {
       size_t before = errs_.size();
       validateVolumeSource(vol, path, at(volumes_json, i));
       std::string name_path = child(path, "name");
-      if (vol.name.empty()) {
-        add(required(name_path));
-      } else {
-        addInvalid(name_path, vol.name, isDns1123Label(vol.name));
-      }
+      validateLabelName(name_path, vol.name);
       if (names.contains(vol.name)) add(duplicate(name_path, vol.name));
       // Like kube-apiserver, only a volume without problems can be mounted.
       if (errs_.size() == before) {
@@ -306,11 +351,7 @@ class PodValidator {
       std::string ip = index(path, i);
       const json* ctr_json = at(containers_json, i);
       std::string name_path = child(ip, "name");
-      if (ctr.name.empty()) {
-        add(required(name_path));
-      } else {
-        addInvalid(name_path, ctr.name, isDns1123Label(ctr.name));
-      }
+      validateLabelName(name_path, ctr.name);
       if (names.contains(ctr.name)) {
         add(duplicate(name_path, ctr.name));
       } else {
@@ -697,19 +738,39 @@ class PodValidator {
       add(forbidden(lim_path, "HugePages require cpu or memory"));
   }
 
+  // validation.IsValidUserID / IsValidGroupID.
+  void validateId(const std::string& path, std::optional<int64_t> id) {
+    if (id && (*id < 0 || *id > kMaxInt32)) {
+      add(invalid(path, *id, "must be between 0 and 2147483647, inclusive"));
+    }
+  }
+
   void validateSecurityContext(const api::SecurityContext& sc, const std::string& path) {
-    static constexpr std::string_view kRange = "must be between 0 and 2147483647, inclusive";
-    if (sc.run_as_user && (*sc.run_as_user < 0 || *sc.run_as_user > kMaxInt32)) {
-      add(invalid(child(path, "runAsUser"), *sc.run_as_user, kRange));
-    }
-    if (sc.run_as_group && (*sc.run_as_group < 0 || *sc.run_as_group > kMaxInt32)) {
-      add(invalid(child(path, "runAsGroup"), *sc.run_as_group, kRange));
-    }
-    if (sc.allow_privilege_escalation && !*sc.allow_privilege_escalation && sc.privileged &&
-        *sc.privileged) {
+    validateId(child(path, "runAsUser"), sc.run_as_user);
+    validateId(child(path, "runAsGroup"), sc.run_as_group);
+    const bool no_escalation = sc.allow_privilege_escalation && !*sc.allow_privilege_escalation;
+    if (no_escalation && sc.privileged && *sc.privileged) {
       add(invalidRendered(
           path, R"({"allowPrivilegeEscalation":false,"privileged":true})",
           "cannot set `allowPrivilegeEscalation` to false and `privileged` to true"));
+    }
+    if (no_escalation && sc.capabilities &&
+        std::find(sc.capabilities->add.begin(), sc.capabilities->add.end(), "CAP_SYS_ADMIN") !=
+            sc.capabilities->add.end()) {
+      add(invalidRendered(
+          path, R"({"allowPrivilegeEscalation":false,"capabilities":{"add":["CAP_SYS_ADMIN"]}})",
+          "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN"));
+    }
+  }
+
+  // kubelet v1.18's validatePodSpecSecurityContext (the id ranges).
+  void validatePodSecurityContext(const api::PodSecurityContext& sc) {
+    const std::string path = "spec.securityContext";
+    validateId(child(path, "runAsUser"), sc.run_as_user);
+    validateId(child(path, "runAsGroup"), sc.run_as_group);
+    validateId(child(path, "fsGroup"), sc.fs_group);
+    for (size_t i = 0; i < sc.supplemental_groups.size(); ++i) {
+      validateId(index(child(path, "supplementalGroups"), i), sc.supplemental_groups[i]);
     }
   }
 
@@ -782,6 +843,10 @@ class PodValidator {
 
 std::vector<FieldError> validatePodWithJson(const api::Pod& pod, const nlohmann::json* pod_json) {
   return PodValidator(pod_json).run(pod);
+}
+
+std::vector<FieldError> validatePodNames(const api::Pod& pod) {
+  return PodValidator(nullptr).runNames(pod);
 }
 
 std::vector<FieldError> validatePod(const api::Pod& pod) {

@@ -22,4 +22,10 @@ namespace nodeagent::config {
 // env valueFrom sources are set) are made too.
 std::vector<FieldError> validatePodWithJson(const api::Pod& pod, const nlohmann::json* pod_json);
 
+// Only the names a node turns into paths, by kube-apiserver's rules (metadata.name a DNS-1123
+// subdomain, metadata.namespace and every container and volume name a DNS-1123 label) plus
+// metadata.uid present and a single path component. The apiserver source refuses pods that fail
+// it: an apiserver that validated them would never have served them.
+std::vector<FieldError> validatePodNames(const api::Pod& pod);
+
 }  // namespace nodeagent::config

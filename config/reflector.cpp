@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,24 @@ std::string resourceVersionOf(const nlohmann::json& obj) {
   auto rv = meta->find("resourceVersion");
   if (rv == meta->end() || !rv->is_string()) return {};
   return rv->get<std::string>();
+}
+
+// resourceVersions are opaque to clients, but kube-apiserver's (etcd revisions) and
+// test-apiserver's are decimal counters; anything else is never compared.
+std::optional<uint64_t> numericResourceVersion(const std::string& rv) {
+  if (rv.empty() || rv.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : rv) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+// "Too large resource version": the server has not reached the version we asked for.
+bool isTooLargeResourceVersion(const base::Status& st) {
+  auto e = api::apiErrorOf(st);
+  return e && e->http_code == 504 && e->message.find("Too large resource version") != std::string::npos;
 }
 
 // Failures after which the watch can be re-opened where it stopped: a connection failure, or the
@@ -189,6 +208,36 @@ void Reflector::start() {
   });
 }
 
+void Reflector::relist(std::string reason) {
+  asio::post(ex_, [self = shared_from_this(), reason = std::move(reason)] {
+    if (self->stopped() || self->phase_ == Phase::kIdle || self->phase_ == Phase::kStopped) return;
+    self->log_->warn("Apiserver state lost, relisting resource={} reason=\"{}\"", self->options_.name,
+                     reason);
+    self->restartFromScratch();
+  });
+}
+
+void Reflector::restartFromScratch() {
+  lw_->cancel();
+  timer_->cancel();
+  last_rv_.clear();
+  last_rv_unavailable_ = true;  // quorum read: the newest state, whatever the server's version
+  consecutive_gone_ = 0;
+  backoff_.reset();
+  doList();
+}
+
+bool Reflector::wentBackwards(const std::string& rv, const char* seen_in) {
+  auto held = numericResourceVersion(last_rv_);
+  auto seen = numericResourceVersion(rv);
+  if (!held || !seen || *seen >= *held) return false;
+  const std::string reason = std::string("resourceVersion went backwards in a ") + seen_in +
+                             " from " + last_rv_ + " to " + rv;
+  log_->warn("Apiserver state lost resource={} reason=\"{}\"", options_.name, reason);
+  if (options_.on_state_lost) options_.on_state_lost(reason);
+  return true;
+}
+
 void Reflector::stop() {
   if (stopped_.exchange(true, std::memory_order_acq_rel)) return;
   lw_->cancel();
@@ -230,6 +279,9 @@ void Reflector::onListDone(uint64_t seq, base::StatusOr<ListResult> result) {
     return;
   }
   last_rv_unavailable_ = false;
+  // The list is complete, so it replaces everything whatever happened; the report lets the owner
+  // redo what the lost state held (registration, mirror pods, statuses).
+  wentBackwards(result->resource_version, "list");
   last_rv_ = result->resource_version;
   log_->debug("Listed resource={} items={} resourceVersion={}", options_.name, result->items.size(),
               last_rv_);
@@ -273,6 +325,13 @@ void Reflector::onWatchEvent(uint64_t seq, api::RawWatchEvent ev) {
   if (stopped() || seq != seq_ || phase_ != Phase::kWatching || !ev.object) return;
   ++watch_events_;
   std::string rv = resourceVersionOf(*ev.object);
+  // Everything a watch from version V sends is newer than V: an older version means the server
+  // never had ours, so what we hold describes a state it has lost.
+  if (ev.type != api::WatchEventType::kError &&
+      wentBackwards(rv, ev.type == api::WatchEventType::kBookmark ? "bookmark" : "watch event")) {
+    restartFromScratch();
+    return;
+  }
   switch (ev.type) {
     case api::WatchEventType::kBookmark:
       break;
@@ -306,6 +365,13 @@ void Reflector::onWatchDone(uint64_t seq, base::Status st) {
     // client-go: a refused or dropped connection and 429 re-open the watch from the last
     // resourceVersion after backoff; a full LIST (every pod of the node) is not needed for that.
     retryAfterBackoff("watch " + failureKind(st), st, Next::kWatch);
+    return;
+  }
+  if (isTooLargeResourceVersion(st)) {
+    // The server is behind the version we hold (client-go: relist with a quorum read); the list's
+    // version tells whether it lost its state.
+    last_rv_unavailable_ = true;
+    retryAfterBackoff("watch " + failureKind(st), st);
     return;
   }
   if (api::isGone(st)) {

@@ -7,6 +7,12 @@
 // ends at once). Bookmarks only advance the resourceVersion. It never gives up and logs each new
 // kind of failure once per streak of failures.
 //
+// A lost apiserver state (an etcd restore, another cluster behind the same address) shows as a
+// resourceVersion that goes backwards: a LIST, a bookmark or an event older than the version the
+// reflector holds. The reflector then reports it (Options::on_state_lost) and relists with a
+// quorum read, forgetting the old version. The owner can also ask for such a relist (relist()) when
+// it learns of the loss in other ways (our Node or Lease answering 404).
+//
 // Threading: the reflector's logic, its timers (injected Clock) and its Handler calls all run on
 // one strand. The blocking LIST and the long WATCH run elsewhere (a ListerWatcher: a dedicated
 // thread for the real client, a scripted fake in unit tests) and their completions are posted back
@@ -112,6 +118,9 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
     // server or proxy that closes at once must not make us spin).
     base::Duration min_healthy_watch = std::chrono::seconds(1);
     std::string name = "pods";  // for logs
+    // Called on the strand when the apiserver's resourceVersion went backwards (its state was
+    // lost); `reason` says what was seen. Optional.
+    std::function<void(const std::string& reason)> on_state_lost;
   };
 
   // `ex` must be a strand (or a single-threaded executor).
@@ -125,6 +134,10 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
   // Stops: no Handler call starts after stop() returns (from any thread; a call already running
   // on the strand may finish). Cancels the call in flight; timers die on the strand. Idempotent.
   void stop();
+  // Drops the call in flight and the resourceVersion held, and relists at once with a quorum read
+  // (the apiserver's state was lost, so nothing it said before can be resumed from). Any thread;
+  // ignored before start() and after stop().
+  void relist(std::string reason);
 
   // Strand only (tests): the resourceVersion the next watch or relist starts from.
   const std::string& lastSyncResourceVersion() const { return last_rv_; }
@@ -145,6 +158,9 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
                          Next next = Next::kList);
   void noteFailure(const std::string& kind, const base::Status& status);
   void noteHealthy();
+  // True (and reported) when `rv` is older than the resourceVersion held: the state was lost.
+  bool wentBackwards(const std::string& rv, const char* seen_in);
+  void restartFromScratch();
   std::string relistResourceVersion() const;
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 

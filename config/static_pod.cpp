@@ -250,6 +250,11 @@ base::StatusOr<std::string> readManifestFile(const std::string& path, size_t max
       ::close(fd);
       return base::invalidArgumentError("is a directory, not a manifest file");
     }
+    if (S_ISREG(st.st_mode) && static_cast<uintmax_t>(st.st_size) > max_bytes) {
+      ::close(fd);  // refused on its size alone: none of it is read
+      return base::resourceExhaustedError("manifest is larger than " + std::to_string(max_bytes) +
+                                          " bytes");
+    }
     if (st.st_size > 0) {
       out.reserve(std::min<size_t>(static_cast<size_t>(st.st_size), max_bytes) + 1);
     }

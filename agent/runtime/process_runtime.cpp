@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include "agent/runtime/process_runtime_state.h"
+#include "agent/runtime/security_context.h"
 
 namespace nodeagent::runtime {
 namespace {
@@ -25,6 +26,18 @@ std::string newContainerId() {
     id += kHex[b & 15];
   }
   return id;
+}
+
+// The effective security context, checked and turned into what the shim applies. A process
+// container has no image user: without runAsUser it runs as the agent's uid.
+base::StatusOr<ProcessCredentials> containerCredentials(const api::Pod& pod,
+                                                        const api::Container& container,
+                                                        const StartContainerOptions& options) {
+  const uint32_t agent_uid = ::geteuid();
+  const auto sc = determineEffectiveSecurityContext(pod, container);
+  RETURN_IF_ERROR(verifyRunAsNonRoot(pod, container, sc, int64_t{agent_uid}));
+  if (options.refuse_root) RETURN_IF_ERROR(checkNonRootPolicy(pod, container, sc, agent_uid));
+  return processCredentials(pod, container, sc, agent_uid, passwdPrimaryGroup);
 }
 
 }  // namespace
@@ -105,12 +118,17 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
     const api::Pod& pod, const api::Container& container, int attempt,
     const StartContainerOptions& options) {
   const std::string where = "container \"" + container.name + "\" of pod " + api::podRef(pod);
+  if (auto s = checkPathNames(pod, container); !s.ok()) {
+    return base::invalidArgumentError(where + ": " + s.message());
+  }
   if (container.command.empty()) {
     return base::invalidArgumentError(
         where +
         ": spec.containers[].command is empty; nodeagent runs containers as host processes and "
         "does not pull images, so the command must be given");
   }
+  auto creds = containerCredentials(pod, container, options);
+  if (!creds.ok()) return creds.status();
   const std::string id = newContainerId();
   ShimConfig config;
   // The container has no filesystem of its own: its terminationMessagePath cannot be mounted, so
@@ -148,13 +166,13 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
   } else {
     config.working_dir = container.working_dir;
   }
-  if (::geteuid() == 0 && container.security_context) {
-    const auto& sc = *container.security_context;
-    if (sc.run_as_user) config.uid = static_cast<uint32_t>(*sc.run_as_user);
-    if (sc.run_as_group) config.gid = static_cast<uint32_t>(*sc.run_as_group);
-  }
-  config.no_new_privs =
-      container.security_context && container.security_context->allow_privilege_escalation == false;
+  config.uid = creds->uid;
+  config.gid = creds->gid;
+  config.set_groups = creds->set_groups;
+  config.groups = creds->groups;
+  config.capabilities = creds->capabilities;
+  config.ambient_capabilities = creds->ambient;
+  config.no_new_privs = creds->no_new_privs;
   fs::path log = logPath(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid,
                          container.name, attempt);
   config.log_path = log.string();
@@ -173,7 +191,11 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
                                   ": " + ec.message());
   }
   std::string error;
-  if (!writeFileAtomic((dir / kConfigFileName).string(), encodeShimConfig(config), error)) {
+  // Atomic, not durable: an fsync here would cost a disk flush per container start, serially
+  // (about 11 ms each on an ext4 disk, 1,000 starts: 11 s instead of 0.4 s), and a machine crash
+  // that loses the file also ends the container (a new boot adopts nothing).
+  if (!writeFileAtomic((dir / kConfigFileName).string(), encodeShimConfig(config), error,
+                       Durability::kAtomic)) {
     fs::remove_all(dir, ec);
     return base::internalError(where + ": " + error);
   }

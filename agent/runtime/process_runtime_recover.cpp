@@ -1,12 +1,52 @@
-// ProcessRuntime's recovery at start: the containers that earlier agents started are adopted
-// from their state directories (running ones watched again, ended ones reported with their exit).
+// ProcessRuntime's recovery at start: the containers that earlier agents started are adopted from
+// their state directories (running ones watched again, ended ones reported with their exit). What
+// the files say is checked against the live shims of this root dir (/proc, see shim_processes.h): a
+// live shim is adopted from what the kernel shows when its state file is unusable, and killed
+// deliberately when even its config file is, so that a container is never started twice.
+#include <poll.h>
+
 #include "agent/runtime/process_runtime_state.h"
+#include "agent/runtime/shim_processes.h"
 
 namespace nodeagent::runtime {
+namespace {
+
+// The state file says what the live shim is (same boot, same shim, same container process).
+bool stateMatches(const ShimState& state, const LiveShim& shim) {
+  if (state.boot_id != currentBootId() || state.shim_pid != shim.pid ||
+      state.shim_start_ticks != shim.start_ticks) {
+    return false;
+  }
+  if (state.status != ShimStatus::kRunning || shim.container_pid == 0) return true;
+  return state.pid == shim.container_pid && state.pid_start_ticks == shim.container_start_ticks;
+}
+
+// What a live shim's state file would say, from /proc. No container child: the shim has not started
+// it yet or it has just ended; "created" until the shim's own file tells more.
+ShimState stateFromShim(const LiveShim& shim) {
+  ShimState st;
+  st.shim_pid = shim.pid;
+  st.shim_start_ticks = shim.start_ticks;
+  st.boot_id = currentBootId();
+  if (shim.container_pid > 0) {
+    st.status = ShimStatus::kRunning;
+    st.pid = shim.container_pid;
+    st.pid_start_ticks = shim.container_start_ticks;
+    st.started_at = processStartNanos(shim.container_start_ticks);
+  }
+  return st;
+}
+
+}  // namespace
+
+void ProcessRuntime::State::saveState(const std::string& id, const ShimState& st) {
+  std::string error;
+  if (!writeFileAtomic((containerDir(id) / kStateFileName).string(), encodeShimState(st), error)) {
+    log_->warn("Cannot record container exit id={} error={}", id, error);
+  }
+}
 
 void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, ShimState state) {
-  const fs::path dir = containerDir(id);
-  std::string error;
   const bool same_boot = !state.boot_id.empty() && state.boot_id == currentBootId();
   // A shim that exited while we are its parent (the agent process survived, e.g. tests) is a
   // zombie: reap it so it does not linger.
@@ -50,9 +90,7 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
       r.state.exit_code = 255;
       r.state.reason = "Error";
       r.state.message = "the node rebooted while the container ran";
-      if (!writeFileAtomic((dir / kStateFileName).string(), encodeShimState(r.state), error)) {
-        log_->warn("Cannot record container exit id={} error={}", id, error);
-      }
+      saveState(id, r.state);
     } else {
       r.state = settleDeadShim(id, state);
     }
@@ -61,11 +99,67 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
   putRecordLocked(id, std::move(r));
 }
 
+// SIGTERM through each shim (it forwards it to its container's process group), up to the minimum
+// grace period; then SIGKILL to the container's group and to the shim. Returns once they ended, or
+// after a bounded wait (logged).
+void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shims) {
+  struct Target {
+    const Unadoptable* u;
+    std::unique_ptr<Fd> pidfd;
+  };
+  std::vector<Target> targets;
+  for (const auto& u : shims) {
+    log_->warn("Killing a container shim that cannot be adopted id={} shimPid={} pid={} reason={}",
+               u.id, u.shim.pid, u.shim.container_pid, u.reason);
+    auto pidfd = std::make_unique<Fd>(pidfdOpen(u.shim.pid));
+    // Checked with the pidfd held, as in adopt: the pid is the shim's, not a reused one.
+    if (pidfd->fd < 0 || !processAlive(u.shim.pid, u.shim.start_ticks)) continue;
+    pidfdSendSignal(pidfd->fd, SIGTERM);
+    targets.push_back({&u, std::move(pidfd)});
+  }
+  // Waits until every target's shim ended or `timeout` passed; drops the ended ones.
+  auto waitEnded = [&](base::Duration timeout) {
+    const auto deadline = clock_.now() + timeout;
+    while (!targets.empty()) {
+      std::vector<pollfd> fds;
+      for (const auto& t : targets) fds.push_back({t.pidfd->fd, POLLIN, 0});
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock_.now());
+      const int rc =
+          ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, left.count())));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc <= 0) return;
+      for (size_t i = fds.size(); i-- > 0;) {
+        if (fds[i].revents == 0) continue;
+        siginfo_t info{};
+        // Reap it when it is our child (the agent process survived, e.g. tests).
+        ::waitid(kPPidfd, static_cast<id_t>(targets[i].pidfd->fd), &info, WEXITED | WNOHANG);
+        targets.erase(targets.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+  };
+  waitEnded(seconds(options_.minimum_grace_seconds));
+  for (const auto& t : targets) {
+    const LiveShim& shim = t.u->shim;
+    if (shim.container_pid > 0 && processAlive(shim.container_pid, shim.container_start_ticks)) {
+      ::kill(-shim.container_pid, SIGKILL);
+    }
+    pidfdSendSignal(t.pidfd->fd, SIGKILL);
+  }
+  waitEnded(seconds(options_.minimum_grace_seconds));
+  for (const auto& t : targets) {
+    log_->error("A container shim that cannot be adopted survived SIGKILL id={} shimPid={}",
+                t.u->id, t.u->shim.pid);
+  }
+}
+
 base::Status ProcessRuntime::State::recover() {
   const fs::path root = options_.root_dir / "containers";
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return base::internalError("create " + root.string() + ": " + ec.message());
+  std::map<std::string, LiveShim> shims = findLiveShims(root);
+  std::vector<Unadoptable> unadoptable;
+  std::vector<fs::path> incomplete;
   int adopted = 0;
   int exited = 0;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
@@ -75,27 +169,58 @@ base::Status ProcessRuntime::State::recover() {
       std::lock_guard lock(mu_);
       if (records_.count(id)) continue;
     }
+    std::optional<LiveShim> live;
+    if (auto it = shims.find(id); it != shims.end()) {
+      live = it->second;
+      shims.erase(it);
+    }
     std::string text, error;
     ShimConfig config;
     const fs::path config_path = entry.path() / kConfigFileName;
     if (!readWholeFile(config_path.string(), text, error)) {
-      // Created but never configured: the agent stopped in the middle of a start.
+      // Created but never configured: the agent stopped in the middle of a start (or the file was
+      // removed under a running shim, which then cannot be adopted).
+      if (live) unadoptable.push_back({id, *live, "its config file is unreadable: " + error});
       log_->warn("Removing incomplete container directory path={}", entry.path().string());
-      fs::remove_all(entry.path(), ec);
+      incomplete.push_back(entry.path());
       continue;
     }
     if (!decodeShimConfig(text, config, error)) {
+      if (live) unadoptable.push_back({id, *live, "its config file is unusable: " + error});
       log_->warn("Skipping container with an unreadable config path={} error={}",
                  config_path.string(), error);
       continue;
     }
     ShimState state;
     const fs::path state_path = entry.path() / kStateFileName;
-    if (!readWholeFile(state_path.string(), text, error) || !decodeShimState(text, state, error)) {
+    std::error_code exists_ec;
+    const bool state_present = fs::exists(state_path, exists_ec) || exists_ec;
+    bool usable =
+        readWholeFile(state_path.string(), text, error) && decodeShimState(text, state, error);
+    if (usable && live && !stateMatches(state, *live)) {
+      usable = false;
+      error = "it does not describe the running shim (pid " + std::to_string(live->pid) + ")";
+    }
+    if (!usable && live) {
+      log_->warn("Container state file is unusable, rebuilt from its running shim id={} error={}",
+                 id, error);
+      state = stateFromShim(*live);
+    } else if (!usable && !state_present) {
       // No shim ever recorded anything: it never started.
       state = ShimState{};
       state.boot_id = currentBootId();
       state = settleDeadShim(id, state);
+    } else if (!usable) {
+      state = ShimState{};
+      state.status = ShimStatus::kExited;
+      state.boot_id = currentBootId();
+      state.finished_at = toNanos(clock_.wallNow());
+      state.exit_code = kUnknownExitCode;
+      state.reason = "ContainerStatusUnknown";
+      state.message = "the container's state file is unusable (" + error +
+                      ") and its shim is gone: its exit code is unknown";
+      log_->warn("Container state file is unusable and its shim is gone id={} error={}", id, error);
+      saveState(id, state);
     }
     adopt(id, std::move(config), std::move(state));
     std::lock_guard lock(mu_);
@@ -106,7 +231,13 @@ base::Status ProcessRuntime::State::recover() {
     }
   }
   if (ec) return base::internalError("list " + root.string() + ": " + ec.message());
-  log_->info("Recovered containers running={} exited={}", adopted, exited);
+  for (const auto& [id, shim] : shims) {
+    unadoptable.push_back({id, shim, "its container directory is missing"});
+  }
+  killUnadoptable(unadoptable);
+  for (const auto& dir : incomplete) fs::remove_all(dir, ec);
+  log_->info("Recovered containers running={} exited={} killed={}", adopted, exited,
+             unadoptable.size());
   return base::okStatus();
 }
 

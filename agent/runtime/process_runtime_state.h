@@ -25,6 +25,7 @@
 #include <set>
 
 #include "agent/runtime/process_runtime.h"
+#include "agent/runtime/shim_processes.h"
 #include "agent/runtime/state_file.h"
 #include "base/log.h"
 #include "base/readable_wait.h"
@@ -36,6 +37,9 @@ namespace fs = std::filesystem;
 using std::chrono::duration_cast;
 using std::chrono::nanoseconds;
 using std::chrono::seconds;
+
+// The exit code of a container whose end was not recorded (kubelet's, for ContainerStatusUnknown).
+constexpr int kUnknownExitCode = 137;
 
 // waitid's P_PIDFD (Linux 5.4); spelled out for libc headers that lack it.
 constexpr auto kPPidfd = static_cast<idtype_t>(3);
@@ -106,8 +110,11 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
         clock_(clock),
         options_(std::move(options)),
         log_(base::logger("runtime")) {
+    // Shims are found again by the directory in their command line (see shim_processes.h): it is
+    // absolute, whatever the agent's working directory.
+    std::error_code ec;
+    if (auto root = fs::absolute(options_.root_dir, ec); !ec) options_.root_dir = root;
     if (options_.shim_path.empty()) {
-      std::error_code ec;
       auto self = fs::read_symlink("/proc/self/exe", ec);
       options_.shim_path = (ec ? fs::path(".") : self.parent_path()) / "nodeagent-shim";
     }
@@ -266,11 +273,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       st.message = killed ? "the container shim died; the container was killed"
                           : "the container shim died; the exit code was lost";
     }
-    std::string error;
-    if (!writeFileAtomic((containerDir(id) / kStateFileName).string(), encodeShimState(st),
-                         error)) {
-      log_->warn("Cannot record container exit id={} error={}", id, error);
-    }
+    saveState(id, st);
     log_->warn("Container shim ended without recording an exit id={} killed={}", id, killed);
     return st;
   }
@@ -409,6 +412,16 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       std::string id, std::vector<std::string> command, base::Duration timeout);
   base::Status recover();
   void adopt(const std::string& id, ShimConfig config, ShimState state);
+  // A live shim of this root dir that recover() cannot adopt (its config is unusable or its
+  // directory gone), and why.
+  struct Unadoptable {
+    std::string id;
+    LiveShim shim;
+    std::string reason;
+  };
+  void killUnadoptable(const std::vector<Unadoptable>& shims);
+  // Writes the state file of `id` (an exit the agent records itself); logs a failure.
+  void saveState(const std::string& id, const ShimState& st);
   void stop() {
     stopped_ = true;
     asio::post(strand_, [self = shared_from_this()] {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/path_component.h"
+
 namespace nodeagent::runtime {
 
 std::string_view containerStateName(ContainerState state) {
@@ -38,6 +40,20 @@ std::vector<const ContainerStatus*> PodStatus::runningContainerStatuses() const 
 std::string_view startErrorReason(const base::Status& status) {
   return status.code() == base::StatusCode::kInvalidArgument ? kCreateContainerConfigError
                                                              : kRunContainerError;
+}
+
+base::Status checkPodPathNames(const api::Pod& pod) {
+  const auto& meta = pod.metadata;
+  RETURN_IF_ERROR(base::checkPathComponent("pod namespace", meta.namespace_));
+  RETURN_IF_ERROR(base::checkPathComponent("pod name", meta.name));
+  RETURN_IF_ERROR(base::checkPathComponent("pod UID", meta.uid));
+  return base::checkPathComponent("pod log directory",
+                                  meta.namespace_ + "_" + meta.name + "_" + meta.uid);
+}
+
+base::Status checkPathNames(const api::Pod& pod, const api::Container& container) {
+  RETURN_IF_ERROR(checkPodPathNames(pod));
+  return base::checkPathComponent("container name", container.name);
 }
 
 int64_t podGracePeriodSeconds(const api::Pod& pod) {

@@ -99,6 +99,10 @@ struct StartContainerOptions {
   std::string host_ip;
   // Set before the container's own env (which may override them), e.g. volume paths.
   std::vector<std::pair<std::string, std::string>> extra_env;
+  // Refuse a container that would run as root on the node or asks for privileged: true or
+  // capabilities.add (runtime/security_context.h: checkNonRootPolicy). The agent sets it for
+  // pods from the apiserver unless --allow-root-api-pods.
+  bool refuse_root = false;
 };
 
 // The result of a command run in a container's context (kubelet's ExecSync).
@@ -126,6 +130,13 @@ inline constexpr std::string_view kRunContainerError = "RunContainerError";
 // The reason for a startContainer error: InvalidArgument (a bad spec: empty command, unsupported
 // env source) is CreateContainerConfigError, anything else RunContainerError.
 std::string_view startErrorReason(const base::Status& status);
+
+// Checks every name a runtime turns into a path with base::checkPathComponent: the pod's
+// namespace, name, UID and the log directory `<ns>_<name>_<uid>` they make together, and for
+// checkPathNames the container's name too. InvalidArgument (so CreateContainerConfigError)
+// naming the bad one.
+base::Status checkPodPathNames(const api::Pod& pod);
+base::Status checkPathNames(const api::Pod& pod, const api::Container& container);
 
 // kubelet's minimumGracePeriodInSeconds: the SIGTERM window left after a preStop hook.
 inline constexpr int64_t kMinimumGracePeriodSeconds = 2;

@@ -128,6 +128,14 @@ std::string encodeShimConfig(const ShimConfig& c) {
   if (c.uid) putInt(out, "uid", *c.uid);
   if (c.gid) putInt(out, "gid", *c.gid);
   putInt(out, "no_new_privs", c.no_new_privs ? 1 : 0);
+  if (c.set_groups) {
+    putInt(out, "set_groups", 1);
+    for (uint32_t g : c.groups) putInt(out, "group", g);
+  }
+  if (c.capabilities) put(out, "capabilities", std::to_string(*c.capabilities));
+  if (c.ambient_capabilities != 0) {
+    put(out, "ambient_capabilities", std::to_string(c.ambient_capabilities));
+  }
   put(out, "log_path", c.log_path);
   putInt(out, "log_max_size", c.log_max_size);
   putInt(out, "log_max_files", c.log_max_files);
@@ -182,6 +190,18 @@ bool decodeShimConfig(std::string_view text, ShimConfig& c, std::string& error) 
     } else if (key == "no_new_privs") {
       if (!parseInt(key, value, n, error)) return false;
       c.no_new_privs = n != 0;
+    } else if (key == "set_groups") {
+      if (!parseInt(key, value, n, error)) return false;
+      c.set_groups = n != 0;
+    } else if (key == "group") {
+      if (!parseUint(key, value, u, error)) return false;
+      c.groups.push_back(static_cast<uint32_t>(u));
+    } else if (key == "capabilities") {
+      if (!parseUint(key, value, u, error)) return false;
+      c.capabilities = u;
+    } else if (key == "ambient_capabilities") {
+      if (!parseUint(key, value, u, error)) return false;
+      c.ambient_capabilities = u;
     } else if (key == "log_path") {
       c.log_path = std::move(value);
     } else if (key == "log_max_size") {
@@ -305,33 +325,52 @@ bool decodeShimState(std::string_view text, ShimState& s, std::string& error) {
   return true;
 }
 
-bool writeFileAtomic(const std::string& path, std::string_view content, std::string& error) {
+bool writeFileAtomic(const std::string& path, std::string_view content, std::string& error,
+                     Durability durability) {
+  const bool durable = durability == Durability::kDurable;
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) {
     error = "open " + tmp + ": " + std::strerror(errno);
     return false;
   }
+  auto fail = [&](const std::string& what) {
+    error = what + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    return false;
+  };
   const char* p = content.data();
   size_t left = content.size();
   while (left > 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      error = "write " + tmp + ": " + std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
+      return fail("write " + tmp);
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "rename " + tmp + " to " + path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
+  // The data reaches the disk before the name does: after a crash the file holds the old content
+  // or the new one, never an empty or partial one.
+  if (durable && ::fsync(fd) != 0) return fail("fsync " + tmp);
+  const int rc = ::close(fd);
+  fd = -1;
+  if (rc != 0) return fail("close " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename " + tmp + " to " + path);
+  if (!durable) return true;
+  // And the rename itself survives a crash.
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || ::fsync(dir_fd) != 0) {
+    error = "fsync directory " + dir + ": " + std::strerror(errno);
+    if (dir_fd >= 0) ::close(dir_fd);
     return false;
   }
+  ::close(dir_fd);
   return true;
 }
 
@@ -358,24 +397,43 @@ bool readWholeFile(const std::string& path, std::string& out, std::string& error
   return true;
 }
 
+std::optional<ProcStat> parseProcStat(std::string_view text) {
+  // The command name (field 2) may contain spaces and parentheses: fields start after the last ')'.
+  auto close = text.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= text.size()) return std::nullopt;
+  ProcStat st;
+  st.state = text[close + 2];
+  // After ')' come fields 3.. separated by single spaces: ppid is field 4, session 6, starttime 22.
+  size_t pos = close + 2;
+  for (int field = 3; field < 22; ++field) {
+    pos = text.find(' ', pos);
+    if (pos == std::string_view::npos) return std::nullopt;
+    ++pos;
+    unsigned long long value = 0;
+    const char* begin = text.data() + pos;
+    const char* end = text.data() + text.size();
+    const char* p = begin;
+    bool negative = p < end && *p == '-';
+    if (negative) ++p;
+    for (; p < end && *p >= '0' && *p <= '9'; ++p) {
+      value = value * 10 + static_cast<unsigned>(*p - '0');
+    }
+    const int at = field + 1;  // the field `pos` now starts
+    if (at == 4) st.ppid = negative ? 0 : static_cast<int>(value);
+    if (at == 6) st.session = negative ? 0 : static_cast<int>(value);
+    if (at == 22) {
+      if (p == begin) return std::nullopt;
+      st.start_ticks = value;
+    }
+  }
+  return st;
+}
+
 std::optional<ProcStat> readProcStat(int pid) {
   if (pid <= 0) return std::nullopt;
   std::string text, error;
   if (!readWholeFile("/proc/" + std::to_string(pid) + "/stat", text, error)) return std::nullopt;
-  // The command name (field 2) may contain spaces and parentheses: fields start after the last ')'.
-  auto close = text.rfind(')');
-  if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
-  ProcStat st;
-  st.state = text[close + 2];
-  // After ')' come fields 3.. separated by single spaces; starttime is field 22.
-  size_t pos = close + 2;
-  for (int field = 3; field < 22; ++field) {
-    pos = text.find(' ', pos);
-    if (pos == std::string::npos) return std::nullopt;
-    ++pos;
-  }
-  st.start_ticks = std::strtoull(text.c_str() + pos, nullptr, 10);
-  return st;
+  return parseProcStat(text);
 }
 
 bool processAlive(int pid, uint64_t start_ticks) {

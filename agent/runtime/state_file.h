@@ -9,7 +9,8 @@
 //   termination-log  the container's termination message file (created by the shim, owned by
 //            the container's user), read when it exits
 // Files are `key=value` lines (values escaped: `\\`, `\n`), repeated keys for lists, unknown keys
-// ignored, and are replaced atomically (write a temp file, then rename).
+// ignored, and are replaced atomically and durably (write a temp file, fsync it, rename it over
+// the file, fsync the directory); the shim's created and running states only atomically.
 //
 // Pure code with no dependency beyond the C++ standard library and libc: nodeagent-shim compiles
 // it too.
@@ -43,6 +44,14 @@ struct ShimConfig {
   std::optional<uint32_t> uid;
   std::optional<uint32_t> gid;
   bool no_new_privs = false;
+  // When set, the supplementary groups become exactly `groups` (else the shim's are kept).
+  bool set_groups = false;
+  std::vector<uint32_t> groups;
+  // The capability bounding set (bit n = capability n); the effective, permitted, inheritable
+  // and ambient sets are cut down to it. Absent: no change.
+  std::optional<uint64_t> capabilities;
+  // Capabilities raised as ambient for a non-root uid (kept across setuid and exec).
+  uint64_t ambient_capabilities = 0;
   std::string log_path;
   int64_t log_max_size = 0;
   int log_max_files = 0;
@@ -78,14 +87,26 @@ bool decodeShimConfig(std::string_view text, ShimConfig& config, std::string& er
 std::string encodeShimState(const ShimState& state);
 bool decodeShimState(std::string_view text, ShimState& state, std::string& error);
 
-// Writes `<path>.tmp.<pid>` then renames it over `path`.
-bool writeFileAtomic(const std::string& path, std::string_view content, std::string& error);
+enum class Durability {
+  kDurable,  // fsync the file before the rename and the directory after it
+  kAtomic,   // readers see the old or the new content; a crash of the machine may lose it
+};
+// Writes `<path>.tmp.<pid>`, fsyncs it, renames it over `path` and fsyncs the directory, so that
+// after a crash `path` holds the old or the new content (kAtomic skips both fsyncs). False with
+// `error` naming the step that failed (the temp file is removed; a failed directory fsync leaves
+// the new content in place).
+bool writeFileAtomic(const std::string& path, std::string_view content, std::string& error,
+                     Durability durability = Durability::kDurable);
 bool readWholeFile(const std::string& path, std::string& out, std::string& error);
 
 struct ProcStat {
   char state = '?';  // R, S, D, Z (zombie), ...
-  uint64_t start_ticks = 0;
+  int ppid = 0;
+  int session = 0;
+  uint64_t start_ticks = 0;  // clock ticks after boot
 };
+// The text of a /proc/<pid>/stat file; nullopt when it is malformed.
+std::optional<ProcStat> parseProcStat(std::string_view text);
 // /proc/<pid>/stat, nullopt when the process does not exist.
 std::optional<ProcStat> readProcStat(int pid);
 // True when `pid` is a live (non-zombie) process started at `start_ticks`.

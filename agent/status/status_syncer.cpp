@@ -102,6 +102,13 @@ void StatusSyncer::notify(const std::string& uid) {
   asio::post(strand_, [self = shared_from_this(), uid] { self->enqueue(uid); });
 }
 
+void StatusSyncer::resyncAll() {
+  if (stopped_) return;
+  asio::post(strand_, [self = shared_from_this()] {
+    for (const auto& [uid, vs] : self->status_manager_.snapshot()) self->enqueue(uid);
+  });
+}
+
 void StatusSyncer::enqueue(const std::string& raw_uid) {
   if (stopped_) return;
   std::string uid = pod_manager_.translatePodUID(raw_uid);
@@ -148,7 +155,7 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
     target = pod_manager_.getMirrorPodByPod(*pod);
     // No current mirror yet: the status goes out once the mirror pod shows up.
     if (!target || target->metadata.uid.empty() ||
-        !podmanager::PodManager::isMirrorPodOf(*target, *pod)) {
+        !podmanager::PodManager::isMirrorPodOf(*target, *pod) || target == state_[uid].gone_mirror) {
       waiting_for_mirror_.insert(uid);
       armRetry();
       co_return;
@@ -187,6 +194,12 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
     if (api::isNotFound(r.status()) || api::isConflict(r.status())) {
       log()->debug("Pod is gone or replaced, status not sent pod={} err={}", api::podRef(*target),
                    r.status().toString());
+      if (target != pod) {
+        // A static pod's mirror: the agent recreates it, and the status goes to the new one.
+        state_[uid].gone_mirror = target;
+        waiting_for_mirror_.insert(uid);
+        armRetry();
+      }
     } else {
       log()->warn("Failed to update pod status pod={} err={}", api::podRef(*target),
                   r.status().toString());

@@ -10,6 +10,9 @@
 //    differ from the apiserver's copy, plus metadata.uid as a precondition; nothing is sent when
 //    nothing differs;
 //  - static pods report through their mirror pod (same name, the mirror's UID as precondition);
+//    when that mirror is gone (404, or replaced: 409), the status waits for the pod manager's next
+//    mirror, which is a new object with a new UID (recreated after a deletion or a lost apiserver
+//    state), and is sent to it as soon as it shows up;
 //  - once a gracefully deleted API pod's resources are reclaimed (`pod_resources_reclaimed`), the
 //    syncer sends the final DELETE with grace 0 and the UID precondition.
 // Requests go through the shared RestClient (its QPS/burst limit) on the syncer's own pool.
@@ -70,6 +73,9 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   void stop();
   // Queues a sync of `uid` (static, regular or mirror UID). Any thread.
   void notify(const std::string& uid);
+  // Queues a sync of every pod now rather than at the next batch: the apiserver lost its state,
+  // so its copies of our statuses are gone. Any thread.
+  void resyncAll();
 
   const StatusSyncerMetrics& metrics() const { return metrics_; }
 
@@ -84,6 +90,9 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
     api::PodPtr base_pod;
     std::shared_ptr<const nlohmann::json> answered_status;
     bool delete_sent = false;
+    // The mirror pod a PATCH found gone (404/409): nothing is sent until the pod manager holds
+    // another one.
+    api::PodPtr gone_mirror;
   };
 
   void enqueue(const std::string& uid);

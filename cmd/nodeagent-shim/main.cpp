@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -89,20 +90,91 @@ std::string lookupEnv(const std::vector<std::string>& env, const char* name) {
   return "";
 }
 
-// Applies credentials, no_new_privs and the working dir, then execs argv resolving a bare name
-// against the container's PATH (not the shim's). Returns only on failure, with errno set and
-// `stage` naming the step that failed.
+bool isSet(uint64_t set, int cap) { return ((set >> cap) & 1) != 0; }
+
+// Drops from the bounding set every capability `c.capabilities` lacks (before the identity
+// changes: it needs CAP_SETPCAP). Capabilities this kernel does not have give EINVAL.
+bool dropBoundingSet(const rt::ShimConfig& c, const char*& stage) {
+  if (!c.capabilities) return true;
+  stage = "prctl(PR_CAPBSET_DROP)";
+  for (int cap = 0; cap < 64; ++cap) {
+    if (isSet(*c.capabilities, cap)) continue;
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return false;
+  }
+  return true;
+}
+
+// After the identity change: cuts the effective, permitted and inheritable sets down to
+// `c.capabilities` and makes the ambient set exactly `c.ambient_capabilities` (which a non-root
+// process keeps across exec; PR_SET_KEEPCAPS kept them permitted across setuid).
+bool applyCapabilitySets(const rt::ShimConfig& c, const char*& stage) {
+  if (!c.capabilities && c.ambient_capabilities == 0) return true;
+  const uint64_t ceiling = c.capabilities.value_or(~uint64_t{0});
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  stage = "capget";
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  auto get = [&](uint32_t __user_cap_data_struct::*field) {
+    return (uint64_t{data[1].*field} << 32) | data[0].*field;
+  };
+  auto put = [&](uint32_t __user_cap_data_struct::*field, uint64_t value) {
+    data[0].*field = static_cast<uint32_t>(value);
+    data[1].*field = static_cast<uint32_t>(value >> 32);
+  };
+  const bool non_root = c.uid && *c.uid != 0;
+  const uint64_t ambient = c.ambient_capabilities & ceiling;
+  if (non_root && ambient != 0) {
+    // Only what the container asked for stays, in every set.
+    put(&__user_cap_data_struct::permitted, get(&__user_cap_data_struct::permitted) & ambient);
+    put(&__user_cap_data_struct::effective, get(&__user_cap_data_struct::permitted));
+    put(&__user_cap_data_struct::inheritable, get(&__user_cap_data_struct::permitted));
+  } else {
+    put(&__user_cap_data_struct::permitted, get(&__user_cap_data_struct::permitted) & ceiling);
+    put(&__user_cap_data_struct::effective, get(&__user_cap_data_struct::effective) & ceiling);
+    put(&__user_cap_data_struct::inheritable,
+        get(&__user_cap_data_struct::inheritable) & ceiling);
+  }
+  stage = "capset";
+  if (::syscall(SYS_capset, &header, data) != 0) return false;
+  stage = "prctl(PR_CAP_AMBIENT)";
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) return false;
+  if (!non_root) return true;
+  for (int cap = 0; cap < 64; ++cap) {
+    if (isSet(ambient, cap) && ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Applies the capability bounding set, groups, gid, uid, the other capability sets,
+// no_new_privs and the working dir (in that order: each step needs the privileges the next
+// one removes), then execs argv resolving a bare name against the container's PATH (not the
+// shim's). Returns only on failure, with errno set and `stage` naming the step that failed.
+// Probes and hooks (exec mode) go through the same steps, so they run as the container does.
 void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv,
                    const char*& stage) {
+  if (!dropBoundingSet(c, stage)) return;
+  if (c.ambient_capabilities != 0 && c.uid && *c.uid != 0) {
+    stage = "prctl(PR_SET_KEEPCAPS)";
+    if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return;
+  }
+  if (c.set_groups) {
+    stage = "setgroups";
+    if (::setgroups(c.groups.size(), c.groups.empty() ? nullptr : c.groups.data()) != 0) return;
+  } else if (c.gid) {
+    stage = "setgroups";
+    if (::setgroups(0, nullptr) != 0 && errno != EPERM) return;
+  }
   if (c.gid) {
     stage = "setgid";
-    if (::setgroups(0, nullptr) != 0 && errno != EPERM) return;
     if (::setgid(*c.gid) != 0) return;
   }
   if (c.uid) {
     stage = "setuid";
     if (::setuid(*c.uid) != 0) return;
   }
+  if (!applyCapabilitySets(c, stage)) return;
   if (c.no_new_privs) {
     stage = "prctl(PR_SET_NO_NEW_PRIVS)";
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return;
@@ -151,9 +223,14 @@ class Shim {
   int run();
 
  private:
+  // The exit is written durably. The created and running states are only atomic: they are on
+  // every container's start path, where an fsync each would cost a disk flush per start, and
+  // after a crash that loses them the node has rebooted and the container is gone either way.
   void saveState() {
     std::string error;
-    if (!rt::writeFileAtomic(dir_ + "/state", rt::encodeShimState(state_), error)) {
+    const auto durability = state_.status == rt::ShimStatus::kExited ? rt::Durability::kDurable
+                                                                      : rt::Durability::kAtomic;
+    if (!rt::writeFileAtomic(dir_ + "/state", rt::encodeShimState(state_), error, durability)) {
       logf("nodeagent-shim: %s\n", error.c_str());
     }
   }

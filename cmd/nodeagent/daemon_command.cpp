@@ -5,11 +5,15 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -21,6 +25,7 @@
 #include "agent/admission.h"
 #include "agent/agent.h"
 #include "agent/api_mirror_client.h"
+#include "agent/api_state_loss.h"
 #include "agent/event_recorder.h"
 #include "agent/node_lease.h"
 #include "agent/node_status.h"
@@ -35,8 +40,12 @@
 #include "api/yaml.h"
 #include "base/asio.h"
 #include "base/duration.h"
+#include "base/readable_wait.h"
 #include "base/log.h"
+#include "base/printable.h"
+#include "cmd/nodeagent/config_file.h"
 #include "cmd/nodeagent/flags.h"
+#include "cmd/nodeagent/lock_file.h"
 #include "config/apiserver_source.h"
 #include "config/file_source.h"
 #include "config/http_source.h"
@@ -47,6 +56,12 @@
 
 namespace nodeagent::cmd {
 namespace {
+
+// How long the Node may stay Ready while the api source has not listed its pods (the first list
+// at start-up).
+constexpr base::Duration kApiSourceGrace = std::chrono::minutes(1);
+// The sync loop ticks every second; the watchdog allows this much beyond its own period.
+constexpr base::Duration kSyncLoopTickSlack = std::chrono::seconds(2);
 
 // glibc malloc for a long-running daemon whose memory comes in bursts (a thousand pods started
 // at once, a large /pods body): one arena instead of one per thread that ever allocated (each
@@ -125,6 +140,10 @@ struct DaemonFlags {
   base::Duration crashloop_backoff_initial = std::chrono::seconds(10);
   base::Duration crashloop_backoff_max = std::chrono::seconds(300);
   base::Duration node_status_update_frequency = std::chrono::seconds(10);
+  std::string lock_file;
+  bool exit_on_lock_contention = false;
+  bool allow_no_sources = false;
+  bool allow_root_api_pods = false;
   bool help = false;
 };
 
@@ -159,91 +178,17 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addDuration("pleg-relist-period", &f.pleg_relist_period, "PLEG safety-net relist period");
   fs.addDuration("crashloop-backoff-initial", &f.crashloop_backoff_initial, "first restart backoff");
   fs.addDuration("crashloop-backoff-max", &f.crashloop_backoff_max, "restart backoff cap");
+  fs.addString("lock-file", &f.lock_file,
+               "a second lock file to hold besides <root-dir>/nodeagent.lock (kubelet's --lock-file)");
+  fs.addBool("exit-on-lock-contention", &f.exit_on_lock_contention,
+             "wait for the lock instead of failing, and exit (containers keep running) when "
+             "another agent asks for it, as kubelet does for upgrades");
+  fs.addBool("allow-no-sources", &f.allow_no_sources,
+             "start even with no pod source (no manifest path, URL or kubeconfig); such an agent "
+             "stops every container it finds under its root dir");
+  fs.addBool("allow-root-api-pods", &f.allow_root_api_pods,
+             "let pods from the apiserver run as root, privileged or with added capabilities");
   fs.addBool("help", &f.help, "show this help");
-}
-
-// KubeletConfiguration keys -> flags, applied to flags the command line did not set.
-base::Status applyConfigFile(FlagSet& fs, const std::string& path) {
-  FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return base::notFoundError("--config: cannot open " + path);
-  std::string bytes;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), file)) > 0) bytes.append(buf, n);
-  std::fclose(file);
-  auto json = api::yamlToJson(bytes);
-  if (!json.ok()) return json.status().withContext(path);
-  if (!json->is_object()) return base::invalidArgumentError(path + ": expected a mapping");
-  if (json->contains("kind") && (*json)["kind"] != "KubeletConfiguration") {
-    return base::invalidArgumentError(path + ": kind: expected KubeletConfiguration");
-  }
-  static const std::map<std::string, std::string> kKeys = {
-      {"staticPodPath", "pod-manifest-path"},
-      {"staticPodURL", "manifest-url"},
-      {"syncFrequency", "sync-frequency"},
-      {"fileCheckFrequency", "file-check-frequency"},
-      {"httpCheckFrequency", "http-check-frequency"},
-      {"maxPods", "max-pods"},
-      {"readOnlyPort", "read-only-port"},
-      {"healthzPort", "healthz-port"},
-      {"address", "address"},
-      {"podLogsDir", "pod-log-dir"},
-      {"containerLogMaxSize", "container-log-max-size"},
-      {"containerLogMaxFiles", "container-log-max-files"},
-      {"kubeAPIQPS", "kube-api-qps"},
-      {"kubeAPIBurst", "kube-api-burst"},
-      {"nodeStatusUpdateFrequency", "node-status-update-frequency"},
-  };
-  for (const auto& [key, value] : json->items()) {
-    if (key == "kind" || key == "apiVersion") continue;
-    if (key == "staticPodURLHeader") {
-      if (fs.isSet("manifest-url-header")) continue;
-      if (!value.is_object()) return base::invalidArgumentError(path + ": staticPodURLHeader: expected a mapping");
-      for (const auto& [header, values] : value.items()) {
-        if (!values.is_array()) {
-          return base::invalidArgumentError(path + ": staticPodURLHeader." + header +
-                                            ": expected a list of strings");
-        }
-        for (const auto& v : values) {
-          if (!v.is_string()) {
-            return base::invalidArgumentError(path + ": staticPodURLHeader." + header +
-                                              ": expected a list of strings");
-          }
-          RETURN_IF_ERROR(fs.setValue("manifest-url-header", header + ":" + v.get<std::string>()));
-        }
-      }
-      continue;
-    }
-    if (key == "systemReserved") {
-      if (fs.isSet("system-reserved")) continue;
-      if (!value.is_object()) return base::invalidArgumentError(path + ": systemReserved: expected a mapping");
-      std::string joined;
-      for (const auto& [res, q] : value.items()) {
-        if (!q.is_string()) return base::invalidArgumentError(path + ": systemReserved." + res + ": expected a string");
-        joined += (joined.empty() ? "" : ",") + res + "=" + q.get<std::string>();
-      }
-      RETURN_IF_ERROR(fs.setValue("system-reserved", joined));
-      continue;
-    }
-    auto it = kKeys.find(key);
-    if (it == kKeys.end()) {
-      base::logger("nodeagent")->warn("Ignoring unsupported configuration key file={} key={}", path, key);
-      continue;
-    }
-    if (fs.isSet(it->second)) continue;
-    std::string text;
-    if (value.is_string()) {
-      text = value.get<std::string>();
-    } else if (value.is_number_integer()) {
-      text = std::to_string(value.get<int64_t>());
-    } else if (value.is_number()) {
-      text = std::to_string(value.get<double>());
-    } else {
-      return base::invalidArgumentError(path + ": " + key + ": expected a string or a number");
-    }
-    RETURN_IF_ERROR(fs.setValue(it->second, text).withContext(path + ": " + key));
-  }
-  return base::okStatus();
 }
 
 std::string detectNodeIp() {
@@ -296,11 +241,29 @@ int runDaemon(int argc, char** argv) {
     std::printf("usage: nodeagent [flags]\n%s", fs.usage().c_str());
     return 0;
   }
+  ConfigFileResult config_file;
   if (!f.config.empty()) {
-    if (auto s = applyConfigFile(fs, f.config); !s.ok()) return usageError(s.message(), fs);
+    auto applied = applyConfigFile(fs, f.config);
+    if (!applied.ok()) return usageError(applied.status().message(), fs);
+    config_file = std::move(*applied);
   }
   base::initLogging({.verbosity = static_cast<int>(f.verbosity)});
   auto log = base::logger("nodeagent");
+  for (const auto& key : config_file.ignored_keys) {
+    log->warn("Ignoring a KubeletConfiguration field nodeagent does not implement file={} key={}",
+              f.config, key);
+  }
+  // An agent without a pod source wants no pods at all: every container it adopts from its root
+  // dir is an orphan and is stopped. That is almost always a mistake (a typo in a flag or in the
+  // config file), so it takes an explicit flag.
+  if (f.pod_manifest_path.empty() && f.manifest_url.empty() && f.kubeconfig.empty() &&
+      !f.allow_no_sources) {
+    return usageError(
+        "no pod source: give --pod-manifest-path, --manifest-url or --kubeconfig (or "
+        "staticPodPath / staticPodURL in --config); an agent without one stops every container "
+        "under its --root-dir, so it starts only with --allow-no-sources",
+        fs);
+  }
 
   if (f.runtime != "process" && f.runtime != "fake") {
     return usageError("--runtime: \"" + f.runtime + "\" is not process or fake", fs);
@@ -322,7 +285,29 @@ int runDaemon(int argc, char** argv) {
   auto allocatable = agent::computeAllocatable(*capacity, f.system_reserved, f.max_pods, node_name);
   if (!allocatable.ok()) return usageError(allocatable.status().message(), fs);
 
+  // Before anything that reads or changes the root dir: two agents on one root dir would each
+  // take the other's containers for orphans.
   std::error_code ec;
+  std::filesystem::create_directories(f.root_dir, ec);
+  if (ec) {
+    log->error("Cannot create the root directory path={} err={}", f.root_dir, ec.message());
+    return 1;
+  }
+  std::vector<LockFile> locks;
+  std::vector<std::string> lock_paths{(std::filesystem::path(f.root_dir) / "nodeagent.lock").string()};
+  if (!f.lock_file.empty() && std::filesystem::weakly_canonical(f.lock_file, ec) !=
+                                  std::filesystem::weakly_canonical(lock_paths[0], ec)) {
+    lock_paths.push_back(f.lock_file);
+  }
+  for (const auto& path : lock_paths) {
+    if (f.exit_on_lock_contention) log->info("Waiting for the lock file path={}", path);
+    auto lock = LockFile::acquire(path, f.exit_on_lock_contention);
+    if (!lock.ok()) {
+      log->error("Cannot start: {}", lock.status().message());
+      return 1;
+    }
+    locks.push_back(std::move(*lock));
+  }
   std::filesystem::create_directories(std::filesystem::path(f.root_dir) / "pods", ec);
   if (ec) {
     log->error("Cannot create the root directory path={} err={}", f.root_dir, ec.message());
@@ -381,6 +366,10 @@ int runDaemon(int argc, char** argv) {
   std::shared_ptr<agent::NodeStatusController> node_status;
   std::shared_ptr<agent::NodeLeaseController> node_lease;
   std::shared_ptr<agent::StatusSyncer> status_syncer;
+  // A lost apiserver state seen by the api source, the Node or the lease makes all of them (and
+  // the pod statuses) start over.
+  agent::ApiStateLoss api_state_loss(clock);
+  auto report_state_loss = [&api_state_loss](const std::string& r) { api_state_loss.report(r); };
   std::shared_ptr<agent::EventRecorder> events;
   podmanager::NoopMirrorClient noop_mirror_client;
   std::unique_ptr<agent::ApiMirrorClient> api_mirror_client;
@@ -417,6 +406,7 @@ int runDaemon(int argc, char** argv) {
   ao.crashloop_backoff_max = f.crashloop_backoff_max;
   ao.workers.resync_interval = f.sync_frequency;
   ao.pleg.relist_period = f.pleg_relist_period;
+  ao.allow_root_api_pods = f.allow_root_api_pods;
   if (rest) {
     agent::EventRecorderOptions eo;
     eo.node_name = node_name;
@@ -469,8 +459,12 @@ int runDaemon(int argc, char** argv) {
     ao2.node_name = node_name;
     ao2.kube_api_qps = f.kube_api_qps;
     ao2.kube_api_burst = static_cast<int>(f.kube_api_burst);
-    sources.push_back(
-        config::makeApiserverSource(ioc.get_executor(), clock, random, *rest, ao2, api_sink));
+    ao2.errors = &manifest_errors;
+    ao2.reflector.on_state_lost = report_state_loss;
+    auto api_source =
+        config::makeApiserverSource(ioc.get_executor(), clock, random, *rest, ao2, api_sink);
+    api_state_loss.subscribe([src = api_source.get()](const std::string& r) { src->relist(r); });
+    sources.push_back(std::move(api_source));
 
     agent::NodeStatusOptions no;
     no.node_name = node_name;
@@ -483,14 +477,29 @@ int runDaemon(int argc, char** argv) {
     no.daemon_port = f.read_only_port > 0 ? static_cast<int>(f.read_only_port) : 10250;
     no.update_frequency = f.node_status_update_frequency;
     if (fs.isSet("node-status-update-frequency")) no.report_frequency = f.node_status_update_frequency;
-    no.healthy = [&the_agent](std::string* why) { return the_agent->healthy(why); };
+    no.healthy = [&the_agent, pc = pod_config.get(), &clock, started = clock.now()](std::string* why) {
+      if (!the_agent->healthy(why)) return false;
+      // A node whose agent cannot list its API pods is not ready for them (after a grace for
+      // the first list at start-up).
+      auto api_state = pc->sourceState(std::string(api::kApiserverSource));
+      if (api_state.seen || clock.now() - started < kApiSourceGrace) return true;
+      if (why != nullptr) {
+        *why = "the api pod source has not listed this node's pods yet" +
+               (api_state.reason.empty() ? std::string() : ": " + api_state.reason);
+      }
+      return false;
+    };
+    no.on_state_lost = report_state_loss;
     node_status = std::make_shared<agent::NodeStatusController>(ioc.get_executor(), clock, *rest, no);
+    api_state_loss.subscribe([n = node_status.get()](const std::string&) { n->reRegister(); });
 
     agent::NodeLeaseOptions lo;
     lo.node_name = node_name;
     lo.node_uid = [&node_status] { return node_status->nodeUid(); };
     lo.on_repeated_failure = [client = rest.get()] { client->closeIdleConnections(); };
+    lo.on_state_lost = report_state_loss;
     node_lease = std::make_shared<agent::NodeLeaseController>(ioc.get_executor(), clock, *rest, lo);
+    api_state_loss.subscribe([l = node_lease.get()](const std::string&) { l->recreate(); });
 
     agent::StatusSyncerOptions so;
     so.pod_resources_reclaimed = [&the_agent](const std::string& uid) {
@@ -498,9 +507,11 @@ int runDaemon(int argc, char** argv) {
     };
     status_syncer = std::make_shared<agent::StatusSyncer>(ioc.get_executor(), clock, *rest,
                                                           status_manager, pod_manager, so);
+    api_state_loss.subscribe([s = status_syncer.get()](const std::string&) { s->resyncAll(); });
   }
   if (sources.empty()) {
-    log->warn("No pod source configured: give --pod-manifest-path, --manifest-url or --kubeconfig");
+    log->warn("No pod source configured (--allow-no-sources): every container under the root dir "
+              "is an orphan and will be stopped");
   }
 
   auto manifest_errors_json = [&manifest_errors] {
@@ -508,26 +519,49 @@ int runDaemon(int argc, char** argv) {
     for (const auto& e : manifest_errors.list()) {
       out.push_back({{"source", e.source}, {"location", e.location}, {"message", e.message}});
     }
-    return out.dump();
+    // File names and messages may hold any bytes: invalid UTF-8 becomes U+FFFD.
+    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   };
   auto errors_metrics = [&manifest_errors] {
     std::string out =
         "# HELP nodeagent_manifest_errors Current manifest errors by source and location.\n"
         "# TYPE nodeagent_manifest_errors gauge\n";
     for (const auto& e : manifest_errors.list()) {
-      nlohmann::json loc = e.location;
-      out += "nodeagent_manifest_errors{source=\"" + e.source + "\",location=" + loc.dump() + "} 1\n";
+      out += "nodeagent_manifest_errors{source=\"" + base::prometheusLabelValue(e.source) +
+             "\",location=\"" + base::prometheusLabelValue(e.location) + "\"} 1\n";
     }
     return out;
   };
+  // /healthz: the sync loop as kubelet checks it, then each pod source (informational).
+  std::vector<agent::HealthCheck> health_checks;
+  const base::Duration syncloop_limit =
+      std::max<base::Duration>(2 * f.sync_frequency, std::chrono::minutes(5));
+  health_checks.push_back({"syncloop", [&the_agent, &clock, limit = syncloop_limit](std::string* why) {
+    if (clock.now() - the_agent->syncLoop().lastTick() <= limit) return true;
+    if (why != nullptr) *why = "the sync loop has not run for " + base::formatDuration(limit);
+    return false;
+  }});
+  for (const auto& source : pc->sources()) {
+    health_checks.push_back({"source/" + source, [pc, source](std::string* why) {
+      auto st = pc->sourceState(source);
+      if (st.seen) return true;
+      if (why != nullptr) {
+        *why = "not seen: " + (st.answered ? st.reason : std::string("no answer yet")) +
+               "; containers of removed pods are not cleaned up until every source is seen";
+      }
+      return false;
+    }, /*informational=*/true});
+  }
+  // Every port the agent serves is its own: one it cannot bind is fatal.
   std::unique_ptr<agent::ReadOnlyServer> read_only;
   if (f.read_only_port > 0) {
     agent::ReadOnlyServerOptions ro;
-    ro.address = f.address;
-    ro.port = static_cast<int>(f.read_only_port);
+    ro.http.address = f.address;
+    ro.http.port = static_cast<int>(f.read_only_port);
     ro.manifest_errors_json = manifest_errors_json;
     ro.extra_metrics = errors_metrics;
-    read_only = std::make_unique<agent::ReadOnlyServer>(*the_agent, ro);
+    ro.health_checks = health_checks;
+    read_only = std::make_unique<agent::ReadOnlyServer>(ioc.get_executor(), clock, *the_agent, ro);
     if (auto s = read_only->start(); !s.ok()) {
       log->error("Cannot serve the read-only port err={}", s.toString());
       return 1;
@@ -536,10 +570,15 @@ int runDaemon(int argc, char** argv) {
   std::unique_ptr<agent::ReadOnlyServer> healthz;
   if (f.healthz_port > 0 && f.healthz_port != f.read_only_port) {
     agent::ReadOnlyServerOptions ho;
-    ho.address = f.address;
-    ho.port = static_cast<int>(f.healthz_port);
-    healthz = std::make_unique<agent::ReadOnlyServer>(*the_agent, ho);
-    if (auto s = healthz->start(); !s.ok()) log->warn("Cannot serve the healthz port err={}", s.toString());
+    ho.http.name = "healthz";
+    ho.http.address = f.address;
+    ho.http.port = static_cast<int>(f.healthz_port);
+    ho.health_checks = health_checks;
+    healthz = std::make_unique<agent::ReadOnlyServer>(ioc.get_executor(), clock, *the_agent, ho);
+    if (auto s = healthz->start(); !s.ok()) {
+      log->error("Cannot serve the healthz port err={}", s.toString());
+      return 1;
+    }
   }
 
   log->info("Starting nodeagent version={} node={} node_ip={} runtime={} root_dir={}",
@@ -550,29 +589,70 @@ int runDaemon(int argc, char** argv) {
   the_agent->start();
   for (auto& s : sources) s->start();
 
-  // systemd readiness once every source has been seen, and the watchdog at half its period.
+  // systemd readiness once the local sources (file, HTTP) have answered and their pods are
+  // handed on. The api source is not waited for: with the apiserver down (or itself one of this
+  // node's static pods) the agent would never be ready, and systemd would restart it forever.
+  // Its state shows in /healthz?verbose and the Node's Ready condition.
   auto ready_timer = clock.makeTimer(ioc.get_executor());
   std::function<void()> check_ready;
   check_ready = [&] {
-    if (pc->seenAllSources(pc->sources())) {
-      log->info("All sources ready sources={}", pc->sources().size());
+    const auto configured = pc->sources();
+    const bool local_answered = std::all_of(configured.begin(), configured.end(), [&](const auto& s) {
+      return s == api::kApiserverSource || pc->sourceState(s).answered;
+    });
+    if (local_answered) {
+      log->info("Local pod sources answered, ready sources={} all_seen={}", configured.size(),
+                pc->seenAllSources(configured));
       sdNotify("READY=1");
       return;
     }
     ready_timer->asyncWaitFor(std::chrono::milliseconds(100), check_ready);
   };
   check_ready();
+  // The watchdog is fed only while the sync loop ticks (a stuck loop gets the agent restarted)
+  // and the PLEG relists.
   auto watchdog_timer = clock.makeTimer(ioc.get_executor());
   std::function<void()> watchdog;
   if (const char* usec = std::getenv("WATCHDOG_USEC"); usec != nullptr) {
     auto period = std::chrono::microseconds(std::strtoll(usec, nullptr, 10)) / 2;
     if (period.count() > 0) {
       watchdog = [&, period] {
-        if (the_agent->healthy(nullptr)) sdNotify("WATCHDOG=1");
+        const auto since_tick = clock.now() - the_agent->syncLoop().lastTick();
+        const bool loop_runs = since_tick <= period + kSyncLoopTickSlack;
+        std::string why;
+        if (loop_runs && the_agent->healthy(&why)) {
+          sdNotify("WATCHDOG=1");
+        } else {
+          log->warn("Not feeding the systemd watchdog reason={}",
+                    loop_runs ? why : "the sync loop has not ticked for " + base::formatDuration(since_tick));
+        }
         watchdog_timer->asyncWaitFor(period, watchdog);
       };
       watchdog();
     }
+  }
+
+  // --exit-on-lock-contention: another agent waiting for the lock opens it; this one then stops
+  // (its containers keep running and are adopted by the next one), as kubelet does.
+  std::shared_ptr<asio::posix::stream_descriptor> lock_watch;
+  if (f.exit_on_lock_contention) {
+    int ifd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (ifd < 0) {
+      log->error("Cannot watch the lock files for contention err={}", std::strerror(errno));
+      return 1;
+    }
+    lock_watch = std::make_shared<asio::posix::stream_descriptor>(ioc, ifd);
+    for (const auto& lock : locks) {
+      if (::inotify_add_watch(ifd, lock.path().c_str(), IN_OPEN | IN_DELETE_SELF) < 0) {
+        log->error("Cannot watch the lock file path={} err={}", lock.path(), std::strerror(errno));
+        return 1;
+      }
+    }
+    base::asyncWaitReadable(lock_watch, [&log](const boost::system::error_code& ec) {
+      if (ec) return;
+      log->info("Another process wants the lock file, stopping (--exit-on-lock-contention)");
+      ::kill(::getpid(), SIGTERM);
+    });
   }
 
   HeapTrimmer trimmer(ioc.get_executor(), clock);
@@ -590,7 +670,10 @@ int runDaemon(int argc, char** argv) {
     if (events) events->stop();
     ready_timer->cancel();
     watchdog_timer->cancel();
+    if (lock_watch) lock_watch->cancel();
     trimmer.stop();
+    if (read_only) read_only->stop();
+    if (healthz) healthz->stop();
     the_agent->stop([&] { work.reset(); ioc.stop(); });
   });
 

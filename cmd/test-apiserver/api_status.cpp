@@ -106,8 +106,10 @@ json statusFromError(const base::Status& error, std::string_view name, std::stri
     }
     if (colon != std::string::npos) {
       const std::string detail = rest.substr(colon + 2);
-      details["causes"] = {{{"reason", detail.starts_with("Required value") ? "FieldValueRequired"
-                                                                           : "FieldValueInvalid"},
+      const char* cause = detail.starts_with("Required value")    ? "FieldValueRequired"
+                          : detail.starts_with("Duplicate value") ? "FieldValueDuplicate"
+                                                                  : "FieldValueInvalid";
+      details["causes"] = {{{"reason", cause},
                             {"message", detail},
                             {"field", rest.substr(0, colon)}}};
     }

@@ -69,6 +69,9 @@ struct StoreOptions {
   // restarted on storage that moved on, rather than one whose resourceVersions start again and
   // collide with the ones its clients remember.
   uint64_t initial_resource_version = 0;
+  // false: pods are stored without kube-apiserver's name checks (metadata.name still is), so a
+  // test can hand a node the hostile pods another apiserver could serve it.
+  bool validate_pods = true;
 };
 
 struct ListOptions {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "cmd/test-apiserver/api_status.h"
 #include "cmd/test-apiserver/protobuf.h"
@@ -29,6 +31,9 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxRecordedRequests = 10000;
+// kube-apiserver's limit on a request body (its maxRequestBodyBytes, 3 MiB): larger bodies are
+// refused with 413 before any of them is read.
+constexpr size_t kMaxRequestBodyBytes = 3 * 1024 * 1024;
 // An idle watch wakes this often to notice a stopping server.
 constexpr std::chrono::milliseconds kWatchPoll{250};
 // A watch response chunk holds at most this many events (batching keeps syscalls down).
@@ -210,6 +215,14 @@ class TestApiServer::Impl {
     server_->set_keep_alive_timeout(30);
     server_->set_read_timeout(30);
     server_->set_write_timeout(options_.write_timeout.count());
+    // Runs on the request line and headers, before any body is read: an unauthenticated or
+    // oversized request is answered at once and its connection closed, so its body is never read.
+    server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      return refuseBeforeBody(req, res) ? httplib::Server::HandlerResponse::Handled
+                                        : httplib::Server::HandlerResponse::Unhandled;
+    });
+    // A backstop: httplib's own limit on the Content-Length it reads.
+    server_->set_payload_max_length(kMaxRequestBodyBytes);
     auto handler = [this](const httplib::Request& req, httplib::Response& res) {
       handle(req, res);
     };
@@ -357,18 +370,63 @@ class TestApiServer::Impl {
     requests_.push_back(std::move(r));
   }
 
+  bool authenticated(const httplib::Request& req) const {
+    if (tokens_.empty()) return true;
+    if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") return true;
+    std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    return auth.starts_with(prefix) && tokens_.contains(auth.substr(prefix.size()));
+  }
+
+  // The Content-Length header's value (0 when absent or not a number).
+  static uint64_t declaredLength(const httplib::Request& req) {
+    const std::string value = req.get_header_value("Content-Length");
+    uint64_t n = 0;
+    std::from_chars(value.data(), value.data() + value.size(), n);
+    return n;
+  }
+
+  // Why a request is refused from its line and headers: {code, message}, code 0 when it is not.
+  std::pair<int, std::string> refusal(const httplib::Request& req) const {
+    if (req.path.starts_with("/_test/")) return {0, ""};
+    if (!authenticated(req)) return {401, "Unauthorized"};
+    if (declaredLength(req) > kMaxRequestBodyBytes) {
+      return {413, "the request body is larger than the limit of " +
+                       std::to_string(kMaxRequestBodyBytes) + " bytes"};
+    }
+    // httplib reads a chunked body without bound: only sized bodies are accepted.
+    if (req.has_header("Transfer-Encoding")) return {411, "a request body must have a Content-Length"};
+    return {0, ""};
+  }
+
+  // The pre-routing check: true when the request was answered (401, 413, 411) from its headers.
+  bool refuseBeforeBody(const httplib::Request& req, httplib::Response& res) {
+    auto [code, message] = refusal(req);
+    if (code == 0) return false;
+    record(req);
+    sendAndClose(res, code, statusObject(code, message).dump());
+    return true;
+  }
+
+  // Answers and then drops the connection: the body the client may still be sending is unread,
+  // and httplib would otherwise parse it as the next request. A content provider that reports
+  // failure after writing everything makes httplib close the socket once the answer is out.
+  static void sendAndClose(httplib::Response& res, int code, std::string body) {
+    res.status = code;
+    res.set_header("Connection", "close");
+    const size_t size = body.size();
+    res.set_content_provider(
+        size, "application/json",
+        [body = std::move(body)](size_t offset, size_t length, httplib::DataSink& sink) {
+          sink.write(body.data() + offset, length);
+          return false;
+        });
+  }
+
   void handle(const httplib::Request& req, httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache, private");
     if (req.path.starts_with("/_test/")) return handleTest(req, res);
     record(req);
-    const bool health = req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz";
-    if (!tokens_.empty() && !health) {
-      std::string auth = req.get_header_value("Authorization");
-      const std::string prefix = "Bearer ";
-      if (!auth.starts_with(prefix) || !tokens_.contains(auth.substr(prefix.size()))) {
-        return sendCode(res, 401, "Unauthorized");
-      }
-    }
     std::chrono::milliseconds latency{0};
     {
       std::lock_guard lock(mu_);

@@ -2,9 +2,12 @@
 // driven and observed with the real kubectl: node registration, the lease, mirror pods of static
 // pods, API pods from create to graceful deletion, status reconciliation and apiserver outages.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,8 +48,8 @@ struct Env {
   fs::path manifests;
   std::unique_ptr<testing::ChildProcess> agent;
 
-  Env() {
-    server = testapiserver::TestApiServer::start({}).value();
+  explicit Env(testapiserver::ServerOptions options = {}) {
+    server = testapiserver::TestApiServer::start(std::move(options)).value();
     kubeconfig = dir / "kubeconfig";
     REQUIRE(server->writeKubeconfig(kubeconfig).ok());
     manifests = dir / "manifests";
@@ -123,6 +126,22 @@ struct Env {
   std::optional<json> pod(const std::string& name) { return kubectlJson({"get", "pod", name, "-n", "default"}); }
 
   std::string diagnostics() { return "agent stderr:\n" + agent->err(); }
+
+  // Starts the agent with one static pod, web, and returns its mirror once it is Running and the
+  // lease exists.
+  json startWithRunningMirror() {
+    writeAtomically(manifests / "web.yaml", staticPodYaml("web", "exec sleep 3600"));
+    startAgent();
+    std::optional<json> mirror;
+    REQUIRE(testing::eventually(
+        [&] {
+          mirror = pod(std::string("web-") + kNode);
+          return mirror && (*mirror)["status"].value("phase", "") == "Running" &&
+                 server->store().get("leases", "kube-node-lease", kNode).ok();
+        },
+        30s));
+    return *mirror;
+  }
 };
 
 std::string condition(const json& obj, const std::string& type) {
@@ -257,7 +276,7 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
   // Restarts are counted: a container that exits is restarted and the mirror shows it.
   writeAtomically(env.manifests / "web.yaml", staticPodYaml("web", "sleep 1; exit 3"));
   const std::string old_hash = (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror", "");
-  REQUIRE(testing::eventually(
+  const bool replaced = testing::eventually(
       [&] {
         mirror = env.pod(mirror_name);
         return mirror &&
@@ -266,7 +285,9 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
                !(*mirror)["status"].value("containerStatuses", json::array()).empty() &&
                (*mirror)["status"]["containerStatuses"][0].value("restartCount", 0) >= 1;
       },
-      60s));
+      60s);
+  INFO(env.diagnostics());
+  REQUIRE(replaced);
 
   fs::remove(env.manifests / "web.yaml");
   REQUIRE(testing::eventually([&] {
@@ -286,7 +307,8 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
 TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops it and returns",
           "[e2e][apiserver][status]") {
   Env env;
-  env.startAgent();
+  // The container writes into the test's directory, which only root may.
+  env.startAgent({"--allow-root-api-pods"});
   REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); }, 30s));
   const fs::path marker = env.dir / "term-marker";
   const std::string yaml =
@@ -347,6 +369,87 @@ TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops i
   CHECK(get.exit_code != 0);
 }
 
+TEST_CASE("an API pod that would run as root is refused unless --allow-root-api-pods, and a non-root "
+          "one runs, with its fsGroup on its emptyDir",
+          "[e2e][apiserver][security]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: needs root (an unprivileged agent runs no container as root)");
+    return;
+  }
+  Env env;
+  // The non-root container must reach its pod directory under the agent's root dir.
+  fs::permissions(env.dir.path(), fs::perms::owner_all | fs::perms::group_exec |
+                                      fs::perms::others_exec);
+  env.startAgent();
+  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); }, 30s));
+  const std::string head = "apiVersion: v1\nkind: Pod\nmetadata:\n  namespace: default\n  name: ";
+  const std::string node = "\nspec:\n  nodeName: " + std::string(kNode) + "\n";
+  testing::writeFile(env.dir / "root-pod.yaml",
+                     head + "root-pod" + node +
+                         "  containers:\n  - name: main\n    image: busybox\n"
+                         "    command: [\"sleep\", \"3600\"]\n");
+  testing::writeFile(
+      env.dir / "user-pod.yaml",
+      head + "user-pod" + node +
+          "  securityContext: {runAsUser: 65534, fsGroup: 4000}\n"
+          "  volumes: [{name: data, emptyDir: {}}]\n"
+          "  containers:\n  - name: main\n    image: busybox\n"
+          "    command: [\"sh\", \"-c\", \"id -u > $NODEAGENT_VOLUME_DATA/by-user && exec sleep 3600\"]\n");
+  for (const char* name : {"root-pod.yaml", "user-pod.yaml"}) {
+    auto created = env.kubectl({"create", "--validate=false", "-f", (env.dir / name).string()});
+    INFO(created.err);
+    REQUIRE(created.exit_code == 0);
+  }
+  auto waiting = [&](const std::string& name) -> std::optional<json> {
+    auto pod = env.pod(name);
+    if (!pod) return std::nullopt;
+    for (const auto& cs : (*pod)["status"].value("containerStatuses", json::array())) {
+      if (cs["state"].contains("waiting")) return cs["state"]["waiting"];
+    }
+    return std::nullopt;
+  };
+  auto running = [&](const std::string& name) {
+    auto pod = env.pod(name);
+    return pod && (*pod)["status"].value("phase", "") == "Running";
+  };
+  std::optional<json> w;
+  const bool refused = testing::eventually(
+      [&] {
+        w = waiting("root-pod");
+        return w && w->value("reason", "") == "CreateContainerConfigError";
+      },
+      30s);
+  INFO(env.diagnostics());
+  REQUIRE(refused);
+  CHECK_THAT(w->value("message", ""),
+             Catch::Contains("container \"main\" of pod default/root-pod would run as root") &&
+                 Catch::Contains("--allow-root-api-pods"));
+
+  REQUIRE(testing::eventually([&] { return running("user-pod"); }, 30s));
+  auto user_pod = env.pod("user-pod");
+  REQUIRE(user_pod);
+  const fs::path data = env.dir / "root" / "pods" /
+                        (*user_pod)["metadata"].value("uid", "") / "volumes" /
+                        "kubernetes.io~empty-dir" / "data";
+  REQUIRE(testing::eventually([&] { return fs::exists(data / "by-user"); }, 10s));
+  CHECK(testing::readFile(data / "by-user") == "65534\n");
+  struct stat dir_st {};
+  struct stat file_st {};
+  REQUIRE(::stat(data.c_str(), &dir_st) == 0);
+  REQUIRE(::stat((data / "by-user").c_str(), &file_st) == 0);
+  CHECK(dir_st.st_gid == 4000);
+  CHECK((dir_st.st_mode & 07777) == (S_ISGID | 0777));
+  CHECK(file_st.st_uid == 65534);
+  CHECK(file_st.st_gid == 4000);  // setgid: files made in it get the fsGroup
+
+  // The operator allows root API pods (here in the --config file): the refused pod starts.
+  env.agent->signal(SIGTERM);
+  REQUIRE(env.agent->wait(10s).has_value());
+  testing::writeFile(env.dir / "config.yaml", "kind: KubeletConfiguration\nallowRootAPIPods: true\n");
+  env.startAgent({"--config=" + (env.dir / "config.yaml").string()});
+  CHECK(testing::eventually([&] { return running("root-pod"); }, 30s));
+}
+
 TEST_CASE("while the apiserver fails, static pods keep restarting, status and lease catch up",
           "[e2e][apiserver][outage]") {
   Env env;
@@ -387,6 +490,32 @@ TEST_CASE("while the apiserver fails, static pods keep restarting, status and le
     auto lease = env.server->store().get("leases", "kube-node-lease", kNode);
     return lease.ok() && (*lease)["spec"]["renewTime"] != (*lease_before)["spec"]["renewTime"];
   }, 30s));
+}
+
+TEST_CASE("kubectl delete of a mirror pod returns and the mirror comes back with a new UID",
+          "[e2e][apiserver][mirror]") {
+  Env env;
+  const std::string mirror_name = std::string("web-") + kNode;
+  std::optional<json> mirror = env.startWithRunningMirror();
+  INFO(env.diagnostics());
+  // kubectl waits for the deletion (GET, then LIST+WATCH by name); the agent re-creates the
+  // mirror at once. Several rounds, since a lost race hangs only some of them.
+  for (int round = 0; round < 3; ++round) {
+    const std::string old_uid = (*mirror)["metadata"].value("uid", "");
+    const auto start = std::chrono::steady_clock::now();
+    auto del = env.kubectl({"delete", "pod", mirror_name, "-n", "default"}, 30s);
+    INFO("round " << round << " kubectl: " << del.out << del.err);
+    REQUIRE(del.exit_code == 0);
+    CHECK(std::chrono::steady_clock::now() - start < 20s);
+    REQUIRE(testing::eventually(
+        [&] {
+          mirror = env.pod(mirror_name);
+          return mirror && (*mirror)["metadata"].value("uid", "") != old_uid &&
+                 !(*mirror)["metadata"].contains("deletionTimestamp") &&
+                 (*mirror)["status"].value("phase", "") == "Running";
+        },
+        30s));
+  }
 }
 
 TEST_CASE("kube-api-qps and kube-api-burst flags pace the agent's apiserver requests", "[e2e][apiclient]") {
@@ -434,4 +563,68 @@ users: [{name: eks, user: {exec: {apiVersion: client.authentication.k8s.io/v1, c
   REQUIRE(updates.exit_code.has_value());
   CHECK(*updates.exit_code != 0);
   CHECK_THAT(updates.err, Catch::Contains("users[eks].user.exec"));
+}
+
+TEST_CASE("API pods whose names would escape the agent's directories are refused with an event",
+          "[e2e][apiserver][security]") {
+  // An apiserver that does not validate names (kube-apiserver would refuse these pods).
+  testapiserver::ServerOptions options;
+  options.store.validate_pods = false;
+  Env env(options);
+  env.startAgent({"--allow-root-api-pods"});  // the good pod runs as the spec says (root)
+  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); }, 30s));
+  auto apiPod = [&](const std::string& name, const std::string& container) {
+    return json{{"metadata", {{"name", name}, {"namespace", "default"}}},
+                {"spec",
+                 {{"nodeName", kNode},
+                  {"containers",
+                   {{{"name", container},
+                     {"image", "busybox"},
+                     {"command", {"sh", "-c", "sleep 3600"}}}}}}}};
+  };
+  // <logs>/default_<pod>_<uid>/<container>/0.log and <root>/pods/<uid>/volumes/
+  // kubernetes.io~empty-dir/<volume>: both names climb back to the test's directory.
+  json container = apiPod("escape-container", "../../escape-c");
+  json absolute = apiPod("escape-absolute", (env.dir / "escape-a").string());
+  json volume = apiPod("escape-volume", "main");
+  volume["spec"]["volumes"] = {{{"name", "../../../../../escape-v"}, {"emptyDir", json::object()}}};
+  for (const auto& p : {container, absolute, volume, apiPod("good", "main")}) {
+    REQUIRE(env.server->store().create("pods", "default", p).ok());
+  }
+  REQUIRE(testing::eventually(
+      [&] {
+        auto pod = env.pod("good");
+        return pod && (*pod)["status"].value("phase", "") == "Running";
+      },
+      30s));
+  // Each refused pod gets a FailedValidation event naming it and the field.
+  std::map<std::string, std::string> events;
+  bool all = testing::eventually(
+      [&] {
+        auto list = env.kubectlJson({"get", "events", "-n", "default"});
+        if (!list) return false;
+        for (const auto& e : (*list)["items"]) {
+          if (e.value("reason", "") == "FailedValidation") {
+            events[e["involvedObject"].value("name", "")] = e.value("message", "");
+          }
+        }
+        return events.size() >= 3;
+      },
+      20s);
+  INFO(env.diagnostics());
+  REQUIRE(all);
+  CHECK(events["escape-container"].find("spec.containers[0].name") != std::string::npos);
+  CHECK(events["escape-absolute"].find("spec.containers[0].name") != std::string::npos);
+  CHECK(events["escape-volume"].find("spec.volumes[0].name") != std::string::npos);
+  // Nothing was created for them, in or out of the agent's directories.
+  for (const char* escaped : {"escape-c", "escape-a", "escape-v"}) {
+    INFO(escaped);
+    CHECK_FALSE(fs::exists(env.dir / escaped));
+  }
+  for (const auto& e : fs::directory_iterator(env.dir / "logs")) {
+    CHECK(e.path().filename().string().find("escape") == std::string::npos);
+  }
+  CHECK(env.pod("escape-container").value()["status"].value("phase", "") == "Pending");
+  // The agent stays healthy and keeps serving the good pod.
+  CHECK(env.agent->running());
 }

@@ -2,297 +2,25 @@
 // directory, real containers (sh, sleep) under nodeagent-shim, checked through /proc, the files
 // the containers write and the read-only port. Containers deliberately outlive the agent, so each
 // test kills the agent and then every container process group recorded under its root dir.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/runtime/state_file.h"
+#include "test/e2e/daemon_fixture.h"
 #include "test/support/test_util.h"
 
-extern char** environ;
-
 using namespace nodeagent;
+using namespace nodeagent::e2e;
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-namespace {
-
-constexpr const char* kNode = "node1";
-
-// A free loopback port: bind port 0, read it, close. The daemon's --read-only-port=0 disables.
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::vector<std::string> procCmdline(int pid) {
-  // Not an ifstream: reading the cmdline of a process that just exited fails with ESRCH, which
-  // std::filebuf throws.
-  const std::string all = testing::readFile("/proc/" + std::to_string(pid) + "/cmdline");
-  std::vector<std::string> args;
-  std::string cur;
-  for (char c : all) {
-    if (c == '\0') {
-      args.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) args.push_back(cur);
-  return args;
-}
-
-// Live (non-zombie) processes with `marker` as one of their arguments.
-std::vector<int> pidsWithArg(const std::string& marker) {
-  std::vector<int> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    const auto name = entry.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    int pid = std::stoi(name);
-    auto args = procCmdline(pid);
-    if (std::find(args.begin(), args.end(), marker) == args.end()) continue;
-    auto st = runtime::readProcStat(pid);
-    if (!st || st->state == 'Z') continue;
-    out.push_back(pid);
-  }
-  return out;
-}
-
-bool alive(int pid) {
-  auto st = runtime::readProcStat(pid);
-  return st && st->state != 'Z';
-}
-
-std::string readOr(const fs::path& p, const std::string& fallback = "") {
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return fallback;
-  return testing::readFile(p);
-}
-
-size_t lineCount(const fs::path& p) {
-  auto text = readOr(p);
-  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
-std::string quoteYaml(const std::string& s) { return json(s).dump(); }
-
-// A one-container pod running `sh -c script marker` (the marker is $0, so it shows in
-// /proc/<pid>/cmdline as its own argument).
-std::string shPod(const std::string& name, const std::string& marker, const std::string& script,
-                  const std::string& extra_spec = "", const std::string& restart = "Always") {
-  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
-         "\nspec:\n  restartPolicy: " + restart + "\n" + extra_spec +
-         "  containers:\n  - name: main\n    image: debian:12\n    command: [\"/bin/sh\", \"-c\", " +
-         quoteYaml(script) + ", " + quoteYaml(marker) + "]\n";
-}
-
-// The daemon as a child process with its own state, manifest and log directories.
-class Daemon {
- public:
-  Daemon()
-      : manifests_(dir_ / "manifests"),
-        root_(dir_ / "root"),
-        logs_(dir_ / "logs"),
-        work_(dir_ / "work"),
-        port_(freePort()) {
-    fs::create_directories(manifests_);
-    fs::create_directories(work_);
-  }
-  ~Daemon() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      int status;
-      ::waitpid(pid_, &status, 0);
-    }
-    killContainers();
-  }
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
-
-  void start(std::vector<std::string> extra = {}) {
-    REQUIRE(pid_ == 0);
-    std::string bin = testing::binaryPath("nodeagent").string();
-    std::vector<std::string> args{bin,
-                                  "--pod-manifest-path=" + manifests_.string(),
-                                  "--root-dir=" + root_.string(),
-                                  "--pod-log-dir=" + logs_.string(),
-                                  "--read-only-port=" + std::to_string(port_),
-                                  "--healthz-port=0",
-                                  "--hostname-override=" + std::string(kNode),
-                                  "--crashloop-backoff-initial=1s",
-                                  "--v=1"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    std::string log = (dir_ / "agent.log").string();
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE(rc == 0);
-    bool up = testing::eventually([&] { return get("/healthz").has_value(); }, 15s);
-    if (!up) UNSCOPED_INFO("agent log:\n" << logTail());
-    REQUIRE(up);
-  }
-
-  // Sends `sig` and waits for the exit; returns the exit code (128+signal for a signal death),
-  // or -1 when it did not exit within the deadline.
-  int stop(int sig) {
-    REQUIRE(pid_ > 0);
-    ::kill(pid_, sig);
-    int status = 0;
-    bool exited = testing::eventually(
-        [&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, 20s);
-    if (!exited) return -1;
-    pid_ = 0;
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
-  }
-
-  std::optional<std::string> get(const std::string& path) const {
-    httplib::Client cli("127.0.0.1", port_);
-    cli.set_connection_timeout(1, 0);
-    cli.set_read_timeout(5, 0);
-    auto res = cli.Get(path.c_str());
-    if (!res || res->status != 200) return std::nullopt;
-    return res->body;
-  }
-
-  // The pod `name-node1` from GET /pods, if listed.
-  std::optional<json> pod(const std::string& name) const {
-    auto body = get("/pods");
-    if (!body) return std::nullopt;
-    auto list = json::parse(*body, nullptr, false);
-    if (!list.is_object() || !list.contains("items")) return std::nullopt;
-    for (const auto& item : list["items"]) {
-      if (item["metadata"].value("name", "") == name + "-" + kNode) return item;
-    }
-    return std::nullopt;
-  }
-  std::string phase(const std::string& name) const {
-    auto p = pod(name);
-    if (!p || !p->contains("status")) return "";
-    return (*p)["status"].value("phase", "");
-  }
-  // status.containerStatuses[name] of the pod, if present.
-  std::optional<json> containerStatus(const std::string& pod_name,
-                                      const std::string& container = "main",
-                                      const char* field = "containerStatuses") const {
-    auto p = pod(pod_name);
-    if (!p || !p->contains("status") || !(*p)["status"].contains(field)) return std::nullopt;
-    for (const auto& cs : (*p)["status"][field]) {
-      if (cs.value("name", "") == container) return cs;
-    }
-    return std::nullopt;
-  }
-  bool running(const std::string& pod_name, const std::string& container = "main") const {
-    auto cs = containerStatus(pod_name, container);
-    return phase(pod_name) == "Running" && cs && cs->contains("state") &&
-           (*cs)["state"].contains("running");
-  }
-
-  void writeManifest(const std::string& file, const std::string& content) {
-    auto tmp = manifests_ / ("." + file + ".tmp");
-    testing::writeFile(tmp, content);
-    fs::rename(tmp, manifests_ / file);
-  }
-  void removeManifest(const std::string& file) { fs::remove(manifests_ / file); }
-
-  std::string logTail() const {
-    auto text = readOr(dir_ / "agent.log");
-    return text.size() > 6000 ? text.substr(text.size() - 6000) : text;
-  }
-
-  // Every container process group and shim recorded under the root dir, killed (checked against
-  // their recorded start time so a reused pid is never hit).
-  void killContainers() {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(root_ / "containers", ec)) {
-      std::string text, error;
-      if (!runtime::readWholeFile((entry.path() / "state").string(), text, error)) continue;
-      runtime::ShimState st;
-      if (!runtime::decodeShimState(text, st, error)) continue;
-      if (st.pid > 0 && runtime::processAlive(st.pid, st.pid_start_ticks)) ::kill(-st.pid, SIGKILL);
-      if (st.shim_pid > 0 && runtime::processAlive(st.shim_pid, st.shim_start_ticks)) {
-        ::kill(st.shim_pid, SIGKILL);
-      }
-    }
-  }
-
-  const fs::path& work() const { return work_; }
-  const fs::path& logs() const { return logs_; }
-  const fs::path& manifests() const { return manifests_; }
-  pid_t pid() const { return pid_; }
-
- private:
-  testing::TempDir dir_{"nodeagent-e2e"};
-  fs::path manifests_;
-  fs::path root_;
-  fs::path logs_;
-  fs::path work_;
-  int port_;
-  pid_t pid_ = 0;
-};
-
-// Waits for `pred`; on timeout, shows the agent's log tail with the failure.
-#define REQUIRE_EVENTUALLY(daemon, pred, deadline)                          \
-  do {                                                                      \
-    bool ok_ = testing::eventually(pred, deadline);                         \
-    if (!ok_) UNSCOPED_INFO("agent log tail:\n" << (daemon).logTail());     \
-    REQUIRE(ok_);                                                           \
-  } while (0)
-
-// The one process with `marker`, 0 if there is none or several. Retries briefly: a forked child
-// shows its parent's cmdline until it execs.
-int onePid(const std::string& marker) {
-  int pid = 0;
-  testing::eventually([&] {
-    auto pids = pidsWithArg(marker);
-    pid = pids.size() == 1 ? pids[0] : 0;
-    return pid != 0;
-  }, 2s);
-  return pid;
-}
-
-// A unique marker per test run, so leftovers of another run never match.
-std::string marker(const std::string& what) {
-  return "nodeagent-e2e-" + what + "-" + std::to_string(::getpid());
-}
-
-}  // namespace
 
 TEST_CASE("daemon runs a new manifest's container and lists the pod Running", "[e2e][daemon]") {
   Daemon d;
@@ -621,4 +349,67 @@ TEST_CASE("daemon starts a pod again when its manifest is deleted and written ba
   d.writeManifest("readd.yaml", manifest);
   REQUIRE_EVENTUALLY(d, [&] { return onePid(m) != 0 && d.running("readd"); }, 20s);
   CHECK(onePid(m) != pid1);
+}
+
+TEST_CASE("daemon escapes hostile manifest file names in /manifest-errors, /metrics and its log",
+          "[e2e][daemon][security]") {
+  Daemon d;
+  // Invalid UTF-8, a newline that would forge a log line, a terminal escape.
+  const std::string bad_utf8 = "bad\xff\xfe.yaml";
+  const std::string newline = "nl\nE0101 00:00:00.000000 forged line.yaml";
+  const std::string escape = "esc\x1b[2J.yaml";
+  for (const auto& name : {bad_utf8, newline, escape}) d.writeManifest(name, "garbage: [\n");
+  d.start();
+  REQUIRE_EVENTUALLY(d, [&] {
+    auto body = d.get("/manifest-errors");
+    return body && json::parse(*body).size() == 3;
+  }, 15s);
+  const std::string body = *d.get("/manifest-errors");
+  auto errors = json::parse(body);  // valid UTF-8 JSON, or parse throws
+  std::vector<std::string> locations;
+  for (const auto& e : errors) locations.push_back(e["location"].get<std::string>());
+  std::sort(locations.begin(), locations.end());
+  CHECK(locations[0] == (d.manifests() / "bad\xef\xbf\xbd\xef\xbf\xbd.yaml").string());
+  CHECK(locations[1] == (d.manifests() / escape).string());
+  CHECK(locations[2] == (d.manifests() / newline).string());
+
+  auto metrics = d.get("/metrics");
+  REQUIRE(metrics);
+  std::vector<std::string> lines;
+  std::istringstream in(*metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("nodeagent_manifest_errors{")) lines.push_back(line);
+  }
+  REQUIRE(lines.size() == 3);  // the newline did not split a sample
+  CHECK(metrics->find("location=\"" + d.manifests().string() + "/nl\\nE0101 00:00:00.000000 forged line.yaml\"} 1") !=
+        std::string::npos);
+  CHECK(metrics->find("bad\xef\xbf\xbd\xef\xbf\xbd.yaml\"} 1") != std::string::npos);
+
+  // No log line starts with the forged text, and no raw escape or invalid byte reached the log.
+  const std::string log = readOr(d.work().parent_path() / "agent.log");
+  CHECK(log.find("\nE0101 00:00:00.000000 forged") == std::string::npos);
+  CHECK(log.find("nl\\nE0101 00:00:00.000000 forged line.yaml") != std::string::npos);
+  CHECK(log.find('\x1b') == std::string::npos);
+  CHECK(log.find('\xff') == std::string::npos);
+  CHECK(log.find("esc\\x1b[2J.yaml") != std::string::npos);
+}
+
+TEST_CASE("daemon refuses a manifest whose metadata.uid would leave its directories",
+          "[e2e][daemon][security]") {
+  Daemon d;
+  d.writeManifest("escape.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: escape\n  uid: ../../escape-u\n"
+                  "spec:\n  containers:\n  - name: main\n    image: debian:12\n"
+                  "    command: [\"/bin/sh\", \"-c\", \"sleep 1000\"]\n");
+  d.writeManifest("good.yaml", shPod("good", marker("uid-good"), "sleep 1000 & wait"));
+  d.start();
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("good"); }, 15s);
+  REQUIRE_EVENTUALLY(d, [&] {
+    auto body = d.get("/manifest-errors");
+    return body && body->find("metadata.uid") != std::string::npos;
+  }, 10s);
+  CHECK_FALSE(d.pod("escape"));
+  // <root>/pods/../../escape-u would be the test's directory; nothing is created anywhere.
+  CHECK_FALSE(fs::exists(d.work().parent_path() / "escape-u"));
+  CHECK_FALSE(fs::exists(d.logs() / "escape-u"));
 }

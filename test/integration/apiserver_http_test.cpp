@@ -791,3 +791,142 @@ TEST_CASE("http: leases round trip with optimistic concurrency", "[integration][
   CHECK(list["items"].size() == 1);
   CHECK(client.Get("/apis/coordination.k8s.io/v1/namespaces/default/pods")->status == 404);
 }
+
+namespace {
+
+// Sends a request's headers and the first `sent` bytes of a body of `declared` bytes on a raw
+// connection, then reads the answer (up to 10 s) without sending the rest: what the server says
+// before the client finishes, or "" when it says nothing.
+std::string answerBeforeBody(int port, const std::string& headers, size_t declared, size_t sent) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  std::string request = "POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                        headers + "Content-Type: application/json\r\nContent-Length: " +
+                        std::to_string(declared) + "\r\n\r\n" + std::string(sent, ' ');
+  // The server may answer and close before all of this is written: a failed send is fine.
+  for (size_t off = 0; off < request.size();) {
+    ssize_t n = send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  std::string answer;
+  char buf[4096];
+  while (true) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return answer;
+}
+
+json statusBody(const std::string& answer) {
+  auto body = answer.find("\r\n\r\n");
+  REQUIRE(body != std::string::npos);
+  return json::parse(answer.substr(body + 4));
+}
+
+}  // namespace
+
+TEST_CASE("http: an unauthenticated request is refused from its headers, before its body",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-auth-body");
+  writeFile(dir / "tokens.csv", "s3cret,admin,uid1\n");
+  ServerOptions opts;
+  opts.token_auth_file = (dir / "tokens.csv").string();
+  auto server = startServer(opts);
+  // 200 MB announced, 64 KiB sent: the 401 comes without the rest.
+  const std::string answer = answerBeforeBody(server->port(), "", 200u << 20, 64u << 10);
+  REQUIRE(answer.starts_with("HTTP/1.1 401"));
+  CHECK(answer.find("Connection: close") != std::string::npos);
+  json status = statusBody(answer);
+  CHECK(status["kind"] == "Status");
+  CHECK(status["reason"] == "Unauthorized");
+  CHECK(server->store().list("pods", "")->items.empty());
+}
+
+TEST_CASE("http: request bodies over 3 MiB get 413 without being read", "[integration][apiserver]") {
+  TempDir dir("apiserver-big-body");
+  writeFile(dir / "tokens.csv", "s3cret,admin,uid1\n");
+  ServerOptions opts;
+  opts.token_auth_file = (dir / "tokens.csv").string();
+  auto server = startServer(opts);
+  const std::string auth = "Authorization: Bearer s3cret\r\n";
+  const std::string answer = answerBeforeBody(server->port(), auth, 4u << 20, 64u << 10);
+  REQUIRE(answer.starts_with("HTTP/1.1 413"));
+  json status = statusBody(answer);
+  CHECK(status["kind"] == "Status");
+  CHECK(status["code"] == 413);
+  CHECK(status["reason"] == "RequestEntityTooLarge");
+
+  // A whole 4 MiB body sent by an ordinary client gets the same answer; 3 MiB of pod is fine.
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_bearer_token_auth("s3cret");
+  json big = pod("big");
+  big["metadata"]["annotations"] = {{"example.com/padding", std::string(4u << 20, 'x')}};
+  auto res = client.Post("/api/v1/namespaces/default/pods", big.dump(), "application/json");
+  if (res) CHECK(res->status == 413);  // or the connection was closed mid-send: also refused
+  json fits = pod("fits");
+  fits["metadata"]["annotations"] = {{"example.com/padding", std::string(200000, 'x')}};
+  auto ok = client.Post("/api/v1/namespaces/default/pods", fits.dump(), "application/json");
+  REQUIRE(ok);
+  CHECK(ok->status == 201);
+  CHECK(server->store().list("pods", "")->items.size() == 1);
+}
+
+TEST_CASE("http: pods with names kube-apiserver refuses are 422 Invalid naming the field",
+          "[integration][apiserver]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  const std::string pods = "/api/v1/namespaces/default/pods";
+  auto invalid = [&](const json& p, const std::string& field, const std::string& reason) {
+    auto res = client.Post(pods.c_str(), p.dump(), "application/json");
+    REQUIRE(res);
+    CHECK(res->status == 422);
+    json s = json::parse(res->body);
+    CHECK(s["reason"] == "Invalid");
+    REQUIRE(s["details"]["causes"].size() == 1);
+    CHECK(s["details"]["causes"][0]["field"] == field);
+    CHECK(s["details"]["causes"][0]["reason"] == reason);
+    return s;
+  };
+  json escape = pod("escape");
+  escape["spec"]["containers"][0]["name"] = "../../../../tmp/x";
+  json s = invalid(escape, "spec.containers[0].name", "FieldValueInvalid");
+  CHECK(s["message"].get<std::string>().starts_with(
+      "Pod \"escape\" is invalid: spec.containers[0].name: Invalid value: \"../../../../tmp/x\": "
+      "a lowercase RFC 1123 label must consist of"));
+  json volume = pod("volume");
+  volume["spec"]["volumes"] = {{{"name", "/tmp/y/z"}, {"emptyDir", json::object()}}};
+  invalid(volume, "spec.volumes[0].name", "FieldValueInvalid");
+  json twice = pod("twice");
+  twice["spec"]["volumes"] = {{{"name", "v"}, {"emptyDir", json::object()}},
+                              {{"name", "v"}, {"emptyDir", json::object()}}};
+  invalid(twice, "spec.volumes[1].name", "FieldValueDuplicate");
+  json init = pod("init");
+  init["spec"]["initContainers"] = {{{"name", "c"}, {"image", "busybox"}}};
+  invalid(init, "spec.initContainers[0].name", "FieldValueDuplicate");
+  json unnamed = pod("unnamed");
+  unnamed["spec"]["containers"][0].erase("name");
+  invalid(unnamed, "spec.containers[0].name", "FieldValueRequired");
+  json upper = pod("upper");
+  upper["spec"]["initContainers"] = {{{"name", "Setup"}, {"image", "busybox"}}};
+  invalid(upper, "spec.initContainers[0].name", "FieldValueInvalid");
+  CHECK(server->store().list("pods", "")->items.empty());
+
+  // An update is checked as a create is.
+  REQUIRE(client.Post(pods.c_str(), pod("web").dump(), "application/json")->status == 201);
+  json current = json::parse(client.Get((pods + "/web").c_str())->body);
+  current["spec"]["containers"][0]["name"] = "/tmp/x";
+  auto put = client.Put((pods + "/web").c_str(), current.dump(), "application/json");
+  REQUIRE(put);
+  CHECK(put->status == 422);
+}

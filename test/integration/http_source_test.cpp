@@ -12,6 +12,7 @@
 #include "config/http_source.h"
 #include "config/manifest_errors.h"
 #include "test/support/fake_clock.h"
+#include "test/support/hostile_http_server.h"
 #include "test/support/test_util.h"
 #include "test/support/tls_cert.h"
 
@@ -134,7 +135,8 @@ class Harness {
     auto created = config::HttpSource::create(ioc.get_executor(), pool.get_executor(),
                                               clock, o, [this](api::PodUpdate u) {
                                                 std::lock_guard lock(mu);
-                                                updates.push_back(std::move(u));
+                                                (u.complete ? updates : incomplete)
+                                                    .push_back(std::move(u));
                                               });
     REQUIRE(created.ok());
     source = std::move(*created);
@@ -148,9 +150,15 @@ class Harness {
     pool.join();
     source.reset();  // before the io_context its timers belong to
   }
+  // Complete updates: the URL's pods.
   size_t count() {
     std::lock_guard lock(mu);
     return updates.size();
+  }
+  // Incomplete (empty) SETs: the URL answered nothing usable before its first usable answer.
+  std::vector<api::PodUpdate> incompletes() {
+    std::lock_guard lock(mu);
+    return incomplete;
   }
   api::PodUpdate last() {
     std::lock_guard lock(mu);
@@ -172,6 +180,7 @@ class Harness {
   std::thread runner;
   std::mutex mu;
   std::vector<api::PodUpdate> updates;
+  std::vector<api::PodUpdate> incomplete;
 };
 
 }  // namespace
@@ -305,15 +314,22 @@ TEST_CASE("http source: non-200 answers keep the pods and are reported until the
   CHECK(h.count() == 1);
 }
 
-TEST_CASE("http source: an unreachable URL sends no update at all", "[integration][config]") {
+TEST_CASE("http source: an unreachable URL sends one incomplete empty SET, then nothing",
+          "[integration][config]") {
   int port;
   {
     ManifestServer gone;  // take a free port, then close it
     port = std::stoi(gone.url().substr(std::string("http://127.0.0.1:").size()));
   }
-  Harness h("http://127.0.0.1:" + std::to_string(port) + "/pods");
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/pods";
+  Harness h(url);
   REQUIRE(h.morePolls(3));
   CHECK(h.count() == 0);
+  auto incomplete = h.incompletes();
+  REQUIRE(incomplete.size() == 1);  // the source answered, but is not seen: nothing is cleaned up
+  CHECK(incomplete[0].op == api::PodOperation::kSet);
+  CHECK(incomplete[0].pods.empty());
+  CHECK_THAT(incomplete[0].incomplete_reason, Catch::Contains(url));
   CHECK(h.source->stats().failures >= 3);
   CHECK(h.errors.size() == 1);
 }
@@ -508,4 +524,39 @@ TEST_CASE("http source: https needs a trusted certificate, --ca-file style trust
   }
   server.stop();
   t.join();
+}
+
+TEST_CASE("http source: hostile answers are bounded errors naming the URL and the pods stay",
+          "[integration][config][httplimits]") {
+  struct Case {
+    testing::HostileHttpServer::Behaviour behaviour;
+    std::string mentions;
+  };
+  using Hostile = testing::HostileHttpServer;
+  auto c = GENERATE(values<Case>({
+      {Hostile::endlessHeaders(), "response headers larger than 65536 bytes"},
+      {Hostile::manyHeaders(200), "more than 100 header fields"},
+      {Hostile::longHeaderLine(100 * 1024), "response headers larger than"},
+      {Hostile::bigBody(64u << 20, false), "larger than 10485760"},
+      {Hostile::drip(20), "timed out"},
+  }));
+  Hostile server(Hostile::ok(podYaml("foo"), "application/yaml"));
+  const std::string url = server.url("/pods");
+  Harness h(url, [](config::HttpSourceOptions& o) { o.timeout = 500ms; });
+  REQUIRE(testing::eventually([&] { return h.count() == 1; }));
+  server.setBehaviour(c.behaviour);
+  REQUIRE(testing::resetPeakRss());
+  const uint64_t before = testing::peakRss();
+  REQUIRE(testing::eventually([&] {
+    auto e = h.errors.get("http", url);
+    return e && e->message.find(c.mentions) != std::string::npos;
+  }, 10s));
+  CHECK(testing::peakRss() - before < (8u << 20));
+  INFO(h.errors.get("http", url)->message);
+  CHECK((h.errors.get("http", url)->message.find("GET " + server.url("") + "/pods") !=
+             std::string::npos ||
+         c.mentions == "timed out"));
+  REQUIRE(h.morePolls(2));
+  CHECK(h.count() == 1);  // the pods of the last good answer stay
+  CHECK(h.last().pods.at(0)->metadata.name == "foo-node1");
 }

@@ -34,6 +34,7 @@ struct Fixture {
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
   std::thread thread;
   std::atomic<int> repeated_failures{0};
+  std::atomic<int> losses{0};
   std::shared_ptr<agent::NodeLeaseController> lease;
 
   Fixture() {
@@ -41,6 +42,7 @@ struct Fixture {
     agent::NodeLeaseOptions o;
     o.node_name = "n1";
     o.on_repeated_failure = [this] { repeated_failures.fetch_add(1); };
+    o.on_state_lost = [this](const std::string&) { losses.fetch_add(1); };
     lease = std::make_shared<agent::NodeLeaseController>(ioc.get_executor(), clock, *client, o);
     thread = std::thread([this] { ioc.run(); });
   }
@@ -192,4 +194,39 @@ TEST_CASE("node lease is not created before the Node can be read", "[integration
   f.clock.advance(10s);
   REQUIRE(f.renewalsReach(1));
   CHECK(f.storedLease()["metadata"]["ownerReferences"][0]["uid"] == f.nodeUid());
+}
+
+TEST_CASE("a lease that answers 404 reports the lost state and is re-created once the Node is back",
+          "[integration][lease]") {
+  Fixture f;
+  f.startCreated();
+  // The apiserver lost its state: the Node and the lease are gone.
+  REQUIRE(f.server->store().remove("leases", "kube-node-lease", "n1", {}).ok());
+  REQUIRE(f.server->store().remove("nodes", "", "n1", {}).ok());
+  f.clock.advance(10s);
+  REQUIRE(testing::eventually([&] { return f.losses.load() == 1; }, 5s));
+  // One PUT was enough to know (no five retries), then the lease is ensured: without its Node it
+  // is not created, and the controller retries with the backoff rather than a renew interval.
+  REQUIRE(f.armedFor(200ms));
+  CHECK(f.leaseCalls() == std::vector<std::string>{"PUT", "GET"});
+  CHECK_FALSE(f.server->store().get("leases", "kube-node-lease", "n1").ok());
+
+  f.createNode();  // registered again, with a new UID
+  f.clock.advance(200ms);
+  REQUIRE(f.renewalsReach(2));
+  CHECK(f.storedLease()["metadata"]["ownerReferences"][0]["uid"] == f.nodeUid());
+  CHECK(f.losses.load() == 1);
+}
+
+TEST_CASE("recreate() forgets the lease and ensures it at once", "[integration][lease]") {
+  Fixture f;
+  f.startCreated();
+  REQUIRE(f.server->store().remove("leases", "kube-node-lease", "n1", {}).ok());
+  f.lease->recreate();
+  REQUIRE(f.armedFor(base::Duration::zero()));
+  f.clock.advance(base::Duration::zero());
+  REQUIRE(f.renewalsReach(2));
+  // No PUT of the forgotten lease: a GET (404), then the create.
+  CHECK(f.leaseCalls() == std::vector<std::string>{"GET", "POST"});
+  CHECK(f.losses.load() == 0);  // told, not discovered
 }

@@ -320,6 +320,8 @@ class AgentEnv {
     agent::AgentOptions ao;
     ao.node_name = "node-a";
     ao.node_ip = "127.0.0.1";
+    // The test pods carry no source annotation (API pods) and run as root.
+    ao.allow_root_api_pods = true;
     ao.root_dir = dir_ / "root";
     ao.allocatable = {"node-a", 64000, int64_t{64} << 30, 110};
     ao.crashloop_backoff_initial = 1s;

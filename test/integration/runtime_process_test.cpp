@@ -3,10 +3,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <sstream>
@@ -14,6 +16,7 @@
 
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/process_runtime.h"
+#include "agent/runtime/security_context.h"
 #include "agent/runtime/state_file.h"
 #include "test/support/integration_env.h"
 #include "test/support/test_util.h"
@@ -173,7 +176,66 @@ long pssKib(int pid) {
   return -1;
 }
 
+// Processes running exactly `sleep <seconds>`: a container's unique marker.
+int countSleeps(const std::string &seconds) {
+  const std::string want = std::string("sleep") + '\0' + seconds + '\0';
+  int n = 0;
+  for (const auto &entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto st = readProcStat(std::stoi(name));
+    if (!st || st->state == 'Z') continue;
+    std::string cmdline, error;
+    if (readWholeFile((entry.path() / "cmdline").string(), cmdline, error) && cmdline == want) ++n;
+  }
+  return n;
+}
+
+// A `sleep` duration no other test (or test binary) uses.
+std::string uniqueSleep() {
+  static std::atomic<int> next{0};
+  return "3600." + std::to_string(::getpid()) + std::to_string(next++);
+}
+
 }  // namespace
+
+TEST_CASE("process runtime: names that are not one path component are refused, nothing is "
+          "created", "[integration][runtime][security]") {
+  Env env;
+  const fs::path dir = env.dir().path();
+  struct Case {
+    const char* what;
+    std::string ns, uid, container;
+  };
+  const std::string abs = (dir / "escape-abs").string();
+  for (const auto& c : {Case{"container", "default", "u-1", "../../escape-c"},
+                        Case{"absolute container", "default", "u-2", abs},
+                        Case{"dot-dot container", "default", "u-3", ".."},
+                        Case{"uid", "default", "../../escape-u", "main"},
+                        Case{"namespace", "a/../../escape-n", "u-4", "main"},
+                        Case{"NUL", "default", std::string("u\0x", 3), "main"}}) {
+    INFO(c.what);
+    auto edited = std::make_shared<api::Pod>(
+        *makePod(c.uid, {shContainer(c.container, "echo hi; sleep 100")}));
+    edited->metadata.namespace_ = c.ns;
+    api::PodPtr pod = edited;
+    auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
+    REQUIRE_FALSE(id.ok());
+    CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
+    CHECK(id.status().message().find("is not a valid path component") != std::string::npos);
+  }
+  auto pods = env.sync(env.runtime().getPods(true));
+  REQUIRE(pods.ok());
+  CHECK(pods->empty());
+  // Every name above climbs back to the test's directory: nothing named escape* is there.
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    CHECK(e.path().filename().string().find("escape") == std::string::npos);
+  }
+  std::error_code ec;
+  CHECK((fs::is_empty(env.options().pod_log_dir, ec) || !fs::exists(env.options().pod_log_dir)));
+  CHECK((fs::is_empty(env.options().root_dir / "containers", ec) ||
+         !fs::exists(env.options().root_dir / "containers")));
+}
 
 TEST_CASE("process runtime: a started container runs as its own session leader",
           "[integration][runtime]") {
@@ -495,7 +557,7 @@ TEST_CASE(
 TEST_CASE("process runtime: runAsUser and runAsGroup apply when the agent is root",
           "[integration][runtime]") {
   if (geteuid() != 0) {
-    WARN("skipped: needs root");
+    WARN("SKIPPED: needs root");
     return;
   }
   Env env;
@@ -651,4 +713,347 @@ TEST_CASE("process runtime: shim memory per container stays well under 0.5 MiB P
 #else
   CHECK(worst < 512);
 #endif
+}
+
+TEST_CASE("process runtime: a running container whose state file is unusable is adopted once",
+          "[integration][runtime]") {
+  Env env;
+  const std::string marker = uniqueSleep();
+  auto pod = makePod("u-badstate", {shContainer("main", "exec sleep " + marker)});
+  auto id = env.start(pod);
+  const int pid = env.status(pod, id)->pid;
+  REQUIRE(pid > 0);
+  // The shell execs sleep right after it started.
+  REQUIRE(testing::eventually([&] { return countSleeps(marker) == 1; }));
+  const int shim = env.runtime().shimPidForTest(id);
+  const fs::path state_path = env.options().root_dir / "containers" / id.id / "state";
+  const std::string good = testing::readFile(state_path);
+  REQUIRE(!good.empty());
+
+  env.dropRuntime();  // the agent stops; the shim and its container keep running
+  SECTION("truncated to nothing") { testing::writeFile(state_path, ""); }
+  SECTION("truncated in the middle") {
+    testing::writeFile(state_path, good.substr(0, good.size() / 2));
+  }
+  SECTION("garbled") {
+    testing::writeFile(state_path, std::string("\x7f\x01\xff=\n\0garbage", 14));
+  }
+  SECTION("deleted") { fs::remove(state_path); }
+  SECTION("describing another shim") {
+    ShimState other;
+    std::string error;
+    REQUIRE(decodeShimState(good, other, error));
+    other.shim_pid = 1;
+    other.pid = 1;
+    testing::writeFile(state_path, encodeShimState(other));
+  }
+  env.makeRuntime();  // recover() runs here
+
+  // Adopted: one copy, running, with its pid and shim; nothing was started or killed.
+  CHECK(countSleeps(marker) == 1);
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  CHECK(cs->state == ContainerState::kRunning);
+  CHECK(cs->pid == pid);
+  CHECK(cs->started_at != base::SystemTime{});
+  CHECK(env.runtime().shimPidForTest(id) == shim);
+  auto pods = env.sync(env.runtime().getPods(false));
+  REQUIRE(pods.ok());
+  REQUIRE(pods->size() == 1);
+  CHECK(pods->front().containers.size() == 1);
+
+  // Deleting the pod stops it, and its exit is seen through the adopted shim.
+  REQUIRE(env.sync(env.runtime().killPod(pod, pods->front(), 1)).ok());
+  CHECK(countSleeps(marker) == 0);
+  CHECK(env.exited(pod, id));
+  CHECK(testing::eventually(
+      [&] { return env.eventCount(id, ContainerEvent::Type::kDied) == 1; }));
+}
+
+TEST_CASE("process runtime: a running container that cannot be identified is killed, not kept",
+          "[integration][runtime]") {
+  ProcessRuntimeOptions fast;
+  fast.minimum_grace_seconds = 1;
+  Env env(fast);
+  const std::string marker = uniqueSleep();
+  std::string script = "exec sleep " + marker;
+  std::function<void(const fs::path &)> damage;
+  SECTION("its config file is garbled") {
+    damage = [](const fs::path &dir) { testing::writeFile(dir / "config", "version=1\n\x01\x02"); };
+  }
+  SECTION("its config file is truncated before the command") {
+    damage = [](const fs::path &dir) {
+      testing::writeFile(dir / "config", testing::readFile(dir / "config").substr(0, 40));
+    };
+  }
+  SECTION("its config file is deleted") {
+    damage = [](const fs::path &dir) { fs::remove(dir / "config"); };
+  }
+  SECTION("its container directory is deleted") {
+    damage = [](const fs::path &dir) { fs::remove_all(dir); };
+  }
+  SECTION("its config file is garbled and it ignores SIGTERM") {
+    script = "trap '' TERM; exec sleep " + marker;
+    damage = [](const fs::path &dir) { testing::writeFile(dir / "config", "garbage"); };
+  }
+  auto pod = makePod("u-badconfig", {shContainer("main", script)});
+  auto id = env.start(pod);
+  const int shim = env.runtime().shimPidForTest(id);
+  REQUIRE(shim > 0);
+  // The shell execs sleep right after it started.
+  REQUIRE(testing::eventually([&] { return countSleeps(marker) == 1; }));
+
+  env.dropRuntime();
+  damage(env.options().root_dir / "containers" / id.id);
+  env.makeRuntime();  // recover() kills it before it returns
+
+  // Deliberately killed: nothing of it runs (the pod's next sync starts one new copy), and it is
+  // not reported as a container of the pod.
+  CHECK(countSleeps(marker) == 0);
+  auto shim_stat = readProcStat(shim);
+  CHECK((!shim_stat || shim_stat->state == 'Z'));
+  auto pods = env.sync(env.runtime().getPods(true));
+  REQUIRE(pods.ok());
+  CHECK(pods->empty());
+  CHECK_FALSE(env.status(pod, id));
+}
+
+TEST_CASE("process runtime: recovery never touches the shims of another root dir",
+          "[integration][runtime]") {
+  Env mine;
+  const std::string marker = uniqueSleep();
+  auto pod = makePod("u-other", {shContainer("main", "exec sleep " + marker)});
+  auto id = mine.start(pod);
+  // The shell execs sleep right after it started.
+  REQUIRE(testing::eventually([&] { return countSleeps(marker) == 1; }));
+
+  // A second runtime on another root dir (whose containers directory knows nothing of this
+  // shim), and one whose root dir merely starts with the same characters.
+  Env other;
+  ProcessRuntimeOptions prefixed = mine.options();
+  prefixed.root_dir += "2";
+  asio::io_context ioc;
+  auto prefixed_runtime = testing::makeProcessRuntime(ioc.get_executor(), prefixed);
+  CHECK(countSleeps(marker) == 1);
+  CHECK(mine.status(pod, id)->state == ContainerState::kRunning);
+  auto pods = other.sync(other.runtime().getPods(true));
+  REQUIRE(pods.ok());
+  CHECK(pods->empty());
+}
+
+namespace {
+
+// A line of /proc/<pid>/status without its key ("Uid", "CapBnd", ...); tabs become spaces.
+std::string statusField(const std::string &status, const std::string &key) {
+  std::istringstream in(status);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) != 0) continue;
+    std::string value = line.substr(key.size() + 1);
+    std::replace(value.begin(), value.end(), '\t', ' ');
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    while (!value.empty() && value.back() == ' ') value.pop_back();
+    return value;
+  }
+  return "<no " + key + ">";
+}
+
+// The credentials of a process as /proc/<pid>/status shows them.
+struct Creds {
+  std::string uid, gid, groups, cap_bnd, cap_eff, cap_prm, cap_inh, cap_amb, no_new_privs;
+  static Creds of(const std::string &status) {
+    return {statusField(status, "Uid"),    statusField(status, "Gid"),
+            statusField(status, "Groups"), statusField(status, "CapBnd"),
+            statusField(status, "CapEff"), statusField(status, "CapPrm"),
+            statusField(status, "CapInh"), statusField(status, "CapAmb"),
+            statusField(status, "NoNewPrivs")};
+  }
+};
+
+// Exec probes and hooks run as the container does.
+void checkSameIdentity(const Creds &exec, const Creds &container) {
+  CHECK(exec.uid == container.uid);
+  CHECK(exec.gid == container.gid);
+  CHECK(exec.groups == container.groups);
+}
+
+std::string hexCaps(uint64_t set) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(set));
+  return buf;
+}
+
+// A container that sleeps (so its /proc status can be read) and runs where any user may.
+api::Container sleeper(std::optional<api::SecurityContext> sc = std::nullopt) {
+  auto c = shContainer("main", "exec sleep 30");
+  c.working_dir = "/";
+  c.security_context = std::move(sc);
+  return c;
+}
+
+api::PodPtr podWith(const std::string &uid, api::Container c,
+                    std::optional<api::PodSecurityContext> psc = std::nullopt) {
+  auto pod = makePod(uid, {std::move(c)});
+  std::const_pointer_cast<api::Pod>(pod)->spec.security_context = std::move(psc);
+  return pod;
+}
+
+// Starts the container, waits for its command to be `sleep`, and returns the credentials of the
+// container process and of an exec (what probes and hooks run as) in it.
+std::pair<Creds, Creds> runAndInspect(Env &env, const api::PodPtr &pod,
+                                      StartContainerOptions options = {}) {
+  auto id = env.start(pod, 0, 0, std::move(options));
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  REQUIRE(cs->pid > 0);
+  REQUIRE(testing::eventually(
+      [&] { return procFile(cs->pid, "cmdline").find("sleep") != std::string::npos; }));
+  Creds container = Creds::of(procFile(cs->pid, "status"));
+  auto exec = env.sync(env.runtime().execInContainer(id, {"cat", "/proc/self/status"}, 10s));
+  REQUIRE(exec.ok());
+  REQUIRE(exec->exit_code == 0);
+  return {container, Creds::of(exec->output)};
+}
+
+bool skipUnlessRoot() {
+  if (::geteuid() == 0) return false;
+  WARN("SKIPPED: the security context tests need root (setuid, setgroups, capabilities)");
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("process runtime: a pod-level runAsUser applies, with a safe group and no root groups",
+          "[integration][runtime][security]") {
+  if (skipUnlessRoot()) return;
+  Env env;
+  api::PodSecurityContext psc;
+  psc.run_as_user = 65534;
+  auto [container, exec] = runAndInspect(env, podWith("u-sc-pod", sleeper(), psc));
+  CHECK(container.uid == "65534 65534 65534 65534");
+  // No runAsGroup: the user's passwd group, or 65534 when it has none (never group 0).
+  const std::string gid = std::to_string(passwdPrimaryGroup(65534).value_or(kNoGroupGid));
+  CHECK(container.gid == gid + " " + gid + " " + gid + " " + gid);
+  CHECK(container.groups == "");
+  CHECK(container.cap_eff == hexCaps(0));
+  CHECK(container.cap_prm == hexCaps(0));
+  CHECK(container.no_new_privs == "0");
+  checkSameIdentity(exec, container);
+}
+
+TEST_CASE("process runtime: container fields override the pod's, supplementalGroups and fsGroup",
+          "[integration][runtime][security]") {
+  if (skipUnlessRoot()) return;
+  Env env;
+  api::PodSecurityContext psc;
+  psc.run_as_user = 1000;
+  psc.run_as_group = 1001;
+  psc.supplemental_groups = {3000, 3001};
+  psc.fs_group = 4000;
+  api::SecurityContext sc;
+  sc.run_as_user = 2000;
+  auto [container, exec] = runAndInspect(env, podWith("u-sc-override", sleeper(sc), psc));
+  CHECK(container.uid == "2000 2000 2000 2000");
+  CHECK(container.gid == "1001 1001 1001 1001");
+  CHECK(container.groups == "3000 3001 4000");
+  checkSameIdentity(exec, container);
+}
+
+TEST_CASE("process runtime: runAsNonRoot refuses root with kubelet's reason and message",
+          "[integration][runtime][security]") {
+  if (skipUnlessRoot()) return;
+  Env env;
+  auto refused = [&](const api::PodPtr &pod) {
+    auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
+    REQUIRE_FALSE(id.ok());
+    CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
+    auto st = env.sync(env.runtime().getPodStatus(pod->metadata.uid, pod->metadata.name, "default"));
+    REQUIRE(st.ok());
+    CHECK(st->container_statuses.empty());  // nothing was started
+    return id.status().message();
+  };
+  api::PodSecurityContext psc;
+  psc.run_as_non_root = true;
+  SECTION("no runAsUser: a process container runs as the agent, root") {
+    CHECK(refused(podWith("u-nonroot-none", sleeper(), psc)) ==
+          "container has runAsNonRoot and image will run as root (pod: "
+          "\"pod-u-nonroot-none_default(u-nonroot-none)\", container: main)");
+  }
+  SECTION("runAsUser 0") {
+    api::SecurityContext sc;
+    sc.run_as_user = 0;
+    CHECK(refused(podWith("u-nonroot-zero", sleeper(sc), psc)) ==
+          "container's runAsUser breaks non-root policy (pod: "
+          "\"pod-u-nonroot-zero_default(u-nonroot-zero)\", container: main)");
+  }
+  SECTION("a non-zero runAsUser runs") {
+    psc.run_as_user = 65534;
+    auto [container, exec] = runAndInspect(env, podWith("u-nonroot-ok", sleeper(), psc));
+    CHECK(container.uid == "65534 65534 65534 65534");
+  }
+  SECTION("readOnlyRootFilesystem cannot be honoured and is refused") {
+    api::SecurityContext sc;
+    sc.read_only_root_filesystem = true;
+    CHECK_THAT(refused(podWith("u-rofs", sleeper(sc))),
+               Catch::Contains("readOnlyRootFilesystem: true cannot be honoured"));
+  }
+}
+
+TEST_CASE("process runtime: allowPrivilegeEscalation false and capabilities drop ALL",
+          "[integration][runtime][security]") {
+  if (skipUnlessRoot()) return;
+  Env env;
+  api::SecurityContext sc;
+  sc.allow_privilege_escalation = false;
+  sc.capabilities = api::Capabilities{{}, {"ALL"}};
+  SECTION("as root") {
+    auto [container, exec] = runAndInspect(env, podWith("u-caps-root", sleeper(sc)));
+    CHECK(container.uid == "0 0 0 0");
+    CHECK(container.cap_bnd == hexCaps(0));
+    CHECK(container.cap_eff == hexCaps(0));
+    CHECK(container.cap_prm == hexCaps(0));
+    CHECK(container.cap_inh == hexCaps(0));
+    CHECK(container.cap_amb == hexCaps(0));
+    CHECK(container.no_new_privs == "1");
+    CHECK(exec.cap_bnd == hexCaps(0));
+    CHECK(exec.cap_eff == hexCaps(0));
+    CHECK(exec.no_new_privs == "1");
+  }
+  SECTION("as a user, with one capability added back (ambient)") {
+    sc.run_as_user = 65534;
+    sc.capabilities->add = {"NET_BIND_SERVICE"};
+    auto [container, exec] = runAndInspect(env, podWith("u-caps-user", sleeper(sc)));
+    const std::string bind = hexCaps(uint64_t{1} << 10);
+    CHECK(container.uid == "65534 65534 65534 65534");
+    CHECK(container.cap_bnd == bind);
+    CHECK(container.cap_eff == bind);
+    CHECK(container.cap_prm == bind);
+    CHECK(container.cap_amb == bind);
+    CHECK(container.no_new_privs == "1");
+    CHECK(exec.uid == container.uid);
+    CHECK(exec.cap_eff == bind);
+    CHECK(exec.cap_amb == bind);
+  }
+}
+
+TEST_CASE("process runtime: refuse_root (apiserver pods) refuses root and runs a non-root uid",
+          "[integration][runtime][security]") {
+  if (skipUnlessRoot()) return;
+  Env env;
+  StartContainerOptions options;
+  options.refuse_root = true;
+  auto pod = podWith("u-api-root", sleeper());
+  auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, options));
+  REQUIRE_FALSE(id.ok());
+  CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
+  CHECK_THAT(id.status().message(),
+             Catch::Contains("container \"main\" of pod default/pod-u-api-root would run as root") &&
+                 Catch::Contains("--allow-root-api-pods"));
+  api::SecurityContext sc;
+  sc.run_as_user = 65534;
+  auto [container, exec] = runAndInspect(env, podWith("u-api-user", sleeper(sc)), options);
+  CHECK(container.uid == "65534 65534 65534 65534");
+  // Without the policy the same root container runs.
+  auto [root, root_exec] = runAndInspect(env, podWith("u-api-allowed", sleeper()));
+  CHECK(root.uid == "0 0 0 0");
 }

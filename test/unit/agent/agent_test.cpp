@@ -17,6 +17,7 @@
 #include "api/pod_update.h"
 #include "podmanager/mirror_client.h"
 #include "test/support/fake_clock.h"
+#include "test/support/integration_env.h"
 #include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
 
@@ -711,9 +712,11 @@ TEST_CASE("agent: a kill that outlasts grace plus half of it, at least 10s, gets
 TEST_CASE("agent: /pods writes every pod with its newest status, also after its text changed",
           "[unit][agent]") {
   Harness h;
+  testing::IoThreads io;
+  io.start(1);
   agent::ReadOnlyServerOptions o;
-  o.port = 0;
-  agent::ReadOnlyServer server(*h.agent, o);
+  o.http.port = 0;
+  agent::ReadOnlyServer server(io.executor(), base::realClock(), *h.agent, o);
   REQUIRE(server.start().ok());
   auto pods = [&] {
     httplib::Client cli("127.0.0.1", server.port());
@@ -770,9 +773,11 @@ TEST_CASE("agent: /pods of many decoded pods is whole JSON past the writer's chu
           "unchanged node answers the same text",
           "[unit][agent]") {
   Harness h(/*max_pods=*/1000);
+  testing::IoThreads io;
+  io.start(1);
   agent::ReadOnlyServerOptions o;
-  o.port = 0;
-  agent::ReadOnlyServer server(*h.agent, o);
+  o.http.port = 0;
+  agent::ReadOnlyServer server(io.executor(), base::realClock(), *h.agent, o);
   REQUIRE(server.start().ok());
   auto get = [&] {
     httplib::Client cli("127.0.0.1", server.port());
@@ -824,4 +829,42 @@ TEST_CASE("agent: /pods of many decoded pods is whole JSON past the writer's chu
   CHECK(items[149]["status"]["phase"] == "Running");
   CHECK(items[151]["status"]["phase"] == "Running");
   server.stop();
+}
+
+TEST_CASE("agent: a pod whose UID or volume name is not a path component is refused, nothing is "
+          "created", "[unit][agent][security]") {
+  Harness h;
+  const auto escape_uid = testing::PodBuilder()
+                              .name("escape-uid")
+                              .uid("../../escape-u")
+                              .container("web", {"sleep", "1000"})
+                              .build();
+  const auto escape_volume =
+      testing::PodBuilder()
+          .name("escape-volume")
+          .uid("uid-volume")
+          .container("web", {"sleep", "1000"})
+          .edit([](nlohmann::json& p) {
+            p["spec"]["volumes"] = {{{"name", "../../../../../escape-v"}, {"emptyDir", nlohmann::json::object()}}};
+          })
+          .build();
+  REQUIRE(escape_volume->spec.volumes.size() == 1);
+  h.update(api::PodOperation::kAdd, {escape_uid, escape_volume, webPod()}, "api");
+  h.advance(3s);
+  // Only the good pod's container started.
+  auto starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].pod_uid == "uid-web");
+  for (const auto* uid : {"../../escape-u", "uid-volume"}) {
+    INFO(uid);
+    auto status = h.status_manager.getPodStatus(uid);
+    REQUIRE(status);
+    CHECK(status->reason == "InvalidPodName");
+    CHECK(status->message.find("is not a valid path component") != std::string::npos);
+  }
+  // <root>/pods/../../escape-u and the emptyDir's ../../../../../escape-v are both next to root.
+  const auto parent = h.root.path().parent_path();
+  CHECK_FALSE(std::filesystem::exists(parent / "escape-u"));
+  CHECK_FALSE(std::filesystem::exists(parent / "escape-v"));
+  CHECK_FALSE(std::filesystem::exists(h.root.path() / "pods" / "uid-volume"));
 }

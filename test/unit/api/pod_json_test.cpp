@@ -65,7 +65,9 @@ const char* const kRichPod = R"({
                 {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
                 {"name": "cm", "configMap": {"name": "cfg"}}],
     "readinessGates": [{"conditionType": "example.com/ready"}],
-    "priority": 2000000000, "priorityClassName": "system-node-critical"
+    "priority": 2000000000, "priorityClassName": "system-node-critical",
+    "securityContext": {"runAsUser": 65534, "runAsGroup": 65533, "runAsNonRoot": true,
+                        "supplementalGroups": [5, 6], "fsGroup": 2000, "x-psc": 1}
   },
   "status": {
     "phase": "Running", "message": "m", "reason": "r", "hostIP": "10.0.0.1",
@@ -182,6 +184,9 @@ TEST_CASE("decodePod: builds every typed field", "[unit][api]") {
   CHECK(c.security_context->run_as_non_root == true);
   CHECK(c.security_context->allow_privilege_escalation == false);
   CHECK(c.security_context->read_only_root_filesystem == true);
+  REQUIRE(c.security_context->capabilities);
+  CHECK(c.security_context->capabilities->add == std::vector<std::string>{"NET_ADMIN"});
+  CHECK(c.security_context->capabilities->drop.empty());
   CHECK(c.stdin);
   CHECK(c.tty);
   CHECK(s.restart_policy == "OnFailure");
@@ -207,6 +212,12 @@ TEST_CASE("decodePod: builds every typed field", "[unit][api]") {
   CHECK(s.readiness_gates == std::vector<std::string>{"example.com/ready"});
   CHECK(s.priority == 2000000000);
   CHECK(s.priority_class_name == "system-node-critical");
+  REQUIRE(s.security_context);
+  CHECK(s.security_context->run_as_user == 65534);
+  CHECK(s.security_context->run_as_group == 65533);
+  CHECK(s.security_context->run_as_non_root == true);
+  CHECK(s.security_context->supplemental_groups == std::vector<int64_t>{5, 6});
+  CHECK(s.security_context->fs_group == 2000);
 
   const auto& st = pod.status;
   CHECK(st.phase == "Running");
@@ -338,6 +349,10 @@ TEST_CASE("decodePod: wrong types name the field path", "[unit][api]") {
       {R"({"spec":{"containers":[{"livenessProbe":{"httpGet":{"port":true}}}]}})",
        "spec.containers[0].livenessProbe.httpGet.port: expected an integer or a string, got boolean"},
       {R"({"spec":{"hostNetwork":"true"}})", "spec.hostNetwork: expected a boolean, got string"},
+      {R"({"spec":{"securityContext":{"supplementalGroups":[1,"x"]}}})",
+       "spec.securityContext.supplementalGroups[1]: expected an integer, got string"},
+      {R"({"spec":{"containers":[{"securityContext":{"capabilities":{"drop":"ALL"}}}]}})",
+       "spec.containers[0].securityContext.capabilities.drop: expected an array, got string"},
       {R"({"spec":{"initContainers":[{"securityContext":{"runAsUser":"root"}}]}})",
        "spec.initContainers[0].securityContext.runAsUser: expected an integer, got string"},
       {R"({"status":{"containerStatuses":[{"restartCount":-1.25}]}})",

@@ -36,11 +36,15 @@ struct Fixture {
   FixedRandom random;
   std::shared_ptr<FakeListerWatcher> lw = std::make_shared<FakeListerWatcher>();
   std::vector<PodUpdate> updates;
+  config::ManifestErrors errors;
+  std::vector<config::ManifestError> announced;
   std::unique_ptr<config::PodSource> source;
 
   Fixture() {
+    errors.setListener([this](const config::ManifestError& e) { announced.push_back(e); });
     config::ApiserverSourceOptions opts;
     opts.node_name = "n1";
+    opts.errors = &errors;
     source = config::makeApiserverSource(ioc.get_executor(), clock, random, lw, opts,
                                          [this](PodUpdate u) { updates.push_back(std::move(u)); });
     source->start();
@@ -156,4 +160,68 @@ TEST_CASE("apiserver source: nothing is pushed after stop", "[unit][apiclient]")
 TEST_CASE("apiserver source: node name resolution lower-cases and trims", "[unit][apiclient]") {
   CHECK(config::resolveNodeName(" Node-1 ") == "node-1");
   CHECK_FALSE(config::resolveNodeName("").empty());
+}
+
+TEST_CASE("apiserver source: pods with names kube-apiserver refuses never reach PodConfig",
+          "[unit][apiclient]") {
+  Fixture f;
+  auto escape = pod("escape", "n1", "2");
+  escape["spec"]["containers"][0]["name"] = "../../../../tmp/x";
+  auto volume = pod("volume", "n1", "3");
+  volume["spec"]["volumes"] = {{{"name", "/tmp/y/z"}, {"emptyDir", nlohmann::json::object()}}};
+  auto uid = pod("uid", "n1", "4", "../../../../tmp/u");
+  f.lw->completeListWith({pod("a", "n1", "1"), escape, volume, uid}, "5");
+  f.poll();
+  CHECK(f.ops() == std::vector<std::string>{"SET:a"});
+
+  auto listed = f.errors.list("api");
+  REQUIRE(listed.size() == 3);
+  CHECK(listed[0].location == "default/escape");
+  CHECK(listed[0].invalid.starts_with(
+      "spec.containers[0].name: Invalid value: \"../../../../tmp/x\": a lowercase RFC 1123 label"));
+  CHECK(listed[1].location == "default/uid");
+  CHECK(listed[1].invalid.starts_with("metadata.uid: Invalid value: \"../../../../tmp/u\""));
+  CHECK(listed[2].location == "default/volume");
+  CHECK(listed[2].invalid.starts_with("spec.volumes[0].name: Invalid value: \"/tmp/y/z\""));
+  // Each refusal is announced once (a FailedValidation event): about the pod when its metadata
+  // is valid, about the node when the metadata itself is bad.
+  REQUIRE(f.announced.size() == 3);
+  CHECK(f.announced[0].pod.name == "escape");
+  CHECK(f.announced[0].pod.uid == "uid-escape");
+  CHECK(f.announced[1].pod.name == "volume");
+  CHECK(f.announced[2].pod.name.empty());
+
+  // A watch event about a refused pod is refused too and announced no more; its deletion
+  // clears the report.
+  auto escape2 = escape;
+  escape2["metadata"]["resourceVersion"] = "6";
+  f.lw->eventWith(WatchEventType::kModified, escape2);
+  // A deletion carries a newer resourceVersion (an older one means the apiserver lost its state).
+  auto volume_deleted = volume;
+  volume_deleted["metadata"]["resourceVersion"] = "7";
+  f.lw->eventWith(WatchEventType::kDeleted, volume_deleted);
+  f.poll();
+  CHECK(f.ops() == std::vector<std::string>{"SET:a"});
+  CHECK(f.announced.size() == 3);
+  CHECK(f.errors.list("api").size() == 2);
+  CHECK_FALSE(f.errors.get("api", "default/volume"));
+}
+
+TEST_CASE("apiserver source: a relist clears the reports of refused pods that are gone",
+          "[unit][apiclient]") {
+  Fixture f;
+  auto escape = pod("escape", "n1", "2");
+  escape["spec"]["containers"][0]["name"] = "/tmp/x";
+  f.lw->completeListWith({escape}, "5");
+  f.poll();
+  REQUIRE(f.errors.size() == 1);
+  f.lw->endWatch(base::dataLossError("watch stream: malformed event"));
+  f.poll();
+  f.clock.advance(800ms);
+  f.poll();
+  REQUIRE_FALSE(f.lw->last().watch);
+  f.lw->completeListWith({pod("a", "n1", "7")}, "8");
+  f.poll();
+  CHECK(f.errors.size() == 0);
+  CHECK(f.ops().back() == "SET:a");
 }

@@ -4,12 +4,12 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include "api/api_errors.h"
 #include "base/log.h"
 #include "config/reflector.h"
 #include "test/support/fake_clock.h"
+#include "test/support/log_capture.h"
 #include "test/unit/apiclient/fake_lister_watcher.h"
 
 using namespace std::chrono_literals;
@@ -54,10 +54,13 @@ struct Fixture {
   std::shared_ptr<FakeListerWatcher> lw = std::make_shared<FakeListerWatcher>();
   std::shared_ptr<RecordingHandler> handler = std::make_shared<RecordingHandler>();
   std::shared_ptr<Reflector> reflector;
+  std::vector<std::string> losses;  // reasons given to on_state_lost
 
   Fixture() {
+    Reflector::Options options;
+    options.on_state_lost = [this](const std::string& reason) { losses.push_back(reason); };
     reflector = std::make_shared<Reflector>(ioc.get_executor(), clock, random, lw, handler,
-                                            Reflector::Options{});
+                                            std::move(options));
   }
   ~Fixture() {
     reflector->stop();
@@ -303,39 +306,7 @@ TEST_CASE("reflector: stop cancels the call, drops late completions and pending 
   CHECK(f.lw->calls.size() == 2);
 }
 
-namespace {
-// Collects the "config" logger's messages while alive.
-class LogCapture {
- public:
-  LogCapture() : logger_(base::logger("config")), level_(logger_->level()) {
-    sink_ = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    sink_->set_pattern("%l %v");
-    logger_->sinks().push_back(sink_);
-    logger_->set_level(spdlog::level::info);
-  }
-  ~LogCapture() {
-    auto& sinks = logger_->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-    logger_->set_level(level_);
-  }
-  // Lines containing `needle`.
-  std::vector<std::string> lines(const std::string& needle) {
-    logger_->flush();
-    std::vector<std::string> out;
-    std::istringstream in(out_.str());
-    for (std::string line; std::getline(in, line);) {
-      if (line.find(needle) != std::string::npos) out.push_back(line);
-    }
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> logger_;
-  spdlog::level::level_enum level_;
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
-}  // namespace
+using nodeagent::testing::LogCapture;
 
 TEST_CASE("reflector: each new kind of failure is logged once per streak", "[unit][apiclient]") {
   LogCapture logs;
@@ -372,4 +343,98 @@ TEST_CASE("reflector: each new kind of failure is logged once per streak", "[uni
   REQUIRE(warned.size() == 4);
   CHECK(warned[2].find("kind=\"watch DATA_LOSS\"") != std::string::npos);
   CHECK(warned[3].find("kind=\"list UNAVAILABLE\"") != std::string::npos);
+}
+
+TEST_CASE("reflector: a quorum list older than the version held reports the lost state",
+          "[unit][apiclient]") {
+  Fixture f;
+  f.startListed({"a", "b"}, "10");
+  f.lw->event(WatchEventType::kModified, "a", "15");
+  f.poll();
+  // Restarted on an older store: the watch from 15 waits for a version the server never had.
+  f.lw->endWatch(nodeagent::api::apiErrorStatus(
+      "WATCH /api/v1/pods", 504,
+      R"({"kind":"Status","code":504,"reason":"Timeout","message":"Too large resource version"})"));
+  f.poll();
+  CHECK(f.losses.empty());
+  f.advance(800ms);
+  REQUIRE(f.lw->calls.size() == 3);
+  CHECK_FALSE(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "");  // a quorum read: the server cannot serve 15
+  f.lw->completeList({"b"}, "3");
+  f.poll();
+  REQUIRE(f.losses.size() == 1);
+  CHECK(f.losses[0] == "resourceVersion went backwards in a list from 15 to 3");
+  CHECK(f.handler->log.back() == "replace@3:b,");
+  CHECK(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "3");
+}
+
+TEST_CASE("reflector: a bookmark or event older than the version held relists with a quorum read",
+          "[unit][apiclient]") {
+  Fixture f;
+  f.startListed({"a"}, "10");
+  const bool bookmark = GENERATE(true, false);
+  if (bookmark) {
+    f.lw->event(WatchEventType::kBookmark, "", "7");
+  } else {
+    f.lw->event(WatchEventType::kAdded, "x", "7");
+  }
+  f.poll();
+  REQUIRE(f.losses.size() == 1);
+  CHECK(f.losses[0] == std::string("resourceVersion went backwards in a ") +
+                           (bookmark ? "bookmark" : "watch event") + " from 10 to 7");
+  // The old event is not passed on; the watch is dropped and a quorum list started at once.
+  CHECK(f.handler->log == std::vector<std::string>{"replace@10:a,"});
+  CHECK(f.lw->cancels == 1);
+  REQUIRE(f.lw->calls.size() == 3);
+  CHECK_FALSE(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "");
+  f.lw->completeList({"x"}, "8");
+  f.poll();
+  CHECK(f.losses.size() == 1);  // the held version was dropped with the lost state
+  CHECK(f.handler->log.back() == "replace@8:x,");
+  CHECK(f.lw->last().rv == "8");
+}
+
+TEST_CASE("reflector: relist() drops the watch and its version and lists with a quorum read",
+          "[unit][apiclient]") {
+  Fixture f;
+  f.reflector->relist("before start");
+  f.poll();
+  CHECK(f.lw->calls.empty());  // not started: nothing to redo
+  f.startListed({"a"}, "10");
+  f.lw->event(WatchEventType::kModified, "a", "12");
+  f.poll();
+  auto old_watch = f.lw->last();
+  f.reflector->relist("Lease kube-node-lease/n1 not found");
+  f.poll();
+  CHECK(f.lw->cancels == 1);
+  REQUIRE(f.lw->calls.size() == 3);
+  CHECK_FALSE(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "");
+  // The dropped watch's late completions change nothing.
+  old_watch.on_event(RawWatchEvent{WatchEventType::kDeleted,
+                                   std::make_shared<nlohmann::json>(FakeListerWatcher::pod("a", "13"))});
+  old_watch.watch_done(base::cancelledError("cancelled"));
+  f.poll();
+  // The new store reused versions (12 again): only the list counts, and it is no loss report.
+  f.lw->completeList({"c"}, "12");
+  f.poll();
+  CHECK(f.losses.empty());
+  CHECK(f.handler->log ==
+        std::vector<std::string>{"replace@10:a,", "MODIFIED:a", "replace@12:c,"});
+  CHECK(f.lw->last().watch);
+  CHECK(f.lw->last().rv == "12");
+  SECTION("during a backoff wait, the pending retry is dropped") {
+    f.lw->endWatch(nodeagent::api::apiErrorStatus("WATCH /api/v1/pods", 500, ""));
+    f.poll();
+    const size_t before = f.lw->calls.size();
+    f.reflector->relist("Node n1 not found");
+    f.poll();
+    REQUIRE(f.lw->calls.size() == before + 1);
+    CHECK_FALSE(f.lw->last().watch);
+    f.advance(60s);
+    CHECK(f.lw->calls.size() == before + 1);  // the old timer did not start another call
+  }
 }

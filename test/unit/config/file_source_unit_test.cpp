@@ -1,6 +1,7 @@
 // FileSource logic on a FakeClock: no inotify (watch = false), events injected by the test so
 // each editor's save pattern is replayed deterministically against a real temp directory.
 #include <sys/inotify.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "config/file_source.h"
 #include "config/manifest_errors.h"
 #include "test/support/fake_clock.h"
+#include "test/support/log_capture.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -62,8 +64,11 @@ struct Fixture {
   Recorder rec;
   std::unique_ptr<config::FileSource> source;
 
+  size_t max_manifest_bytes = config::FileSourceOptions{}.max_manifest_bytes;
+
   void start(const fs::path& path, base::Duration settle = 300ms) {
     config::FileSourceOptions o;
+    o.max_manifest_bytes = max_manifest_bytes;
     o.path = path.string();
     o.node_name = "node1";
     o.settle_window = settle;
@@ -510,3 +515,151 @@ TEST_CASE("file source: the relist every check_frequency (20s by default) finds 
   CHECK(names(f.rec.last()) == std::vector<std::string>{"db-node1", "web-node1"});
 }
 
+
+TEST_CASE("file source: a single manifest file that does not parse at start is an incomplete "
+          "answer until it does (kubelet's TestExtractFromBadDataFile)",
+          "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, "apiVersion: v1\nkind: Pod\nmetadata: [\n");
+  f.start(web);
+  REQUIRE(f.rec.count() == 1);
+  CHECK(f.rec.last().pods.empty());
+  CHECK_FALSE(f.rec.last().complete);
+  CHECK_THAT(f.rec.last().incomplete_reason, Catch::Contains(web.string()));
+
+  f.advance(21s);  // the relist finds it still bad: nothing new to say
+  CHECK(f.rec.count() == 1);
+
+  testing::writeFile(web, podYaml("web"));
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  REQUIRE(f.rec.count() == 2);
+  CHECK(f.rec.last().complete);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
+
+  // Once seen, a later bad edit keeps the pod and the answer stays complete.
+  testing::writeFile(web, "garbage: [");
+  f.inject({ev(IN_CLOSE_WRITE, "web.yaml")});
+  CHECK(f.rec.count() == 2);
+}
+
+TEST_CASE("file source: a directory with a manifest that never parsed is incomplete until that "
+          "file is good or gone, or for one check period, and its good neighbours are sent at once",
+          "[unit][config]") {
+  Fixture f;
+  testing::writeFile(f.dir / "a.yaml", podYaml("a"));
+  testing::writeFile(f.dir / "b.yaml", "kind: Pod\nmetadata: [\n");
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"a-node1"});
+  CHECK_FALSE(f.rec.last().complete);
+  CHECK_THAT(f.rec.last().incomplete_reason, Catch::Contains("b.yaml"));
+
+  SECTION("the bad file goes: the same set, now complete") {
+    fs::remove(f.dir / "b.yaml");
+    f.inject({ev(IN_DELETE, "b.yaml")});
+    f.advance(1s);  // past the settle window
+    REQUIRE(f.rec.count() == 2);
+    CHECK(f.rec.last().complete);
+    CHECK(names(f.rec.last()) == std::vector<std::string>{"a-node1"});
+  }
+  SECTION("the bad file stays broken: a check period later the answer is complete without it, "
+          "and edits keep flowing") {
+    f.advance(20s - 1ms);
+    CHECK(f.rec.count() == 1);
+    f.advance(1ms);  // the relist
+    REQUIRE(f.rec.count() == 2);
+    CHECK(f.rec.last().complete);
+    CHECK(f.rec.last().incomplete_reason.empty());
+    CHECK(names(f.rec.last()) == std::vector<std::string>{"a-node1"});
+
+    const auto uid = f.rec.last().pods.at(0)->metadata.uid;
+    testing::writeFile(f.dir / "a.yaml", podYaml("a", "busybox:2"));
+    f.inject({ev(IN_CLOSE_WRITE, "a.yaml")});
+    REQUIRE(f.rec.count() == 3);
+    CHECK(f.rec.last().complete);
+    REQUIRE(names(f.rec.last()) == std::vector<std::string>{"a-node1"});
+    CHECK(f.rec.last().pods.at(0)->metadata.uid != uid);
+  }
+}
+
+TEST_CASE("file source: a single manifest file that stays broken keeps the source unseen past "
+          "any check period", "[unit][config]") {
+  Fixture f;
+  auto web = f.dir / "web.yaml";
+  testing::writeFile(web, "kind: Pod\nmetadata: [\n");
+  f.start(web);
+  f.advance(200s);
+  REQUIRE(f.rec.count() == 1);
+  CHECK_FALSE(f.rec.last().complete);
+}
+
+TEST_CASE("file source: a path that is neither a directory nor a file is an incomplete empty "
+          "answer", "[unit][config]") {
+  Fixture f;
+  auto fifo = f.dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  f.start(fifo);
+  REQUIRE(f.rec.count() == 1);
+  CHECK(f.rec.last().pods.empty());
+  CHECK_FALSE(f.rec.last().complete);
+  CHECK_THAT(f.rec.last().incomplete_reason, Catch::Contains("not a directory or a regular file"));
+}
+
+TEST_CASE("file source: a missing path is a complete empty answer (kubelet marks it seen)",
+          "[unit][config]") {
+  Fixture f;
+  f.start(f.dir / "absent");
+  REQUIRE(f.rec.count() == 1);
+  CHECK(f.rec.last().pods.empty());
+  CHECK(f.rec.last().complete);
+}
+
+TEST_CASE("file source: an oversized manifest is warned about once per change, not re-read on "
+          "every relist", "[unit][config]") {
+  testing::LogCapture logs;
+  Fixture f;
+  f.max_manifest_bytes = 1000;
+  auto big = f.dir / "big.yaml";
+  testing::writeFile(big, podYaml("big") + "# " + std::string(2000, 'x') + "\n");
+  testing::writeFile(f.dir / "web.yaml", podYaml("web"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"web-node1"});
+  auto err = f.errors.get("file", big.string());
+  REQUIRE(err.has_value());
+  CHECK(err->message.find("larger than 1000 bytes") != std::string::npos);
+  const auto read_at_start = f.source->stats().files_read;
+
+  for (int i = 0; i < 5; ++i) f.advance(20s);  // five relists
+  CHECK(f.source->stats().files_read == read_at_start);
+  CHECK(logs.lines("larger than 1000 bytes").size() == 1);
+  CHECK(f.errors.get("file", big.string()).has_value());
+  REQUIRE(f.rec.count() == 2);  // one check period later the answer is complete without it
+  CHECK(f.rec.last().complete);
+
+  // A change (still too big) is warned about once more; one that fits is read and used.
+  testing::writeFile(big, podYaml("big") + "# " + std::string(3000, 'y') + "\n");
+  f.advance(20s);
+  f.advance(20s);
+  CHECK(logs.lines("larger than 1000 bytes").size() == 2);
+  testing::writeFile(big, podYaml("big"));
+  f.advance(20s);
+  REQUIRE(f.rec.count() == 3);
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"big-node1", "web-node1"});
+  CHECK_FALSE(f.errors.get("file", big.string()).has_value());
+}
+
+TEST_CASE("file source: file names are logged quoted, so no name can forge a log line",
+          "[unit][config]") {
+  testing::LogCapture logs;
+  Fixture f;
+  const std::string name = "bad\nI0101 00:00:00 forged\xff.yaml";
+  testing::writeFile(f.dir / name, "garbage: [");
+  f.start(f.dir.path());
+  auto lines = logs.lines("Could not process manifest file");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("bad\\nI0101 00:00:00 forged\\xff.yaml") != std::string::npos);
+  CHECK(logs.lines("forged").size() == 1);  // the name never starts a line of its own
+  REQUIRE(f.errors.get("file", (f.dir / name).string()).has_value());
+}

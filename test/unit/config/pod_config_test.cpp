@@ -10,6 +10,7 @@
 #include "base/asio.h"
 #include "config/pod_config.h"
 #include "test/support/fake_clock.h"
+#include "test/support/log_capture.h"
 #include "test/support/test_util.h"
 #include "test/unit/config/pod_config_test_helpers.h"
 
@@ -374,6 +375,44 @@ TEST_CASE("PodConfig: readiness needs a SET from every configured source and the
   // A source configured later makes the node not ready again.
   auto http = t.config.channel("http");
   CHECK_FALSE(t.config.seenAllSources({"file", kTestSource, "http"}));
+}
+
+TEST_CASE("PodConfig: an incomplete SET delivers its pods but does not make the source seen",
+          "[unit][config][podconfig]") {
+  PodConfigTester t(PodConfigNotificationMode::kIncremental);
+  auto file = t.config.channel("file");
+  auto incomplete = makeUpdate(PodOperation::kSet, "file", {validPod("f", "ns")});
+  incomplete.complete = false;
+  incomplete.incomplete_reason = "manifest /m/b.yaml does not parse";
+  testing::LogCapture logs;
+  file(incomplete);
+  auto got = t.take();
+  // The warning says why.
+  auto warned = logs.lines("Source not seen yet");
+  REQUIRE(warned.size() == 1);
+  CHECK_THAT(warned[0], Catch::Contains("reason=\"manifest /m/b.yaml does not parse\""));
+  REQUIRE(opNames(got) == Strings{"ADD"});
+  CHECK(uids(got[0].pods) == Strings{"fns"});
+  auto st = t.config.sourceState("file");
+  CHECK(st.answered);
+  CHECK_FALSE(st.seen);
+  CHECK(st.reason == "manifest /m/b.yaml does not parse");
+  CHECK_FALSE(t.config.sourceSeen("file"));
+
+  // The same set, complete: nothing changes but the source is now seen (the readiness ADD).
+  file(makeUpdate(PodOperation::kSet, "file", {validPod("f", "ns")}));
+  got = t.take();
+  REQUIRE(opNames(got) == Strings{"ADD"});
+  CHECK(got[0].pods.empty());
+  st = t.config.sourceState("file");
+  CHECK(st.seen);
+  CHECK(st.reason.empty());
+
+  // Seen stays seen (kubelet's sourcesSeen never forgets).
+  file(incomplete);
+  t.take();
+  CHECK(t.config.sourceSeen("file"));
+  CHECK_FALSE(t.config.sourceState(kTestSource).answered);
 }
 
 TEST_CASE("PodConfig: updates are merged and delivered in the order they were pushed",

@@ -178,3 +178,58 @@ TEST_CASE("requests of non-overcommitable resources must equal their limits", "[
 
 }  // namespace
 }  // namespace nodeagent::config
+
+namespace nodeagent::config {
+namespace {
+
+TEST_CASE("a manifest's metadata.uid must be a single path component", "[unit][config]") {
+  for (const char* bad : {"../../../../tmp/u", "/tmp/u", "..", "."}) {
+    CAPTURE(bad);
+    auto result = decodeFile(manifest("web", "", "", std::string("  uid: \"") + bad + "\"\n"));
+    REQUIRE(result.pods.empty());
+    REQUIRE_FALSE(result.errors.empty());
+    CHECK(result.errors.front().field == "metadata.uid");
+    CHECK(result.errors.front().message.starts_with("Invalid value: " + goQuote(bad) +
+                                                    ": must be a valid path component: "));
+  }
+  auto nul = decodeFile(manifest("web", "", "", "  uid: \"a\\0b\"\n"));
+  REQUIRE_FALSE(nul.errors.empty());
+  CHECK(nul.errors.front().toString() ==
+        "metadata.uid: Invalid value: \"a\\x00b\": must be a valid path component: must not "
+        "contain a NUL byte");
+  auto good = decodeFile(manifest("web", "", "", "  uid: 6d1f9e2a-0000-4000-8000-00000000abcd\n"));
+  REQUIRE(good.pods.size() == 1);
+  CHECK(good.pods.front()->metadata.uid == "6d1f9e2a-0000-4000-8000-00000000abcd");
+}
+
+TEST_CASE("validatePodNames checks only the names a node turns into paths", "[unit][config]") {
+  api::Pod pod;
+  pod.metadata.name = "web";
+  pod.metadata.namespace_ = "default";
+  pod.metadata.uid = "u1";
+  pod.spec.containers.push_back(api::Container{});
+  pod.spec.containers.back().name = "main";
+  CHECK(validatePodNames(pod).empty());
+
+  auto bad = pod;
+  bad.spec.containers.back().name = "../../../../tmp/x";
+  bad.spec.init_containers.push_back(api::Container{});
+  bad.spec.init_containers.back().name = "/tmp/i";
+  bad.spec.volumes.push_back(api::Volume{});
+  bad.spec.volumes.back().name = "/tmp/y/z";
+  bad.metadata.uid = "../../u";
+  bad.metadata.namespace_ = "Default";
+  Lines fields;
+  for (const auto& e : validatePodNames(bad)) fields.push_back(e.field);
+  CHECK(fields == Lines{"metadata.namespace", "metadata.uid", "spec.volumes[0].name",
+                        "spec.initContainers[0].name", "spec.containers[0].name"});
+
+  auto no_uid = pod;
+  no_uid.metadata.uid.clear();
+  auto errors = validatePodNames(no_uid);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors.front().toString() == "metadata.uid: Required value");
+}
+
+}  // namespace
+}  // namespace nodeagent::config

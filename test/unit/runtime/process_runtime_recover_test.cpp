@@ -48,6 +48,20 @@ T run(asio::io_context& ioc, asio::awaitable<T> aw) {
   return std::move(*out);
 }
 
+// Recovers `root` with a new runtime; the status of the one container of pod uid-1.
+ContainerStatus recoverOne(asio::io_context& ioc, base::Clock& clock, const fs::path& root,
+                           const fs::path& logs) {
+  ProcessRuntimeOptions options;
+  options.root_dir = root;
+  options.pod_log_dir = logs;
+  ProcessRuntime runtime(ioc.get_executor(), clock, options);
+  REQUIRE(runtime.recover().ok());
+  auto status = run(ioc, runtime.getPodStatus("uid-1", "web", "default"));
+  REQUIRE(status.ok());
+  REQUIRE(status->container_statuses.size() == 1);
+  return status->container_statuses[0];
+}
+
 }  // namespace
 
 TEST_CASE("process runtime recover: recorded exits, dead shims and incomplete directories",
@@ -141,6 +155,30 @@ TEST_CASE("process runtime recover: recorded exits, dead shims and incomplete di
         base::StatusCode::kNotFound);
 }
 
+TEST_CASE("process runtime recover: an unusable state file and no live shim is an unknown exit",
+          "[unit][runtime]") {
+  testing::TempDir tmp;
+  asio::io_context ioc;
+  auto guard = asio::make_work_guard(ioc);
+  testing::FakeClock clock;
+  const fs::path root = tmp / "root";
+  writeContainer(root, config("ggg", "main", 2, 1), std::nullopt);
+  SECTION("garbled") { testing::writeFile(root / "containers" / "ggg" / "state", "\x01\x02"); }
+  SECTION("empty") { testing::writeFile(root / "containers" / "ggg" / "state", ""); }
+  SECTION("no status") { testing::writeFile(root / "containers" / "ggg" / "state", "version=1\n"); }
+  const ContainerStatus cs = recoverOne(ioc, clock, root, tmp / "logs");
+  CHECK(cs.state == ContainerState::kExited);
+  CHECK(cs.reason == "ContainerStatusUnknown");
+  CHECK(cs.exit_code == 137);
+  CHECK(cs.restart_count == 2);
+  CHECK(cs.message.find("unknown") != std::string::npos);
+  // Written down for the next agent.
+  ShimState reread;
+  std::string error;
+  REQUIRE(decodeShimState(testing::readFile(root / "containers" / "ggg" / "state"), reread, error));
+  CHECK(reread.reason == "ContainerStatusUnknown");
+}
+
 TEST_CASE("process runtime recover: a state from another boot is a lost container",
           "[unit][runtime]") {
   testing::TempDir tmp;
@@ -154,16 +192,9 @@ TEST_CASE("process runtime recover: a state from another boot is a lost containe
   st.shim_pid = 1;  // init exists, but on this boot it is not our shim
   st.started_at = 5;
   writeContainer(root, config("fff", "main", 0, 1), st);
-  ProcessRuntimeOptions options;
-  options.root_dir = root;
-  options.pod_log_dir = tmp / "logs";
-  ProcessRuntime runtime(ioc.get_executor(), clock, options);
-  REQUIRE(runtime.recover().ok());
-  auto status = run(ioc, runtime.getPodStatus("uid-1", "web", "default"));
-  REQUIRE(status.ok());
-  REQUIRE(status->container_statuses.size() == 1);
-  CHECK(status->container_statuses[0].state == ContainerState::kExited);
-  CHECK(status->container_statuses[0].message.find("rebooted") != std::string::npos);
+  const ContainerStatus cs = recoverOne(ioc, clock, root, tmp / "logs");
+  CHECK(cs.state == ContainerState::kExited);
+  CHECK(cs.message.find("rebooted") != std::string::npos);
 }
 
 TEST_CASE("process runtime: an empty command is a config error before anything is created",

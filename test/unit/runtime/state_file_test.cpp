@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "test/support/test_util.h"
 
@@ -26,6 +27,10 @@ TEST_CASE("state file: config round-trips every field, including newlines and ba
   c.uid = 1000;
   c.gid = 0;
   c.no_new_privs = true;
+  c.set_groups = true;
+  c.groups = {2000, 3000};
+  c.capabilities = (uint64_t{1} << 40) | 1;
+  c.ambient_capabilities = uint64_t{1} << 12;
   c.log_path = "/var/log/pods/default_web_uid-1/main/3.log";
   c.log_max_size = 1024;
   c.log_max_files = 2;
@@ -52,6 +57,10 @@ TEST_CASE("state file: config round-trips every field, including newlines and ba
   CHECK(d.uid == c.uid);
   CHECK(d.gid == c.gid);
   CHECK(d.no_new_privs);
+  CHECK(d.set_groups);
+  CHECK(d.groups == c.groups);
+  CHECK(d.capabilities == c.capabilities);
+  CHECK(d.ambient_capabilities == c.ambient_capabilities);
   CHECK(d.log_path == c.log_path);
   CHECK(d.log_max_size == 1024);
   CHECK(d.log_max_files == 2);
@@ -128,10 +137,68 @@ TEST_CASE("state file: atomic write replaces the whole file", "[unit][runtime]")
   CHECK(error.find("missing") != std::string::npos);
 }
 
+TEST_CASE("state file: a failed atomic write leaves the old file and no temp file behind",
+          "[unit][runtime]") {
+  nodeagent::testing::TempDir dir;
+  std::string error;
+  auto leftovers = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      n += e.path().filename().string().find(".tmp.") != std::string::npos ? 1 : 0;
+    }
+    return n;
+  };
+  SECTION("success") {
+    REQUIRE(writeFileAtomic((dir / "state").string(), "content", error));
+    CHECK(nodeagent::testing::readFile(dir / "state") == "content");
+  }
+  SECTION("the rename fails: the target is a non-empty directory") {
+    std::filesystem::create_directories(dir / "state" / "inside");
+    CHECK_FALSE(writeFileAtomic((dir / "state").string(), "content", error));
+    CHECK(error.find("rename") != std::string::npos);
+    CHECK(std::filesystem::is_directory(dir / "state" / "inside"));
+  }
+  SECTION("the directory does not exist") {
+    CHECK_FALSE(writeFileAtomic((dir / "gone" / "state").string(), "content", error));
+    CHECK(error.find("open") != std::string::npos);
+    CHECK(error.find("gone") != std::string::npos);
+  }
+  SECTION("a relative path in the working directory") {
+    // The directory fsync uses "." when the path has no directory part.
+    const auto cwd = std::filesystem::current_path();
+    std::filesystem::current_path(dir.path());
+    const bool ok = writeFileAtomic("state", "here", error);
+    std::filesystem::current_path(cwd);
+    CHECK(ok);
+    CHECK(nodeagent::testing::readFile(dir / "state") == "here");
+  }
+  CHECK(leftovers() == 0);
+}
+
+TEST_CASE("state file: /proc/<pid>/stat fields after a command name with spaces and parentheses",
+          "[unit][runtime]") {
+  // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+  // cutime cstime priority nice threads itrealvalue starttime vsize ...
+  const std::string line =
+      "4242 (sh) (x) y) S 17 4242 4243 0 -1 4194560 10 0 0 0 1 2 0 0 20 0 1 0 987654 1000 "
+      "250 18446744073709551615\n";
+  auto st = parseProcStat(line);
+  REQUIRE(st);
+  CHECK(st->state == 'S');
+  CHECK(st->ppid == 17);
+  CHECK(st->session == 4243);
+  CHECK(st->start_ticks == 987654);
+  CHECK_FALSE(parseProcStat("4242 (sh) S 1 2 3"));
+  CHECK_FALSE(parseProcStat("no parenthesis"));
+  CHECK_FALSE(parseProcStat(""));
+}
+
 TEST_CASE("state file: process liveness compares the start time", "[unit][runtime]") {
   auto self = readProcStat(getpid());
   REQUIRE(self);
   CHECK(processAlive(getpid(), self->start_ticks));
   CHECK_FALSE(processAlive(getpid(), self->start_ticks + 1));
   CHECK_FALSE(readProcStat(-1));
+  CHECK(self->ppid == getppid());
+  CHECK(self->session == getsid(0));
 }

@@ -1,0 +1,465 @@
+#include "api/http_client.h"
+
+#include <poll.h>
+
+#include <array>
+#include <iterator>
+#include <mutex>
+
+#include "base/asio.h"
+
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "base/duration.h"
+
+namespace nodeagent::api {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using ErrorCode = boost::system::error_code;
+
+// Bytes of body handed to a consumer per read.
+constexpr size_t kChunkBytes = 64 * 1024;
+
+struct X509Deleter {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyDeleter {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+using X509Ptr = std::unique_ptr<X509, X509Deleter>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
+using BioPtr = std::unique_ptr<BIO, decltype(&BIO_free)>;
+
+std::string opensslError(std::string_view fallback) {
+  unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return std::string(fallback);
+  std::array<char, 256> buf{};
+  ERR_error_string_n(e, buf.data(), buf.size());
+  return buf.data();
+}
+
+BioPtr memBio(const std::string& pem) {
+  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+}
+
+base::StatusOr<std::vector<X509Ptr>> parseCerts(const std::string& pem, const std::string& what) {
+  std::vector<X509Ptr> out;
+  auto bio = memBio(pem);
+  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) out.emplace_back(x);
+  ERR_clear_error();
+  if (out.empty()) return base::invalidArgumentError(what + ": no PEM certificate found");
+  return out;
+}
+
+base::StatusOr<PkeyPtr> parseKey(const std::string& pem, const std::string& what) {
+  auto bio = memBio(pem);
+  EVP_PKEY* k = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
+  if (!k) return base::invalidArgumentError(what + ": " + opensslError("no PEM data found"));
+  return PkeyPtr(k);
+}
+
+bool isIpAddress(const std::string& s) {
+  ErrorCode ec;
+  asio::ip::make_address(s, ec);
+  return !ec;
+}
+
+std::string formatMs(std::chrono::milliseconds d) {
+  return base::formatDuration(std::chrono::duration_cast<base::Duration>(d));
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+std::string HttpEndpoint::hostPort() const {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string HttpResponse::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, name)) return v;
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct HttpTlsContext::Impl {
+  asio::ssl::context ctx{asio::ssl::context::tls_client};
+  bool insecure = false;
+  std::string server_name;
+  std::string trust;  // for messages: what the peer is verified against
+};
+
+HttpTlsContext::HttpTlsContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpTlsContext::~HttpTlsContext() = default;
+
+base::StatusOr<std::shared_ptr<HttpTlsContext>> HttpTlsContext::create(
+    const HttpTlsOptions& options, const std::string& where) {
+  auto impl = std::make_unique<Impl>();
+  SSL_CTX* ctx = impl->ctx.native_handle();
+  impl->insecure = options.insecure_skip_verify;
+  impl->server_name = options.server_name;
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (!options.ca_pem.empty()) {
+    ASSIGN_OR_RETURN(auto cas, parseCerts(options.ca_pem, where + ": certificate-authority"));
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+    for (auto& x : cas) X509_STORE_add_cert(store, x.get());
+    ERR_clear_error();  // a CA given twice is no error
+    impl->trust = "the configured certificate-authority";
+  } else {
+    SSL_CTX_set_default_verify_paths(ctx);
+    impl->trust = "the system roots";
+    if (!options.ca_file.empty()) {
+      if (SSL_CTX_load_verify_locations(ctx, options.ca_file.c_str(), nullptr) != 1) {
+        return base::invalidArgumentError(where + ": ca-file " + options.ca_file + ": " +
+                                          opensslError("cannot load CA file"));
+      }
+      impl->trust += " and " + options.ca_file;
+    }
+    ERR_clear_error();
+  }
+  if (!options.client_cert_pem.empty()) {
+    ASSIGN_OR_RETURN(auto chain, parseCerts(options.client_cert_pem, where + ": client-certificate"));
+    ASSIGN_OR_RETURN(auto key, parseKey(options.client_key_pem, where + ": client-key"));
+    if (X509_check_private_key(chain[0].get(), key.get()) != 1) {
+      ERR_clear_error();
+      return base::invalidArgumentError(where + ": client-key does not match client-certificate");
+    }
+    bool ok = SSL_CTX_use_certificate(ctx, chain[0].get()) == 1 &&
+              SSL_CTX_use_PrivateKey(ctx, key.get()) == 1;
+    for (size_t i = 1; ok && i < chain.size(); ++i) {
+      ok = SSL_CTX_add1_chain_cert(ctx, chain[i].get()) == 1;
+    }
+    if (!ok) {
+      return base::invalidArgumentError(where + ": client-certificate: " +
+                                        opensslError("cannot use the certificate"));
+    }
+  }
+  SSL_CTX_set_verify(ctx, impl->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
+  return std::shared_ptr<HttpTlsContext>(new HttpTlsContext(std::move(impl)));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class HttpConnection::Impl {
+ public:
+  Impl(HttpEndpoint endpoint, std::shared_ptr<HttpTlsContext> tls, HttpClientOptions options)
+      : endpoint_(std::move(endpoint)),
+        tls_ctx_(std::move(tls)),
+        options_(options),
+        // Room for the largest head plus one read; the body is consumed as it is parsed.
+        buffer_(options_.max_header_bytes + 2 * kChunkBytes),
+        chunk_(kChunkBytes) {}
+
+  ~Impl() { closeStreams(); }
+
+  base::Status exchange(const HttpRequest& request, const HttpBodyStream& stream,
+                        HttpResponse* head_out) {
+    for (int attempt = 0;; ++attempt) {
+      bool reused = open() && !stale();
+      if (!reused) RETURN_IF_ERROR(connect());
+      bool before_response = false;
+      auto st = exchangeOnce(request, stream, head_out, before_response);
+      // A kept connection the server closed meanwhile fails before any answer: once more on a
+      // fresh one.
+      if (!st.ok() && reused && before_response && attempt == 0 && !cancelled()) continue;
+      return st;
+    }
+  }
+
+  void cancel() {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    // Runs on the thread that runs the io_context: the operation in flight ends at once.
+    asio::post(ioc_, [this] { closeStreams(); });
+  }
+
+  // A connection cancelled after its last exchange is not reusable either.
+  bool reusable() {
+    std::lock_guard lock(mu_);
+    return reusable_ && !cancelled_;
+  }
+
+ private:
+  bool cancelled() {
+    std::lock_guard lock(mu_);
+    return cancelled_;
+  }
+
+  std::string hostHeader() const {
+    std::string h = endpoint_.hostPort();
+    if (endpoint_.port == (endpoint_.https ? 443 : 80)) h.erase(h.rfind(':'));
+    return h;
+  }
+
+  bool open() const { return tcp_ != nullptr || tls_ != nullptr; }
+
+  beast::tcp_stream& lowest() { return tls_ ? tls_->next_layer() : *tcp_; }
+
+  void closeStreams() {
+    if (!open()) return;
+    ErrorCode ignored;
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().close();
+  }
+
+  void reset() {
+    closeStreams();
+    tls_.reset();
+    tcp_.reset();
+    buffer_.consume(buffer_.size());
+    reusable_ = false;
+  }
+
+  // Whether a kept connection was closed by the server (or holds bytes nobody asked for).
+  bool stale() {
+    if (!reusable_ || buffer_.size() > 0) return true;
+    pollfd p{lowest().socket().native_handle(), POLLIN, 0};
+    return ::poll(&p, 1, 0) != 0;
+  }
+
+  // Starts one asynchronous operation with `start(handler)` and runs the io_context until it
+  // (and its timer) completed. A cancel() posted before or meanwhile closes the socket.
+  template <typename Start>
+  ErrorCode run(Start start) {
+    if (cancelled()) return asio::error::operation_aborted;
+    ErrorCode result = asio::error::would_block;
+    start([&result](ErrorCode ec, auto&&...) { result = ec; });
+    ioc_.restart();
+    ioc_.run();
+    return result;
+  }
+
+  base::Status failure(const ErrorCode& ec, const std::string& doing,
+                       std::chrono::milliseconds timeout, std::optional<size_t> body_limit = {}) {
+    if (cancelled()) return base::cancelledError("cancelled");
+    if (ec == beast::error::timeout) {
+      return base::deadlineExceededError("timed out after " + formatMs(timeout) + " " + doing);
+    }
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      return base::resourceExhaustedError("response headers larger than " +
+                                          std::to_string(options_.max_header_bytes) + " bytes");
+    }
+    if (ec == http::error::body_limit) {
+      return base::resourceExhaustedError("response body larger than " +
+                                          std::to_string(body_limit.value_or(0)) + " bytes");
+    }
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) {
+      return base::unavailableError("connection closed by the server while " + doing);
+    }
+    return base::unavailableError(doing + ": " + ec.message());
+  }
+
+  base::Status connect() {
+    reset();
+    tcp::resolver resolver(ioc_);
+    ErrorCode ec;
+    auto results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port),
+                                    tcp::resolver::numeric_service, ec);
+    const std::string where = "connecting to " + endpoint_.hostPort();
+    if (ec) return base::unavailableError(where + ": " + ec.message());
+    tcp_ = std::make_unique<beast::tcp_stream>(ioc_);
+    tcp_->expires_after(options_.connect_timeout);
+    ec = run([&](auto handler) { tcp_->async_connect(results, std::move(handler)); });
+    if (ec) {
+      auto st = failure(ec, where, options_.connect_timeout);
+      reset();
+      return st;
+    }
+    ErrorCode ignored;
+    tcp_->socket().set_option(tcp::no_delay(true), ignored);
+    if (!endpoint_.https) return base::okStatus();
+    if (!tls_ctx_) return base::invalidArgumentError("https without a TLS configuration");
+    return handshake();
+  }
+
+  base::Status handshake() {
+    auto& tls = tls_ctx_->impl();
+    tls_ = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(*tcp_), tls.ctx);
+    tcp_.reset();
+    SSL* ssl = tls_->native_handle();
+    const std::string name = tls.server_name.empty() ? endpoint_.host : tls.server_name;
+    const bool ip = isIpAddress(name);
+    if (!tls.insecure) {
+      X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+      int set = ip ? X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
+                   : X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0);
+      if (set != 1) {
+        ERR_clear_error();
+        reset();
+        return base::invalidArgumentError("cannot verify the server name \"" + name + "\"");
+      }
+    }
+    if (!ip) SSL_set_tlsext_host_name(ssl, name.c_str());
+    tls_->next_layer().expires_after(options_.connect_timeout);
+    ErrorCode ec = run([&](auto handler) {
+      tls_->async_handshake(asio::ssl::stream_base::client, std::move(handler));
+    });
+    if (!ec) return base::okStatus();
+    if (cancelled()) return base::cancelledError("cancelled");
+    if (ec == beast::error::timeout) {
+      reset();
+      return failure(ec, "in the TLS handshake with " + endpoint_.hostPort(),
+                     options_.connect_timeout);
+    }
+    std::string detail = ec.message();
+    long verify = SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) detail += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
+    ERR_clear_error();
+    reset();
+    return base::unavailableError("TLS handshake failed with " + endpoint_.hostPort() + ": " +
+                                  detail + "; expected a certificate for \"" + name +
+                                  "\" signed by " + (tls.insecure ? "anyone" : tls.trust));
+  }
+
+  base::Status exchangeOnce(const HttpRequest& request, const HttpBodyStream& stream,
+                            HttpResponse* head_out, bool& before_response) {
+    if (tls_) return exchangeOn(*tls_, request, stream, head_out, before_response);
+    return exchangeOn(*tcp_, request, stream, head_out, before_response);
+  }
+
+  template <typename Stream>
+  base::Status exchangeOn(Stream& s, const HttpRequest& request, const HttpBodyStream& stream,
+                          HttpResponse* head_out, bool& before_response) {
+    reusable_ = false;
+    http::request<http::string_body> req;
+    req.version(11);
+    req.method_string(request.method);
+    req.target(request.target);
+    req.set(http::field::host, hostHeader());
+    for (const auto& [k, v] : request.headers) req.insert(k, v);
+    const std::string& m = request.method;
+    if (!request.body.empty() || m == "POST" || m == "PUT" || m == "PATCH") {
+      req.body() = request.body;
+      req.prepare_payload();
+    }
+    lowest().expires_after(options_.write_timeout);
+    ErrorCode ec = run([&](auto handler) { http::async_write(s, req, std::move(handler)); });
+    if (ec) {
+      before_response = true;
+      auto st = failure(ec, "sending the request", options_.write_timeout);
+      reset();
+      return st;
+    }
+
+    http::response_parser<http::buffer_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+    if (stream.max_body_bytes) {
+      parser.body_limit(*stream.max_body_bytes);
+    } else {
+      parser.body_limit(boost::none);
+    }
+    if (m == "HEAD") parser.skip(true);
+    lowest().expires_after(options_.head_timeout);
+    ec = run([&](auto handler) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
+    if (ec) {
+      before_response = !parser.got_some() &&
+                        (ec == http::error::end_of_stream || ec == asio::error::connection_reset);
+      auto st = failure(ec, "reading the response headers", options_.head_timeout,
+                        stream.max_body_bytes);
+      reset();
+      return st;
+    }
+    auto& msg = parser.get();
+    size_t fields = static_cast<size_t>(std::distance(msg.begin(), msg.end()));
+    if (fields > options_.max_header_fields) {
+      reset();
+      return base::resourceExhaustedError("response has more than " +
+                                          std::to_string(options_.max_header_fields) +
+                                          " header fields");
+    }
+    HttpResponse head;
+    head.status = static_cast<int>(msg.result_int());
+    head.headers.reserve(fields);
+    for (const auto& f : msg) head.headers.emplace_back(f.name_string(), f.value());
+    if (head_out) *head_out = head;
+    if (stream.on_head && !stream.on_head(head)) {
+      reset();
+      return base::okStatus();
+    }
+
+    const auto read_timeout = request.read_timeout.value_or(options_.read_timeout);
+    while (!parser.is_done()) {
+      msg.body().data = chunk_.data();
+      msg.body().size = chunk_.size();
+      msg.body().more = true;
+      lowest().expires_after(read_timeout);
+      ec = run([&](auto handler) { http::async_read_some(s, buffer_, parser, std::move(handler)); });
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) {
+        auto st = failure(ec, "reading the response body", read_timeout, stream.max_body_bytes);
+        reset();
+        return st;
+      }
+      size_t n = chunk_.size() - msg.body().size;
+      if (n > 0 && stream.on_chunk && !stream.on_chunk(std::string_view(chunk_.data(), n))) {
+        reset();
+        return base::okStatus();
+      }
+    }
+    reusable_ = msg.keep_alive();
+    if (!reusable_) reset();
+    return base::okStatus();
+  }
+
+  // Declared first: destroyed last, after the streams that use it.
+  asio::io_context ioc_{1};
+  HttpEndpoint endpoint_;
+  std::shared_ptr<HttpTlsContext> tls_ctx_;
+  HttpClientOptions options_;
+  std::unique_ptr<beast::tcp_stream> tcp_;  // plain http
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
+  beast::flat_buffer buffer_;
+  std::vector<char> chunk_;
+  bool reusable_ = false;
+  std::mutex mu_;  // guards cancelled_ (cancel() comes from any thread)
+  bool cancelled_ = false;
+};
+
+HttpConnection::HttpConnection(HttpEndpoint endpoint, std::shared_ptr<HttpTlsContext> tls,
+                               HttpClientOptions options)
+    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(tls), options)) {}
+
+HttpConnection::~HttpConnection() = default;
+
+base::StatusOr<HttpResponse> HttpConnection::roundTrip(const HttpRequest& request) {
+  HttpResponse response;
+  HttpBodyStream stream;
+  stream.max_body_bytes = request.max_body_bytes;
+  stream.on_chunk = [&response](std::string_view chunk) {
+    response.body.append(chunk);
+    return true;
+  };
+  RETURN_IF_ERROR(impl_->exchange(request, stream, &response));
+  return response;
+}
+
+base::Status HttpConnection::stream(const HttpRequest& request, const HttpBodyStream& stream) {
+  return impl_->exchange(request, stream, nullptr);
+}
+
+void HttpConnection::cancel() { impl_->cancel(); }
+
+bool HttpConnection::reusable() { return impl_->reusable(); }
+
+}  // namespace nodeagent::api

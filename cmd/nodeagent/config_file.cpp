@@ -1,0 +1,219 @@
+#include "cmd/nodeagent/config_file.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "api/yaml.h"
+#include "config/static_pod.h"
+
+namespace nodeagent::cmd {
+namespace {
+
+enum class Kind { kString, kInt, kNumber, kBool, kDuration, kQuantity };
+
+struct Key {
+  const char* flag;
+  Kind kind;
+};
+
+// The KubeletConfiguration keys nodeagent implements, and the flag each one sets.
+const std::map<std::string, Key, std::less<>>& supportedKeys() {
+  static const std::map<std::string, Key, std::less<>> keys = {
+      {"staticPodPath", {"pod-manifest-path", Kind::kString}},
+      {"staticPodURL", {"manifest-url", Kind::kString}},
+      {"syncFrequency", {"sync-frequency", Kind::kDuration}},
+      {"fileCheckFrequency", {"file-check-frequency", Kind::kDuration}},
+      {"httpCheckFrequency", {"http-check-frequency", Kind::kDuration}},
+      {"nodeStatusUpdateFrequency", {"node-status-update-frequency", Kind::kDuration}},
+      {"maxPods", {"max-pods", Kind::kInt}},
+      {"readOnlyPort", {"read-only-port", Kind::kInt}},
+      {"healthzPort", {"healthz-port", Kind::kInt}},
+      {"address", {"address", Kind::kString}},
+      {"podLogsDir", {"pod-log-dir", Kind::kString}},
+      {"containerLogMaxSize", {"container-log-max-size", Kind::kQuantity}},
+      {"containerLogMaxFiles", {"container-log-max-files", Kind::kInt}},
+      {"kubeAPIQPS", {"kube-api-qps", Kind::kNumber}},
+      {"kubeAPIBurst", {"kube-api-burst", Kind::kInt}},
+      // nodeagent's own (not a kubelet field): see README, "Pod security context".
+      {"allowRootAPIPods", {"allow-root-api-pods", Kind::kBool}},
+  };
+  return keys;
+}
+
+// KubeletConfiguration (v1beta1) fields nodeagent does not implement: accepted with a warning, so
+// a kubelet's configuration file can be reused, unlike a key no kubelet knows.
+const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
+  static const std::set<std::string, std::less<>> keys = {
+      "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot",
+      "cgroupsPerQOS", "clusterDNS", "clusterDomain", "configMapAndSecretChangeDetectionStrategy",
+      "containerLogMaxWorkers", "containerLogMonitorInterval", "containerRuntimeEndpoint",
+      "contentType", "cpuCFSQuota", "cpuCFSQuotaPeriod", "cpuManagerPolicy",
+      "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "crashLoopBackOff",
+      "enableContentionProfiling", "enableControllerAttachDetach", "enableDebugFlagsHandler",
+      "enableDebuggingHandlers", "enableProfilingHandler", "enableServer", "enableSystemLogHandler",
+      "enableSystemLogQuery", "enforceNodeAllocatable", "eventBurst", "eventRecordQPS",
+      "evictionHard", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
+      "evictionPressureTransitionPeriod", "evictionSoft", "evictionSoftGracePeriod",
+      "failCgroupV1", "failSwapOn", "featureGates", "hairpinMode", "healthzBindAddress",
+      "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMaximumGCAge",
+      "imageMinimumGCAge", "imageServiceEndpoint", "iptablesDropBit", "iptablesMasqueradeBit",
+      "kernelMemcgNotification", "kubeReserved", "kubeReservedCgroup", "kubeletCgroups",
+      "localStorageCapacityIsolation", "logging", "makeIPTablesUtilChains", "maxOpenFiles",
+      "maxParallelImagePulls", "memoryManagerPolicy", "memorySwap", "memoryThrottlingFactor",
+      "mergeDefaultEvictionSettings", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
+      "nodeStatusReportFrequency", "oomScoreAdj", "podCIDR", "podPidsLimit", "podsPerCore",
+      "port", "protectKernelDefaults", "providerID", "qosReserved", "registerNode",
+      "registerWithTaints", "registryBurst", "registryPullQPS", "reservedMemory",
+      "reservedSystemCPUs", "resolvConf", "rotateCertificates", "runtimeRequestTimeout",
+      "seccompDefault", "serializeImagePulls", "serverTLSBootstrap", "showHiddenMetricsForVersion",
+      "shutdownGracePeriod", "shutdownGracePeriodByPodPriority", "shutdownGracePeriodCriticalPods",
+      "singleProcessOOMKill", "streamingConnectionIdleTimeout", "systemCgroups",
+      "systemReservedCgroup", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion",
+      "tlsPrivateKeyFile", "topologyManagerPolicy", "topologyManagerPolicyOptions",
+      "topologyManagerScope", "tracing", "userNamespaces", "volumePluginDir",
+      "volumeStatsAggPeriod",
+  };
+  return keys;
+}
+
+constexpr std::string_view kApiVersion = "kubelet.config.k8s.io/v1beta1";
+
+std::string typeName(const nlohmann::json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_object()) return "a mapping";
+  if (v.is_array()) return "a list";
+  return "null";
+}
+
+}  // namespace
+
+int configKeyLine(std::string_view text, std::string_view key) {
+  int best_line = 0;
+  size_t best_indent = std::string_view::npos;
+  int line_no = 0;
+  int fallback = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    ++line_no;
+    size_t indent = line.find_first_not_of(" \t");
+    if (indent != std::string_view::npos) {
+      std::string_view rest = line.substr(indent);
+      for (std::string_view quote : {"", "\"", "'"}) {
+        const std::string spelled = std::string(quote) + std::string(key) + std::string(quote);
+        if (!rest.starts_with(spelled)) continue;
+        std::string_view after = rest.substr(spelled.size());
+        size_t colon = after.find_first_not_of(" \t");
+        if (colon != std::string_view::npos && after[colon] == ':' && indent < best_indent) {
+          best_indent = indent;
+          best_line = line_no;
+        }
+      }
+      if (fallback == 0 && line.find("\"" + std::string(key) + "\"") != std::string_view::npos) {
+        fallback = line_no;
+      }
+    }
+    pos = end + 1;
+  }
+  return best_line != 0 ? best_line : fallback;
+}
+
+base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string& path) {
+  auto bytes = config::readManifestFile(path, api::kMaxConfigLength);
+  if (!bytes.ok()) return base::notFoundError("--config: " + bytes.status().message());
+  auto at = [&](std::string_view key) {
+    const int line = configKeyLine(*bytes, key);
+    return path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": ";
+  };
+  auto fail = [&](std::string_view key, const std::string& message) {
+    return base::invalidArgumentError(at(key) + std::string(key) + ": " + message);
+  };
+  auto json = api::yamlToJson(*bytes);
+  if (!json.ok()) return json.status().withContext(path);
+  if (!json->is_object()) {
+    return base::invalidArgumentError(path + ": expected a KubeletConfiguration mapping, got " +
+                                      typeName(*json));
+  }
+  if (auto it = json->find("kind"); it != json->end() && *it != "KubeletConfiguration") {
+    return fail("kind", "expected KubeletConfiguration, got " + it->dump());
+  }
+  if (auto it = json->find("apiVersion"); it != json->end() && *it != kApiVersion) {
+    return fail("apiVersion", "expected " + std::string(kApiVersion) + ", got " + it->dump());
+  }
+
+  ConfigFileResult result;
+  for (const auto& [key, value] : json->items()) {
+    if (key == "kind" || key == "apiVersion") continue;
+    if (key == "staticPodURLHeader") {
+      // map[string][]string, as kubelet's.
+      if (!value.is_object()) return fail(key, "expected a mapping of header names to lists, got " + typeName(value));
+      if (fs.isSet("manifest-url-header")) continue;
+      for (const auto& [header, values] : value.items()) {
+        if (!values.is_array()) {
+          return fail(key, header + ": expected a list of strings, got " + typeName(values));
+        }
+        for (const auto& v : values) {
+          if (!v.is_string()) return fail(key, header + ": expected a list of strings, got " + typeName(v) + " in it");
+          RETURN_IF_ERROR(fs.setValue("manifest-url-header", header + ":" + v.get<std::string>())
+                              .withContext(at(key) + key));
+        }
+      }
+      continue;
+    }
+    if (key == "systemReserved") {
+      // map[string]string of resource quantities.
+      if (!value.is_object()) return fail(key, "expected a mapping of resources to quantities, got " + typeName(value));
+      if (fs.isSet("system-reserved")) continue;
+      std::string joined;
+      for (const auto& [res, q] : value.items()) {
+        if (!q.is_string()) return fail(key, res + ": expected a quantity string, got " + typeName(q));
+        joined += (joined.empty() ? "" : ",") + res + "=" + q.get<std::string>();
+      }
+      RETURN_IF_ERROR(fs.setValue("system-reserved", joined).withContext(at(key) + key));
+      continue;
+    }
+    auto it = supportedKeys().find(key);
+    if (it == supportedKeys().end()) {
+      if (kubeletOnlyKeys().count(key) > 0) {
+        result.ignored_keys.push_back(key);
+        continue;
+      }
+      return fail(key, "unknown field (not a KubeletConfiguration field; is it misspelled?)");
+    }
+    const Key& spec = it->second;
+    std::string text;
+    switch (spec.kind) {
+      case Kind::kString:
+      case Kind::kDuration:
+      case Kind::kQuantity:
+        if (!value.is_string()) return fail(key, "expected a string, got " + typeName(value));
+        text = value.get<std::string>();
+        break;
+      case Kind::kInt:
+        if (!value.is_number_integer()) return fail(key, "expected an integer, got " + typeName(value));
+        text = std::to_string(value.get<int64_t>());
+        break;
+      case Kind::kNumber:
+        if (!value.is_number()) return fail(key, "expected a number, got " + typeName(value));
+        text = value.is_number_integer() ? std::to_string(value.get<int64_t>())
+                                         : std::to_string(value.get<double>());
+        break;
+      case Kind::kBool:
+        if (!value.is_boolean()) return fail(key, "expected true or false, got " + typeName(value));
+        text = value.get<bool>() ? "true" : "false";
+        break;
+    }
+    if (fs.isSet(spec.flag)) continue;
+    RETURN_IF_ERROR(fs.setValue(spec.flag, text).withContext(at(key) + key));
+  }
+  return result;
+}
+
+}  // namespace nodeagent::cmd

@@ -1,0 +1,69 @@
+// The sync loop's timers on the fake clock: the tick the systemd watchdog is fed by, and
+// housekeeping held back (and counted) while a source is not ready.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+
+#include "agent/pleg.h"
+#include "agent/sync_loop.h"
+#include "test/support/fake_clock.h"
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct CountingHandler final : agent::SyncHandler {
+  void handlePodAdditions(const std::vector<api::PodPtr>&) override {}
+  void handlePodUpdates(const std::vector<api::PodPtr>&) override {}
+  void handlePodRemoves(const std::vector<api::PodPtr>&) override {}
+  void handlePodReconcile(const std::vector<api::PodPtr>&) override {}
+  void handlePodSyncs(const std::vector<api::PodPtr>&) override {}
+  void handlePlegEvent(const agent::PodLifecycleEvent&) override {}
+  std::vector<api::PodPtr> podsToSync() override {
+    ++ticks;
+    return {};
+  }
+  void handlePodCleanups() override { ++cleanups; }
+  int ticks = 0;
+  int cleanups = 0;
+};
+
+}  // namespace
+
+TEST_CASE("sync loop: lastTick moves with every tick, housekeeping waits for the sources and "
+          "counts the periods it waited",
+          "[unit][agent][syncloop]") {
+  asio::io_context ioc;
+  auto guard = asio::make_work_guard(ioc);
+  testing::FakeClock clock;
+  CountingHandler handler;
+  std::atomic<bool> ready{false};
+  auto loop = std::make_shared<agent::SyncLoop>(ioc.get_executor(), clock, handler,
+                                                [&ready] { return ready.load(); });
+  loop->start();
+  ioc.poll();
+  const auto started = loop->lastTick();
+  CHECK(started == clock.now());
+
+  clock.advance(1s);
+  ioc.poll();
+  CHECK(handler.ticks == 1);
+  CHECK(loop->lastTick() == clock.now());
+
+  clock.advance(1s);  // the first housekeeping period: a source is not ready
+  ioc.poll();
+  clock.advance(2s);
+  ioc.poll();
+  CHECK(handler.cleanups == 0);
+  CHECK(loop->housekeepingWaitingForSources() == 2);
+
+  ready = true;
+  clock.advance(2s);
+  ioc.poll();
+  CHECK(handler.cleanups == 1);
+  CHECK(loop->housekeepingWaitingForSources() == 2);
+  CHECK(loop->lastTick() == clock.now());
+  loop->stop();
+  ioc.poll();
+}
