@@ -4,6 +4,7 @@
 
 #include <array>
 #include <iterator>
+#include <limits>
 #include <mutex>
 
 #include "base/asio.h"
@@ -364,11 +365,8 @@ class HttpConnection::Impl {
 
     http::response_parser<http::buffer_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
-    if (stream.max_body_bytes) {
-      parser.body_limit(*stream.max_body_bytes);
-    } else {
-      parser.body_limit(boost::none);
-    }
+    // No limit is the largest one (Boost 1.74's body_limit() takes a plain integer).
+    parser.body_limit(stream.max_body_bytes.value_or(std::numeric_limits<std::uint64_t>::max()));
     if (m == "HEAD") parser.skip(true);
     lowest().expires_after(options_.head_timeout);
     ec = run([&](auto handler) { http::async_read_header(s, buffer_, parser, std::move(handler)); });

@@ -5,13 +5,8 @@
 #include <charconv>
 #include <condition_variable>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
+#include <openssl/evp.h>
 
 #include "api/api_errors.h"
 #include "base/log.h"
@@ -29,77 +24,22 @@ bool defaultWait(base::Duration d, std::stop_token stop) {
   return !stop.stop_requested();
 }
 
-struct X509Deleter {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyDeleter {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct StoreDeleter {
-  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Deleter>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
-using StorePtr = std::unique_ptr<X509_STORE, StoreDeleter>;
-
-std::string opensslError() {
-  unsigned long e = ERR_get_error();
-  if (e == 0) return "no PEM data found";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof(buf));
-  ERR_clear_error();
-  return buf;
-}
-
-base::StatusOr<std::vector<X509Ptr>> parseCerts(const std::string& pem, std::string_view what) {
-  std::vector<X509Ptr> out;
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())),
-                                                &BIO_free);
-  while (true) {
-    X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
-    if (!x) break;
-    out.emplace_back(x);
-  }
-  ERR_clear_error();
-  if (out.empty()) {
-    return base::invalidArgumentError(std::string(what) + ": no PEM certificate found");
-  }
+std::string encodeBase64(std::string_view in) {
+  std::string out(4 * ((in.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()),
+                                static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
   return out;
 }
 
-base::StatusOr<PkeyPtr> parseKey(const std::string& pem, std::string_view what) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())),
-                                                &BIO_free);
-  EVP_PKEY* k = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
-  if (!k) return base::invalidArgumentError(std::string(what) + ": " + opensslError());
-  return PkeyPtr(k);
-}
-
-std::optional<std::chrono::seconds> parseRetryAfter(const httplib::Headers& headers) {
-  auto it = headers.find("Retry-After");
-  if (it == headers.end()) return std::nullopt;
+std::optional<std::chrono::seconds> parseRetryAfter(const HttpResponse& response) {
+  const std::string s = response.header("Retry-After");
+  if (s.empty()) return std::nullopt;
   int64_t v = 0;
-  const auto& s = it->second;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || v < 0) return std::nullopt;
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0) return std::nullopt;
   return std::chrono::seconds(v);
-}
-
-base::Status transportError(std::string_view what, httplib::Error err) {
-  std::string msg = std::string(what) + ": " + httplib::to_string(err);
-  switch (err) {
-    case httplib::Error::Canceled: return base::cancelledError(msg);
-    case httplib::Error::ConnectionTimeout: return base::deadlineExceededError(msg);
-    case httplib::Error::SSLConnection:
-      // Our own OpenSSL verification (see newConnection) fails the handshake itself.
-      return base::unavailableError(msg + " (TLS handshake failed: is the server certificate "
-                                          "signed by the kubeconfig's certificate-authority and "
-                                          "valid for the server name or tls-server-name?)");
-    case httplib::Error::SSLServerVerification:
-    case httplib::Error::SSLLoadingCerts:
-      return base::unauthenticatedError(msg + " (server certificate not trusted)");
-    default: return base::unavailableError(msg);
-  }
 }
 
 }  // namespace
@@ -166,15 +106,6 @@ std::string leasePath(std::string_view ns, std::string_view name) {
 }
 std::string eventsPath(std::string_view ns) { return "/api/v1" + nsPart(ns) + "/events"; }
 
-// What every TLS connection shares: the parsed client certificate and key, and the CA PEM.
-struct RestClient::Tls {
-  std::string ca_pem;
-  X509Ptr client_cert;
-  PkeyPtr client_key;
-  std::string verify_name;  // hostname or IP the server certificate must match
-  bool insecure = false;
-};
-
 RestClient::RestClient(RestConfig config, RestClientOptions options, base::Clock& clock)
     : config_(std::move(config)),
       options_(std::move(options)),
@@ -198,8 +129,9 @@ base::StatusOr<std::unique_ptr<RestClient>> RestClient::create(RestConfig config
 base::Status RestClient::init() {
   const std::string where = config_.origin.empty() ? "rest config" : config_.origin;
   std::string_view url = config_.server;
+  bool https = false;
   if (url.rfind("https://", 0) == 0) {
-    https_ = true;
+    https = true;
     url.remove_prefix(8);
   } else if (url.rfind("http://", 0) == 0) {
     url.remove_prefix(7);
@@ -214,111 +146,61 @@ base::Status RestClient::init() {
     while (!path_prefix_.empty() && path_prefix_.back() == '/') path_prefix_.pop_back();
   }
   std::string_view port_text;
+  std::string host;
   if (!hostport.empty() && hostport.front() == '[') {
     auto close = hostport.find(']');
     if (close == std::string_view::npos) {
       return base::invalidArgumentError(where + ": server \"" + config_.server + "\": bad IPv6 host");
     }
-    host_ = std::string(hostport.substr(1, close - 1));
+    host = std::string(hostport.substr(1, close - 1));
     if (close + 1 < hostport.size() && hostport[close + 1] == ':') port_text = hostport.substr(close + 2);
   } else {
     auto colon = hostport.rfind(':');
-    host_ = std::string(hostport.substr(0, colon));
+    host = std::string(hostport.substr(0, colon));
     if (colon != std::string_view::npos) port_text = hostport.substr(colon + 1);
   }
-  if (host_.empty()) {
+  if (host.empty()) {
     return base::invalidArgumentError(where + ": server \"" + config_.server + "\": no host");
   }
-  port_ = https_ ? 443 : 80;
+  int port = https ? 443 : 80;
   if (!port_text.empty()) {
-    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port_);
-    if (ec != std::errc() || p != port_text.data() + port_text.size() || port_ <= 0 || port_ > 65535) {
+    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || port <= 0 || port > 65535) {
       return base::invalidArgumentError(where + ": server \"" + config_.server + "\": bad port");
     }
   }
+  endpoint_ = HttpEndpoint{https, std::move(host), port};
 
-  if (https_) {
-    tls_ = std::make_unique<Tls>();
-    tls_->insecure = config_.insecure_skip_tls_verify;
-    tls_->verify_name = config_.tls_server_name.empty() ? host_ : config_.tls_server_name;
-    if (!config_.ca_pem.empty()) {
-      auto certs = parseCerts(config_.ca_pem, where + ": certificate-authority");
-      if (!certs.ok()) return certs.status();
-      tls_->ca_pem = config_.ca_pem;
-    }
-    if (!config_.client_cert_pem.empty()) {
-      auto certs = parseCerts(config_.client_cert_pem, where + ": client-certificate");
-      if (!certs.ok()) return certs.status();
-      auto key = parseKey(config_.client_key_pem, where + ": client-key");
-      if (!key.ok()) return key.status();
-      tls_->client_cert = std::move((*certs)[0]);
-      tls_->client_key = std::move(*key);
-      if (X509_check_private_key(tls_->client_cert.get(), tls_->client_key.get()) != 1) {
-        ERR_clear_error();
-        return base::invalidArgumentError(where +
-                                          ": client-key does not match client-certificate");
-      }
-    }
+  if (https) {
+    HttpTlsOptions tls;
+    tls.ca_pem = config_.ca_pem;
+    tls.insecure_skip_verify = config_.insecure_skip_tls_verify;
+    tls.server_name = config_.tls_server_name;
+    tls.client_cert_pem = config_.client_cert_pem;
+    tls.client_key_pem = config_.client_key_pem;
+    ASSIGN_OR_RETURN(tls_, HttpTlsContext::create(tls, where));
   } else if (!config_.client_cert_pem.empty()) {
     return base::invalidArgumentError(where + ": a client certificate needs an https:// server");
+  }
+  if (!config_.bearer_token.empty()) {
+    authorization_ = "Bearer " + config_.bearer_token;
+  } else if (!config_.username.empty()) {
+    authorization_ = "Basic " + encodeBase64(config_.username + ":" + config_.password);
   }
   return base::okStatus();
 }
 
-std::unique_ptr<httplib::ClientImpl> RestClient::newConnection(std::chrono::milliseconds read_timeout) {
-  std::unique_ptr<httplib::ClientImpl> c;
-  if (https_) {
-    auto ssl = std::make_unique<httplib::SSLClient>(host_, port_, tls_->client_cert.get(),
-                                                    tls_->client_key.get());
-    // Verification is done by OpenSSL itself (chain against our CA store, name against
-    // verify_name) so that only the kubeconfig's CA is trusted and tls-server-name works;
-    // httplib's own check would also trust the system roots and the URL's host only.
-    ssl->enable_server_certificate_verification(false);
-    SSL_CTX* ctx = ssl->ssl_context();
-    if (ctx) {
-      if (!tls_->insecure) {
-        if (!tls_->ca_pem.empty()) {
-          StorePtr store(X509_STORE_new());
-          auto certs = parseCerts(tls_->ca_pem, "ca");
-          if (certs.ok()) {
-            for (auto& x : *certs) X509_STORE_add_cert(store.get(), x.get());
-          }
-          SSL_CTX_set_cert_store(ctx, store.release());
-        } else {
-          SSL_CTX_set_default_verify_paths(ctx);
-        }
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-        X509_VERIFY_PARAM* param = SSL_CTX_get0_param(ctx);
-        if (X509_VERIFY_PARAM_set1_ip_asc(param, tls_->verify_name.c_str()) != 1) {
-          ERR_clear_error();
-          X509_VERIFY_PARAM_set1_host(param, tls_->verify_name.c_str(), 0);
-        }
-      }
-    }
-    c = std::move(ssl);
-  } else {
-    c = std::make_unique<httplib::ClientImpl>(host_, port_);
-  }
-  c->set_url_encode(false);
-  c->set_keep_alive(true);
-  c->set_tcp_nodelay(true);
-  c->set_follow_location(false);
-  c->set_decompress(true);
-  auto ct = options_.connect_timeout;
-  c->set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(ct));
-  c->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(read_timeout));
-  c->set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(options_.request_timeout));
-  if (!config_.bearer_token.empty()) {
-    c->set_bearer_token_auth(config_.bearer_token);
-  } else if (!config_.username.empty()) {
-    c->set_basic_auth(config_.username, config_.password);
-  }
-  c->set_default_headers({{"User-Agent", user_agent_}, {"Accept", "application/json"}});
-  return c;
+std::unique_ptr<HttpConnection> RestClient::newConnection() {
+  HttpClientOptions o;
+  o.connect_timeout = options_.connect_timeout;
+  o.write_timeout = options_.request_timeout;
+  o.head_timeout = options_.request_timeout;
+  o.read_timeout = options_.request_timeout;
+  return std::make_unique<HttpConnection>(endpoint_, tls_, o);
 }
 
-std::unique_ptr<httplib::ClientImpl> RestClient::acquire() {
-  std::unique_ptr<httplib::ClientImpl> c;
+std::unique_ptr<HttpConnection> RestClient::acquire() {
+  std::unique_ptr<HttpConnection> c;
   {
     std::lock_guard lock(mu_);
     if (shut_down_) return nullptr;
@@ -327,31 +209,34 @@ std::unique_ptr<httplib::ClientImpl> RestClient::acquire() {
       idle_.pop_back();
     }
   }
-  if (!c) c = newConnection(options_.request_timeout);
+  if (!c) c = newConnection();
   std::lock_guard lock(mu_);
   if (shut_down_) return nullptr;
   in_use_.push_back(c.get());
   return c;
 }
 
-void RestClient::release(std::unique_ptr<httplib::ClientImpl> c) {
+void RestClient::release(std::unique_ptr<HttpConnection> c) {
+  const bool reusable = c->reusable();
   std::lock_guard lock(mu_);
   std::erase(in_use_, c.get());
-  if (!shut_down_ && idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(c));
+  if (reusable && !shut_down_ && idle_.size() < options_.max_idle_connections) {
+    idle_.push_back(std::move(c));
+  }
 }
 
 void RestClient::closeIdleConnections() {
-  std::vector<std::unique_ptr<httplib::ClientImpl>> doomed;
+  std::vector<std::unique_ptr<HttpConnection>> doomed;
   std::lock_guard lock(mu_);
   doomed.swap(idle_);
 }
 
 void RestClient::shutdown() {
-  std::vector<std::unique_ptr<httplib::ClientImpl>> doomed;
+  std::vector<std::unique_ptr<HttpConnection>> doomed;
   {
     std::lock_guard lock(mu_);
     shut_down_ = true;
-    for (auto* c : in_use_) c->stop();
+    for (auto* c : in_use_) c->cancel();
     doomed.swap(idle_);
   }
   shutdown_source_.request_stop();
@@ -383,6 +268,16 @@ std::string RestClient::target(std::string_view path, const Query& query) const 
   return t;
 }
 
+HttpRequest RestClient::newRequest(std::string_view method, std::string_view path,
+                                   const Query& query) const {
+  HttpRequest req;
+  req.method = std::string(method);
+  req.target = target(path, query);
+  req.headers = {{"User-Agent", user_agent_}, {"Accept", "application/json"}};
+  if (!authorization_.empty()) req.headers.emplace_back("Authorization", authorization_);
+  return req;
+}
+
 base::StatusOr<Response> RestClient::send(std::string_view method, std::string_view path,
                                           const Query& query, std::string_view body,
                                           std::string_view content_type, std::stop_token stop) {
@@ -391,46 +286,28 @@ base::StatusOr<Response> RestClient::send(std::string_view method, std::string_v
   if (!waitRateLimit(stop)) return base::cancelledError(what + ": cancelled");
   auto conn = acquire();
   if (!conn) return base::cancelledError(what + ": client shut down");
-  httplib::ClientImpl* raw = conn.get();
-  // Must die before the connection goes back to the pool (where it may be destroyed).
-  std::optional<std::stop_callback<std::function<void()>>> on_stop;
-  on_stop.emplace(stop, [raw] { raw->stop(); });
-
-  httplib::Request req;
-  req.method = std::string(method);
-  req.path = target(path, query);
+  HttpRequest req = newRequest(method, path, query);
   if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
     req.body = std::string(body);
-    req.set_header("Content-Type", content_type.empty() ? "application/json" : std::string(content_type));
+    req.headers.emplace_back("Content-Type",
+                             content_type.empty() ? "application/json" : std::string(content_type));
   }
-  Response out;
-  bool too_big = false;
-  const size_t cap = options_.max_body_bytes;
-  // A stop that raced with connecting is caught at the latest when the answer starts.
-  req.response_handler = [&](const httplib::Response&) { return !stop.stop_requested(); };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    if (stop.stop_requested()) return false;
-    if (out.body.size() + n > cap) {
-      too_big = true;
-      return false;
-    }
-    out.body.append(data, n);
-    return true;
-  };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  bool ok = conn->send(req, res, err);
-  on_stop.reset();
+  req.max_body_bytes = options_.max_body_bytes;
+  base::StatusOr<HttpResponse> res = base::cancelledError("cancelled");
+  {
+    // Must die before the connection goes back to the pool (where it may be destroyed).
+    HttpConnection* raw = conn.get();
+    std::stop_callback on_stop(stop, [raw] { raw->cancel(); });
+    if (!stop.stop_requested()) res = conn->roundTrip(req);
+  }
   release(std::move(conn));
-  if (too_big) {
-    return base::resourceExhaustedError(what + ": response larger than " + std::to_string(cap) +
-                                        " bytes");
-  }
   if (stop.stop_requested()) return base::cancelledError(what + ": cancelled");
-  if (!ok) return transportError(what, err);
-  out.status = res.status;
-  out.content_type = res.get_header_value("Content-Type");
-  out.retry_after = parseRetryAfter(res.headers);
+  if (!res.ok()) return res.status().withContext(what);
+  Response out;
+  out.status = res->status;
+  out.content_type = res->header("Content-Type");
+  out.retry_after = parseRetryAfter(*res);
+  out.body = std::move(res->body);
   return out;
 }
 
@@ -514,14 +391,14 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   const std::string what = "WATCH " + std::string(collection_path);
   if (stop.stop_requested()) return base::cancelledError(what + ": cancelled");
   if (!waitRateLimit(stop)) return base::cancelledError(what + ": cancelled");
-  auto read_timeout = options_.request_timeout;
+  HttpRequest req = newRequest("GET", collection_path, toQuery(options, true));
   if (options.timeout_seconds) {
-    read_timeout = std::chrono::milliseconds(std::chrono::seconds(*options.timeout_seconds)) +
-                   options_.watch_read_slack;
+    req.read_timeout = std::chrono::milliseconds(std::chrono::seconds(*options.timeout_seconds)) +
+                       options_.watch_read_slack;
   }
   // A watch holds its connection for minutes: never from (or back into) the idle pool.
-  auto conn = newConnection(read_timeout);
-  httplib::ClientImpl* raw = conn.get();
+  auto conn = newConnection();
+  HttpConnection* raw = conn.get();
   {
     std::lock_guard lock(mu_);
     if (shut_down_) return base::cancelledError(what + ": client shut down");
@@ -529,13 +406,13 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   }
   struct Unregister {
     RestClient* self;
-    httplib::ClientImpl* raw;
+    HttpConnection* raw;
     ~Unregister() {
       std::lock_guard lock(self->mu_);
       std::erase(self->in_use_, raw);
     }
   } unregister{this, raw};
-  std::stop_callback on_stop(stop, [raw] { raw->stop(); });
+  std::stop_callback on_stop(stop, [raw] { raw->cancel(); });
 
   base::Status stream_error;  // an in-stream ERROR event
   bool consumer_stopped = false;
@@ -553,41 +430,40 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
       },
       options_.max_watch_event_bytes);
 
-  int status = 0;
+  // A non-200 answer keeps the first 64 KiB of its body for the error; a watch body has no
+  // overall limit (the decoder bounds each event).
+  constexpr size_t kMaxErrorBody = 64 * 1024;
+  HttpResponse head;
   std::string error_body;
   base::Status decode_error;
-  httplib::Request req;
-  req.method = "GET";
-  req.path = target(collection_path, toQuery(options, true));
-  req.response_handler = [&](const httplib::Response& r) {
-    status = r.status;
+  HttpBodyStream body;
+  body.on_head = [&](const HttpResponse& h) {
+    head = h;
     return !stop.stop_requested();
   };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+  body.on_chunk = [&](std::string_view chunk) {
     if (stop.stop_requested()) return false;
-    if (status != 200) {
-      if (error_body.size() < 64 * 1024) error_body.append(data, std::min<size_t>(n, 64 * 1024));
+    if (head.status != 200) {
+      error_body.append(chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
       return true;
     }
-    auto st = decoder.feed(std::string_view(data, n));
+    auto st = decoder.feed(chunk);
     if (!st.ok()) {
       decode_error = st;
       return false;
     }
     return !decoder.finished();
   };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  bool ok = conn->send(req, res, err);
+  base::Status st = stop.stop_requested() ? base::cancelledError("cancelled") : conn->stream(req, body);
   if (stop.stop_requested()) return base::cancelledError(what + ": cancelled");
   if (!decode_error.ok()) return decode_error.withContext(what);
   if (!stream_error.ok()) return stream_error;
   if (consumer_stopped) return base::okStatus();
-  if (!ok) return transportError(what, err);
-  if (res.status != 200) {
-    return apiErrorStatus(what, res.status, error_body, parseRetryAfter(res.headers));
+  if (!st.ok()) return st.withContext(what);
+  if (head.status != 200) {
+    return apiErrorStatus(what, head.status, error_body, parseRetryAfter(head));
   }
-  auto st = decoder.finish();
+  st = decoder.finish();
   if (!st.ok()) return st.withContext(what);
   if (!stream_error.ok()) return stream_error;
   return base::okStatus();

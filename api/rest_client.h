@@ -1,5 +1,5 @@
-// Blocking REST client for the Kubernetes API over cpp-httplib: HTTPS with CA verification (CA
-// from the kubeconfig, in memory), bearer token, client certificate or basic auth, per-request
+// Blocking REST client for the Kubernetes API over api/http_client.h (every answer bounded in
+// header size, body size and time): HTTPS with CA verification (CA from the kubeconfig, in memory), bearer token, client certificate or basic auth, per-request
 // timeouts, `User-Agent: nodeagent/<version>`, a client-side token bucket (kubelet's
 // --kube-api-qps/--kube-api-burst) and typed errors decoded from metav1.Status bodies
 // (api/api_errors.h). 429 answers are retried after their Retry-After.
@@ -24,16 +24,13 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "api/http_client.h"
 #include "api/kubeconfig.h"
 #include "api/rate_limiter.h"
 #include "api/watch_decoder.h"
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/status.h"
-
-namespace httplib {
-class ClientImpl;
-}
 
 namespace nodeagent::api {
 
@@ -158,30 +155,28 @@ class RestClient {
   RestClient(RestConfig config, RestClientOptions options, base::Clock& clock);
   base::Status init();
 
-  struct Lease;
-  std::unique_ptr<httplib::ClientImpl> newConnection(std::chrono::milliseconds read_timeout);
-  std::unique_ptr<httplib::ClientImpl> acquire();
-  void release(std::unique_ptr<httplib::ClientImpl> conn);
+  std::unique_ptr<HttpConnection> newConnection();
+  std::unique_ptr<HttpConnection> acquire();
+  void release(std::unique_ptr<HttpConnection> conn);
   bool waitRateLimit(std::stop_token stop);
   std::string target(std::string_view path, const Query& query) const;
+  HttpRequest newRequest(std::string_view method, std::string_view path, const Query& query) const;
 
   RestConfig config_;
   RestClientOptions options_;
   base::Clock& clock_;
   RateLimiter limiter_;
   std::string user_agent_;
+  std::string authorization_;  // the Authorization header's value, if any
   // Parsed from config_.server.
-  bool https_ = false;
-  std::string host_;
-  int port_ = 0;
+  HttpEndpoint endpoint_;
   std::string path_prefix_;
-  struct Tls;
-  std::unique_ptr<Tls> tls_;
+  std::shared_ptr<HttpTlsContext> tls_;
 
   std::mutex mu_;
   bool shut_down_ = false;
-  std::vector<std::unique_ptr<httplib::ClientImpl>> idle_;
-  std::vector<httplib::ClientImpl*> in_use_;
+  std::vector<std::unique_ptr<HttpConnection>> idle_;
+  std::vector<HttpConnection*> in_use_;
   std::stop_source shutdown_source_;
 };
 

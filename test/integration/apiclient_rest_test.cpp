@@ -17,6 +17,7 @@
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/support/api_test_client.h"
 #include "test/support/fake_clock.h"
+#include "test/support/hostile_http_server.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -517,6 +518,7 @@ TEST_CASE("rest client: watch streams events, ends with the in-stream error, sto
   CHECK(got.size() == 2);
 
   auto gone_http = run("gone-http");
+  INFO(gone_http.toString());
   CHECK(api::isGone(gone_http));
   CHECK(got.empty());
 
@@ -752,4 +754,55 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
                     "/api/v1/namespaces/default/events/web.1 application/merge-patch+json"});
   client.reset();  // closes its kept-alive connections, which the server would wait for
   server.stop();
+}
+
+TEST_CASE("rest client: hostile answers are bounded errors naming the call, for requests and "
+          "watches", "[integration][apiclient][httplimits]") {
+  using Hostile = testing::HostileHttpServer;
+  struct Case {
+    Hostile::Behaviour behaviour;
+    std::string mentions;
+  };
+  auto c = GENERATE(values<Case>({
+      {Hostile::endlessHeaders(), "response headers larger than 65536 bytes"},
+      {Hostile::manyHeaders(200), "more than 100 header fields"},
+      {Hostile::longHeaderLine(100 * 1024), "response headers larger than"},
+      {Hostile::drip(20), "timed out"},
+  }));
+  Hostile server(c.behaviour);
+  api::RestConfig cfg;
+  cfg.server = server.url("");
+  auto options = fastOptions();
+  options.request_timeout = std::chrono::milliseconds(500);
+  auto client = api::RestClient::create(cfg, options, base::realClock());
+  REQUIRE(client.ok());
+  REQUIRE(testing::resetPeakRss());
+  const uint64_t before = testing::peakRss();
+  auto got = (*client)->send("GET", api::podsPath(), {});
+  REQUIRE_FALSE(got.ok());
+  CHECK_THAT(got.status().message(),
+             Catch::Contains("GET /api/v1/pods") && Catch::Contains(c.mentions));
+  auto watched = (*client)->watch(api::podsPath(), api::ListOptions{},
+                                  [](api::RawWatchEvent&&) { return true; }, {});
+  REQUIRE_FALSE(watched.ok());
+  CHECK_THAT(watched.message(),
+             Catch::Contains("WATCH /api/v1/pods") && Catch::Contains(c.mentions));
+  CHECK(testing::peakRss() - before < (8u << 20));
+}
+
+TEST_CASE("rest client: an answer over max_body_bytes is refused, chunked or not",
+          "[integration][apiclient][httplimits]") {
+  using Hostile = testing::HostileHttpServer;
+  const bool chunked = GENERATE(false, true);
+  Hostile server(Hostile::bigBody(64u << 20, chunked));
+  api::RestConfig cfg;
+  cfg.server = server.url("");
+  auto options = fastOptions();
+  options.max_body_bytes = 1 << 20;
+  auto client = api::RestClient::create(cfg, options, base::realClock());
+  REQUIRE(client.ok());
+  auto got = (*client)->send("GET", api::podsPath(), {});
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.status().code() == base::StatusCode::kResourceExhausted);
+  CHECK_THAT(got.status().message(), Catch::Contains("larger than 1048576 bytes"));
 }
