@@ -9,6 +9,7 @@
 #include "podmanager/mirror_client.h"
 #include "api/pod_update.h"
 #include "base/log.h"
+#include "base/printable.h"
 #include "base/path_component.h"
 
 namespace nodeagent::agent {
@@ -55,7 +56,7 @@ asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std:
   auto failure = co_await asio::co_spawn(strand, std::move(hook), asio::use_awaitable);
   if (!failure) co_return;
   log()->warn("PreStop hook failed pod={} container={} id={} error={}", api::podRef(pod),
-              container->name, request.id.toString(), failure->error);
+              container->name, request.id.toString(), base::goQuote(failure->error));
   if (record_event) {
     record_event(pod, "Warning", "FailedPreStopHook",
                  hookFailureMessage(target.handler, container->name, pod, *failure),
@@ -640,7 +641,7 @@ asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
   if (!failure) co_return base::okStatus();
   const auto message = hookFailureMessage(target.handler, container.name, *pod, *failure);
   log()->warn("PostStart hook failed, killing the container pod={} container={} id={} error={}",
-              api::podRef(*pod), container.name, id.toString(), failure->error);
+              api::podRef(*pod), container.name, id.toString(), base::goQuote(failure->error));
   if (options_.record_event) {
     options_.record_event(*pod, "Warning", "FailedPostStartHook", message,
                           "spec.containers{" + container.name + "}");
@@ -663,7 +664,7 @@ void Agent::onProbeFailure(const std::string& uid, const std::string& container,
   if (!pod) return;
   const bool errored = outcome.kind == ProbeOutcome::Kind::kUnknown;
   log()->info("Probe {} probeType={} pod={} container={} output={}", errored ? "errored" : "failed",
-              probeTypeName(type), api::podRef(*pod), container, outcome.output);
+              probeTypeName(type), api::podRef(*pod), container, base::goQuote(outcome.output));
   if (options_.record_event) {
     options_.record_event(*pod, "Warning", "Unhealthy",
                           std::string(probeTypeName(type)) + " probe " +

@@ -10,6 +10,7 @@
 #include "agent/api_mirror_client.h"
 
 #include "api/api_errors.h"
+#include "api/canonical_json.h"
 #include "api/quantity.h"
 #include "api/time.h"
 #include "base/log.h"
@@ -275,7 +276,7 @@ asio::awaitable<void> NodeStatusController::updateStatus() {
   auto status = computeStatus();
   nlohmann::json comparable = status;
   for (auto& c : comparable["conditions"]) c.erase("lastHeartbeatTime");
-  std::string key = comparable.dump();
+  std::string key = api::canonicalJson(comparable);
   const auto now = clock_.now();
   bool due = !last_report_ || now - *last_report_ >= options_.report_frequency;
   if (key == last_sent_ && !due) {

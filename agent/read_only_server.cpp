@@ -193,8 +193,9 @@ std::string agentMetricsText(const Agent& agent) {
 
 HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
   const std::string& path = request.path;
-  const bool known =
-      path == "/pods" || path == "/healthz" || path == "/metrics" || path == "/manifest-errors";
+  const bool known = path == "/healthz" ||
+                     (!options_.healthz_only && (path == "/pods" || path == "/metrics" ||
+                                                 path == "/manifest-errors"));
   if (!known) return HttpResponse{404, "text/plain", "404 page not found\n", nullptr};
   if (request.method != "GET" && request.method != "HEAD") {
     return HttpResponse{405, "text/plain", "method not allowed\n", nullptr};

@@ -34,6 +34,8 @@ struct ReadOnlyServerOptions {
   std::function<std::string()> extra_metrics;
   // /healthz checks after the server's own `ping` and the agent's `pleg`.
   std::vector<HealthCheck> health_checks;
+  // Serve /healthz alone (kubelet's healthz port); everything else is 404.
+  bool healthz_only = false;
 };
 
 class ReadOnlyServer {

@@ -125,6 +125,16 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> Agent::prepareV
       RETURN_IF_ERROR(setEmptyDirOwnership(path, psc ? psc->fs_group : std::nullopt));
     } else if (v.source_type == "hostPath") {
       path = v.host_path;
+      const bool creates = v.host_path_type == "DirectoryOrCreate" || v.host_path_type == "FileOrCreate";
+      if (creates && !options_.allow_root_api_pods && !api::isStaticPod(pod)) {
+        // The agent (root) would create any path the pod names: a pod from the apiserver may not.
+        return base::permissionDeniedError(
+            "hostPath volume " + v.name + ": type " + v.host_path_type + " would have the agent " +
+            "create " + path.string() + " as root; pods from the apiserver may not (create it " +
+            "on the node and use type " +
+            (v.host_path_type == "FileOrCreate" ? "File" : "Directory") +
+            ", or start nodeagent with --allow-root-api-pods)");
+      }
       if (v.host_path_type == "DirectoryOrCreate") {
         std::filesystem::create_directories(path, ec);
       } else if (v.host_path_type == "FileOrCreate" && !std::filesystem::exists(path, ec)) {

@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 
 #include "api/api_errors.h"
+#include "api/canonical_json.h"
 #include "base/log.h"
 
 namespace nodeagent::api {
@@ -356,19 +357,19 @@ base::StatusOr<nlohmann::json> RestClient::list(std::string_view collection_path
 
 base::StatusOr<nlohmann::json> RestClient::createJson(std::string_view collection_path,
                                                       const nlohmann::json& object) {
-  return parseJson(request("POST", collection_path, {}, object.dump(), "application/json"),
+  return parseJson(request("POST", collection_path, {}, canonicalJson(object), "application/json"),
                    "POST " + std::string(collection_path));
 }
 
 base::StatusOr<nlohmann::json> RestClient::updateJson(std::string_view path,
                                                       const nlohmann::json& object) {
-  return parseJson(request("PUT", path, {}, object.dump(), "application/json"),
+  return parseJson(request("PUT", path, {}, canonicalJson(object), "application/json"),
                    "PUT " + std::string(path));
 }
 
 base::StatusOr<nlohmann::json> RestClient::patchJson(std::string_view path,
                                                      const nlohmann::json& patch, PatchType type) {
-  return parseJson(request("PATCH", path, {}, patch.dump(), patchContentType(type)),
+  return parseJson(request("PATCH", path, {}, canonicalJson(patch), patchContentType(type)),
                    "PATCH " + std::string(path));
 }
 
@@ -379,7 +380,7 @@ base::StatusOr<nlohmann::json> RestClient::deleteJson(std::string_view path,
     nlohmann::json opts = *delete_options;
     if (!opts.contains("kind")) opts["kind"] = "DeleteOptions";
     if (!opts.contains("apiVersion")) opts["apiVersion"] = "v1";
-    body = opts.dump();
+    body = canonicalJson(opts);
   }
   return parseJson(request("DELETE", path, {}, body, body.empty() ? "" : "application/json"),
                    "DELETE " + std::string(path));

@@ -97,14 +97,21 @@ base::Status checkNonRootPolicy(const api::Pod& pod, const api::Container& conta
     what = "asks for privileged: true";
   } else if (!sc.cap_add.empty()) {
     what = "asks for capabilities.add [" + joined(sc.cap_add) + "]";
+  } else if (sc.run_as_group == 0) {
+    what = "asks for group 0 (runAsGroup: 0)";
+  } else if (sc.fs_group == 0) {
+    what = "asks for group 0 (fsGroup: 0)";
+  } else if (std::find(sc.supplemental_groups.begin(), sc.supplemental_groups.end(), 0) !=
+             sc.supplemental_groups.end()) {
+    what = "asks for group 0 (supplementalGroups)";
   } else {
     return base::okStatus();
   }
   return base::invalidArgumentError(
       containerRef(pod, container) + " " + what +
       " on the node; pods from the apiserver may not run as root: set securityContext.runAsUser "
-      "to a non-zero uid (without privileged or capabilities.add), or start nodeagent with "
-      "--allow-root-api-pods");
+      "to a non-zero uid (without privileged, capabilities.add or group 0), or start nodeagent "
+      "with --allow-root-api-pods");
 }
 
 CapabilitySet allCapabilities() { return (CapabilitySet{1} << kCapabilityNames.size()) - 1; }

@@ -48,7 +48,8 @@ base::Status verifyRunAsNonRoot(const api::Pod& pod, const api::Container& conta
 
 // The policy for pods whose source is the apiserver when root is not allowed for them: a
 // container whose uid would be 0 (`default_uid` when no runAsUser is set), or that asks for
-// privileged: true or capabilities.add, is refused with a message naming the container and the
+// privileged: true, capabilities.add or group 0 (runAsGroup, fsGroup, supplementalGroups: root's
+// group owns much of the node), is refused with a message naming the container and the
 // flag that allows it.
 base::Status checkNonRootPolicy(const api::Pod& pod, const api::Container& container,
                                 const EffectiveSecurityContext& sc, int64_t default_uid);

@@ -5,6 +5,7 @@
 #include "agent/api_mirror_client.h"
 
 #include "api/api_errors.h"
+#include "api/canonical_json.h"
 #include "api/pod_json.h"
 #include "api/pod_update.h"
 #include "base/log.h"
@@ -184,7 +185,7 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
   nlohmann::json body = {{"metadata", {{"uid", target->metadata.uid}}}, {"status", std::move(patch)}};
   const std::string path = api::podStatusPath(target->metadata.namespace_, target->metadata.name);
   log()->debug("Patching pod status pod={} uid={} version={} patch={}", api::podRef(*target),
-               target->metadata.uid, vs->version, body.dump());
+               target->metadata.uid, vs->version, api::canonicalJson(body));
   auto call = [path, body = std::move(body)](api::RestClient& c) {
     return c.patchJson(path, body, api::PatchType::kStrategicMerge);
   };

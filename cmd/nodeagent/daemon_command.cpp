@@ -574,6 +574,7 @@ int runDaemon(int argc, char** argv) {
     ho.http.address = f.address;
     ho.http.port = static_cast<int>(f.healthz_port);
     ho.health_checks = health_checks;
+    ho.healthz_only = true;
     healthz = std::make_unique<agent::ReadOnlyServer>(ioc.get_executor(), clock, *the_agent, ho);
     if (auto s = healthz->start(); !s.ok()) {
       log->error("Cannot serve the healthz port err={}", s.toString());

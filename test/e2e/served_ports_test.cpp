@@ -136,6 +136,12 @@ TEST_CASE("daemon: a second agent on a port the first serves exits non-zero nami
   CHECK(pods->first == 200);
   CHECK_THAT(pods->second, Catch::Contains("\"PodList\""));
   CHECK(answers(healthz));
+  // The healthz port serves /healthz alone, as kubelet's.
+  for (const char* path : {"/pods", "/metrics", "/manifest-errors"}) {
+    auto other = get(healthz, path);
+    REQUIRE(other);
+    CHECK(other->first == 404);
+  }
   CHECK_FALSE(first.exitCode(0ms));
 }
 

@@ -806,3 +806,24 @@ TEST_CASE("rest client: an answer over max_body_bytes is refused, chunked or not
   CHECK(got.status().code() == base::StatusCode::kResourceExhausted);
   CHECK_THAT(got.status().message(), Catch::Contains("larger than 1048576 bytes"));
 }
+
+TEST_CASE("rest client: bytes that are not UTF-8 (container output in an event or a termination "
+          "message) are sent as U+FFFD, never an exception", "[integration][apiclient]") {
+  auto started = testapiserver::TestApiServer::start();
+  REQUIRE(started.ok());
+  auto client = nodeagent::testing::clientFor(**started);
+  using json = nlohmann::json;
+  json event = {{"metadata", {{"name", "web.1"}, {"namespace", "default"}}},
+                {"involvedObject", {{"kind", "Pod"}, {"name", "web"}, {"namespace", "default"}}},
+                {"reason", "Unhealthy"},
+                {"message", "probe said \xff\xfe"},
+                {"type", "Warning"}};
+  auto created = client->createJson(api::eventsPath("default"), event);
+  INFO(created.status().toString());
+  REQUIRE(created.ok());
+  CHECK((*created)["message"] == "probe said \xEF\xBF\xBD\xEF\xBF\xBD");
+  auto patched = client->patchJson(api::eventsPath("default") + "/web.1",
+                                   {{"message", "again \xc3"}}, api::PatchType::kMerge);
+  REQUIRE(patched.ok());
+  CHECK((*patched)["message"] == "again \xEF\xBF\xBD");
+}

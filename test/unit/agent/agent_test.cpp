@@ -868,3 +868,43 @@ TEST_CASE("agent: a pod whose UID or volume name is not a path component is refu
   CHECK_FALSE(std::filesystem::exists(parent / "escape-v"));
   CHECK_FALSE(std::filesystem::exists(h.root.path() / "pods" / "uid-volume"));
 }
+
+TEST_CASE("agent: an API pod may not have the agent create a hostPath, a static pod may",
+          "[unit][agent][security]") {
+  Harness h;
+  const auto made_by = [&](const std::string& name, const std::string& type,
+                           const std::string& source) {
+    const auto target = h.root.path() / ("host-" + name) / "sub";
+    return std::make_pair(
+        target, testing::PodBuilder()
+                    .name(name)
+                    .uid("uid-" + name)
+                    .container("web", {"sleep", "1000"})
+                    .annotation("kubernetes.io/config.source", source)
+                    .edit([&](nlohmann::json& p) {
+                      p["spec"]["volumes"] = {
+                          {{"name", "data"}, {"hostPath", {{"path", target.string()}, {"type", type}}}}};
+                    })
+                    .build());
+  };
+  auto [api_dir, api_dir_pod] = made_by("api-dir", "DirectoryOrCreate", "api");
+  auto [api_file, api_file_pod] = made_by("api-file", "FileOrCreate", "api");
+  auto [static_dir, static_dir_pod] = made_by("static-dir", "DirectoryOrCreate", "file");
+  h.update(api::PodOperation::kAdd, {api_dir_pod, api_file_pod}, "api");
+  h.update(api::PodOperation::kAdd, {static_dir_pod}, "file");
+  h.advance(3s);
+  for (const auto& [path, uid] : {std::pair{api_dir, "uid-api-dir"}, std::pair{api_file, "uid-api-file"}}) {
+    INFO(uid);
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK_FALSE(std::filesystem::exists(path.parent_path()));
+    auto status = h.status_manager.getPodStatus(uid);
+    REQUIRE(status);
+    CHECK_THAT(status->message, Catch::Contains("pods from the apiserver may not") &&
+                                    Catch::Contains("--allow-root-api-pods") &&
+                                    Catch::Contains(path.string()));
+  }
+  CHECK(std::filesystem::is_directory(static_dir));
+  auto starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].pod_uid == "uid-static-dir");
+}

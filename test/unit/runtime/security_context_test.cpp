@@ -189,6 +189,22 @@ TEST_CASE("security context: the non-root policy for apiserver pods", "[unit][ru
     caps.capabilities = api::Capabilities{{}, {"ALL"}};  // dropping is always fine
     CHECK(check(makePod(), makeContainer(caps), 0).ok());
   }
+  SECTION("group 0, however it is asked for, is refused even for a non-root uid") {
+    auto s = check(makePod(podContext(1000, 0)), makeContainer(), 0);
+    CHECK_THAT(s.message(), Catch::Contains("group 0 (runAsGroup: 0)"));
+    auto fs = podContext(1000);
+    fs.fs_group = 0;
+    CHECK_THAT(check(makePod(fs), makeContainer(), 0).message(),
+               Catch::Contains("group 0 (fsGroup: 0)"));
+    auto supplemental = podContext(1000);
+    supplemental.supplemental_groups = {100, 0};
+    CHECK_THAT(check(makePod(supplemental), makeContainer(), 0).message(),
+               Catch::Contains("group 0 (supplementalGroups)"));
+    auto fine = podContext(1000, 1000);
+    fine.fs_group = 2000;
+    fine.supplemental_groups = {3000};
+    CHECK(check(makePod(fine), makeContainer(), 0).ok());
+  }
 }
 
 TEST_CASE("security context: capability names", "[unit][runtime][security]") {
