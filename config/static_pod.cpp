@@ -237,7 +237,8 @@ DecodeResult decodeManifest(std::string_view bytes, const ManifestSource& source
 }
 
 base::StatusOr<std::string> readManifestFile(const std::string& path, size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO swapped in after the caller's stat must not block the source.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     const std::string message = std::string("cannot open: ") + std::strerror(err);
@@ -249,6 +250,10 @@ base::StatusOr<std::string> readManifestFile(const std::string& path, size_t max
     if (S_ISDIR(st.st_mode)) {
       ::close(fd);
       return base::invalidArgumentError("is a directory, not a manifest file");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return base::invalidArgumentError("is not a regular file");
     }
     if (S_ISREG(st.st_mode) && static_cast<uintmax_t>(st.st_size) > max_bytes) {
       ::close(fd);  // refused on its size alone: none of it is read

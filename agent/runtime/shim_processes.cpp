@@ -1,5 +1,6 @@
 #include "agent/runtime/shim_processes.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -50,6 +51,10 @@ std::map<std::string, LiveShim> findLiveShims(const fs::path& containers_dir) {
     auto stat = readProcStat(static_cast<int>(pid));
     if (!stat || stat->state == 'Z' || stat->state == 'X') continue;
     procs.push_back({static_cast<int>(pid), *stat});
+    // A shim runs as the agent that started it: another user's process with a shim's command
+    // line is not one (it could otherwise have its "container" adopted or killed).
+    struct stat owner {};
+    if (::stat(entry.path().c_str(), &owner) != 0 || owner.st_uid != ::geteuid()) continue;
     std::string cmdline, error;
     if (!readWholeFile(entry.path().string() + "/cmdline", cmdline, error)) continue;
     std::string dir_text = shimDirFromCmdline(cmdline);

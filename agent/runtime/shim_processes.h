@@ -34,7 +34,8 @@ std::string shimDirFromCmdline(std::string_view cmdline);
 std::string containerIdUnder(const std::filesystem::path& containers_dir,
                              const std::filesystem::path& dir);
 
-// Live (non-zombie) shims of `containers_dir` (<root-dir>/containers), by container ID.
+// Live (non-zombie) shims of `containers_dir` (<root-dir>/containers), by container ID: processes
+// of this user whose command line is exactly `<shim> run <dir>` for a directory in it.
 std::map<std::string, LiveShim> findLiveShims(const std::filesystem::path& containers_dir);
 
 // Unix nanoseconds at which a process started `start_ticks` clock ticks after boot (whole-second

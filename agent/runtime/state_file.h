@@ -9,8 +9,10 @@
 //   termination-log  the container's termination message file (created by the shim, owned by
 //            the container's user), read when it exits
 // Files are `key=value` lines (values escaped: `\\`, `\n`), repeated keys for lists, unknown keys
-// ignored, and are replaced atomically and durably (write a temp file, fsync it, rename it over
-// the file, fsync the directory); the shim's created and running states only atomically.
+// ignored, and are replaced atomically (write a temp file, rename it over the file). Exits are
+// also durable (the temp file fsynced before the rename, the directory after); `config` and the
+// shim's created and running states are only atomic: a machine crash that loses them has also
+// ended the container.
 //
 // Pure code with no dependency beyond the C++ standard library and libc: nodeagent-shim compiles
 // it too.

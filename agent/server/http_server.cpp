@@ -663,4 +663,9 @@ size_t HttpServer::connectionCount() const {
   return state_->countLocked();
 }
 
+size_t HttpServer::idleConnectionCount() const {
+  std::lock_guard lock(state_->mu);
+  return state_->idle.size();
+}
+
 }  // namespace nodeagent::agent

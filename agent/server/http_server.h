@@ -83,8 +83,9 @@ class HttpServer {
   void stop();
   // The bound port (the chosen one when options.port was 0), 0 before start().
   int port() const;
-  // Open connections (for tests and metrics).
+  // Open connections (for tests and metrics), and those of them waiting for a request.
   size_t connectionCount() const;
+  size_t idleConnectionCount() const;
   // The connection cap in force (options.max_connections, or the one derived from the
   // descriptor limit), once started.
   size_t maxConnections() const;

@@ -797,7 +797,8 @@ namespace {
 // Sends a request's headers and the first `sent` bytes of a body of `declared` bytes on a raw
 // connection, then reads the answer (up to 10 s) without sending the rest: what the server says
 // before the client finishes, or "" when it says nothing.
-std::string answerBeforeBody(int port, const std::string& headers, size_t declared, size_t sent) {
+std::string answerBeforeBody(int port, const std::string& headers, size_t declared, size_t sent,
+                             const std::string& path = "/api/v1/namespaces/default/pods") {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
   sockaddr_in addr{};
@@ -808,7 +809,7 @@ std::string answerBeforeBody(int port, const std::string& headers, size_t declar
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string request = "POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+  std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                         headers + "Content-Type: application/json\r\nContent-Length: " +
                         std::to_string(declared) + "\r\n\r\n" + std::string(sent, ' ');
   // The server may answer and close before all of this is written: a failed send is fine.
@@ -866,6 +867,10 @@ TEST_CASE("http: request bodies over 3 MiB get 413 without being read", "[integr
   CHECK(status["kind"] == "Status");
   CHECK(status["code"] == 413);
   CHECK(status["reason"] == "RequestEntityTooLarge");
+  // The unauthenticated /_test/ endpoints are bounded alike.
+  const std::string test_answer = answerBeforeBody(server->port(), "", 4u << 20, 64u << 10,
+                                                   "/_test/status");
+  CHECK(test_answer.starts_with("HTTP/1.1 413"));
 
   // A whole 4 MiB body sent by an ordinary client gets the same answer; 3 MiB of pod is fine.
   httplib::Client client("127.0.0.1", server->port());

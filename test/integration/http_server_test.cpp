@@ -376,11 +376,17 @@ TEST_CASE("http server: past the connection cap the oldest idle connection is dr
   // conns[1] answers a request: idle again, it is now the newest idle one.
   REQUIRE(sendAll(conns[1].get(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
   REQUIRE_THAT(readFor(conns[1].get(), 66, 2s), Catch::EndsWith("ok"));
+  // The answer may reach the client before the server has the connection back among the idle.
+  auto idle = [&](size_t n) {
+    return testing::eventually([&] { return f.server->idleConnectionCount() == n; }, 5s);
+  };
+  REQUIRE(idle(9));
 
   Fd extra = connectTo(port);
   CHECK(readUntilClosed(conns[2].get(), 5s).has_value());
   REQUIRE(sendAll(extra.get(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
   CHECK_THAT(readFor(extra.get(), 66, 2s), Catch::EndsWith("ok"));
+  REQUIRE(idle(9));  // conns[1], conns[3..9] and extra
   CHECK(f.server->connectionCount() == 10);
   CHECK_FALSE(closedNow(conns[0].get()));
   CHECK_FALSE(closedNow(conns[1].get()));

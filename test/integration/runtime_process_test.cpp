@@ -1,6 +1,7 @@
 // ProcessRuntime against real processes (/bin/sh, sleep, true, false) and the
 // built nodeagent-shim.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,14 +10,17 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/process_runtime.h"
 #include "agent/runtime/security_context.h"
+#include "agent/runtime/shim_processes.h"
 #include "agent/runtime/state_file.h"
 #include "test/support/integration_env.h"
 #include "test/support/test_util.h"
@@ -1056,4 +1060,56 @@ TEST_CASE("process runtime: refuse_root (apiserver pods) refuses root and runs a
   // Without the policy the same root container runs.
   auto [root, root_exec] = runAndInspect(env, podWith("u-api-allowed", sleeper()));
   CHECK(root.uid == "0 0 0 0");
+}
+
+TEST_CASE("process runtime: a process of another user with a shim's command line is not taken for "
+          "a shim", "[integration][runtime][security]") {
+  if (skipUnlessRoot()) return;
+  testing::TempDir tmp;
+  const fs::path containers = tmp / "containers";
+  fs::create_directories(containers / "mine");
+  fs::create_directories(containers / "theirs");
+  // `sh run <dir>` runs the script ./run and keeps exactly that command line: a shim's shape.
+  testing::writeFile(tmp / "run", "sleep 30\n");
+  fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::group_read |
+                                  fs::perms::group_exec | fs::perms::others_read |
+                                  fs::perms::others_exec);
+  fs::permissions(tmp / "run", fs::perms::owner_read | fs::perms::owner_write |
+                                   fs::perms::group_read | fs::perms::others_read);
+  auto spawn = [&](const std::string& id, std::optional<uid_t> uid) {
+    const std::string dir = (containers / id).string();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::chdir(tmp.path().c_str()) != 0) ::_exit(126);
+      if (uid && (::setgid(*uid) != 0 || ::setuid(*uid) != 0)) ::_exit(126);
+      ::execl("/bin/sh", "nodeagent-shim", "run", dir.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  };
+  const pid_t mine = spawn("mine", std::nullopt);
+  const pid_t theirs = spawn("theirs", 65534);
+  REQUIRE(mine > 0);
+  REQUIRE(theirs > 0);
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap_mine{mine}, reap_theirs{theirs};
+  std::map<std::string, runtime::LiveShim> shims;
+  // Both have exec'd once the one run as root is listed; the other user's never is.
+  REQUIRE(testing::eventually([&] {
+    shims = runtime::findLiveShims(containers);
+    return shims.count("mine") == 1;
+  }));
+  CHECK(shims.at("mine").pid == mine);
+  CHECK(shims.count("theirs") == 0);
+  std::string cmdline;
+  REQUIRE(testing::eventually([&] {
+    cmdline = testing::readFile("/proc/" + std::to_string(theirs) + "/cmdline");
+    return cmdline.rfind("nodeagent-shim", 0) == 0;
+  }));
+  CHECK(runtime::findLiveShims(containers).count("theirs") == 0);
 }

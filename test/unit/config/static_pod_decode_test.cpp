@@ -1,4 +1,6 @@
 // Decoding manifests: document shape, kind/apiVersion, PodLists, decoder errors, hostile input.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -141,6 +143,13 @@ TEST_CASE("readManifestFile reads a manifest and names what is wrong with a path
   CHECK(too_big.status().code() == base::StatusCode::kResourceExhausted);
   CHECK(too_big.status().message() == "manifest is larger than 1000 bytes");
   CHECK(readManifestFile(big, 100 * 1024).ok());  // exactly the limit
+
+  // A FIFO (no writer) is refused at once, never waited on.
+  const std::string fifo = (dir.path() / "fifo.yaml").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto pipe = readManifestFile(fifo, 1024);
+  CHECK(pipe.status().code() == base::StatusCode::kInvalidArgument);
+  CHECK(pipe.status().message() == "is not a regular file");
 }
 
 TEST_CASE("annotations may total at most 256 KiB", "[unit][config]") {
