@@ -258,7 +258,13 @@ void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
   for (const auto& pod : pods) {
     pod_manager_.deletePod(pod);
     if (api::isMirrorPod(*pod)) {
-      handleMirrorPod(pod);
+      // The mirror is gone from the apiserver (kubelet hands the removed one to the sync, which
+      // then re-creates it only at the next resync): sync with the mirror the pod manager has
+      // now, none, so that it is re-created at once, as after the apiserver lost its state.
+      if (auto static_pod = pod_manager_.getPodByMirrorPod(*pod)) {
+        dispatchWork(static_pod, api::SyncPodType::kUpdate,
+                     pod_manager_.getMirrorPodByPod(*static_pod));
+      }
       continue;
     }
     prober_->removePod(pod->metadata.uid);

@@ -125,7 +125,12 @@ struct Env {
 
   std::optional<json> pod(const std::string& name) { return kubectlJson({"get", "pod", name, "-n", "default"}); }
 
-  std::string diagnostics() { return "agent stderr:\n" + agent->err(); }
+  std::string diagnostics() {
+    const bool alive = agent->running();
+    return std::string("agent ") +
+           (alive ? "running" : "exited with " + std::to_string(agent->wait(0ms).value_or(-1))) +
+           ", stderr:\n" + agent->err();
+  }
 
   // Starts the agent with one static pod, web, and returns its mirror once it is Running and the
   // lease exists.
@@ -490,6 +495,55 @@ TEST_CASE("while the apiserver fails, static pods keep restarting, status and le
     auto lease = env.server->store().get("leases", "kube-node-lease", kNode);
     return lease.ok() && (*lease)["spec"]["renewTime"] != (*lease_before)["spec"]["renewTime"];
   }, 30s));
+}
+
+TEST_CASE("an apiserver that comes back with an empty store gets the Node, the lease, the mirror "
+          "pod and its status again within seconds", "[e2e][apiserver][outage]") {
+  Env env;
+  const json first_mirror = env.startWithRunningMirror();
+  const std::string mirror_name = std::string("web-") + kNode;
+  const std::string started_at =
+      first_mirror["status"]["containerStatuses"][0]["state"]["running"].value("startedAt", "");
+  // The agent has watched its pods for a while: its resourceVersion is well past a new store's.
+  for (int i = 0; i < 20; ++i) {
+    env.kubectl({"annotate", "node", kNode, "--overwrite", "e2e/round=" + std::to_string(i)});
+  }
+
+  // As after an etcd restore: the same address, nothing in the store.
+  const int port = env.server->port();
+  env.server->stop();
+  env.server.reset();
+  testapiserver::ServerOptions options;
+  options.port = port;
+  std::unique_ptr<testapiserver::TestApiServer> fresh;
+  REQUIRE(testing::eventually(
+      [&] {
+        auto started = testapiserver::TestApiServer::start(options);
+        if (!started.ok()) return false;
+        fresh = std::move(*started);
+        return true;
+      },
+      10s));
+  env.server = std::move(fresh);
+  REQUIRE_FALSE(env.server->store().get("nodes", "", kNode).ok());
+
+  std::optional<json> mirror;
+  const bool back = testing::eventually(
+      [&] {
+        mirror = env.pod(mirror_name);
+        return env.server->store().get("nodes", "", kNode).ok() &&
+               env.server->store().get("leases", "kube-node-lease", kNode).ok() && mirror &&
+               (*mirror)["status"].value("phase", "") == "Running" &&
+               condition(*mirror, "Ready") == "True";
+      },
+      20s);
+  INFO(env.diagnostics());
+  REQUIRE(back);
+  // The same container, not a restart.
+  CHECK((*mirror)["status"]["containerStatuses"][0]["state"]["running"].value("startedAt", "") ==
+        started_at);
+  CHECK((*mirror)["status"]["containerStatuses"][0].value("restartCount", -1) == 0);
+  CHECK_THAT(env.agent->err(), Catch::Contains("Apiserver lost its state"));
 }
 
 TEST_CASE("kubectl delete of a mirror pod returns and the mirror comes back with a new UID",

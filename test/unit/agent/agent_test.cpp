@@ -33,13 +33,30 @@ class FixedRandom final : public base::Random {
   uint64_t next64() override { return 0; }
 };
 
+// Counts the mirror pods created; every call succeeds.
+class RecordingMirrorClient final : public podmanager::MirrorClient {
+ public:
+  asio::awaitable<base::Status> createMirrorPod(api::PodPtr) override {
+    created_.fetch_add(1);
+    co_return base::okStatus();
+  }
+  asio::awaitable<base::StatusOr<bool>> deleteMirrorPod(std::string,
+                                                        std::optional<std::string>) override {
+    co_return true;
+  }
+  int created() const { return created_.load(); }
+
+ private:
+  std::atomic<int> created_{0};
+};
+
 struct Harness {
   asio::io_context ioc;
   asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
   testing::FakeClock clock;
   FixedRandom random;
   runtime::FakeRuntime runtime{ioc.get_executor(), clock};
-  podmanager::NoopMirrorClient mirror_client;
+  RecordingMirrorClient mirror_client;
   podmanager::PodManager pod_manager{mirror_client};
   agent::StatusManager status_manager{clock, pod_manager};
   testing::TempDir root;
@@ -907,4 +924,34 @@ TEST_CASE("agent: an API pod may not have the agent create a hostPath, a static 
   auto starts = h.actions(Action::Kind::kStart);
   REQUIRE(starts.size() == 1);
   CHECK(starts[0].pod_uid == "uid-static-dir");
+}
+
+TEST_CASE("agent: a mirror pod that vanished from the apiserver is re-created at once",
+          "[unit][agent][mirror]") {
+  Harness h;
+  auto static_pod = testing::PodBuilder()
+                        .name("web")
+                        .uid("uid-static")
+                        .container("web", {"sleep", "1000"})
+                        .annotation("kubernetes.io/config.source", "file")
+                        .annotation("kubernetes.io/config.hash", "h1")
+                        .build();
+  auto mirror = testing::PodBuilder()
+                    .name("web")
+                    .uid("uid-mirror")
+                    .container("web", {"sleep", "1000"})
+                    .annotation("kubernetes.io/config.source", "api")
+                    .annotation("kubernetes.io/config.mirror", "h1")
+                    .build();
+  h.update(api::PodOperation::kAdd, {static_pod}, "file");
+  h.advance(1s);
+  REQUIRE(h.mirror_client.created() >= 1);
+  h.update(api::PodOperation::kAdd, {mirror}, "api");
+  h.advance(1s);
+  const int created = h.mirror_client.created();
+  h.advance(5s);
+  CHECK(h.mirror_client.created() == created);  // the mirror is there and is the static pod's
+  // Gone without a deletion through the apiserver (its state was lost): made again at once.
+  h.update(api::PodOperation::kRemove, {mirror}, "api");
+  CHECK(h.mirror_client.created() == created + 1);
 }
