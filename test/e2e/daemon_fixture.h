@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/runtime/state_file.h"
+#include "test/support/integration_env.h"
 #include "test/support/test_util.h"
 
 extern char** environ;
@@ -36,21 +37,6 @@ using nlohmann::json;
 
 
 inline constexpr const char* kNode = "node1";
-
-// A free loopback port: bind port 0, read it, close. The daemon's --read-only-port=0 disables.
-inline int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 inline std::vector<std::string> procCmdline(int pid) {
   // Not an ifstream: reading the cmdline of a process that just exited fails with ESRCH, which
@@ -123,7 +109,7 @@ class Daemon {
         root_(dir_ / "root"),
         logs_(dir_ / "logs"),
         work_(dir_ / "work"),
-        port_(freePort()) {
+        port_(testing::unusedLoopbackPort()) {
     fs::create_directories(manifests_);
     fs::create_directories(work_);
   }
@@ -264,6 +250,7 @@ class Daemon {
   const fs::path& root() const { return root_; }
   const fs::path& dir() const { return dir_.path(); }
   pid_t pid() const { return pid_; }
+  int port() const { return port_; }
 
  private:
   testing::TempDir dir_{"nodeagent-e2e"};
