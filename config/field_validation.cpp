@@ -175,16 +175,12 @@ std::vector<std::string> isValidPortNum(int64_t port) {
   return {"must be between 1 and 65535, inclusive"};
 }
 
-std::vector<std::string> isEnvVarName(std::string_view value) {
-  std::vector<std::string> errs;
-  bool ok = !value.empty() && !isDigit(value.front()) &&
-            std::all_of(value.begin(), value.end(), [](char c) {
-              return isAlpha(c) || isDigit(c) || c == '-' || c == '.' || c == '_';
-            });
-  if (!ok) {
-    errs.push_back(regexError(kEnvVarNameErrMsg, kEnvVarNameFmt,
-                              {"my.env-name", "MY_ENV.NAME", "MyEnvName1"}));
-  }
+namespace {
+
+bool isEnvOrKeyChar(char c) { return isAlpha(c) || isDigit(c) || c == '-' || c == '.' || c == '_'; }
+
+// apimachinery's hasChDirPrefix.
+void addChDirPrefixErrors(std::string_view value, std::vector<std::string>& errs) {
   if (value == ".") {
     errs.push_back("must not be '.'");
   } else if (value == "..") {
@@ -192,6 +188,31 @@ std::vector<std::string> isEnvVarName(std::string_view value) {
   } else if (value.starts_with("..")) {
     errs.push_back("must not start with '..'");
   }
+}
+
+}  // namespace
+
+std::vector<std::string> isEnvVarName(std::string_view value) {
+  std::vector<std::string> errs;
+  bool ok = !value.empty() && !isDigit(value.front()) &&
+            std::all_of(value.begin(), value.end(), isEnvOrKeyChar);
+  if (!ok) {
+    errs.push_back(regexError(kEnvVarNameErrMsg, kEnvVarNameFmt,
+                              {"my.env-name", "MY_ENV.NAME", "MyEnvName1"}));
+  }
+  addChDirPrefixErrors(value, errs);
+  return errs;
+}
+
+std::vector<std::string> isConfigMapKey(std::string_view value) {
+  std::vector<std::string> errs;
+  if (value.size() > 253) errs.push_back(maxLenError(253));
+  if (value.empty() || !std::all_of(value.begin(), value.end(), isEnvOrKeyChar)) {
+    errs.push_back(regexError("a valid config key must consist of alphanumeric characters, '-', "
+                              "'_' or '.'",
+                              "[-._a-zA-Z0-9]+", {"key.name", "KEY_NAME", "key-name"}));
+  }
+  addChDirPrefixErrors(value, errs);
   return errs;
 }
 

@@ -24,6 +24,7 @@ std::vector<std::string> isValidLabelValue(std::string_view value);
 std::vector<std::string> isValidPortName(std::string_view value);
 std::vector<std::string> isValidPortNum(int64_t port);
 std::vector<std::string> isEnvVarName(std::string_view value);
+std::vector<std::string> isConfigMapKey(std::string_view value);
 std::vector<std::string> isHttpHeaderName(std::string_view value);
 
 // Go's %q of a string (strconv.Quote), which field errors use to print bad values.

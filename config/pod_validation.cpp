@@ -585,14 +585,18 @@ class PodValidator {
         const json* sel = get(from_json, selector);
         if (sel == nullptr) continue;
         ++sources;
+        // kubelet's validateConfigMapKeySelector / validateSecretKeySelector: the name is a DNS
+        // subdomain (an empty one too is Invalid, not Required), the key a config key.
         std::string sp = child(path, selector);
-        const json* k = get(sel, "key");
-        if (k == nullptr || !k->is_string() || k->get_ref<const std::string&>().empty()) {
-          add(required(child(sp, "key")));
-        }
         const json* n = get(sel, "name");
-        if (n == nullptr || !n->is_string() || n->get_ref<const std::string&>().empty()) {
-          add(required(child(sp, "name")));
+        const std::string name = n != nullptr && n->is_string() ? n->get<std::string>() : "";
+        addInvalid(child(sp, "name"), name, isDns1123Subdomain(name));
+        const json* k = get(sel, "key");
+        const std::string key = k != nullptr && k->is_string() ? k->get<std::string>() : "";
+        if (key.empty()) {
+          add(required(child(sp, "key")));
+        } else {
+          addInvalid(child(sp, "key"), key, isConfigMapKey(key));
         }
       }
     } else {

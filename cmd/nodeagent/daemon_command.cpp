@@ -189,6 +189,8 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addBool("allow-root-api-pods", &f.allow_root_api_pods,
              "let pods from the apiserver run as root, privileged or with added capabilities");
   fs.addBool("help", &f.help, "show this help");
+  fs.addShorthand('v', "v");
+  fs.addShorthand('h', "help");
 }
 
 std::string detectNodeIp() {

@@ -1,11 +1,28 @@
 #include "cmd/nodeagent/flags.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include "base/duration.h"
 
 namespace nodeagent::cmd {
+namespace {
+
+std::string defaultList(const std::vector<std::string>& values) {
+  if (values.empty()) return {};
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + values[i];
+  return out + "]";
+}
+
+std::string formatDouble(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+}  // namespace
 
 void FlagSet::add(std::string name, Flag flag) { flags_[std::move(name)] = std::move(flag); }
 
@@ -14,7 +31,8 @@ void FlagSet::addString(std::string name, std::string* target, std::string help)
                           *target = v;
                           return base::okStatus();
                         },
-                        false, std::move(help)});
+                        false, std::move(help),
+                        target->empty() ? std::string() : "\"" + *target + "\""});
 }
 
 void FlagSet::addStringList(std::string name, std::vector<std::string>* target, std::string help) {
@@ -22,7 +40,7 @@ void FlagSet::addStringList(std::string name, std::vector<std::string>* target, 
                           target->push_back(v);
                           return base::okStatus();
                         },
-                        false, std::move(help)});
+                        false, std::move(help), defaultList(*target)});
 }
 
 void FlagSet::addInt(std::string name, int64_t* target, std::string help) {
@@ -37,7 +55,7 @@ void FlagSet::addInt(std::string name, int64_t* target, std::string help) {
                *target = x;
                return base::okStatus();
              },
-             false, std::move(help)});
+             false, std::move(help), *target == 0 ? std::string() : std::to_string(*target)});
 }
 
 void FlagSet::addDouble(std::string name, double* target, std::string help) {
@@ -50,7 +68,7 @@ void FlagSet::addDouble(std::string name, double* target, std::string help) {
                *target = x;
                return base::okStatus();
              },
-             false, std::move(help)});
+             false, std::move(help), *target == 0 ? std::string() : formatDouble(*target)});
 }
 
 void FlagSet::addBool(std::string name, bool* target, std::string help) {
@@ -65,7 +83,7 @@ void FlagSet::addBool(std::string name, bool* target, std::string help) {
                }
                return base::okStatus();
              },
-             true, std::move(help)});
+             true, std::move(help), *target ? "true" : ""});
 }
 
 void FlagSet::addDuration(std::string name, base::Duration* target, std::string help) {
@@ -78,7 +96,8 @@ void FlagSet::addDuration(std::string name, base::Duration* target, std::string 
                *target = *d;
                return base::okStatus();
              },
-             false, std::move(help)});
+             false, std::move(help),
+             *target == base::Duration::zero() ? std::string() : base::formatDuration(*target)});
 }
 
 base::Status FlagSet::setValue(const std::string& name, const std::string& value) {
@@ -90,6 +109,16 @@ base::Status FlagSet::setValue(const std::string& name, const std::string& value
 base::Status FlagSet::parse(int argc, char** argv, std::vector<std::string>* positional) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    // pflag's shorthands, as kubelet accepts them: `-v=2`, `-v 2`, `-v2`, `-h`.
+    if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      auto sh = shorthands_.find(arg[1]);
+      if (sh == shorthands_.end()) {
+        return base::invalidArgumentError("unknown shorthand flag '" + arg.substr(1, 1) +
+                                          "' in " + arg);
+      }
+      const std::string rest = arg.substr(2);
+      arg = "--" + sh->second + (rest.empty() ? "" : "=" + (rest[0] == '=' ? rest.substr(1) : rest));
+    }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
       if (positional != nullptr) {
         positional->push_back(arg);
@@ -120,10 +149,18 @@ base::Status FlagSet::parse(int argc, char** argv, std::vector<std::string>* pos
 std::string FlagSet::usage() const {
   std::string out;
   for (const auto& [name, flag] : flags_) {
-    out += "  --" + name + (flag.is_bool ? "" : "=VALUE");
-    out += std::string(name.size() < 28 ? 28 - name.size() : 1, ' ') + flag.help + "\n";
+    std::string shorthand;
+    for (const auto& [letter, long_name] : shorthands_) {
+      if (long_name == name) shorthand = std::string("-") + letter + ", ";
+    }
+    const std::string head = shorthand + "--" + name + (flag.is_bool ? "" : "=VALUE");
+    out += "  " + head + std::string(head.size() < 36 ? 36 - head.size() : 1, ' ') + flag.help;
+    if (!flag.default_text.empty()) out += " (default " + flag.default_text + ")";
+    out += "\n";
   }
   return out;
 }
+
+void FlagSet::addShorthand(char letter, std::string name) { shorthands_[letter] = std::move(name); }
 
 }  // namespace nodeagent::cmd

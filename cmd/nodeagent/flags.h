@@ -1,6 +1,7 @@
 // A small flag set for nodeagent's commands: kubelet-style `--name=value` or `--name value`
 // flags of a few kinds, with the set of flags given explicitly (so a config file can fill in
-// the rest). Errors name the flag.
+// the rest), and pflag's one-letter shorthands (`-v=2`, `-v 2`, `-v2`, `-h`). A flag's default
+// is its target's value when it is added; usage() shows it as pflag does. Errors name the flag.
 #pragma once
 
 #include <functional>
@@ -22,6 +23,8 @@ class FlagSet {
   void addDouble(std::string name, double* target, std::string help);
   void addBool(std::string name, bool* target, std::string help);
   void addDuration(std::string name, base::Duration* target, std::string help);
+  // `-<letter>` stands for `--name`.
+  void addShorthand(char letter, std::string name);
 
   // Parses argv[1..]; positional arguments are collected in `positional` (an error when null).
   base::Status parse(int argc, char** argv, std::vector<std::string>* positional = nullptr);
@@ -35,10 +38,12 @@ class FlagSet {
     std::function<base::Status(const std::string&)> set;
     bool is_bool = false;
     std::string help;
+    std::string default_text;  // "" when the default is the zero value (pflag omits those)
   };
   void add(std::string name, Flag flag);
   std::map<std::string, Flag> flags_;
   std::set<std::string> set_;
+  std::map<char, std::string> shorthands_;
 };
 
 }  // namespace nodeagent::cmd

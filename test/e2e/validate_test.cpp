@@ -184,5 +184,34 @@ TEST_CASE("validate gives the same UID for the same file however it is named", "
   CHECK(json::parse(other_node.out)["metadata"]["uid"] != uid);
 }
 
+TEST_CASE("the daemon's --help shows each flag's default, and kubelet's short forms -h and -v work",
+          "[e2e][flags]") {
+  auto help = runNodeagent({"--help"});
+  REQUIRE(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("--file-check-frequency=VALUE") &&
+                           Catch::Contains("manifest directory relist period (default 20s)") &&
+                           Catch::Contains("(default \"/var/lib/nodeagent\")") &&
+                           Catch::Contains("(default 10255)") && Catch::Contains("-v, --v=VALUE") &&
+                           Catch::Contains("-h, --help"));
+  CHECK(help.out.find("--allow-no-sources                  start even with no pod source") !=
+        std::string::npos);  // a false bool shows no default, as pflag
+  auto short_help = runNodeagent({"-h"});
+  CHECK(short_help.exit_code == 0);
+  CHECK(short_help.out == help.out);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-v=2", "-h"}, {"-v", "2", "-h"}, {"-v2", "-h"}}) {
+    INFO(args[0]);
+    auto r = runNodeagent(args);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+  }
+  auto bad_level = runNodeagent({"-v=loud", "-h"});
+  CHECK(bad_level.exit_code == 2);
+  CHECK_THAT(bad_level.err, Catch::Contains("--v: \"loud\" is not an integer"));
+  auto unknown = runNodeagent({"-q"});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("unknown shorthand flag 'q' in -q"));
+}
+
 }  // namespace
 }  // namespace nodeagent
