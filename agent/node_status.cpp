@@ -50,6 +50,10 @@ nlohmann::json resources(const NodeStatusOptions& o, int64_t cpu_milli, int64_t 
 
 }  // namespace
 
+std::string kubeletVersion() {
+  return std::string("v") + kKubernetesVersion + "-nodeagent." + NODEAGENT_VERSION;
+}
+
 NodeInfo readNodeInfo(const std::string& runtime_version) {
   NodeInfo info;
   utsname u{};
@@ -66,9 +70,10 @@ NodeInfo readNodeInfo(const std::string& runtime_version) {
     info.os_image = v;
   }
   info.machine_id = readFirstLine("/etc/machine-id");
+  info.system_uuid = readFirstLine("/sys/class/dmi/id/product_uuid");  // root only, as kubelet
   info.boot_id = readFirstLine("/proc/sys/kernel/random/boot_id");
   info.container_runtime_version = runtime_version;
-  info.kubelet_version = std::string("v") + NODEAGENT_VERSION;
+  info.kubelet_version = kubeletVersion();
   return info;
 }
 

@@ -47,6 +47,12 @@ struct NodeInfo {
 // leave fields empty. `runtime_version` becomes containerRuntimeVersion.
 NodeInfo readNodeInfo(const std::string& runtime_version);
 
+// The Kubernetes release whose kubelet nodeagent follows.
+inline constexpr const char* kKubernetesVersion = "1.18.0";
+// nodeInfo.kubeletVersion: a Kubernetes version with nodeagent's own as its pre-release part,
+// "v1.18.0-nodeagent.0.1.0", which tools that parse kubelet versions accept.
+std::string kubeletVersion();
+
 struct NodeStatusOptions {
   std::string node_name;
   std::string node_ip;

@@ -474,7 +474,7 @@ int runDaemon(int argc, char** argv) {
     no.labels = node_labels;
     no.capacity = *capacity;
     no.allocatable = *allocatable;
-    no.info = agent::readNodeInfo(std::string("process://") + NODEAGENT_VERSION);
+    no.info = agent::readNodeInfo(f.runtime + "://" + NODEAGENT_VERSION);
     if (f.runtime == "fake") no.info.container_runtime_version = std::string("fake://") + NODEAGENT_VERSION;
     no.daemon_port = f.read_only_port > 0 ? static_cast<int>(f.read_only_port) : 10250;
     no.update_frequency = f.node_status_update_frequency;

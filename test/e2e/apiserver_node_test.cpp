@@ -176,10 +176,19 @@ TEST_CASE("node registers Ready with capacity and labels, and its lease renews",
   CHECK(!(*node)["status"]["allocatable"].value("memory", "").empty());
   CHECK((*node)["metadata"]["labels"].value("e2e", "") == "yes");
   CHECK((*node)["metadata"]["labels"].value("kubernetes.io/hostname", "") == kNode);
-  CHECK((*node)["status"]["nodeInfo"].value("kubeletVersion", "").starts_with("v"));
+  const json& info = (*node)["status"]["nodeInfo"];
+  CHECK(info.value("kubeletVersion", "") == std::string("v1.18.0-nodeagent.") + NODEAGENT_VERSION);
+  CHECK(info.value("containerRuntimeVersion", "") == std::string("process://") + NODEAGENT_VERSION);
+  CHECK(info.value("operatingSystem", "") == "linux");
+  for (const char* field : {"kernelVersion", "osImage", "architecture", "bootID"}) {
+    INFO(field);
+    CHECK_FALSE(info.value(field, "").empty());
+  }
+  if (fs::exists("/etc/machine-id")) CHECK_FALSE(info.value("machineID", "").empty());
   CHECK(condition(*node, "MemoryPressure") == "False");
   auto table = env.kubectl({"get", "nodes"});
   CHECK(table.out.find("Ready") != std::string::npos);
+  CHECK(table.out.find("v1.18.0-nodeagent.") != std::string::npos);  // the VERSION column
 
   std::string first_renew;
   REQUIRE(testing::eventually(
