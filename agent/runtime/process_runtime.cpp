@@ -125,7 +125,7 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
     return base::invalidArgumentError(
         where +
         ": spec.containers[].command is empty; nodeagent runs containers as host processes and "
-        "does not pull images, so the command must be given");
+        "does not pull images, so the command must be given (nodeagent validate reports this)");
   }
   auto creds = containerCredentials(pod, container, options);
   if (!creds.ok()) return creds.status();

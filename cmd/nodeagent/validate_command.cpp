@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/runtime/process_support.h"
 #include "api/yaml.h"
 #include "base/status.h"
 #include "config/static_pod.h"
@@ -20,10 +21,11 @@ namespace nodeagent::cmd {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: nodeagent validate [--hostname-override=NODE] FILE...\n"
-    "Decodes, defaults and validates each pod manifest as the file source does. Prints each\n"
-    "valid manifest's defaulted pod as one JSON line on stdout and each problem of an invalid\n"
-    "one as 'FILE: field: message' on stderr. Exit status: 0 all valid, 1 some invalid, 2 usage.\n";
+    "usage: nodeagent validate [--hostname-override=NODE] [--runtime=process|fake] FILE...\n"
+    "Decodes, defaults and validates each pod manifest as the file source does, and reports\n"
+    "what the runtime (default: process) will refuse to run. Prints each valid manifest's\n"
+    "defaulted pod as one JSON line on stdout and each problem of an invalid one as\n"
+    "'FILE: field: message' on stderr. Exit status: 0 all valid, 1 some invalid, 2 usage.\n";
 
 int usageError(const std::string& message) {
   std::fprintf(stderr, "nodeagent validate: %s\n%s", message.c_str(), kUsage);
@@ -77,9 +79,11 @@ std::string oneLine(std::string s) {
 
 int runValidate(int argc, char** argv) {
   std::optional<std::string> node_override;
+  std::string runtime = "process";
   std::vector<std::string> files;
   bool flags_done = false;
   constexpr std::string_view kHostnameFlag = "--hostname-override";
+  constexpr std::string_view kRuntimeFlag = "--runtime";
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (flags_done || arg.size() < 2 || arg[0] != '-') {
@@ -96,11 +100,19 @@ int runValidate(int argc, char** argv) {
       node_override = argv[++i];
     } else if (arg.starts_with(kHostnameFlag) && arg[kHostnameFlag.size()] == '=') {
       node_override = std::string(arg.substr(kHostnameFlag.size() + 1));
+    } else if (arg == kRuntimeFlag) {
+      if (i + 1 >= argc) return usageError("--runtime needs a value");
+      runtime = argv[++i];
+    } else if (arg.starts_with(kRuntimeFlag) && arg[kRuntimeFlag.size()] == '=') {
+      runtime = std::string(arg.substr(kRuntimeFlag.size() + 1));
     } else {
       return usageError("unknown flag " + std::string(arg));
     }
   }
   if (files.empty()) return usageError("no manifest files given");
+  if (runtime != "process" && runtime != "fake") {
+    return usageError("--runtime: \"" + runtime + "\" is not process or fake");
+  }
 
   std::string node;
   if (node_override) {
@@ -129,6 +141,18 @@ int runValidate(int argc, char** argv) {
       for (const auto& e : result.errors) {
         std::fprintf(stderr, "%s: %s\n", file.c_str(), oneLine(e.toString()).c_str());
       }
+      rc = 1;
+      continue;
+    }
+    bool refused = false;
+    for (const auto& pod : result.pods) {
+      if (runtime != "process") continue;
+      for (const auto& refusal : runtime::processRuntimeRefusals(*pod)) {
+        std::fprintf(stderr, "%s: %s\n", file.c_str(), refusal.c_str());
+        refused = true;
+      }
+    }
+    if (refused) {
       rc = 1;
       continue;
     }

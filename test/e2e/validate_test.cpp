@@ -75,7 +75,8 @@ std::vector<fs::path> catalog(const std::string& dir) {
 
 TEST_CASE("validate prints each good manifest's defaulted pod as one JSON line", "[e2e][config]") {
   auto files = catalog("good");
-  std::vector<std::string> args = {"validate", "--hostname-override=node1"};
+  // The catalog is kubelet-valid; not every pod in it is runnable by the process runtime.
+  std::vector<std::string> args = {"validate", "--hostname-override=node1", "--runtime=fake"};
   for (const auto& f : files) args.push_back(f.string());
   auto result = runNodeagent(args);
   CHECK(result.err.empty());
@@ -182,6 +183,44 @@ TEST_CASE("validate gives the same UID for the same file however it is named", "
   auto uid = json::parse(a.out)["metadata"]["uid"];
   CHECK(json::parse(b.out)["metadata"]["uid"] == uid);
   CHECK(json::parse(other_node.out)["metadata"]["uid"] != uid);
+}
+
+TEST_CASE("validate reports what the process runtime will refuse to run, as the agent would",
+          "[e2e][config]") {
+  testing::TempDir dir("nodeagent-e2e-validate-runtime");
+  const auto file = dir / "image-only.yaml";
+  testing::writeFile(file,
+                     "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
+                     "  volumes:\n  - name: cfg\n    configMap: {name: web}\n"
+                     "  containers:\n  - name: web\n    image: nginx\n"
+                     "    securityContext: {readOnlyRootFilesystem: true}\n"
+                     "  - name: ok\n    image: x\n    command: [sleep, '1']\n");
+  for (const std::vector<std::string>& runtime_flag :
+       {std::vector<std::string>{}, {"--runtime=process"}, {"--runtime", "process"}}) {
+    std::vector<std::string> args{"validate", "--hostname-override=node1"};
+    args.insert(args.end(), runtime_flag.begin(), runtime_flag.end());
+    args.push_back(file.string());
+    auto r = runNodeagent(args);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    const std::string f = file.string() + ": ";
+    CHECK(splitLines(r.err) ==
+          std::vector<std::string>{
+              f + "spec.containers[0].command: Required value: the process runtime runs the "
+                  "command as a host process and does not pull or run images, so a container "
+                  "needs a command (an image's entrypoint does not exist here)",
+              f + "spec.containers[0].securityContext.readOnlyRootFilesystem: Forbidden: cannot "
+                  "be honoured by the process runtime (a host process shares the node's root "
+                  "filesystem)",
+              f + "spec.volumes[0]: Unsupported value: \"configMap\": the process runtime "
+                  "supports emptyDir and hostPath volumes"});
+  }
+  auto fake = runNodeagent({"validate", "--hostname-override=node1", "--runtime=fake", file.string()});
+  CHECK(fake.exit_code == 0);
+  CHECK(splitLines(fake.out).size() == 1);
+  auto bad = runNodeagent({"validate", "--runtime=docker", file.string()});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--runtime: \"docker\" is not process or fake"));
 }
 
 TEST_CASE("the daemon's --help shows each flag's default, and kubelet's short forms -h and -v work",

@@ -1,0 +1,36 @@
+#include "agent/runtime/process_support.h"
+
+#include "agent/runtime/security_context.h"
+
+namespace nodeagent::runtime {
+
+std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
+  std::vector<std::string> out;
+  auto containers = [&](const std::vector<api::Container>& list, const std::string& field) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const api::Container& c = list[i];
+      const std::string at = "spec." + field + "[" + std::to_string(i) + "]";
+      if (c.command.empty()) {
+        out.push_back(at + ".command: Required value: the process runtime runs the command as a "
+                           "host process and does not pull or run images, so a container needs "
+                           "a command (an image's entrypoint does not exist here)");
+      }
+      if (determineEffectiveSecurityContext(pod, c).read_only_root_filesystem) {
+        out.push_back(at + ".securityContext.readOnlyRootFilesystem: Forbidden: cannot be "
+                           "honoured by the process runtime (a host process shares the node's "
+                           "root filesystem)");
+      }
+    }
+  };
+  containers(pod.spec.init_containers, "initContainers");
+  containers(pod.spec.containers, "containers");
+  for (size_t i = 0; i < pod.spec.volumes.size(); ++i) {
+    const auto& v = pod.spec.volumes[i];
+    if (v.source_type == "emptyDir" || v.source_type == "hostPath") continue;
+    out.push_back("spec.volumes[" + std::to_string(i) + "]: Unsupported value: \"" +
+                  v.source_type + "\": the process runtime supports emptyDir and hostPath volumes");
+  }
+  return out;
+}
+
+}  // namespace nodeagent::runtime
