@@ -293,18 +293,20 @@ void FileSource::Impl::reconcileClaims(const std::string& full_name) {
     claimants_.erase(it);
     return;
   }
-  const std::string& first = *it->second.begin();
+  // kubelet 1.18 keeps the directory's pods in a store keyed by namespace/name and replaces it
+  // with the files in sorted order: the last file in sorted order wins.
+  const std::string& last = *it->second.rbegin();
   for (const auto& name : it->second) {
     Entry& e = entries_[name];
-    bool win = name == first;
-    std::string dup = win ? std::string() : first;
+    bool win = name == last;
+    std::string dup = win ? std::string() : last;
     e.winner = win;
     syncSetSlot(name, e);
     if (e.duplicate_of != dup) {
       e.duplicate_of = dup;
       if (!dup.empty()) {
         log_->warn(
-            "Two manifest files define the same pod, ignoring the later one in sorted order "
+            "Two manifest files define the same pod, ignoring the earlier one in sorted order "
             "pod={} file={} used={}",
             full_name, base::goQuote(fullPath(name)), base::goQuote(fullPath(dup)));
       }
@@ -345,7 +347,8 @@ void FileSource::Impl::refreshError(const std::string& name, const Entry& e) {
   if (!e.duplicate_of.empty() && e.pod) {
     std::string duplicate = "pod " + e.pod->fullName() + " is also defined by " +
                             fullPath(e.duplicate_of) +
-                            ", which comes first in sorted order and wins; this file is ignored";
+                            ", which comes later in sorted order and wins (as in kubelet); this "
+                            "file is ignored";
     if (!message.empty()) message += "\n";
     message += duplicate;
     if (!detail.invalid.empty()) detail.invalid += "\n";

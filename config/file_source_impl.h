@@ -78,7 +78,7 @@ struct Entry {
   bool has_content = false;
   api::Hash128 content_hash;
   api::PodPtr pod;      // the last good pod (null until the file first parsed)
-  bool winner = false;  // pod is in the set (first in sorted order among same full names)
+  bool winner = false;  // pod is in the set (last in sorted order among same full names)
   std::string parse_error;
   bool parse_invalid = false;   // parse_error is about the content (not a read failure)
   ManifestPodRef invalid_pod;   // the pod the bad content names, if it could be read

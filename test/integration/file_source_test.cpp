@@ -443,7 +443,8 @@ TEST_CASE("file source (inotify): a symlinked manifest follows edits of its targ
   REQUIRE(testing::eventually([&] { return h.uidOf("web-node1") != uid3; }, 2s));
 }
 
-TEST_CASE("file source (inotify): two files with the same pod: the first in sorted order wins",
+TEST_CASE("file source (inotify): two files with the same pod: the last in sorted order wins, as "
+          "in kubelet (a backup left in the directory takes over)",
           "[integration][config]") {
   testing::TempDir dir("fs-dup");
   testing::writeFile(dir / "kube-apiserver.yaml", podYaml("api", "busybox:new"));
@@ -452,11 +453,11 @@ TEST_CASE("file source (inotify): two files with the same pod: the first in sort
   REQUIRE(h.waitCount(1));
   REQUIRE(h.names() == std::vector<std::string>{"api-node1"});
   auto uid = h.uidOf("api-node1");
-  auto loser = (dir / "kube-apiserver.yaml.old").string();
+  auto loser = (dir / "kube-apiserver.yaml").string();
   REQUIRE(h.errors.get("file", loser).has_value());
-  CHECK_THAT(h.errors.get("file", loser)->message, Catch::Contains("kube-apiserver.yaml"));
+  CHECK_THAT(h.errors.get("file", loser)->message, Catch::Contains("kube-apiserver.yaml.old"));
 
-  fs::remove(dir / "kube-apiserver.yaml");
+  fs::remove(dir / "kube-apiserver.yaml.old");
   REQUIRE(testing::eventually([&] { return h.uidOf("api-node1") != uid && h.count() >= 2; }, 2s));
   CHECK(h.names() == std::vector<std::string>{"api-node1"});
   CHECK(h.errors.size() == 0);

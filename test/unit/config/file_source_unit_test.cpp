@@ -385,8 +385,8 @@ TEST_CASE("file source: each new manifest error is announced once, naming the po
   CHECK(heard.size() == 3);
 }
 
-TEST_CASE("file source: two files with the same pod: the first in sorted order wins",
-          "[unit][config]") {
+TEST_CASE("file source: two files with the same pod: the last in sorted order wins, as in "
+          "kubelet 1.18", "[unit][config]") {
   Fixture f;
   testing::writeFile(f.dir / "a.yaml", podYaml("web", "busybox:a"));
   testing::writeFile(f.dir / "b.yaml", podYaml("web", "busybox:b"));
@@ -395,24 +395,27 @@ TEST_CASE("file source: two files with the same pod: the first in sorted order w
   REQUIRE(f.rec.count() == 1);
   auto first = f.rec.last();
   REQUIRE(names(first) == std::vector<std::string>{"web-node1", "other-node1"});
-  auto a_uid = first.pods[0]->metadata.uid;
-  auto dup = f.errors.get("file", (f.dir / "b.yaml").string());
+  CHECK(first.pods[0]->spec.containers.at(0).image == "busybox:b");
+  auto b_uid = first.pods[0]->metadata.uid;
+  auto dup = f.errors.get("file", (f.dir / "a.yaml").string());
   REQUIRE(dup.has_value());
-  CHECK_THAT(dup->message, Catch::Contains((f.dir / "a.yaml").string()));
+  CHECK_THAT(dup->message, Catch::Contains((f.dir / "b.yaml").string()) &&
+                               Catch::Contains("comes later in sorted order and wins"));
 
   // Editing the loser changes nothing in the set.
-  testing::writeFile(f.dir / "b.yaml", podYaml("web", "busybox:b2"));
-  f.inject({ev(IN_CLOSE_WRITE, "b.yaml")});
+  testing::writeFile(f.dir / "a.yaml", podYaml("web", "busybox:a2"));
+  f.inject({ev(IN_CLOSE_WRITE, "a.yaml")});
   CHECK(f.rec.count() == 1);
 
   // Removing the winner hands the name to the other file.
-  fs::remove(f.dir / "a.yaml");
-  f.inject({ev(IN_DELETE, "a.yaml")});
+  fs::remove(f.dir / "b.yaml");
+  f.inject({ev(IN_DELETE, "b.yaml")});
   f.advance(1s);
   REQUIRE(f.rec.count() == 2);
   auto second = f.rec.last();
   REQUIRE(names(second) == std::vector<std::string>{"web-node1", "other-node1"});
-  CHECK(second.pods[0]->metadata.uid != a_uid);
+  CHECK(second.pods[0]->metadata.uid != b_uid);
+  CHECK(second.pods[0]->spec.containers.at(0).image == "busybox:a2");
   CHECK(f.errors.size() == 0);
 }
 
@@ -662,4 +665,44 @@ TEST_CASE("file source: file names are logged quoted, so no name can forge a log
   CHECK(lines[0].find("bad\\nI0101 00:00:00 forged\\xff.yaml") != std::string::npos);
   CHECK(logs.lines("forged").size() == 1);  // the name never starts a line of its own
   REQUIRE(f.errors.get("file", (f.dir / name).string()).has_value());
+}
+
+TEST_CASE("file source: a manifest renamed within the directory keeps its pod when it sets "
+          "metadata.uid, and is a new pod when it does not (a documented departure from kubelet)",
+          "[unit][config]") {
+  Fixture f;
+  testing::writeFile(f.dir / "fixed.yaml",
+                     "apiVersion: v1\nkind: Pod\nmetadata:\n  name: fixed\n  uid: fixed-uid\n"
+                     "spec:\n  containers:\n  - name: main\n    image: x\n    command: [sleep, '1']\n");
+  testing::writeFile(f.dir / "free.yaml", podYaml("free"));
+  f.start(f.dir.path());
+  REQUIRE(f.rec.count() == 1);
+  REQUIRE(names(f.rec.last()) == std::vector<std::string>{"fixed-node1", "free-node1"});
+  const auto fixed = f.rec.last().pods.at(0);
+  const auto free_uid = f.rec.last().pods.at(1)->metadata.uid;
+
+  fs::rename(f.dir / "fixed.yaml", f.dir / "renamed-fixed.yaml");
+  f.inject({ev(IN_MOVED_FROM, "fixed.yaml"), ev(IN_MOVED_TO, "renamed-fixed.yaml")});
+  f.advance(1s);
+  auto podNamed = [&](const std::string& name) -> api::PodPtr {
+    for (const auto& p : f.rec.last().pods) {
+      if (p->metadata.name == name) return p;
+    }
+    return nullptr;
+  };
+  // A SET goes out (in the new file order), with the very same pod.
+  REQUIRE(f.rec.last().pods.size() == 2);
+  REQUIRE(podNamed("fixed-node1"));
+  CHECK(podNamed("fixed-node1")->metadata.uid == "fixed-uid");
+  CHECK(podNamed("fixed-node1")->content_hash == fixed->content_hash);
+  const size_t before = f.rec.count();
+
+  fs::rename(f.dir / "free.yaml", f.dir / "renamed-free.yaml");
+  f.inject({ev(IN_MOVED_FROM, "free.yaml"), ev(IN_MOVED_TO, "renamed-free.yaml")});
+  f.advance(1s);
+  REQUIRE(f.rec.count() > before);
+  REQUIRE(f.rec.last().pods.size() == 2);
+  REQUIRE(podNamed("free-node1"));
+  CHECK(podNamed("free-node1")->metadata.uid != free_uid);
+  CHECK(podNamed("fixed-node1")->metadata.uid == "fixed-uid");
 }
