@@ -67,13 +67,7 @@ asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std:
 }  // namespace
 
 void AgentMetrics::observeStartLatency(base::Duration d) {
-  const double seconds = std::chrono::duration<double>(d).count();
-  size_t i = 0;
-  while (i < std::size(kStartBuckets) && seconds > kStartBuckets[i]) ++i;
-  ++start_latency_buckets[i];
-  ++start_latency_count;
-  start_latency_sum_us += static_cast<uint64_t>(
-      std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+  pod_start.observe(std::chrono::duration<double>(d).count());
 }
 
 void AgentMetrics::countConfigUpdate(api::PodOperation op, const std::string& source) {

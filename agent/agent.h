@@ -22,6 +22,7 @@
 #include "agent/admission.h"
 #include "agent/container_statuses.h"
 #include "agent/crash_backoff.h"
+#include "agent/metrics.h"
 #include "agent/pleg.h"
 #include "agent/prober/prober.h"
 #include "agent/runtime/runtime.h"
@@ -77,18 +78,17 @@ struct AgentOptions {
 struct AgentMetrics {
   std::atomic<uint64_t> sync_pod_total{0};
   std::atomic<uint64_t> sync_pod_errors{0};
-  std::atomic<uint64_t> sync_pod_duration_us{0};  // sum
   std::atomic<uint64_t> containers_started{0};
   std::atomic<uint64_t> containers_killed{0};
   std::atomic<uint64_t> pods_rejected{0};
   std::atomic<uint64_t> housekeeping_runs{0};
   std::atomic<uint64_t> housekeeping_skipped{0};  // nothing changed since the last pass
-  // Pod start latency (first seen -> running) buckets in seconds: 0.01 .. 60, then +Inf.
-  static constexpr double kStartBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
-  std::atomic<uint64_t> start_latency_buckets[std::size(kStartBuckets) + 1] = {};
-  std::atomic<uint64_t> start_latency_count{0};
-  std::atomic<uint64_t> start_latency_sum_us{0};
+  // Pod start latency (first seen -> running), kubelet_pod_start_duration_seconds.
+  Histogram pod_start{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   void observeStartLatency(base::Duration d);
+  // syncPod durations by SyncPodType (sync, update, create, kill), as
+  // kubelet_pod_worker_duration_seconds{operation_type}.
+  Histogram pod_worker[4];
 
   // Config updates received, by (op, source).
   void countConfigUpdate(api::PodOperation op, const std::string& source);
@@ -154,6 +154,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   // Health of the pipeline (PLEG relisting). Any thread.
   bool healthy(std::string* why) const;
   const AgentMetrics& metrics() const { return metrics_; }
+  const std::string& nodeName() const { return options_.node_name; }
   podworkers::BasicPodWorkers& podWorkers() { return *pod_workers_; }
   Pleg& pleg() { return *pleg_; }
   const Pleg& pleg() const { return *pleg_; }

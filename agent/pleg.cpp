@@ -100,6 +100,18 @@ asio::awaitable<void> Pleg::relist() {
   if (relisting_ || stopped_) co_return;
   relisting_ = true;
   auto started = clock_.now();
+  if (last_relist_start_) {
+    relist_interval_.observe(std::chrono::duration<double>(started - *last_relist_start_).count());
+  }
+  last_relist_start_ = started;
+  struct Timing {
+    Pleg* self;
+    base::MonotonicTime began;
+    ~Timing() {
+      self->relist_duration_.observe(
+          std::chrono::duration<double>(self->clock_.now() - began).count());
+    }
+  } timing{this, started};
   // Read before listing: a change while the list is built shows as a new version next time.
   const auto version = runtime_.podsVersion();
   if (version && listed_version_ == version) {
@@ -121,15 +133,25 @@ asio::awaitable<void> Pleg::relist() {
   listed_version_ = version;
 
   std::map<std::string, std::map<std::string, State>> current;
+  uint64_t running_pods = 0;
+  uint64_t running_containers = 0;
   for (const auto& pod : *pods) {
     auto& containers = current[pod.uid];
+    bool pod_running = false;
     for (const auto& c : pod.containers) {
       State s = State::kUnknown;
       if (c.state == runtime::ContainerState::kRunning) s = State::kRunning;
       if (c.state == runtime::ContainerState::kExited) s = State::kExited;
       containers[c.id.toString()] = s;
+      if (s == State::kRunning) {
+        ++running_containers;
+        pod_running = true;
+      }
     }
+    if (pod_running) ++running_pods;
   }
+  running_pods_ = running_pods;
+  running_containers_ = running_containers;
   using T = PodLifecycleEvent::Type;
   // Old records first (changes and removals), then containers seen for the first time.
   for (auto& [uid, old_containers] : records_) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/metrics.h"
 #include "agent/runtime/runtime.h"
 #include "base/clock.h"
 
@@ -47,6 +48,12 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   bool healthy(std::string* why = nullptr) const;
   uint64_t relistCount() const { return relists_.load(); }
   uint64_t eventCount() const { return events_.load(); }
+  // As of the last relist: pods with a running container, and running containers.
+  uint64_t runningPods() const { return running_pods_.load(); }
+  uint64_t runningContainers() const { return running_containers_.load(); }
+  // kubelet_pleg_relist_duration_seconds and kubelet_pleg_relist_interval_seconds.
+  const Histogram& relistDuration() const { return relist_duration_; }
+  const Histogram& relistInterval() const { return relist_interval_; }
 
   // Runs one relist now (tests, and the periodic timer).
   void relistNow();
@@ -73,6 +80,11 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   std::atomic<int64_t> last_relist_ns_{0};  // MonotonicTime since epoch; 0 = never
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> events_{0};
+  std::atomic<uint64_t> running_pods_{0};
+  std::atomic<uint64_t> running_containers_{0};
+  Histogram relist_duration_;
+  Histogram relist_interval_;
+  std::optional<base::MonotonicTime> last_relist_start_;  // strand only
 };
 
 }  // namespace nodeagent::agent

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/metrics.h"
 #include "api/canonical_json.h"
 #include "api/pod_json.h"
+#include "base/printable.h"
 
 namespace nodeagent::agent {
 
@@ -141,16 +143,45 @@ std::string agentMetricsText(const Agent& agent) {
   const auto& m = agent.metrics();
   std::ostringstream out;
   auto counter = [&](const char* name, const char* help, uint64_t v) {
-    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"
-        << name << ' ' << v << '\n';
+    writeMetricHeader(out, name, "counter", help);
+    out << name << ' ' << v << '\n';
   };
+  auto gauge = [&](const char* name, const char* help, uint64_t v) {
+    writeMetricHeader(out, name, "gauge", help);
+    out << name << ' ' << v << '\n';
+  };
+  // kubelet's names, where kubelet has the same measure.
+  writeMetricHeader(out, "kubelet_node_name", "gauge", "The node's name. The count is always 1.");
+  out << "kubelet_node_name{node=\"" << base::prometheusLabelValue(agent.nodeName()) << "\"} 1\n";
+  gauge("kubelet_running_pods", "Number of pods that have a running container, as of the last "
+        "PLEG relist.", agent.pleg().runningPods());
+  writeMetricHeader(out, "kubelet_running_containers", "gauge",
+                    "Number of containers currently running, as of the last PLEG relist.");
+  out << "kubelet_running_containers{container_state=\"running\"} "
+      << agent.pleg().runningContainers() << '\n';
+  writeMetricHeader(out, "kubelet_pod_start_duration_seconds", "histogram",
+                    "Duration in seconds from the agent seeing a pod for the first time to the "
+                    "pod starting to run.");
+  m.pod_start.write(out, "kubelet_pod_start_duration_seconds");
+  writeMetricHeader(out, "kubelet_pod_worker_duration_seconds", "histogram",
+                    "Duration in seconds to sync a single pod, by operation type.");
+  for (auto type : {api::SyncPodType::kCreate, api::SyncPodType::kUpdate, api::SyncPodType::kSync,
+                    api::SyncPodType::kKill}) {
+    m.pod_worker[static_cast<size_t>(type)].write(
+        out, "kubelet_pod_worker_duration_seconds",
+        "operation_type=\"" + std::string(api::syncPodTypeName(type)) + "\"");
+  }
+  writeMetricHeader(out, "kubelet_pleg_relist_duration_seconds", "histogram",
+                    "Duration in seconds for relisting pods in PLEG.");
+  agent.pleg().relistDuration().write(out, "kubelet_pleg_relist_duration_seconds");
+  writeMetricHeader(out, "kubelet_pleg_relist_interval_seconds", "histogram",
+                    "Interval in seconds between relisting in PLEG.");
+  agent.pleg().relistInterval().write(out, "kubelet_pleg_relist_interval_seconds");
+
+  // nodeagent's own.
   counter("nodeagent_sync_pod_total", "syncPod calls.", m.sync_pod_total.load());
   counter("nodeagent_sync_pod_errors_total", "syncPod calls that returned an error.",
           m.sync_pod_errors.load());
-  out << "# HELP nodeagent_sync_pod_duration_seconds_sum Time spent in syncPod.\n"
-      << "# TYPE nodeagent_sync_pod_duration_seconds_sum counter\n"
-      << "nodeagent_sync_pod_duration_seconds_sum "
-      << static_cast<double>(m.sync_pod_duration_us.load()) / 1e6 << '\n';
   counter("nodeagent_containers_started_total", "Containers started.", m.containers_started.load());
   counter("nodeagent_containers_killed_total", "Containers killed.", m.containers_killed.load());
   counter("nodeagent_pods_rejected_total", "Pods rejected by admission.", m.pods_rejected.load());
@@ -166,28 +197,13 @@ std::string agentMetricsText(const Agent& agent) {
           agent.pleg().relistCount());
   counter("nodeagent_pleg_events_total", "PLEG events.",
           agent.pleg().eventCount());
-  out << "# HELP nodeagent_config_updates_total Pod updates from PodConfig by op and source.\n"
-      << "# TYPE nodeagent_config_updates_total counter\n";
+  writeMetricHeader(out, "nodeagent_config_updates_total", "counter",
+                    "Pod updates from PodConfig by op and source.");
   for (const auto& [key, count] : m.configUpdates()) {
     out << "nodeagent_config_updates_total{op=\"" << key.first << "\",source=\"" << key.second
         << "\"} " << count << '\n';
   }
-  out << "# HELP nodeagent_pod_start_duration_seconds Time from first seen to running.\n"
-      << "# TYPE nodeagent_pod_start_duration_seconds histogram\n";
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i <= std::size(AgentMetrics::kStartBuckets); ++i) {
-    cumulative += m.start_latency_buckets[i].load();
-    out << "nodeagent_pod_start_duration_seconds_bucket{le=\"";
-    if (i < std::size(AgentMetrics::kStartBuckets)) {
-      out << AgentMetrics::kStartBuckets[i];
-    } else {
-      out << "+Inf";
-    }
-    out << "\"} " << cumulative << '\n';
-  }
-  out << "nodeagent_pod_start_duration_seconds_sum "
-      << static_cast<double>(m.start_latency_sum_us.load()) / 1e6 << '\n'
-      << "nodeagent_pod_start_duration_seconds_count " << m.start_latency_count.load() << '\n';
+  writeProcessMetrics(out);
   return out.str();
 }
 

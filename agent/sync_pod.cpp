@@ -279,13 +279,13 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
   ++metrics_.sync_pod_total;
   struct Timing {
     Agent* self;
+    api::SyncPodType type;
     base::MonotonicTime began;
     ~Timing() {
-      self->metrics_.sync_pod_duration_us += static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(self->clock_.now() - began)
-              .count());
+      self->metrics_.pod_worker[static_cast<size_t>(type)].observe(
+          std::chrono::duration<double>(self->clock_.now() - began).count());
     }
-  } timing{this, began};
+  } timing{this, type, began};
   const auto& uid = pod->metadata.uid;
   log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid,
                api::syncPodTypeName(type));
