@@ -5,6 +5,7 @@
 
 #include "cmd/nodeagent/daemon_command.h"
 #include "cmd/nodeagent/lazy_openssl.h"
+#include "cmd/nodeagent/operator_commands.h"
 #include "cmd/nodeagent/pod_updates_command.h"
 #include "cmd/nodeagent/validate_command.h"
 
@@ -18,6 +19,9 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"validate", nodeagent::cmd::runValidate},
     {"pod-updates", nodeagent::cmd::runPodUpdates},
+    {"ps", nodeagent::cmd::runPs},
+    {"logs", nodeagent::cmd::runLogs},
+    {"stop-all", nodeagent::cmd::runStopAll},
 };
 
 }  // namespace
@@ -38,7 +42,10 @@ int main(int argc, char** argv) {
                "nodeagent: unknown command \"%s\"\n"
                "usage: nodeagent [flags]                  run the agent (--help lists the flags)\n"
                "       nodeagent validate [flags] FILE... check manifests\n"
-               "       nodeagent pod-updates [flags]      print the merged pod updates\n",
+               "       nodeagent pod-updates [flags]      print the merged pod updates\n"
+               "       nodeagent ps [-a]                  list this node's containers\n"
+               "       nodeagent logs POD [CONTAINER] [-f] print a container's log\n"
+               "       nodeagent stop-all                 stop every container (agent stopped)\n",
                argv[1]);
   return 2;
 }

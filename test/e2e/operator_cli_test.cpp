@@ -1,0 +1,61 @@
+// The operator commands against a real agent's root dir: `nodeagent ps` lists its containers
+// with their PIDs, `nodeagent logs` prints a container's output by pod name, and
+// `nodeagent stop-all` refuses while the agent runs and stops every container once it is gone.
+#include "test/e2e/daemon_fixture.h"
+#include "test/integration/apiserver_test_util.h"
+
+using namespace nodeagent;
+using namespace nodeagent::e2e;
+using namespace std::chrono_literals;
+
+TEST_CASE("operator CLI: ps, logs and stop-all", "[e2e][daemon][cli]") {
+  Daemon d;
+  const auto m = marker("cli-web");
+  d.writeManifest("web.yaml", shPod("web", m, "echo first line; echo second line; sleep 1000 & wait",
+                                    "  terminationGracePeriodSeconds: 2\n"));
+  d.start();
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 20s);
+  const int pid = onePid(m);
+  REQUIRE(pid != 0);
+  testing::TempDir out("nodeagent-e2e-cli");
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), testing::binaryPath("nodeagent").string());
+    args.push_back("--root-dir=" + d.root().string());
+    return testing::runCommand(args, out, 60s);
+  };
+
+  auto ps = run({"ps"});
+  INFO(ps.out << ps.err);
+  REQUIRE(ps.exit_code == 0);
+  CHECK_THAT(ps.out, Catch::Contains("CONTAINER ID") && Catch::Contains("web-node1") &&
+                         Catch::Contains("running") && Catch::Contains(" " + std::to_string(pid)));
+
+  std::string logs_out;
+  REQUIRE(testing::eventually([&]() -> bool {
+    auto logs = run({"logs", "web-node1"});
+    logs_out = logs.out;
+    return logs.exit_code == 0 && logs_out == "first line\nsecond line\n";
+  }, 10s));
+  CHECK(run({"logs", "web-node1", "main", "-n", "default"}).out == logs_out);
+  auto missing = run({"logs", "nope"});
+  CHECK(missing.exit_code == 1);
+  CHECK_THAT(missing.err, Catch::Contains("no container of pod nope"));
+
+  // While the agent holds the root dir, stop-all refuses and touches nothing.
+  auto refused = run({"stop-all"});
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Catch::Contains("stop it first"));
+  CHECK(alive(pid));
+
+  // The agent stops (its containers keep running); stop-all ends them within their grace.
+  REQUIRE(d.stop(SIGTERM) == 0);
+  REQUIRE(alive(pid));
+  auto stopped = run({"stop-all"});
+  INFO(stopped.out << stopped.err);
+  CHECK(stopped.exit_code == 0);
+  CHECK_THAT(stopped.out, Catch::Contains("stopping default/web-node1 container main"));
+  CHECK(testing::eventually([&] { return pidsWithArg(m).empty(); }, 10s));
+  auto after = run({"ps", "-a"});
+  CHECK_THAT(after.out, Catch::Contains("web-node1") && Catch::Contains("exited("));
+  CHECK(run({"ps"}).out.find("web-node1") == std::string::npos);
+}
