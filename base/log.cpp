@@ -1,9 +1,16 @@
 #include "base/log.h"
 
+#include <ctime>
 #include <mutex>
+#include <utility>
+#include <vector>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/cfg/env.h>
+#include <spdlog/formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+
+#include "base/printable.h"
 
 namespace nodeagent::base {
 namespace {
@@ -13,8 +20,11 @@ std::mutex& mu() {
   return m;
 }
 
+class LineFormatter;
+spdlog::sink_ptr makeSink();
+
 spdlog::sink_ptr& sharedSink() {
-  static spdlog::sink_ptr sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  static spdlog::sink_ptr sink = makeSink();
   return sink;
 }
 
@@ -23,7 +33,194 @@ spdlog::level::level_enum& currentLevel() {
   return level;
 }
 
+bool isKeyChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+
+// The length of the key at `pos` (a lower-case letter, then [a-z0-9_]*, then '='), 0 if none.
+size_t keyAt(std::string_view s, size_t pos) {
+  if (pos >= s.size() || s[pos] < 'a' || s[pos] > 'z') return 0;
+  size_t end = pos;
+  while (end < s.size() && isKeyChar(s[end])) ++end;
+  return end < s.size() && s[end] == '=' ? end - pos : 0;
+}
+
+// The end of the Go-quoted string starting at `pos` (just past its closing quote).
+size_t quotedEnd(std::string_view s, size_t pos) {
+  for (size_t i = pos + 1; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '"') {
+      return i + 1;
+    }
+  }
+  return s.size();
+}
+
+// The next " key=" at or after `from`: the position of the key, npos if none.
+size_t nextKey(std::string_view s, size_t from) {
+  for (size_t i = from; i + 1 < s.size(); ++i) {
+    if (s[i] == ' ' && keyAt(s, i + 1) > 0) return i + 1;
+  }
+  return std::string_view::npos;
+}
+
+struct LogFields {
+  std::string_view msg;
+  std::vector<std::pair<std::string_view, std::string_view>> values;  // values as written
+};
+
+LogFields splitLogFields(std::string_view payload) {
+  LogFields out;
+  size_t key = nextKey(payload, 0);
+  out.msg = payload.substr(0, key == std::string_view::npos ? payload.size() : key - 1);
+  while (key != std::string_view::npos) {
+    const size_t len = keyAt(payload, key);
+    const size_t value_at = key + len + 1;
+    size_t value_end;
+    size_t next;
+    if (value_at < payload.size() && payload[value_at] == '"') {
+      value_end = quotedEnd(payload, value_at);
+      next = nextKey(payload, value_end);
+    } else {
+      next = nextKey(payload, value_at);
+      value_end = next == std::string_view::npos ? payload.size() : next - 1;
+    }
+    out.values.emplace_back(payload.substr(key, len),
+                            payload.substr(value_at, value_end - value_at));
+    key = next;
+  }
+  return out;
+}
+
+bool needsQuotes(std::string_view v) {
+  if (v.empty()) return true;
+  for (unsigned char c : v) {
+    if (c <= ' ' || c == '"' || c == '\\' || c >= 0x7f) return true;
+  }
+  return false;
+}
+
+// The text of a Go-quoted string (the escapes goQuote writes), or `v` itself when not quoted.
+std::string unquoted(std::string_view v) {
+  if (v.size() < 2 || v.front() != '"' || v.back() != '"') return std::string(v);
+  std::string out;
+  for (size_t i = 1; i + 1 < v.size(); ++i) {
+    if (v[i] != '\\' || i + 2 >= v.size()) {
+      out += v[i];
+      continue;
+    }
+    const char e = v[++i];
+    switch (e) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case 'x':
+        if (i + 2 < v.size()) {
+          out += static_cast<char>(std::stoi(std::string(v.substr(i + 1, 2)), nullptr, 16));
+          i += 2;
+        }
+        break;
+      default: out += e;
+    }
+  }
+  return out;
+}
+
+std::string levelName(char level) {
+  switch (level) {
+    case 'T': return "trace";
+    case 'D': return "debug";
+    case 'I': return "info";
+    case 'W': return "warning";
+    case 'E': return "error";
+    case 'C': return "critical";
+  }
+  return std::string(1, level);
+}
+
+std::string utcTimestamp(std::chrono::system_clock::time_point time) {
+  const auto secs = std::chrono::time_point_cast<std::chrono::seconds>(time);
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(time - secs).count();
+  const std::time_t t = std::chrono::system_clock::to_time_t(secs);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[48];
+  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%06lldZ", static_cast<long long>(micros));
+  return buf;
+}
+
+class LineFormatter final : public spdlog::formatter {
+ public:
+  explicit LineFormatter(LogFormat format) : format_(format) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    static constexpr char kLevels[] = {'T', 'D', 'I', 'W', 'E', 'C', 'O'};
+    const auto level = static_cast<size_t>(msg.level);
+    const std::string line = formatLogLine(
+        format_, msg.time, level < sizeof(kLevels) ? kLevels[level] : '?',
+        std::string_view(msg.logger_name.data(), msg.logger_name.size()),
+        static_cast<uint64_t>(msg.thread_id),
+        std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<LineFormatter>(format_);
+  }
+
+ private:
+  LogFormat format_;
+};
+
+spdlog::sink_ptr makeSink() {
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  sink->set_formatter(std::make_unique<LineFormatter>(LogFormat::kText));
+  return sink;
+}
+
 }  // namespace
+
+std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_point time,
+                          char level, std::string_view logger, uint64_t thread,
+                          std::string_view payload) {
+  const LogFields fields = splitLogFields(payload);
+  if (format == LogFormat::kJson) {
+    nlohmann::ordered_json j;
+    j["ts"] = utcTimestamp(time);
+    j["level"] = levelName(level);
+    j["logger"] = std::string(logger);
+    j["thread"] = thread;
+    j["msg"] = std::string(fields.msg);
+    for (const auto& [k, v] : fields.values) {
+      std::string key(k);
+      if (key == "ts" || key == "level" || key == "logger" || key == "thread" || key == "msg") {
+        key = "_" + key;
+      }
+      j[key] = unquoted(v);
+    }
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  std::string out = utcTimestamp(time);
+  out += ' ';
+  out += level;
+  out += ' ';
+  out += logger;
+  out += " [" + std::to_string(thread) + "] ";
+  out += fields.msg;
+  for (const auto& [k, v] : fields.values) {
+    out += ' ';
+    out += k;
+    out += '=';
+    if (!v.empty() && v.front() == '"') {
+      out += v;  // already quoted
+    } else if (needsQuotes(v)) {
+      out += goQuote(v);
+    } else {
+      out += v;
+    }
+  }
+  out += '\n';
+  return out;
+}
 
 spdlog::level::level_enum levelForVerbosity(int verbosity) {
   if (verbosity >= 6) return spdlog::level::trace;
@@ -34,7 +231,7 @@ spdlog::level::level_enum levelForVerbosity(int verbosity) {
 void initLogging(const LogOptions& options) {
   std::lock_guard lock(mu());
   currentLevel() = options.quiet ? spdlog::level::warn : levelForVerbosity(options.verbosity);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %^%L%$ %n [%t] %v", spdlog::pattern_time_type::utc);
+  sharedSink()->set_formatter(std::make_unique<LineFormatter>(options.format));
   spdlog::set_level(currentLevel());
   spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->set_level(currentLevel()); });
   spdlog::cfg::load_env_levels();
@@ -47,7 +244,6 @@ std::shared_ptr<spdlog::logger> logger(std::string_view name) {
   if (auto existing = spdlog::get(key)) return existing;
   auto l = std::make_shared<spdlog::logger>(key, sharedSink());
   l->set_level(currentLevel());
-  l->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %^%L%$ %n [%t] %v", spdlog::pattern_time_type::utc);
   spdlog::register_logger(l);
   return l;
 }

@@ -3,6 +3,8 @@
 // 0-3 info, 4-5 debug, 6+ trace. SPDLOG_LEVEL (e.g. "config=debug,info") overrides per logger.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -11,11 +13,28 @@
 
 namespace nodeagent::base {
 
+enum class LogFormat {
+  // `2026-12-01T10:00:00.000000Z I config [tid] Message key=value key="a value"`: values that
+  // are empty or hold spaces, quotes or control characters are Go-quoted.
+  kText,
+  // One JSON object per line (kubelet's --logging-format=json): ts, level, logger, thread, msg
+  // and one string member per key=value of the message.
+  kJson,
+};
+
 struct LogOptions {
   int verbosity = 0;
   // When false, logs are dropped below warn (tests and quiet subcommands).
   bool quiet = false;
+  LogFormat format = LogFormat::kText;
 };
+
+// One log line (with its newline) as the format writes it. `payload` is a message in nodeagent's
+// convention, "Text words key=value key2=value"; a value runs to the next " key=" unless it
+// starts with a double quote (then it is a Go-quoted string).
+std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_point time,
+                          char level, std::string_view logger, uint64_t thread,
+                          std::string_view payload);
 
 // Sets the level of every existing and future logger. Safe to call more than once.
 void initLogging(const LogOptions& options);

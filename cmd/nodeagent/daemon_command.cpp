@@ -131,6 +131,7 @@ struct DaemonFlags {
   int64_t healthz_port = 10248;
   int64_t max_pods = 110;
   int64_t verbosity = 0;
+  std::string logging_format = "text";
   double kube_api_qps = 50;
   int64_t kube_api_burst = 100;
   base::Duration file_check_frequency = std::chrono::seconds(20);
@@ -170,6 +171,7 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addInt("healthz-port", &f.healthz_port, "healthz HTTP port (0 disables)");
   fs.addInt("max-pods", &f.max_pods, "pods this node admits");
   fs.addInt("v", &f.verbosity, "log verbosity");
+  fs.addString("logging-format", &f.logging_format, "log format: text or json (kubelet's flag)");
   fs.addDouble("kube-api-qps", &f.kube_api_qps, "apiserver requests per second");
   fs.addInt("kube-api-burst", &f.kube_api_burst, "apiserver request burst");
   fs.addDuration("file-check-frequency", &f.file_check_frequency, "manifest directory relist period");
@@ -249,7 +251,12 @@ int runDaemon(int argc, char** argv) {
     if (!applied.ok()) return usageError(applied.status().message(), fs);
     config_file = std::move(*applied);
   }
-  base::initLogging({.verbosity = static_cast<int>(f.verbosity)});
+  if (f.logging_format != "text" && f.logging_format != "json") {
+    return usageError("--logging-format: \"" + f.logging_format + "\" is not text or json", fs);
+  }
+  base::initLogging({.verbosity = static_cast<int>(f.verbosity),
+                     .format = f.logging_format == "json" ? base::LogFormat::kJson
+                                                          : base::LogFormat::kText});
   auto log = base::logger("nodeagent");
   for (const auto& key : config_file.ignored_keys) {
     log->warn("Ignoring a KubeletConfiguration field nodeagent does not implement file={} key={}",

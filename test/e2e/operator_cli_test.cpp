@@ -59,3 +59,38 @@ TEST_CASE("operator CLI: ps, logs and stop-all", "[e2e][daemon][cli]") {
   CHECK_THAT(after.out, Catch::Contains("web-node1") && Catch::Contains("exited("));
   CHECK(run({"ps"}).out.find("web-node1") == std::string::npos);
 }
+
+TEST_CASE("daemon: --logging-format=json writes one JSON object per line, text quotes values",
+          "[e2e][daemon][logging]") {
+  Daemon d;
+  d.writeManifest("broken name.yaml", "kind: Pod\nmetadata: [\n");
+  d.start({"--logging-format=json"});
+  std::string log;
+  REQUIRE(testing::eventually([&]() -> bool {
+    log = readOr(d.dir() / "agent.log");
+    return log.find("Could not process manifest file") != std::string::npos;
+  }, 10s));
+  std::istringstream in(log);
+  int lines = 0;
+  bool saw_file = false;
+  for (std::string line; std::getline(in, line); ++lines) {
+    INFO(line);
+    auto j = json::parse(line, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j.contains("ts"));
+    CHECK(j.contains("level"));
+    CHECK(j.contains("msg"));
+    if (j.value("msg", "") == "Could not process manifest file, keeping its last good pod") {
+      CHECK(j.value("file", "") == (d.manifests() / "broken name.yaml").string());
+      saw_file = true;
+    }
+  }
+  CHECK(lines > 3);
+  CHECK(saw_file);
+
+  testing::TempDir out("nodeagent-e2e-logfmt");
+  auto bad = testing::runCommand({testing::binaryPath("nodeagent").string(), "--logging-format=xml"},
+                                 out, 30s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--logging-format: \"xml\" is not text or json"));
+}
