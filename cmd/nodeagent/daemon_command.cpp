@@ -19,6 +19,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,7 @@
 #include "api/rest_client.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
+#include "agent/runtime/instrumented_runtime.h"
 #include "agent/runtime/process_runtime.h"
 #include "agent/status/status_manager.h"
 #include "api/pod_update.h"
@@ -345,6 +347,8 @@ int runDaemon(int argc, char** argv) {
     }
     rt = std::move(process);
   }
+  // Everything the agent asks of the runtime is counted (kubelet_runtime_operations_total).
+  runtime::InstrumentedRuntime instrumented(*rt);
 
   // With --kubeconfig: one REST client shared by the api source, mirror pods, pod statuses, the
   // Node, its lease and events (one QPS/burst budget, like kubelet's client).
@@ -431,7 +435,7 @@ int runDaemon(int argc, char** argv) {
   }
   auto* pc = pod_config.get();
   the_agent = std::make_shared<agent::Agent>(
-      ioc.get_executor(), clock, random, *rt, pod_manager, status_manager,
+      ioc.get_executor(), clock, random, instrumented, pod_manager, status_manager,
       [pc](const std::string& source) { return pc->sourceSeen(source); },
       [pc] { return pc->seenAllSources(pc->sources()); }, ao);
 
@@ -568,7 +572,11 @@ int runDaemon(int argc, char** argv) {
     ro.http.address = f.address;
     ro.http.port = static_cast<int>(f.read_only_port);
     ro.manifest_errors_json = manifest_errors_json;
-    ro.extra_metrics = errors_metrics;
+    ro.extra_metrics = [&errors_metrics, &instrumented] {
+      std::ostringstream runtime_metrics;
+      instrumented.writeMetrics(runtime_metrics);
+      return runtime_metrics.str() + errors_metrics();
+    };
     ro.health_checks = health_checks;
     read_only = std::make_unique<agent::ReadOnlyServer>(ioc.get_executor(), clock, *the_agent, ro);
     if (auto s = read_only->start(); !s.ok()) {

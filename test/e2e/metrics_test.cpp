@@ -46,6 +46,12 @@ TEST_CASE("daemon /metrics has kubelet's names and passes promtool check metrics
   CHECK(sample(text, "kubelet_pod_worker_duration_seconds_count{operation_type=\"create\"}")
             .value_or(0) >= 1);
   CHECK(sample(text, "kubelet_pleg_relist_duration_seconds_count").value_or(0) >= 1);
+  CHECK(sample(text, "kubelet_runtime_operations_total{operation_type=\"start_container\"}")
+            .value_or(0) >= 1);
+  CHECK(sample(text, "kubelet_runtime_operations_total{operation_type=\"container_status\"}")
+            .value_or(0) >= 1);
+  CHECK(sample(text, "kubelet_runtime_operations_errors_total{operation_type=\"start_container\"}") ==
+        0);
   CHECK(sample(text, "process_resident_memory_bytes").value_or(0) > 1e6);
   CHECK(sample(text, "process_open_fds").value_or(0) > 3);
   CHECK(sample(text, "process_start_time_seconds").value_or(0) > 1.5e9);

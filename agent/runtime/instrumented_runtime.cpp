@@ -1,0 +1,81 @@
+#include "agent/runtime/instrumented_runtime.h"
+
+namespace nodeagent::runtime {
+namespace {
+
+constexpr const char* kOpNames[] = {"list_containers", "container_status", "start_container",
+                                    "stop_container",  "stop_podsandbox",  "exec_sync",
+                                    "remove_container"};
+
+}  // namespace
+
+asio::awaitable<base::StatusOr<std::vector<Pod>>> InstrumentedRuntime::getPods(bool all) {
+  auto call = inner_.getPods(all);
+  auto r = co_await std::move(call);
+  count(kList, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<PodStatus>> InstrumentedRuntime::getPodStatus(std::string uid,
+                                                                             std::string name,
+                                                                             std::string namespace_) {
+  auto call = inner_.getPodStatus(std::move(uid), std::move(name), std::move(namespace_));
+  auto r = co_await std::move(call);
+  count(kStatus, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<ContainerId>> InstrumentedRuntime::startContainer(
+    api::PodPtr pod, const api::Container& container, int attempt, StartContainerOptions options) {
+  auto call = inner_.startContainer(std::move(pod), container, attempt, std::move(options));
+  auto r = co_await std::move(call);
+  count(kStart, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::Status> InstrumentedRuntime::killContainer(api::PodPtr pod, ContainerId id,
+                                                                 KillOptions options,
+                                                                 std::string reason) {
+  auto call = inner_.killContainer(std::move(pod), std::move(id), options, std::move(reason));
+  auto r = co_await std::move(call);
+  count(kStop, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::Status> InstrumentedRuntime::killPod(api::PodPtr pod, Pod running_pod,
+                                                           std::optional<int64_t> grace_override) {
+  auto call = inner_.killPod(std::move(pod), std::move(running_pod), grace_override);
+  auto r = co_await std::move(call);
+  count(kStopPod, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<ExecResult>> InstrumentedRuntime::execInContainer(
+    ContainerId id, std::vector<std::string> command, base::Duration timeout) {
+  auto call = inner_.execInContainer(std::move(id), std::move(command), timeout);
+  auto r = co_await std::move(call);
+  count(kExec, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::Status> InstrumentedRuntime::removeContainer(ContainerId id) {
+  auto call = inner_.removeContainer(std::move(id));
+  auto r = co_await std::move(call);
+  count(kRemove, r.ok());
+  co_return r;
+}
+
+void InstrumentedRuntime::writeMetrics(std::ostream& out) const {
+  auto write = [&](const char* name, const char* help, const auto& counters) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n";
+    for (size_t op = 0; op < kOpCount; ++op) {
+      out << name << "{operation_type=\"" << kOpNames[op] << "\"} " << counters[op].load() << '\n';
+    }
+  };
+  write("kubelet_runtime_operations_total", "Cumulative number of runtime operations by type.",
+        calls_);
+  write("kubelet_runtime_operations_errors_total",
+        "Cumulative number of runtime operation errors by type.", errors_);
+}
+
+}  // namespace nodeagent::runtime

@@ -1,0 +1,65 @@
+// A Runtime that counts every operation of the runtime it wraps, as kubelet counts its CRI calls:
+// kubelet_runtime_operations_total{operation_type} and
+// kubelet_runtime_operations_errors_total{operation_type}, with CRI's operation names
+// (list_containers, container_status, start_container, stop_container, stop_podsandbox,
+// exec_sync, remove_container). Calls pass straight through.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <ostream>
+
+#include "agent/runtime/runtime.h"
+
+namespace nodeagent::runtime {
+
+class InstrumentedRuntime final : public Runtime {
+ public:
+  explicit InstrumentedRuntime(Runtime& inner) : inner_(inner) {}
+
+  std::string type() const override { return inner_.type(); }
+  void setEventHandler(ContainerEventHandler handler) override {
+    inner_.setEventHandler(std::move(handler));
+  }
+  asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
+  std::optional<uint64_t> podsVersion() const override { return inner_.podsVersion(); }
+  asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
+                                                          std::string namespace_) override;
+  asio::awaitable<base::StatusOr<ContainerId>> startContainer(
+      api::PodPtr pod, const api::Container& container, int attempt,
+      StartContainerOptions options) override;
+  void setPreStopHookRunner(PreStopHookRunner runner) override {
+    inner_.setPreStopHookRunner(std::move(runner));
+  }
+  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id, KillOptions options,
+                                              std::string reason) override;
+  asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
+                                        std::optional<int64_t> grace_override) override;
+  asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
+                                                              std::vector<std::string> command,
+                                                              base::Duration timeout) override;
+  asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+  std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
+                                          std::string_view pod_uid, std::string_view container_name,
+                                          int restart_count) const override {
+    return inner_.containerLogsPath(pod_namespace, pod_name, pod_uid, container_name,
+                                    restart_count);
+  }
+
+  // The two counters in Prometheus text format (HELP, TYPE and one sample per operation).
+  void writeMetrics(std::ostream& out) const;
+
+  enum Op { kList, kStatus, kStart, kStop, kStopPod, kExec, kRemove, kOpCount };
+
+ private:
+  void count(Op op, bool ok) {
+    calls_[op].fetch_add(1, std::memory_order_relaxed);
+    if (!ok) errors_[op].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  Runtime& inner_;
+  std::array<std::atomic<uint64_t>, kOpCount> calls_{};
+  std::array<std::atomic<uint64_t>, kOpCount> errors_{};
+};
+
+}  // namespace nodeagent::runtime
