@@ -18,6 +18,7 @@
 #include "test/support/api_test_client.h"
 #include "test/support/fake_clock.h"
 #include "test/support/hostile_http_server.h"
+#include "test/support/integration_env.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -826,4 +827,20 @@ TEST_CASE("rest client: bytes that are not UTF-8 (container output in an event o
                                    {{"message", "again \xc3"}}, api::PatchType::kMerge);
   REQUIRE(patched.ok());
   CHECK((*patched)["message"] == "again \xEF\xBF\xBD");
+}
+
+TEST_CASE("rest client: an unreachable apiserver is an error that says what failed and where",
+          "[integration][apiclient]") {
+  api::RestConfig cfg;
+  const int port = testing::unusedLoopbackPort();
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+  REQUIRE(client.ok());
+  auto refused = (*client)->send("GET", api::nodePath("n1"), {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == base::StatusCode::kUnavailable);
+  CHECK_THAT(refused.status().message(),
+             Catch::Contains("GET /api/v1/nodes/n1") &&
+                 Catch::Contains("connecting to 127.0.0.1:" + std::to_string(port)) &&
+                 Catch::Contains("refused"));
 }
