@@ -42,8 +42,10 @@ void Histogram::write(std::ostream& out, std::string_view name, std::string_view
     out << "\"} " << cumulative << '\n';
   }
   const std::string braces = labels.empty() ? "" : "{" + std::string(labels) + "}";
-  out << name << "_sum" << braces << ' ' << static_cast<double>(sum_ns_.load()) / 1e9 << '\n'
-      << name << "_count" << braces << ' ' << cumulative << '\n';
+  const auto precision = out.precision(15);  // a long-running sum keeps its sub-second digits
+  out << name << "_sum" << braces << ' ' << static_cast<double>(sum_ns_.load()) / 1e9 << '\n';
+  out.precision(precision);
+  out << name << "_count" << braces << ' ' << cumulative << '\n';
 }
 
 void writeMetricHeader(std::ostream& out, std::string_view name, std::string_view type,

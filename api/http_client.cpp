@@ -182,8 +182,14 @@ class HttpConnection::Impl {
       bool before_response = false;
       auto st = exchangeOnce(request, stream, head_out, before_response);
       // A kept connection the server closed meanwhile fails before any answer: once more on a
-      // fresh one.
-      if (!st.ok() && reused && before_response && attempt == 0 && !cancelled()) continue;
+      // fresh one. A request that may have been acted on (written whole, not idempotent) is not
+      // sent twice.
+      const std::string& m = request.method;
+      const bool idempotent = m == "GET" || m == "HEAD" || m == "PUT" || m == "DELETE" || m == "OPTIONS";
+      if (!st.ok() && reused && before_response && attempt == 0 && !cancelled() &&
+          (idempotent || !written_)) {
+        continue;
+      }
       return st;
     }
   }
@@ -355,7 +361,9 @@ class HttpConnection::Impl {
       req.prepare_payload();
     }
     lowest().expires_after(options_.write_timeout);
+    written_ = false;
     ErrorCode ec = run([&](auto handler) { http::async_write(s, req, std::move(handler)); });
+    written_ = !ec;
     if (ec) {
       before_response = true;
       auto st = failure(ec, "sending the request", options_.write_timeout);
@@ -430,6 +438,7 @@ class HttpConnection::Impl {
   beast::flat_buffer buffer_;
   std::vector<char> chunk_;
   bool reusable_ = false;
+  bool written_ = false;  // the last request was written whole
   std::mutex mu_;  // guards cancelled_ (cancel() comes from any thread)
   bool cancelled_ = false;
 };

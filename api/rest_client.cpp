@@ -446,7 +446,7 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
     if (stop.stop_requested()) return false;
     if (head.status != 200) {
       error_body.append(chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
-      return true;
+      return error_body.size() < kMaxErrorBody;  // enough to report; never the whole of it
     }
     auto st = decoder.feed(chunk);
     if (!st.ok()) {

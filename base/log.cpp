@@ -1,5 +1,6 @@
 #include "base/log.h"
 
+#include <charconv>
 #include <ctime>
 #include <mutex>
 #include <utility>
@@ -43,16 +44,20 @@ size_t keyAt(std::string_view s, size_t pos) {
   return end < s.size() && s[end] == '=' ? end - pos : 0;
 }
 
-// The end of the Go-quoted string starting at `pos` (just past its closing quote).
+// The end (just past its closing quote) of the complete Go-quoted token starting at `pos`: no
+// raw control character inside, and a space or the end after it. npos when there is none (the
+// value merely starts with a quote and is quoted as a whole).
 size_t quotedEnd(std::string_view s, size_t pos) {
   for (size_t i = pos + 1; i < s.size(); ++i) {
-    if (s[i] == '\\') {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return std::string_view::npos;
+    if (c == '\\') {
       ++i;
-    } else if (s[i] == '"') {
-      return i + 1;
+    } else if (c == '"') {
+      return i + 1 == s.size() || s[i + 1] == ' ' ? i + 1 : std::string_view::npos;
     }
   }
-  return s.size();
+  return std::string_view::npos;
 }
 
 // The next " key=" at or after `from`: the position of the key, npos if none.
@@ -65,7 +70,13 @@ size_t nextKey(std::string_view s, size_t from) {
 
 struct LogFields {
   std::string_view msg;
-  std::vector<std::pair<std::string_view, std::string_view>> values;  // values as written
+  // Values as written; `quoted`: a complete Go-quoted token, printed as it is.
+  struct Value {
+    std::string_view key;
+    std::string_view value;
+    bool quoted;
+  };
+  std::vector<Value> values;
 };
 
 LogFields splitLogFields(std::string_view payload) {
@@ -77,15 +88,23 @@ LogFields splitLogFields(std::string_view payload) {
     const size_t value_at = key + len + 1;
     size_t value_end;
     size_t next;
-    if (value_at < payload.size() && payload[value_at] == '"') {
-      value_end = quotedEnd(payload, value_at);
+    size_t quoted_end = value_at < payload.size() && payload[value_at] == '"'
+                            ? quotedEnd(payload, value_at)
+                            : std::string_view::npos;
+    // A quoted token counts only when the next key (or the end) follows it at once.
+    if (quoted_end != std::string_view::npos && quoted_end != payload.size() &&
+        keyAt(payload, quoted_end + 1) == 0) {
+      quoted_end = std::string_view::npos;
+    }
+    if (quoted_end != std::string_view::npos) {
+      value_end = quoted_end;
       next = nextKey(payload, value_end);
     } else {
       next = nextKey(payload, value_at);
       value_end = next == std::string_view::npos ? payload.size() : next - 1;
     }
-    out.values.emplace_back(payload.substr(key, len),
-                            payload.substr(value_at, value_end - value_at));
+    out.values.push_back({payload.substr(key, len), payload.substr(value_at, value_end - value_at),
+                          quoted_end != std::string_view::npos});
     key = next;
   }
   return out;
@@ -113,12 +132,35 @@ std::string unquoted(std::string_view v) {
       case 'n': out += '\n'; break;
       case 't': out += '\t'; break;
       case 'r': out += '\r'; break;
+      case 'a': out += '\a'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'v': out += '\v'; break;
       case 'x':
-        if (i + 2 < v.size()) {
-          out += static_cast<char>(std::stoi(std::string(v.substr(i + 1, 2)), nullptr, 16));
-          i += 2;
+      case 'u': {
+        const size_t digits = e == 'x' ? 2 : 4;
+        unsigned value = 0;
+        const char* first = v.data() + i + 1;
+        const char* last = first + std::min(digits, v.size() - 1 - (i + 1));
+        auto [end, ec] = std::from_chars(first, last, value, 16);
+        if (ec != std::errc() || end != first + digits) {
+          out += '\\';
+          out += e;  // not an escape goQuote writes: keep the text
+          break;
+        }
+        i += digits;
+        if (e == 'x' || value < 0x80) {
+          out += static_cast<char>(value);
+        } else if (value < 0x800) {
+          out += static_cast<char>(0xc0 | (value >> 6));
+          out += static_cast<char>(0x80 | (value & 0x3f));
+        } else {
+          out += static_cast<char>(0xe0 | (value >> 12));
+          out += static_cast<char>(0x80 | ((value >> 6) & 0x3f));
+          out += static_cast<char>(0x80 | (value & 0x3f));
         }
         break;
+      }
       default: out += e;
     }
   }
@@ -190,12 +232,12 @@ std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_poin
     j["logger"] = std::string(logger);
     j["thread"] = thread;
     j["msg"] = std::string(fields.msg);
-    for (const auto& [k, v] : fields.values) {
-      std::string key(k);
+    for (const auto& f : fields.values) {
+      std::string key(f.key);
       if (key == "ts" || key == "level" || key == "logger" || key == "thread" || key == "msg") {
         key = "_" + key;
       }
-      j[key] = unquoted(v);
+      j[key] = f.quoted ? unquoted(f.value) : std::string(f.value);
     }
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
@@ -205,17 +247,24 @@ std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_poin
   out += ' ';
   out += logger;
   out += " [" + std::to_string(thread) + "] ";
-  out += fields.msg;
-  for (const auto& [k, v] : fields.values) {
-    out += ' ';
-    out += k;
-    out += '=';
-    if (!v.empty() && v.front() == '"') {
-      out += v;  // already quoted
-    } else if (needsQuotes(v)) {
-      out += goQuote(v);
+  // The message is nodeagent's own text, but a line break in it must not start a new line.
+  for (char c : fields.msg) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
     } else {
-      out += v;
+      out += c;
+    }
+  }
+  for (const auto& f : fields.values) {
+    out += ' ';
+    out += f.key;
+    out += '=';
+    if (f.quoted) {
+      out += f.value;
+    } else if (needsQuotes(f.value)) {
+      out += goQuote(f.value);
+    } else {
+      out += f.value;
     }
   }
   out += '\n';

@@ -22,11 +22,11 @@ root=
 uninstall=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --build-dir) build_dir="$2"; shift 2 ;;
+    --build-dir) build_dir="${2:?--build-dir needs a directory}"; shift 2 ;;
     --with-examples) with_examples=1; shift ;;
     --with-test-apiserver) with_test_apiserver=1; shift ;;
     --no-start) start=0; shift ;;
-    --root) root="${2%/}"; shift 2 ;;
+    --root) root="${2:?--root needs a directory}"; root="${root%/}"; shift 2 ;;
     --uninstall) uninstall=1; shift ;;
     *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
   esac

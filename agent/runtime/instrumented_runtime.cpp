@@ -1,5 +1,7 @@
 #include "agent/runtime/instrumented_runtime.h"
 
+#include "agent/metrics.h"
+
 namespace nodeagent::runtime {
 namespace {
 
@@ -67,7 +69,7 @@ asio::awaitable<base::Status> InstrumentedRuntime::removeContainer(ContainerId i
 
 void InstrumentedRuntime::writeMetrics(std::ostream& out) const {
   auto write = [&](const char* name, const char* help, const auto& counters) {
-    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n";
+    agent::writeMetricHeader(out, name, "counter", help);
     for (size_t op = 0; op < kOpCount; ++op) {
       out << name << "{operation_type=\"" << kOpNames[op] << "\"} " << counters[op].load() << '\n';
     }

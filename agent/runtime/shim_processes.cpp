@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -31,6 +32,28 @@ std::string containerIdUnder(const fs::path& containers_dir, const fs::path& dir
   return d.parent_path() == containers_dir ? id : "";
 }
 
+namespace {
+
+// Real and effective uid (from /proc/<pid>/status) are both this process's effective uid.
+bool ownedByAgentUser(const fs::path& proc_dir) {
+  std::string status, error;
+  if (!readWholeFile((proc_dir / "status").string(), status, error)) return false;
+  const auto at = status.find("\nUid:");
+  if (at == std::string::npos) return false;
+  unsigned long real = 0, effective = 0;
+  if (std::sscanf(status.c_str() + at + 5, "%lu %lu", &real, &effective) != 2) return false;
+  return real == ::geteuid() && effective == ::geteuid();
+}
+
+// The process runs nodeagent-shim (also once that file was replaced: "... (deleted)").
+bool isShimExecutable(const fs::path& proc_dir) {
+  std::error_code ec;
+  const std::string exe = fs::read_symlink(proc_dir / "exe", ec).filename().string();
+  return !ec && exe.rfind("nodeagent-shim", 0) == 0;
+}
+
+}  // namespace
+
 std::map<std::string, LiveShim> findLiveShims(const fs::path& containers_dir) {
   std::error_code ec;
   // Shims name their directory as the agent that started them spelled it: compare both the plain
@@ -51,10 +74,10 @@ std::map<std::string, LiveShim> findLiveShims(const fs::path& containers_dir) {
     auto stat = readProcStat(static_cast<int>(pid));
     if (!stat || stat->state == 'Z' || stat->state == 'X') continue;
     procs.push_back({static_cast<int>(pid), *stat});
-    // A shim runs as the agent that started it: another user's process with a shim's command
-    // line is not one (it could otherwise have its "container" adopted or killed).
-    struct stat owner {};
-    if (::stat(entry.path().c_str(), &owner) != 0 || owner.st_uid != ::geteuid()) continue;
+    // A shim is the nodeagent-shim binary run by the agent's user: another user's process (or a
+    // setuid program started by one) with a shim's command line is not one; it could otherwise
+    // have its "container" adopted or killed.
+    if (!ownedByAgentUser(entry.path()) || !isShimExecutable(entry.path())) continue;
     std::string cmdline, error;
     if (!readWholeFile(entry.path().string() + "/cmdline", cmdline, error)) continue;
     std::string dir_text = shimDirFromCmdline(cmdline);

@@ -147,6 +147,18 @@ bool applyCapabilitySets(const rt::ShimConfig& c, const char*& stage) {
   return true;
 }
 
+// The agent runs protected from the OOM killer (its unit's OOMScoreAdjust=-999), and children
+// inherit that: a container gets back to the default, 0, so that it and not the node's services
+// is what the OOM killer takes. Raising the value needs no privilege; a positive one is kept.
+void resetOomScoreAdj() {
+  const int fd = ::open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[16] = {};
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  if (n > 0 && buf[0] == '-') (void)::pwrite(fd, "0", 1, 0);
+  ::close(fd);
+}
+
 // Applies the capability bounding set, groups, gid, uid, the other capability sets,
 // no_new_privs and the working dir (in that order: each step needs the privileges the next
 // one removes), then execs argv resolving a bare name against the container's PATH (not the
@@ -154,6 +166,7 @@ bool applyCapabilitySets(const rt::ShimConfig& c, const char*& stage) {
 // Probes and hooks (exec mode) go through the same steps, so they run as the container does.
 void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv,
                    const char*& stage) {
+  resetOomScoreAdj();
   if (!dropBoundingSet(c, stage)) return;
   if (c.ambient_capabilities != 0 && c.uid && *c.uid != 0) {
     stage = "prctl(PR_SET_KEEPCAPS)";

@@ -46,8 +46,12 @@ std::vector<Container> listContainers(const fs::path& root) {
     if (runtime::readWholeFile((entry.path() / runtime::kStateFileName).string(), text, error) &&
         runtime::decodeShimState(text, state, error)) {
       c.state = state;
-      c.alive = state.status != runtime::ShimStatus::kExited && state.pid > 0 &&
-                runtime::processAlive(state.pid, state.pid_start_ticks);
+      // As the runtime decides it: this boot's process, still the one recorded (start time),
+      // still leading its own process group (stop-all signals the group).
+      c.alive = state.status != runtime::ShimStatus::kExited && state.pid > 1 &&
+                state.boot_id == runtime::currentBootId() &&
+                runtime::processAlive(state.pid, state.pid_start_ticks) &&
+                ::getpgid(state.pid) == state.pid;
     }
     out.push_back(std::move(c));
   }

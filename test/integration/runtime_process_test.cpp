@@ -945,6 +945,27 @@ TEST_CASE("process runtime: a pod-level runAsUser applies, with a safe group and
   checkSameIdentity(exec, container);
 }
 
+TEST_CASE("process runtime: a container does not inherit the agent's OOM protection",
+          "[integration][runtime][security]") {
+  if (skipUnlessRoot()) return;
+  // As under the unit's OOMScoreAdjust=-999: the agent (this process) is protected.
+  const std::string before = testing::readFile("/proc/self/oom_score_adj");
+  testing::writeFile("/proc/self/oom_score_adj", "-999");
+  struct Restore {
+    std::string value;
+    ~Restore() { testing::writeFile("/proc/self/oom_score_adj", value); }
+  } restore{before};
+  Env env;
+  auto pod = podWith("u-oom", sleeper(), api::PodSecurityContext{});
+  auto id = env.start(pod, 0, 0, {});
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  REQUIRE(cs->pid > 0);
+  REQUIRE(testing::eventually(
+      [&] { return procFile(cs->pid, "cmdline").find("sleep") != std::string::npos; }));
+  CHECK(procFile(cs->pid, "oom_score_adj") == "0\n");
+}
+
 TEST_CASE("process runtime: container fields override the pod's, supplementalGroups and fsGroup",
           "[integration][runtime][security]") {
   if (skipUnlessRoot()) return;
@@ -1069,8 +1090,13 @@ TEST_CASE("process runtime: a process of another user with a shim's command line
   const fs::path containers = tmp / "containers";
   fs::create_directories(containers / "mine");
   fs::create_directories(containers / "theirs");
-  // `sh run <dir>` runs the script ./run and keeps exactly that command line: a shim's shape.
+  // `sh run <dir>` runs the script ./run and keeps exactly that command line: a shim's shape;
+  // a copy of sh named nodeagent-shim makes it the shim's executable too.
   testing::writeFile(tmp / "run", "sleep 30\n");
+  fs::copy_file("/bin/sh", tmp / "nodeagent-shim");
+  fs::permissions(tmp / "nodeagent-shim", fs::perms::owner_all | fs::perms::group_exec |
+                                              fs::perms::others_exec | fs::perms::group_read |
+                                              fs::perms::others_read);
   fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::group_read |
                                   fs::perms::group_exec | fs::perms::others_read |
                                   fs::perms::others_exec);
@@ -1082,7 +1108,8 @@ TEST_CASE("process runtime: a process of another user with a shim's command line
     if (pid == 0) {
       if (::chdir(tmp.path().c_str()) != 0) ::_exit(126);
       if (uid && (::setgid(*uid) != 0 || ::setuid(*uid) != 0)) ::_exit(126);
-      ::execl("/bin/sh", "nodeagent-shim", "run", dir.c_str(), static_cast<char*>(nullptr));
+      ::execl((tmp / "nodeagent-shim").c_str(), "nodeagent-shim", "run", dir.c_str(),
+              static_cast<char*>(nullptr));
       ::_exit(127);
     }
     return pid;
