@@ -1,5 +1,6 @@
 // ProcessRuntime against real processes (/bin/sh, sleep, true, false) and the
 // built nodeagent-shim.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1106,12 +1107,20 @@ TEST_CASE("process runtime: a process of another user with a shim's command line
     const std::string dir = (containers / id).string();
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // Its own process group (killed whole below), and not holding the test's output open.
+      ::setpgid(0, 0);
+      const int null_fd = ::open("/dev/null", O_RDWR);
+      if (null_fd >= 0) {
+        ::dup2(null_fd, 1);
+        ::dup2(null_fd, 2);
+      }
       if (::chdir(tmp.path().c_str()) != 0) ::_exit(126);
       if (uid && (::setgid(*uid) != 0 || ::setuid(*uid) != 0)) ::_exit(126);
       ::execl((tmp / "nodeagent-shim").c_str(), "nodeagent-shim", "run", dir.c_str(),
               static_cast<char*>(nullptr));
       ::_exit(127);
     }
+    if (pid > 0) ::setpgid(pid, pid);  // also here: the group exists before anyone signals it
     return pid;
   };
   const pid_t mine = spawn("mine", std::nullopt);
@@ -1121,7 +1130,7 @@ TEST_CASE("process runtime: a process of another user with a shim's command line
   struct Reap {
     pid_t pid;
     ~Reap() {
-      ::kill(pid, SIGKILL);
+      ::kill(-pid, SIGKILL);  // the script's sleep too
       ::waitpid(pid, nullptr, 0);
     }
   } reap_mine{mine}, reap_theirs{theirs};
