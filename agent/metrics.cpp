@@ -6,11 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <string>
 
 #include "agent/runtime/shim_processes.h"
+#include "agent/runtime/state_file.h"
 
 namespace nodeagent::agent {
 
@@ -55,30 +53,19 @@ void writeMetricHeader(std::ostream& out, std::string_view name, std::string_vie
 
 void writeProcessMetrics(std::ostream& out) {
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
-  std::ifstream stat_file("/proc/self/stat");
-  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
-  // Fields after the command's closing parenthesis: 3 state ... 14 utime, 15 stime, 22 starttime,
-  // 23 vsize, 24 rss (pages).
-  std::vector<std::string> f;
-  if (auto close = stat.rfind(')'); close != std::string::npos) {
-    std::istringstream in(stat.substr(close + 2));
-    for (std::string field; in >> field;) f.push_back(field);
-  }
-  auto field = [&](size_t n) -> double {  // n: the field's number in proc(5)
-    return n >= 3 && n - 3 < f.size() ? std::strtod(f[n - 3].c_str(), nullptr) : 0;
-  };
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const runtime::ProcStat st = runtime::readProcStat(::getpid()).value_or(runtime::ProcStat{});
   writeMetricHeader(out, "process_cpu_seconds_total", "counter",
                     "Total user and system CPU time spent in seconds.");
-  out << "process_cpu_seconds_total " << (field(14) + field(15)) / ticks << '\n';
+  out << "process_cpu_seconds_total "
+      << static_cast<double>(st.utime_ticks + st.stime_ticks) / ticks << '\n';
   writeMetricHeader(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  out << "process_resident_memory_bytes " << static_cast<uint64_t>(field(24) * page) << '\n';
+  out << "process_resident_memory_bytes " << st.rss_pages * page << '\n';
   writeMetricHeader(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-  out << "process_virtual_memory_bytes " << static_cast<uint64_t>(field(23)) << '\n';
+  out << "process_virtual_memory_bytes " << st.vsize_bytes << '\n';
   writeMetricHeader(out, "process_start_time_seconds", "gauge",
                     "Start time of the process since unix epoch in seconds.");
-  out << "process_start_time_seconds "
-      << static_cast<uint64_t>(runtime::processStartNanos(static_cast<uint64_t>(field(22))) / 1000000000)
+  out << "process_start_time_seconds " << runtime::processStartNanos(st.start_ticks) / 1000000000
       << '\n';
   std::error_code ec;
   size_t fds = 0;

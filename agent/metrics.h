@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
+
 namespace nodeagent::agent {
 
 // prometheus' DefBuckets, in seconds.
@@ -29,6 +31,23 @@ class Histogram {
   std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // per bucket (not cumulative), +Inf last
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sum_ns_{0};
+};
+
+// Observes, when it goes out of scope, the time since it was made.
+class ScopedTimer {
+ public:
+  ScopedTimer(Histogram& histogram, base::Clock& clock)
+      : histogram_(histogram), clock_(clock), began_(clock.now()) {}
+  ~ScopedTimer() {
+    histogram_.observe(std::chrono::duration<double>(clock_.now() - began_).count());
+  }
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  Histogram& histogram_;
+  base::Clock& clock_;
+  base::MonotonicTime began_;
 };
 
 // HELP and TYPE lines.

@@ -104,14 +104,7 @@ asio::awaitable<void> Pleg::relist() {
     relist_interval_.observe(std::chrono::duration<double>(started - *last_relist_start_).count());
   }
   last_relist_start_ = started;
-  struct Timing {
-    Pleg* self;
-    base::MonotonicTime began;
-    ~Timing() {
-      self->relist_duration_.observe(
-          std::chrono::duration<double>(self->clock_.now() - began).count());
-    }
-  } timing{this, started};
+  ScopedTimer timing(relist_duration_, clock_);
   // Read before listing: a change while the list is built shows as a new version next time.
   const auto version = runtime_.podsVersion();
   if (version && listed_version_ == version) {

@@ -275,17 +275,8 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
 asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api::PodPtr pod,
                                                      api::PodPtr mirror_pod,
                                                      std::stop_token cancel) {
-  const auto began = clock_.now();
   ++metrics_.sync_pod_total;
-  struct Timing {
-    Agent* self;
-    api::SyncPodType type;
-    base::MonotonicTime began;
-    ~Timing() {
-      self->metrics_.pod_worker[static_cast<size_t>(type)].observe(
-          std::chrono::duration<double>(self->clock_.now() - began).count());
-    }
-  } timing{this, type, began};
+  ScopedTimer timing(metrics_.pod_worker[static_cast<size_t>(type)], clock_);
   const auto& uid = pod->metadata.uid;
   log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid,
                api::syncPodTypeName(type));

@@ -255,7 +255,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   // more) and record the loss so that later agents see it too.
   ShimState settleDeadShim(const std::string& id, ShimState st) {
     bool killed = false;
-    if (st.pid > 0 && st.boot_id == currentBootId() && processAlive(st.pid, st.pid_start_ticks)) {
+    if (containerProcessAlive(st)) {
       ::kill(-st.pid, SIGKILL);
       killed = true;
     }

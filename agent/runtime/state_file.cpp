@@ -403,11 +403,15 @@ std::optional<ProcStat> parseProcStat(std::string_view text) {
   if (close == std::string_view::npos || close + 2 >= text.size()) return std::nullopt;
   ProcStat st;
   st.state = text[close + 2];
-  // After ')' come fields 3.. separated by single spaces: ppid is field 4, session 6, starttime 22.
+  // After ')' come fields 3.. separated by single spaces: ppid is field 4, session 6, utime 14,
+  // stime 15, starttime 22, vsize 23, rss 24. Fields up to starttime are required.
   size_t pos = close + 2;
-  for (int field = 3; field < 22; ++field) {
+  for (int field = 3; field < 24; ++field) {
     pos = text.find(' ', pos);
-    if (pos == std::string_view::npos) return std::nullopt;
+    if (pos == std::string_view::npos) {
+      if (field < 22) return std::nullopt;
+      break;
+    }
     ++pos;
     unsigned long long value = 0;
     const char* begin = text.data() + pos;
@@ -421,10 +425,14 @@ std::optional<ProcStat> parseProcStat(std::string_view text) {
     const int at = field + 1;  // the field `pos` now starts
     if (at == 4) st.ppid = negative ? 0 : static_cast<int>(value);
     if (at == 6) st.session = negative ? 0 : static_cast<int>(value);
+    if (at == 14) st.utime_ticks = value;
+    if (at == 15) st.stime_ticks = value;
     if (at == 22) {
       if (p == begin) return std::nullopt;
       st.start_ticks = value;
     }
+    if (at == 23) st.vsize_bytes = value;
+    if (at == 24) st.rss_pages = negative ? 0 : value;
   }
   return st;
 }
@@ -439,6 +447,11 @@ std::optional<ProcStat> readProcStat(int pid) {
 bool processAlive(int pid, uint64_t start_ticks) {
   auto st = readProcStat(pid);
   return st && st->state != 'Z' && st->state != 'X' && st->start_ticks == start_ticks;
+}
+
+bool containerProcessAlive(const ShimState& state) {
+  return state.pid > 0 && state.boot_id == currentBootId() &&
+         processAlive(state.pid, state.pid_start_ticks);
 }
 
 std::string currentBootId() {

@@ -105,7 +105,11 @@ struct ProcStat {
   char state = '?';  // R, S, D, Z (zombie), ...
   int ppid = 0;
   int session = 0;
-  uint64_t start_ticks = 0;  // clock ticks after boot
+  uint64_t utime_ticks = 0;  // CPU time in user and kernel mode, clock ticks
+  uint64_t stime_ticks = 0;
+  uint64_t start_ticks = 0;   // clock ticks after boot
+  uint64_t vsize_bytes = 0;   // 0 when the line ends before these two
+  uint64_t rss_pages = 0;
 };
 // The text of a /proc/<pid>/stat file; nullopt when it is malformed.
 std::optional<ProcStat> parseProcStat(std::string_view text);
@@ -115,6 +119,9 @@ std::optional<ProcStat> readProcStat(int pid);
 bool processAlive(int pid, uint64_t start_ticks);
 // /proc/sys/kernel/random/boot_id ("" if unreadable).
 std::string currentBootId();
+// The container process `state` records is alive: its pid, in this boot, started at the
+// recorded time.
+bool containerProcessAlive(const ShimState& state);
 
 // Kubelet's reasons: "Completed" for exit code 0, "Error" otherwise; exit code 128+signal for a
 // signal death.

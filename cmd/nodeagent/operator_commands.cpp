@@ -15,6 +15,7 @@
 
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/state_file.h"
+#include "base/clock.h"
 #include "base/duration.h"
 #include "cmd/nodeagent/flags.h"
 #include "cmd/nodeagent/lock_file.h"
@@ -49,9 +50,7 @@ std::vector<Container> listContainers(const fs::path& root) {
       // As the runtime decides it: this boot's process, still the one recorded (start time),
       // still leading its own process group (stop-all signals the group).
       c.alive = state.status != runtime::ShimStatus::kExited && state.pid > 1 &&
-                state.boot_id == runtime::currentBootId() &&
-                runtime::processAlive(state.pid, state.pid_start_ticks) &&
-                ::getpgid(state.pid) == state.pid;
+                runtime::containerProcessAlive(state) && ::getpgid(state.pid) == state.pid;
     }
     out.push_back(std::move(c));
   }
@@ -227,10 +226,11 @@ int runStopAll(int argc, char** argv) {
   }
   struct Target {
     Container c;
-    std::chrono::steady_clock::time_point deadline;
+    base::MonotonicTime deadline;
   };
   std::vector<Target> targets;
-  const auto now = std::chrono::steady_clock::now();
+  base::Clock& clock = base::realClock();
+  const auto now = clock.now();
   for (auto& c : listContainers(root)) {
     if (!c.alive) continue;
     const auto own = std::chrono::seconds(std::max<int64_t>(c.config.grace_period_seconds, 0));
@@ -243,7 +243,7 @@ int runStopAll(int argc, char** argv) {
   }
   int killed = 0;
   while (!targets.empty()) {
-    const auto t = std::chrono::steady_clock::now();
+    const auto t = clock.now();
     std::erase_if(targets, [&](Target& target) {
       const auto& st = *target.c.state;
       if (!runtime::processAlive(st.pid, st.pid_start_ticks)) return true;

@@ -188,6 +188,10 @@ TEST_CASE("state file: /proc/<pid>/stat fields after a command name with spaces 
   CHECK(st->ppid == 17);
   CHECK(st->session == 4243);
   CHECK(st->start_ticks == 987654);
+  CHECK(st->utime_ticks == 1);
+  CHECK(st->stime_ticks == 2);
+  CHECK(st->vsize_bytes == 1000);
+  CHECK(st->rss_pages == 250);
   CHECK_FALSE(parseProcStat("4242 (sh) S 1 2 3"));
   CHECK_FALSE(parseProcStat("no parenthesis"));
   CHECK_FALSE(parseProcStat(""));
