@@ -77,8 +77,9 @@ PodRequests podRequests(const api::Pod& pod) {
 AdmitResult canAdmitPod(const api::Pod& pod, const std::vector<api::PodPtr>& active_pods,
                         const NodeAllocatable& node) {
   if (!pod.spec.node_name.empty() && pod.spec.node_name != node.node_name) {
-    return {false, "HostName", "Predicate HostName failed: the pod is bound to node \"" +
-                                   pod.spec.node_name + "\", not \"" + node.node_name + "\""};
+    return {false, "HostName",
+            "Predicate HostName failed: the pod is bound to node \"" + pod.spec.node_name +
+                "\", not \"" + node.node_name + "\""};
   }
   // Resource fit, in the scheduler's order: pods, then cpu, then memory.
   const auto pod_count = static_cast<int64_t>(active_pods.size());

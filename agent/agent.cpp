@@ -6,11 +6,11 @@
 
 #include "agent/pod_status.h"
 #include "api/pod_json.h"
-#include "podmanager/mirror_client.h"
 #include "api/pod_update.h"
 #include "base/log.h"
-#include "base/printable.h"
 #include "base/path_component.h"
+#include "base/printable.h"
+#include "podmanager/mirror_client.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -47,8 +47,8 @@ asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std:
   const api::Pod& pod = *request.pod;
   const auto* container = runtime::findSpecContainer(pod, request.container_name);
   if (container == nullptr || !container->lifecycle || !container->lifecycle->pre_stop) co_return;
-  auto target = hookTarget(*container->lifecycle->pre_stop, *container, request.id,
-                           request.timeout, node_ip);
+  auto target =
+      hookTarget(*container->lifecycle->pre_stop, *container, request.id, request.timeout, node_ip);
   log()->info("Running preStop hook pod={} container={} id={}", api::podRef(pod), container->name,
               request.id.toString());
   auto strand = asio::make_strand(co_await asio::this_coro::executor);
@@ -117,12 +117,11 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       cleanup_strand_(asio::make_strand(executor)) {
   pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *this,
                                                                options_.workers);
-  sync_loop_ = std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,
-                                          options_.sync_loop);
+  sync_loop_ =
+      std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_, options_.sync_loop);
   pleg_ = std::make_shared<Pleg>(executor, clock, runtime, options_.pleg);
-  probe_handler_ = options_.probe_handler
-                       ? options_.probe_handler
-                       : std::make_shared<RealProbeHandler>(runtime, clock);
+  probe_handler_ = options_.probe_handler ? options_.probe_handler
+                                          : std::make_shared<RealProbeHandler>(runtime, clock);
   prober_ = std::make_shared<Prober>(
       executor, clock, probe_handler_, options_.node_ip,
       [this](const std::string& uid) {
@@ -192,7 +191,8 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
   if (active_cache_ && active_cache_->key == key) {
     active = std::move(active_cache_->pods);
     if (!batch_uids.empty()) {
-      std::erase_if(active, [&](const api::PodPtr& p) { return batch_uids.count(p->metadata.uid) > 0; });
+      std::erase_if(active,
+                    [&](const api::PodPtr& p) { return batch_uids.count(p->metadata.uid) > 0; });
     }
   } else {
     // The few inactive UIDs are fetched at once rather than with lookups per pod.
@@ -202,10 +202,10 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
       const auto& uid = other->metadata.uid;
       if (batch_uids.count(uid) > 0) continue;
       // A pod object with a terminal phase is rare: ask precisely (its cached status wins).
-      const bool inactive = isTerminalPhase(other->status.phase)
-                                ? podIsInactive(*other)
-                                : rejected_.count(uid) > 0 || terminal.count(uid) > 0 ||
-                                      terminated.count(uid) > 0;
+      const bool inactive =
+          isTerminalPhase(other->status.phase)
+              ? podIsInactive(*other)
+              : rejected_.count(uid) > 0 || terminal.count(uid) > 0 || terminated.count(uid) > 0;
       if (!inactive) active.push_back(other);
     }
   }
@@ -323,8 +323,7 @@ std::vector<api::PodPtr> Agent::podsToSync() {
   return out;
 }
 
-void Agent::dispatchWork(const api::PodPtr& pod, api::SyncPodType type,
-                         const api::PodPtr& mirror) {
+void Agent::dispatchWork(const api::PodPtr& pod, api::SyncPodType type, const api::PodPtr& mirror) {
   if (rejected_.count(pod->metadata.uid) > 0) return;  // admission is final for a UID
   podworkers::UpdatePodOptions options;
   options.update_type = type;
@@ -560,9 +559,8 @@ api::PodStatus Agent::generateAPIPodStatus(const api::Pod& pod,
   s.qos_class = podQosClass(pod);
   s.start_time = old.start_time;
   const bool has_init = !pod.spec.init_containers.empty();
-  s.container_statuses = convertToAPIContainerStatuses(pod, status, old.container_statuses,
-                                                       pod.spec.containers, has_init, false,
-                                                       failures);
+  s.container_statuses = convertToAPIContainerStatuses(
+      pod, status, old.container_statuses, pod.spec.containers, has_init, false, failures);
   prober_->updatePodStatus(pod, s.container_statuses);
   s.init_container_statuses = convertToAPIContainerStatuses(
       pod, status, old.init_container_statuses, pod.spec.init_containers, has_init, true, failures);
@@ -579,8 +577,8 @@ api::PodStatus Agent::generateAPIPodStatus(const api::Pod& pod,
   if (isTerminalPhase(pod.status.phase) && s.phase != pod.status.phase) {
     s.phase = pod.status.phase;  // the API's terminal phase is final
   }
-  s.conditions.push_back(generatePodInitializedCondition(pod.spec, s.init_container_statuses,
-                                                         true, s.phase));
+  s.conditions.push_back(
+      generatePodInitializedCondition(pod.spec, s.init_container_statuses, true, s.phase));
   s.conditions.push_back(
       generatePodReadyCondition(pod.spec, s.conditions, s.container_statuses, true, s.phase));
   s.conditions.push_back(
@@ -632,10 +630,10 @@ asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
                                                       const runtime::ContainerId& id) {
   // kubelet gives the hook no timeout; the grace period bounds it so that a hung hook cannot
   // hold the pod's worker for ever.
-  auto target = hookTarget(
-      *container.lifecycle->post_start, container, id,
-      std::chrono::seconds(std::max<int64_t>(runtime::podGracePeriodSeconds(*pod), 1)),
-      options_.node_ip);
+  auto target =
+      hookTarget(*container.lifecycle->post_start, container, id,
+                 std::chrono::seconds(std::max<int64_t>(runtime::podGracePeriodSeconds(*pod), 1)),
+                 options_.node_ip);
   auto hook = probe_handler_->runHook(target);
   auto failure = co_await std::move(hook);
   if (!failure) co_return base::okStatus();
@@ -650,9 +648,10 @@ asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
   auto killed = co_await std::move(kill);
   ++metrics_.containers_killed;
   if (!killed.ok()) {
-    log()->warn("Cannot kill the container after its postStart hook failed pod={} container={} "
-                "err={}",
-                api::podRef(*pod), container.name, killed.toString());
+    log()->warn(
+        "Cannot kill the container after its postStart hook failed pod={} container={} "
+        "err={}",
+        api::podRef(*pod), container.name, killed.toString());
   }
   setStartFailure(pod->metadata.uid, container.name, {"PostStartHookError", message});
   co_return base::unknownError("PostStartHookError: " + failure->error);

@@ -146,9 +146,8 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   // the first sync) and a way to get that status (copied only when asked for): the read-only
   // /pods endpoint. Any thread.
   using StatusFetch = std::function<std::optional<api::PodStatus>()>;
-  void visitPodsWithStatus(
-      const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,
-                               const StatusFetch& status)>& fn) const;
+  void visitPodsWithStatus(const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,
+                                                    const StatusFetch& status)>& fn) const;
   // Changes whenever what visitPodsWithStatus visits may change (a pod or a status). Any thread.
   uint64_t podsWithStatusVersion() const;
   // Health of the pipeline (PLEG relisting). Any thread.
@@ -186,8 +185,8 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
   // One housekeeping pass, on cleanup_strand_. It reads only thread-safe state; what needs the
   // sync loop's state (rejected pods) comes back in the result.
   struct CleanupResult {
-    bool acted = false;              // killed or removed something, or must look again
-    std::set<std::string> keep;      // UIDs still known anywhere
+    bool acted = false;                // killed or removed something, or must look again
+    std::set<std::string> keep;        // UIDs still known anywhere
     std::vector<api::PodPtr> restart;  // wanted pods without a worker (rejected ones included)
   };
   asio::awaitable<CleanupResult> cleanups();
@@ -261,7 +260,7 @@ class Agent final : public SyncHandler, public podworkers::PodSyncer {
 
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID
-  std::set<std::string> started_once_;                    // pods whose start latency was observed
+  std::set<std::string> started_once_;                   // pods whose start latency was observed
   std::set<std::string> dirs_made_;  // pods whose directories exist (periodic syncs skip the I/O)
 };
 

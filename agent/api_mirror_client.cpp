@@ -37,8 +37,8 @@ nlohmann::json buildMirrorPod(const api::Pod& pod, const std::string& node_name,
     meta.erase(k);
   }
   meta["annotations"][std::string(api::kConfigMirrorAnnotationKey)] = api::configHash(pod);
-  nlohmann::json owner = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name},
-                          {"controller", true}};
+  nlohmann::json owner = {
+      {"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_name}, {"controller", true}};
   if (!node_uid.empty()) owner["uid"] = node_uid;
   meta["ownerReferences"] = nlohmann::json::array({owner});
   return j;
@@ -69,7 +69,8 @@ asio::awaitable<base::Status> ApiMirrorClient::createMirrorPod(api::PodPtr pod) 
              node_name = options_.node_name](api::RestClient& c) mutable -> base::Status {
     if (node_uid.empty()) {
       auto node = c.getJson(api::nodePath(node_name));
-      if (node.ok()) node_uid = node->value(nlohmann::json::json_pointer("/metadata/uid"), std::string());
+      if (node.ok())
+        node_uid = node->value(nlohmann::json::json_pointer("/metadata/uid"), std::string());
     }
     auto body = buildMirrorPod(*pod, node_name, node_uid);
     auto created = c.createJson(api::podsPath(pod->metadata.namespace_), body);

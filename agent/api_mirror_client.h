@@ -65,7 +65,7 @@ asio::awaitable<R> runWithTimeout(api::AsyncRestClient& async, base::Clock& cloc
     async.run(std::move(fn), strand, [finish](R result) { finish(std::move(result)); });
   };
   return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(std::move(init),
-                                                                     asio::use_awaitable);
+                                                                      asio::use_awaitable);
 }
 
 // AsyncRestClient::run with `fn` copied outside the caller's co_await expression (see above):

@@ -22,7 +22,8 @@ bool ApiStateLoss::report(const std::string& reason) {
   }
   losses_.fetch_add(1);
   base::logger("agent")->warn(
-      "Apiserver lost its state, re-creating the Node, lease, mirror pods and statuses reason=\"{}\"",
+      "Apiserver lost its state, re-creating the Node, lease, mirror pods and statuses "
+      "reason=\"{}\"",
       reason);
   for (const auto& l : listeners_) l(reason);
   return true;

@@ -28,8 +28,7 @@ class ApiStateLoss {
  public:
   using Listener = std::function<void(const std::string& reason)>;
 
-  explicit ApiStateLoss(base::Clock& clock,
-                        base::Duration quiet_period = std::chrono::seconds(5));
+  explicit ApiStateLoss(base::Clock& clock, base::Duration quiet_period = std::chrono::seconds(5));
 
   void subscribe(Listener listener);
   // Returns true when the listeners ran (a new loss), false inside the quiet period.

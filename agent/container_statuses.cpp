@@ -51,16 +51,18 @@ api::ContainerStatus convertContainerStatus(const runtime::ContainerStatus& cs) 
 
 std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
     const api::Pod& pod, const runtime::PodStatus& pod_status,
-    const std::vector<api::ContainerStatus>& previous, const std::vector<api::Container>& containers,
-    bool has_init_containers, bool is_init_container, const StartFailures& failures) {
+    const std::vector<api::ContainerStatus>& previous,
+    const std::vector<api::Container>& containers, bool has_init_containers, bool is_init_container,
+    const StartFailures& failures) {
   std::map<std::string, api::ContainerStatus> statuses;
   api::ContainerState default_state;
   default_state.waiting =
       api::ContainerStateWaiting{has_init_containers ? "PodInitializing" : "ContainerCreating", ""};
 
   for (const auto& container : containers) {
-    auto old = std::find_if(previous.begin(), previous.end(),
-                            [&](const api::ContainerStatus& s) { return s.name == container.name; });
+    auto old = std::find_if(previous.begin(), previous.end(), [&](const api::ContainerStatus& s) {
+      return s.name == container.name;
+    });
     auto& status = statuses[container.name];
     if (old != previous.end() && old->state.terminated) {
       status = *old;  // a terminated status is final until the runtime says otherwise
@@ -104,7 +106,8 @@ std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
     auto& status = statuses[container.name];
     if (status.state.terminated) status.last_state = status.state;
     status.state = api::ContainerState{};
-    status.state.waiting = api::ContainerStateWaiting{failure->second.reason, failure->second.message};
+    status.state.waiting =
+        api::ContainerStateWaiting{failure->second.reason, failure->second.message};
   }
 
   // Readiness without probes: running app containers and successfully finished init containers.

@@ -22,8 +22,9 @@ using StartFailures = std::map<std::string, StartFailure>;  // by container name
 
 std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
     const api::Pod& pod, const runtime::PodStatus& pod_status,
-    const std::vector<api::ContainerStatus>& previous, const std::vector<api::Container>& containers,
-    bool has_init_containers, bool is_init_container, const StartFailures& failures);
+    const std::vector<api::ContainerStatus>& previous,
+    const std::vector<api::Container>& containers, bool has_init_containers, bool is_init_container,
+    const StartFailures& failures);
 
 api::Timestamp toApiTime(base::SystemTime t);
 

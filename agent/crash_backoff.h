@@ -34,7 +34,9 @@ class CrashBackoff {
     base::Duration backoff{};
     base::SystemTime last_update{};
   };
-  bool expired(const Entry& e, base::SystemTime now) const { return now - e.last_update > 2 * max_; }
+  bool expired(const Entry& e, base::SystemTime now) const {
+    return now - e.last_update > 2 * max_;
+  }
 
   base::Clock& clock_;
   base::Duration initial_;

@@ -57,7 +57,9 @@ void EventRecorder::record(const EventObject& object, const std::string& type,
     self->draining_ = true;
     asio::co_spawn(
         self->strand_,
-        [](std::shared_ptr<EventRecorder> s) -> asio::awaitable<void> { co_await s->drain(); }(self),
+        [](std::shared_ptr<EventRecorder> s) -> asio::awaitable<void> {
+          co_await s->drain();
+        }(self),
         asio::detached);
   });
 }
@@ -72,8 +74,7 @@ asio::awaitable<void> EventRecorder::drain() {
     // client-go posts events about cluster-scoped objects in "default".
     const std::string ns = o.namespace_.empty() ? "default" : o.namespace_;
     const std::string key = o.kind + "\x1f" + ns + "\x1f" + o.name + "\x1f" + o.uid + "\x1f" +
-                            o.field_path + "\x1f" + p.type + "\x1f" + p.reason + "\x1f" +
-                            p.message;
+                            o.field_path + "\x1f" + p.type + "\x1f" + p.reason + "\x1f" + p.message;
     const std::string now = api::formatTime(p.at);
     auto it = seen_.find(key);
     if (it != seen_.end()) {
@@ -100,8 +101,8 @@ asio::awaitable<void> EventRecorder::drain() {
     std::snprintf(suffix, sizeof(suffix), ".%llx",
                   static_cast<unsigned long long>(p.at.time_since_epoch().count()) + sequence_++);
     const std::string event_name = o.name + suffix;
-    nlohmann::json involved = {{"kind", o.kind}, {"name", o.name}, {"uid", o.uid},
-                               {"apiVersion", o.api_version}};
+    nlohmann::json involved = {
+        {"kind", o.kind}, {"name", o.name}, {"uid", o.uid}, {"apiVersion", o.api_version}};
     if (!o.namespace_.empty()) involved["namespace"] = o.namespace_;
     if (!o.field_path.empty()) involved["fieldPath"] = o.field_path;
     nlohmann::json event = {
@@ -120,9 +121,7 @@ asio::awaitable<void> EventRecorder::drain() {
         {"reportingInstance", options_.node_name},
     };
     const std::string collection = api::eventsPath(ns);
-    auto call = [collection, event](api::RestClient& c) {
-      return c.createJson(collection, event);
-    };
+    auto call = [collection, event](api::RestClient& c) { return c.createJson(collection, event); };
     auto r = co_await runOnPool(async_, call);
     if (!r.ok()) {
       failed_.fetch_add(1);
@@ -157,8 +156,8 @@ void recordManifestError(EventRecorder& recorder, const config::ManifestError& e
               error.pod.uid + ") from " + error.source + " " + error.location + ": " + errors;
   } else {
     object = recorder.nodeReference();
-    message = "Error validating pod manifest from " + error.source + " " + error.location + ": " +
-              errors;
+    message =
+        "Error validating pod manifest from " + error.source + " " + error.location + ": " + errors;
   }
   // A file name may hold any bytes; the Event is JSON.
   recorder.record(object, kEventTypeWarning, kReasonFailedValidation, base::validUtf8(message));

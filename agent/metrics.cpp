@@ -19,8 +19,8 @@ Histogram::Histogram(std::vector<double> bounds)
 
 void Histogram::observe(double seconds) {
   if (!(seconds >= 0)) seconds = 0;  // negative or NaN
-  const size_t i = static_cast<size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), seconds) - bounds_.begin());
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), seconds) -
+                                       bounds_.begin());
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   sum_ns_.fetch_add(static_cast<uint64_t>(std::llround(seconds * 1e9)), std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
@@ -59,7 +59,8 @@ void writeProcessMetrics(std::ostream& out) {
                     "Total user and system CPU time spent in seconds.");
   out << "process_cpu_seconds_total "
       << static_cast<double>(st.utime_ticks + st.stime_ticks) / ticks << '\n';
-  writeMetricHeader(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  writeMetricHeader(out, "process_resident_memory_bytes", "gauge",
+                    "Resident memory size in bytes.");
   out << "process_resident_memory_bytes " << st.rss_pages * page << '\n';
   writeMetricHeader(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
   out << "process_virtual_memory_bytes " << st.vsize_bytes << '\n';

@@ -131,10 +131,10 @@ asio::awaitable<void> NodeLeaseController::sync() {
   if (!ensured.lease) co_return;
   auto s = co_await retryUpdateLease(ensured.lease);
   if (!s.ok() && !stopped_) {
-    log()->error("Failed to renew the node lease node={} err={} retry_in_ms={}", options_.node_name,
-                 s.toString(),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(options_.renew_interval)
-                     .count());
+    log()->error(
+        "Failed to renew the node lease node={} err={} retry_in_ms={}", options_.node_name,
+        s.toString(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.renew_interval).count());
   }
 }
 

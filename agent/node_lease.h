@@ -13,8 +13,8 @@
 // here or told through recreate()) the lease is re-created as soon as the Node is registered
 // again, retrying with the backoff meanwhile, so that it never carries the lost Node's UID.
 //
-// Threading: start/stop/recreate/renewals are safe from any thread; the work runs on the controller's
-// strand. Create with std::make_shared; the RestClient and Clock must outlive it.
+// Threading: start/stop/recreate/renewals are safe from any thread; the work runs on the
+// controller's strand. Create with std::make_shared; the RestClient and Clock must outlive it.
 #pragma once
 
 #include <atomic>
@@ -87,11 +87,11 @@ class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseControl
   std::atomic<uint64_t> renewals_{0};
 
   // Strand only.
-  base::TimerPtr timer_;  // the renew interval, or a backoff wait within a sync
-  JsonPtr lease_;         // the last lease the apiserver answered
-  bool busy_ = false;     // a sync is running
-  bool recreate_ = false; // forget lease_ and sync once the running sync is done
-  bool lost_ = false;     // after a loss: wait (with backoff) for the Node rather than a sync
+  base::TimerPtr timer_;   // the renew interval, or a backoff wait within a sync
+  JsonPtr lease_;          // the last lease the apiserver answered
+  bool busy_ = false;      // a sync is running
+  bool recreate_ = false;  // forget lease_ and sync once the running sync is done
+  bool lost_ = false;      // after a loss: wait (with backoff) for the Node rather than a sync
 };
 
 }  // namespace nodeagent::agent

@@ -41,7 +41,8 @@ std::string goArch(const std::string& machine) {
   return machine;
 }
 
-nlohmann::json resources(const NodeStatusOptions& o, int64_t cpu_milli, int64_t memory, int64_t pods) {
+nlohmann::json resources(const NodeStatusOptions& o, int64_t cpu_milli, int64_t memory,
+                         int64_t pods) {
   (void)o;
   return {{"cpu", api::Quantity::fromMilli(cpu_milli).toString()},
           {"memory", api::Quantity::fromBytes(memory).toString()},
@@ -193,45 +194,43 @@ nlohmann::json NodeStatusController::computeStatus() {
   if (pressure_transition_.empty()) pressure_transition_ = now;
   auto cond = [&](const char* type, const char* status, const char* reason, std::string message,
                   const std::string& transition) {
-    return nlohmann::json{{"type", type},
-                          {"status", status},
-                          {"reason", reason},
-                          {"message", message},
-                          {"lastHeartbeatTime", now},
-                          {"lastTransitionTime", transition}};
+    return nlohmann::json{
+        {"type", type},       {"status", status},         {"reason", reason},
+        {"message", message}, {"lastHeartbeatTime", now}, {"lastTransitionTime", transition}};
   };
   nlohmann::json conditions = nlohmann::json::array({
       cond("MemoryPressure", "False", "KubeletHasSufficientMemory",
            "kubelet has sufficient memory available", pressure_transition_),
       cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure",
            pressure_transition_),
-      cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available",
-           pressure_transition_),
+      cond("PIDPressure", "False", "KubeletHasSufficientPID",
+           "kubelet has sufficient PID available", pressure_transition_),
       healthy ? cond("Ready", "True", "KubeletReady", "kubelet is posting ready status",
                      ready_transition_)
-              : cond("Ready", "False", "KubeletNotReady", why.empty() ? "agent is not healthy" : why,
-                     ready_transition_),
+              : cond("Ready", "False", "KubeletNotReady",
+                     why.empty() ? "agent is not healthy" : why, ready_transition_),
   });
   nlohmann::json addresses = nlohmann::json::array();
   if (!o.node_ip.empty()) addresses.push_back({{"type", "InternalIP"}, {"address", o.node_ip}});
   addresses.push_back({{"type", "Hostname"}, {"address", o.node_name}});
-  return {{"capacity", resources(o, o.capacity.cpu_milli, o.capacity.memory_bytes, o.allocatable.pods)},
-          {"allocatable",
-           resources(o, o.allocatable.cpu_milli, o.allocatable.memory_bytes, o.allocatable.pods)},
-          {"conditions", conditions},
-          {"addresses", addresses},
-          {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", o.daemon_port}}}}},
-          {"nodeInfo",
-           {{"machineID", o.info.machine_id},
-            {"systemUUID", o.info.system_uuid},
-            {"bootID", o.info.boot_id},
-            {"kernelVersion", o.info.kernel_version},
-            {"osImage", o.info.os_image},
-            {"containerRuntimeVersion", o.info.container_runtime_version},
-            {"kubeletVersion", o.info.kubelet_version},
-            {"kubeProxyVersion", ""},
-            {"operatingSystem", o.info.operating_system},
-            {"architecture", o.info.architecture}}}};
+  return {
+      {"capacity", resources(o, o.capacity.cpu_milli, o.capacity.memory_bytes, o.allocatable.pods)},
+      {"allocatable",
+       resources(o, o.allocatable.cpu_milli, o.allocatable.memory_bytes, o.allocatable.pods)},
+      {"conditions", conditions},
+      {"addresses", addresses},
+      {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", o.daemon_port}}}}},
+      {"nodeInfo",
+       {{"machineID", o.info.machine_id},
+        {"systemUUID", o.info.system_uuid},
+        {"bootID", o.info.boot_id},
+        {"kernelVersion", o.info.kernel_version},
+        {"osImage", o.info.os_image},
+        {"containerRuntimeVersion", o.info.container_runtime_version},
+        {"kubeletVersion", o.info.kubelet_version},
+        {"kubeProxyVersion", ""},
+        {"operatingSystem", o.info.operating_system},
+        {"architecture", o.info.architecture}}}};
 }
 
 asio::awaitable<void> NodeStatusController::registerNode() {
@@ -245,8 +244,8 @@ asio::awaitable<void> NodeStatusController::registerNode() {
     if (!existing.ok()) return existing;
     // Reconcile the labels the agent owns; everything else another writer set stays.
     nlohmann::json want = node["metadata"]["labels"];
-    nlohmann::json have = existing->value(nlohmann::json::json_pointer("/metadata/labels"),
-                                          nlohmann::json::object());
+    nlohmann::json have =
+        existing->value(nlohmann::json::json_pointer("/metadata/labels"), nlohmann::json::object());
     nlohmann::json patch_labels = nlohmann::json::object();
     for (const auto& [k, v] : want.items()) {
       if (!have.contains(k) || have[k] != v) patch_labels[k] = v;

@@ -10,8 +10,8 @@
 // state: the controller reports it (`on_state_lost`) and registers again at once, as it does when
 // told of a loss seen elsewhere (reRegister()).
 //
-// Threading: start/stop/reRegister/nodeUid/registered are safe from any thread; the work runs on the
-// controller's strand. Create with std::make_shared; the RestClient and Clock must outlive it.
+// Threading: start/stop/reRegister/nodeUid/registered are safe from any thread; the work runs on
+// the controller's strand. Create with std::make_shared; the RestClient and Clock must outlive it.
 #pragma once
 
 #include <atomic>
@@ -117,12 +117,12 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
   // Strand only.
   base::TimerPtr timer_;
   base::Duration backoff_{0};
-  bool busy_ = false;         // a registration or status step is running
-  bool reregister_ = false;   // register once the running step is done
+  bool busy_ = false;        // a registration or status step is running
+  bool reregister_ = false;  // register once the running step is done
   std::optional<bool> ready_;
   std::string ready_transition_;  // formatted time of the Ready condition's last transition
   std::string pressure_transition_;
-  std::string last_sent_;         // the last status sent, without heartbeat times
+  std::string last_sent_;  // the last status sent, without heartbeat times
   std::optional<base::MonotonicTime> last_report_;
 };
 

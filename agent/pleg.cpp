@@ -6,10 +6,14 @@ namespace nodeagent::agent {
 
 std::string_view podLifecycleEventTypeName(PodLifecycleEvent::Type type) {
   switch (type) {
-    case PodLifecycleEvent::Type::kContainerStarted: return "ContainerStarted";
-    case PodLifecycleEvent::Type::kContainerDied: return "ContainerDied";
-    case PodLifecycleEvent::Type::kContainerRemoved: return "ContainerRemoved";
-    case PodLifecycleEvent::Type::kContainerChanged: return "ContainerChanged";
+    case PodLifecycleEvent::Type::kContainerStarted:
+      return "ContainerStarted";
+    case PodLifecycleEvent::Type::kContainerDied:
+      return "ContainerDied";
+    case PodLifecycleEvent::Type::kContainerRemoved:
+      return "ContainerRemoved";
+    case PodLifecycleEvent::Type::kContainerChanged:
+      return "ContainerChanged";
   }
   return "Unknown";
 }
@@ -48,13 +52,13 @@ bool Pleg::healthy(std::string* why) const {
   auto since = clock_.now().time_since_epoch() - base::Duration(last);
   if (since > options_.relist_threshold) {
     if (why != nullptr) {
-      *why = "pleg was last seen active " +
-             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(since).count()) +
-             "s ago; threshold is " +
-             std::to_string(
-                 std::chrono::duration_cast<std::chrono::seconds>(options_.relist_threshold)
-                     .count()) +
-             "s";
+      *why =
+          "pleg was last seen active " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(since).count()) +
+          "s ago; threshold is " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(options_.relist_threshold).count()) +
+          "s";
     }
     return false;
   }
@@ -85,8 +89,7 @@ void Pleg::onRuntimeEvent(const runtime::ContainerEvent& e) {
 
 void Pleg::relistNow() {
   asio::co_spawn(
-      strand_,
-      [self = shared_from_this()]() -> asio::awaitable<void> { co_await self->relist(); },
+      strand_, [self = shared_from_this()]() -> asio::awaitable<void> { co_await self->relist(); },
       asio::detached);
 }
 
@@ -157,9 +160,15 @@ asio::awaitable<void> Pleg::relist() {
       }
       if (now == old_state) continue;
       switch (now) {
-        case State::kRunning: emit(uid, T::kContainerStarted, cid); break;
-        case State::kExited: emit(uid, T::kContainerDied, cid); break;
-        case State::kUnknown: emit(uid, T::kContainerChanged, cid); break;
+        case State::kRunning:
+          emit(uid, T::kContainerStarted, cid);
+          break;
+        case State::kExited:
+          emit(uid, T::kContainerDied, cid);
+          break;
+        case State::kUnknown:
+          emit(uid, T::kContainerChanged, cid);
+          break;
         case State::kNonExistent:
           if (old_state != State::kExited) emit(uid, T::kContainerDied, cid);
           emit(uid, T::kContainerRemoved, cid);

@@ -29,7 +29,8 @@ NextInitContainer findNextInitContainerToRun(const api::Pod& pod,
   // A running app container means every init container has run.
   for (const auto& c : pod.spec.containers) {
     const auto* cs = status.findContainerStatusByName(c.name);
-    if (cs != nullptr && cs->state == ContainerState::kRunning) return {nullptr, std::nullopt, true};
+    if (cs != nullptr && cs->state == ContainerState::kRunning)
+      return {nullptr, std::nullopt, true};
   }
   for (size_t i = inits.size(); i-- > 0;) {
     const auto* cs = status.findContainerStatusByName(inits[i].name);
@@ -83,14 +84,14 @@ PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& stat
            "Container " + container.name + " definition changed, will be restarted", std::nullopt});
       continue;
     }
-    auto failed = probes != nullptr
-                      ? probes->failedProbe(pod.metadata.uid, container.name, cs->id)
-                      : std::string_view();
+    auto failed = probes != nullptr ? probes->failedProbe(pod.metadata.uid, container.name, cs->id)
+                                    : std::string_view();
     if (failed.empty()) {
       ++keep;
       continue;
     }
-    std::string message = "Container " + container.name + " failed " + std::string(failed) + " probe";
+    std::string message =
+        "Container " + container.name + " failed " + std::string(failed) + " probe";
     if (restart_on_failure) {
       message += ", will be restarted";
       actions.containers_to_start.push_back(i);

@@ -108,9 +108,9 @@ std::string joinMessages(const std::vector<std::string>& unknown, std::string_vi
 
 }  // namespace
 
-api::PodCondition generateContainersReadyCondition(const api::PodSpec& spec,
-                                                   const std::vector<api::ContainerStatus>& statuses,
-                                                   bool statuses_known, std::string_view phase) {
+api::PodCondition generateContainersReadyCondition(
+    const api::PodSpec& spec, const std::vector<api::ContainerStatus>& statuses,
+    bool statuses_known, std::string_view phase) {
   if (!statuses_known) {
     return condition(kConditionContainersReady, "False", kReasonUnknownContainerStatuses);
   }

@@ -37,9 +37,9 @@ std::string getPhase(const api::PodSpec& spec,
 
 // status/generate.go. `statuses_known` is false when the pod has no container statuses at all
 // (Go's nil slice), which yields the UnknownContainerStatuses reason.
-api::PodCondition generateContainersReadyCondition(const api::PodSpec& spec,
-                                                   const std::vector<api::ContainerStatus>& statuses,
-                                                   bool statuses_known, std::string_view phase);
+api::PodCondition generateContainersReadyCondition(
+    const api::PodSpec& spec, const std::vector<api::ContainerStatus>& statuses,
+    bool statuses_known, std::string_view phase);
 api::PodCondition generatePodReadyCondition(const api::PodSpec& spec,
                                             const std::vector<api::PodCondition>& conditions,
                                             const std::vector<api::ContainerStatus>& statuses,

@@ -4,8 +4,8 @@
 
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "agent/agent.h"
@@ -153,8 +153,10 @@ std::string agentMetricsText(const Agent& agent) {
   // kubelet's names, where kubelet has the same measure.
   writeMetricHeader(out, "kubelet_node_name", "gauge", "The node's name. The count is always 1.");
   out << "kubelet_node_name{node=\"" << base::prometheusLabelValue(agent.nodeName()) << "\"} 1\n";
-  gauge("kubelet_running_pods", "Number of pods that have a running container, as of the last "
-        "PLEG relist.", agent.pleg().runningPods());
+  gauge("kubelet_running_pods",
+        "Number of pods that have a running container, as of the last "
+        "PLEG relist.",
+        agent.pleg().runningPods());
   writeMetricHeader(out, "kubelet_running_containers", "gauge",
                     "Number of containers currently running, as of the last PLEG relist.");
   out << "kubelet_running_containers{container_state=\"running\"} "
@@ -193,10 +195,8 @@ std::string agentMetricsText(const Agent& agent) {
           "Housekeeping runs not done because a pod source has not been seen: containers of "
           "removed pods are not cleaned up meanwhile.",
           agent.syncLoop().housekeepingWaitingForSources());
-  counter("nodeagent_pleg_relist_total", "PLEG relists.",
-          agent.pleg().relistCount());
-  counter("nodeagent_pleg_events_total", "PLEG events.",
-          agent.pleg().eventCount());
+  counter("nodeagent_pleg_relist_total", "PLEG relists.", agent.pleg().relistCount());
+  counter("nodeagent_pleg_events_total", "PLEG events.", agent.pleg().eventCount());
   writeMetricHeader(out, "nodeagent_config_updates_total", "counter",
                     "Pod updates from PodConfig by op and source.");
   for (const auto& [key, count] : m.configUpdates()) {
@@ -209,9 +209,9 @@ std::string agentMetricsText(const Agent& agent) {
 
 HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
   const std::string& path = request.path;
-  const bool known = path == "/healthz" ||
-                     (!options_.healthz_only && (path == "/pods" || path == "/metrics" ||
-                                                 path == "/manifest-errors"));
+  const bool known =
+      path == "/healthz" || (!options_.healthz_only &&
+                             (path == "/pods" || path == "/metrics" || path == "/manifest-errors"));
   if (!known) return HttpResponse{404, "text/plain", "404 page not found\n", nullptr};
   if (request.method != "GET" && request.method != "HEAD") {
     return HttpResponse{405, "text/plain", "method not allowed\n", nullptr};

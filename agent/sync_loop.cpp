@@ -89,8 +89,9 @@ void SyncLoop::housekeeping() {
     ++housekeeping_runs_;
   } else {
     if (housekeeping_waiting_++ == 0) {
-      log->info("Housekeeping waits until every pod source is seen: containers of removed pods "
-                "are not cleaned up meanwhile");
+      log->info(
+          "Housekeeping waits until every pod source is seen: containers of removed pods "
+          "are not cleaned up meanwhile");
     } else {
       log->debug("Skipping housekeeping: not every source is ready");
     }

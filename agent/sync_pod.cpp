@@ -112,8 +112,8 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> Agent::prepareV
     if (v.source_type == "emptyDir") {
       auto pod_dir = podDir(pod.metadata.uid);
       if (!pod_dir.ok()) return pod_dir.status();
-      auto dir = base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir", "volume name",
-                                 v.name);
+      auto dir =
+          base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir", "volume name", v.name);
       if (!dir.ok()) return dir.status();
       path = std::move(*dir);
       std::filesystem::create_directories(path, ec);
@@ -125,7 +125,8 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> Agent::prepareV
       RETURN_IF_ERROR(setEmptyDirOwnership(path, psc ? psc->fs_group : std::nullopt));
     } else if (v.source_type == "hostPath") {
       path = v.host_path;
-      const bool creates = v.host_path_type == "DirectoryOrCreate" || v.host_path_type == "FileOrCreate";
+      const bool creates =
+          v.host_path_type == "DirectoryOrCreate" || v.host_path_type == "FileOrCreate";
       if (creates && !options_.allow_root_api_pods && !api::isStaticPod(pod)) {
         // The agent (root) would create any path the pod names: a pod from the apiserver may not.
         return base::permissionDeniedError(
@@ -189,8 +190,8 @@ asio::awaitable<void> Agent::syncMirrorPod(const api::PodPtr& pod, const api::Po
   }
 }
 
-asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr& pod,
-                                                               size_t index, bool init,
+asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr& pod, size_t index,
+                                                               bool init,
                                                                const runtime::PodStatus& status,
                                                                bool* in_backoff) {
   const auto& container = init ? pod->spec.init_containers[index] : pod->spec.containers[index];
@@ -212,16 +213,17 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
     if (crash_backoff_.isInBackOffSince(key, last_exited->finished_at, &remaining)) {
       auto backoff = crash_backoff_.get(key);
       auto secs = std::chrono::duration_cast<std::chrono::seconds>(backoff).count();
-      setStartFailure(uid, container.name,
-                      {"CrashLoopBackOff", "back-off " + std::to_string(secs) +
-                                               "s restarting failed container=" + container.name +
-                                               " pod=" + pod->metadata.name + "_" +
-                                               pod->metadata.namespace_ + "(" + uid + ")"});
+      setStartFailure(
+          uid, container.name,
+          {"CrashLoopBackOff",
+           "back-off " + std::to_string(secs) + "s restarting failed container=" + container.name +
+               " pod=" + pod->metadata.name + "_" + pod->metadata.namespace_ + "(" + uid + ")"});
       scheduleSync(uid, remaining);
       if (options_.record_event) {
         options_.record_event(*pod, "Warning", "BackOff",
-                              "Back-off restarting failed container " + container.name + " in pod " +
-                                  pod->metadata.name + "_" + pod->metadata.namespace_ + "(" + uid + ")",
+                              "Back-off restarting failed container " + container.name +
+                                  " in pod " + pod->metadata.name + "_" + pod->metadata.namespace_ +
+                                  "(" + uid + ")",
                               containerFieldPath(container));
       }
       *in_backoff = true;
@@ -244,14 +246,14 @@ asio::awaitable<base::Status> Agent::startContainerWithBackoff(const api::PodPtr
 
   auto started = co_await runtime_.startContainer(pod, container, attempt, std::move(options));
   if (!started.ok()) {
-    setStartFailure(uid, container.name,
-                    {std::string(runtime::startErrorReason(started.status())),
-                     started.status().message()});
+    setStartFailure(
+        uid, container.name,
+        {std::string(runtime::startErrorReason(started.status())), started.status().message()});
     log()->warn("Container failed to start pod={} container={} err={}", api::podRef(*pod),
                 container.name, started.status().toString());
     if (options_.record_event) {
-      options_.record_event(*pod, "Warning", "Failed",
-                            "Error: " + started.status().message(), containerFieldPath(container));
+      options_.record_event(*pod, "Warning", "Failed", "Error: " + started.status().message(),
+                            containerFieldPath(container));
     }
     co_return started.status();
   }
@@ -278,8 +280,7 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
   ++metrics_.sync_pod_total;
   ScopedTimer timing(metrics_.pod_worker[static_cast<size_t>(type)], clock_);
   const auto& uid = pod->metadata.uid;
-  log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid,
-               api::syncPodTypeName(type));
+  log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid, api::syncPodTypeName(type));
 
   if (type == api::SyncPodType::kCreate) {
     // A UID started again (its manifest was deleted and re-added): its old life's final status
@@ -327,8 +328,8 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
       std::filesystem::create_directories(*pod_dir / sub, ec);
       if (ec) {
         ++metrics_.sync_pod_errors;
-        co_return base::internalError("cannot make pod directories at " + pod_dir->string() +
-                                      ": " + ec.message());
+        co_return base::internalError("cannot make pod directories at " + pod_dir->string() + ": " +
+                                      ec.message());
       }
     }
     std::lock_guard lock(mu_);
@@ -382,7 +383,8 @@ asio::awaitable<base::StatusOr<bool>> Agent::syncPod(api::SyncPodType type, api:
       if (s.phase == kPhaseRunning) {
         std::lock_guard lock(mu_);
         if (started_once_.insert(uid).second) {
-          auto seen = pod->metadata.annotations.find(std::string(api::kConfigFirstSeenAnnotationKey));
+          auto seen =
+              pod->metadata.annotations.find(std::string(api::kConfigFirstSeenAnnotationKey));
           if (seen != pod->metadata.annotations.end()) {
             if (auto t = api::parseTime(seen->second); t.ok()) {
               metrics_.observeStartLatency(toApiTime(clock_.wallNow()) - *t);
@@ -430,7 +432,8 @@ asio::awaitable<base::Status> Agent::syncTerminatingPod(api::PodPtr pod,
 
   auto after = co_await runtime_.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
   if (!after.ok()) co_return after.status();
-  if (anyRunning(*after)) co_return base::unavailableError("containers of the pod are still running");
+  if (anyRunning(*after))
+    co_return base::unavailableError("containers of the pod are still running");
   auto final_status = generateAPIPodStatus(*pod, *after);
   if (status_fn) status_fn(final_status);
   status_manager_.setPodStatus(*pod, std::move(final_status));
@@ -442,13 +445,14 @@ asio::awaitable<base::Status> Agent::killPodWatched(const api::PodPtr& pod, runt
   // kubelet's killPodNow waits max(grace * 1.5, 10 s) for the kill, then reports the overrun; the
   // kill itself goes on (the runtime SIGKILLs at the end of the grace period).
   const int64_t grace = grace_override ? *grace_override : runtime::podGracePeriodSeconds(*pod);
-  const base::Duration timeout = std::max<base::Duration>(
-      std::chrono::seconds(grace + grace / 2), options_.kill_timeout_minimum);
+  const base::Duration timeout = std::max<base::Duration>(std::chrono::seconds(grace + grace / 2),
+                                                          options_.kill_timeout_minimum);
   auto timer = clock_.makeTimer(co_await asio::this_coro::executor);
   auto on_timeout = [this, pod, grace] {
-    log()->warn("Container runtime did not kill the pod within its grace period pod={} uid={} "
-                "grace_seconds={}",
-                api::podRef(*pod), pod->metadata.uid, grace);
+    log()->warn(
+        "Container runtime did not kill the pod within its grace period pod={} uid={} "
+        "grace_seconds={}",
+        api::podRef(*pod), pod->metadata.uid, grace);
     if (options_.record_event) {
       options_.record_event(*pod, "Warning", "ExceededGracePeriod",
                             "Container runtime did not kill the pod within specified grace period.",

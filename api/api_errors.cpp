@@ -12,21 +12,36 @@ constexpr size_t kMaxBodyInMessage = 512;
 
 std::string defaultReason(int http_code) {
   switch (http_code) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 406: return "NotAcceptable";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    default: return http_code >= 500 ? "InternalError" : "Unknown";
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return http_code >= 500 ? "InternalError" : "Unknown";
   }
 }
 
@@ -79,17 +94,28 @@ base::StatusCode statusCodeForApiError(int http_code, std::string_view reason) {
     case 400:
     case 406:
     case 415:
-    case 422: return StatusCode::kInvalidArgument;
-    case 401: return StatusCode::kUnauthenticated;
-    case 403: return StatusCode::kPermissionDenied;
-    case 404: return StatusCode::kNotFound;
-    case 405: return StatusCode::kUnimplemented;
-    case 409: return StatusCode::kAborted;
-    case 410: return StatusCode::kOutOfRange;
-    case 429: return StatusCode::kResourceExhausted;
-    case 500: return StatusCode::kInternal;
-    case 504: return StatusCode::kDeadlineExceeded;
-    default: break;
+    case 422:
+      return StatusCode::kInvalidArgument;
+    case 401:
+      return StatusCode::kUnauthenticated;
+    case 403:
+      return StatusCode::kPermissionDenied;
+    case 404:
+      return StatusCode::kNotFound;
+    case 405:
+      return StatusCode::kUnimplemented;
+    case 409:
+      return StatusCode::kAborted;
+    case 410:
+      return StatusCode::kOutOfRange;
+    case 429:
+      return StatusCode::kResourceExhausted;
+    case 500:
+      return StatusCode::kInternal;
+    case 504:
+      return StatusCode::kDeadlineExceeded;
+    default:
+      break;
   }
   if (http_code >= 500) return StatusCode::kUnavailable;
   if (http_code >= 400) return StatusCode::kFailedPrecondition;
@@ -122,7 +148,8 @@ base::Status apiErrorStatus(std::string_view what, int http_code, std::string_vi
   } else {
     std::string text(body.substr(0, kMaxBodyInMessage));
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    e.message = text.empty() ? ("HTTP " + std::to_string(http_code)) : "HTTP " + std::to_string(http_code) + ": " + text;
+    e.message = text.empty() ? ("HTTP " + std::to_string(http_code))
+                             : "HTTP " + std::to_string(http_code) + ": " + text;
   }
   if (retry_after) e.retry_after = retry_after;
   return makeApiErrorStatus(what, e);

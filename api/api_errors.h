@@ -19,9 +19,9 @@
 namespace nodeagent::api {
 
 struct ApiError {
-  int http_code = 0;           // the HTTP status (for an in-stream ERROR: the Status `code`)
-  std::string reason;          // metav1.StatusReason: "NotFound", "Conflict", "Expired", ...
-  std::string message;         // the Status body's message, or a short text
+  int http_code = 0;    // the HTTP status (for an in-stream ERROR: the Status `code`)
+  std::string reason;   // metav1.StatusReason: "NotFound", "Conflict", "Expired", ...
+  std::string message;  // the Status body's message, or a short text
   std::optional<std::chrono::seconds> retry_after;  // Retry-After header or details
   bool operator==(const ApiError&) const = default;
 };

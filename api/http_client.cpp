@@ -9,15 +9,15 @@
 
 #include "base/asio.h"
 
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "base/duration.h"
 
@@ -140,7 +140,8 @@ base::StatusOr<std::shared_ptr<HttpTlsContext>> HttpTlsContext::create(
     ERR_clear_error();
   }
   if (!options.client_cert_pem.empty()) {
-    ASSIGN_OR_RETURN(auto chain, parseCerts(options.client_cert_pem, where + ": client-certificate"));
+    ASSIGN_OR_RETURN(auto chain,
+                     parseCerts(options.client_cert_pem, where + ": client-certificate"));
     ASSIGN_OR_RETURN(auto key, parseKey(options.client_key_pem, where + ": client-key"));
     if (X509_check_private_key(chain[0].get(), key.get()) != 1) {
       ERR_clear_error();
@@ -152,8 +153,8 @@ base::StatusOr<std::shared_ptr<HttpTlsContext>> HttpTlsContext::create(
       ok = SSL_CTX_add1_chain_cert(ctx, chain[i].get()) == 1;
     }
     if (!ok) {
-      return base::invalidArgumentError(where + ": client-certificate: " +
-                                        opensslError("cannot use the certificate"));
+      return base::invalidArgumentError(
+          where + ": client-certificate: " + opensslError("cannot use the certificate"));
     }
   }
   SSL_CTX_set_verify(ctx, impl->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
@@ -185,7 +186,8 @@ class HttpConnection::Impl {
       // fresh one. A request that may have been acted on (written whole, not idempotent) is not
       // sent twice.
       const std::string& m = request.method;
-      const bool idempotent = m == "GET" || m == "HEAD" || m == "PUT" || m == "DELETE" || m == "OPTIONS";
+      const bool idempotent =
+          m == "GET" || m == "HEAD" || m == "PUT" || m == "DELETE" || m == "OPTIONS";
       if (!st.ok() && reused && before_response && attempt == 0 && !cancelled() &&
           (idempotent || !written_)) {
         continue;
@@ -331,7 +333,8 @@ class HttpConnection::Impl {
     }
     std::string detail = ec.message();
     long verify = SSL_get_verify_result(ssl);
-    if (verify != X509_V_OK) detail += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
+    if (verify != X509_V_OK)
+      detail += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
     ERR_clear_error();
     reset();
     return base::unavailableError("TLS handshake failed with " + endpoint_.hostPort() + ": " +
@@ -377,12 +380,13 @@ class HttpConnection::Impl {
     parser.body_limit(stream.max_body_bytes.value_or(std::numeric_limits<std::uint64_t>::max()));
     if (m == "HEAD") parser.skip(true);
     lowest().expires_after(options_.head_timeout);
-    ec = run([&](auto handler) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
+    ec =
+        run([&](auto handler) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
     if (ec) {
       before_response = !parser.got_some() &&
                         (ec == http::error::end_of_stream || ec == asio::error::connection_reset);
-      auto st = failure(ec, "reading the response headers", options_.head_timeout,
-                        stream.max_body_bytes);
+      auto st =
+          failure(ec, "reading the response headers", options_.head_timeout, stream.max_body_bytes);
       reset();
       return st;
     }
@@ -410,7 +414,8 @@ class HttpConnection::Impl {
       msg.body().size = chunk_.size();
       msg.body().more = true;
       lowest().expires_after(read_timeout);
-      ec = run([&](auto handler) { http::async_read_some(s, buffer_, parser, std::move(handler)); });
+      ec =
+          run([&](auto handler) { http::async_read_some(s, buffer_, parser, std::move(handler)); });
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         auto st = failure(ec, "reading the response body", read_timeout, stream.max_body_bytes);
@@ -439,7 +444,7 @@ class HttpConnection::Impl {
   std::vector<char> chunk_;
   bool reusable_ = false;
   bool written_ = false;  // the last request was written whole
-  std::mutex mu_;  // guards cancelled_ (cancel() comes from any thread)
+  std::mutex mu_;         // guards cancelled_ (cancel() comes from any thread)
   bool cancelled_ = false;
 };
 

@@ -11,7 +11,8 @@ namespace {
 
 constexpr size_t kMaxKubeconfigBytes = 4 * 1024 * 1024;
 
-base::StatusOr<std::string> readSmallFile(const std::filesystem::path& path, std::string_view what) {
+base::StatusOr<std::string> readSmallFile(const std::filesystem::path& path,
+                                          std::string_view what) {
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
   if (ec) {
@@ -19,14 +20,16 @@ base::StatusOr<std::string> readSmallFile(const std::filesystem::path& path, std
                                ec.message());
   }
   if (size > kMaxKubeconfigBytes) {
-    return base::invalidArgumentError(std::string(what) + ": " + path.string() + " is larger than " +
-                                      std::to_string(kMaxKubeconfigBytes) + " bytes");
+    return base::invalidArgumentError(std::string(what) + ": " + path.string() +
+                                      " is larger than " + std::to_string(kMaxKubeconfigBytes) +
+                                      " bytes");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return base::notFoundError(std::string(what) + ": cannot open " + path.string());
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return base::unavailableError(std::string(what) + ": error reading " + path.string());
+  if (in.bad())
+    return base::unavailableError(std::string(what) + ": error reading " + path.string());
   return ss.str();
 }
 
@@ -56,7 +59,8 @@ base::StatusOr<YAML::Node> namedEntry(const YAML::Node& root, const char* list_k
   if (!list || list.IsNull()) {
     return base::invalidArgumentError(std::string(list_key) + ": no entry named \"" + name + "\"");
   }
-  if (!list.IsSequence()) return base::invalidArgumentError(std::string(list_key) + ": expected a list");
+  if (!list.IsSequence())
+    return base::invalidArgumentError(std::string(list_key) + ": expected a list");
   for (size_t i = 0; i < list.size(); ++i) {
     YAML::Node entry = list[i];
     if (!entry.IsMap()) continue;
@@ -230,21 +234,24 @@ base::StatusOr<RestConfig> parseKubeconfig(std::string_view yaml_text,
           auto content = readSmallFile(p, u_where + ".tokenFile");
           if (!content.ok()) return fail(content.status());
           std::string t = *content;
-          while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+          while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' '))
+            t.pop_back();
           if (t.empty()) {
-            return base::invalidArgumentError(where_file + ": " + u_where + ".tokenFile: " +
-                                              p.string() + " is empty");
+            return base::invalidArgumentError(where_file + ": " + u_where +
+                                              ".tokenFile: " + p.string() + " is empty");
           }
           cfg.bearer_token = t;
         }
       }
-      auto cert = dataOrFile(*user, "client-certificate-data", "client-certificate", u_where, base_dir);
+      auto cert =
+          dataOrFile(*user, "client-certificate-data", "client-certificate", u_where, base_dir);
       if (!cert.ok()) return fail(cert.status());
       auto key = dataOrFile(*user, "client-key-data", "client-key", u_where, base_dir);
       if (!key.ok()) return fail(key.status());
       if (cert->empty() != key->empty()) {
-        return base::invalidArgumentError(where_file + ": " + u_where +
-                                          ": client-certificate and client-key must be set together");
+        return base::invalidArgumentError(
+            where_file + ": " + u_where +
+            ": client-certificate and client-key must be set together");
       }
       cfg.client_cert_pem = *cert;
       cfg.client_key_pem = *key;
@@ -261,7 +268,8 @@ base::StatusOr<RestConfig> parseKubeconfig(std::string_view yaml_text,
   }
 }
 
-base::StatusOr<RestConfig> loadKubeconfig(const std::filesystem::path& path, std::string_view context) {
+base::StatusOr<RestConfig> loadKubeconfig(const std::filesystem::path& path,
+                                          std::string_view context) {
   auto text = readSmallFile(path, "kubeconfig");
   if (!text.ok()) return text.status();
   auto base_dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");

@@ -38,10 +38,18 @@ void overlay(json& base, const json& typed, std::initializer_list<const char*> k
   }
 }
 
-constexpr std::initializer_list<const char*> kMetaKeys = {
-    "name",         "generateName", "namespace",  "uid",
-    "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-    "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences"};
+constexpr std::initializer_list<const char*> kMetaKeys = {"name",
+                                                          "generateName",
+                                                          "namespace",
+                                                          "uid",
+                                                          "resourceVersion",
+                                                          "generation",
+                                                          "creationTimestamp",
+                                                          "deletionTimestamp",
+                                                          "deletionGracePeriodSeconds",
+                                                          "labels",
+                                                          "annotations",
+                                                          "ownerReferences"};
 
 json baseObject(const std::shared_ptr<const std::string>& raw) {
   if (!raw) return json::object();
@@ -75,12 +83,12 @@ base::StatusOr<Node> decodeNode(const json& object) {
       RETURN_IF_ERROR(readBool(*spec, p, "unschedulable", &node.spec.unschedulable));
       RETURN_IF_ERROR(readString(*spec, p, "providerID", &node.spec.provider_id));
       RETURN_IF_ERROR(readList(*spec, p, "taints", &node.spec.taints,
-                                  [](const json& e, const Path& ep, Taint* t) {
-                                    RETURN_IF_ERROR(readString(e, ep, "key", &t->key));
-                                    RETURN_IF_ERROR(readString(e, ep, "value", &t->value));
-                                    RETURN_IF_ERROR(readString(e, ep, "effect", &t->effect));
-                                    return readTime(e, ep, "timeAdded", &t->time_added);
-                                  }));
+                               [](const json& e, const Path& ep, Taint* t) {
+                                 RETURN_IF_ERROR(readString(e, ep, "key", &t->key));
+                                 RETURN_IF_ERROR(readString(e, ep, "value", &t->value));
+                                 RETURN_IF_ERROR(readString(e, ep, "effect", &t->effect));
+                                 return readTime(e, ep, "timeAdded", &t->time_added);
+                               }));
     }
     ASSIGN_OR_RETURN(const json* status, objectMember(object, root, "status"));
     if (status != nullptr) {
@@ -89,7 +97,8 @@ base::StatusOr<Node> decodeNode(const json& object) {
       RETURN_IF_ERROR(readQuantityMap(*status, p, "capacity", &s.capacity));
       RETURN_IF_ERROR(readQuantityMap(*status, p, "allocatable", &s.allocatable));
       RETURN_IF_ERROR(readList(
-          *status, p, "conditions", &s.conditions, [](const json& e, const Path& ep, NodeCondition* c) {
+          *status, p, "conditions", &s.conditions,
+          [](const json& e, const Path& ep, NodeCondition* c) {
             RETURN_IF_ERROR(readString(e, ep, "type", &c->type));
             RETURN_IF_ERROR(readString(e, ep, "status", &c->status));
             RETURN_IF_ERROR(readTime(e, ep, "lastHeartbeatTime", &c->last_heartbeat_time));
@@ -98,10 +107,10 @@ base::StatusOr<Node> decodeNode(const json& object) {
             return readString(e, ep, "message", &c->message);
           }));
       RETURN_IF_ERROR(readList(*status, p, "addresses", &s.addresses,
-                                  [](const json& e, const Path& ep, NodeAddress* a) {
-                                    RETURN_IF_ERROR(readString(e, ep, "type", &a->type));
-                                    return readString(e, ep, "address", &a->address);
-                                  }));
+                               [](const json& e, const Path& ep, NodeAddress* a) {
+                                 RETURN_IF_ERROR(readString(e, ep, "type", &a->type));
+                                 return readString(e, ep, "address", &a->address);
+                               }));
       ASSIGN_OR_RETURN(const json* endpoints, objectMember(*status, p, "daemonEndpoints"));
       if (endpoints != nullptr) {
         Path ep = p.field("daemonEndpoints");
@@ -120,7 +129,8 @@ base::StatusOr<Node> decodeNode(const json& object) {
         RETURN_IF_ERROR(readString(*info, ip, "bootID", &n.boot_id));
         RETURN_IF_ERROR(readString(*info, ip, "kernelVersion", &n.kernel_version));
         RETURN_IF_ERROR(readString(*info, ip, "osImage", &n.os_image));
-        RETURN_IF_ERROR(readString(*info, ip, "containerRuntimeVersion", &n.container_runtime_version));
+        RETURN_IF_ERROR(
+            readString(*info, ip, "containerRuntimeVersion", &n.container_runtime_version));
         RETURN_IF_ERROR(readString(*info, ip, "kubeletVersion", &n.kubelet_version));
         RETURN_IF_ERROR(readString(*info, ip, "kubeProxyVersion", &n.kube_proxy_version));
         RETURN_IF_ERROR(readString(*info, ip, "operatingSystem", &n.operating_system));
@@ -236,8 +246,9 @@ json encodeLease(const Lease& lease) {
   if (s.acquire_time) spec["acquireTime"] = formatMicroTime(*s.acquire_time);
   if (s.renew_time) spec["renewTime"] = formatMicroTime(*s.renew_time);
   if (s.lease_transitions) spec["leaseTransitions"] = *s.lease_transitions;
-  overlay(j["spec"], spec,
-          {"holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions"});
+  overlay(
+      j["spec"], spec,
+      {"holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions"});
   return j;
 }
 
@@ -285,11 +296,11 @@ base::StatusOr<ApiStatus> decodeApiStatus(const json& object) {
       RETURN_IF_ERROR(readString(*details, p, "uid", &d.uid));
       RETURN_IF_ERROR(readInt32(*details, p, "retryAfterSeconds", &d.retry_after_seconds));
       RETURN_IF_ERROR(readList(*details, p, "causes", &d.causes,
-                                  [](const json& e, const Path& ep, StatusCause* c) {
-                                    RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
-                                    RETURN_IF_ERROR(readString(e, ep, "message", &c->message));
-                                    return readString(e, ep, "field", &c->field);
-                                  }));
+                               [](const json& e, const Path& ep, StatusCause* c) {
+                                 RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
+                                 RETURN_IF_ERROR(readString(e, ep, "message", &c->message));
+                                 return readString(e, ep, "field", &c->field);
+                               }));
       s.details = std::move(d);
     }
     return s;
@@ -407,7 +418,9 @@ json encodePodList(const PodList& list) {
   if (!list.continue_token.empty()) meta["continue"] = list.continue_token;
   json items = json::array();
   for (const auto& pod : list.items) items.push_back(encodePod(*pod));
-  return {{"kind", "PodList"}, {"apiVersion", "v1"}, {"metadata", std::move(meta)},
+  return {{"kind", "PodList"},
+          {"apiVersion", "v1"},
+          {"metadata", std::move(meta)},
           {"items", std::move(items)}};
 }
 

@@ -42,9 +42,10 @@ base::Status decodeIntOrString(const json& obj, const Path& p, std::string_view 
 }
 
 base::Status decodeHandler(const json& j, const Path& p, Handler* h) {
-  RETURN_IF_ERROR(readOptional(j, p, "exec", &h->exec, [](const json& e, const Path& ep, ExecAction* a) {
-    return readStringList(e, ep, "command", &a->command);
-  }));
+  RETURN_IF_ERROR(
+      readOptional(j, p, "exec", &h->exec, [](const json& e, const Path& ep, ExecAction* a) {
+        return readStringList(e, ep, "command", &a->command);
+      }));
   RETURN_IF_ERROR(readOptional(
       j, p, "httpGet", &h->http_get, [](const json& e, const Path& ep, HTTPGetAction* a) {
         RETURN_IF_ERROR(readString(e, ep, "path", &a->path));
@@ -71,8 +72,7 @@ base::Status decodeProbe(const json& j, const Path& p, Probe* probe) {
   RETURN_IF_ERROR(readInt32(j, p, "periodSeconds", &probe->period_seconds));
   RETURN_IF_ERROR(readInt32(j, p, "successThreshold", &probe->success_threshold));
   RETURN_IF_ERROR(readInt32(j, p, "failureThreshold", &probe->failure_threshold));
-  return readInt64(j, p, "terminationGracePeriodSeconds",
-                   &probe->termination_grace_period_seconds);
+  return readInt64(j, p, "terminationGracePeriodSeconds", &probe->termination_grace_period_seconds);
 }
 
 base::Status decodeEnvVar(const json& j, const Path& p, EnvVar* env) {
@@ -96,15 +96,14 @@ base::Status decodeContainer(const json& j, const Path& p, Container* c) {
   RETURN_IF_ERROR(readStringList(j, p, "command", &c->command));
   RETURN_IF_ERROR(readStringList(j, p, "args", &c->args));
   RETURN_IF_ERROR(readString(j, p, "workingDir", &c->working_dir));
-  RETURN_IF_ERROR(readList(j, p, "ports", &c->ports,
-                           [](const json& e, const Path& ep, ContainerPort* port) {
-                             RETURN_IF_ERROR(readString(e, ep, "name", &port->name));
-                             RETURN_IF_ERROR(
-                                 readInt32(e, ep, "containerPort", &port->container_port));
-                             RETURN_IF_ERROR(readInt32(e, ep, "hostPort", &port->host_port));
-                             RETURN_IF_ERROR(readString(e, ep, "protocol", &port->protocol));
-                             return readString(e, ep, "hostIP", &port->host_ip);
-                           }));
+  RETURN_IF_ERROR(
+      readList(j, p, "ports", &c->ports, [](const json& e, const Path& ep, ContainerPort* port) {
+        RETURN_IF_ERROR(readString(e, ep, "name", &port->name));
+        RETURN_IF_ERROR(readInt32(e, ep, "containerPort", &port->container_port));
+        RETURN_IF_ERROR(readInt32(e, ep, "hostPort", &port->host_port));
+        RETURN_IF_ERROR(readString(e, ep, "protocol", &port->protocol));
+        return readString(e, ep, "hostIP", &port->host_ip);
+      }));
   RETURN_IF_ERROR(readList(j, p, "env", &c->env, decodeEnvVar));
   ASSIGN_OR_RETURN(const json* res, objectMember(j, p, "resources"));
   if (res != nullptr) {
@@ -122,12 +121,11 @@ base::Status decodeContainer(const json& j, const Path& p, Container* c) {
   RETURN_IF_ERROR(readOptional(j, p, "livenessProbe", &c->liveness_probe, decodeProbe));
   RETURN_IF_ERROR(readOptional(j, p, "readinessProbe", &c->readiness_probe, decodeProbe));
   RETURN_IF_ERROR(readOptional(j, p, "startupProbe", &c->startup_probe, decodeProbe));
-  RETURN_IF_ERROR(readOptional(j, p, "lifecycle", &c->lifecycle,
-                               [](const json& e, const Path& ep, Lifecycle* l) {
-                                 RETURN_IF_ERROR(
-                                     readOptional(e, ep, "postStart", &l->post_start, decodeHandler));
-                                 return readOptional(e, ep, "preStop", &l->pre_stop, decodeHandler);
-                               }));
+  RETURN_IF_ERROR(readOptional(
+      j, p, "lifecycle", &c->lifecycle, [](const json& e, const Path& ep, Lifecycle* l) {
+        RETURN_IF_ERROR(readOptional(e, ep, "postStart", &l->post_start, decodeHandler));
+        return readOptional(e, ep, "preStop", &l->pre_stop, decodeHandler);
+      }));
   RETURN_IF_ERROR(readString(j, p, "terminationMessagePath", &c->termination_message_path));
   RETURN_IF_ERROR(readString(j, p, "terminationMessagePolicy", &c->termination_message_policy));
   RETURN_IF_ERROR(readOptional(
@@ -136,14 +134,14 @@ base::Status decodeContainer(const json& j, const Path& p, Container* c) {
         RETURN_IF_ERROR(readInt64(e, ep, "runAsUser", &s->run_as_user));
         RETURN_IF_ERROR(readInt64(e, ep, "runAsGroup", &s->run_as_group));
         RETURN_IF_ERROR(readBool(e, ep, "runAsNonRoot", &s->run_as_non_root));
-        RETURN_IF_ERROR(readBool(e, ep, "allowPrivilegeEscalation", &s->allow_privilege_escalation));
-        RETURN_IF_ERROR(readBool(e, ep, "privileged", &s->privileged));
         RETURN_IF_ERROR(
-            readOptional(e, ep, "capabilities", &s->capabilities,
-                         [](const json& ce, const Path& cp, Capabilities* caps) {
-                           RETURN_IF_ERROR(readStringList(ce, cp, "add", &caps->add));
-                           return readStringList(ce, cp, "drop", &caps->drop);
-                         }));
+            readBool(e, ep, "allowPrivilegeEscalation", &s->allow_privilege_escalation));
+        RETURN_IF_ERROR(readBool(e, ep, "privileged", &s->privileged));
+        RETURN_IF_ERROR(readOptional(e, ep, "capabilities", &s->capabilities,
+                                     [](const json& ce, const Path& cp, Capabilities* caps) {
+                                       RETURN_IF_ERROR(readStringList(ce, cp, "add", &caps->add));
+                                       return readStringList(ce, cp, "drop", &caps->drop);
+                                     }));
         return readBool(e, ep, "readOnlyRootFilesystem", &s->read_only_root_filesystem);
       }));
   RETURN_IF_ERROR(readBool(j, p, "stdin", &c->stdin));
@@ -205,16 +203,15 @@ base::StatusOr<PodSpec> decodeSpec(const json& j, const Path& p) {
                            }));
   RETURN_IF_ERROR(readInt32(j, p, "priority", &s.priority));
   RETURN_IF_ERROR(readString(j, p, "priorityClassName", &s.priority_class_name));
-  RETURN_IF_ERROR(readOptional(j, p, "securityContext", &s.security_context,
-                               [](const json& e, const Path& ep, PodSecurityContext* sc) {
-                                 RETURN_IF_ERROR(readInt64(e, ep, "runAsUser", &sc->run_as_user));
-                                 RETURN_IF_ERROR(readInt64(e, ep, "runAsGroup", &sc->run_as_group));
-                                 RETURN_IF_ERROR(
-                                     readBool(e, ep, "runAsNonRoot", &sc->run_as_non_root));
-                                 RETURN_IF_ERROR(readInt64List(e, ep, "supplementalGroups",
-                                                               &sc->supplemental_groups));
-                                 return readInt64(e, ep, "fsGroup", &sc->fs_group);
-                               }));
+  RETURN_IF_ERROR(readOptional(
+      j, p, "securityContext", &s.security_context,
+      [](const json& e, const Path& ep, PodSecurityContext* sc) {
+        RETURN_IF_ERROR(readInt64(e, ep, "runAsUser", &sc->run_as_user));
+        RETURN_IF_ERROR(readInt64(e, ep, "runAsGroup", &sc->run_as_group));
+        RETURN_IF_ERROR(readBool(e, ep, "runAsNonRoot", &sc->run_as_non_root));
+        RETURN_IF_ERROR(readInt64List(e, ep, "supplementalGroups", &sc->supplemental_groups));
+        return readInt64(e, ep, "fsGroup", &sc->fs_group);
+      }));
   return s;
 }
 
@@ -271,14 +268,14 @@ base::StatusOr<PodStatus> decodeStatusAt(const json& j, const Path& p) {
   RETURN_IF_ERROR(readString(j, p, "reason", &s.reason));
   RETURN_IF_ERROR(readString(j, p, "hostIP", &s.host_ip));
   RETURN_IF_ERROR(readString(j, p, "podIP", &s.pod_ip));
-  RETURN_IF_ERROR(readList(j, p, "podIPs", &s.pod_ips,
-                           [](const json& e, const Path& ep, std::string* ip) {
-                             return readString(e, ep, "ip", ip);
-                           }));
+  RETURN_IF_ERROR(readList(
+      j, p, "podIPs", &s.pod_ips,
+      [](const json& e, const Path& ep, std::string* ip) { return readString(e, ep, "ip", ip); }));
   RETURN_IF_ERROR(readTime(j, p, "startTime", &s.start_time));
   RETURN_IF_ERROR(
       readList(j, p, "initContainerStatuses", &s.init_container_statuses, decodeContainerStatus));
-  RETURN_IF_ERROR(readList(j, p, "containerStatuses", &s.container_statuses, decodeContainerStatus));
+  RETURN_IF_ERROR(
+      readList(j, p, "containerStatuses", &s.container_statuses, decodeContainerStatus));
   RETURN_IF_ERROR(readString(j, p, "qosClass", &s.qos_class));
   return s;
 }
@@ -481,7 +478,7 @@ std::optional<StatusSlot> findStatusSlot(std::string_view raw) {
 
 std::array<std::string_view, 6> withStatusAtPieces(std::string_view raw, const StatusSlot& slot,
                                                    std::string_view status_json) {
-  return {raw.substr(0, slot.head), slot.comma_before ? "," : "", R"("status":)", status_json,
+  return {raw.substr(0, slot.head),    slot.comma_before ? "," : "", R"("status":)", status_json,
           slot.comma_after ? "," : "", raw.substr(slot.tail)};
 }
 
@@ -513,8 +510,7 @@ base::StatusOr<PodPtr> withStatus(const Pod& pod, const PodStatus& status) {
   return withJsonEdit(pod, [&](json& j) { j["status"] = encodePodStatus(status); });
 }
 
-base::StatusOr<PodPtr> withJsonEdit(const Pod& pod,
-                                    const std::function<void(json&)>& edit) {
+base::StatusOr<PodPtr> withJsonEdit(const Pod& pod, const std::function<void(json&)>& edit) {
   json j;
   try {
     j = encodePod(pod);

@@ -35,7 +35,8 @@ base::StatusOr<PodPtr> withAnnotations(const Pod& pod, const StringMap& set,
 // Replaces `status` wholesale with the typed status.
 base::StatusOr<PodPtr> withStatus(const Pod& pod, const PodStatus& status);
 // Applies an arbitrary edit to the pod's JSON and decodes the result.
-base::StatusOr<PodPtr> withJsonEdit(const Pod& pod, const std::function<void(nlohmann::json&)>& edit);
+base::StatusOr<PodPtr> withJsonEdit(const Pod& pod,
+                                    const std::function<void(nlohmann::json&)>& edit);
 
 nlohmann::json encodePodStatus(const PodStatus& status);
 

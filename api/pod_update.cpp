@@ -4,23 +4,34 @@ namespace nodeagent::api {
 
 std::string_view podOperationName(PodOperation op) {
   switch (op) {
-    case PodOperation::kSet: return "SET";
-    case PodOperation::kAdd: return "ADD";
-    case PodOperation::kDelete: return "DELETE";
-    case PodOperation::kRemove: return "REMOVE";
-    case PodOperation::kUpdate: return "UPDATE";
-    case PodOperation::kReconcile: return "RECONCILE";
-    case PodOperation::kRestore: return "RESTORE";
+    case PodOperation::kSet:
+      return "SET";
+    case PodOperation::kAdd:
+      return "ADD";
+    case PodOperation::kDelete:
+      return "DELETE";
+    case PodOperation::kRemove:
+      return "REMOVE";
+    case PodOperation::kUpdate:
+      return "UPDATE";
+    case PodOperation::kReconcile:
+      return "RECONCILE";
+    case PodOperation::kRestore:
+      return "RESTORE";
   }
   return "UNKNOWN";
 }
 
 std::string_view syncPodTypeName(SyncPodType type) {
   switch (type) {
-    case SyncPodType::kSync: return "sync";
-    case SyncPodType::kUpdate: return "update";
-    case SyncPodType::kCreate: return "create";
-    case SyncPodType::kKill: return "kill";
+    case SyncPodType::kSync:
+      return "sync";
+    case SyncPodType::kUpdate:
+      return "update";
+    case SyncPodType::kCreate:
+      return "create";
+    case SyncPodType::kKill:
+      return "kill";
   }
   return "unknown";
 }

@@ -28,7 +28,15 @@ inline constexpr std::string_view kNamespaceDefault = "default";
 inline constexpr int32_t kSystemCriticalPriority = 2000000000;
 
 // Values match kubelet's iota order.
-enum class PodOperation { kSet = 0, kAdd = 1, kDelete = 2, kRemove = 3, kUpdate = 4, kReconcile = 5, kRestore = 6 };
+enum class PodOperation {
+  kSet = 0,
+  kAdd = 1,
+  kDelete = 2,
+  kRemove = 3,
+  kUpdate = 4,
+  kReconcile = 5,
+  kRestore = 6
+};
 
 std::string_view podOperationName(PodOperation op);  // "SET", "ADD", ...
 
@@ -52,7 +60,8 @@ enum class SyncPodType { kSync = 0, kUpdate = 1, kCreate = 2, kKill = 3 };
 std::string_view syncPodTypeName(SyncPodType type);  // "sync", "update", "create", "kill"
 
 // "*" expands to file, http, api; "" is skipped; anything else is an error naming it.
-base::StatusOr<std::vector<std::string>> getValidatedSources(const std::vector<std::string>& sources);
+base::StatusOr<std::vector<std::string>> getValidatedSources(
+    const std::vector<std::string>& sources);
 
 std::string buildPodFullName(std::string_view name, std::string_view ns);
 // Splits "name_namespace"; error unless exactly two non-empty parts.

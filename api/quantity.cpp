@@ -50,7 +50,8 @@ base::StatusOr<Quantity> Quantity::parse(std::string_view text) {
   int digits = 0;
   bool overflow = false;
   auto addDigit = [&](char c) {
-    if (mulOverflows(mantissa, 10, &mantissa) || __builtin_add_overflow(mantissa, c - '0', &mantissa)) {
+    if (mulOverflows(mantissa, 10, &mantissa) ||
+        __builtin_add_overflow(mantissa, c - '0', &mantissa)) {
       overflow = true;
     }
   };

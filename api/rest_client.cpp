@@ -5,8 +5,8 @@
 #include <charconv>
 #include <condition_variable>
 
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
+#include <nlohmann/json.hpp>
 
 #include "api/api_errors.h"
 #include "api/canonical_json.h"
@@ -47,9 +47,12 @@ std::optional<std::chrono::seconds> parseRetryAfter(const HttpResponse& response
 
 std::string_view patchContentType(PatchType type) {
   switch (type) {
-    case PatchType::kMerge: return "application/merge-patch+json";
-    case PatchType::kStrategicMerge: return "application/strategic-merge-patch+json";
-    case PatchType::kJson: return "application/json-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
   }
   return "application/merge-patch+json";
 }
@@ -151,10 +154,12 @@ base::Status RestClient::init() {
   if (!hostport.empty() && hostport.front() == '[') {
     auto close = hostport.find(']');
     if (close == std::string_view::npos) {
-      return base::invalidArgumentError(where + ": server \"" + config_.server + "\": bad IPv6 host");
+      return base::invalidArgumentError(where + ": server \"" + config_.server +
+                                        "\": bad IPv6 host");
     }
     host = std::string(hostport.substr(1, close - 1));
-    if (close + 1 < hostport.size() && hostport[close + 1] == ':') port_text = hostport.substr(close + 2);
+    if (close + 1 < hostport.size() && hostport[close + 1] == ':')
+      port_text = hostport.substr(close + 2);
   } else {
     auto colon = hostport.rfind(':');
     host = std::string(hostport.substr(0, colon));
@@ -166,7 +171,8 @@ base::Status RestClient::init() {
   int port = https ? 443 : 80;
   if (!port_text.empty()) {
     auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || p != port_text.data() + port_text.size() || port <= 0 || port > 65535) {
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || port <= 0 ||
+        port > 65535) {
       return base::invalidArgumentError(where + ": server \"" + config_.server + "\": bad port");
     }
   }
@@ -314,7 +320,8 @@ base::StatusOr<Response> RestClient::send(std::string_view method, std::string_v
 
 base::StatusOr<std::string> RestClient::request(std::string_view method, std::string_view path,
                                                 const Query& query, std::string_view body,
-                                                std::string_view content_type, std::stop_token stop) {
+                                                std::string_view content_type,
+                                                std::stop_token stop) {
   const std::string what = std::string(method) + " " + std::string(path);
   for (int attempt = 0;; ++attempt) {
     auto res = send(method, path, query, body, content_type, stop);
@@ -322,12 +329,13 @@ base::StatusOr<std::string> RestClient::request(std::string_view method, std::st
     if (res->status >= 200 && res->status < 300) return std::move(res->body);
     bool retriable = res->status == 429 || (res->status >= 500 && res->retry_after.has_value());
     if (retriable && attempt < options_.max_retries) {
-      auto delay = std::min<std::chrono::seconds>(res->retry_after.value_or(std::chrono::seconds(1)),
-                                                  options_.max_retry_after);
+      auto delay = std::min<std::chrono::seconds>(
+          res->retry_after.value_or(std::chrono::seconds(1)), options_.max_retry_after);
       std::stop_source both;
       std::stop_callback a(stop, [&] { both.request_stop(); });
       std::stop_callback b(shutdown_source_.get_token(), [&] { both.request_stop(); });
-      if (!options_.wait(delay, both.get_token())) return base::cancelledError(what + ": cancelled");
+      if (!options_.wait(delay, both.get_token()))
+        return base::cancelledError(what + ": cancelled");
       continue;
     }
     return apiErrorStatus(what, res->status, res->body, res->retry_after);
@@ -445,7 +453,8 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   body.on_chunk = [&](std::string_view chunk) {
     if (stop.stop_requested()) return false;
     if (head.status != 200) {
-      error_body.append(chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
+      error_body.append(
+          chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
       return error_body.size() < kMaxErrorBody;  // enough to report; never the whole of it
     }
     auto st = decoder.feed(chunk);
@@ -455,7 +464,8 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
     }
     return !decoder.finished();
   };
-  base::Status st = stop.stop_requested() ? base::cancelledError("cancelled") : conn->stream(req, body);
+  base::Status st =
+      stop.stop_requested() ? base::cancelledError("cancelled") : conn->stream(req, body);
   if (stop.stop_requested()) return base::cancelledError(what + ": cancelled");
   if (!decode_error.ok()) return decode_error.withContext(what);
   if (!stream_error.ok()) return stream_error;
@@ -491,11 +501,9 @@ asio::awaitable<base::StatusOr<std::string>> AsyncRestClient::request(std::strin
 void AsyncRestClient::request(std::string method, std::string path, Query query, std::string body,
                               std::string content_type, asio::any_io_executor ex,
                               std::function<void(base::StatusOr<std::string>)> done) {
-  run(
-      [method = std::move(method), path = std::move(path), query = std::move(query),
-       body = std::move(body), content_type = std::move(content_type)](RestClient& c) {
-        return c.request(method, path, query, body, content_type);
-      },
+  run([method = std::move(method), path = std::move(path), query = std::move(query),
+       body = std::move(body), content_type = std::move(content_type)](
+          RestClient& c) { return c.request(method, path, query, body, content_type); },
       std::move(ex), std::move(done));
 }
 

@@ -1,6 +1,7 @@
 // Blocking REST client for the Kubernetes API over api/http_client.h (every answer bounded in
-// header size, body size and time): HTTPS with CA verification (CA from the kubeconfig, in memory), bearer token, client certificate or basic auth, per-request
-// timeouts, `User-Agent: nodeagent/<version>`, a client-side token bucket (kubelet's
+// header size, body size and time): HTTPS with CA verification (CA from the kubeconfig, in memory),
+// bearer token, client certificate or basic auth, per-request timeouts, `User-Agent:
+// nodeagent/<version>`, a client-side token bucket (kubelet's
 // --kube-api-qps/--kube-api-burst) and typed errors decoded from metav1.Status bodies
 // (api/api_errors.h). 429 answers are retried after their Retry-After.
 //
@@ -115,7 +116,8 @@ class RestClient {
   // Retry-After. Returns the body.
   base::StatusOr<std::string> request(std::string_view method, std::string_view path,
                                       const Query& query, std::string_view body = {},
-                                      std::string_view content_type = {}, std::stop_token stop = {});
+                                      std::string_view content_type = {},
+                                      std::stop_token stop = {});
 
   // JSON conveniences over request(). Bodies and answers are whole objects.
   base::StatusOr<nlohmann::json> getJson(std::string_view path, const Query& query = {});
@@ -205,18 +207,19 @@ class AsyncRestClient {
       });
     };
     return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(std::move(init),
-                                                                       asio::use_awaitable);
+                                                                        asio::use_awaitable);
   }
 
   // Runs `fn(client)` on the pool, then `done(result)` on `ex`.
   template <typename F, typename Done>
   void run(F fn, asio::any_io_executor ex, Done done) {
-    asio::post(pool_, [this, ex = std::move(ex), fn = std::move(fn), done = std::move(done)]() mutable {
-      auto result = fn(client_);
-      asio::post(ex, [done = std::move(done), result = std::move(result)]() mutable {
-        done(std::move(result));
-      });
-    });
+    asio::post(pool_,
+               [this, ex = std::move(ex), fn = std::move(fn), done = std::move(done)]() mutable {
+                 auto result = fn(client_);
+                 asio::post(ex, [done = std::move(done), result = std::move(result)]() mutable {
+                   done(std::move(result));
+                 });
+               });
   }
 
   asio::awaitable<base::StatusOr<std::string>> request(std::string method, std::string path,

@@ -6,22 +6,33 @@ namespace nodeagent::api {
 
 std::string_view watchEventTypeName(WatchEventType type) {
   switch (type) {
-    case WatchEventType::kAdded: return "ADDED";
-    case WatchEventType::kModified: return "MODIFIED";
-    case WatchEventType::kDeleted: return "DELETED";
-    case WatchEventType::kBookmark: return "BOOKMARK";
-    case WatchEventType::kError: return "ERROR";
+    case WatchEventType::kAdded:
+      return "ADDED";
+    case WatchEventType::kModified:
+      return "MODIFIED";
+    case WatchEventType::kDeleted:
+      return "DELETED";
+    case WatchEventType::kBookmark:
+      return "BOOKMARK";
+    case WatchEventType::kError:
+      return "ERROR";
   }
   return "UNKNOWN";
 }
 
 bool parseWatchEventType(std::string_view name, WatchEventType& out) {
-  if (name == "ADDED") out = WatchEventType::kAdded;
-  else if (name == "MODIFIED") out = WatchEventType::kModified;
-  else if (name == "DELETED") out = WatchEventType::kDeleted;
-  else if (name == "BOOKMARK") out = WatchEventType::kBookmark;
-  else if (name == "ERROR") out = WatchEventType::kError;
-  else return false;
+  if (name == "ADDED")
+    out = WatchEventType::kAdded;
+  else if (name == "MODIFIED")
+    out = WatchEventType::kModified;
+  else if (name == "DELETED")
+    out = WatchEventType::kDeleted;
+  else if (name == "BOOKMARK")
+    out = WatchEventType::kBookmark;
+  else if (name == "ERROR")
+    out = WatchEventType::kError;
+  else
+    return false;
   return true;
 }
 
@@ -51,13 +62,15 @@ base::Status WatchDecoder::decodeLine(std::string_view line, size_t line_offset)
   if (parsed.is_discarded()) return fail("not valid JSON");
   if (!parsed.is_object()) return fail("not a JSON object");
   auto type_it = parsed.find("type");
-  if (type_it == parsed.end() || !type_it->is_string()) return fail("type: missing or not a string");
+  if (type_it == parsed.end() || !type_it->is_string())
+    return fail("type: missing or not a string");
   RawWatchEvent ev;
   if (!parseWatchEventType(type_it->get_ref<const std::string&>(), ev.type)) {
     return fail("type: unknown event type \"" + type_it->get<std::string>() + "\"");
   }
   auto obj_it = parsed.find("object");
-  if (obj_it == parsed.end() || !obj_it->is_object()) return fail("object: missing or not an object");
+  if (obj_it == parsed.end() || !obj_it->is_object())
+    return fail("object: missing or not an object");
   ev.object = std::make_shared<nlohmann::json>(std::move(*obj_it));
   if (!on_event_(std::move(ev))) finished_ = true;
   return base::okStatus();
@@ -70,9 +83,9 @@ base::Status WatchDecoder::feed(std::string_view chunk) {
     if (nl == std::string_view::npos) {
       if (buffer_.size() + chunk.size() > max_event_bytes_) {
         finished_ = true;
-        error_ = base::resourceExhaustedError(
-            "watch stream: event at byte " + std::to_string(consumed_) + " exceeds " +
-            std::to_string(max_event_bytes_) + " bytes");
+        error_ = base::resourceExhaustedError("watch stream: event at byte " +
+                                              std::to_string(consumed_) + " exceeds " +
+                                              std::to_string(max_event_bytes_) + " bytes");
         return error_;
       }
       buffer_.append(chunk);

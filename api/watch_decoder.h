@@ -33,7 +33,8 @@ class WatchDecoder {
   // Returns false to stop decoding (feed() then returns OK without looking further).
   using EventCallback = std::function<bool(RawWatchEvent&&)>;
 
-  explicit WatchDecoder(EventCallback on_event, size_t max_event_bytes = kDefaultMaxWatchEventBytes);
+  explicit WatchDecoder(EventCallback on_event,
+                        size_t max_event_bytes = kDefaultMaxWatchEventBytes);
   ~WatchDecoder();
 
   // Consumes a chunk. Returns an error (DataLoss for garbage, ResourceExhausted for an event over
@@ -53,8 +54,8 @@ class WatchDecoder {
 
   EventCallback on_event_;
   size_t max_event_bytes_;
-  std::string buffer_;     // bytes of the current, incomplete line
-  size_t consumed_ = 0;    // stream offset of buffer_[0]
+  std::string buffer_;   // bytes of the current, incomplete line
+  size_t consumed_ = 0;  // stream offset of buffer_[0]
   bool finished_ = false;
   base::Status error_;
 };

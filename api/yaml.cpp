@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -364,10 +364,16 @@ Fixed fixedScalar(std::string_view s) {
       return Fixed::kNull;
     case 1:
       switch (s[0]) {
-        case 'y': case 'Y': return Fixed::kTrue;
-        case 'n': case 'N': return Fixed::kFalse;
-        case '~': return Fixed::kNull;
-        default: return Fixed::kNone;
+        case 'y':
+        case 'Y':
+          return Fixed::kTrue;
+        case 'n':
+        case 'N':
+          return Fixed::kFalse;
+        case '~':
+          return Fixed::kNull;
+        default:
+          return Fixed::kNone;
       }
     case 2:
       if (any({"on", "On", "ON"})) return Fixed::kTrue;
@@ -405,12 +411,16 @@ bool staysString(std::string_view s) {
 // string result moves it.
 Resolved resolvePlain(std::string in) {
   switch (fixedScalar(in)) {
-    case Fixed::kTrue: return {json(true), {}};
-    case Fixed::kFalse: return {json(false), {}};
-    case Fixed::kNull: return {json(nullptr), {}};
+    case Fixed::kTrue:
+      return {json(true), {}};
+    case Fixed::kFalse:
+      return {json(false), {}};
+    case Fixed::kNull:
+      return {json(nullptr), {}};
     case Fixed::kSpecialFloat:
       return {json(), "\"" + in + "\" (infinity or NaN) cannot be represented in JSON"};
-    case Fixed::kNone: break;
+    case Fixed::kNone:
+      break;
   }
   const char c = in[0];  // not empty: that is null
   if (!startsLikeNumber(c)) return {json(std::move(in)), {}};
@@ -570,9 +580,8 @@ class YamlEventBuilder {
     // Escapes in double-quoted scalars can produce bytes the input check never saw (\uD800).
     // Other scalars hold input bytes (line breaks folded to '\n' or ' '), checked already.
     bool is_control = false;
-    if (size_t bad = sc.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE
-                         ? findBadByte(text, &is_control)
-                         : std::string_view::npos;
+    if (size_t bad = sc.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ? findBadByte(text, &is_control)
+                                                                 : std::string_view::npos;
         bad != std::string_view::npos && !is_control) {
       return error(e.start_mark, "scalar is not valid UTF-8");
     }
@@ -607,7 +616,8 @@ class YamlEventBuilder {
                     (kind == "bool" && r.value.is_boolean()) ||
                     (kind == "null" && r.value.is_null());
         if (kind == "int" || kind == "float" || kind == "bool" || kind == "null") {
-          if (!fits) return error(e.start_mark, "cannot decode \"" + text + "\" as !!" + std::string(kind));
+          if (!fits)
+            return error(e.start_mark, "cannot decode \"" + text + "\" as !!" + std::string(kind));
           if (kind == "float") r.value = json(r.value.get<double>());
         }
         value = std::move(r.value);
@@ -739,9 +749,8 @@ class YamlEventBuilder {
       f.merge_key = false;
       if (value.is_object()) {
         f.merges.push_back(std::move(value));
-      } else if (value.is_array() && std::all_of(value.begin(), value.end(), [](const json& m) {
-                   return m.is_object();
-                 })) {
+      } else if (value.is_array() && std::all_of(value.begin(), value.end(),
+                                                 [](const json& m) { return m.is_object(); })) {
         for (auto& m : value) f.merges.push_back(std::move(m));
       } else {
         return error(f.key_mark, "merge key \"<<\" needs a mapping or a sequence of mappings");

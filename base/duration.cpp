@@ -24,7 +24,8 @@ constexpr Unit kUnits[] = {
 };
 
 Status invalid(std::string_view text, std::string_view why) {
-  return invalidArgumentError("invalid duration \"" + std::string(text) + "\": " + std::string(why));
+  return invalidArgumentError("invalid duration \"" + std::string(text) +
+                              "\": " + std::string(why));
 }
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }

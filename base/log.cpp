@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/cfg/env.h>
 #include <spdlog/formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <nlohmann/json.hpp>
 
 #include "base/printable.h"
 
@@ -129,13 +129,27 @@ std::string unquoted(std::string_view v) {
     }
     const char e = v[++i];
     switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'v': out += '\v'; break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'v':
+        out += '\v';
+        break;
       case 'x':
       case 'u': {
         const size_t digits = e == 'x' ? 2 : 4;
@@ -161,7 +175,8 @@ std::string unquoted(std::string_view v) {
         }
         break;
       }
-      default: out += e;
+      default:
+        out += e;
     }
   }
   return out;
@@ -169,20 +184,25 @@ std::string unquoted(std::string_view v) {
 
 std::string levelName(char level) {
   switch (level) {
-    case 'T': return "trace";
-    case 'D': return "debug";
-    case 'I': return "info";
-    case 'W': return "warning";
-    case 'E': return "error";
-    case 'C': return "critical";
+    case 'T':
+      return "trace";
+    case 'D':
+      return "debug";
+    case 'I':
+      return "info";
+    case 'W':
+      return "warning";
+    case 'E':
+      return "error";
+    case 'C':
+      return "critical";
   }
   return std::string(1, level);
 }
 
 std::string utcTimestamp(std::chrono::system_clock::time_point time) {
   const auto secs = std::chrono::time_point_cast<std::chrono::seconds>(time);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(time - secs).count();
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(time - secs).count();
   const std::time_t t = std::chrono::system_clock::to_time_t(secs);
   std::tm tm{};
   ::gmtime_r(&t, &tm);
@@ -198,11 +218,11 @@ class LineFormatter final : public spdlog::formatter {
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     static constexpr char kLevels[] = {'T', 'D', 'I', 'W', 'E', 'C', 'O'};
     const auto level = static_cast<size_t>(msg.level);
-    const std::string line = formatLogLine(
-        format_, msg.time, level < sizeof(kLevels) ? kLevels[level] : '?',
-        std::string_view(msg.logger_name.data(), msg.logger_name.size()),
-        static_cast<uint64_t>(msg.thread_id),
-        std::string_view(msg.payload.data(), msg.payload.size()));
+    const std::string line =
+        formatLogLine(format_, msg.time, level < sizeof(kLevels) ? kLevels[level] : '?',
+                      std::string_view(msg.logger_name.data(), msg.logger_name.size()),
+                      static_cast<uint64_t>(msg.thread_id),
+                      std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(line.data(), line.data() + line.size());
   }
   std::unique_ptr<spdlog::formatter> clone() const override {
@@ -221,9 +241,8 @@ spdlog::sink_ptr makeSink() {
 
 }  // namespace
 
-std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_point time,
-                          char level, std::string_view logger, uint64_t thread,
-                          std::string_view payload) {
+std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_point time, char level,
+                          std::string_view logger, uint64_t thread, std::string_view payload) {
   const LogFields fields = splitLogFields(payload);
   if (format == LogFormat::kJson) {
     nlohmann::ordered_json j;

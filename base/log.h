@@ -32,9 +32,8 @@ struct LogOptions {
 // One log line (with its newline) as the format writes it. `payload` is a message in nodeagent's
 // convention, "Text words key=value key2=value"; a value runs to the next " key=" unless it
 // starts with a double quote (then it is a Go-quoted string).
-std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_point time,
-                          char level, std::string_view logger, uint64_t thread,
-                          std::string_view payload);
+std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_point time, char level,
+                          std::string_view logger, uint64_t thread, std::string_view payload);
 
 // Sets the level of every existing and future logger. Safe to call more than once.
 void initLogging(const LogOptions& options);

@@ -20,15 +20,15 @@ bool pollsReadable(int fd) {
 void asyncWaitReadable(std::shared_ptr<asio::posix::stream_descriptor> sd,
                        std::function<void(const boost::system::error_code&)> handler) {
   auto& descriptor = *sd;
-  descriptor.async_wait(
-      asio::posix::stream_descriptor::wait_read,
-      [sd = std::move(sd), handler = std::move(handler)](const boost::system::error_code& ec) mutable {
-        if (!ec && !pollsReadable(sd->native_handle())) {
-          asyncWaitReadable(std::move(sd), std::move(handler));
-          return;
-        }
-        handler(ec);
-      });
+  descriptor.async_wait(asio::posix::stream_descriptor::wait_read,
+                        [sd = std::move(sd), handler = std::move(handler)](
+                            const boost::system::error_code& ec) mutable {
+                          if (!ec && !pollsReadable(sd->native_handle())) {
+                            asyncWaitReadable(std::move(sd), std::move(handler));
+                            return;
+                          }
+                          handler(ec);
+                        });
 }
 
 asio::awaitable<boost::system::error_code> waitReadable(asio::posix::stream_descriptor& sd) {

@@ -18,8 +18,8 @@ class RealTimer final : public Timer {
     timer_->expires_after(d);
     // The handler owns the callback; a stale handler (cancelled, re-armed or destroyed timer)
     // sees a newer generation and does nothing, even if it was already queued.
-    timer_->async_wait([timer = timer_, state = state_, gen, cb = std::move(cb)](
-                           const boost::system::error_code& ec) mutable {
+    timer_->async_wait([timer = timer_, state = state_, gen,
+                        cb = std::move(cb)](const boost::system::error_code& ec) mutable {
       if (ec || state->generation != gen) return;
       state->armed = false;
       cb();

@@ -90,10 +90,11 @@ class [[nodiscard]] StatusOr {
   // NOLINTNEXTLINE(google-explicit-constructor)
   StatusOr(T value) : v_(std::move(value)) {}
   template <typename U>
-    requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
-             !std::is_same_v<std::decay_t<U>, Status> && !std::is_same_v<std::decay_t<U>, StatusOr>)
-  // NOLINTNEXTLINE(google-explicit-constructor)
-  StatusOr(U&& value) : v_(T(std::forward<U>(value))) {}
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
+           !std::is_same_v<std::decay_t<U>, Status> && !std::is_same_v<std::decay_t<U>, StatusOr>)
+      // NOLINTNEXTLINE(google-explicit-constructor)
+      StatusOr(U&& value)
+      : v_(T(std::forward<U>(value))) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   Status status() const { return ok() ? Status() : std::get<Status>(v_); }
@@ -138,18 +139,18 @@ void StatusOr<T>::dieOnBadAccess(const Status& s) {
 
 }  // namespace nodeagent::base
 
-#define NA_CHECK(cond, msg)                                              \
-  do {                                                                   \
+#define NA_CHECK(cond, msg)                                                        \
+  do {                                                                             \
     if (!(cond)) ::nodeagent::base::checkFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 
 #define NA_CONCAT_INNER(a, b) a##b
 #define NA_CONCAT(a, b) NA_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                              \
-  do {                                                     \
-    ::nodeagent::base::Status na_status_ = (expr);         \
-    if (!na_status_.ok()) return na_status_;               \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::nodeagent::base::Status na_status_ = (expr); \
+    if (!na_status_.ok()) return na_status_;       \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

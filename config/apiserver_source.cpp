@@ -186,7 +186,7 @@ class PodStore final : public Reflector::Handler {
   ManifestErrors* errors_;
   std::shared_ptr<spdlog::logger> log_;
   std::unordered_map<std::string, api::PodPtr> pods_;  // strand only
-  std::set<std::string> refused_;  // locations of refused pods; strand only
+  std::set<std::string> refused_;                      // locations of refused pods; strand only
   std::mutex sink_mu_;
   bool closed_ = false;
 };
@@ -194,9 +194,10 @@ class PodStore final : public Reflector::Handler {
 class ApiserverSourceImpl final : public ApiserverSource {
  public:
   ApiserverSourceImpl(asio::any_io_executor ex, base::Clock& clock, base::Random& random,
-                  std::shared_ptr<ListerWatcher> lw, std::shared_ptr<ThreadedListerWatcher> threaded,
-                  std::unique_ptr<api::RestClient> owned_client, ApiserverSourceOptions options,
-                  PodUpdateSink sink)
+                      std::shared_ptr<ListerWatcher> lw,
+                      std::shared_ptr<ThreadedListerWatcher> threaded,
+                      std::unique_ptr<api::RestClient> owned_client, ApiserverSourceOptions options,
+                      PodUpdateSink sink)
       : owned_client_(std::move(owned_client)), threaded_(std::move(threaded)) {
     auto decode = options.decode;
     if (!decode) decode = [](const nlohmann::json& j) { return api::decodePodPtr(j); };
@@ -255,12 +256,14 @@ std::string resolveNodeName(std::string_view hostname_override) {
   return name;
 }
 
-std::unique_ptr<ApiserverSource> makeApiserverSource(
-    asio::any_io_executor ex, base::Clock& clock, base::Random& random,
-    std::shared_ptr<ListerWatcher> lister_watcher, ApiserverSourceOptions options,
-    PodUpdateSink sink) {
-  return std::make_unique<ApiserverSourceImpl>(std::move(ex), clock, random, std::move(lister_watcher),
-                                           nullptr, nullptr, std::move(options), std::move(sink));
+std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
+                                                     base::Random& random,
+                                                     std::shared_ptr<ListerWatcher> lister_watcher,
+                                                     ApiserverSourceOptions options,
+                                                     PodUpdateSink sink) {
+  return std::make_unique<ApiserverSourceImpl>(std::move(ex), clock, random,
+                                               std::move(lister_watcher), nullptr, nullptr,
+                                               std::move(options), std::move(sink));
 }
 
 std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
@@ -269,8 +272,8 @@ std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, b
                                                      PodUpdateSink sink) {
   auto threaded = std::make_shared<ThreadedListerWatcher>(client, api::podsPath(),
                                                           fieldSelectorFor(options.node_name));
-  return std::make_unique<ApiserverSourceImpl>(std::move(ex), clock, random, threaded, threaded, nullptr,
-                                           std::move(options), std::move(sink));
+  return std::make_unique<ApiserverSourceImpl>(std::move(ex), clock, random, threaded, threaded,
+                                               nullptr, std::move(options), std::move(sink));
 }
 
 base::StatusOr<std::unique_ptr<PodSource>> makeApiserverSource(asio::any_io_executor ex,
@@ -279,7 +282,8 @@ base::StatusOr<std::unique_ptr<PodSource>> makeApiserverSource(asio::any_io_exec
                                                                ApiserverSourceOptions options,
                                                                PodUpdateSink sink) {
   if (options.node_name.empty()) options.node_name = resolveNodeName("");
-  if (options.node_name.empty()) return base::invalidArgumentError("apiserver source: empty node name");
+  if (options.node_name.empty())
+    return base::invalidArgumentError("apiserver source: empty node name");
   auto cfg = api::loadKubeconfig(options.kubeconfig);
   if (!cfg.ok()) return cfg.status();
   api::RestClientOptions copts;

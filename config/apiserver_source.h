@@ -11,8 +11,9 @@
 //    classifies them (graceful deletion -> DELETE, status-only -> RECONCILE) as for a SET.
 // Pods whose spec.nodeName is not this node are ignored; a pod that fails to decode is logged and
 // skipped. A pod whose names break kube-apiserver's rules (validatePodNames: they become paths on
-// the node) is refused: logged, reported to ManifestErrors until it is deleted, never passed on. The source never exits on errors: the reflector retries with backoff, re-opening the
-// watch where it stopped or relisting (config/reflector.h).
+// the node) is refused: logged, reported to ManifestErrors until it is deleted, never passed on.
+// The source never exits on errors: the reflector retries with backoff, re-opening the watch where
+// it stopped or relisting (config/reflector.h).
 //
 // A lost apiserver state (restored from an old backup, or a new store that reused the
 // resourceVersions we hold) leaves a resumed watch blind to everything that vanished with it, so
@@ -88,13 +89,15 @@ base::StatusOr<std::unique_ptr<PodSource>> makeApiserverSource(asio::any_io_exec
 // The same over an existing client (shared with the status manager, the node and lease
 // controllers). `client` must outlive the source.
 std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
-                                               base::Random& random, api::RestClient& client,
-                                               ApiserverSourceOptions options, PodUpdateSink sink);
+                                                     base::Random& random, api::RestClient& client,
+                                                     ApiserverSourceOptions options,
+                                                     PodUpdateSink sink);
 
 // The same over any ListerWatcher (unit tests script one).
 std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
-                                               base::Random& random,
-                                               std::shared_ptr<ListerWatcher> lister_watcher,
-                                               ApiserverSourceOptions options, PodUpdateSink sink);
+                                                     base::Random& random,
+                                                     std::shared_ptr<ListerWatcher> lister_watcher,
+                                                     ApiserverSourceOptions options,
+                                                     PodUpdateSink sink);
 
 }  // namespace nodeagent::config

@@ -39,8 +39,8 @@ std::string errnoText(int err) { return std::strerror(err); }
 bool validUid(std::string_view uid) {
   if (uid.empty() || uid.size() > 253) return false;
   return std::all_of(uid.begin(), uid.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
   });
 }
 
@@ -55,8 +55,8 @@ std::string fileNameFor(std::string_view uid) {
 std::string uidFromFileName(std::string_view name) {
   if (name.size() <= kFilePrefix.size() + kFileSuffix.size()) return {};
   if (!name.starts_with(kFilePrefix) || !name.ends_with(kFileSuffix)) return {};
-  std::string uid(name.substr(kFilePrefix.size(),
-                              name.size() - kFilePrefix.size() - kFileSuffix.size()));
+  std::string uid(
+      name.substr(kFilePrefix.size(), name.size() - kFilePrefix.size() - kFileSuffix.size()));
   return validUid(uid) ? uid : std::string();
 }
 
@@ -151,8 +151,7 @@ base::Status CheckpointManager::ensureDirLocked() {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) {
-    return base::internalError("creating checkpoint folder " + dir_.string() + ": " +
-                               ec.message());
+    return base::internalError("creating checkpoint folder " + dir_.string() + ": " + ec.message());
   }
   ::chmod(dir_.c_str(), 0700);  // pods can carry sensitive specs; best effort
   dir_ready_ = true;
@@ -200,7 +199,8 @@ base::Status CheckpointManager::writePod(const api::Pod& pod) {
   if (!wantsBootstrapCheckpoint(pod)) return removeLocked(pod.metadata.uid);
   ASSIGN_OR_RETURN(fs::path path, pathFor(pod.metadata.uid));
   RETURN_IF_ERROR(listLocked());
-  if (!pod.raw) return base::internalError("pod " + api::podRef(pod) + " has no JSON to checkpoint");
+  if (!pod.raw)
+    return base::internalError("pod " + api::podRef(pod) + " has no JSON to checkpoint");
   std::string content = *pod.raw;
   content += '\n';
   RETURN_IF_ERROR(writeFileAtomically(path, content));
@@ -246,9 +246,8 @@ base::StatusOr<CheckpointLoad> CheckpointManager::loadPods() {
       continue;
     }
     if (pod->metadata.uid != uid) {
-      report(base::dataLossError("corrupt checkpoint " + path.string() +
-                                 ": metadata.uid is \"" + pod->metadata.uid + "\", expected \"" +
-                                 uid + "\""));
+      report(base::dataLossError("corrupt checkpoint " + path.string() + ": metadata.uid is \"" +
+                                 pod->metadata.uid + "\", expected \"" + uid + "\""));
       continue;
     }
     out.pods.push_back(std::make_shared<const api::Pod>(std::move(*pod)));

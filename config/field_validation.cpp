@@ -208,9 +208,10 @@ std::vector<std::string> isConfigMapKey(std::string_view value) {
   std::vector<std::string> errs;
   if (value.size() > 253) errs.push_back(maxLenError(253));
   if (value.empty() || !std::all_of(value.begin(), value.end(), isEnvOrKeyChar)) {
-    errs.push_back(regexError("a valid config key must consist of alphanumeric characters, '-', "
-                              "'_' or '.'",
-                              "[-._a-zA-Z0-9]+", {"key.name", "KEY_NAME", "key-name"}));
+    errs.push_back(
+        regexError("a valid config key must consist of alphanumeric characters, '-', "
+                   "'_' or '.'",
+                   "[-._a-zA-Z0-9]+", {"key.name", "KEY_NAME", "key-name"}));
   }
   addChDirPrefixErrors(value, errs);
   return errs;

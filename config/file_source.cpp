@@ -61,10 +61,10 @@ void FileSource::Impl::relist(bool force, bool check_mode) {
   if (check_mode) {
     struct stat st;
     bool exists = ::stat(path_.c_str(), &st) == 0;
-    Mode now_mode = !exists                 ? Mode::kMissing
-                    : S_ISDIR(st.st_mode)   ? Mode::kDir
-                    : S_ISREG(st.st_mode)   ? Mode::kFile
-                                            : Mode::kOther;
+    Mode now_mode = !exists               ? Mode::kMissing
+                    : S_ISDIR(st.st_mode) ? Mode::kDir
+                    : S_ISREG(st.st_mode) ? Mode::kFile
+                                          : Mode::kOther;
     bool same_object = exists && st.st_dev == path_dev_ && st.st_ino == path_ino_;
     bool needs_setup = now_mode != mode_ || (mode_ == Mode::kDir && !same_object) ||
                        (opts_.watch && main_wd_ < 0 && mode_ != Mode::kMissing);
@@ -184,14 +184,13 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
   e.content_hash = hash;
 
   ++manifests_decoded_;
-  DecodeResult result =
-      decodeManifest(*bytes,
-                     ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
-                     /*allow_list=*/false);
+  DecodeResult result = decodeManifest(
+      *bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
+      /*allow_list=*/false);
   if (!result.ok() || result.pods.size() != 1) {
-    e.parse_error = result.ok() ? "expected exactly one pod, got " +
-                                      std::to_string(result.pods.size())
-                                : result.errorText();
+    e.parse_error = result.ok()
+                        ? "expected exactly one pod, got " + std::to_string(result.pods.size())
+                        : result.errorText();
     e.parse_invalid = true;
     e.invalid_pod =
         result.invalid_pods.size() == 1 ? result.invalid_pods.front() : ManifestPodRef{};
@@ -265,8 +264,8 @@ void FileSource::Impl::removeAllEntries() {
 
 void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod) {
   api::PodPtr old = e.pod;
-  if (old && pod && old->fullName() == pod->fullName() &&
-      old->content_hash == pod->content_hash && old->metadata.uid == pod->metadata.uid) {
+  if (old && pod && old->fullName() == pod->fullName() && old->content_hash == pod->content_hash &&
+      old->metadata.uid == pod->metadata.uid) {
     return;  // same pod (e.g. a bad edit reverted): keep the old object, the set is unchanged
   }
   e.pod = std::move(pod);
@@ -375,8 +374,10 @@ std::string FileSource::Impl::incompleteReason() const {
   for (const auto& [name, e] : entries_) {
     if (e.pod || e.parse_error.empty()) continue;
     if (mode_ == Mode::kDir && e.bad_since && now - *e.bad_since >= opts_.check_frequency) continue;
-    return "manifest " + fullPath(name) + " has not been read successfully since the agent "
-           "started: " + e.parse_error;
+    return "manifest " + fullPath(name) +
+           " has not been read successfully since the agent "
+           "started: " +
+           e.parse_error;
   }
   return {};
 }

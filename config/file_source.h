@@ -14,7 +14,8 @@
 // pod) keeps the cost of one change independent of the number of manifests, and nothing is sent
 // when the set did not change (an identical rewrite is no op at all). Deliberate departures from
 // kubelet:
-//  - hidden, editor and temp files are ignored (isIgnoredManifestName); subdirectories are not read;
+//  - hidden, editor and temp files are ignored (isIgnoredManifestName); subdirectories are not
+//  read;
 //  - a file that fails to parse keeps its last good pod; the error is logged and kept in
 //    ManifestErrors until the file is good again or gone;
 //  - a manifest that disappears and reappears within `settle_window` (editors rename the old file

@@ -35,13 +35,12 @@ inline constexpr uint32_t kDirMask = IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN
                                      IN_MOVED_TO | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF |
                                      IN_MOVE_SELF;
 // Directories holding symlink targets: only what changes a target's content or identity.
-inline constexpr uint32_t kTargetMask = IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_FROM |
-                                        IN_MOVED_TO | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF |
-                                        IN_MOVE_SELF | IN_MASK_ADD;
+inline constexpr uint32_t kTargetMask = IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO |
+                                        IN_DELETE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF |
+                                        IN_MASK_ADD;
 // The nearest existing parent of a missing path, or the parent of a symlinked directory.
-inline constexpr uint32_t kAncestorMask =
-    IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF |
-    IN_ONLYDIR | IN_MASK_ADD;
+inline constexpr uint32_t kAncestorMask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                                          IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_MASK_ADD;
 
 inline std::string parentOf(const std::string& path) {
   auto pos = path.find_last_of('/');
@@ -80,8 +79,8 @@ struct Entry {
   api::PodPtr pod;      // the last good pod (null until the file first parsed)
   bool winner = false;  // pod is in the set (last in sorted order among same full names)
   std::string parse_error;
-  bool parse_invalid = false;   // parse_error is about the content (not a read failure)
-  ManifestPodRef invalid_pod;   // the pod the bad content names, if it could be read
+  bool parse_invalid = false;  // parse_error is about the content (not a read failure)
+  ManifestPodRef invalid_pod;  // the pod the bad content names, if it could be read
   // Set while a file that never gave a pod is unreadable or unparseable: when it first was. A
   // directory's answer waits one check period for it (it may be being written), then goes out
   // complete without it.
@@ -106,8 +105,7 @@ using namespace file_source_internal;
 
 class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
  public:
-  Impl(asio::any_io_executor ex, base::Clock& clock, FileSourceOptions options,
-       PodUpdateSink sink)
+  Impl(asio::any_io_executor ex, base::Clock& clock, FileSourceOptions options, PodUpdateSink sink)
       : strand_(asio::make_strand(std::move(ex))),
         clock_(clock),
         opts_(std::move(options)),
@@ -246,8 +244,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   // ---- events -------------------------------------------------------------------------------
 
   void handleEvents(std::vector<InotifyEvent> events);
-  void handleMainEvent(const InotifyEvent& e, base::MonotonicTime now,
-                       std::set<std::string>& dirty, bool& rewatch, bool& recheck_links);
+  void handleMainEvent(const InotifyEvent& e, base::MonotonicTime now, std::set<std::string>& dirty,
+                       bool& rewatch, bool& recheck_links);
   void handleTargetEvent(const InotifyEvent& e, const TargetWatch& tw,
                          std::set<std::string>& dirty);
   std::string fullPathInDir(const std::string& name) const;
@@ -267,7 +265,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   std::shared_ptr<spdlog::logger> log_;
   std::string path_;
 
-  std::mutex sink_mu_;   // any thread: guards stopped_ and calls into sink_
+  std::mutex sink_mu_;  // any thread: guards stopped_ and calls into sink_
   bool stopped_ = false;
   bool closed_ = false;  // strand: close() ran
 

@@ -127,8 +127,8 @@ void FileSource::Impl::setupWatch() {
             },
             [weak](base::Status status) {
               if (auto self = weak.lock(); self && !self->closed_) {
-                self->log_->warn("Manifest watch failed, rewatching path={} reason={}",
-                                 self->path_, status.message());
+                self->log_->warn("Manifest watch failed, rewatching path={} reason={}", self->path_,
+                                 status.message());
                 self->dropWatches();
                 self->scheduleRetry();
               }
@@ -363,8 +363,8 @@ void FileSource::Impl::handleTargetEvent(const InotifyEvent& e, const TargetWatc
     }
     return;
   }
-  if ((e.mask & (IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE |
-                 IN_ATTRIB)) == 0) {
+  if ((e.mask &
+       (IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE | IN_ATTRIB)) == 0) {
     return;
   }
   for (const auto& name : tw.entries) {

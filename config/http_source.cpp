@@ -251,9 +251,9 @@ FetchResult fetch(const FetchRequest& req, InFlight& inflight) {
   for (int hop = 0;; ++hop) {
     std::string location;
     FetchResult out = fetchOnce(req, url, inflight, &location);
-    bool redirect = out.error.empty() &&
-                    (out.status == 301 || out.status == 302 || out.status == 303 ||
-                     out.status == 307 || out.status == 308);
+    bool redirect =
+        out.error.empty() && (out.status == 301 || out.status == 302 || out.status == 303 ||
+                              out.status == 307 || out.status == 308);
     if (!redirect) return out;
     if (location.empty()) {
       out.error = "redirect (HTTP " + std::to_string(out.status) + ") without a Location";
@@ -345,12 +345,10 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
       std::lock_guard lock(inflight_mu_);
       inflight_ = inflight;
     }
-    FetchRequest req{url_,    opts_.headers,        etag_,
-                     last_modified_, opts_.timeout, opts_.max_body_bytes,
-                     opts_.ca_file,  tls_cache_};
-    deadline_timer_->asyncWaitFor(opts_.timeout, [self = shared_from_this(), gen] {
-      self->onDeadline(gen);
-    });
+    FetchRequest req{url_,          opts_.headers,        etag_,         last_modified_,
+                     opts_.timeout, opts_.max_body_bytes, opts_.ca_file, tls_cache_};
+    deadline_timer_->asyncWaitFor(opts_.timeout,
+                                  [self = shared_from_this(), gen] { self->onDeadline(gen); });
     asio::post(blocking_, [self = shared_from_this(), gen, inflight, req = std::move(req)] {
       FetchResult result = fetch(req, *inflight);
       asio::post(self->strand_, [self, gen, result = std::move(result)]() mutable {
@@ -420,18 +418,17 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
       return;
     }
     ++decodes_;
-    DecodeResult decoded =
-        decodeManifest(r.body,
-                       ManifestSource{opts_.node_name, opts_.url, /*is_file=*/false,
-                                      seenTime(clock_)},
-                       /*allow_list=*/true);
+    DecodeResult decoded = decodeManifest(
+        r.body, ManifestSource{opts_.node_name, opts_.url, /*is_file=*/false, seenTime(clock_)},
+        /*allow_list=*/true);
     if (!decoded.ok()) {
       parse_error_ = decoded.errorText();
       invalid_pod_ =
           decoded.invalid_pods.size() == 1 ? decoded.invalid_pods.front() : ManifestPodRef{};
-      log_->warn("Could not parse pods from manifest URL, keeping the last good set url={} "
-                 "reason={}",
-                 opts_.url, parse_error_);
+      log_->warn(
+          "Could not parse pods from manifest URL, keeping the last good set url={} "
+          "reason={}",
+          opts_.url, parse_error_);
       refreshError();
       pushIncomplete("cannot use the pods of " + opts_.url + ": " + parse_error_);
       return;
@@ -466,9 +463,10 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     if (streak_ == 1 || now - last_warn_ >= opts_.failure_log_interval) {
       last_warn_ = now;
       ++failure_warnings_;
-      log_->warn("Failed to read pods from manifest URL, keeping its pods url={} reason={} "
-                 "failures_in_a_row={}",
-                 opts_.url, reason, streak_);
+      log_->warn(
+          "Failed to read pods from manifest URL, keeping its pods url={} reason={} "
+          "failures_in_a_row={}",
+          opts_.url, reason, streak_);
     } else {
       log_->debug("Failed to read pods from manifest URL url={} reason={} failures_in_a_row={}",
                   opts_.url, reason, streak_);
@@ -524,7 +522,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     push({}, std::move(reason));
   }
 
-  bool pushed_complete_ = false;  // strand: a usable answer went out (the source is seen)
+  bool pushed_complete_ = false;          // strand: a usable answer went out (the source is seen)
   std::string pushed_incomplete_reason_;  // strand: the last incomplete SET's reason
   asio::strand<asio::any_io_executor> strand_;
   asio::any_io_executor blocking_;

@@ -62,12 +62,12 @@ struct HttpSourceOptions {
 };
 
 struct HttpSourceStats {
-  uint64_t polls = 0;           // GETs issued
-  uint64_t not_modified = 0;    // 304 answers
-  uint64_t failures = 0;        // connection errors, timeouts, non-200, oversize bodies
+  uint64_t polls = 0;             // GETs issued
+  uint64_t not_modified = 0;      // 304 answers
+  uint64_t failures = 0;          // connection errors, timeouts, non-200, oversize bodies
   uint64_t failure_warnings = 0;  // failures logged at warn (the others are logged at debug)
-  uint64_t decodes = 0;         // bodies decoded (changed bodies only)
-  uint64_t updates_pushed = 0;  // SETs sent
+  uint64_t decodes = 0;           // bodies decoded (changed bodies only)
+  uint64_t updates_pushed = 0;    // SETs sent
 };
 
 class HttpSource final : public PodSource {

@@ -10,14 +10,22 @@ namespace nodeagent::config {
 
 std::string inotifyMaskString(uint32_t mask) {
   static constexpr std::pair<uint32_t, const char*> kBits[] = {
-      {IN_ACCESS, "IN_ACCESS"},         {IN_MODIFY, "IN_MODIFY"},
-      {IN_ATTRIB, "IN_ATTRIB"},         {IN_CLOSE_WRITE, "IN_CLOSE_WRITE"},
-      {IN_CLOSE_NOWRITE, "IN_CLOSE_NOWRITE"}, {IN_OPEN, "IN_OPEN"},
-      {IN_MOVED_FROM, "IN_MOVED_FROM"}, {IN_MOVED_TO, "IN_MOVED_TO"},
-      {IN_CREATE, "IN_CREATE"},         {IN_DELETE, "IN_DELETE"},
-      {IN_DELETE_SELF, "IN_DELETE_SELF"}, {IN_MOVE_SELF, "IN_MOVE_SELF"},
-      {IN_UNMOUNT, "IN_UNMOUNT"},       {IN_Q_OVERFLOW, "IN_Q_OVERFLOW"},
-      {IN_IGNORED, "IN_IGNORED"},       {IN_ISDIR, "IN_ISDIR"},
+      {IN_ACCESS, "IN_ACCESS"},
+      {IN_MODIFY, "IN_MODIFY"},
+      {IN_ATTRIB, "IN_ATTRIB"},
+      {IN_CLOSE_WRITE, "IN_CLOSE_WRITE"},
+      {IN_CLOSE_NOWRITE, "IN_CLOSE_NOWRITE"},
+      {IN_OPEN, "IN_OPEN"},
+      {IN_MOVED_FROM, "IN_MOVED_FROM"},
+      {IN_MOVED_TO, "IN_MOVED_TO"},
+      {IN_CREATE, "IN_CREATE"},
+      {IN_DELETE, "IN_DELETE"},
+      {IN_DELETE_SELF, "IN_DELETE_SELF"},
+      {IN_MOVE_SELF, "IN_MOVE_SELF"},
+      {IN_UNMOUNT, "IN_UNMOUNT"},
+      {IN_Q_OVERFLOW, "IN_Q_OVERFLOW"},
+      {IN_IGNORED, "IN_IGNORED"},
+      {IN_ISDIR, "IN_ISDIR"},
   };
   std::string out;
   for (const auto& [bit, name] : kBits) {
@@ -51,7 +59,8 @@ base::StatusOr<int> InotifyWatcher::addWatch(const std::string& path, uint32_t m
     int err = errno;
     auto message = "inotify_add_watch path=" + path + ": " + std::strerror(err);
     if (err == ENOENT) return base::notFoundError(message);
-    if (err == ENOSPC) return base::resourceExhaustedError(message + " (fs.inotify.max_user_watches)");
+    if (err == ENOSPC)
+      return base::resourceExhaustedError(message + " (fs.inotify.max_user_watches)");
     return base::unavailableError(message);
   }
   return wd;
@@ -80,10 +89,9 @@ void InotifyWatcher::close() {
 
 void InotifyWatcher::arm() {
   if (closed_) return;
-  sd_.async_wait(asio::posix::stream_descriptor::wait_read,
-                 [self = shared_from_this()](const boost::system::error_code& ec) {
-                   self->onReadable(ec);
-                 });
+  sd_.async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [self = shared_from_this()](const boost::system::error_code& ec) { self->onReadable(ec); });
 }
 
 void InotifyWatcher::onReadable(const boost::system::error_code& ec) {

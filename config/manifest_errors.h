@@ -9,12 +9,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <map>
 #include <vector>
 
 #include "base/clock.h"
@@ -39,11 +39,11 @@ struct ManifestErrorDetail {
 };
 
 struct ManifestError {
-  std::string source;    // "file" or "http"
-  std::string location;  // the file path or URL
-  std::string message;   // why, naming the field where there is one
+  std::string source;        // "file" or "http"
+  std::string location;      // the file path or URL
+  std::string message;       // why, naming the field where there is one
   base::SystemTime since{};  // when this message was first recorded
-  std::string invalid;   // see ManifestErrorDetail
+  std::string invalid;       // see ManifestErrorDetail
   ManifestPodRef pod;
   bool operator==(const ManifestError&) const = default;
 };

@@ -57,12 +57,11 @@ void runCheckpointWork(CheckpointManager& manager, const CheckpointWork& work) {
 
 struct PodConfig::State {
   State(asio::any_io_executor executor, base::Clock& clock, Output out, PodConfigOptions options)
-      : strand(asio::make_strand(executor)),
-        storage(options.mode, clock),
-        output(std::move(out)) {
+      : strand(asio::make_strand(executor)), storage(options.mode, clock), output(std::move(out)) {
     if (!options.checkpoint_dir.empty()) {
       checkpoints = std::make_shared<CheckpointManager>(options.checkpoint_dir);
-      if (options.blocking_executor) io_strand.emplace(asio::make_strand(*options.blocking_executor));
+      if (options.blocking_executor)
+        io_strand.emplace(asio::make_strand(*options.blocking_executor));
     }
   }
 
@@ -122,7 +121,8 @@ void PodConfig::State::scheduleCheckpoints(const MergeChanges& changes) {
   auto work = std::make_shared<CheckpointWork>();
   // Whatever the op, the stored pod is now the pod's truth: RECONCILE and DELETE refresh the
   // checkpoint too, as kubelet's pod manager rewrites it on every update.
-  for (const auto* list : {&changes.adds, &changes.updates, &changes.deletes, &changes.reconciles}) {
+  for (const auto* list :
+       {&changes.adds, &changes.updates, &changes.deletes, &changes.reconciles}) {
     work->write.insert(work->write.end(), list->begin(), list->end());
   }
   for (const auto& pod : changes.removes) work->remove.push_back(pod->metadata.uid);
@@ -159,7 +159,8 @@ PodUpdateSink PodConfig::channel(std::string source) {
   NA_CHECK(!source.empty(), "PodConfig::channel given an empty source name");
   {
     std::lock_guard lock(state_->mu);
-    if (state_->sources.insert(source).second) log()->info("Pod source configured source={}", source);
+    if (state_->sources.insert(source).second)
+      log()->info("Pod source configured source={}", source);
   }
   std::weak_ptr<State> weak = state_;
   return [weak, source = std::move(source)](api::PodUpdate update) {

@@ -65,7 +65,8 @@ class PodConfig {
   // kubelet's SeenAllSources: every configured source is in `seen_sources` (the sources whose
   // updates the consumer has handled) and has sent PodConfig at least one SET. Any thread.
   bool seenAllSources(const std::set<std::string>& seen_sources) const;
-  // `source` has sent at least one SET (readiness of one source, for per-source gating). Any thread.
+  // `source` has sent at least one SET (readiness of one source, for per-source gating). Any
+  // thread.
   bool sourceSeen(const std::string& source) const;
   // The configured sources. Any thread.
   std::set<std::string> sources() const;

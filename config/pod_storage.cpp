@@ -45,7 +45,8 @@ class FullNameSet {
   bool insert(size_t index) {
     const api::ObjectMeta& meta = pods_[index]->metadata;
     size_t h = std::hash<std::string_view>()(meta.name);
-    h ^= std::hash<std::string_view>()(meta.namespace_) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= std::hash<std::string_view>()(meta.namespace_) + 0x9e3779b97f4a7c15ULL + (h << 6) +
+         (h >> 2);
     const auto tag = static_cast<uint32_t>(h >> 32);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       Slot& slot = slots_[i];
@@ -76,7 +77,8 @@ void sortByUid(std::vector<api::PodPtr>& pods) {
   });
 }
 
-// The pod's whole object as JSON (null if the raw text is unreadable, which a decoded pod never is).
+// The pod's whole object as JSON (null if the raw text is unreadable, which a decoded pod never
+// is).
 json rawJson(const api::Pod& pod) {
   if (!pod.raw) return json(nullptr);
   return json::parse(*pod.raw, nullptr, /*allow_exceptions=*/false);
@@ -260,7 +262,8 @@ bool annotationsEqualIgnoringLocal(const api::StringMap& existing,
   while (true) {
     while (a != existing.end() && isLocalAnnotationKey(a->first)) ++a;
     while (b != candidate.end() && isLocalAnnotationKey(b->first)) ++b;
-    if (a == existing.end() || b == candidate.end()) return a == existing.end() && b == candidate.end();
+    if (a == existing.end() || b == candidate.end())
+      return a == existing.end() && b == candidate.end();
     if (a->first != b->first || a->second != b->second) return false;
     ++a;
     ++b;
@@ -300,13 +303,12 @@ api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr
   if (source_annotated && carriesLocalAnnotations(*ref, source)) return ref;
   // kubelet sets config.source on every incoming pod and config.seen on first sight (overwriting
   // whatever the source sent).
-  auto annotated =
-      api::withAnnotations(*ref, {{std::string(api::kConfigSourceAnnotationKey), source},
-                                  {std::string(api::kConfigFirstSeenAnnotationKey),
-                                   seenTime(clock_)}});
+  auto annotated = api::withAnnotations(
+      *ref, {{std::string(api::kConfigSourceAnnotationKey), source},
+             {std::string(api::kConfigFirstSeenAnnotationKey), seenTime(clock_)}});
   if (!annotated.ok()) {
-    auto status = annotated.status().withContext("pod " + api::podRef(*ref) + " uid=" +
-                                                 ref->metadata.uid + " from source " + source);
+    auto status = annotated.status().withContext(
+        "pod " + api::podRef(*ref) + " uid=" + ref->metadata.uid + " from source " + source);
     log()->error("Failed to annotate pod, ignoring it pod={} uid={} source={} err={}",
                  api::podRef(*ref), ref->metadata.uid, source, status.message());
     errors.push_back(std::move(status));
@@ -347,9 +349,9 @@ size_t PodStorage::updatePods(const std::string& source, const std::vector<api::
   return matched;
 }
 
-void PodStorage::mergeOne(const std::string& source, const api::PodPtr& ref,
-                          bool source_annotated, Entry* found, SourcePods& store,
-                          MergeChanges& out, std::vector<base::Status>& errors) {
+void PodStorage::mergeOne(const std::string& source, const api::PodPtr& ref, bool source_annotated,
+                          Entry* found, SourcePods& store, MergeChanges& out,
+                          std::vector<base::Status>& errors) {
   if (!found) {
     api::PodPtr added = annotateNew(source, ref, source_annotated, errors);
     if (!added) return;
@@ -422,10 +424,9 @@ void PodStorage::mergeOne(const std::string& source, const api::PodPtr& ref,
   }
 }
 
-bool PodStorage::mergeSetByPosition(const std::string& source,
-                                    const std::vector<api::PodPtr>& pods, bool source_annotated,
-                                    const LastSet& last, SourcePods& store, MergeChanges& out,
-                                    std::vector<base::Status>& errors) {
+bool PodStorage::mergeSetByPosition(const std::string& source, const std::vector<api::PodPtr>& pods,
+                                    bool source_annotated, const LastSet& last, SourcePods& store,
+                                    MergeChanges& out, std::vector<base::Status>& errors) {
   if (!last.valid || last.pods.size() != pods.size()) return false;
   // Beyond a few changed positions the full merge is as cheap and simpler to trust.
   const size_t limit = std::max<size_t>(16, pods.size() / 16);
@@ -490,7 +491,8 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
       last = LastSet{};
       for (const auto& p : change.pods) {
         if (!p) continue;
-        if (api::PodPtr removed = pods.erase(p->metadata.uid)) out.removes.push_back(std::move(removed));
+        if (api::PodPtr removed = pods.erase(p->metadata.uid))
+          out.removes.push_back(std::move(removed));
       }
       break;
     case api::PodOperation::kSet: {
@@ -516,8 +518,8 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
       }
       // The store now holds exactly one entry per position when nothing was dropped or failed
       // and no UID repeated.
-      const bool all_present =
-          std::all_of(change.pods.begin(), change.pods.end(), [](const api::PodPtr& p) { return p != nullptr; });
+      const bool all_present = std::all_of(change.pods.begin(), change.pods.end(),
+                                           [](const api::PodPtr& p) { return p != nullptr; });
       last.valid = errors.empty() && all_present && pods.size() == change.pods.size();
       last.pods = last.valid ? std::move(change.pods) : std::vector<api::PodPtr>{};
       break;
@@ -529,8 +531,8 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
       }
       break;
     default:
-      log()->warn("Received invalid update type op={} source={}",
-                  api::podOperationName(change.op), source);
+      log()->warn("Received invalid update type op={} source={}", api::podOperationName(change.op),
+                  source);
       break;
   }
   errors_[source] = std::move(errors);
@@ -540,10 +542,13 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
   std::vector<api::PodUpdate> emitted;
   switch (mode_) {
     case PodConfigNotificationMode::kIncremental:
-      if (!out.removes.empty()) appendUpdate(emitted, out.removes, api::PodOperation::kRemove, source);
+      if (!out.removes.empty())
+        appendUpdate(emitted, out.removes, api::PodOperation::kRemove, source);
       if (!out.adds.empty()) appendUpdate(emitted, out.adds, api::PodOperation::kAdd, source);
-      if (!out.updates.empty()) appendUpdate(emitted, out.updates, api::PodOperation::kUpdate, source);
-      if (!out.deletes.empty()) appendUpdate(emitted, out.deletes, api::PodOperation::kDelete, source);
+      if (!out.updates.empty())
+        appendUpdate(emitted, out.updates, api::PodOperation::kUpdate, source);
+      if (!out.deletes.empty())
+        appendUpdate(emitted, out.deletes, api::PodOperation::kDelete, source);
       if (!out.restores.empty()) {
         appendUpdate(emitted, out.restores, api::PodOperation::kRestore, source);
       }
@@ -559,8 +564,10 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
       if (!out.removes.empty() || !out.adds.empty() || out.first_set) {
         appendUpdate(emitted, mergedState(), api::PodOperation::kSet, source);
       }
-      if (!out.updates.empty()) appendUpdate(emitted, out.updates, api::PodOperation::kUpdate, source);
-      if (!out.deletes.empty()) appendUpdate(emitted, out.deletes, api::PodOperation::kDelete, source);
+      if (!out.updates.empty())
+        appendUpdate(emitted, out.updates, api::PodOperation::kUpdate, source);
+      if (!out.deletes.empty())
+        appendUpdate(emitted, out.deletes, api::PodOperation::kDelete, source);
       break;
     case PodConfigNotificationMode::kSnapshot:
       if (!out.updates.empty() || !out.deletes.empty() || !out.adds.empty() ||
@@ -570,11 +577,11 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
       break;
   }
   if (!emitted.empty()) {
-    log()->debug("Merged update source={} op={} adds={} updates={} deletes={} removes={} "
-                 "reconciles={} restores={}",
-                 source, api::podOperationName(change.op), out.adds.size(), out.updates.size(),
-                 out.deletes.size(), out.removes.size(), out.reconciles.size(),
-                 out.restores.size());
+    log()->debug(
+        "Merged update source={} op={} adds={} updates={} deletes={} removes={} "
+        "reconciles={} restores={}",
+        source, api::podOperationName(change.op), out.adds.size(), out.updates.size(),
+        out.deletes.size(), out.removes.size(), out.reconciles.size(), out.restores.size());
   }
   return emitted;
 }

@@ -143,8 +143,8 @@ class PodStorage {
                           MergeChanges& out, std::vector<base::Status>& errors);
   // The pod as stored for its first sight: `ref` itself when its source annotated it, else a
   // copy with config.source and config.seen.
-  api::PodPtr annotateNew(const std::string& source, const api::PodPtr& ref,
-                          bool source_annotated, std::vector<base::Status>& errors) const;
+  api::PodPtr annotateNew(const std::string& source, const api::PodPtr& ref, bool source_annotated,
+                          std::vector<base::Status>& errors) const;
 
   PodConfigNotificationMode mode_;
   base::Clock& clock_;

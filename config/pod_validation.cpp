@@ -1,7 +1,7 @@
 #include "config/pod_validation.h"
 
-#include "config/pod_defaults.h"
 #include "base/path_component.h"
+#include "config/pod_defaults.h"
 
 #include <algorithm>
 #include <array>

@@ -43,7 +43,8 @@ std::optional<uint64_t> numericResourceVersion(const std::string& rv) {
 // "Too large resource version": the server has not reached the version we asked for.
 bool isTooLargeResourceVersion(const base::Status& st) {
   auto e = api::apiErrorOf(st);
-  return e && e->http_code == 504 && e->message.find("Too large resource version") != std::string::npos;
+  return e && e->http_code == 504 &&
+         e->message.find("Too large resource version") != std::string::npos;
 }
 
 // Failures after which the watch can be re-opened where it stopped: a connection failure, or the
@@ -105,7 +106,8 @@ struct ThreadedListerWatcher::State {
 
 ThreadedListerWatcher::ThreadedListerWatcher(api::RestClient& client, std::string collection_path,
                                              std::string field_selector)
-    : state_(std::make_shared<State>(client, std::move(collection_path), std::move(field_selector))) {
+    : state_(
+          std::make_shared<State>(client, std::move(collection_path), std::move(field_selector))) {
   thread_ = std::jthread([state = state_](std::stop_token st) { state->run(st); });
 }
 
@@ -135,15 +137,16 @@ void ThreadedListerWatcher::list(std::string resource_version, ListDone done) {
     auto meta = body->find("metadata");
     if (meta != body->end() && meta->is_object()) {
       auto rv_it = meta->find("resourceVersion");
-      if (rv_it != meta->end() && rv_it->is_string()) result.resource_version = rv_it->get<std::string>();
+      if (rv_it != meta->end() && rv_it->is_string())
+        result.resource_version = rv_it->get<std::string>();
     }
     done(std::move(result));
   });
 }
 
 void ThreadedListerWatcher::watch(WatchRequest request, EventFn on_event, WatchDone done) {
-  state_->enqueue([state = state_.get(), request = std::move(request), on_event = std::move(on_event),
-                   done = std::move(done)](std::stop_token stop) {
+  state_->enqueue([state = state_.get(), request = std::move(request),
+                   on_event = std::move(on_event), done = std::move(done)](std::stop_token stop) {
     api::ListOptions opts;
     opts.field_selector = state->field_selector;
     opts.resource_version = request.resource_version;
@@ -187,8 +190,8 @@ void ThreadedListerWatcher::stop() {
 // Reflector
 
 Reflector::Reflector(asio::any_io_executor ex, base::Clock& clock, base::Random& random,
-                     std::shared_ptr<ListerWatcher> lister_watcher, std::shared_ptr<Handler> handler,
-                     Options options)
+                     std::shared_ptr<ListerWatcher> lister_watcher,
+                     std::shared_ptr<Handler> handler, Options options)
     : ex_(std::move(ex)),
       clock_(clock),
       random_(random),
@@ -211,8 +214,8 @@ void Reflector::start() {
 void Reflector::relist(std::string reason) {
   asio::post(ex_, [self = shared_from_this(), reason = std::move(reason)] {
     if (self->stopped() || self->phase_ == Phase::kIdle || self->phase_ == Phase::kStopped) return;
-    self->log_->warn("Apiserver state lost, relisting resource={} reason=\"{}\"", self->options_.name,
-                     reason);
+    self->log_->warn("Apiserver state lost, relisting resource={} reason=\"{}\"",
+                     self->options_.name, reason);
     self->restartFromScratch();
   });
 }
@@ -298,7 +301,8 @@ void Reflector::doWatch() {
   req.resource_version = last_rv_;
   auto lo = options_.min_watch_timeout.count();
   auto hi = std::max(options_.max_watch_timeout.count(), lo);
-  req.timeout_seconds = lo + static_cast<int64_t>(random_.uniform() * static_cast<double>(hi - lo + 1));
+  req.timeout_seconds =
+      lo + static_cast<int64_t>(random_.uniform() * static_cast<double>(hi - lo + 1));
   if (req.timeout_seconds > hi) req.timeout_seconds = hi;
   req.allow_watch_bookmarks = true;
   watch_started_ = clock_.now();
@@ -351,9 +355,9 @@ void Reflector::onWatchDone(uint64_t seq, base::Status st) {
   if (stopped() || seq != seq_ || phase_ != Phase::kWatching) return;
   if (st.ok()) {
     if (watch_events_ == 0 && clock_.now() - watch_started_ < options_.min_healthy_watch) {
-      retryAfterBackoff("very short watch",
-                        base::unavailableError("watch of " + options_.name +
-                                               " ended at once without events"));
+      retryAfterBackoff(
+          "very short watch",
+          base::unavailableError("watch of " + options_.name + " ended at once without events"));
       return;
     }
     noteHealthy();

@@ -25,8 +25,8 @@
 #include <memory>
 #include <set>
 #include <stop_token>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -103,7 +103,8 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
    public:
     virtual ~Handler() = default;
     // A (re)list: the complete current set of objects.
-    virtual void onReplace(std::vector<nlohmann::json> items, const std::string& resource_version) = 0;
+    virtual void onReplace(std::vector<nlohmann::json> items,
+                           const std::string& resource_version) = 0;
     // One ADDED, MODIFIED or DELETED watch event.
     virtual void onWatchEvent(api::WatchEventType type, nlohmann::json object) = 0;
   };
@@ -113,7 +114,8 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
     std::chrono::seconds min_watch_timeout{300};
     std::chrono::seconds max_watch_timeout{600};
     // client-go's reflector backoff: 800ms doubling to 30s, with up to 100% jitter.
-    base::Backoff::Options backoff{std::chrono::milliseconds(800), std::chrono::seconds(30), 2.0, 1.0};
+    base::Backoff::Options backoff{std::chrono::milliseconds(800), std::chrono::seconds(30), 2.0,
+                                   1.0};
     // A watch that ends normally sooner than this with no event is treated as a failure (a
     // server or proxy that closes at once must not make us spin).
     base::Duration min_healthy_watch = std::chrono::seconds(1);

@@ -54,10 +54,9 @@ class PodSyncer {
   // request's status override. Called again (after a backoff on error, at once after a
   // cancellation) until it returns OK, so it must be idempotent, and it must not return OK while
   // any container of the pod may still run or start.
-  virtual asio::awaitable<base::Status> syncTerminatingPod(api::PodPtr pod,
-                                                           std::optional<int64_t> grace_period_seconds,
-                                                           PodStatusFn status_fn,
-                                                           std::stop_token cancel) = 0;
+  virtual asio::awaitable<base::Status> syncTerminatingPod(
+      api::PodPtr pod, std::optional<int64_t> grace_period_seconds, PodStatusFn status_fn,
+      std::stop_token cancel) = 0;
 
   // Stops the containers of a pod known only to the runtime (no config: an orphan found by
   // housekeeping); `pod` carries only what the runtime knows (UID, name, namespace). Same retry

@@ -19,9 +19,12 @@ enum class WorkType { kSync, kTerminating, kTerminated };
 
 std::string_view workTypeName(WorkType type) {
   switch (type) {
-    case WorkType::kSync: return "sync";
-    case WorkType::kTerminating: return "terminating";
-    case WorkType::kTerminated: return "terminated";
+    case WorkType::kSync:
+      return "sync";
+    case WorkType::kTerminating:
+      return "terminating";
+    case WorkType::kTerminated:
+      return "terminated";
   }
   return "unknown";
 }
@@ -221,7 +224,6 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     queue_.erase(it);
   }
 
-
   std::set<std::string> knownTerminatedUIDs() const {
     std::lock_guard lock(mu_);
     std::set<std::string> out;
@@ -308,8 +310,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     return slot;
   }
 
-  void updatePodLocked(UpdatePodOptions options, Deferred& deferred,
-                       std::optional<Strand> strand) {
+  void updatePodLocked(UpdatePodOptions options, Deferred& deferred, std::optional<Strand> strand) {
     auto callKiller = [&deferred](std::optional<KillPodOptions>& kill) {
       if (kill && kill->on_completed) deferred.callbacks.push_back(std::move(kill->on_completed));
       kill.reset();
@@ -340,8 +341,10 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     if (st->terminationRequested()) {
       if (options.update_type == api::SyncPodType::kCreate && !options.runtime_pod) {
         // The same UID was created again (a static manifest removed and re-added).
-        log_->info("pod is terminating and was created again, it restarts once terminated "
-                   "pod={} uid={}", api::podRef(pod), uid);
+        log_->info(
+            "pod is terminating and was created again, it restarts once terminated "
+            "pod={} uid={}",
+            api::podRef(pod), uid);
         callKiller(options.kill_pod_options);
         st->restart = std::move(options);
         if (st->finished && !st->working) restartLocked(st, deferred);
@@ -402,10 +405,12 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     } else if (st->terminationRequested()) {
       work.type = WorkType::kTerminating;
       if (auto& kill = options.kill_pod_options) {
-        if (kill->on_completed) st->notify_post_terminating.push_back(std::move(kill->on_completed));
+        if (kill->on_completed)
+          st->notify_post_terminating.push_back(std::move(kill->on_completed));
         if (kill->pod_status_fn) st->status_post_terminating.push_back(kill->pod_status_fn);
       }
-      auto [grace, shortened] = effectiveGracePeriod(st->grace_period, pod, options.kill_pod_options);
+      auto [grace, shortened] =
+          effectiveGracePeriod(st->grace_period, pod, options.kill_pod_options);
       if (shortened) {
         log_->info("grace period shortened pod={} uid={} grace={}s", api::podRef(pod), uid, grace);
       }
@@ -439,7 +444,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     st->working = true;
     st->stop = std::stop_source();
     ++in_flight_;
-    asio::co_spawn(st->strand, runWorker(shared_from_this(), st, std::move(work), st->stop.get_token()),
+    asio::co_spawn(st->strand,
+                   runWorker(shared_from_this(), st, std::move(work), st->stop.get_token()),
                    [log = log_, uid = st->uid](std::exception_ptr e) {
                      if (!e) return;
                      try {
@@ -503,8 +509,10 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
         return Gate::kStop;
       }
       if (!allowStaticPodStartLocked(*st)) {
-        log_->info("static pod waits for the pod with the same full name to terminate pod={} "
-                   "uid={}", st->full_name, st->uid);
+        log_->info(
+            "static pod waits for the pod with the same full name to terminate pod={} "
+            "uid={}",
+            st->full_name, st->uid);
         if (st->pending) {
           keepCreate(work, *st->pending);
         } else {
@@ -520,9 +528,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
       grace = st->grace_period;
       if (!st->status_post_terminating.empty()) status_fn = st->status_post_terminating.back();
     }
-    log_->debug("processing pod work pod={} uid={} work={} type={}",
-                api::podRef(*work.options.pod), st->uid, workTypeName(work.type),
-                api::syncPodTypeName(work.options.update_type));
+    log_->debug("processing pod work pod={} uid={} work={} type={}", api::podRef(*work.options.pod),
+                st->uid, workTypeName(work.type), api::syncPodTypeName(work.options.update_type));
     return Gate::kRun;
   }
 
@@ -561,7 +568,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     try {
       switch (work.type) {
         case WorkType::kSync: {
-          base::StatusOr<bool> r = co_await syncer_.syncPod(o.update_type, o.pod, o.mirror_pod, token);
+          base::StatusOr<bool> r =
+              co_await syncer_.syncPod(o.update_type, o.pod, o.mirror_pod, token);
           if (r.ok()) {
             result.terminal = *r;
           } else {
@@ -617,8 +625,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
     switch (work.type) {
       case WorkType::kSync:
         if (ok && result.terminal) {
-          log_->info("pod reached a terminal phase, begin teardown pod={} uid={}",
-                     api::podRef(pod), st->uid);
+          log_->info("pod reached a terminal phase, begin teardown pod={} uid={}", api::podRef(pod),
+                     st->uid);
           if (!st->terminating_at) st->terminating_at = clock_.now();
           st->started_terminating = true;
           ++generation_;
@@ -815,16 +823,18 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
 
 std::string_view podWorkerStateName(PodWorkerState state) {
   switch (state) {
-    case PodWorkerState::kSyncPod: return "SyncPod";
-    case PodWorkerState::kTerminatingPod: return "TerminatingPod";
-    case PodWorkerState::kTerminatedPod: return "TerminatedPod";
+    case PodWorkerState::kSyncPod:
+      return "SyncPod";
+    case PodWorkerState::kTerminatingPod:
+      return "TerminatingPod";
+    case PodWorkerState::kTerminatedPod:
+      return "TerminatedPod";
   }
   return "Unknown";
 }
 
 BasicPodWorkers::BasicPodWorkers(asio::any_io_executor executor, base::Clock& clock,
-                                 base::Random& random, PodSyncer& syncer,
-                                 PodWorkersOptions options)
+                                 base::Random& random, PodSyncer& syncer, PodWorkersOptions options)
     : impl_(std::make_shared<Impl>(std::move(executor), clock, random, syncer, options)) {}
 
 BasicPodWorkers::~BasicPodWorkers() { impl_->shutdown({}); }
@@ -852,11 +862,13 @@ std::set<std::string> BasicPodWorkers::knownTerminatedUIDs() const {
 }
 
 bool BasicPodWorkers::isPodKnownTerminated(const std::string& uid) const {
-  return impl_->query(uid, [](const SyncStatus& s) { return s.terminated(); }, false, false);
+  return impl_->query(
+      uid, [](const SyncStatus& s) { return s.terminated(); }, false, false);
 }
 
 bool BasicPodWorkers::couldHaveRunningContainers(const std::string& uid) const {
-  return impl_->query(uid, [](const SyncStatus& s) { return !s.terminated(); }, true, false);
+  return impl_->query(
+      uid, [](const SyncStatus& s) { return !s.terminated(); }, true, false);
 }
 
 bool BasicPodWorkers::shouldPodContainersBeTerminating(const std::string& uid) const {
@@ -865,7 +877,8 @@ bool BasicPodWorkers::shouldPodContainersBeTerminating(const std::string& uid) c
 }
 
 bool BasicPodWorkers::shouldPodRuntimeBeRemoved(const std::string& uid) const {
-  return impl_->query(uid, [](const SyncStatus& s) { return s.terminated(); }, false, true);
+  return impl_->query(
+      uid, [](const SyncStatus& s) { return s.terminated(); }, false, true);
 }
 
 bool BasicPodWorkers::shouldPodContentBeRemoved(const std::string& uid) const {

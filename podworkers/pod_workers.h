@@ -130,8 +130,8 @@ class PodWorkers {
 };
 
 struct PodWorkersOptions {
-  base::Duration resync_interval = std::chrono::minutes(1);  // --sync-frequency
-  base::Duration backoff_period = std::chrono::seconds(10);  // after a failed sync
+  base::Duration resync_interval = std::chrono::minutes(1);           // --sync-frequency
+  base::Duration backoff_period = std::chrono::seconds(10);           // after a failed sync
   base::Duration transient_backoff_period = std::chrono::seconds(1);  // "network is not ready"
   double jitter_factor = 0.5;  // extra fraction in [0, factor) added to each delay
 };

@@ -48,8 +48,9 @@ base::StatusOr<int> resolvePort(const api::IntOrString& port,
                                 const std::vector<api::ContainerPort>& ports) {
   int value = port.int_value;
   if (port.is_string) {
-    auto it = std::find_if(ports.begin(), ports.end(),
-                           [&](const api::ContainerPort& p) { return p.name == port.string_value; });
+    auto it = std::find_if(ports.begin(), ports.end(), [&](const api::ContainerPort& p) {
+      return p.name == port.string_value;
+    });
     if (it != ports.end()) {
       value = it->container_port;
     } else {
@@ -68,7 +69,8 @@ base::StatusOr<int> resolvePort(const api::IntOrString& port,
 
 // An address literal ("[::1]" too) or nullopt for a name to resolve.
 std::optional<asio::ip::address> parseAddress(std::string host) {
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (ec) return std::nullopt;
@@ -140,9 +142,11 @@ class Connection {
 
   asio::awaitable<void> write(const std::string& data, boost::system::error_code& ec) {
     if (tls_) {
-      co_await asio::async_write(*tls_, asio::buffer(data), asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_write(*tls_, asio::buffer(data),
+                                 asio::redirect_error(asio::use_awaitable, ec));
     } else {
-      co_await asio::async_write(socket_, asio::buffer(data), asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_write(socket_, asio::buffer(data),
+                                 asio::redirect_error(asio::use_awaitable, ec));
     }
   }
 
@@ -170,8 +174,10 @@ class Connection {
 
 std::string timeoutText(const std::string& url, base::Duration timeout) {
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
-  return "Get \"" + url + "\": context deadline exceeded (Client.Timeout exceeded while awaiting "
-         "headers; timeout " + std::to_string(secs) + "s)";
+  return "Get \"" + url +
+         "\": context deadline exceeded (Client.Timeout exceeded while awaiting "
+         "headers; timeout " +
+         std::to_string(secs) + "s)";
 }
 
 // One GET (no redirects), bounded by `timeout`: the response or an error text.
@@ -206,7 +212,8 @@ asio::awaitable<std::variant<HttpResponse, std::string>> getOnce(
   request += extra + "Connection: close\r\n\r\n";
   boost::system::error_code ec;
   co_await conn.write(request, ec);
-  if (ec) co_return conn.expired() ? timeoutText(url, timeout) : "Get \"" + url + "\": " + ec.message();
+  if (ec)
+    co_return conn.expired() ? timeoutText(url, timeout) : "Get \"" + url + "\": " + ec.message();
 
   std::string data;
   char buf[4096];
@@ -240,7 +247,8 @@ asio::awaitable<std::variant<HttpResponse, std::string>> getOnce(
     if (colon != std::string_view::npos) {
       auto name = line.substr(0, colon);
       auto value = line.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+        value.remove_prefix(1);
       if (iequals(name, "Location")) response.location = std::string(value);
       if (iequals(name, "Content-Length")) {
         size_t length = 0;
@@ -292,12 +300,14 @@ std::optional<Url> redirectTarget(const Url& from, const std::string& location) 
   auto colon = authority.rfind(':');
   if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
     int port = 0;
-    auto [end, ec] = std::from_chars(authority.data() + colon + 1, authority.data() + authority.size(), port);
+    auto [end, ec] =
+        std::from_chars(authority.data() + colon + 1, authority.data() + authority.size(), port);
     if (ec != std::errc() || end != authority.data() + authority.size()) return std::nullopt;
     to.port = port;
     authority.resize(colon);
   }
-  if (authority.size() > 2 && authority.front() == '[') authority = authority.substr(1, authority.size() - 2);
+  if (authority.size() > 2 && authority.front() == '[')
+    authority = authority.substr(1, authority.size() - 2);
   to.host = authority;
   return to;
 }
@@ -373,12 +383,12 @@ std::string formatPod(const api::Pod& pod) {
 
 std::string hookFailureMessage(const api::Handler& handler, const std::string& container,
                                const api::Pod& pod, const HookFailure& failure) {
-  std::string what = handler.exec ? "Exec lifecycle hook (" + goStringList(handler.exec->command) + ")"
+  std::string what = handler.exec
+                         ? "Exec lifecycle hook (" + goStringList(handler.exec->command) + ")"
                      : handler.http_get ? "Http lifecycle hook (" + handler.http_get->path + ")"
                                         : "lifecycle hook";
-  return what + " for Container " + goQuote(container) + " in Pod " +
-         goQuote(formatPod(pod)) + " failed - error: " + failure.error +
-         ", message: " + goQuote(failure.output);
+  return what + " for Container " + goQuote(container) + " in Pod " + goQuote(formatPod(pod)) +
+         " failed - error: " + failure.error + ", message: " + goQuote(failure.output);
 }
 
 asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
@@ -390,8 +400,7 @@ asio::awaitable<ProbeOutcome> RealProbeHandler::probe(ProbeTarget target) {
     if (!result.ok()) co_return ProbeOutcome{Kind::kUnknown, result.status().message()};
     if (result->timed_out) {
       auto secs = std::chrono::duration_cast<std::chrono::seconds>(target.timeout).count();
-      co_return ProbeOutcome{Kind::kFailure, "command " +
-                                                 goQuote(joinArgs(h.exec->command)) +
+      co_return ProbeOutcome{Kind::kFailure, "command " + goQuote(joinArgs(h.exec->command)) +
                                                  " timed out after " + std::to_string(secs) + "s"};
     }
     co_return ProbeOutcome{result->exit_code == 0 ? Kind::kSuccess : Kind::kFailure,
@@ -426,7 +435,8 @@ asio::awaitable<std::optional<HookFailure>> RealProbeHandler::runHook(ProbeTarge
     auto result = co_await std::move(exec);
     if (!result.ok()) co_return HookFailure{result.status().message(), ""};
     if (result->timed_out) {
-      co_return HookFailure{"command '" + joinArgs(h.exec->command) + "' timed out", result->output};
+      co_return HookFailure{"command '" + joinArgs(h.exec->command) + "' timed out",
+                            result->output};
     }
     if (result->exit_code != 0) {
       co_return HookFailure{"command '" + joinArgs(h.exec->command) + "' exited with " +

@@ -186,8 +186,7 @@ void Prober::stopWorkersLocked(PodEntry& entry, std::vector<std::shared_ptr<Work
 }
 
 void Prober::observeLocked(const std::shared_ptr<Worker>& worker,
-                           const api::ContainerStatus& status,
-                           std::vector<Schedule>& schedules,
+                           const api::ContainerStatus& status, std::vector<Schedule>& schedules,
                            std::vector<std::shared_ptr<Worker>>& idle) {
   Worker& w = *worker;
   const bool running = status.state.running.has_value() && !status.container_id.empty();
@@ -296,8 +295,8 @@ void Prober::tick(const std::shared_ptr<Worker>& w, uint64_t generation) {
     if (!skip && w->type != ProbeType::kStartup) {
       // Gated by the startup probe until it succeeds for this container.
       const Worker* startup = findLocked(w->pod_uid, w->container_name, ProbeType::kStartup);
-      skip = startup != nullptr && (startup->container_id != w->container_id ||
-                                    startup->result != ProbeResult::kSuccess);
+      skip = startup != nullptr &&
+             (startup->container_id != w->container_id || startup->result != ProbeResult::kSuccess);
     }
     if (!skip) {
       target.handler = w->spec.handler;
@@ -335,16 +334,17 @@ asio::awaitable<void> Prober::runProbe(std::shared_ptr<Prober> self, std::shared
     if (w->stopped || w->generation != generation) co_return;
     period = seconds(std::max(w->spec.period_seconds, 1));
     if (outcome.kind != Kind::kUnknown) {  // an error keeps the previous result
-      const ProbeResult r = outcome.kind == Kind::kFailure ? ProbeResult::kFailure
-                                                           : ProbeResult::kSuccess;
+      const ProbeResult r =
+          outcome.kind == Kind::kFailure ? ProbeResult::kFailure : ProbeResult::kSuccess;
       if (w->last_result == r) {
         ++w->result_run;
       } else {
         w->last_result = r;
         w->result_run = 1;
       }
-      const bool below = (r == ProbeResult::kFailure && w->result_run < w->spec.failure_threshold) ||
-                         (r == ProbeResult::kSuccess && w->result_run < w->spec.success_threshold);
+      const bool below =
+          (r == ProbeResult::kFailure && w->result_run < w->spec.failure_threshold) ||
+          (r == ProbeResult::kSuccess && w->result_run < w->spec.success_threshold);
       if (!below) {
         changed = w->result != r;
         w->result = r;

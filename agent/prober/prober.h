@@ -47,9 +47,8 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
                                        ProbeType type, const ProbeOutcome& outcome)>;
 
   // `pod_ip` is the default host of httpGet and tcpSocket probes.
-  Prober(asio::any_io_executor executor, base::Clock& clock,
-         std::shared_ptr<ProbeHandler> handler, std::string pod_ip, ChangeFn on_change,
-         FailureFn on_failure);
+  Prober(asio::any_io_executor executor, base::Clock& clock, std::shared_ptr<ProbeHandler> handler,
+         std::string pod_ip, ChangeFn on_change, FailureFn on_failure);
   ~Prober() override;
 
   // kubelet's AddPod: workers for the pod's containers' probes (idle until a container runs).

@@ -236,12 +236,14 @@ std::string readTerminationMessage(const std::string& message_path, bool fallbac
                                    const std::string& log_path) {
   std::string message;
   bool truncated = false;
-  if (!message_path.empty() && !readTail(message_path, kMaxTerminationMessageLength, message, truncated) &&
+  if (!message_path.empty() &&
+      !readTail(message_path, kMaxTerminationMessageLength, message, truncated) &&
       errno != ENOENT) {
     return "Error on reading termination log " + message_path + ": " + std::strerror(errno);
   }
   if (message.empty() && fallback_to_logs) {
-    message = tailCriLogText(log_path, kMaxTerminationMessageLogLines, kMaxTerminationMessageLogLength);
+    message =
+        tailCriLogText(log_path, kMaxTerminationMessageLogLines, kMaxTerminationMessageLogLength);
   }
   return message;
 }

@@ -142,8 +142,7 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
 }
 
 asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, ContainerId id,
-                                                         KillOptions options,
-                                                         std::string reason) {
+                                                         KillOptions options, std::string reason) {
   std::string uid;
   std::string name;
   bool died = false;
@@ -160,8 +159,8 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
     }
     runner = pre_stop_runner_;
   }
-  const int64_t hook_grace =
-      pod ? killGracePeriodSeconds(*pod, options.probe_grace) : kDefaultTerminationGracePeriodSeconds;
+  const int64_t hook_grace = pod ? killGracePeriodSeconds(*pod, options.probe_grace)
+                                 : kDefaultTerminationGracePeriodSeconds;
   base::Duration hook_time{0};
   if (running && pod && runner && hook_grace > 0) {
     const auto* spec = findSpecContainer(*pod, name);

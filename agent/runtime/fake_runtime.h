@@ -31,7 +31,7 @@ class FakeRuntime final : public Runtime {
     ContainerId id;
     KillOptions kill_options;   // kills: as passed
     int64_t grace_seconds = 0;  // kills: the grace period that applied (after the preStop hook)
-    std::string reason;                     // kills
+    std::string reason;         // kills
   };
 
   // Events are posted to `event_executor` (give it a strand or a single-threaded context).
@@ -52,14 +52,14 @@ class FakeRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
       api::PodPtr pod, const api::Container& container, int attempt,
       StartContainerOptions options) override;
-  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
-                                              KillOptions options,
+  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id, KillOptions options,
                                               std::string reason) override;
   asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
                                         std::optional<int64_t> grace_override) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
-  asio::awaitable<base::StatusOr<ExecResult>> execInContainer(
-      ContainerId id, std::vector<std::string> command, base::Duration timeout) override;
+  asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
+                                                              std::vector<std::string> command,
+                                                              base::Duration timeout) override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
                                           std::string_view pod_uid, std::string_view container_name,
                                           int restart_count) const override;

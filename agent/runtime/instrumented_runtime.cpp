@@ -18,9 +18,8 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> InstrumentedRuntime::getPods(b
   co_return r;
 }
 
-asio::awaitable<base::StatusOr<PodStatus>> InstrumentedRuntime::getPodStatus(std::string uid,
-                                                                             std::string name,
-                                                                             std::string namespace_) {
+asio::awaitable<base::StatusOr<PodStatus>> InstrumentedRuntime::getPodStatus(
+    std::string uid, std::string name, std::string namespace_) {
   auto call = inner_.getPodStatus(std::move(uid), std::move(name), std::move(namespace_));
   auto r = co_await std::move(call);
   count(kStatus, r.ok());

@@ -85,7 +85,6 @@ asio::awaitable<std::vector<base::Status>> runAll(
   co_return results;
 }
 
-
 int spawnShimProcess(std::vector<std::string> args,
                      const std::function<void(posix_spawn_file_actions_t&)>& fds, pid_t& pid) {
   std::vector<char*> argv;
@@ -188,7 +187,7 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
   if (ec) {
     fs::remove_all(dir, ec);
     return base::internalError(where + ": create log directory " + log.parent_path().string() +
-                                  ": " + ec.message());
+                               ": " + ec.message());
   }
   std::string error;
   // Atomic, not durable: an fsync here would cost a disk flush per container start, serially
@@ -426,8 +425,8 @@ asio::awaitable<base::Status> ProcessRuntime::killPod(api::PodPtr pod, Pod runni
   auto state = state_;
   std::vector<asio::awaitable<base::Status>> tasks;
   for (const auto& c : running_pod.containers) {
-    tasks.push_back(state->kill(pod, c.id, KillOptions::graceOverride(grace_override),
-                                "killing pod"));
+    tasks.push_back(
+        state->kill(pod, c.id, KillOptions::graceOverride(grace_override), "killing pod"));
   }
   auto results = co_await runAll(std::move(tasks));
   std::string errors;

@@ -60,14 +60,14 @@ class ProcessRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
       api::PodPtr pod, const api::Container& container, int attempt,
       StartContainerOptions options) override;
-  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
-                                              KillOptions options,
+  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id, KillOptions options,
                                               std::string reason) override;
   asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
                                         std::optional<int64_t> grace_override) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
-  asio::awaitable<base::StatusOr<ExecResult>> execInContainer(
-      ContainerId id, std::vector<std::string> command, base::Duration timeout) override;
+  asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
+                                                              std::vector<std::string> command,
+                                                              base::Duration timeout) override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
                                           std::string_view pod_uid, std::string_view container_name,
                                           int restart_count) const override;

@@ -152,14 +152,14 @@ asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State
   pipe->sd.close(ec);
   ExecResult result;
   result.timed_out = timed_out;
-  result.exit_code = info.si_code == CLD_EXITED ? info.si_status : exitCodeForSignal(info.si_status);
+  result.exit_code =
+      info.si_code == CLD_EXITED ? info.si_status : exitCodeForSignal(info.si_status);
   result.output = std::move(pipe->out);
   co_return result;
 }
 
 asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, ContainerId id,
-                                                          KillOptions options,
-                                                          std::string reason) {
+                                                          KillOptions options, std::string reason) {
   ShimConfig config;
   ShimState st;
   PreStopHookRunner runner;
@@ -180,7 +180,8 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
   // The pod's spec decides the hook when there is a pod; the exec hook recorded at start serves
   // orphans (a restarted agent whose pod is gone).
   const api::Container* spec = pod ? findSpecContainer(*pod, config.container_name) : nullptr;
-  const bool has_hook = spec ? spec->lifecycle && spec->lifecycle->pre_stop : !config.pre_stop.empty();
+  const bool has_hook =
+      spec ? spec->lifecycle && spec->lifecycle->pre_stop : !config.pre_stop.empty();
   base::Duration hook_time{0};
   if (has_hook && hook_grace > 0 && st.status == ShimStatus::kRunning) {
     auto started = clock_.now();

@@ -72,9 +72,12 @@ inline int64_t toNanos(base::SystemTime t) {
 
 inline ContainerState containerState(ShimStatus status) {
   switch (status) {
-    case ShimStatus::kCreated: return ContainerState::kCreated;
-    case ShimStatus::kRunning: return ContainerState::kRunning;
-    case ShimStatus::kExited: return ContainerState::kExited;
+    case ShimStatus::kCreated:
+      return ContainerState::kCreated;
+    case ShimStatus::kRunning:
+      return ContainerState::kRunning;
+    case ShimStatus::kExited:
+      return ContainerState::kExited;
   }
   return ContainerState::kUnknown;
 }
@@ -374,8 +377,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
         {shim, "run", dir.string()},
         [&](posix_spawn_file_actions_t& fa) {
           posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-          posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(),
-                                           O_WRONLY | O_CREAT | O_APPEND, 0640);
+          posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                           0640);
           posix_spawn_file_actions_adddup2(&fa, ready_fd, 3);
         },
         pid);
@@ -405,8 +408,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
                                      std::string reason);
   asio::awaitable<void> runHook(std::string id, std::vector<std::string> command,
                                 base::Duration timeout);
-  asio::awaitable<base::StatusOr<ExecResult>> exec(std::string id,
-                                                   std::vector<std::string> command,
+  asio::awaitable<base::StatusOr<ExecResult>> exec(std::string id, std::vector<std::string> command,
                                                    base::Duration timeout);
   asio::awaitable<std::optional<base::StatusOr<ExecResult>>> execOnStrand(
       std::string id, std::vector<std::string> command, base::Duration timeout);

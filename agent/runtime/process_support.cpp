@@ -11,14 +11,16 @@ std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
       const api::Container& c = list[i];
       const std::string at = "spec." + field + "[" + std::to_string(i) + "]";
       if (c.command.empty()) {
-        out.push_back(at + ".command: Required value: the process runtime runs the command as a "
-                           "host process and does not pull or run images, so a container needs "
-                           "a command (an image's entrypoint does not exist here)");
+        out.push_back(at +
+                      ".command: Required value: the process runtime runs the command as a "
+                      "host process and does not pull or run images, so a container needs "
+                      "a command (an image's entrypoint does not exist here)");
       }
       if (determineEffectiveSecurityContext(pod, c).read_only_root_filesystem) {
-        out.push_back(at + ".securityContext.readOnlyRootFilesystem: Forbidden: cannot be "
-                           "honoured by the process runtime (a host process shares the node's "
-                           "root filesystem)");
+        out.push_back(at +
+                      ".securityContext.readOnlyRootFilesystem: Forbidden: cannot be "
+                      "honoured by the process runtime (a host process shares the node's "
+                      "root filesystem)");
       }
     }
   };
@@ -27,8 +29,8 @@ std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
   for (size_t i = 0; i < pod.spec.volumes.size(); ++i) {
     const auto& v = pod.spec.volumes[i];
     if (v.source_type == "emptyDir" || v.source_type == "hostPath") continue;
-    out.push_back("spec.volumes[" + std::to_string(i) + "]: Unsupported value: \"" +
-                  v.source_type + "\": the process runtime supports emptyDir and hostPath volumes");
+    out.push_back("spec.volumes[" + std::to_string(i) + "]: Unsupported value: \"" + v.source_type +
+                  "\": the process runtime supports emptyDir and hostPath volumes");
   }
   return out;
 }

@@ -239,8 +239,7 @@ class Runtime {
   // kMinimumGracePeriodSeconds, or `options.grace_override` (0: SIGKILL at once). Completes when
   // the process is gone. Killing an exited or unknown container is OK. `reason` is for logs.
   virtual asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id,
-                                                      KillOptions options,
-                                                      std::string reason) = 0;
+                                                      KillOptions options, std::string reason) = 0;
 
   // Kills every running container of `running_pod` in parallel (kubelet's KillPod). `pod` may be
   // null (orphans). Errors of individual containers are joined into one.

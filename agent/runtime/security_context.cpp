@@ -11,16 +11,47 @@ namespace nodeagent::runtime {
 namespace {
 
 // linux/capability.h, by number.
-constexpr std::array<std::string_view, 41> kCapabilityNames = {
-    "CHOWN",          "DAC_OVERRIDE",   "DAC_READ_SEARCH", "FOWNER",       "FSETID",
-    "KILL",           "SETGID",         "SETUID",          "SETPCAP",      "LINUX_IMMUTABLE",
-    "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN",      "NET_RAW",      "IPC_LOCK",
-    "IPC_OWNER",      "SYS_MODULE",     "SYS_RAWIO",       "SYS_CHROOT",   "SYS_PTRACE",
-    "SYS_PACCT",      "SYS_ADMIN",      "SYS_BOOT",        "SYS_NICE",     "SYS_RESOURCE",
-    "SYS_TIME",       "SYS_TTY_CONFIG", "MKNOD",           "LEASE",        "AUDIT_WRITE",
-    "AUDIT_CONTROL",  "SETFCAP",        "MAC_OVERRIDE",    "MAC_ADMIN",    "SYSLOG",
-    "WAKE_ALARM",     "BLOCK_SUSPEND",  "AUDIT_READ",      "PERFMON",      "BPF",
-    "CHECKPOINT_RESTORE"};
+constexpr std::array<std::string_view, 41> kCapabilityNames = {"CHOWN",
+                                                               "DAC_OVERRIDE",
+                                                               "DAC_READ_SEARCH",
+                                                               "FOWNER",
+                                                               "FSETID",
+                                                               "KILL",
+                                                               "SETGID",
+                                                               "SETUID",
+                                                               "SETPCAP",
+                                                               "LINUX_IMMUTABLE",
+                                                               "NET_BIND_SERVICE",
+                                                               "NET_BROADCAST",
+                                                               "NET_ADMIN",
+                                                               "NET_RAW",
+                                                               "IPC_LOCK",
+                                                               "IPC_OWNER",
+                                                               "SYS_MODULE",
+                                                               "SYS_RAWIO",
+                                                               "SYS_CHROOT",
+                                                               "SYS_PTRACE",
+                                                               "SYS_PACCT",
+                                                               "SYS_ADMIN",
+                                                               "SYS_BOOT",
+                                                               "SYS_NICE",
+                                                               "SYS_RESOURCE",
+                                                               "SYS_TIME",
+                                                               "SYS_TTY_CONFIG",
+                                                               "MKNOD",
+                                                               "LEASE",
+                                                               "AUDIT_WRITE",
+                                                               "AUDIT_CONTROL",
+                                                               "SETFCAP",
+                                                               "MAC_OVERRIDE",
+                                                               "MAC_ADMIN",
+                                                               "SYSLOG",
+                                                               "WAKE_ALARM",
+                                                               "BLOCK_SUSPEND",
+                                                               "AUDIT_READ",
+                                                               "PERFMON",
+                                                               "BPF",
+                                                               "CHECKPOINT_RESTORE"};
 
 // kubelet's format.Pod: "name_namespace(uid)".
 std::string formatPod(const api::Pod& pod) {
@@ -70,8 +101,7 @@ base::Status verifyRunAsNonRoot(const api::Pod& pod, const api::Container& conta
                                 const EffectiveSecurityContext& sc,
                                 std::optional<int64_t> default_uid) {
   if (!sc.run_as_non_root) return base::okStatus();
-  const std::string where =
-      " (pod: \"" + formatPod(pod) + "\", container: " + container.name + ")";
+  const std::string where = " (pod: \"" + formatPod(pod) + "\", container: " + container.name + ")";
   if (sc.run_as_user) {
     if (*sc.run_as_user == 0) {
       return base::invalidArgumentError("container's runAsUser breaks non-root policy" + where);
@@ -164,9 +194,8 @@ base::StatusOr<ProcessCredentials> processCredentials(const api::Pod& pod,
 
   std::vector<uint32_t> groups;
   for (int64_t g : sc.supplemental_groups) groups.push_back(static_cast<uint32_t>(g));
-  if (sc.fs_group &&
-      std::find(groups.begin(), groups.end(), static_cast<uint32_t>(*sc.fs_group)) ==
-          groups.end()) {
+  if (sc.fs_group && std::find(groups.begin(), groups.end(), static_cast<uint32_t>(*sc.fs_group)) ==
+                         groups.end()) {
     groups.push_back(static_cast<uint32_t>(*sc.fs_group));
   }
   if (!root_agent) {
@@ -193,15 +222,14 @@ base::StatusOr<ProcessCredentials> processCredentials(const api::Pod& pod,
   if (sc.privileged) return creds;  // every capability, as a privileged container has
   if (sc.cap_add.empty() && sc.cap_drop.empty()) return creds;
   auto add = parseCapabilities(sc.cap_add);
-  if (!add.ok()) return base::invalidArgumentError(where + "capabilities.add: " +
-                                                   add.status().message());
+  if (!add.ok())
+    return base::invalidArgumentError(where + "capabilities.add: " + add.status().message());
   auto drop = parseCapabilities(sc.cap_drop);
-  if (!drop.ok()) return base::invalidArgumentError(where + "capabilities.drop: " +
-                                                    drop.status().message());
+  if (!drop.ok())
+    return base::invalidArgumentError(where + "capabilities.drop: " + drop.status().message());
   if (!root_agent) {
     if (*add != 0) {
-      return base::invalidArgumentError(where +
-                                        "capabilities.add needs nodeagent to run as root");
+      return base::invalidArgumentError(where + "capabilities.add needs nodeagent to run as root");
     }
     // A process of a non-root agent has no capabilities and cannot shrink its bounding set;
     // no_new_privs keeps it from gaining any through a set-user-ID or file-capability program.

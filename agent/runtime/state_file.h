@@ -107,8 +107,8 @@ struct ProcStat {
   int session = 0;
   uint64_t utime_ticks = 0;  // CPU time in user and kernel mode, clock ticks
   uint64_t stime_ticks = 0;
-  uint64_t start_ticks = 0;   // clock ticks after boot
-  uint64_t vsize_bytes = 0;   // 0 when the line ends before these two
+  uint64_t start_ticks = 0;  // clock ticks after boot
+  uint64_t vsize_bytes = 0;  // 0 when the line ends before these two
   uint64_t rss_pages = 0;
 };
 // The text of a /proc/<pid>/stat file; nullopt when it is malformed.

@@ -92,9 +92,7 @@ class RequestParser final : public http::basic_parser<true> {
     // Beast refuses a declared length over the body limit before this.
     if (length) request_.body.reserve(static_cast<size_t>(*length));
   }
-  size_t on_body_impl(beast::string_view body, error_code& ec) override {
-    return append(body, ec);
-  }
+  size_t on_body_impl(beast::string_view body, error_code& ec) override { return append(body, ec); }
   void on_chunk_header_impl(std::uint64_t, beast::string_view, error_code&) override {}
   size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, error_code& ec) override {
     return append(body, ec);
@@ -231,10 +229,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     const size_t want = buffer_.size() == 0 ? kFirstReadSize : kReadSize;
-    socket_.async_read_some(buffer_.prepare(std::min(room, want)),
-                            [self = shared_from_this()](const error_code& ec, size_t n) {
-                              self->onRead(ec, n);
-                            });
+    socket_.async_read_some(
+        buffer_.prepare(std::min(room, want)),
+        [self = shared_from_this()](const error_code& ec, size_t n) { self->onRead(ec, n); });
   }
 
   void onRead(const error_code& ec, size_t n) {
@@ -329,7 +326,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head_ += "HTTP/1.1 ";
     head_ += std::to_string(response_.status);
     head_ += ' ';
-    const auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(response_.status)));
+    const auto reason =
+        http::obsolete_reason(http::int_to_status(static_cast<unsigned>(response_.status)));
     head_.append(reason.data(), reason.size());
     head_ += "\r\nContent-Type: ";
     head_ += response_.content_type;
@@ -372,16 +370,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
         piece_offset_ = 0;
       }
     }
-    asio::async_write(socket_, asio::buffer(chunk_),
-                      [self = shared_from_this()](const error_code& ec, size_t) {
-                        if (ec || self->closed_ ||
-                            self->next_piece_ == self->response_.body_pieces->size()) {
-                          self->onWritten(ec);
-                          return;
-                        }
-                        self->chunk_.clear();
-                        self->writeChunk();
-                      });
+    asio::async_write(
+        socket_, asio::buffer(chunk_), [self = shared_from_this()](const error_code& ec, size_t) {
+          if (ec || self->closed_ || self->next_piece_ == self->response_.body_pieces->size()) {
+            self->onWritten(ec);
+            return;
+          }
+          self->chunk_.clear();
+          self->writeChunk();
+        });
   }
 
   void onWritten(const error_code& ec) {
@@ -601,7 +598,7 @@ base::Status HttpServer::start() {
     // A host name (such as localhost): resolved once, here, before the server runs.
     tcp::resolver resolver(s.executor);
     auto results = resolver.resolve(address, std::to_string(s.options.port),
-                                     tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+                                    tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) {
       return fail("cannot resolve " + address + (ec ? ": " + ec.message() : ""));
     }

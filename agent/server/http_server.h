@@ -23,10 +23,10 @@
 namespace nodeagent::agent {
 
 struct HttpRequest {
-  std::string method;  // as received: "GET"
-  std::string target;  // "/pods?verbose"
-  std::string path;    // "/pods"
-  std::string query;   // "verbose" (without the '?')
+  std::string method;                                        // as received: "GET"
+  std::string target;                                        // "/pods?verbose"
+  std::string path;                                          // "/pods"
+  std::string query;                                         // "verbose" (without the '?')
   std::vector<std::pair<std::string, std::string>> headers;  // in order, names as received
   std::string body;
 };
@@ -48,7 +48,7 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 struct HttpServerOptions {
   std::string name = "http";  // names the port in logs and errors ("read-only", "healthz")
   std::string address = "127.0.0.1";
-  int port = 0;  // 0 picks a free port
+  int port = 0;                         // 0 picks a free port
   size_t max_header_bytes = 64 * 1024;  // request line and header fields; more is a 431
   size_t max_header_fields = 100;       // more is a 431
   size_t max_body_bytes = 64 * 1024;    // more is a 413

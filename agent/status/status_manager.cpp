@@ -44,7 +44,8 @@ bool checkContainerStateTransition(const std::vector<api::ContainerStatus>& old_
     for (const auto& now : new_statuses) {
       if (now.name == old.name && !now.state.terminated) {
         if (why != nullptr) {
-          *why = "terminated container " + now.name + " attempted illegal transition to non-terminated state";
+          *why = "terminated container " + now.name +
+                 " attempted illegal transition to non-terminated state";
         }
         return false;
       }
@@ -95,9 +96,9 @@ void normalizeStatus(const api::Pod& pod, api::PodStatus& status) {
     }
   }
   for (auto& s : status.init_container_statuses) {
-    if (!s.name.empty() && std::none_of(pod.spec.init_containers.begin(),
-                                        pod.spec.init_containers.end(),
-                                        [&](const auto& c) { return c.name == s.name; })) {
+    if (!s.name.empty() &&
+        std::none_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(),
+                     [&](const auto& c) { return c.name == s.name; })) {
       init_sorted.push_back(std::move(s));
     }
   }
@@ -210,9 +211,8 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
     std::string why;
     if (!checkContainerStateTransition(old->container_statuses, status.container_statuses,
                                        pod.spec.restart_policy, &why) ||
-        !checkContainerStateTransition(old->init_container_statuses,
-                                       status.init_container_statuses, pod.spec.restart_policy,
-                                       &why)) {
+        !checkContainerStateTransition(old->init_container_statuses, status.init_container_statuses,
+                                       pod.spec.restart_policy, &why)) {
       log->error("Status update aborted pod={} uid={} reason={}", api::podRef(pod), uid, why);
       return false;
     }

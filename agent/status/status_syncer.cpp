@@ -156,7 +156,8 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
     target = pod_manager_.getMirrorPodByPod(*pod);
     // No current mirror yet: the status goes out once the mirror pod shows up.
     if (!target || target->metadata.uid.empty() ||
-        !podmanager::PodManager::isMirrorPodOf(*target, *pod) || target == state_[uid].gone_mirror) {
+        !podmanager::PodManager::isMirrorPodOf(*target, *pod) ||
+        target == state_[uid].gone_mirror) {
       waiting_for_mirror_.insert(uid);
       armRetry();
       co_return;
@@ -182,7 +183,8 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
     co_await maybeDelete(pod, uid);
     co_return;
   }
-  nlohmann::json body = {{"metadata", {{"uid", target->metadata.uid}}}, {"status", std::move(patch)}};
+  nlohmann::json body = {{"metadata", {{"uid", target->metadata.uid}}},
+                         {"status", std::move(patch)}};
   const std::string path = api::podStatusPath(target->metadata.namespace_, target->metadata.name);
   log()->debug("Patching pod status pod={} uid={} version={} patch={}", api::podRef(*target),
                target->metadata.uid, vs->version, api::canonicalJson(body));
@@ -229,9 +231,7 @@ asio::awaitable<void> StatusSyncer::maybeDelete(const api::PodPtr& pod, const st
   }
   nlohmann::json options = {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", uid}}}};
   const std::string path = api::podPath(pod->metadata.namespace_, pod->metadata.name);
-  auto call = [path, options](api::RestClient& c) {
-    return c.deleteJson(path, &options);
-  };
+  auto call = [path, options](api::RestClient& c) { return c.deleteJson(path, &options); };
   auto r = co_await runOnPool(async_, call);
   if (r.ok() || api::isNotFound(r.status()) || api::isConflict(r.status())) {
     state_[uid].delete_sent = true;

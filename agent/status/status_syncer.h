@@ -83,10 +83,10 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   struct PodState {
     uint64_t synced_version = 0;
     // The apiserver's status as our last PATCH answered, valid while the pod manager still holds
-    // `base_pod`, the very copy that PATCH was computed from (the watch has delivered nothing since,
-    // not even our own write). The copy's identity is what counts, not its resourceVersion: the
-    // pod config keeps the first resourceVersion it saw, as kubelet's does, while it takes every
-    // later status.
+    // `base_pod`, the very copy that PATCH was computed from (the watch has delivered nothing
+    // since, not even our own write). The copy's identity is what counts, not its resourceVersion:
+    // the pod config keeps the first resourceVersion it saw, as kubelet's does, while it takes
+    // every later status.
     api::PodPtr base_pod;
     std::shared_ptr<const nlohmann::json> answered_status;
     bool delete_sent = false;

@@ -131,8 +131,7 @@ bool applyCapabilitySets(const rt::ShimConfig& c, const char*& stage) {
   } else {
     put(&__user_cap_data_struct::permitted, get(&__user_cap_data_struct::permitted) & ceiling);
     put(&__user_cap_data_struct::effective, get(&__user_cap_data_struct::effective) & ceiling);
-    put(&__user_cap_data_struct::inheritable,
-        get(&__user_cap_data_struct::inheritable) & ceiling);
+    put(&__user_cap_data_struct::inheritable, get(&__user_cap_data_struct::inheritable) & ceiling);
   }
   stage = "capset";
   if (::syscall(SYS_capset, &header, data) != 0) return false;
@@ -242,7 +241,7 @@ class Shim {
   void saveState() {
     std::string error;
     const auto durability = state_.status == rt::ShimStatus::kExited ? rt::Durability::kDurable
-                                                                      : rt::Durability::kAtomic;
+                                                                     : rt::Durability::kAtomic;
     if (!rt::writeFileAtomic(dir_ + "/state", rt::encodeShimState(state_), error, durability)) {
       logf("nodeagent-shim: %s\n", error.c_str());
     }

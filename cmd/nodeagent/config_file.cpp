@@ -46,33 +46,108 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
 // a kubelet's configuration file can be reused, unlike a key no kubelet knows.
 const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
   static const std::set<std::string, std::less<>> keys = {
-      "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot",
-      "cgroupsPerQOS", "clusterDNS", "clusterDomain", "configMapAndSecretChangeDetectionStrategy",
-      "containerLogMaxWorkers", "containerLogMonitorInterval", "containerRuntimeEndpoint",
-      "contentType", "cpuCFSQuota", "cpuCFSQuotaPeriod", "cpuManagerPolicy",
-      "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "crashLoopBackOff",
-      "enableContentionProfiling", "enableControllerAttachDetach", "enableDebugFlagsHandler",
-      "enableDebuggingHandlers", "enableProfilingHandler", "enableServer", "enableSystemLogHandler",
-      "enableSystemLogQuery", "enforceNodeAllocatable", "eventBurst", "eventRecordQPS",
-      "evictionHard", "evictionMaxPodGracePeriod", "evictionMinimumReclaim",
-      "evictionPressureTransitionPeriod", "evictionSoft", "evictionSoftGracePeriod",
-      "failCgroupV1", "failSwapOn", "featureGates", "hairpinMode", "healthzBindAddress",
-      "imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMaximumGCAge",
-      "imageMinimumGCAge", "imageServiceEndpoint", "iptablesDropBit", "iptablesMasqueradeBit",
-      "kernelMemcgNotification", "kubeReserved", "kubeReservedCgroup", "kubeletCgroups",
-      "localStorageCapacityIsolation", "logging", "makeIPTablesUtilChains", "maxOpenFiles",
-      "maxParallelImagePulls", "memoryManagerPolicy", "memorySwap", "memoryThrottlingFactor",
-      "mergeDefaultEvictionSettings", "nodeLeaseDurationSeconds", "nodeStatusMaxImages",
-      "nodeStatusReportFrequency", "oomScoreAdj", "podCIDR", "podPidsLimit", "podsPerCore",
-      "port", "protectKernelDefaults", "providerID", "qosReserved", "registerNode",
-      "registerWithTaints", "registryBurst", "registryPullQPS", "reservedMemory",
-      "reservedSystemCPUs", "resolvConf", "rotateCertificates", "runtimeRequestTimeout",
-      "seccompDefault", "serializeImagePulls", "serverTLSBootstrap", "showHiddenMetricsForVersion",
-      "shutdownGracePeriod", "shutdownGracePeriodByPodPriority", "shutdownGracePeriodCriticalPods",
-      "singleProcessOOMKill", "streamingConnectionIdleTimeout", "systemCgroups",
-      "systemReservedCgroup", "tlsCertFile", "tlsCipherSuites", "tlsMinVersion",
-      "tlsPrivateKeyFile", "topologyManagerPolicy", "topologyManagerPolicyOptions",
-      "topologyManagerScope", "tracing", "userNamespaces", "volumePluginDir",
+      "allowedUnsafeSysctls",
+      "authentication",
+      "authorization",
+      "cgroupDriver",
+      "cgroupRoot",
+      "cgroupsPerQOS",
+      "clusterDNS",
+      "clusterDomain",
+      "configMapAndSecretChangeDetectionStrategy",
+      "containerLogMaxWorkers",
+      "containerLogMonitorInterval",
+      "containerRuntimeEndpoint",
+      "contentType",
+      "cpuCFSQuota",
+      "cpuCFSQuotaPeriod",
+      "cpuManagerPolicy",
+      "cpuManagerPolicyOptions",
+      "cpuManagerReconcilePeriod",
+      "crashLoopBackOff",
+      "enableContentionProfiling",
+      "enableControllerAttachDetach",
+      "enableDebugFlagsHandler",
+      "enableDebuggingHandlers",
+      "enableProfilingHandler",
+      "enableServer",
+      "enableSystemLogHandler",
+      "enableSystemLogQuery",
+      "enforceNodeAllocatable",
+      "eventBurst",
+      "eventRecordQPS",
+      "evictionHard",
+      "evictionMaxPodGracePeriod",
+      "evictionMinimumReclaim",
+      "evictionPressureTransitionPeriod",
+      "evictionSoft",
+      "evictionSoftGracePeriod",
+      "failCgroupV1",
+      "failSwapOn",
+      "featureGates",
+      "hairpinMode",
+      "healthzBindAddress",
+      "imageGCHighThresholdPercent",
+      "imageGCLowThresholdPercent",
+      "imageMaximumGCAge",
+      "imageMinimumGCAge",
+      "imageServiceEndpoint",
+      "iptablesDropBit",
+      "iptablesMasqueradeBit",
+      "kernelMemcgNotification",
+      "kubeReserved",
+      "kubeReservedCgroup",
+      "kubeletCgroups",
+      "localStorageCapacityIsolation",
+      "logging",
+      "makeIPTablesUtilChains",
+      "maxOpenFiles",
+      "maxParallelImagePulls",
+      "memoryManagerPolicy",
+      "memorySwap",
+      "memoryThrottlingFactor",
+      "mergeDefaultEvictionSettings",
+      "nodeLeaseDurationSeconds",
+      "nodeStatusMaxImages",
+      "nodeStatusReportFrequency",
+      "oomScoreAdj",
+      "podCIDR",
+      "podPidsLimit",
+      "podsPerCore",
+      "port",
+      "protectKernelDefaults",
+      "providerID",
+      "qosReserved",
+      "registerNode",
+      "registerWithTaints",
+      "registryBurst",
+      "registryPullQPS",
+      "reservedMemory",
+      "reservedSystemCPUs",
+      "resolvConf",
+      "rotateCertificates",
+      "runtimeRequestTimeout",
+      "seccompDefault",
+      "serializeImagePulls",
+      "serverTLSBootstrap",
+      "showHiddenMetricsForVersion",
+      "shutdownGracePeriod",
+      "shutdownGracePeriodByPodPriority",
+      "shutdownGracePeriodCriticalPods",
+      "singleProcessOOMKill",
+      "streamingConnectionIdleTimeout",
+      "systemCgroups",
+      "systemReservedCgroup",
+      "tlsCertFile",
+      "tlsCipherSuites",
+      "tlsMinVersion",
+      "tlsPrivateKeyFile",
+      "topologyManagerPolicy",
+      "topologyManagerPolicyOptions",
+      "topologyManagerScope",
+      "tracing",
+      "userNamespaces",
+      "volumePluginDir",
       "volumeStatsAggPeriod",
   };
   return keys;
@@ -153,14 +228,17 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
     if (key == "kind" || key == "apiVersion") continue;
     if (key == "staticPodURLHeader") {
       // map[string][]string, as kubelet's.
-      if (!value.is_object()) return fail(key, "expected a mapping of header names to lists, got " + typeName(value));
+      if (!value.is_object())
+        return fail(key, "expected a mapping of header names to lists, got " + typeName(value));
       if (fs.isSet("manifest-url-header")) continue;
       for (const auto& [header, values] : value.items()) {
         if (!values.is_array()) {
           return fail(key, header + ": expected a list of strings, got " + typeName(values));
         }
         for (const auto& v : values) {
-          if (!v.is_string()) return fail(key, header + ": expected a list of strings, got " + typeName(v) + " in it");
+          if (!v.is_string())
+            return fail(key,
+                        header + ": expected a list of strings, got " + typeName(v) + " in it");
           RETURN_IF_ERROR(fs.setValue("manifest-url-header", header + ":" + v.get<std::string>())
                               .withContext(at(key) + key));
         }
@@ -169,11 +247,13 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
     }
     if (key == "systemReserved") {
       // map[string]string of resource quantities.
-      if (!value.is_object()) return fail(key, "expected a mapping of resources to quantities, got " + typeName(value));
+      if (!value.is_object())
+        return fail(key, "expected a mapping of resources to quantities, got " + typeName(value));
       if (fs.isSet("system-reserved")) continue;
       std::string joined;
       for (const auto& [res, q] : value.items()) {
-        if (!q.is_string()) return fail(key, res + ": expected a quantity string, got " + typeName(q));
+        if (!q.is_string())
+          return fail(key, res + ": expected a quantity string, got " + typeName(q));
         joined += (joined.empty() ? "" : ",") + res + "=" + q.get<std::string>();
       }
       RETURN_IF_ERROR(fs.setValue("system-reserved", joined).withContext(at(key) + key));
@@ -197,7 +277,8 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
         text = value.get<std::string>();
         break;
       case Kind::kInt:
-        if (!value.is_number_integer()) return fail(key, "expected an integer, got " + typeName(value));
+        if (!value.is_number_integer())
+          return fail(key, "expected an integer, got " + typeName(value));
         text = std::to_string(value.get<int64_t>());
         break;
       case Kind::kNumber:

@@ -1,8 +1,8 @@
 #include "cmd/nodeagent/daemon_command.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <malloc.h>
-#include <arpa/inet.h>
 #include <net/if.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,21 +30,21 @@
 #include "agent/event_recorder.h"
 #include "agent/node_lease.h"
 #include "agent/node_status.h"
-#include "agent/status/status_syncer.h"
-#include "api/kubeconfig.h"
-#include "api/rest_client.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
 #include "agent/runtime/instrumented_runtime.h"
 #include "agent/runtime/process_runtime.h"
 #include "agent/status/status_manager.h"
+#include "agent/status/status_syncer.h"
+#include "api/kubeconfig.h"
 #include "api/pod_update.h"
+#include "api/rest_client.h"
 #include "api/yaml.h"
 #include "base/asio.h"
 #include "base/duration.h"
-#include "base/readable_wait.h"
 #include "base/log.h"
 #include "base/printable.h"
+#include "base/readable_wait.h"
 #include "cmd/nodeagent/config_file.h"
 #include "cmd/nodeagent/flags.h"
 #include "cmd/nodeagent/lock_file.h"
@@ -163,11 +163,14 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
   fs.addString("runtime", &f.runtime, "container runtime: process or fake");
   fs.addString("address", &f.address, "address of the read-only and healthz ports");
-  fs.addString("node-labels", &f.node_labels, "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
+  fs.addString("node-labels", &f.node_labels,
+               "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
   fs.addDuration("node-status-update-frequency", &f.node_status_update_frequency,
                  "how often the node status is computed and posted when changed");
-  fs.addString("system-reserved", &f.system_reserved, "resources kept from pods, e.g. cpu=500m,memory=1Gi");
-  fs.addString("container-log-max-size", &f.container_log_max_size, "rotate a container log at this size");
+  fs.addString("system-reserved", &f.system_reserved,
+               "resources kept from pods, e.g. cpu=500m,memory=1Gi");
+  fs.addString("container-log-max-size", &f.container_log_max_size,
+               "rotate a container log at this size");
   fs.addInt("container-log-max-files", &f.container_log_max_files, "log files kept per container");
   fs.addInt("read-only-port", &f.read_only_port, "read-only HTTP port (0 disables)");
   fs.addInt("healthz-port", &f.healthz_port, "healthz HTTP port (0 disables)");
@@ -176,14 +179,17 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("logging-format", &f.logging_format, "log format: text or json (kubelet's flag)");
   fs.addDouble("kube-api-qps", &f.kube_api_qps, "apiserver requests per second");
   fs.addInt("kube-api-burst", &f.kube_api_burst, "apiserver request burst");
-  fs.addDuration("file-check-frequency", &f.file_check_frequency, "manifest directory relist period");
+  fs.addDuration("file-check-frequency", &f.file_check_frequency,
+                 "manifest directory relist period");
   fs.addDuration("http-check-frequency", &f.http_check_frequency, "manifest URL poll period");
   fs.addDuration("sync-frequency", &f.sync_frequency, "periodic pod resync");
   fs.addDuration("pleg-relist-period", &f.pleg_relist_period, "PLEG safety-net relist period");
-  fs.addDuration("crashloop-backoff-initial", &f.crashloop_backoff_initial, "first restart backoff");
+  fs.addDuration("crashloop-backoff-initial", &f.crashloop_backoff_initial,
+                 "first restart backoff");
   fs.addDuration("crashloop-backoff-max", &f.crashloop_backoff_max, "restart backoff cap");
-  fs.addString("lock-file", &f.lock_file,
-               "a second lock file to hold besides <root-dir>/nodeagent.lock (kubelet's --lock-file)");
+  fs.addString(
+      "lock-file", &f.lock_file,
+      "a second lock file to hold besides <root-dir>/nodeagent.lock (kubelet's --lock-file)");
   fs.addBool("exit-on-lock-contention", &f.exit_on_lock_contention,
              "wait for the lock instead of failing, and exit (containers keep running) when "
              "another agent asks for it, as kubelet does for upgrades");
@@ -256,9 +262,9 @@ int runDaemon(int argc, char** argv) {
   if (f.logging_format != "text" && f.logging_format != "json") {
     return usageError("--logging-format: \"" + f.logging_format + "\" is not text or json", fs);
   }
-  base::initLogging({.verbosity = static_cast<int>(f.verbosity),
-                     .format = f.logging_format == "json" ? base::LogFormat::kJson
-                                                          : base::LogFormat::kText});
+  base::initLogging(
+      {.verbosity = static_cast<int>(f.verbosity),
+       .format = f.logging_format == "json" ? base::LogFormat::kJson : base::LogFormat::kText});
   auto log = base::logger("nodeagent");
   for (const auto& key : config_file.ignored_keys) {
     log->warn("Ignoring a KubeletConfiguration field nodeagent does not implement file={} key={}",
@@ -281,9 +287,9 @@ int runDaemon(int argc, char** argv) {
   }
   auto log_size = api::Quantity::parse(f.container_log_max_size);
   if (!log_size.ok() || log_size->value() <= 0) {
-    return usageError("--container-log-max-size: \"" + f.container_log_max_size +
-                          "\" is not a positive quantity",
-                      fs);
+    return usageError(
+        "--container-log-max-size: \"" + f.container_log_max_size + "\" is not a positive quantity",
+        fs);
   }
   if (f.max_pods <= 0) return usageError("--max-pods must be positive", fs);
   const std::string node_name = config::resolveNodeName(f.hostname_override);
@@ -305,7 +311,8 @@ int runDaemon(int argc, char** argv) {
     return 1;
   }
   std::vector<LockFile> locks;
-  std::vector<std::string> lock_paths{(std::filesystem::path(f.root_dir) / "nodeagent.lock").string()};
+  std::vector<std::string> lock_paths{
+      (std::filesystem::path(f.root_dir) / "nodeagent.lock").string()};
   if (!f.lock_file.empty() && std::filesystem::weakly_canonical(f.lock_file, ec) !=
                                   std::filesystem::weakly_canonical(lock_paths[0], ec)) {
     lock_paths.push_back(f.lock_file);
@@ -373,7 +380,8 @@ int runDaemon(int argc, char** argv) {
     eco.qps = 50;
     eco.burst = 100;
     auto event_client = api::RestClient::create(std::move(*rc), eco, clock);
-    if (!event_client.ok()) return usageError("--kubeconfig: " + event_client.status().message(), fs);
+    if (!event_client.ok())
+      return usageError("--kubeconfig: " + event_client.status().message(), fs);
     event_rest = std::move(*event_client);
   }
   std::shared_ptr<agent::NodeStatusController> node_status;
@@ -486,11 +494,14 @@ int runDaemon(int argc, char** argv) {
     no.capacity = *capacity;
     no.allocatable = *allocatable;
     no.info = agent::readNodeInfo(f.runtime + "://" + NODEAGENT_VERSION);
-    if (f.runtime == "fake") no.info.container_runtime_version = std::string("fake://") + NODEAGENT_VERSION;
+    if (f.runtime == "fake")
+      no.info.container_runtime_version = std::string("fake://") + NODEAGENT_VERSION;
     no.daemon_port = f.read_only_port > 0 ? static_cast<int>(f.read_only_port) : 10250;
     no.update_frequency = f.node_status_update_frequency;
-    if (fs.isSet("node-status-update-frequency")) no.report_frequency = f.node_status_update_frequency;
-    no.healthy = [&the_agent, pc = pod_config.get(), &clock, started = clock.now()](std::string* why) {
+    if (fs.isSet("node-status-update-frequency"))
+      no.report_frequency = f.node_status_update_frequency;
+    no.healthy = [&the_agent, pc = pod_config.get(), &clock,
+                  started = clock.now()](std::string* why) {
       if (!the_agent->healthy(why)) return false;
       // A node whose agent cannot list its API pods is not ready for them (after a grace for
       // the first list at start-up).
@@ -503,7 +514,8 @@ int runDaemon(int argc, char** argv) {
       return false;
     };
     no.on_state_lost = report_state_loss;
-    node_status = std::make_shared<agent::NodeStatusController>(ioc.get_executor(), clock, *rest, no);
+    node_status =
+        std::make_shared<agent::NodeStatusController>(ioc.get_executor(), clock, *rest, no);
     api_state_loss.subscribe([n = node_status.get()](const std::string&) { n->reRegister(); });
 
     agent::NodeLeaseOptions lo;
@@ -523,8 +535,9 @@ int runDaemon(int argc, char** argv) {
     api_state_loss.subscribe([s = status_syncer.get()](const std::string&) { s->resyncAll(); });
   }
   if (sources.empty()) {
-    log->warn("No pod source configured (--allow-no-sources): every container under the root dir "
-              "is an orphan and will be stopped");
+    log->warn(
+        "No pod source configured (--allow-no-sources): every container under the root dir "
+        "is an orphan and will be stopped");
   }
 
   auto manifest_errors_json = [&manifest_errors] {
@@ -549,21 +562,25 @@ int runDaemon(int argc, char** argv) {
   std::vector<agent::HealthCheck> health_checks;
   const base::Duration syncloop_limit =
       std::max<base::Duration>(2 * f.sync_frequency, std::chrono::minutes(5));
-  health_checks.push_back({"syncloop", [&the_agent, &clock, limit = syncloop_limit](std::string* why) {
-    if (clock.now() - the_agent->syncLoop().lastTick() <= limit) return true;
-    if (why != nullptr) *why = "the sync loop has not run for " + base::formatDuration(limit);
-    return false;
-  }});
+  health_checks.push_back(
+      {"syncloop", [&the_agent, &clock, limit = syncloop_limit](std::string* why) {
+         if (clock.now() - the_agent->syncLoop().lastTick() <= limit) return true;
+         if (why != nullptr) *why = "the sync loop has not run for " + base::formatDuration(limit);
+         return false;
+       }});
   for (const auto& source : pc->sources()) {
-    health_checks.push_back({"source/" + source, [pc, source](std::string* why) {
-      auto st = pc->sourceState(source);
-      if (st.seen) return true;
-      if (why != nullptr) {
-        *why = "not seen: " + (st.answered ? st.reason : std::string("no answer yet")) +
-               "; containers of removed pods are not cleaned up until every source is seen";
-      }
-      return false;
-    }, /*informational=*/true});
+    health_checks.push_back(
+        {"source/" + source,
+         [pc, source](std::string* why) {
+           auto st = pc->sourceState(source);
+           if (st.seen) return true;
+           if (why != nullptr) {
+             *why = "not seen: " + (st.answered ? st.reason : std::string("no answer yet")) +
+                    "; containers of removed pods are not cleaned up until every source is seen";
+           }
+           return false;
+         },
+         /*informational=*/true});
   }
   // Every port the agent serves is its own: one it cannot bind is fatal.
   std::unique_ptr<agent::ReadOnlyServer> read_only;
@@ -615,9 +632,9 @@ int runDaemon(int argc, char** argv) {
   std::function<void()> check_ready;
   check_ready = [&] {
     const auto configured = pc->sources();
-    const bool local_answered = std::all_of(configured.begin(), configured.end(), [&](const auto& s) {
-      return s == api::kApiserverSource || pc->sourceState(s).answered;
-    });
+    const bool local_answered = std::all_of(
+        configured.begin(), configured.end(),
+        [&](const auto& s) { return s == api::kApiserverSource || pc->sourceState(s).answered; });
     if (local_answered) {
       log->info("Local pod sources answered, ready sources={} all_seen={}", configured.size(),
                 pc->seenAllSources(configured));
@@ -642,7 +659,9 @@ int runDaemon(int argc, char** argv) {
           sdNotify("WATCHDOG=1");
         } else {
           log->warn("Not feeding the systemd watchdog reason={}",
-                    loop_runs ? why : "the sync loop has not ticked for " + base::formatDuration(since_tick));
+                    loop_runs
+                        ? why
+                        : "the sync loop has not ticked for " + base::formatDuration(since_tick));
         }
         watchdog_timer->asyncWaitFor(period, watchdog);
       };
@@ -692,7 +711,10 @@ int runDaemon(int argc, char** argv) {
     trimmer.stop();
     if (read_only) read_only->stop();
     if (healthz) healthz->stop();
-    the_agent->stop([&] { work.reset(); ioc.stop(); });
+    the_agent->stop([&] {
+      work.reset();
+      ioc.stop();
+    });
   });
 
   std::vector<std::thread> threads;

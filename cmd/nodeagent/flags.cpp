@@ -27,12 +27,12 @@ std::string formatDouble(double v) {
 void FlagSet::add(std::string name, Flag flag) { flags_[std::move(name)] = std::move(flag); }
 
 void FlagSet::addString(std::string name, std::string* target, std::string help) {
-  add(std::move(name), {[target](const std::string& v) {
-                          *target = v;
-                          return base::okStatus();
-                        },
-                        false, std::move(help),
-                        target->empty() ? std::string() : "\"" + *target + "\""});
+  add(std::move(name),
+      {[target](const std::string& v) {
+         *target = v;
+         return base::okStatus();
+       },
+       false, std::move(help), target->empty() ? std::string() : "\"" + *target + "\""});
 }
 
 void FlagSet::addStringList(std::string name, std::vector<std::string>* target, std::string help) {
@@ -44,18 +44,18 @@ void FlagSet::addStringList(std::string name, std::vector<std::string>* target, 
 }
 
 void FlagSet::addInt(std::string name, int64_t* target, std::string help) {
-  add(name, {[target, name](const std::string& v) {
-               char* end = nullptr;
-               errno = 0;
-               long long x = std::strtoll(v.c_str(), &end, 10);
-               if (v.empty() || *end != '\0' || errno != 0) {
-                 return base::invalidArgumentError("--" + name + ": \"" + v +
-                                                   "\" is not an integer");
-               }
-               *target = x;
-               return base::okStatus();
-             },
-             false, std::move(help), *target == 0 ? std::string() : std::to_string(*target)});
+  add(name,
+      {[target, name](const std::string& v) {
+         char* end = nullptr;
+         errno = 0;
+         long long x = std::strtoll(v.c_str(), &end, 10);
+         if (v.empty() || *end != '\0' || errno != 0) {
+           return base::invalidArgumentError("--" + name + ": \"" + v + "\" is not an integer");
+         }
+         *target = x;
+         return base::okStatus();
+       },
+       false, std::move(help), *target == 0 ? std::string() : std::to_string(*target)});
 }
 
 void FlagSet::addDouble(std::string name, double* target, std::string help) {
@@ -72,18 +72,18 @@ void FlagSet::addDouble(std::string name, double* target, std::string help) {
 }
 
 void FlagSet::addBool(std::string name, bool* target, std::string help) {
-  add(name, {[target, name](const std::string& v) {
-               if (v == "true" || v == "1") {
-                 *target = true;
-               } else if (v == "false" || v == "0") {
-                 *target = false;
-               } else {
-                 return base::invalidArgumentError("--" + name + ": \"" + v +
-                                                   "\" is not true or false");
-               }
-               return base::okStatus();
-             },
-             true, std::move(help), *target ? "true" : ""});
+  add(name,
+      {[target, name](const std::string& v) {
+         if (v == "true" || v == "1") {
+           *target = true;
+         } else if (v == "false" || v == "0") {
+           *target = false;
+         } else {
+           return base::invalidArgumentError("--" + name + ": \"" + v + "\" is not true or false");
+         }
+         return base::okStatus();
+       },
+       true, std::move(help), *target ? "true" : ""});
 }
 
 void FlagSet::addDuration(std::string name, base::Duration* target, std::string help) {
@@ -113,11 +113,12 @@ base::Status FlagSet::parse(int argc, char** argv, std::vector<std::string>* pos
     if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
       auto sh = shorthands_.find(arg[1]);
       if (sh == shorthands_.end()) {
-        return base::invalidArgumentError("unknown shorthand flag '" + arg.substr(1, 1) +
-                                          "' in " + arg);
+        return base::invalidArgumentError("unknown shorthand flag '" + arg.substr(1, 1) + "' in " +
+                                          arg);
       }
       const std::string rest = arg.substr(2);
-      arg = "--" + sh->second + (rest.empty() ? "" : "=" + (rest[0] == '=' ? rest.substr(1) : rest));
+      arg =
+          "--" + sh->second + (rest.empty() ? "" : "=" + (rest[0] == '=' ? rest.substr(1) : rest));
     }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
       if (positional != nullptr) {

@@ -45,7 +45,8 @@ base::StatusOr<LockFile> LockFile::acquire(const std::string& path, bool wait) {
   // O_NOFOLLOW: a symlink planted at the lock's path must not make root write elsewhere.
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    return base::unavailableError("cannot open the lock file " + path + ": " + std::strerror(errno));
+    return base::unavailableError("cannot open the lock file " + path + ": " +
+                                  std::strerror(errno));
   }
   int rc;
   do {
@@ -65,7 +66,8 @@ base::StatusOr<LockFile> LockFile::acquire(const std::string& path, bool wait) {
     return base::unavailableError("cannot lock " + path + ": " + std::strerror(err));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const int err = errno;
     ::close(fd);
     return base::unavailableError("cannot write the lock file " + path + ": " + std::strerror(err));

@@ -65,8 +65,10 @@ std::vector<Container> listContainers(const fs::path& root) {
 std::string stateText(const Container& c) {
   if (!c.state) return "unknown";
   switch (c.state->status) {
-    case runtime::ShimStatus::kCreated: return c.alive ? "created" : "unknown";
-    case runtime::ShimStatus::kRunning: return c.alive ? "running" : "unknown";
+    case runtime::ShimStatus::kCreated:
+      return c.alive ? "created" : "unknown";
+    case runtime::ShimStatus::kRunning:
+      return c.alive ? "running" : "unknown";
     case runtime::ShimStatus::kExited:
       return "exited(" + std::to_string(c.state->exit_code) + ")";
   }
@@ -134,7 +136,8 @@ int runLogs(int argc, char** argv) {
   flags.addShorthand('f', "follow");
   flags.addShorthand('h', "help");
   std::vector<std::string> args;
-  if (auto s = flags.parse(argc, argv, &args); !s.ok()) return usage(kLogsUsage, s.message(), flags);
+  if (auto s = flags.parse(argc, argv, &args); !s.ok())
+    return usage(kLogsUsage, s.message(), flags);
   if (help) {
     std::printf("%s%s", kLogsUsage, flags.usage().c_str());
     return 0;
@@ -158,16 +161,18 @@ int runLogs(int argc, char** argv) {
     }
   }
   if (matches.empty()) {
-    const std::string what = (container.empty() ? "no container" : "no container \"" + container + "\"") +
-                             " of pod " + pod + (ns.empty() ? "" : " in namespace " + ns);
+    const std::string what =
+        (container.empty() ? "no container" : "no container \"" + container + "\"") + " of pod " +
+        pod + (ns.empty() ? "" : " in namespace " + ns);
     std::fprintf(stderr, "nodeagent logs: %s under %s\n", what.c_str(), root.c_str());
     return 1;
   }
   if (matches.size() > 1) {
     std::string which;
-    for (const auto& m : matches) which += " " + m.config.pod_namespace + "/" + m.config.container_name;
-    std::fprintf(stderr, "nodeagent logs: pod %s has several containers, name one:%s\n", pod.c_str(),
-                 which.c_str());
+    for (const auto& m : matches)
+      which += " " + m.config.pod_namespace + "/" + m.config.container_name;
+    std::fprintf(stderr, "nodeagent logs: pod %s has several containers, name one:%s\n",
+                 pod.c_str(), which.c_str());
     return 1;
   }
   const std::string path = matches[0].config.log_path;

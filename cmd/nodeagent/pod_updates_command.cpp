@@ -35,8 +35,10 @@ namespace {
 constexpr const char* kUsage =
     "usage: nodeagent pod-updates [--pod-manifest-path=P] [--manifest-url=U] [--kubeconfig=K]\n"
     "         [--manifest-url-header=K:V]... [--hostname-override=NODE]\n"
-    "         [--file-check-frequency=D] [--http-check-frequency=D] [--root-dir=R] [--full] [--v=N]\n"
-    "Runs the file, HTTP and apiserver pod sources and the PodConfig merge (incremental mode) and prints\n"
+    "         [--file-check-frequency=D] [--http-check-frequency=D] [--root-dir=R] [--full] "
+    "[--v=N]\n"
+    "Runs the file, HTTP and apiserver pod sources and the PodConfig merge (incremental mode) and "
+    "prints\n"
     "every pod update as one JSON line on stdout until SIGINT or SIGTERM. Durations use Go's form\n"
     "(20s, 1m, 500ms, 1h30m).\n";
 
@@ -81,16 +83,20 @@ base::StatusOr<Flags> parseFlags(int argc, char** argv) {
     }
     if (name == "full") {
       if (value && *value != "true" && *value != "false") {
-        return base::invalidArgumentError("--full takes no value (or true/false), got \"" +
-                                          *value + "\"");
+        return base::invalidArgumentError("--full takes no value (or true/false), got \"" + *value +
+                                          "\"");
       }
       f.full = !value || *value == "true";
       continue;
     }
-    static const char* kValued[] = {"pod-manifest-path",    "manifest-url",
-                                    "manifest-url-header",  "hostname-override",
-                                    "file-check-frequency", "http-check-frequency",
-                                    "root-dir",             "v",
+    static const char* kValued[] = {"pod-manifest-path",
+                                    "manifest-url",
+                                    "manifest-url-header",
+                                    "hostname-override",
+                                    "file-check-frequency",
+                                    "http-check-frequency",
+                                    "root-dir",
+                                    "v",
                                     "kubeconfig"};
     bool known = false;
     for (const char* k : kValued) known = known || name == k;
@@ -226,13 +232,16 @@ int runPodUpdates(int argc, char** argv) {
   config::PodConfigOptions pc_options;
   pc_options.mode = config::PodConfigNotificationMode::kIncremental;
   pc_options.checkpoint_dir = std::filesystem::path(flags.root_dir) / "pod-checkpoints";
-  config::PodConfig pod_config(ioc.get_executor(), clock, [&](api::PodUpdate u) {
-    std::string line = updateLine(u, full);
-    std::lock_guard lock(out_mu);
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-  }, pc_options);
+  config::PodConfig pod_config(
+      ioc.get_executor(), clock,
+      [&](api::PodUpdate u) {
+        std::string line = updateLine(u, full);
+        std::lock_guard lock(out_mu);
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+      },
+      pc_options);
 
   std::vector<std::unique_ptr<config::PodSource>> sources;
   if (!flags.manifest_path.empty()) {
@@ -251,9 +260,9 @@ int runPodUpdates(int argc, char** argv) {
     o.node_name = *node;
     o.check_frequency = flags.http_check_frequency;
     o.errors = &errors;
-    auto http = config::HttpSource::create(ioc.get_executor(), blocking.get_executor(), clock,
-                                           std::move(o),
-                                           pod_config.channel(std::string(api::kHttpSource)));
+    auto http =
+        config::HttpSource::create(ioc.get_executor(), blocking.get_executor(), clock, std::move(o),
+                                   pod_config.channel(std::string(api::kHttpSource)));
     if (!http.ok()) {
       std::fprintf(stderr, "nodeagent pod-updates: %s\n", http.status().message().c_str());
       return 1;
@@ -269,8 +278,8 @@ int runPodUpdates(int argc, char** argv) {
     config::ApiserverSourceOptions o;
     o.kubeconfig = flags.kubeconfig;
     o.node_name = *node;
-    auto api_source = config::makeApiserverSource(ioc.get_executor(), clock,
-                                                  base::defaultRandom(), std::move(o), api_sink);
+    auto api_source = config::makeApiserverSource(ioc.get_executor(), clock, base::defaultRandom(),
+                                                  std::move(o), api_sink);
     if (!api_source.ok()) {
       std::fprintf(stderr, "nodeagent pod-updates: %s\n", api_source.status().message().c_str());
       return 1;

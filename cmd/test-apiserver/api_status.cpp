@@ -73,8 +73,8 @@ std::string reasonForHttpCode(int http_code) {
 
 json statusObject(int code, const std::string& message, std::string reason, json details) {
   if (reason.empty()) reason = reasonForHttpCode(code);
-  json s = {{"kind", "Status"},       {"apiVersion", "v1"}, {"metadata", json::object()},
-            {"status", "Failure"},    {"message", message}, {"reason", reason},
+  json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+            {"status", "Failure"}, {"message", message}, {"reason", reason},
             {"code", code}};
   if (!details.is_null()) s["details"] = std::move(details);
   return s;
@@ -109,16 +109,17 @@ json statusFromError(const base::Status& error, std::string_view name, std::stri
       const char* cause = detail.starts_with("Required value")    ? "FieldValueRequired"
                           : detail.starts_with("Duplicate value") ? "FieldValueDuplicate"
                                                                   : "FieldValueInvalid";
-      details["causes"] = {{{"reason", cause},
-                            {"message", detail},
-                            {"field", rest.substr(0, colon)}}};
+      details["causes"] = {
+          {{"reason", cause}, {"message", detail}, {"field", rest.substr(0, colon)}}};
     }
   }
   return statusObject(code, message, reason, std::move(details));
 }
 
 json successStatus(json details) {
-  json s = {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
+  json s = {{"kind", "Status"},
+            {"apiVersion", "v1"},
+            {"metadata", json::object()},
             {"status", "Success"}};
   if (!details.is_null()) s["details"] = std::move(details);
   return s;

@@ -22,15 +22,24 @@ std::optional<PatchType> patchTypeFromContentType(std::string_view content_type)
 
 std::optional<std::string_view> strategicMergeKey(std::string_view field) {
   static const std::map<std::string_view, std::string_view> kKeys = {
-      {"containers", "name"},        {"initContainers", "name"},
-      {"ephemeralContainers", "name"}, {"conditions", "type"},
-      {"env", "name"},               {"ports", "containerPort"},
-      {"volumeMounts", "mountPath"}, {"volumeDevices", "devicePath"},
-      {"volumes", "name"},           {"imagePullSecrets", "name"},
-      {"hostAliases", "ip"},         {"ownerReferences", "uid"},
-      {"addresses", "type"},         {"podIPs", "ip"},
-      {"hostIPs", "ip"},             {"resourceClaims", "name"},
-      {"schedulingGates", "name"},   {"readinessGates", "conditionType"},
+      {"containers", "name"},
+      {"initContainers", "name"},
+      {"ephemeralContainers", "name"},
+      {"conditions", "type"},
+      {"env", "name"},
+      {"ports", "containerPort"},
+      {"volumeMounts", "mountPath"},
+      {"volumeDevices", "devicePath"},
+      {"volumes", "name"},
+      {"imagePullSecrets", "name"},
+      {"hostAliases", "ip"},
+      {"ownerReferences", "uid"},
+      {"addresses", "type"},
+      {"podIPs", "ip"},
+      {"hostIPs", "ip"},
+      {"resourceClaims", "name"},
+      {"schedulingGates", "name"},
+      {"readinessGates", "conditionType"},
   };
   auto it = kKeys.find(field);
   if (it == kKeys.end()) return std::nullopt;
@@ -111,8 +120,7 @@ base::StatusOr<json> smpList(const json& target, const json& patch, std::string_
         }
         out.erase(std::remove_if(out.begin(), out.end(),
                                  [&](const json& e) {
-                                   return e.is_object() && e.contains(*key) &&
-                                          e[*key] == p[*key];
+                                   return e.is_object() && e.contains(*key) && e[*key] == p[*key];
                                  }),
                   out.end());
         continue;
@@ -121,8 +129,10 @@ base::StatusOr<json> smpList(const json& target, const json& patch, std::string_
                                         ": unknown $patch directive " + directive.dump());
     }
     if (!p.is_object() || !p.contains(*key)) {
-      return base::invalidArgumentError("strategic merge patch: " + path + ": element without "
-                                        "merge key \"" + std::string(*key) + "\"");
+      return base::invalidArgumentError("strategic merge patch: " + path +
+                                        ": element without "
+                                        "merge key \"" +
+                                        std::string(*key) + "\"");
     }
     auto it = std::find_if(out.begin(), out.end(), [&](const json& e) {
       return e.is_object() && e.contains(*key) && e[*key] == p[*key];

@@ -115,9 +115,8 @@ base::StatusOr<json> decodeProtobufObject(std::string_view body) {
       return base::okStatus();
     });
   }));
-  return json{{"apiVersion", api_version.empty() ? "v1" : api_version},
-              {"kind", kind},
-              {"metadata", meta}};
+  return json{
+      {"apiVersion", api_version.empty() ? "v1" : api_version}, {"kind", kind}, {"metadata", meta}};
 }
 
 }  // namespace nodeagent::testapiserver

@@ -8,7 +8,9 @@ namespace nodeagent::testapiserver {
 
 using nlohmann::json;
 
-std::string ResourceInfo::apiVersion() const { return group.empty() ? version : group + "/" + version; }
+std::string ResourceInfo::apiVersion() const {
+  return group.empty() ? version : group + "/" + version;
+}
 
 bool ResourceInfo::hasSubresource(std::string_view sub) const {
   return std::find(subresources.begin(), subresources.end(), sub) != subresources.end();
@@ -22,7 +24,15 @@ bool ResourceInfo::supportsField(std::string_view field) const {
 
 const std::vector<ResourceInfo>& allResources() {
   static const std::vector<ResourceInfo> kResources = {
-      {"", "v1", "namespaces", "namespace", "Namespace", false, {"ns"}, {"status"}, {"status.phase"}},
+      {"",
+       "v1",
+       "namespaces",
+       "namespace",
+       "Namespace",
+       false,
+       {"ns"},
+       {"status"},
+       {"status.phase"}},
       {"",
        "v1",
        "pods",
@@ -115,8 +125,11 @@ json apiResourceListDocument(std::string_view group, std::string_view version) {
     if (r.group != group) continue;
     json verbs = {"create", "delete", "get", "list", "patch", "update", "watch"};
     if (r.namespaced) verbs.push_back("deletecollection");
-    json entry = {{"name", r.plural},     {"singularName", r.singular}, {"namespaced", r.namespaced},
-                  {"kind", r.kind},       {"verbs", verbs}};
+    json entry = {{"name", r.plural},
+                  {"singularName", r.singular},
+                  {"namespaced", r.namespaced},
+                  {"kind", r.kind},
+                  {"verbs", verbs}};
     if (!r.short_names.empty()) entry["shortNames"] = r.short_names;
     if (r.plural == "pods") entry["categories"] = {"all"};
     resources.push_back(entry);
@@ -129,8 +142,11 @@ json apiResourceListDocument(std::string_view group, std::string_view version) {
     }
   }
   if (resources.empty()) return json();
-  std::string gv = group.empty() ? std::string(version) : std::string(group) + "/" + std::string(version);
-  return {{"kind", "APIResourceList"}, {"apiVersion", "v1"}, {"groupVersion", gv},
+  std::string gv =
+      group.empty() ? std::string(version) : std::string(group) + "/" + std::string(version);
+  return {{"kind", "APIResourceList"},
+          {"apiVersion", "v1"},
+          {"groupVersion", gv},
           {"resources", resources}};
 }
 

@@ -260,8 +260,8 @@ std::string fieldValue(const nlohmann::json& object, std::string_view path) {
   size_t start = 0;
   while (start <= path.size()) {
     auto dot = path.find('.', start);
-    std::string key(path.substr(start, dot == std::string_view::npos ? std::string_view::npos
-                                                                      : dot - start));
+    std::string key(
+        path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
     if (!cur->is_object()) return "";
     auto it = cur->find(key);
     if (it == cur->end()) return "";

@@ -16,7 +16,16 @@ namespace nodeagent::testapiserver {
 
 class LabelSelector {
  public:
-  enum class Op { kEquals, kNotEquals, kIn, kNotIn, kExists, kDoesNotExist, kGreaterThan, kLessThan };
+  enum class Op {
+    kEquals,
+    kNotEquals,
+    kIn,
+    kNotIn,
+    kExists,
+    kDoesNotExist,
+    kGreaterThan,
+    kLessThan
+  };
   struct Requirement {
     std::string key;
     Op op = Op::kEquals;

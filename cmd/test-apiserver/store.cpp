@@ -47,8 +47,8 @@ std::string str(const json& obj, std::initializer_list<const char*> path) {
 bool validName(std::string_view name) {
   if (name.empty() || name.size() > 253) return false;
   for (char c : name) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-          c == '-' || c == '.')) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.')) {
       return false;
     }
   }
@@ -60,8 +60,8 @@ std::string dq(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 base::Status invalid(const ResourceInfo& res, std::string_view name, const std::string& field,
                      const std::string& detail) {
-  return base::failedPreconditionError(res.kind + " " + dq(name) + " is invalid: " + field +
-                                       ": " + detail);
+  return base::failedPreconditionError(res.kind + " " + dq(name) + " is invalid: " + field + ": " +
+                                       detail);
 }
 
 // Minimal pod defaulting, as kube-apiserver's defaulters do on create.
@@ -78,7 +78,8 @@ void defaultPod(json& pod) {
     if (!spec.contains(list) || !spec[list].is_array()) continue;
     for (auto& c : spec[list]) {
       if (!c.is_object()) continue;
-      if (!c.contains("terminationMessagePath")) c["terminationMessagePath"] = "/dev/termination-log";
+      if (!c.contains("terminationMessagePath"))
+        c["terminationMessagePath"] = "/dev/termination-log";
       if (!c.contains("terminationMessagePolicy")) c["terminationMessagePolicy"] = "File";
       if (!c.contains("resources")) c["resources"] = json::object();
       if (!c.contains("imagePullPolicy") && c.contains("image") && c["image"].is_string()) {
@@ -385,8 +386,7 @@ void Store::emitLocked(WatchEvent::Type type, const ResourceInfo& res, StoredObj
 base::StatusOr<json> Store::create(std::string_view resource, std::string_view ns, json object) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   if (!object.is_object()) {
-    return base::invalidArgumentError("the body of the request must be a " + res->kind +
-                                      " object");
+    return base::invalidArgumentError("the body of the request must be a " + res->kind + " object");
   }
   if (object.contains("kind") && object["kind"].is_string() && object["kind"] != res->kind) {
     return base::invalidArgumentError("the kind of the provided object (" +
@@ -413,7 +413,8 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   object["apiVersion"] = res->apiVersion();
   if (res->plural == "pods") defaultPod(object);
   if (res->plural == "namespaces") {
-    if (!object.contains("status") || !object["status"].is_object()) object["status"] = json::object();
+    if (!object.contains("status") || !object["status"].is_object())
+      object["status"] = json::object();
     if (!object["status"].contains("phase")) object["status"]["phase"] = "Active";
     if (!object.contains("spec")) object["spec"] = json::object();
   }
@@ -424,8 +425,7 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   if (name.empty()) {
     const std::string generate = str(object, {"metadata", "generateName"});
     if (generate.empty()) {
-      return invalid(*res, "", "metadata.name",
-                     "Required value: name or generateName is required");
+      return invalid(*res, "", "metadata.name", "Required value: name or generateName is required");
     }
     for (int attempt = 0; attempt < 100; ++attempt) {
       std::string candidate = generate + randomSuffix();
@@ -485,14 +485,13 @@ base::StatusOr<json> Store::update(std::string_view resource, std::string_view n
     return base::notFoundError("the server could not find the requested resource");
   }
   if (!object.is_object()) {
-    return base::invalidArgumentError("the body of the request must be a " + res->kind +
-                                      " object");
+    return base::invalidArgumentError("the body of the request must be a " + res->kind + " object");
   }
   const std::string body_name = str(object, {"metadata", "name"});
   if (!body_name.empty() && body_name != name) {
     return base::invalidArgumentError("the name of the object (" + body_name +
-                                      ") does not match the name on the URL (" +
-                                      std::string(name) + ")");
+                                      ") does not match the name on the URL (" + std::string(name) +
+                                      ")");
   }
   std::unique_lock lock(mu_);
   Objects& objects = objects_[res];
@@ -503,8 +502,7 @@ base::StatusOr<json> Store::update(std::string_view resource, std::string_view n
   }
   const std::string body_rv = str(object, {"metadata", "resourceVersion"});
   if (!body_rv.empty() && body_rv != std::to_string(it->second.resource_version)) {
-    return base::abortedError("Operation cannot be fulfilled on " + res->plural + " " +
-                              dq(name) +
+    return base::abortedError("Operation cannot be fulfilled on " + res->plural + " " + dq(name) +
                               ": the object has been modified; please apply your changes to the "
                               "latest version and try again");
   }
@@ -539,8 +537,7 @@ base::StatusOr<json> Store::patch(std::string_view resource, std::string_view ns
   }
   const std::string new_rv = str(patched, {"metadata", "resourceVersion"});
   if (!new_rv.empty() && new_rv != std::to_string(current.resource_version)) {
-    return base::abortedError("Operation cannot be fulfilled on " + res->plural + " " +
-                              dq(name) +
+    return base::abortedError("Operation cannot be fulfilled on " + res->plural + " " + dq(name) +
                               ": the object has been modified; please apply your changes to the "
                               "latest version and try again");
   }
@@ -576,7 +573,8 @@ base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Ke
   }
   next["kind"] = res.kind;
   next["apiVersion"] = res.apiVersion();
-  if (!next.contains("metadata") || !next["metadata"].is_object()) next["metadata"] = json::object();
+  if (!next.contains("metadata") || !next["metadata"].is_object())
+    next["metadata"] = json::object();
   json& meta = next["metadata"];
   const json& cur_meta = cur["metadata"];
   for (const char* immutable : {"name", "namespace", "uid", "creationTimestamp",
@@ -690,8 +688,7 @@ base::StatusOr<DeleteResult> Store::remove(std::string_view resource, std::strin
 }
 
 base::Status Store::waitForResourceVersionLocked(std::unique_lock<std::mutex>& lock,
-                                                 std::string_view rv_text,
-                                                 bool allow_wait) const {
+                                                 std::string_view rv_text, bool allow_wait) const {
   if (rv_text.empty() || rv_text == "0") return base::okStatus();
   auto rv = parseRv(rv_text);
   if (!rv) {
@@ -737,7 +734,8 @@ base::StatusOr<ListResult> Store::list(std::string_view resource, std::string_vi
   std::vector<StoredObject> snapshot;
   {
     std::unique_lock lock(mu_);
-    if (!continue_rv) RETURN_IF_ERROR(waitForResourceVersionLocked(lock, options.resource_version, true));
+    if (!continue_rv)
+      RETURN_IF_ERROR(waitForResourceVersionLocked(lock, options.resource_version, true));
     if (continue_rv && *continue_rv < compacted_rv_) {
       return base::outOfRangeError(
           "The provided continue parameter is too old to display a consistent list result. You "
@@ -764,7 +762,8 @@ base::StatusOr<ListResult> Store::list(std::string_view resource, std::string_vi
   const bool paged = options.limit > 0 && options.resource_version != "0";
   for (size_t i = 0; i < snapshot.size(); ++i) {
     const json& obj = *snapshot[i].object;
-    if (!fields.empty() && !fields.matches([&](std::string_view f) { return fieldValue(obj, f); })) {
+    if (!fields.empty() &&
+        !fields.matches([&](std::string_view f) { return fieldValue(obj, f); })) {
       continue;
     }
     if (!labels.empty()) {
@@ -775,7 +774,8 @@ base::StatusOr<ListResult> Store::list(std::string_view resource, std::string_vi
       int64_t remaining = 0;
       for (size_t j = i; j < snapshot.size(); ++j) {
         const json& o = *snapshot[j].object;
-        if (!fields.empty() && !fields.matches([&](std::string_view f) { return fieldValue(o, f); })) {
+        if (!fields.empty() &&
+            !fields.matches([&](std::string_view f) { return fieldValue(o, f); })) {
           continue;
         }
         const json& meta = o["metadata"];
@@ -785,9 +785,9 @@ base::StatusOr<ListResult> Store::list(std::string_view resource, std::string_vi
         ++remaining;
       }
       const json& last = *result.items.back().object;
-      json token = {{"rv", result.resource_version},
-                    {"start",
-                     {str(last, {"metadata", "namespace"}), str(last, {"metadata", "name"})}}};
+      json token = {
+          {"rv", result.resource_version},
+          {"start", {str(last, {"metadata", "namespace"}), str(last, {"metadata", "name"})}}};
       result.continue_token = base64Encode(token.dump());
       result.remaining_item_count = remaining;
       break;
@@ -846,16 +846,17 @@ base::StatusOr<std::shared_ptr<Watcher>> Store::watch(std::string_view resource,
       return base::outOfRangeError("too old resource version: " + std::to_string(from) + " (" +
                                    std::to_string(oldest) + ")");
     }
-    auto first = std::upper_bound(
-        history_.begin(), history_.end(), from,
-        [](uint64_t rv, const std::shared_ptr<const WatchEvent>& e) { return rv < e->resource_version; });
+    auto first = std::upper_bound(history_.begin(), history_.end(), from,
+                                  [](uint64_t rv, const std::shared_ptr<const WatchEvent>& e) {
+                                    return rv < e->resource_version;
+                                  });
     for (auto it = first; it != history_.end(); ++it) {
       if ((*it)->resource == res) initial.push_back(*it);
     }
   }
-  auto watcher = std::make_shared<Watcher>(*res, res->namespaced ? std::string(ns) : "",
-                                           std::move(labels), std::move(fields), rv_,
-                                           options_.watcher_queue_capacity);
+  auto watcher =
+      std::make_shared<Watcher>(*res, res->namespaced ? std::string(ns) : "", std::move(labels),
+                                std::move(fields), rv_, options_.watcher_queue_capacity);
   watcher->setInitial(std::move(initial));
   watchers_[res].push_back(watcher);
   return watcher;

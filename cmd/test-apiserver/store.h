@@ -122,8 +122,8 @@ class Watcher {
     bool last_initial = false;
   };
 
-  Watcher(const ResourceInfo& resource, std::string ns, LabelSelector labels,
-          FieldSelector fields, uint64_t start_rv, size_t capacity);
+  Watcher(const ResourceInfo& resource, std::string ns, LabelSelector labels, FieldSelector fields,
+          uint64_t start_rv, size_t capacity);
 
   // Non-blocking: the next deliverable event, or nullopt when none is queued (or closed()).
   std::optional<Delivery> tryNext();

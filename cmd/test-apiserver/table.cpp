@@ -110,8 +110,10 @@ json nodeCells(const json& node, base::SystemTime now) {
   const json& addrs = at(status, "addresses");
   if (addrs.is_array()) {
     for (const auto& a : addrs) {
-      if (at(a, "type") == "InternalIP" && internal_ip == "<none>") internal_ip = s(at(a, "address"));
-      if (at(a, "type") == "ExternalIP" && external_ip == "<none>") external_ip = s(at(a, "address"));
+      if (at(a, "type") == "InternalIP" && internal_ip == "<none>")
+        internal_ip = s(at(a, "address"));
+      if (at(a, "type") == "ExternalIP" && external_ip == "<none>")
+        external_ip = s(at(a, "address"));
     }
   }
   const json& info = at(status, "nodeInfo");
@@ -212,27 +214,41 @@ json tableColumnDefinitions(const ResourceInfo& res) {
       "CreationTimestamp is a timestamp representing the server time when this object was "
       "created.";
   if (res.plural == "pods") {
-    return json::array({column("Name", "string", name_desc, 0, "name"),
-                        column("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
-                        column("Status", "string", "The aggregate status of the containers in this pod."),
-                        column("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
-                        column("Age", "string", age_desc),
-                        column("IP", "string", "podIP is the IP address allocated to the pod.", 1),
-                        column("Node", "string", "NodeName indicates in which node this pod is scheduled.", 1),
-                        column("Nominated Node", "string", "nominatedNodeName is set only when this pod preempts other pods on the node.", 1),
-                        column("Readiness Gates", "string", "If specified, all readiness gates will be evaluated for pod readiness.", 1)});
+    return json::array(
+        {column("Name", "string", name_desc, 0, "name"),
+         column("Ready", "string",
+                "The aggregate readiness state of this pod for accepting traffic."),
+         column("Status", "string", "The aggregate status of the containers in this pod."),
+         column("Restarts", "string",
+                "The number of times the containers in this pod have been restarted and when the "
+                "last container in this pod has restarted."),
+         column("Age", "string", age_desc),
+         column("IP", "string", "podIP is the IP address allocated to the pod.", 1),
+         column("Node", "string", "NodeName indicates in which node this pod is scheduled.", 1),
+         column("Nominated Node", "string",
+                "nominatedNodeName is set only when this pod preempts other pods on the node.", 1),
+         column("Readiness Gates", "string",
+                "If specified, all readiness gates will be evaluated for pod readiness.", 1)});
   }
   if (res.plural == "nodes") {
-    return json::array({column("Name", "string", name_desc, 0, "name"),
-                        column("Status", "string", "The status of the node"),
-                        column("Roles", "string", "The roles of the node"),
-                        column("Age", "string", age_desc),
-                        column("Version", "string", "Kubelet Version reported by the node."),
-                        column("Internal-IP", "string", "List of internal IPs that are assigned to the node.", 1),
-                        column("External-IP", "string", "List of external IPs that are assigned to the node.", 1),
-                        column("OS-Image", "string", "OS image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 12 (bookworm)).", 1),
-                        column("Kernel-Version", "string", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", 1),
-                        column("Container-Runtime", "string", "Container Runtime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).", 1)});
+    return json::array(
+        {column("Name", "string", name_desc, 0, "name"),
+         column("Status", "string", "The status of the node"),
+         column("Roles", "string", "The roles of the node"), column("Age", "string", age_desc),
+         column("Version", "string", "Kubelet Version reported by the node."),
+         column("Internal-IP", "string", "List of internal IPs that are assigned to the node.", 1),
+         column("External-IP", "string", "List of external IPs that are assigned to the node.", 1),
+         column("OS-Image", "string",
+                "OS image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 12 "
+                "(bookworm)).",
+                1),
+         column("Kernel-Version", "string",
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+                1),
+         column("Container-Runtime", "string",
+                "Container Runtime Version reported by the node through runtime remote API (e.g. "
+                "containerd://1.4.2).",
+                1)});
   }
   if (res.plural == "namespaces") {
     return json::array({column("Name", "string", name_desc, 0, "name"),
@@ -244,8 +260,8 @@ json tableColumnDefinitions(const ResourceInfo& res) {
                         column("Holder", "string", "The holder of the lease"),
                         column("Age", "string", age_desc)});
   }
-  return json::array({column("Name", "string", name_desc, 0, "name"),
-                      column("Age", "string", age_desc)});
+  return json::array(
+      {column("Name", "string", name_desc, 0, "name"), column("Age", "string", age_desc)});
 }
 
 json tableCells(const ResourceInfo& res, const json& object, base::SystemTime now) {
@@ -276,8 +292,7 @@ json tableRow(const ResourceInfo& res, const json& object, base::SystemTime now,
 }
 
 json makeTable(const ResourceInfo& res, const std::vector<const json*>& objects,
-               base::SystemTime now, IncludeObject include, json list_metadata,
-               bool with_columns) {
+               base::SystemTime now, IncludeObject include, json list_metadata, bool with_columns) {
   json rows = json::array();
   for (const json* obj : objects) rows.push_back(tableRow(res, *obj, now, include));
   return {{"kind", "Table"},

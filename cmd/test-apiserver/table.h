@@ -20,8 +20,8 @@ nlohmann::json tableColumnDefinitions(const ResourceInfo& res);
 // The cells of one object's row.
 nlohmann::json tableCells(const ResourceInfo& res, const nlohmann::json& object,
                           base::SystemTime now);
-nlohmann::json tableRow(const ResourceInfo& res, const nlohmann::json& object,
-                        base::SystemTime now, IncludeObject include);
+nlohmann::json tableRow(const ResourceInfo& res, const nlohmann::json& object, base::SystemTime now,
+                        IncludeObject include);
 // A Table of `objects`; `list_metadata` becomes the Table's metadata (resourceVersion,
 // continue). Column definitions are left empty when `with_columns` is false (watch events after
 // the first).

@@ -146,8 +146,7 @@ base::StatusOr<std::vector<TokenUser>> parseTokenAuthFile(const std::filesystem:
       }
     }
     fields.push_back(cur);
-    if (quoted || fields.size() < 3 || fields[0].empty() ||
-        fields[1].empty()) {
+    if (quoted || fields.size() < 3 || fields[0].empty() || fields[1].empty()) {
       return base::invalidArgumentError("token auth file " + path.string() + " line " +
                                         std::to_string(lineno) +
                                         ": want token,user,uid[,\"groups\"]");
@@ -343,8 +342,8 @@ class TestApiServer::Impl {
     json body = statusFromError(err, name, kind);
     if (err.code() == base::StatusCode::kDeadlineExceeded &&
         err.message().starts_with("Too large resource version")) {
-      body["details"]["causes"] = {{{"reason", "ResourceVersionTooLarge"},
-                                    {"message", "Too large resource version"}}};
+      body["details"]["causes"] = {
+          {{"reason", "ResourceVersionTooLarge"}, {"message", "Too large resource version"}}};
       body["details"]["retryAfterSeconds"] = 1;
       res.set_header("Retry-After", "1");
     }
@@ -395,7 +394,8 @@ class TestApiServer::Impl {
                        std::to_string(kMaxRequestBodyBytes) + " bytes"};
     }
     // httplib reads a chunked body without bound: only sized bodies are accepted.
-    if (req.has_header("Transfer-Encoding")) return {411, "a request body must have a Content-Length"};
+    if (req.has_header("Transfer-Encoding"))
+      return {411, "a request body must have a Content-Length"};
     return {0, ""};
   }
 
@@ -455,8 +455,9 @@ class TestApiServer::Impl {
       return sendCode(res, 400, "the body of a /_test/ request must be a JSON object");
     }
     if (req.path == "/_test/status") {
-      return sendJson(res, 200, {{"watches", store_.watcherCount()},
-                                 {"resourceVersion", std::to_string(store_.resourceVersion())}});
+      return sendJson(res, 200,
+                      {{"watches", store_.watcherCount()},
+                       {"resourceVersion", std::to_string(store_.resourceVersion())}});
     }
     if (req.method != "POST") return sendCode(res, 405, "use POST");
     if (req.path == "/_test/close-watches") {
@@ -590,10 +591,11 @@ class TestApiServer::Impl {
       const std::string ct = req.get_header_value("Content-Type");
       auto type = patchTypeFromContentType(ct);
       if (!type) {
-        return sendCode(res, 415, "the body of the request was in an unknown format - accepted "
-                                  "media types include: application/json-patch+json, "
-                                  "application/merge-patch+json, "
-                                  "application/strategic-merge-patch+json");
+        return sendCode(res, 415,
+                        "the body of the request was in an unknown format - accepted "
+                        "media types include: application/json-patch+json, "
+                        "application/merge-patch+json, "
+                        "application/strategic-merge-patch+json");
       }
       json patch_doc = json::parse(req.body, nullptr, false);
       if (patch_doc.is_discarded()) return sendCode(res, 400, "the patch is not valid JSON");
@@ -630,7 +632,8 @@ class TestApiServer::Impl {
       if (name.empty()) return serveDeleteCollection(req, res, *resource, ns, opts);
       auto deleted = store_.remove(resource->plural, ns, name, opts);
       if (!deleted.ok()) return sendError(res, deleted.status(), name, resource->plural);
-      if (resource->plural == "pods" || !deleted->removed) return sendJson(res, 200, deleted->object);
+      if (resource->plural == "pods" || !deleted->removed)
+        return sendJson(res, 200, deleted->object);
       return sendJson(res, 200,
                       successStatus({{"name", name},
                                      {"kind", resource->plural},
@@ -657,8 +660,9 @@ class TestApiServer::Impl {
       return *decoded;
     }
     if (!ct.empty() && ct != "application/json" && ct != "*/*") {
-      sendCode(res, 415, "the body of the request was in an unknown format - accepted media "
-                         "types include: application/json");
+      sendCode(res, 415,
+               "the body of the request was in an unknown format - accepted media "
+               "types include: application/json");
       return std::nullopt;
     }
     json body = json::parse(req.body, nullptr, false);
@@ -703,7 +707,8 @@ class TestApiServer::Impl {
       std::vector<const json*> objs;
       objs.reserve(result->items.size());
       for (const auto& item : result->items) objs.push_back(item.object.get());
-      return sendJson(res, 200, makeTable(resource, objs, clock_.wallNow(), includeObject(req), meta));
+      return sendJson(res, 200,
+                      makeTable(resource, objs, clock_.wallNow(), includeObject(req), meta));
     }
     // The items are pre-serialized: a big list is a concatenation, not a re-encode.
     std::string body;
@@ -732,8 +737,8 @@ class TestApiServer::Impl {
     json items = json::array();
     for (const auto& item : result->items) {
       const json& meta = (*item.object)["metadata"];
-      auto deleted = store_.remove(resource.plural, meta.value("namespace", ""),
-                                   meta.value("name", ""), opts);
+      auto deleted =
+          store_.remove(resource.plural, meta.value("namespace", ""), meta.value("name", ""), opts);
       if (deleted.ok()) items.push_back(deleted->object);
     }
     sendJson(res, 200,
@@ -760,9 +765,10 @@ class TestApiServer::Impl {
   std::string bookmarkLine(const ResourceInfo& resource, uint64_t rv, bool initial_end) {
     json meta = {{"resourceVersion", std::to_string(rv)}};
     if (initial_end) meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
-    json ev = {{"type", "BOOKMARK"},
-               {"object",
-                {{"kind", resource.kind}, {"apiVersion", resource.apiVersion()}, {"metadata", meta}}}};
+    json ev = {
+        {"type", "BOOKMARK"},
+        {"object",
+         {{"kind", resource.kind}, {"apiVersion", resource.apiVersion()}, {"metadata", meta}}}};
     return ev.dump() + "\n";
   }
 
@@ -792,8 +798,8 @@ class TestApiServer::Impl {
     wopts.field_selector = param(req, "fieldSelector");
     wopts.resource_version = param(req, "resourceVersion");
     if (!name.empty()) {
-      wopts.field_selector += (wopts.field_selector.empty() ? "" : ",") +
-                              std::string("metadata.name=") + name;
+      wopts.field_selector +=
+          (wopts.field_selector.empty() ? "" : ",") + std::string("metadata.name=") + name;
     }
     auto st = std::make_shared<WatchStream>();
     st->resource = &resource;
@@ -819,8 +825,8 @@ class TestApiServer::Impl {
         return sendError(res, watcher.status(), "", resource.plural);
       }
       // Like kube-apiserver: a 200 whose stream carries one ERROR event with the 410 Status.
-      st->error_line = json{{"type", "ERROR"},
-                            {"object", statusFromError(watcher.status())}}.dump() + "\n";
+      st->error_line =
+          json{{"type", "ERROR"}, {"object", statusFromError(watcher.status())}}.dump() + "\n";
     } else {
       st->watcher = *watcher;
       if (stopping_) st->watcher->close("server stopping");

@@ -29,7 +29,8 @@ constexpr int kWatchers = 100;
 constexpr int kUpdates = 1000;
 
 int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 
 json benchPod(int i) {
@@ -76,8 +77,9 @@ double runWrites(int port, int updates, int writers) {
       client.set_tcp_nodelay(true);
       for (int i = next++; i < updates; i = next++) {
         json patch = {{"metadata", {{"annotations", {{"bench/sent", std::to_string(nowNs())}}}}}};
-        auto res = client.Patch(("/api/v1/namespaces/default/pods/pod-" + std::to_string(i % kPods)).c_str(),
-                                patch.dump(), "application/merge-patch+json");
+        auto res = client.Patch(
+            ("/api/v1/namespaces/default/pods/pod-" + std::to_string(i % kPods)).c_str(),
+            patch.dump(), "application/merge-patch+json");
         if (!res || res->status != 200) std::fprintf(stderr, "patch failed\n");
       }
     });
@@ -108,7 +110,8 @@ int main() {
     }
   }
   std::printf("store: create %d pods in-process: %.1f ms (%.0f creates/s)\n", kPods,
-              ms(Clock::now() - t0), kPods / std::chrono::duration<double>(Clock::now() - t0).count());
+              ms(Clock::now() - t0),
+              kPods / std::chrono::duration<double>(Clock::now() - t0).count());
 
   {
     httplib::Client client("127.0.0.1", port);
@@ -123,9 +126,10 @@ int main() {
       bytes = res->body.size();
     }
     const double cpu_list = (cpuMs() - cpu_list_start) / 5;
-    std::printf("list: GET /api/v1/pods, %d pods, %.1f MB: median %.1f ms, min %.1f ms, "
-                "cpu %.1f ms per list (server + client)\n",
-                kPods, bytes / 1e6, percentile(times, 0.5), percentile(times, 0.0), cpu_list);
+    std::printf(
+        "list: GET /api/v1/pods, %d pods, %.1f MB: median %.1f ms, min %.1f ms, "
+        "cpu %.1f ms per list (server + client)\n",
+        kPods, bytes / 1e6, percentile(times, 0.5), percentile(times, 0.0), cpu_list);
     times.clear();
     for (int i = 0; i < 5; ++i) {
       auto s = Clock::now();
@@ -136,7 +140,8 @@ int main() {
     std::printf("list: fieldSelector spec.nodeName (200 of %d pods): median %.1f ms\n", kPods,
                 percentile(times, 0.5));
     times.clear();
-    httplib::Headers table = {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
+    httplib::Headers table = {
+        {"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
     for (int i = 0; i < 3; ++i) {
       auto s = Clock::now();
       auto res = client.Get("/api/v1/pods", table);
@@ -149,8 +154,8 @@ int main() {
   const double cpu_base_start = cpuMs();
   const double baseline = runWrites(port, kUpdates, 1);
   const double cpu_base = cpuMs() - cpu_base_start;
-  std::printf("writes: %d merge patches over HTTP, 1 client, no watchers: %.0f writes/s\n", kUpdates,
-              baseline);
+  std::printf("writes: %d merge patches over HTTP, 1 client, no watchers: %.0f writes/s\n",
+              kUpdates, baseline);
 
   // Watchers: every event's latency = receive time - the time stamped into the patch.
   std::mutex mu;
@@ -168,21 +173,21 @@ int main() {
       std::string buffer;
       std::vector<double> mine;
       auto res = client->Get(("/api/v1/pods?watch=true&resourceVersion=" + rv).c_str(),
-                  [&](const char* data, size_t len) {
-                    const int64_t now = nowNs();
-                    buffer.append(data, len);
-                    size_t nl;
-                    while ((nl = buffer.find('\n')) != std::string::npos) {
-                      auto pos = buffer.find("\"bench/sent\":\"");
-                      if (pos != std::string::npos && pos < nl) {
-                        int64_t sent = std::stoll(buffer.substr(pos + 14));
-                        mine.push_back((now - sent) / 1e6);
-                        ++events;
-                      }
-                      buffer.erase(0, nl + 1);
-                    }
-                    return true;
-                  });
+                             [&](const char* data, size_t len) {
+                               const int64_t now = nowNs();
+                               buffer.append(data, len);
+                               size_t nl;
+                               while ((nl = buffer.find('\n')) != std::string::npos) {
+                                 auto pos = buffer.find("\"bench/sent\":\"");
+                                 if (pos != std::string::npos && pos < nl) {
+                                   int64_t sent = std::stoll(buffer.substr(pos + 14));
+                                   mine.push_back((now - sent) / 1e6);
+                                   ++events;
+                                 }
+                                 buffer.erase(0, nl + 1);
+                               }
+                               return true;
+                             });
       if (!res) std::fprintf(stderr, "watch failed: %s\n", httplib::to_string(res.error()).c_str());
       std::lock_guard lock(mu);
       latencies.insert(latencies.end(), mine.begin(), mine.end());
@@ -210,21 +215,24 @@ int main() {
   const double cpu_watch = cpuMs() - cpu_watch_start;
   const int delivered_first = events;
   const double with_watchers_4 = runWrites(port, kUpdates, 4);
-  while (events < 2 * kWatchers * kUpdates && Clock::now() - wait_start < std::chrono::seconds(120)) {
+  while (events < 2 * kWatchers * kUpdates &&
+         Clock::now() - wait_start < std::chrono::seconds(120)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   server->closeWatches();
   for (auto& t : watchers) t.join();
   std::printf("writes: %d merge patches over HTTP, 1 client, %d watchers attached: %.0f writes/s\n",
               kUpdates, kWatchers, with_watchers);
-  std::printf("writes: %d merge patches over HTTP, 4 clients, %d watchers attached: %.0f writes/s\n",
-              kUpdates, kWatchers, with_watchers_4);
+  std::printf(
+      "writes: %d merge patches over HTTP, 4 clients, %d watchers attached: %.0f writes/s\n",
+      kUpdates, kWatchers, with_watchers_4);
   std::printf("cpu: %d writes, no watchers: %.1f ms (%.1f us/write, server + client)\n", kUpdates,
               cpu_base, cpu_base * 1e3 / kUpdates);
-  std::printf("cpu: %d writes delivered to %d watchers: %.1f ms (%.1f us/write, %.1f us/event, "
-              "server + clients)\n",
-              kUpdates, kWatchers, cpu_watch, cpu_watch * 1e3 / kUpdates,
-              cpu_watch * 1e3 / (static_cast<double>(kUpdates) * kWatchers));
+  std::printf(
+      "cpu: %d writes delivered to %d watchers: %.1f ms (%.1f us/write, %.1f us/event, "
+      "server + clients)\n",
+      kUpdates, kWatchers, cpu_watch, cpu_watch * 1e3 / kUpdates,
+      cpu_watch * 1e3 / (static_cast<double>(kUpdates) * kWatchers));
   std::printf("watch: %d watchers x %d updates: delivered %d + %d of %d events\n", kWatchers,
               kUpdates, delivered_first, static_cast<int>(events) - delivered_first,
               2 * kWatchers * kUpdates);

@@ -34,19 +34,20 @@ namespace {
 
 nlohmann::json podJson(int i) {
   std::string name = "pod-" + std::to_string(i);
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata",
-           {{"name", name}, {"namespace", "default"}, {"labels", {{"app", "bench"}, {"rev", "0"}}}}},
-          {"spec",
-           {{"nodeName", "n1"},
-            {"restartPolicy", "Always"},
-            {"containers",
-             {{{"name", "main"},
-               {"image", "busybox"},
-               {"command", {"sleep", "3600"}},
-               {"env", {{{"name", "INDEX"}, {"value", std::to_string(i)}}}},
-               {"resources", {{"requests", {{"cpu", "10m"}, {"memory", "16Mi"}}}}}}}}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", name}, {"namespace", "default"}, {"labels", {{"app", "bench"}, {"rev", "0"}}}}},
+      {"spec",
+       {{"nodeName", "n1"},
+        {"restartPolicy", "Always"},
+        {"containers",
+         {{{"name", "main"},
+           {"image", "busybox"},
+           {"command", {"sleep", "3600"}},
+           {"env", {{{"name", "INDEX"}, {"value", std::to_string(i)}}}},
+           {"resources", {{"requests", {{"cpu", "10m"}, {"memory", "16Mi"}}}}}}}}}}};
 }
 
 double ms(base::Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -212,7 +213,9 @@ int main(int argc, char** argv) {
   const double cpu_per_mod = (cpuMs() - cpu_before) / mods;
   auto report = [&](const char* what, std::vector<double>& v) {
     std::sort(v.begin(), v.end());
-    auto pct = [&](double p) { return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))]; };
+    auto pct = [&](double p) {
+      return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+    };
     std::printf("modification -> %s over %d modifications: p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
                 what, mods, pct(0.50), pct(0.99), v.back());
   };

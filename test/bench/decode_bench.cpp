@@ -157,9 +157,8 @@ void breakdown(const std::string& text, double seconds) {
   config::applyStaticPodDefaults(defaulted, source);
   auto pod = *api::decodePod(defaulted);
   size_t sink = 0;
-  std::printf("  yamlToJson        %6.1f us\n", usPerCall(seconds, [&] {
-                sink += api::yamlToJson(text)->size();
-              }));
+  std::printf("  yamlToJson        %6.1f us\n",
+              usPerCall(seconds, [&] { sink += api::yamlToJson(text)->size(); }));
   std::printf("  API defaults      %6.1f us (with a copy of the JSON)\n", usPerCall(seconds, [&] {
                 auto j = parsed;
                 config::applyApiDefaults(j);

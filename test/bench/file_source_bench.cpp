@@ -30,8 +30,7 @@ using SteadyClock = std::chrono::steady_clock;
 namespace {
 
 std::string podYaml(const std::string& name, const std::string& image) {
-  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
-         "\n  labels:\n    app: " + name +
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels:\n    app: " + name +
          "\nspec:\n  containers:\n  - name: main\n    image: " + image +
          "\n    command: [\"sleep\", \"3600\"]\n    env:\n    - name: A\n      value: b\n";
 }
@@ -48,7 +47,8 @@ double threadCpuMs(pthread_t t) {
 
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  size_t i =
+      std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
   return v[i];
 }
 

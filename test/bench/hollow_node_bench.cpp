@@ -54,7 +54,8 @@ double ms(SteadyClock::duration d) { return std::chrono::duration<double, std::m
 
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  size_t i =
+      std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
   return v[i];
 }
 
@@ -62,7 +63,8 @@ long statusKb(const std::string& key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
+    if (line.rfind(key + ":", 0) == 0)
+      return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
   }
   return 0;
 }
@@ -128,13 +130,12 @@ int main(int argc, char** argv) {
                     .cpu_milli = 1 << 30,
                     .memory_bytes = int64_t{1} << 50,
                     .pods = static_cast<int64_t>(n + samples + 10)};
-  std::atomic_store(&the_agent,
-                    std::make_shared<agent::Agent>(
-                        ioc.get_executor(), clock, base::defaultRandom(), rt, pod_manager,
-                        status_manager,
-                        [&pod_config](const std::string& s) { return pod_config.sourceSeen(s); },
-                        [&pod_config] { return pod_config.seenAllSources(pod_config.sources()); },
-                        ao));
+  std::atomic_store(
+      &the_agent,
+      std::make_shared<agent::Agent>(
+          ioc.get_executor(), clock, base::defaultRandom(), rt, pod_manager, status_manager,
+          [&pod_config](const std::string& s) { return pod_config.sourceSeen(s); },
+          [&pod_config] { return pod_config.seenAllSources(pod_config.sources()); }, ao));
   config::FileSourceOptions fo;
   fo.path = manifests.string();
   fo.node_name = "hollow";
@@ -170,12 +171,13 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
   const double idle_cpu = cpuSeconds() - idle0;
   const auto idle_syncs = the_agent->metrics().sync_pod_total - syncs0;
-  std::printf("hollow node: idle CPU %.1f ms/s (%.2f%% of one core) with %zu pods over %ld s "
-              "(%lu periodic syncPod calls, %.1f us CPU per call if all of it were syncPod)\n",
-              idle_cpu * 1000 / static_cast<double>(idle_seconds),
-              idle_cpu * 100 / static_cast<double>(idle_seconds), n, idle_seconds,
-              static_cast<unsigned long>(idle_syncs),
-              idle_syncs ? idle_cpu * 1e6 / static_cast<double>(idle_syncs) : 0.0);
+  std::printf(
+      "hollow node: idle CPU %.1f ms/s (%.2f%% of one core) with %zu pods over %ld s "
+      "(%lu periodic syncPod calls, %.1f us CPU per call if all of it were syncPod)\n",
+      idle_cpu * 1000 / static_cast<double>(idle_seconds),
+      idle_cpu * 100 / static_cast<double>(idle_seconds), n, idle_seconds,
+      static_cast<unsigned long>(idle_syncs),
+      idle_syncs ? idle_cpu * 1e6 / static_cast<double>(idle_syncs) : 0.0);
 
   std::vector<double> lat;
   for (size_t i = 0; i < samples; ++i) {
@@ -193,10 +195,11 @@ int main(int argc, char** argv) {
     while (!started() && SteadyClock::now() < deadline) std::this_thread::sleep_for(200us);
     lat.push_back(ms(SteadyClock::now() - t));
   }
-  std::printf("hollow node: new manifest -> container start with %zu pods: p50 %.1f ms, p99 %.1f ms, "
-              "max %.1f ms (%zu samples)\n",
-              n, percentile(lat, 0.5), percentile(lat, 0.99), *std::max_element(lat.begin(), lat.end()),
-              samples);
+  std::printf(
+      "hollow node: new manifest -> container start with %zu pods: p50 %.1f ms, p99 %.1f ms, "
+      "max %.1f ms (%zu samples)\n",
+      n, percentile(lat, 0.5), percentile(lat, 0.99), *std::max_element(lat.begin(), lat.end()),
+      samples);
   std::printf("hollow node: RSS at the end %ld MiB\n", statusKb("VmRSS") / 1024);
 
   source->stop();

@@ -82,7 +82,8 @@ Figures summarize(std::vector<double> v) {
 }
 
 void print(const char* what, const Figures& f) {
-  std::printf("%-44s min %8.3f ms   median %8.3f ms   max %8.3f ms\n", what, f.min, f.median, f.max);
+  std::printf("%-44s min %8.3f ms   median %8.3f ms   max %8.3f ms\n", what, f.min, f.median,
+              f.max);
 }
 
 }  // namespace
@@ -172,8 +173,9 @@ int main(int argc, char** argv) {
   std::printf("merged position by position: %llu of %zu SETs\n",
               static_cast<unsigned long long>(storage.setsMergedByPosition()), wall.size());
   const Figures goal = summarize(full_spec);
-  std::printf("goal: SET of %d pods with one changed pod under 5 ms: %s (full merge, median %.3f ms,"
-              " max %.3f ms)\n",
-              n, goal.max < 5.0 ? "met" : "NOT met", goal.median, goal.max);
+  std::printf(
+      "goal: SET of %d pods with one changed pod under 5 ms: %s (full merge, median %.3f ms,"
+      " max %.3f ms)\n",
+      n, goal.max < 5.0 ? "met" : "NOT met", goal.median, goal.max);
   return 0;
 }

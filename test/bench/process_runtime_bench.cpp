@@ -30,8 +30,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -40,8 +40,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <string>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -66,7 +66,8 @@ double ms(SteadyClock::duration d) { return std::chrono::duration<double, std::m
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  size_t i =
+      std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
   return v[i];
 }
 
@@ -86,7 +87,8 @@ long procStatusKb(int pid, const std::string& key) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
+    if (line.rfind(key + ":", 0) == 0)
+      return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
   }
   return 0;
 }
@@ -156,9 +158,9 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
 // ---- cleanup: every process the bench started goes, whichever way the bench ends ----------------
 
 std::mutex g_cleanup_mu;
-fs::path g_base;             // the bench's temp dir
-pid_t g_agent = 0;           // the daemon while it runs
-pid_t g_supervisord = 0;     // supervisord while it runs
+fs::path g_base;          // the bench's temp dir
+pid_t g_agent = 0;        // the daemon while it runs
+pid_t g_supervisord = 0;  // supervisord while it runs
 
 void killAndReap(pid_t pid) {
   if (pid <= 0) return;
@@ -271,9 +273,11 @@ void startSignalThread() {
 
 std::string shPod(const std::string& name, const std::string& script,
                   const std::string& restart = "Always") {
-  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\nspec:\n  restartPolicy: " +
-         restart + "\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n"
-         "    image: debian:12\n    command: [\"/bin/sh\", \"-c\", " + json(script).dump() + "]\n";
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  restartPolicy: " + restart +
+         "\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n"
+         "    image: debian:12\n    command: [\"/bin/sh\", \"-c\", " +
+         json(script).dump() + "]\n";
 }
 
 std::string sleepPod(const std::string& name) {
@@ -292,13 +296,13 @@ class Daemon {
  public:
   Daemon(const fs::path& base, int port) : base_(base), port_(port) {}
   void start() {
-    pid_ = spawn({testing::binaryPath("nodeagent").string(),
-                  "--pod-manifest-path=" + (base_ / "manifests").string(),
-                  "--root-dir=" + (base_ / "root").string(),
-                  "--pod-log-dir=" + (base_ / "logs").string(),
-                  "--read-only-port=" + std::to_string(port_), "--healthz-port=0",
-                  "--hostname-override=bench", "--max-pods=100000"},
-                 base_ / "agent.log");
+    pid_ = spawn(
+        {testing::binaryPath("nodeagent").string(),
+         "--pod-manifest-path=" + (base_ / "manifests").string(),
+         "--root-dir=" + (base_ / "root").string(), "--pod-log-dir=" + (base_ / "logs").string(),
+         "--read-only-port=" + std::to_string(port_), "--healthz-port=0",
+         "--hostname-override=bench", "--max-pods=100000"},
+        base_ / "agent.log");
     std::lock_guard lock(g_cleanup_mu);
     g_agent = pid_;
   }
@@ -481,9 +485,9 @@ void printMemory(const char* who, int pid, Figures& f) {
   const long anon = procStatusKb(pid, "RssAnon");
   const long file = procStatusKb(pid, "RssFile");
   const long pss = pssKb(pid);
-  std::printf("%s: RSS %ld KiB (anonymous %ld, file-backed %ld), PSS %ld KiB (anonymous %ld, file %ld)\n",
-              who, rss, anon, file, pss, smapsRollupKb(pid, "Pss_Anon"),
-              smapsRollupKb(pid, "Pss_File"));
+  std::printf(
+      "%s: RSS %ld KiB (anonymous %ld, file-backed %ld), PSS %ld KiB (anonymous %ld, file %ld)\n",
+      who, rss, anon, file, pss, smapsRollupKb(pid, "Pss_Anon"), smapsRollupKb(pid, "Pss_File"));
   f.rss_kib = static_cast<double>(rss);
   f.pss_kib = static_cast<double>(pss);
   f.anon_kib = static_cast<double>(anon);
@@ -498,9 +502,10 @@ double idleCpuPercent(int pid, std::chrono::seconds window) {
 
 std::string supervisorProgram(const std::string& name, const std::string& command,
                               const fs::path& dir, bool autorestart) {
-  return "[program:" + name + "]\ncommand=" + command + "\nstartsecs=0\nautorestart=" +
-         (autorestart ? "true" : "false") + "\nstdout_logfile=" +
-         (dir / "logs" / (name + ".log")).string() + "\nredirect_stderr=true\n";
+  return "[program:" + name + "]\ncommand=" + command +
+         "\nstartsecs=0\nautorestart=" + (autorestart ? "true" : "false") +
+         "\nstdout_logfile=" + (dir / "logs" / (name + ".log")).string() +
+         "\nredirect_stderr=true\n";
 }
 
 // Runs `cmd` through the shell and returns its stdout.
@@ -516,22 +521,27 @@ std::string capture(const std::string& cmd) {
 }
 
 void benchSupervisord(size_t n, size_t samples, const fs::path& base, Figures& f) {
-  if (std::system("command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1") != 0) {
-    std::printf("supervisord: not installed, skipped (Debian package supervisor; "
-                "NODEAGENT_WITH_BENCH_PEERS=1 deploy/install-deps.sh installs it)\n");
+  if (std::system(
+          "command -v supervisord >/dev/null 2>&1 && command -v supervisorctl >/dev/null 2>&1") !=
+      0) {
+    std::printf(
+        "supervisord: not installed, skipped (Debian package supervisor; "
+        "NODEAGENT_WITH_BENCH_PEERS=1 deploy/install-deps.sh installs it)\n");
     return;
   }
   const fs::path dir = base / "supervisor";
   fs::create_directories(dir / "logs");
   fs::create_directories(dir / "work");
   const auto conf = dir / "supervisord.conf";
-  std::string c = "[unix_http_server]\nfile=" + (dir / "supervisor.sock").string() +
-                  "\n[supervisord]\nlogfile=" + (dir / "supervisord.log").string() +
-                  "\npidfile=" + (dir / "supervisord.pid").string() +
-                  "\nchildlogdir=" + (dir / "logs").string() +
-                  "\nminfds=8192\n[rpcinterface:supervisor]\n"
-                  "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n"
-                  "[supervisorctl]\nserverurl=unix://" + (dir / "supervisor.sock").string() + "\n";
+  std::string c =
+      "[unix_http_server]\nfile=" + (dir / "supervisor.sock").string() +
+      "\n[supervisord]\nlogfile=" + (dir / "supervisord.log").string() +
+      "\npidfile=" + (dir / "supervisord.pid").string() +
+      "\nchildlogdir=" + (dir / "logs").string() +
+      "\nminfds=8192\n[rpcinterface:supervisor]\n"
+      "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n"
+      "[supervisorctl]\nserverurl=unix://" +
+      (dir / "supervisor.sock").string() + "\n";
   for (size_t i = 0; i < n; ++i) {
     c += supervisorProgram("p" + std::to_string(i), "sleep 100000", dir, true);
   }
@@ -598,9 +608,10 @@ void benchSupervisord(size_t n, size_t samples, const fs::path& base, Figures& f
   }
   f.pickup_p50 = percentile(pickup, 0.5);
   f.pickup_p99 = percentile(pickup, 0.99);
-  std::printf("supervisord: pick-up (config appended + supervisorctl update -> process started) with "
-              "%zu programs: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
-              n + k, *f.pickup_p50, *f.pickup_p99, m);
+  std::printf(
+      "supervisord: pick-up (config appended + supervisorctl update -> process started) with "
+      "%zu programs: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
+      n + k, *f.pickup_p50, *f.pickup_p99, m);
 
   std::vector<double> restart_lat;
   for (size_t i = 0; i < k; ++i) {
@@ -613,8 +624,9 @@ void benchSupervisord(size_t n, size_t samples, const fs::path& base, Figures& f
   }
   f.restart_p50 = percentile(restart_lat, 0.5);
   f.restart_p99 = percentile(restart_lat, 0.99);
-  std::printf("supervisord: exit -> first restart started: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
-              *f.restart_p50, *f.restart_p99, restart_lat.size());
+  std::printf(
+      "supervisord: exit -> first restart started: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
+      *f.restart_p50, *f.restart_p99, restart_lat.size());
 
   ::kill(sup, SIGTERM);
   int st;
@@ -660,11 +672,13 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
     if (!shims.empty()) {
       f.per_container_kib = static_cast<double>(pss) / static_cast<double>(shims.size());
       std::printf("nodeagent: %zu shims, mean PSS %.0f KiB, mean RSS %.0f KiB\n", shims.size(),
-                  *f.per_container_kib, static_cast<double>(rss) / static_cast<double>(shims.size()));
+                  *f.per_container_kib,
+                  static_cast<double>(rss) / static_cast<double>(shims.size()));
     }
   }
   f.idle_cpu_pct = idleCpuPercent(d.pid(), 20s);
-  std::printf("nodeagent: agent idle CPU %.3f%% of a core with %zu pods (20 s)\n", *f.idle_cpu_pct, n);
+  std::printf("nodeagent: agent idle CPU %.3f%% of a core with %zu pods (20 s)\n", *f.idle_cpu_pct,
+              n);
   {
     // What a /pods poll costs the agent on an unchanged node (a monitoring system's poll).
     constexpr int kPolls = 200;
@@ -691,9 +705,10 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
   }
   f.pickup_p50 = percentile(pickup, 0.5);
   f.pickup_p99 = percentile(pickup, 0.99);
-  std::printf("nodeagent: pick-up (rename -> process started) with %zu+ pods: p50 %.1f ms, p99 %.1f ms "
-              "(%zu samples)\n",
-              n, *f.pickup_p50, *f.pickup_p99, samples);
+  std::printf(
+      "nodeagent: pick-up (rename -> process started) with %zu+ pods: p50 %.1f ms, p99 %.1f ms "
+      "(%zu samples)\n",
+      n, *f.pickup_p50, *f.pickup_p99, samples);
 
   // Exit -> status in /pods, and exit -> first restart: 100 samples each, so that p99 is not
   // simply the largest of a handful.
@@ -706,9 +721,10 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
     const auto rfifo = base / "work" / ("restart-" + std::to_string(i));
     ::mkfifo(rfifo.c_str(), 0600);
     const auto starts = base / "work" / ("starts-" + std::to_string(i));
-    renameIn(base / "manifests", "restart-" + std::to_string(i) + ".yaml",
-             shPod("restart-" + std::to_string(i),
-                   "echo start >> " + starts.string() + "; read x < " + rfifo.string() + "; exit 1"));
+    renameIn(
+        base / "manifests", "restart-" + std::to_string(i) + ".yaml",
+        shPod("restart-" + std::to_string(i),
+              "echo start >> " + starts.string() + "; read x < " + rfifo.string() + "; exit 1"));
   }
   // Containers another process killed meanwhile (the machine is shared) are left out.
   std::vector<bool> usable(k, false);
@@ -759,13 +775,14 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
   f.exit_status_p99 = percentile(exit_lat, 0.99);
   f.restart_p50 = percentile(restart_lat, 0.5);
   f.restart_p99 = percentile(restart_lat, 0.99);
-  std::printf("nodeagent: exit -> terminated in /pods: p50 %.1f ms, p99 %.1f ms (%zu samples, /pods "
-              "polled every 1 ms)\n",
-              *f.exit_status_p50, *f.exit_status_p99, exit_lat.size());
+  std::printf(
+      "nodeagent: exit -> terminated in /pods: p50 %.1f ms, p99 %.1f ms (%zu samples, /pods "
+      "polled every 1 ms)\n",
+      *f.exit_status_p50, *f.exit_status_p99, exit_lat.size());
   std::printf("nodeagent: exit -> first restart started: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
               *f.restart_p50, *f.restart_p99, restart_lat.size());
-  std::printf("nodeagent: agent RSS at the end %ld KiB (%zu pods)\n", procStatusKb(d.pid(), "VmRSS"),
-              n + samples + 2 * k);
+  std::printf("nodeagent: agent RSS at the end %ld KiB (%zu pods)\n",
+              procStatusKb(d.pid(), "VmRSS"), n + samples + 2 * k);
 
   d.stop();
   d.killContainers();
@@ -814,7 +831,8 @@ int main(int argc, char** argv) {
   const size_t samples = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 200;
   const bool supervisord = !(argc > 3 && std::string_view(argv[3]) == "--no-supervisord");
   if (n == 0 || samples == 0) {
-    std::fprintf(stderr, "usage: process_runtime_bench [pods=1000] [samples=200] [--no-supervisord]\n");
+    std::fprintf(stderr,
+                 "usage: process_runtime_bench [pods=1000] [samples=200] [--no-supervisord]\n");
     return 2;
   }
   setenv("TMPDIR", "/dev/shm", 0);

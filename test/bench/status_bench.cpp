@@ -28,12 +28,13 @@ namespace {
 constexpr char kNode[] = "bench-node";
 
 json podJson(int i) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "default"}}},
-          {"spec",
-           {{"nodeName", kNode},
-            {"containers", {{{"name", "c"}, {"image", "busybox"}, {"command", {"sleep", "3600"}}}}}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "default"}}},
+      {"spec",
+       {{"nodeName", kNode},
+        {"containers", {{{"name", "c"}, {"image", "busybox"}, {"command", {"sleep", "3600"}}}}}}}};
 }
 
 int countRunning(testapiserver::TestApiServer& server) {
@@ -86,8 +87,8 @@ int main(int argc, char** argv) {
   server->clearRequests();
   const auto t0 = Clock::now();
   for (int i = 0; i < pods; ++i) (void)server->store().create("pods", "default", podJson(i));
-  const bool all = testing::eventually([&] { return countRunning(*server) == pods; },
-                                       std::chrono::seconds(600));
+  const bool all =
+      testing::eventually([&] { return countRunning(*server) == pods; }, std::chrono::seconds(600));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("pods=%d kube_api_qps=%s\n", pods, qps.c_str());
   std::printf("all_running=%s time_to_all_running_s=%.2f\n", all ? "yes" : "no", secs);
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
   testing::eventually([&] { return Clock::now() >= settle_end; }, std::chrono::seconds(13));
   size_t patches = 0;
   for (const auto& r : server->requests()) {
-    if (r.method == "PATCH" && r.path.ends_with("/status") && r.path.find("/pods/") != std::string::npos) {
+    if (r.method == "PATCH" && r.path.ends_with("/status") &&
+        r.path.find("/pods/") != std::string::npos) {
       ++patches;
     }
   }
@@ -106,7 +108,8 @@ int main(int argc, char** argv) {
   server->clearRequests();
   const int idle_secs = 30;
   const auto idle_end = Clock::now() + std::chrono::seconds(idle_secs);
-  testing::eventually([&] { return Clock::now() >= idle_end; }, std::chrono::seconds(idle_secs + 1));
+  testing::eventually([&] { return Clock::now() >= idle_end; },
+                      std::chrono::seconds(idle_secs + 1));
   auto reqs = server->requests();
   std::map<std::string, int> by_kind;
   for (const auto& r : reqs) ++by_kind[kindOf(r)];

@@ -32,7 +32,8 @@ constexpr char kNode[] = "node-e2e";
 std::string staticPodYaml(const std::string& name, const std::string& command) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
          "\n  namespace: default\nspec:\n  containers:\n  - name: main\n    image: busybox\n"
-         "    command: [\"sh\", \"-c\", \"" + command + "\"]\n";
+         "    command: [\"sh\", \"-c\", \"" +
+         command + "\"]\n";
 }
 
 void writeAtomically(const fs::path& path, const std::string& content) {
@@ -99,13 +100,15 @@ struct Env {
       } catch (...) {
         continue;
       }
-      if (cmdline.find(root) != std::string::npos || cmdline.find((dir / "logs").string()) != std::string::npos) {
+      if (cmdline.find(root) != std::string::npos ||
+          cmdline.find((dir / "logs").string()) != std::string::npos) {
         ::kill(std::stoi(name), SIGKILL);
       }
     }
   }
 
-  testing::RunResult kubectl(std::vector<std::string> args, std::chrono::milliseconds deadline = 30s) {
+  testing::RunResult kubectl(std::vector<std::string> args,
+                             std::chrono::milliseconds deadline = 30s) {
     std::vector<std::string> argv = {"kubectl", "--kubeconfig=" + kubeconfig.string()};
     argv.insert(argv.end(), args.begin(), args.end());
     return testing::runCommand(argv, dir, deadline);
@@ -123,7 +126,9 @@ struct Env {
     }
   }
 
-  std::optional<json> pod(const std::string& name) { return kubectlJson({"get", "pod", name, "-n", "default"}); }
+  std::optional<json> pod(const std::string& name) {
+    return kubectlJson({"get", "pod", name, "-n", "default"});
+  }
 
   std::string diagnostics() {
     const bool alive = agent->running();
@@ -289,13 +294,14 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
 
   // Restarts are counted: a container that exits is restarted and the mirror shows it.
   writeAtomically(env.manifests / "web.yaml", staticPodYaml("web", "sleep 1; exit 3"));
-  const std::string old_hash = (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror", "");
+  const std::string old_hash =
+      (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror", "");
   const bool replaced = testing::eventually(
       [&] {
         mirror = env.pod(mirror_name);
         return mirror &&
-               (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror", old_hash) !=
-                   old_hash &&
+               (*mirror)["metadata"]["annotations"].value("kubernetes.io/config.mirror",
+                                                          old_hash) != old_hash &&
                !(*mirror)["status"].value("containerStatuses", json::array()).empty() &&
                (*mirror)["status"]["containerStatuses"][0].value("restartCount", 0) >= 1;
       },
@@ -304,10 +310,12 @@ TEST_CASE("a static pod is mirrored, recreated after kubectl delete, replaced on
   REQUIRE(replaced);
 
   fs::remove(env.manifests / "web.yaml");
-  REQUIRE(testing::eventually([&] {
-    auto r = env.kubectl({"get", "pod", mirror_name, "-n", "default"});
-    return r.exit_code != 0 && r.err.find("NotFound") != std::string::npos;
-  }, 40s));
+  REQUIRE(testing::eventually(
+      [&] {
+        auto r = env.kubectl({"get", "pod", mirror_name, "-n", "default"});
+        return r.exit_code != 0 && r.err.find("NotFound") != std::string::npos;
+      },
+      40s));
 
   // Many 1 s relists later, the unchanged bad manifests were reported once each.
   pod_event = failedValidation("Pod");
@@ -323,16 +331,22 @@ TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops i
   Env env;
   // The container writes into the test's directory, which only root may.
   env.startAgent({"--allow-root-api-pods"});
-  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); }, 30s));
+  REQUIRE(testing::eventually(
+      [&] {
+        return env.kubectlJson({"get", "node", kNode}).has_value();
+      },
+      30s));
   const fs::path marker = env.dir / "term-marker";
   const std::string yaml =
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: api-pod\n  namespace: default\nspec:\n"
-      "  nodeName: " + std::string(kNode) +
+      "  nodeName: " +
+      std::string(kNode) +
       "\n  terminationGracePeriodSeconds: 30\n  containers:\n  - name: main\n    image: busybox\n"
-      "    command: [\"sh\", \"-c\", \"trap 'echo term > " + marker.string() +
-      "; exit 0' TERM; while true; do sleep 0.1; done\"]\n";
+      "    command: [\"sh\", \"-c\", \"trap 'echo term > " +
+      marker.string() + "; exit 0' TERM; while true; do sleep 0.1; done\"]\n";
   testing::writeFile(env.dir / "api-pod.yaml", yaml);
-  auto created = env.kubectl({"create", "--validate=false", "-f", (env.dir / "api-pod.yaml").string()});
+  auto created =
+      env.kubectl({"create", "--validate=false", "-f", (env.dir / "api-pod.yaml").string()});
   INFO(created.err);
   REQUIRE(created.exit_code == 0);
   std::optional<json> pod;
@@ -363,8 +377,9 @@ TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops i
       20s));
 
   // Another client edits the status: the agent puts its own back.
-  auto patched = env.kubectl({"patch", "pod", "api-pod", "-n", "default", "--subresource=status",
-                              "--type=merge", "-p", R"({"status":{"message":"edited elsewhere"}})"});
+  auto patched =
+      env.kubectl({"patch", "pod", "api-pod", "-n", "default", "--subresource=status",
+                   "--type=merge", "-p", R"({"status":{"message":"edited elsewhere"}})"});
   REQUIRE(patched.exit_code == 0);
   REQUIRE(testing::eventually(
       [&] {
@@ -383,32 +398,37 @@ TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops i
   CHECK(get.exit_code != 0);
 }
 
-TEST_CASE("an API pod that would run as root is refused unless --allow-root-api-pods, and a non-root "
-          "one runs, with its fsGroup on its emptyDir",
-          "[e2e][apiserver][security]") {
+TEST_CASE(
+    "an API pod that would run as root is refused unless --allow-root-api-pods, and a non-root "
+    "one runs, with its fsGroup on its emptyDir",
+    "[e2e][apiserver][security]") {
   if (::geteuid() != 0) {
     WARN("SKIPPED: needs root (an unprivileged agent runs no container as root)");
     return;
   }
   Env env;
   // The non-root container must reach its pod directory under the agent's root dir.
-  fs::permissions(env.dir.path(), fs::perms::owner_all | fs::perms::group_exec |
-                                      fs::perms::others_exec);
+  fs::permissions(env.dir.path(),
+                  fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   env.startAgent();
-  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); }, 30s));
+  REQUIRE(testing::eventually(
+      [&] {
+        return env.kubectlJson({"get", "node", kNode}).has_value();
+      },
+      30s));
   const std::string head = "apiVersion: v1\nkind: Pod\nmetadata:\n  namespace: default\n  name: ";
   const std::string node = "\nspec:\n  nodeName: " + std::string(kNode) + "\n";
   testing::writeFile(env.dir / "root-pod.yaml",
                      head + "root-pod" + node +
                          "  containers:\n  - name: main\n    image: busybox\n"
                          "    command: [\"sleep\", \"3600\"]\n");
-  testing::writeFile(
-      env.dir / "user-pod.yaml",
-      head + "user-pod" + node +
-          "  securityContext: {runAsUser: 65534, fsGroup: 4000}\n"
-          "  volumes: [{name: data, emptyDir: {}}]\n"
-          "  containers:\n  - name: main\n    image: busybox\n"
-          "    command: [\"sh\", \"-c\", \"id -u > $NODEAGENT_VOLUME_DATA/by-user && exec sleep 3600\"]\n");
+  testing::writeFile(env.dir / "user-pod.yaml",
+                     head + "user-pod" + node +
+                         "  securityContext: {runAsUser: 65534, fsGroup: 4000}\n"
+                         "  volumes: [{name: data, emptyDir: {}}]\n"
+                         "  containers:\n  - name: main\n    image: busybox\n"
+                         "    command: [\"sh\", \"-c\", \"id -u > $NODEAGENT_VOLUME_DATA/by-user "
+                         "&& exec sleep 3600\"]\n");
   for (const char* name : {"root-pod.yaml", "user-pod.yaml"}) {
     auto created = env.kubectl({"create", "--validate=false", "-f", (env.dir / name).string()});
     INFO(created.err);
@@ -442,9 +462,8 @@ TEST_CASE("an API pod that would run as root is refused unless --allow-root-api-
   REQUIRE(testing::eventually([&] { return running("user-pod"); }, 30s));
   auto user_pod = env.pod("user-pod");
   REQUIRE(user_pod);
-  const fs::path data = env.dir / "root" / "pods" /
-                        (*user_pod)["metadata"].value("uid", "") / "volumes" /
-                        "kubernetes.io~empty-dir" / "data";
+  const fs::path data = env.dir / "root" / "pods" / (*user_pod)["metadata"].value("uid", "") /
+                        "volumes" / "kubernetes.io~empty-dir" / "data";
   REQUIRE(testing::eventually([&] { return fs::exists(data / "by-user"); }, 10s));
   CHECK(testing::readFile(data / "by-user") == "65534\n");
   struct stat dir_st {};
@@ -459,7 +478,8 @@ TEST_CASE("an API pod that would run as root is refused unless --allow-root-api-
   // The operator allows root API pods (here in the --config file): the refused pod starts.
   env.agent->signal(SIGTERM);
   REQUIRE(env.agent->wait(10s).has_value());
-  testing::writeFile(env.dir / "config.yaml", "kind: KubeletConfiguration\nallowRootAPIPods: true\n");
+  testing::writeFile(env.dir / "config.yaml",
+                     "kind: KubeletConfiguration\nallowRootAPIPods: true\n");
   env.startAgent({"--config=" + (env.dir / "config.yaml").string()});
   CHECK(testing::eventually([&] { return running("root-pod"); }, 30s));
 }
@@ -470,10 +490,12 @@ TEST_CASE("while the apiserver fails, static pods keep restarting, status and le
   writeAtomically(env.manifests / "crash.yaml", staticPodYaml("crash", "sleep 1; exit 1"));
   env.startAgent();
   const std::string mirror_name = std::string("crash-") + kNode;
-  REQUIRE(testing::eventually([&] {
-    auto m = env.pod(mirror_name);
-    return m && !(*m)["status"].value("containerStatuses", json::array()).empty();
-  }, 30s));
+  REQUIRE(testing::eventually(
+      [&] {
+        auto m = env.pod(mirror_name);
+        return m && !(*m)["status"].value("containerStatuses", json::array()).empty();
+      },
+      30s));
   // The lease comes once the Node is registered, which may be after the first status.
   REQUIRE(testing::eventually(
       [&] { return env.server->store().get("leases", "kube-node-lease", kNode).ok(); }, 30s));
@@ -485,7 +507,9 @@ TEST_CASE("while the apiserver fails, static pods keep restarting, status and le
   const auto restarts_in_log = [&] {
     const std::string log = env.agent->err();
     size_t n = 0;
-    for (size_t pos = 0; (pos = log.find("Container started pod=default/crash", pos)) != std::string::npos; ++pos) ++n;
+    for (size_t pos = 0;
+         (pos = log.find("Container started pod=default/crash", pos)) != std::string::npos; ++pos)
+      ++n;
     return n;
   };
   const size_t before = restarts_in_log();
@@ -495,19 +519,25 @@ TEST_CASE("while the apiserver fails, static pods keep restarting, status and le
 
   // Back: the mirror's status shows the restarts made during the outage and the lease renews.
   const int restarts_seen = static_cast<int>(restarts_in_log()) - 1;
-  REQUIRE(testing::eventually([&] {
-    auto m = env.pod(mirror_name);
-    return m && !(*m)["status"].value("containerStatuses", json::array()).empty() &&
-           (*m)["status"]["containerStatuses"][0].value("restartCount", 0) >= restarts_seen;
-  }, 40s));
-  REQUIRE(testing::eventually([&] {
-    auto lease = env.server->store().get("leases", "kube-node-lease", kNode);
-    return lease.ok() && (*lease)["spec"]["renewTime"] != (*lease_before)["spec"]["renewTime"];
-  }, 30s));
+  REQUIRE(testing::eventually(
+      [&] {
+        auto m = env.pod(mirror_name);
+        return m && !(*m)["status"].value("containerStatuses", json::array()).empty() &&
+               (*m)["status"]["containerStatuses"][0].value("restartCount", 0) >= restarts_seen;
+      },
+      40s));
+  REQUIRE(testing::eventually(
+      [&] {
+        auto lease = env.server->store().get("leases", "kube-node-lease", kNode);
+        return lease.ok() && (*lease)["spec"]["renewTime"] != (*lease_before)["spec"]["renewTime"];
+      },
+      30s));
 }
 
-TEST_CASE("an apiserver that comes back with an empty store gets the Node, the lease, the mirror "
-          "pod and its status again within seconds", "[e2e][apiserver][outage]") {
+TEST_CASE(
+    "an apiserver that comes back with an empty store gets the Node, the lease, the mirror "
+    "pod and its status again within seconds",
+    "[e2e][apiserver][outage]") {
   Env env;
   const json first_mirror = env.startWithRunningMirror();
   const std::string mirror_name = std::string("web-") + kNode;
@@ -581,7 +611,8 @@ TEST_CASE("kubectl delete of a mirror pod returns and the mirror comes back with
   }
 }
 
-TEST_CASE("kube-api-qps and kube-api-burst flags pace the agent's apiserver requests", "[e2e][apiclient]") {
+TEST_CASE("kube-api-qps and kube-api-burst flags pace the agent's apiserver requests",
+          "[e2e][apiclient]") {
   Env env;
   // Requests of the agent's main client (events have their own budget).
   auto agent_requests = [&] {
@@ -612,17 +643,20 @@ clusters: [{name: k, cluster: {server: "https://127.0.0.1:1"}}]
 users: [{name: eks, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}}}]
 )");
   const std::string kubeconfig = "--kubeconfig=" + (dir / "kubeconfig").string();
-  auto daemon = testing::runCommand({testing::binaryPath("nodeagent").string(), kubeconfig,
-                                     "--hostname-override=n1", "--root-dir=" + (dir / "root").string(),
-                                     "--read-only-port=0", "--healthz-port=0", "--runtime=fake"},
-                                    dir, 20s);
+  auto daemon =
+      testing::runCommand({testing::binaryPath("nodeagent").string(), kubeconfig,
+                           "--hostname-override=n1", "--root-dir=" + (dir / "root").string(),
+                           "--read-only-port=0", "--healthz-port=0", "--runtime=fake"},
+                          dir, 20s);
   REQUIRE(daemon.exit_code.has_value());
   CHECK(*daemon.exit_code == 2);
-  CHECK_THAT(daemon.err, Catch::Contains("users[eks].user.exec") && Catch::Contains("not supported") &&
+  CHECK_THAT(daemon.err, Catch::Contains("users[eks].user.exec") &&
+                             Catch::Contains("not supported") &&
                              Catch::Contains((dir / "kubeconfig").string()));
-  auto updates = testing::runCommand({testing::binaryPath("nodeagent").string(), "pod-updates", kubeconfig,
-                                      "--hostname-override=n1", "--root-dir=" + (dir / "root2").string()},
-                                     dir, 20s);
+  auto updates =
+      testing::runCommand({testing::binaryPath("nodeagent").string(), "pod-updates", kubeconfig,
+                           "--hostname-override=n1", "--root-dir=" + (dir / "root2").string()},
+                          dir, 20s);
   REQUIRE(updates.exit_code.has_value());
   CHECK(*updates.exit_code != 0);
   CHECK_THAT(updates.err, Catch::Contains("users[eks].user.exec"));
@@ -635,7 +669,11 @@ TEST_CASE("API pods whose names would escape the agent's directories are refused
   options.store.validate_pods = false;
   Env env(options);
   env.startAgent({"--allow-root-api-pods"});  // the good pod runs as the spec says (root)
-  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); }, 30s));
+  REQUIRE(testing::eventually(
+      [&] {
+        return env.kubectlJson({"get", "node", kNode}).has_value();
+      },
+      30s));
   auto apiPod = [&](const std::string& name, const std::string& container) {
     return json{{"metadata", {{"name", name}, {"namespace", "default"}}},
                 {"spec",

@@ -23,7 +23,8 @@ namespace {
 long procStatusKb(int pid, const std::string& key) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(key + ":", 0) == 0) return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
+    if (line.rfind(key + ":", 0) == 0)
+      return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
   }
   return -1;
 }
@@ -47,7 +48,9 @@ class OpenConnection {
   }
   OpenConnection(const OpenConnection&) = delete;
   OpenConnection& operator=(const OpenConnection&) = delete;
-  void send(const std::string& bytes) { (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  void send(const std::string& bytes) {
+    (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
 
  private:
   int fd_ = -1;
@@ -66,18 +69,20 @@ std::set<std::string> entriesUnder(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("daemon under attack stays up, answers, stays bounded, writes only its own directories "
-          "and never duplicates a container",
-          "[e2e][daemon][attack]") {
+TEST_CASE(
+    "daemon under attack stays up, answers, stays bounded, writes only its own directories "
+    "and never duplicates a container",
+    "[e2e][daemon][attack]") {
   using Hostile = testing::HostileHttpServer;
   Hostile url(Hostile::endlessHeaders());
   Daemon d;
   const auto m = marker("attack-web");
   d.writeManifest("web.yaml", shPod("web", m, "sleep 1000 & wait"));
   // Names that try to leave --root-dir: a UID with "..", a container and a volume named as paths.
-  d.writeManifest("escape-uid.yaml",
-                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: escape\n  uid: ../../escaped-uid\n"
-                  "spec:\n  containers:\n  - name: main\n    image: x\n    command: [sleep, '1']\n");
+  d.writeManifest(
+      "escape-uid.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: escape\n  uid: ../../escaped-uid\n"
+      "spec:\n  containers:\n  - name: main\n    image: x\n    command: [sleep, '1']\n");
   d.writeManifest("escape-names.yaml",
                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: names\nspec:\n  volumes:\n"
                   "  - name: ../../../escaped-volume\n    emptyDir: {}\n  containers:\n"
@@ -94,8 +99,10 @@ TEST_CASE("daemon under attack stays up, answers, stays bounded, writes only its
     conns.push_back(std::make_unique<OpenConnection>(d.port(), "GET /pods HTTP/1.1\r\n"));
   }
 
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 20s);
-  REQUIRE_EVENTUALLY(d, [&] { return url.connections() >= 3; }, 20s);  // several polls refused
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return url.connections() >= 3; }, 20s);  // several polls refused
   // /healthz answers promptly all along (each GET has a 5 s read timeout; none may fail).
   auto slowest = 0ms;
   for (int i = 0; i < 10; ++i) {
@@ -149,7 +156,8 @@ TEST_CASE("daemon under attack stays up, answers, stays bounded, writes only its
   REQUIRE(d.stop(SIGTERM) == 0);
   conns.clear();
   d.start({"--manifest-url=" + url.url("/pods"), "--http-check-frequency=1s"});
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 20s);
   for (int i = 0; i < 5; ++i) {
     CHECK(pidsWithArg(m) == std::vector<int>{container_pid});
     REQUIRE(d.get("/healthz"));

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "agent/runtime/state_file.h"
@@ -34,7 +34,6 @@ namespace nodeagent::e2e {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
 
 inline constexpr const char* kNode = "node1";
 
@@ -93,11 +92,13 @@ inline std::string quoteYaml(const std::string& s) { return json(s).dump(); }
 
 // A one-container pod running `sh -c script marker` (the marker is $0, so it shows in
 // /proc/<pid>/cmdline as its own argument).
-inline std::string shPod(const std::string& name, const std::string& marker, const std::string& script,
-                  const std::string& extra_spec = "", const std::string& restart = "Always") {
+inline std::string shPod(const std::string& name, const std::string& marker,
+                         const std::string& script, const std::string& extra_spec = "",
+                         const std::string& restart = "Always") {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
          "\nspec:\n  restartPolicy: " + restart + "\n" + extra_spec +
-         "  containers:\n  - name: main\n    image: debian:12\n    command: [\"/bin/sh\", \"-c\", " +
+         "  containers:\n  - name: main\n    image: debian:12\n    command: [\"/bin/sh\", "
+         "\"-c\", " +
          quoteYaml(script) + ", " + quoteYaml(marker) + "]\n";
 }
 
@@ -166,8 +167,8 @@ class Daemon {
   int waitExit(std::chrono::milliseconds deadline) {
     REQUIRE(pid_ > 0);
     int status = 0;
-    bool exited = testing::eventually(
-        [&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, deadline);
+    bool exited =
+        testing::eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, deadline);
     if (!exited) return -1;
     pid_ = 0;
     if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -263,22 +264,24 @@ class Daemon {
 };
 
 // Waits for `pred`; on timeout, shows the agent's log tail with the failure.
-#define REQUIRE_EVENTUALLY(daemon, pred, deadline)                          \
-  do {                                                                      \
-    bool ok_ = testing::eventually(pred, deadline);                         \
-    if (!ok_) UNSCOPED_INFO("agent log tail:\n" << (daemon).logTail());     \
-    REQUIRE(ok_);                                                           \
+#define REQUIRE_EVENTUALLY(daemon, pred, deadline)                      \
+  do {                                                                  \
+    bool ok_ = testing::eventually(pred, deadline);                     \
+    if (!ok_) UNSCOPED_INFO("agent log tail:\n" << (daemon).logTail()); \
+    REQUIRE(ok_);                                                       \
   } while (0)
 
 // The one process with `marker`, 0 if there is none or several. Retries briefly: a forked child
 // shows its parent's cmdline until it execs.
 inline int onePid(const std::string& marker) {
   int pid = 0;
-  testing::eventually([&] {
-    auto pids = pidsWithArg(marker);
-    pid = pids.size() == 1 ? pids[0] : 0;
-    return pid != 0;
-  }, 2s);
+  testing::eventually(
+      [&] {
+        auto pids = pidsWithArg(marker);
+        pid = pids.size() == 1 ? pids[0] : 0;
+        return pid != 0;
+      },
+      2s);
   return pid;
 }
 
@@ -286,6 +289,5 @@ inline int onePid(const std::string& marker) {
 inline std::string marker(const std::string& what) {
   return "nodeagent-e2e-" + what + "-" + std::to_string(::getpid());
 }
-
 
 }  // namespace nodeagent::e2e

@@ -27,8 +27,10 @@ TEST_CASE("daemon runs a new manifest's container and lists the pod Running", "[
   d.start();
   const auto m = marker("appear");
   d.writeManifest("web.yaml", shPod("web", m, "sleep 1000 & wait"));
-  REQUIRE_EVENTUALLY(d, [&] { return onePid(m) != 0; }, 15s);
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return onePid(m) != 0; }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 15s);
   auto p = d.pod("web");
   REQUIRE(p);
   CHECK((*p)["metadata"]["namespace"] == "default");
@@ -49,12 +51,13 @@ TEST_CASE("daemon leaves a container alone on an identical rewrite and replaces 
   const auto v1 = shPod("edit", m1,
                         "trap 'kill $! ; sleep 1; touch " + old_exited.string() +
                             "; exit 0' TERM; sleep 1000 & wait");
-  const auto v2 = shPod("edit", m2,
-                        "if [ -e " + old_exited.string() + " ]; then echo after > " +
-                            order.string() + "; else echo before > " + order.string() +
-                            "; fi; sleep 1000 & wait");
+  const auto v2 =
+      shPod("edit", m2,
+            "if [ -e " + old_exited.string() + " ]; then echo after > " + order.string() +
+                "; else echo before > " + order.string() + "; fi; sleep 1000 & wait");
   d.writeManifest("edit.yaml", v1);
-  REQUIRE_EVENTUALLY(d, [&] { return onePid(m1) != 0 && d.running("edit"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return onePid(m1) != 0 && d.running("edit"); }, 15s);
   const int pid1 = onePid(m1);
   const auto uid1 = (*d.pod("edit"))["metadata"]["uid"].get<std::string>();
 
@@ -63,21 +66,27 @@ TEST_CASE("daemon leaves a container alone on an identical rewrite and replaces 
   // A second manifest written after the rewrite: once it runs, the rewrite has been processed.
   const auto probe = marker("edit-probe");
   d.writeManifest("probe.yaml", shPod("probe", probe, "sleep 1000 & wait"));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("probe"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("probe"); }, 15s);
   CHECK(onePid(m1) == pid1);
   CHECK((*d.pod("edit"))["metadata"]["uid"] == uid1);
   CHECK((*d.containerStatus("edit"))["restartCount"] == 0);
 
   // Edit: the old container has exited before the new one starts.
   d.writeManifest("edit.yaml", v2);
-  REQUIRE_EVENTUALLY(d, [&] { return onePid(m2) != 0; }, 20s);
-  REQUIRE_EVENTUALLY(d, [&] { return !readOr(order).empty(); }, 10s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return onePid(m2) != 0; }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !readOr(order).empty(); }, 10s);
   CHECK(readOr(order) == "after\n");
   CHECK(pidsWithArg(m1).empty());
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto p = d.pod("edit");
-    return p && (*p)["metadata"]["uid"] != uid1 && d.running("edit");
-  }, 15s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto p = d.pod("edit");
+        return p && (*p)["metadata"]["uid"] != uid1 && d.running("edit");
+      },
+      15s);
 }
 
 TEST_CASE("daemon sends TERM on manifest removal and KILL after the grace period",
@@ -93,20 +102,24 @@ TEST_CASE("daemon sends TERM on manifest removal and KILL after the grace period
   d.writeManifest("stubborn.yaml",
                   shPod("stubborn", stubborn, "trap '' TERM; while true; do sleep 0.2; done",
                         "  terminationGracePeriodSeconds: 2\n"));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("polite") && d.running("stubborn"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("polite") && d.running("stubborn"); }, 15s);
   const int polite_pid = onePid(polite);
   const int stubborn_pid = onePid(stubborn);
   REQUIRE(polite_pid != 0);
   REQUIRE(stubborn_pid != 0);
 
   d.removeManifest("polite.yaml");
-  REQUIRE_EVENTUALLY(d, [&] { return !alive(polite_pid); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !alive(polite_pid); }, 15s);
   CHECK(readOr(got_term) == "term\n");
-  REQUIRE_EVENTUALLY(d, [&] { return !d.pod("polite"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !d.pod("polite"); }, 15s);
 
   const auto removed_at = std::chrono::steady_clock::now();
   d.removeManifest("stubborn.yaml");
-  REQUIRE_EVENTUALLY(d, [&] { return !alive(stubborn_pid); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !alive(stubborn_pid); }, 15s);
   const auto took = std::chrono::steady_clock::now() - removed_at;
   // It ignored TERM, so only the KILL after the 2 s grace period ended it.
   CHECK(took >= 1800ms);
@@ -119,9 +132,9 @@ TEST_CASE("daemon restarts a crashing container with growing delays and counts r
   d.start();
   const auto m = marker("crash");
   const auto runs = d.work() / "runs";
-  d.writeManifest("crash.yaml",
-                  shPod("crash", m, "date +%s.%N >> " + runs.string() + "; exit 3"));
-  REQUIRE_EVENTUALLY(d, [&] { return lineCount(runs) >= 5; }, 40s);
+  d.writeManifest("crash.yaml", shPod("crash", m, "date +%s.%N >> " + runs.string() + "; exit 3"));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return lineCount(runs) >= 5; }, 40s);
   std::vector<double> times;
   {
     std::istringstream in(readOr(runs));
@@ -137,11 +150,14 @@ TEST_CASE("daemon restarts a crashing container with growing delays and counts r
   CHECK(gaps[2] >= 1.7);
   CHECK(gaps[3] >= 3.5);
   CHECK(gaps[3] > gaps[1]);
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto cs = d.containerStatus("crash");
-    return cs && (*cs)["restartCount"].get<int>() >= 4 &&
-           (*cs)["lastState"]["terminated"].value("exitCode", 0) == 3;
-  }, 15s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto cs = d.containerStatus("crash");
+        return cs && (*cs)["restartCount"].get<int>() >= 4 &&
+               (*cs)["lastState"]["terminated"].value("exitCode", 0) == 3;
+      },
+      15s);
 }
 
 TEST_CASE("daemon follows restartPolicy Never and OnFailure", "[e2e][daemon]") {
@@ -167,16 +183,20 @@ TEST_CASE("daemon follows restartPolicy Never and OnFailure", "[e2e][daemon]") {
   d.writeManifest("always.yaml", shPod("always", marker("always"),
                                        "echo run >> " + always_runs.string() + "; exit 0"));
 
-  REQUIRE_EVENTUALLY(d, [&] { return d.phase("never-fail") == "Failed"; }, 15s);
-  REQUIRE_EVENTUALLY(d, [&] { return d.phase("never-ok") == "Succeeded"; }, 15s);
-  REQUIRE_EVENTUALLY(d, [&] { return d.phase("onfailure") == "Succeeded"; }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.phase("never-fail") == "Failed"; }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.phase("never-ok") == "Succeeded"; }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.phase("onfailure") == "Succeeded"; }, 20s);
   CHECK((*d.containerStatus("never-fail"))["state"]["terminated"]["exitCode"] == 2);
   CHECK((*d.containerStatus("never-ok"))["state"]["terminated"]["reason"] == "Completed");
   CHECK((*d.containerStatus("onfailure"))["restartCount"] == 2);
 
   // Once the Always pod has been restarted three more times, the others would have been too.
   const size_t base = lineCount(always_runs);
-  REQUIRE_EVENTUALLY(d, [&] { return lineCount(always_runs) >= base + 3; }, 30s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return lineCount(always_runs) >= base + 3; }, 30s);
   CHECK(lineCount(never_fail_runs) == 1);
   CHECK(lineCount(never_ok_runs) == 1);
   CHECK(lineCount(onfailure_runs) == 3);
@@ -191,18 +211,22 @@ TEST_CASE("daemon runs init containers in order before the app container", "[e2e
   const std::string manifest =
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: init\nspec:\n"
       "  initContainers:\n"
-      "  - name: first\n    image: debian:12\n    command: [\"/bin/sh\", \"-c\", \"sleep 0.3; echo first >> " +
+      "  - name: first\n    image: debian:12\n    command: [\"/bin/sh\", \"-c\", \"sleep 0.3; echo "
+      "first >> " +
       trace.string() +
       "\"]\n"
-      "  - name: second\n    image: debian:12\n    command: [\"/bin/sh\", \"-c\", \"echo second >> " +
+      "  - name: second\n    image: debian:12\n    command: [\"/bin/sh\", \"-c\", \"echo second "
+      ">> " +
       trace.string() +
       "\"]\n"
       "  containers:\n"
       "  - name: main\n    image: debian:12\n    command: [\"/bin/sh\", \"-c\", \"echo main >> " +
       trace.string() + "; sleep 1000 & wait\", \"" + m + "\"]\n";
   d.writeManifest("init.yaml", manifest);
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("init"); }, 20s);
-  REQUIRE_EVENTUALLY(d, [&] { return readOr(trace) == "first\nsecond\nmain\n"; }, 5s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("init"); }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return readOr(trace) == "first\nsecond\nmain\n"; }, 5s);
   for (const char* name : {"first", "second"}) {
     auto cs = d.containerStatus("init", name, "initContainerStatuses");
     REQUIRE(cs);
@@ -214,17 +238,20 @@ TEST_CASE("daemon runs init containers in order before the app container", "[e2e
 TEST_CASE("daemon writes container output as CRI logs under the pod log dir", "[e2e][daemon]") {
   Daemon d;
   d.start();
-  d.writeManifest("logger.yaml",
-                  shPod("logger", marker("logger"),
-                        "echo hello-out; echo hello-err >&2; sleep 1000 & wait"));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("logger"); }, 15s);
+  d.writeManifest("logger.yaml", shPod("logger", marker("logger"),
+                                       "echo hello-out; echo hello-err >&2; sleep 1000 & wait"));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("logger"); }, 15s);
   const auto uid = (*d.pod("logger"))["metadata"]["uid"].get<std::string>();
   const auto log = d.logs() / ("default_logger-node1_" + uid) / "main" / "0.log";
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto text = readOr(log);
-    return text.find("hello-out") != std::string::npos &&
-           text.find("hello-err") != std::string::npos;
-  }, 10s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto text = readOr(log);
+        return text.find("hello-out") != std::string::npos &&
+               text.find("hello-err") != std::string::npos;
+      },
+      10s);
   std::istringstream in(testing::readFile(log));
   std::string line;
   bool saw_out = false, saw_err = false;
@@ -243,19 +270,22 @@ TEST_CASE("daemon writes container output as CRI logs under the pod log dir", "[
   CHECK(saw_err);
 }
 
-TEST_CASE("daemon killed with SIGKILL adopts its containers on restart and reports exits "
-          "that happened meanwhile", "[e2e][daemon]") {
+TEST_CASE(
+    "daemon killed with SIGKILL adopts its containers on restart and reports exits "
+    "that happened meanwhile",
+    "[e2e][daemon]") {
   Daemon d;
   d.start();
   const auto keep = marker("adopt-keep");
   const auto quit = marker("adopt-quit");
   const auto go = d.work() / "go";
   d.writeManifest("keep.yaml", shPod("keep", keep, "sleep 1000 & wait"));
-  d.writeManifest("quit.yaml",
-                  shPod("quit", quit,
-                        "while [ ! -e " + go.string() + " ]; do sleep 0.05; done; exit 7", "",
-                        "Never"));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("keep") && d.running("quit"); }, 15s);
+  d.writeManifest(
+      "quit.yaml",
+      shPod("quit", quit, "while [ ! -e " + go.string() + " ]; do sleep 0.05; done; exit 7", "",
+            "Never"));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("keep") && d.running("quit"); }, 15s);
   const int keep_pid = onePid(keep);
   const int quit_pid = onePid(quit);
   REQUIRE(keep_pid != 0);
@@ -263,15 +293,18 @@ TEST_CASE("daemon killed with SIGKILL adopts its containers on restart and repor
 
   REQUIRE(d.stop(SIGKILL) == 128 + SIGKILL);
   testing::writeFile(go, "");
-  REQUIRE_EVENTUALLY(d, [&] { return !alive(quit_pid); }, 10s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !alive(quit_pid); }, 10s);
   CHECK(alive(keep_pid));
 
   d.start();
-  REQUIRE_EVENTUALLY(d, [&] { return d.phase("quit") == "Failed"; }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.phase("quit") == "Failed"; }, 15s);
   auto cs = d.containerStatus("quit");
   REQUIRE(cs);
   CHECK((*cs)["state"]["terminated"]["exitCode"] == 7);
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("keep"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("keep"); }, 15s);
   CHECK((*d.containerStatus("keep"))["restartCount"] == 0);
   CHECK(onePid(keep) == keep_pid);
   CHECK(pidsWithArg(quit).empty());
@@ -281,14 +314,19 @@ TEST_CASE("daemon keeps good pods running next to a bad manifest and reports the
           "[e2e][daemon]") {
   Daemon d;
   d.writeManifest("good1.yaml", shPod("good1", marker("good1"), "sleep 1000 & wait"));
-  d.writeManifest("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers: [\n");
+  d.writeManifest("bad.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers: [\n");
   d.writeManifest("good2.yaml", shPod("good2", marker("good2"), "sleep 1000 & wait"));
   d.start();
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("good1") && d.running("good2"); }, 15s);
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto body = d.get("/manifest-errors");
-    return body && body->find("bad.yaml") != std::string::npos;
-  }, 10s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("good1") && d.running("good2"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto body = d.get("/manifest-errors");
+        return body && body->find("bad.yaml") != std::string::npos;
+      },
+      10s);
   auto errors = json::parse(*d.get("/manifest-errors"));
   REQUIRE(errors.is_array());
   REQUIRE(errors.size() == 1);
@@ -304,20 +342,27 @@ TEST_CASE("daemon keeps good pods running next to a bad manifest and reports the
   const int good1_pid = onePid(marker("good1"));
   REQUIRE(good1_pid != 0);
   d.writeManifest("good1.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [oops\n");
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto body = d.get("/manifest-errors");
-    return body && body->find("good1.yaml") != std::string::npos;
-  }, 10s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto body = d.get("/manifest-errors");
+        return body && body->find("good1.yaml") != std::string::npos;
+      },
+      10s);
   CHECK(alive(good1_pid));
   CHECK(d.running("good1"));
 
   // Fixing the bad file clears its error and starts its pod.
   d.writeManifest("bad.yaml", shPod("bad", marker("bad-fixed"), "sleep 1000 & wait"));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("bad"); }, 15s);
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto body = d.get("/manifest-errors");
-    return body && body->find("bad.yaml") == std::string::npos;
-  }, 10s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("bad"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto body = d.get("/manifest-errors");
+        return body && body->find("bad.yaml") == std::string::npos;
+      },
+      10s);
 }
 
 TEST_CASE("daemon exits 0 on SIGTERM and leaves its containers running", "[e2e][daemon]") {
@@ -325,7 +370,8 @@ TEST_CASE("daemon exits 0 on SIGTERM and leaves its containers running", "[e2e][
   d.start();
   const auto m = marker("survive");
   d.writeManifest("survive.yaml", shPod("survive", m, "sleep 1000 & wait"));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("survive"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("survive"); }, 15s);
   const int pid = onePid(m);
   REQUIRE(pid != 0);
   CHECK(d.stop(SIGTERM) == 0);
@@ -340,14 +386,17 @@ TEST_CASE("daemon starts a pod again when its manifest is deleted and written ba
   const auto m = marker("readd");
   const auto manifest = shPod("readd", m, "sleep 1000 & wait");
   d.writeManifest("readd.yaml", manifest);
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("readd"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("readd"); }, 15s);
   const int pid1 = onePid(m);
   REQUIRE(pid1 != 0);
   d.removeManifest("readd.yaml");
-  REQUIRE_EVENTUALLY(d, [&] { return !alive(pid1); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !alive(pid1); }, 15s);
   // Same content, same UID: the worker must not treat it as the pod it just killed.
   d.writeManifest("readd.yaml", manifest);
-  REQUIRE_EVENTUALLY(d, [&] { return onePid(m) != 0 && d.running("readd"); }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return onePid(m) != 0 && d.running("readd"); }, 20s);
   CHECK(onePid(m) != pid1);
 }
 
@@ -360,10 +409,13 @@ TEST_CASE("daemon escapes hostile manifest file names in /manifest-errors, /metr
   const std::string escape = "esc\x1b[2J.yaml";
   for (const auto& name : {bad_utf8, newline, escape}) d.writeManifest(name, "garbage: [\n");
   d.start();
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto body = d.get("/manifest-errors");
-    return body && json::parse(*body).size() == 3;
-  }, 15s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto body = d.get("/manifest-errors");
+        return body && json::parse(*body).size() == 3;
+      },
+      15s);
   const std::string body = *d.get("/manifest-errors");
   auto errors = json::parse(body);  // valid UTF-8 JSON, or parse throws
   std::vector<std::string> locations;
@@ -381,8 +433,8 @@ TEST_CASE("daemon escapes hostile manifest file names in /manifest-errors, /metr
     if (line.starts_with("nodeagent_manifest_errors{")) lines.push_back(line);
   }
   REQUIRE(lines.size() == 3);  // the newline did not split a sample
-  CHECK(metrics->find("location=\"" + d.manifests().string() + "/nl\\nE0101 00:00:00.000000 forged line.yaml\"} 1") !=
-        std::string::npos);
+  CHECK(metrics->find("location=\"" + d.manifests().string() +
+                      "/nl\\nE0101 00:00:00.000000 forged line.yaml\"} 1") != std::string::npos);
   CHECK(metrics->find("bad\xef\xbf\xbd\xef\xbf\xbd.yaml\"} 1") != std::string::npos);
 
   // No log line starts with the forged text, and no raw escape or invalid byte reached the log.
@@ -403,11 +455,15 @@ TEST_CASE("daemon refuses a manifest whose metadata.uid would leave its director
                   "    command: [\"/bin/sh\", \"-c\", \"sleep 1000\"]\n");
   d.writeManifest("good.yaml", shPod("good", marker("uid-good"), "sleep 1000 & wait"));
   d.start();
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("good"); }, 15s);
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto body = d.get("/manifest-errors");
-    return body && body->find("metadata.uid") != std::string::npos;
-  }, 10s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("good"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto body = d.get("/manifest-errors");
+        return body && body->find("metadata.uid") != std::string::npos;
+      },
+      10s);
   CHECK_FALSE(d.pod("escape"));
   // <root>/pods/../../escape-u would be the test's directory; nothing is created anywhere.
   CHECK_FALSE(fs::exists(d.work().parent_path() / "escape-u"));

@@ -48,23 +48,24 @@ TEST_CASE("deploy: the systemd unit verifies without warnings", "[e2e][deploy]")
   REQUIRE(r.exit_code);
   CHECK(*r.exit_code == 0);
   CHECK(r.err.find("nodeagent.service") == std::string::npos);  // no line about our unit
-  for (const char* setting : {"Delegate=yes", "TasksMax=infinity", "OOMScoreAdjust=-999",
-                              "EnvironmentFile=-/etc/default/nodeagent", "KillMode=process",
-                              "Type=notify"}) {
+  for (const char* setting :
+       {"Delegate=yes", "TasksMax=infinity", "OOMScoreAdjust=-999",
+        "EnvironmentFile=-/etc/default/nodeagent", "KillMode=process", "Type=notify"}) {
     CHECK_THAT(unit, Catch::Contains(setting));
   }
 }
 
-TEST_CASE("deploy: install.sh installs the agent, the shim and the README, test-apiserver only "
-          "when asked, and --uninstall keeps configuration and state",
-          "[e2e][deploy]") {
+TEST_CASE(
+    "deploy: install.sh installs the agent, the shim and the README, test-apiserver only "
+    "when asked, and --uninstall keeps configuration and state",
+    "[e2e][deploy]") {
   testing::TempDir dir("nodeagent-e2e-install");
   const fs::path root = dir / "root";
   const std::string script = (sourceRoot() / "deploy" / "install.sh").string();
   const std::string build = testing::binaryPath("nodeagent").parent_path().string();
   auto install = [&](std::vector<std::string> extra) {
-    std::vector<std::string> argv{"bash", script, "--root", root.string(), "--build-dir", build,
-                                  "--no-start"};
+    std::vector<std::string> argv{"bash",        script, "--root",    root.string(),
+                                  "--build-dir", build,  "--no-start"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto r = testing::runCommand(argv, dir, std::chrono::seconds(60));
     INFO(r.out << r.err);
@@ -82,7 +83,8 @@ TEST_CASE("deploy: install.sh installs the agent, the shim and the README, test-
   CHECK(fs::is_directory(root / "etc/nodeagent/manifests"));
   // The unit's Documentation= is the installed README.
   const std::string unit = testing::readFile(root / "etc/systemd/system/nodeagent.service");
-  CHECK_THAT(unit, Catch::Contains("Documentation=file:///usr/local/share/doc/nodeagent/README.md"));
+  CHECK_THAT(unit,
+             Catch::Contains("Documentation=file:///usr/local/share/doc/nodeagent/README.md"));
 
   // An operator's configuration survives a reinstall.
   testing::writeFile(root / "etc/nodeagent/config.yaml", "# mine\n");
@@ -92,9 +94,9 @@ TEST_CASE("deploy: install.sh installs the agent, the shim and the README, test-
   CHECK_FALSE(fs::is_empty(root / "etc/nodeagent/manifests"));
 
   install({"--uninstall"});
-  for (const char* path : {"usr/local/bin/nodeagent", "usr/local/bin/nodeagent-shim",
-                           "usr/local/bin/test-apiserver", "usr/local/share/doc/nodeagent",
-                           "etc/systemd/system/nodeagent.service"}) {
+  for (const char* path :
+       {"usr/local/bin/nodeagent", "usr/local/bin/nodeagent-shim", "usr/local/bin/test-apiserver",
+        "usr/local/share/doc/nodeagent", "etc/systemd/system/nodeagent.service"}) {
     INFO(path);
     CHECK_FALSE(fs::exists(root / path));
   }

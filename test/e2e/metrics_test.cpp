@@ -3,7 +3,6 @@
 // promtool; deploy/install-deps.sh installs it).
 #include <unistd.h>
 
-
 #include "test/e2e/daemon_fixture.h"
 #include "test/integration/apiserver_test_util.h"
 
@@ -17,7 +16,8 @@ namespace {
 std::optional<double> sample(const std::string& text, const std::string& series) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(series + " ", 0) == 0) return std::strtod(line.c_str() + series.size() + 1, nullptr);
+    if (line.rfind(series + " ", 0) == 0)
+      return std::strtod(line.c_str() + series.size() + 1, nullptr);
   }
   return std::nullopt;
 }
@@ -31,14 +31,18 @@ TEST_CASE("daemon /metrics has kubelet's names and passes promtool check metrics
   d.writeManifest("web.yaml", shPod("web", m, "sleep 1000 & wait"));
   d.writeManifest("broken.yaml", "kind: Pod\nmetadata: [\n");
   d.start();
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 20s);
   std::string text;
-  REQUIRE_EVENTUALLY(d, [&] {
-    auto got = d.get("/metrics");
-    if (!got) return false;
-    text = *got;
-    return sample(text, "kubelet_running_pods").value_or(0) >= 1;
-  }, 30s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto got = d.get("/metrics");
+        if (!got) return false;
+        text = *got;
+        return sample(text, "kubelet_running_pods").value_or(0) >= 1;
+      },
+      30s);
   INFO(text);
   CHECK(sample(text, "kubelet_node_name{node=\"" + std::string(kNode) + "\"}") == 1);
   CHECK(sample(text, "kubelet_running_containers{container_state=\"running\"}").value_or(0) >= 1);
@@ -50,8 +54,8 @@ TEST_CASE("daemon /metrics has kubelet's names and passes promtool check metrics
             .value_or(0) >= 1);
   CHECK(sample(text, "kubelet_runtime_operations_total{operation_type=\"container_status\"}")
             .value_or(0) >= 1);
-  CHECK(sample(text, "kubelet_runtime_operations_errors_total{operation_type=\"start_container\"}") ==
-        0);
+  CHECK(sample(text,
+               "kubelet_runtime_operations_errors_total{operation_type=\"start_container\"}") == 0);
   CHECK(sample(text, "process_resident_memory_bytes").value_or(0) > 1e6);
   CHECK(sample(text, "process_open_fds").value_or(0) > 3);
   CHECK(sample(text, "process_start_time_seconds").value_or(0) > 1.5e9);

@@ -11,10 +11,12 @@ using namespace std::chrono_literals;
 TEST_CASE("operator CLI: ps, logs and stop-all", "[e2e][daemon][cli]") {
   Daemon d;
   const auto m = marker("cli-web");
-  d.writeManifest("web.yaml", shPod("web", m, "echo first line; echo second line; sleep 1000 & wait",
-                                    "  terminationGracePeriodSeconds: 2\n"));
+  d.writeManifest("web.yaml",
+                  shPod("web", m, "echo first line; echo second line; sleep 1000 & wait",
+                        "  terminationGracePeriodSeconds: 2\n"));
   d.start();
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 20s);
   const int pid = onePid(m);
   REQUIRE(pid != 0);
   testing::TempDir out("nodeagent-e2e-cli");
@@ -31,11 +33,13 @@ TEST_CASE("operator CLI: ps, logs and stop-all", "[e2e][daemon][cli]") {
                          Catch::Contains("running") && Catch::Contains(" " + std::to_string(pid)));
 
   std::string logs_out;
-  REQUIRE(testing::eventually([&]() -> bool {
-    auto logs = run({"logs", "web-node1"});
-    logs_out = logs.out;
-    return logs.exit_code == 0 && logs_out == "first line\nsecond line\n";
-  }, 10s));
+  REQUIRE(testing::eventually(
+      [&]() -> bool {
+        auto logs = run({"logs", "web-node1"});
+        logs_out = logs.out;
+        return logs.exit_code == 0 && logs_out == "first line\nsecond line\n";
+      },
+      10s));
   CHECK(run({"logs", "web-node1", "main", "-n", "default"}).out == logs_out);
   auto missing = run({"logs", "nope"});
   CHECK(missing.exit_code == 1);
@@ -66,10 +70,12 @@ TEST_CASE("daemon: --logging-format=json writes one JSON object per line, text q
   d.writeManifest("broken name.yaml", "kind: Pod\nmetadata: [\n");
   d.start({"--logging-format=json"});
   std::string log;
-  REQUIRE(testing::eventually([&]() -> bool {
-    log = readOr(d.dir() / "agent.log");
-    return log.find("Could not process manifest file") != std::string::npos;
-  }, 10s));
+  REQUIRE(testing::eventually(
+      [&]() -> bool {
+        log = readOr(d.dir() / "agent.log");
+        return log.find("Could not process manifest file") != std::string::npos;
+      },
+      10s));
   std::istringstream in(log);
   int lines = 0;
   bool saw_file = false;
@@ -89,8 +95,8 @@ TEST_CASE("daemon: --logging-format=json writes one JSON object per line, text q
   CHECK(saw_file);
 
   testing::TempDir out("nodeagent-e2e-logfmt");
-  auto bad = testing::runCommand({testing::binaryPath("nodeagent").string(), "--logging-format=xml"},
-                                 out, 30s);
+  auto bad = testing::runCommand(
+      {testing::binaryPath("nodeagent").string(), "--logging-format=xml"}, out, 30s);
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--logging-format: \"xml\" is not text or json"));
 }

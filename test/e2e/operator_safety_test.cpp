@@ -39,22 +39,24 @@ double metric(const Daemon& d, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("a second agent on the same root dir exits at once naming the first one's pid, and "
-          "the first one's containers keep running",
-          "[e2e][safety]") {
+TEST_CASE(
+    "a second agent on the same root dir exits at once naming the first one's pid, and "
+    "the first one's containers keep running",
+    "[e2e][safety]") {
   Daemon first;
   first.start();
   const auto m = marker("lock");
   first.writeManifest("web.yaml", shPod("web", m, "sleep 1000 & wait"));
   int pid = 0;
-  REQUIRE_EVENTUALLY(first, [&] { return (pid = onePid(m)) != 0; }, 15s);
+  REQUIRE_EVENTUALLY(
+      first, [&] { return (pid = onePid(m)) != 0; }, 15s);
 
   testing::TempDir other("e2e-lock");
   std::filesystem::create_directories(other / "manifests");
-  auto second = runAgent(other, {"--pod-manifest-path=" + (other / "manifests").string(),
-                                 "--root-dir=" + first.root().string(),
-                                 "--pod-log-dir=" + (other / "logs").string(),
-                                 "--read-only-port=0", "--healthz-port=0"});
+  auto second = runAgent(
+      other, {"--pod-manifest-path=" + (other / "manifests").string(),
+              "--root-dir=" + first.root().string(), "--pod-log-dir=" + (other / "logs").string(),
+              "--read-only-port=0", "--healthz-port=0"});
   INFO("second agent stderr:\n" << second.err);
   REQUIRE(second.exit_code.has_value());
   CHECK(*second.exit_code != 0);
@@ -73,9 +75,8 @@ TEST_CASE("the --lock-file is held too: two agents with their own root dirs but 
   first.start({"--lock-file=" + lock});
   std::filesystem::create_directories(other / "manifests");
   auto second = runAgent(other, {"--pod-manifest-path=" + (other / "manifests").string(),
-                                 "--root-dir=" + (other / "root").string(),
-                                 "--lock-file=" + lock, "--runtime=fake",
-                                 "--read-only-port=0", "--healthz-port=0"});
+                                 "--root-dir=" + (other / "root").string(), "--lock-file=" + lock,
+                                 "--runtime=fake", "--read-only-port=0", "--healthz-port=0"});
   INFO("second agent stderr:\n" << second.err);
   REQUIRE(second.exit_code.has_value());
   CHECK(*second.exit_code != 0);
@@ -83,15 +84,17 @@ TEST_CASE("the --lock-file is held too: two agents with their own root dirs but 
   CHECK(first.get("/healthz").has_value());
 }
 
-TEST_CASE("with --exit-on-lock-contention the new agent waits, the old one steps down, and the "
-          "containers are handed over untouched",
-          "[e2e][safety]") {
+TEST_CASE(
+    "with --exit-on-lock-contention the new agent waits, the old one steps down, and the "
+    "containers are handed over untouched",
+    "[e2e][safety]") {
   Daemon old_agent;
   old_agent.start({"--exit-on-lock-contention"});
   const auto m = marker("handover");
   old_agent.writeManifest("web.yaml", shPod("web", m, "sleep 1000 & wait"));
   int pid = 0;
-  REQUIRE_EVENTUALLY(old_agent, [&] { return (pid = onePid(m)) != 0; }, 15s);
+  REQUIRE_EVENTUALLY(
+      old_agent, [&] { return (pid = onePid(m)) != 0; }, 15s);
 
   // The new agent uses the old one's directories; its start() waits until it serves.
   Daemon new_agent;
@@ -99,7 +102,8 @@ TEST_CASE("with --exit-on-lock-contention the new agent waits, the old one steps
                    "--pod-manifest-path=" + old_agent.manifests().string(),
                    "--pod-log-dir=" + old_agent.logs().string()});
   CHECK(old_agent.waitExit(15s) == 0);
-  REQUIRE_EVENTUALLY(new_agent, [&] { return new_agent.running("web"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      new_agent, [&] { return new_agent.running("web"); }, 15s);
   CHECK(onePid(m) == pid);
 }
 
@@ -108,11 +112,12 @@ TEST_CASE("a typo in the --config file is an error naming the key and its line, 
   testing::TempDir dir("e2e-config");
   auto run = [&](const std::string& text) {
     testing::writeFile(dir / "config.yaml", text);
-    return runAgent(dir, {"--config=" + (dir / "config.yaml").string(),
-                          "--root-dir=" + (dir / "root").string(), "--runtime=fake",
-                          "--read-only-port=0", "--healthz-port=0"});
+    return runAgent(
+        dir, {"--config=" + (dir / "config.yaml").string(), "--root-dir=" + (dir / "root").string(),
+              "--runtime=fake", "--read-only-port=0", "--healthz-port=0"});
   };
-  const std::string head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+  const std::string head =
+      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
   auto typo = run(head + "staticPodPth: /etc/nodeagent/manifests\n");
   REQUIRE(typo.exit_code.has_value());
   CHECK(*typo.exit_code == 2);
@@ -121,7 +126,8 @@ TEST_CASE("a typo in the --config file is an error naming the key and its line, 
   auto wrong_type = run(head + "staticPodPath: /tmp\nmaxPods: \"110\"\n");
   REQUIRE(wrong_type.exit_code.has_value());
   CHECK(*wrong_type.exit_code == 2);
-  CHECK_THAT(wrong_type.err, Catch::Contains("config.yaml:4: maxPods: expected an integer, got a string"));
+  CHECK_THAT(wrong_type.err,
+             Catch::Contains("config.yaml:4: maxPods: expected an integer, got a string"));
 
   auto bad_duration = run(head + "staticPodPath: /tmp\nsyncFrequency: 10 minutes\n");
   REQUIRE(bad_duration.exit_code.has_value());
@@ -140,9 +146,10 @@ TEST_CASE("a typo in the --config file is an error naming the key and its line, 
   CHECK_THAT(other_kind.err, Catch::Contains("kind: expected KubeletConfiguration"));
 }
 
-TEST_CASE("a kubelet's configuration field nodeagent does not implement is a warning, not an "
-          "error",
-          "[e2e][safety]") {
+TEST_CASE(
+    "a kubelet's configuration field nodeagent does not implement is a warning, not an "
+    "error",
+    "[e2e][safety]") {
   Daemon d;
   testing::writeFile(d.dir() / "config.yaml",
                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -163,22 +170,25 @@ TEST_CASE("an agent with no pod source refuses to start unless told to", "[e2e][
   CHECK_FALSE(std::filesystem::exists(dir / "root"));
 }
 
-TEST_CASE("a manifest that is garbage when the agent starts does not get its running container "
-          "killed as an orphan, and once fixed the container is adopted",
-          "[e2e][safety]") {
+TEST_CASE(
+    "a manifest that is garbage when the agent starts does not get its running container "
+    "killed as an orphan, and once fixed the container is adopted",
+    "[e2e][safety]") {
   Daemon d;
   d.start();
   const auto m = marker("garbage");
   const auto manifest = shPod("web", m, "sleep 1000 & wait");
   d.writeManifest("web.yaml", manifest);
   int pid = 0;
-  REQUIRE_EVENTUALLY(d, [&] { return (pid = onePid(m)) != 0; }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return (pid = onePid(m)) != 0; }, 15s);
   REQUIRE(d.stop(SIGTERM) == 0);
 
   d.writeManifest("web.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n");
   d.start();
   // Several housekeeping periods pass without cleanup, and the reason is visible.
-  REQUIRE_EVENTUALLY(d, [&] { return metric(d, "nodeagent_housekeeping_waiting_for_sources_total") >= 3; }, 20s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return metric(d, "nodeagent_housekeeping_waiting_for_sources_total") >= 3; }, 20s);
   CHECK(alive(pid));
   auto health = d.get("/healthz?verbose");
   REQUIRE(health.has_value());
@@ -186,7 +196,8 @@ TEST_CASE("a manifest that is garbage when the agent starts does not get its run
   CHECK_THAT(*health, Catch::Contains("web.yaml"));
 
   d.writeManifest("web.yaml", manifest);
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 15s);
   CHECK(onePid(m) == pid);
   health = d.get("/healthz?verbose");
   REQUIRE(health.has_value());

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cmd/test-apiserver/test_api_server.h"
@@ -122,8 +122,8 @@ class Agent {
   // Waits for the exit and returns its code (-1: killed by a signal or still running).
   int waitExit(std::chrono::milliseconds deadline = 5s) {
     int status = 0;
-    bool done = testing::eventually(
-        [&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, deadline);
+    bool done =
+        testing::eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, deadline);
     if (!done) return -1;
     exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return *exit_code_;
@@ -171,8 +171,10 @@ std::string uidIn(const nlohmann::json& u, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("pod-updates: manifests become ADD, a change REMOVE then ADD, a delete REMOVE, "
-          "SIGTERM exits 0", "[e2e][config]") {
+TEST_CASE(
+    "pod-updates: manifests become ADD, a change REMOVE then ADD, a delete REMOVE, "
+    "SIGTERM exits 0",
+    "[e2e][config]") {
   testing::TempDir dir("e2e-podupdates");
   testing::writeFile(dir / "web.yaml", podYaml("web"));
   Agent agent({"pod-updates", "--pod-manifest-path=" + dir.path().string(),
@@ -223,9 +225,8 @@ TEST_CASE("pod-updates: --full prints whole pods, SIGINT exits 0", "[e2e][config
   testing::writeFile(dir / "web.yaml", podYaml("web"));
   Agent agent({"pod-updates", "--pod-manifest-path", dir.path().string(),
                "--hostname-override=node1", "--full"});
-  auto add = agent.nextUpdate([](const auto& u) {
-    return u.value("op", "") == "ADD" && !u["pods"].empty();
-  });
+  auto add = agent.nextUpdate(
+      [](const auto& u) { return u.value("op", "") == "ADD" && !u["pods"].empty(); });
   REQUIRE(add);
   const auto& pod = (*add)["pods"][0];
   CHECK(pod["metadata"]["name"] == "web-node1");
@@ -337,7 +338,8 @@ TEST_CASE("pod-updates: durations take Go's form", "[e2e][config]") {
       std::lock_guard lock(mu);
       image = "busybox:2";
     }
-    auto again = agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "remote-node1"); }, 4s);
+    auto again =
+        agent.nextUpdate([](const auto& u) { return hasPod(u, "ADD", "remote-node1"); }, 4s);
     REQUIRE(again);
     CHECK(uidIn(*again, "remote-node1") != uid);
     agent.signal(SIGTERM);
@@ -385,12 +387,11 @@ TEST_CASE("pod-updates: --kubeconfig adds the api source: pods bound to the node
   REQUIRE(server.ok());
   REQUIRE((*server)->writeKubeconfig(dir / "kubeconfig").ok());
   auto pod = [](const std::string& name, const std::string& node) {
-    return nlohmann::json{{"apiVersion", "v1"},
-                          {"kind", "Pod"},
-                          {"metadata", {{"name", name}, {"namespace", "default"}}},
-                          {"spec",
-                           {{"nodeName", node},
-                            {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+    return nlohmann::json{
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata", {{"name", name}, {"namespace", "default"}}},
+        {"spec", {{"nodeName", node}, {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
   };
   REQUIRE((*server)->store().create("pods", "default", pod("mine", "node1")).ok());
   REQUIRE((*server)->store().create("pods", "default", pod("theirs", "node2")).ok());
@@ -408,8 +409,10 @@ TEST_CASE("pod-updates: --kubeconfig adds the api source: pods bound to the node
   CHECK(agent.waitExit() == 0);
 }
 
-TEST_CASE("pod-updates: --root-dir checkpoints come back as one RESTORE before the apiserver's "
-          "pods, a corrupt one is reported and skipped", "[e2e][config]") {
+TEST_CASE(
+    "pod-updates: --root-dir checkpoints come back as one RESTORE before the apiserver's "
+    "pods, a corrupt one is reported and skipped",
+    "[e2e][config]") {
   auto server = testapiserver::TestApiServer::start();
   REQUIRE(server.ok());
   testing::TempDir dir("e2e-podupdates-restore");

@@ -68,7 +68,8 @@ class NotifiedDaemon {
     std::vector<std::string> env_strings{"NOTIFY_SOCKET=" + socket_path_};
     if (!watchdog_usec.empty()) env_strings.push_back("WATCHDOG_USEC=" + watchdog_usec);
     for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, "NOTIFY_SOCKET=", 14) != 0 && std::strncmp(*e, "WATCHDOG_USEC=", 14) != 0) {
+      if (std::strncmp(*e, "NOTIFY_SOCKET=", 14) != 0 &&
+          std::strncmp(*e, "WATCHDOG_USEC=", 14) != 0) {
         env_strings.emplace_back(*e);
       }
     }
@@ -133,9 +134,10 @@ TEST_CASE("daemon: READY=1 does not wait for an unreachable apiserver (no system
   testing::TempDir kube("e2e-notify-kube");
   testing::writeFile(kube / "kubeconfig",
                      "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
-                     "http://127.0.0.1:" + std::to_string(port) +
-                     "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n"
-                     "current-context: c\nusers:\n- name: u\n  user: {}\n");
+                     "http://127.0.0.1:" +
+                         std::to_string(port) +
+                         "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n"
+                         "current-context: c\nusers:\n- name: u\n  user: {}\n");
   NotifiedDaemon d({"--kubeconfig=" + (kube / "kubeconfig").string()}, "");
   CHECK(d.receive("READY=1", 10s));
   bool exited = false;

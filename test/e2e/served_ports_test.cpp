@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 
 #include "test/support/integration_env.h"
 #include "test/support/test_util.h"
@@ -84,8 +84,7 @@ class Agent {
   std::optional<int> exitCode(std::chrono::milliseconds deadline) {
     int status = 0;
     if (pid_ <= 0) return std::nullopt;
-    if (!testing::eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; },
-                             deadline)) {
+    if (!testing::eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, deadline)) {
       return std::nullopt;
     }
     pid_ = 0;
@@ -105,9 +104,10 @@ bool answers(int port, const std::string& path = "/healthz") {
 
 }  // namespace
 
-TEST_CASE("daemon: a second agent on a port the first serves exits non-zero naming the port, and the "
-          "first keeps answering",
-          "[e2e][served_ports]") {
+TEST_CASE(
+    "daemon: a second agent on a port the first serves exits non-zero naming the port, and the "
+    "first keeps answering",
+    "[e2e][served_ports]") {
   const int read_only = testing::unusedLoopbackPort();
   int healthz = testing::unusedLoopbackPort();
   while (healthz == read_only) healthz = testing::unusedLoopbackPort();

@@ -41,8 +41,10 @@ RunResult runNodeagent(const std::vector<std::string>& args) {
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   pid_t pid = 0;
   int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -90,7 +92,8 @@ TEST_CASE("validate prints each good manifest's defaulted pod as one JSON line",
     CHECK(pod["spec"]["nodeName"] == "node1");
     CHECK(pod["status"]["phase"] == "Pending");
     CHECK(pod["metadata"]["annotations"]["kubernetes.io/config.hash"] == pod["metadata"]["uid"]);
-    CHECK(pod["spec"]["tolerations"].back() == json{{"operator", "Exists"}, {"effect", "NoExecute"}});
+    CHECK(pod["spec"]["tolerations"].back() ==
+          json{{"operator", "Exists"}, {"effect", "NoExecute"}});
     CHECK(lines[i].find('\n') == std::string::npos);
   }
 }
@@ -128,7 +131,8 @@ TEST_CASE("validate names an unreadable file and goes on", "[e2e][config]") {
   testing::TempDir dir;
   auto missing = (dir / "missing.yaml").string();
   auto good = testing::testDataPath("manifests/good/minimal.yaml").string();
-  auto result = runNodeagent({"validate", "--hostname-override=node1", missing, good, dir.path().string()});
+  auto result =
+      runNodeagent({"validate", "--hostname-override=node1", missing, good, dir.path().string()});
   CHECK(result.exit_code == 1);
   CHECK(splitLines(result.out).size() == 1);
   CHECK(result.err == missing + ": cannot open: No such file or directory\n" + dir.path().string() +
@@ -165,7 +169,8 @@ TEST_CASE("validate lower-cases the node name, defaulting to the host name", "[e
   char host[HOST_NAME_MAX + 1] = {};
   REQUIRE(gethostname(host, sizeof(host) - 1) == 0);
   std::string node = host;
-  std::transform(node.begin(), node.end(), node.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(node.begin(), node.end(), node.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   auto defaulted = runNodeagent({"validate", file});
   REQUIRE(defaulted.exit_code == 0);
   CHECK(json::parse(defaulted.out)["spec"]["nodeName"] == node);
@@ -215,7 +220,8 @@ TEST_CASE("validate reports what the process runtime will refuse to run, as the 
               f + "spec.volumes[0]: Unsupported value: \"configMap\": the process runtime "
                   "supports emptyDir and hostPath volumes"});
   }
-  auto fake = runNodeagent({"validate", "--hostname-override=node1", "--runtime=fake", file.string()});
+  auto fake =
+      runNodeagent({"validate", "--hostname-override=node1", "--runtime=fake", file.string()});
   CHECK(fake.exit_code == 0);
   CHECK(splitLines(fake.out).size() == 1);
   auto bad = runNodeagent({"validate", "--runtime=docker", file.string()});

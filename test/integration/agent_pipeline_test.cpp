@@ -84,11 +84,11 @@ class Pipeline {
     ao.sync_loop.housekeeping_period = o.housekeeping_period;
     ao.pleg.relist_period = 1s;
     auto* pc = pod_config_.get();
-    std::atomic_store(&agent_, std::make_shared<agent::Agent>(
-                                   io_.executor(), clock_, random_, *runtime_, *pod_manager_,
-                                   *status_manager_,
-                                   [pc](const std::string& s) { return pc->sourceSeen(s); },
-                                   [pc] { return pc->seenAllSources(pc->sources()); }, ao));
+    std::atomic_store(
+        &agent_, std::make_shared<agent::Agent>(
+                     io_.executor(), clock_, random_, *runtime_, *pod_manager_, *status_manager_,
+                     [pc](const std::string& s) { return pc->sourceSeen(s); },
+                     [pc] { return pc->seenAllSources(pc->sources()); }, ao));
 
     config::FileSourceOptions fo;
     fo.path = manifests().string();
@@ -104,8 +104,8 @@ class Pipeline {
       ho.check_frequency = 200ms;
       ho.timeout = 1s;
       ho.errors = &errors_;
-      auto http = config::HttpSource::create(io_.executor(), blocking_.get_executor(), clock_,
-                                             ho, pod_config_->channel(std::string(api::kHttpSource)));
+      auto http = config::HttpSource::create(io_.executor(), blocking_.get_executor(), clock_, ho,
+                                             pod_config_->channel(std::string(api::kHttpSource)));
       REQUIRE(http.ok());
       http_ = http->get();
       sources_.push_back(std::move(*http));

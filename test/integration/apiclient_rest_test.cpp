@@ -22,9 +22,9 @@
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
-using nodeagent::testing::TempDir;
 using nodeagent::testing::eventually;
 using nodeagent::testing::readFile;
+using nodeagent::testing::TempDir;
 using nodeagent::testing::writeFile;
 
 namespace {
@@ -34,17 +34,21 @@ namespace {
 bool makeTestPki(const std::filesystem::path& dir) {
   const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   const std::string q = " >/dev/null 2>&1";
-  std::string cmd = "cd '" + dir.string() + "'" +
-                    " && openssl req -x509" + ec + " -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca" + q +
-                    " && openssl req -x509" + ec + " -keyout other-ca.key -out other-ca.crt -days 2 -subj /CN=other-ca" + q +
-                    " && openssl req" + ec + " -keyout server.key -out server.csr -subj /CN=apiserver" + q +
-                    " && printf 'subjectAltName=IP:127.0.0.1,DNS:apiserver.test' > server.ext" +
-                    " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
-                    " -out server.crt -days 2 -extfile server.ext" + q +
-                    " && openssl req" + ec + " -keyout client.key -out client.csr"
-                    " -subj /O=system:nodes/CN=system:node:n1" + q +
-                    " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
-                    " -out client.crt -days 2" + q;
+  std::string cmd =
+      "cd '" + dir.string() + "'" + " && openssl req -x509" + ec +
+      " -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca" + q + " && openssl req -x509" + ec +
+      " -keyout other-ca.key -out other-ca.crt -days 2 -subj /CN=other-ca" + q + " && openssl req" +
+      ec + " -keyout server.key -out server.csr -subj /CN=apiserver" + q +
+      " && printf 'subjectAltName=IP:127.0.0.1,DNS:apiserver.test' > server.ext" +
+      " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
+      " -out server.crt -days 2 -extfile server.ext" +
+      q + " && openssl req" + ec +
+      " -keyout client.key -out client.csr"
+      " -subj /O=system:nodes/CN=system:node:n1" +
+      q +
+      " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial"
+      " -out client.crt -days 2" +
+      q;
   return std::system(cmd.c_str()) == 0;
 }
 
@@ -91,9 +95,10 @@ class ServerThread {
 };
 
 std::string statusBody(int code, const std::string& reason, const std::string& message) {
-  return nlohmann::json{{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
-                        {"status", "Failure"}, {"message", message}, {"reason", reason},
-                        {"code", code}}
+  return nlohmann::json{
+      {"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", nlohmann::json::object()},
+      {"status", "Failure"}, {"message", message}, {"reason", reason},
+      {"code", code}}
       .dump();
 }
 
@@ -123,19 +128,23 @@ void addRoutes(httplib::Server& s, Recorder& rec, const std::string& token) {
                             req.get_param_value("resourceVersion"));
     }
     if (!authorized(req, res)) return;
-    res.set_content(R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[{"metadata":{"name":"a"}}]})",
-                    "application/json");
+    res.set_content(
+        R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[{"metadata":{"name":"a"}}]})",
+        "application/json");
   });
-  s.Get("/api/v1/namespaces/default/pods/missing", [](const httplib::Request&, httplib::Response& res) {
+  s.Get("/api/v1/namespaces/default/pods/missing", [](const httplib::Request&,
+                                                      httplib::Response& res) {
     res.status = 404;
     res.set_content(statusBody(404, "NotFound", "pods \"missing\" not found"), "application/json");
   });
-  s.Post("/api/v1/namespaces/default/pods", [&rec](const httplib::Request& req, httplib::Response& res) {
-    std::lock_guard lock(rec.mu);
-    rec.bodies.push_back(req.body);
-    res.status = 409;
-    res.set_content(statusBody(409, "AlreadyExists", "pods \"web\" already exists"), "application/json");
-  });
+  s.Post("/api/v1/namespaces/default/pods",
+         [&rec](const httplib::Request& req, httplib::Response& res) {
+           std::lock_guard lock(rec.mu);
+           rec.bodies.push_back(req.body);
+           res.status = 409;
+           res.set_content(statusBody(409, "AlreadyExists", "pods \"web\" already exists"),
+                           "application/json");
+         });
   s.Patch("/api/v1/namespaces/default/pods/web/status",
           [&rec](const httplib::Request& req, httplib::Response& res) {
             std::lock_guard lock(rec.mu);
@@ -164,8 +173,8 @@ std::string kubeconfigYaml(const std::string& server, const std::string& cluster
                            const std::string& user) {
   return "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
          "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-         "clusters:\n- name: k\n  cluster:\n    server: " + server + "\n" + cluster_extra +
-         "users:\n- name: u\n  user:\n" + user;
+         "clusters:\n- name: k\n  cluster:\n    server: " +
+         server + "\n" + cluster_extra + "users:\n- name: u\n  user:\n" + user;
 }
 
 api::RestClientOptions fastOptions() {
@@ -277,7 +286,8 @@ TEST_CASE("rest client: 429 is retried after Retry-After", "[integration][apicli
   }
 }
 
-TEST_CASE("rest client: the rate limiter spaces calls beyond the burst", "[integration][apiclient]") {
+TEST_CASE("rest client: the rate limiter spaces calls beyond the burst",
+          "[integration][apiclient]") {
   Recorder rec;
   ServerThread srv(std::make_unique<httplib::Server>());
   addRoutes(srv.server(), rec, "");
@@ -299,7 +309,8 @@ TEST_CASE("rest client: the rate limiter spaces calls beyond the burst", "[integ
   for (int i = 0; i < 5; ++i) REQUIRE((*client)->list(api::podsPath(), {}).ok());
   // The first two calls use the burst, then one call per 1/qps = 200ms.
   using std::chrono::milliseconds;
-  CHECK(waits == std::vector<base::Duration>{milliseconds(200), milliseconds(200), milliseconds(200)});
+  CHECK(waits ==
+        std::vector<base::Duration>{milliseconds(200), milliseconds(200), milliseconds(200)});
   CHECK(rec.queries.size() == 5);
 
   SECTION("kubelet's defaults: QPS 50, burst 100") {
@@ -347,12 +358,11 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
   Recorder rec;
   // Client-certificate sections need a server that asks for one (and then requires it).
   const bool want_client_cert = GENERATE(true, false);
-  auto ssl = want_client_cert
-                 ? std::make_unique<httplib::SSLServer>((dir / "server.crt").c_str(),
-                                                        (dir / "server.key").c_str(),
-                                                        (dir / "ca.crt").c_str())
-                 : std::make_unique<httplib::SSLServer>((dir / "server.crt").c_str(),
-                                                        (dir / "server.key").c_str());
+  auto ssl = want_client_cert ? std::make_unique<httplib::SSLServer>((dir / "server.crt").c_str(),
+                                                                     (dir / "server.key").c_str(),
+                                                                     (dir / "ca.crt").c_str())
+                              : std::make_unique<httplib::SSLServer>((dir / "server.crt").c_str(),
+                                                                     (dir / "server.key").c_str());
   REQUIRE(ssl->is_valid());
   std::atomic<bool> saw_client_cert{false};
   ServerThread srv(std::move(ssl));
@@ -384,32 +394,34 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
   };
 
   if (want_client_cert) {
-  SECTION("relative paths, client certificate") {
-    auto cfg = kubeconfig("    certificate-authority: pki/ca.crt\n",
-                          "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n");
-    auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
-    REQUIRE(client.ok());
-    auto who = (*client)->getJson("/whoami");
-    REQUIRE(who.ok());
-    CHECK((*who)["subject"].get<std::string>().find("CN=system:node:n1") != std::string::npos);
-    CHECK(saw_client_cert);
-  }
-  SECTION("*-data fields") {
-    auto cfg = kubeconfig(
-        "    certificate-authority-data: " + base64(readFile(dir / "ca.crt")) + "\n",
-        "    client-certificate-data: " + base64(readFile(dir / "client.crt")) +
-            "\n    client-key-data: " + base64(readFile(dir / "client.key")) + "\n");
-    auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
-    REQUIRE(client.ok());
-    auto list = (*client)->list(api::podsPath(), {});
-    REQUIRE(list.ok());
-  }
-  return;
+    SECTION("relative paths, client certificate") {
+      auto cfg =
+          kubeconfig("    certificate-authority: pki/ca.crt\n",
+                     "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n");
+      auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+      REQUIRE(client.ok());
+      auto who = (*client)->getJson("/whoami");
+      REQUIRE(who.ok());
+      CHECK((*who)["subject"].get<std::string>().find("CN=system:node:n1") != std::string::npos);
+      CHECK(saw_client_cert);
+    }
+    SECTION("*-data fields") {
+      auto cfg =
+          kubeconfig("    certificate-authority-data: " + base64(readFile(dir / "ca.crt")) + "\n",
+                     "    client-certificate-data: " + base64(readFile(dir / "client.crt")) +
+                         "\n    client-key-data: " + base64(readFile(dir / "client.key")) + "\n");
+      auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+      REQUIRE(client.ok());
+      auto list = (*client)->list(api::podsPath(), {});
+      REQUIRE(list.ok());
+    }
+    return;
   }
   SECTION("tls-server-name selects the name checked on the certificate") {
-    auto cfg = kubeconfig("    certificate-authority: pki/ca.crt\n"
-                          "    tls-server-name: apiserver.test\n",
-                          "    token: t\n");
+    auto cfg = kubeconfig(
+        "    certificate-authority: pki/ca.crt\n"
+        "    tls-server-name: apiserver.test\n",
+        "    token: t\n");
     auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
     CHECK((*client)->list(api::podsPath(), {}).ok());
     cfg.tls_server_name = "wrong.test";
@@ -454,25 +466,29 @@ TEST_CASE("rest client: watch streams events, ends with the in-stream error, sto
     {
       std::lock_guard lock(mode_mu);
       m = mode;
-      seen_query = req.get_param_value("watch") + "|" + req.get_param_value("resourceVersion") + "|" +
-                   req.get_param_value("allowWatchBookmarks") + "|" +
+      seen_query = req.get_param_value("watch") + "|" + req.get_param_value("resourceVersion") +
+                   "|" + req.get_param_value("allowWatchBookmarks") + "|" +
                    req.get_param_value("timeoutSeconds");
     }
     if (m == "gone-http") {
       res.status = 410;
-      res.set_content(statusBody(410, "Expired", "too old resource version: 1 (5)"), "application/json");
+      res.set_content(statusBody(410, "Expired", "too old resource version: 1 (5)"),
+                      "application/json");
       return;
     }
     res.set_chunked_content_provider("application/json", [&, m](size_t, httplib::DataSink& sink) {
       std::string events =
-          R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"11"}}})" "\n"
-          R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12"}}})" "\n";
+          R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"11"}}})"
+          "\n"
+          R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12"}}})"
+          "\n";
       // Split mid-event to exercise chunk boundaries over the wire.
       sink.write(events.data(), 30);
       sink.write(events.data() + 30, events.size() - 30);
       if (m == "gone-stream") {
         std::string err =
-            R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})" "\n";
+            R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"
+            "\n";
         sink.write(err.data(), err.size());
       } else if (m == "garbage") {
         std::string g = "}}}not json\n";
@@ -533,7 +549,10 @@ TEST_CASE("rest client: watch streams events, ends with the in-stream error, sto
   }
   std::stop_source stop;
   base::Status held;
-  std::thread watcher([&] { held = (*client)->watch(api::podsPath(), lo, [](api::RawWatchEvent&&) { return true; }, stop.get_token()); });
+  std::thread watcher([&] {
+    held = (*client)->watch(
+        api::podsPath(), lo, [](api::RawWatchEvent&&) { return true; }, stop.get_token());
+  });
   REQUIRE(eventually([&] { return hold_open.load(); }));
   stop.request_stop();
   watcher.join();
@@ -541,7 +560,8 @@ TEST_CASE("rest client: watch streams events, ends with the in-stream error, sto
   CHECK(held.code() == base::StatusCode::kCancelled);
 }
 
-TEST_CASE("rest client: async wrapper completes on the caller's executor", "[integration][apiclient]") {
+TEST_CASE("rest client: async wrapper completes on the caller's executor",
+          "[integration][apiclient]") {
   Recorder rec;
   ServerThread srv(std::make_unique<httplib::Server>());
   addRoutes(srv.server(), rec, "");
@@ -608,11 +628,11 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
   };
 
   // pods: create, get, list (field selector), update, merge patch, watch, delete with options.
-  json pod = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", {{"name", "web"}, {"namespace", "default"}}},
-              {"spec",
-               {{"nodeName", "n1"}, {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "web"}, {"namespace", "default"}}},
+      {"spec", {{"nodeName", "n1"}, {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
   json created = ok(c.createJson(api::podsPath("default"), pod));
   const std::string uid = created["metadata"]["uid"];
   json got = ok(c.getJson(api::podPath("default", "web")));
@@ -628,22 +648,27 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
   got["metadata"]["labels"] = {{"tier", "web"}};
   json updated = ok(c.updateJson(api::podPath("default", "web"), got));
   CHECK(updated["metadata"]["labels"]["tier"] == "web");
-  json merged = ok(c.patchJson(api::podPath("default", "web"),
-                               {{"metadata", {{"labels", {{"extra", "1"}}}}}}, api::PatchType::kMerge));
+  json merged =
+      ok(c.patchJson(api::podPath("default", "web"), {{"metadata", {{"labels", {{"extra", "1"}}}}}},
+                     api::PatchType::kMerge));
   CHECK(merged["metadata"]["labels"] == json{{"tier", "web"}, {"extra", "1"}});
 
   // pods/status: strategic merge patch (conditions merged by type) with the UID precondition,
   // then PUT of the whole object.
-  ok(c.patchJson(api::podStatusPath("default", "web"),
-                 {{"metadata", {{"uid", uid}}},
-                  {"status", {{"phase", "Pending"}, {"conditions", {{{"type", "PodScheduled"}, {"status", "True"}}}}}}},
-                 api::PatchType::kStrategicMerge));
-  json status = ok(c.patchJson(api::podStatusPath("default", "web"),
-                               {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "False"}}}}}}},
-                               api::PatchType::kStrategicMerge));
+  ok(c.patchJson(
+      api::podStatusPath("default", "web"),
+      {{"metadata", {{"uid", uid}}},
+       {"status",
+        {{"phase", "Pending"}, {"conditions", {{{"type", "PodScheduled"}, {"status", "True"}}}}}}},
+      api::PatchType::kStrategicMerge));
+  json status =
+      ok(c.patchJson(api::podStatusPath("default", "web"),
+                     {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "False"}}}}}}},
+                     api::PatchType::kStrategicMerge));
   CHECK(status["status"]["conditions"].size() == 2);
   status["status"]["phase"] = "Running";
-  CHECK(ok(c.updateJson(api::podStatusPath("default", "web"), status))["status"]["phase"] == "Running");
+  CHECK(ok(c.updateJson(api::podStatusPath("default", "web"), status))["status"]["phase"] ==
+        "Running");
 
   // watch from the list's version sees the later changes.
   std::vector<std::string> seen;
@@ -655,15 +680,16 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
   std::mutex seen_mu;
   base::Status watch_end;
   std::thread watcher([&] {
-    watch_end = c.watch(api::podsPath(), from,
-            [&](api::RawWatchEvent&& ev) {
-              std::lock_guard lock(seen_mu);
-              if (ev.type != api::WatchEventType::kBookmark) {
-                seen.push_back(std::string(api::watchEventTypeName(ev.type)));
-              }
-              return true;
-            },
-            stop_watch.get_token());
+    watch_end = c.watch(
+        api::podsPath(), from,
+        [&](api::RawWatchEvent&& ev) {
+          std::lock_guard lock(seen_mu);
+          if (ev.type != api::WatchEventType::kBookmark) {
+            seen.push_back(std::string(api::watchEventTypeName(ev.type)));
+          }
+          return true;
+        },
+        stop_watch.get_token());
   });
 
   // delete: a UID precondition that does not match is a Conflict; grace 0 removes at once.
@@ -693,7 +719,8 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
                  api::PatchType::kStrategicMerge));
   json node_status = ok(c.patchJson(
       api::nodeStatusPath("n1"),
-      {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}}}}},
+      {{"status",
+        {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}}}}}}},
       api::PatchType::kStrategicMerge));
   CHECK(node_status["status"]["conditions"][0]["type"] == "Ready");
   CHECK(node_status["metadata"]["labels"]["kubernetes.io/os"] == "linux");
@@ -704,7 +731,8 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
   ok(c.deleteJson(api::nodePath("n1")));
   CHECK(api::isNotFound(c.getJson(api::nodePath("n1")).status()));
 
-  // leases: create, get, optimistic update (a stale resourceVersion conflicts), merge patch, delete.
+  // leases: create, get, optimistic update (a stale resourceVersion conflicts), merge patch,
+  // delete.
   json lease = {{"apiVersion", "coordination.k8s.io/v1"},
                 {"kind", "Lease"},
                 {"metadata", {{"name", "n1"}, {"namespace", "kube-node-lease"}}},
@@ -715,8 +743,8 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
   ok(c.updateJson(api::leasePath("kube-node-lease", "n1"), l2));
   l1["spec"]["renewTime"] = "2026-01-01T00:00:20.000000Z";  // l1's resourceVersion is stale now
   CHECK(api::isConflict(c.updateJson(api::leasePath("kube-node-lease", "n1"), l1).status()));
-  ok(c.patchJson(api::leasePath("kube-node-lease", "n1"), {{"spec", {{"leaseDurationSeconds", 20}}}},
-                 api::PatchType::kMerge));
+  ok(c.patchJson(api::leasePath("kube-node-lease", "n1"),
+                 {{"spec", {{"leaseDurationSeconds", 20}}}}, api::PatchType::kMerge));
   json leases = ok(c.list(api::leasesPath("kube-node-lease"), {}));
   REQUIRE(leases["items"].size() == 1);
   CHECK(leases["items"][0]["spec"]["leaseDurationSeconds"] == 20);
@@ -744,21 +772,24 @@ TEST_CASE("rest client: every verb on pods, pods/status, nodes, nodes/status, le
   for (const auto& r : server.requests()) {
     if (r.method == "PATCH") wire.push_back(r.path + " " + r.content_type);
   }
-  CHECK(wire == std::vector<std::string>{
-                    "/api/v1/namespaces/default/pods/web application/merge-patch+json",
-                    "/api/v1/namespaces/default/pods/web/status application/strategic-merge-patch+json",
-                    "/api/v1/namespaces/default/pods/web/status application/strategic-merge-patch+json",
-                    "/api/v1/nodes/n1 application/strategic-merge-patch+json",
-                    "/api/v1/nodes/n1/status application/strategic-merge-patch+json",
-                    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1 "
-                    "application/merge-patch+json",
-                    "/api/v1/namespaces/default/events/web.1 application/merge-patch+json"});
+  CHECK(wire ==
+        std::vector<std::string>{
+            "/api/v1/namespaces/default/pods/web application/merge-patch+json",
+            "/api/v1/namespaces/default/pods/web/status application/strategic-merge-patch+json",
+            "/api/v1/namespaces/default/pods/web/status application/strategic-merge-patch+json",
+            "/api/v1/nodes/n1 application/strategic-merge-patch+json",
+            "/api/v1/nodes/n1/status application/strategic-merge-patch+json",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1 "
+            "application/merge-patch+json",
+            "/api/v1/namespaces/default/events/web.1 application/merge-patch+json"});
   client.reset();  // closes its kept-alive connections, which the server would wait for
   server.stop();
 }
 
-TEST_CASE("rest client: hostile answers are bounded errors naming the call, for requests and "
-          "watches", "[integration][apiclient][httplimits]") {
+TEST_CASE(
+    "rest client: hostile answers are bounded errors naming the call, for requests and "
+    "watches",
+    "[integration][apiclient][httplimits]") {
   using Hostile = testing::HostileHttpServer;
   struct Case {
     Hostile::Behaviour behaviour;
@@ -808,8 +839,10 @@ TEST_CASE("rest client: an answer over max_body_bytes is refused, chunked or not
   CHECK_THAT(got.status().message(), Catch::Contains("larger than 1048576 bytes"));
 }
 
-TEST_CASE("rest client: bytes that are not UTF-8 (container output in an event or a termination "
-          "message) are sent as U+FFFD, never an exception", "[integration][apiclient]") {
+TEST_CASE(
+    "rest client: bytes that are not UTF-8 (container output in an event or a termination "
+    "message) are sent as U+FFFD, never an exception",
+    "[integration][apiclient]") {
   auto started = testapiserver::TestApiServer::start();
   REQUIRE(started.ok());
   auto client = nodeagent::testing::clientFor(**started);

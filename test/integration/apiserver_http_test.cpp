@@ -107,8 +107,8 @@ int openUnreadWatch(int port, const std::string& rv) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const std::string request = "GET /api/v1/pods?watch=true&resourceVersion=" + rv +
-                              " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string request =
+      "GET /api/v1/pods?watch=true&resourceVersion=" + rv + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
     close(fd);
@@ -202,7 +202,8 @@ TEST_CASE("http: discovery is plain JSON, aggregated discovery falls back, opena
   CHECK(v1["kind"] == "APIResourceList");
   std::vector<std::string> names;
   for (const auto& r : v1["resources"]) names.push_back(r["name"]);
-  for (const char* want : {"pods", "pods/status", "nodes", "nodes/status", "namespaces", "events"}) {
+  for (const char* want :
+       {"pods", "pods/status", "nodes", "nodes/status", "namespaces", "events"}) {
     CHECK(std::find(names.begin(), names.end(), want) != names.end());
   }
   auto leases = json::parse(client.Get("/apis/coordination.k8s.io/v1")->body);
@@ -262,13 +263,12 @@ TEST_CASE("http: errors are Status objects with kube-apiserver's codes and reaso
       client.Post(pods.c_str(), json({{"metadata", {{"name", "x"}}}}).dump(), "application/json"),
       422, "Invalid");
   CHECK(invalid["message"] == "Pod \"x\" is invalid: spec.containers: Required value");
-  CHECK(invalid["details"] ==
-        json({{"name", "x"},
-              {"kind", "Pod"},
-              {"causes",
-               {{{"reason", "FieldValueRequired"},
-                 {"message", "Required value"},
-                 {"field", "spec.containers"}}}}}));
+  CHECK(invalid["details"] == json({{"name", "x"},
+                                    {"kind", "Pod"},
+                                    {"causes",
+                                     {{{"reason", "FieldValueRequired"},
+                                       {"message", "Required value"},
+                                       {"field", "spec.containers"}}}}}));
   expect(client.Post(pods.c_str(), "a: b", "application/yaml"), 415, "UnsupportedMediaType");
   expect(client.Patch((pods + "/web").c_str(), "{}", "application/apply-patch+yaml"), 415,
          "UnsupportedMediaType");
@@ -284,12 +284,14 @@ TEST_CASE("http: errors are Status objects with kube-apiserver's codes and reaso
   auto throttled = client.Get(pods.c_str());
   expect(throttled, 429, "TooManyRequests");
   CHECK(throttled->get_header_value("Retry-After") == "1");
-  REQUIRE(client.Post("/_test/fail", R"({"code":500,"count":2})", "application/json")->status == 200);
+  REQUIRE(client.Post("/_test/fail", R"({"code":500,"count":2})", "application/json")->status ==
+          200);
   expect(client.Get(pods.c_str()), 500, "InternalError");
   expect(client.Get(pods.c_str()), 500, "InternalError");
   CHECK(client.Get(pods.c_str())->status == 200);
-  REQUIRE(client.Post("/_test/fail", R"({"code":503,"count":1,"pathPrefix":"/api/v1/nodes"})",
-                      "application/json")
+  REQUIRE(client
+              .Post("/_test/fail", R"({"code":503,"count":1,"pathPrefix":"/api/v1/nodes"})",
+                    "application/json")
               ->status == 200);
   CHECK(client.Get(pods.c_str())->status == 200);
   expect(client.Get("/api/v1/nodes"), 503, "ServiceUnavailable");
@@ -300,7 +302,8 @@ TEST_CASE("http: the three patch types, status subresource and delete preconditi
   auto server = startServer();
   httplib::Client client("127.0.0.1", server->port());
   const std::string path = "/api/v1/namespaces/default/pods/web";
-  auto created = client.Post("/api/v1/namespaces/default/pods", pod("web").dump(), "application/json");
+  auto created =
+      client.Post("/api/v1/namespaces/default/pods", pod("web").dump(), "application/json");
   const std::string uid = json::parse(created->body)["metadata"]["uid"];
 
   auto smp = client.Patch((path + "/status").c_str(),
@@ -320,8 +323,9 @@ TEST_CASE("http: the three patch types, status subresource and delete preconditi
                          "application/json-patch+json");
   REQUIRE(jp->status == 200);
   CHECK(json::parse(jp->body)["metadata"]["labels"] == json({{"a", "1"}, {"b", "2"}}));
-  auto wrong_uid = client.Patch((path + "/status").c_str(), R"({"metadata":{"uid":"x"},"status":{}})",
-                                "application/strategic-merge-patch+json");
+  auto wrong_uid =
+      client.Patch((path + "/status").c_str(), R"({"metadata":{"uid":"x"},"status":{}})",
+                   "application/strategic-merge-patch+json");
   CHECK(wrong_uid->status == 409);
 
   auto graceful = client.Delete(path.c_str(), R"({"kind":"DeleteOptions","gracePeriodSeconds":7})",
@@ -330,8 +334,8 @@ TEST_CASE("http: the three patch types, status subresource and delete preconditi
   json marked = json::parse(graceful->body);
   CHECK(marked["metadata"].contains("deletionTimestamp"));
   CHECK(marked["metadata"]["deletionGracePeriodSeconds"] == 7);
-  auto bad_pre = client.Delete(path.c_str(), R"({"gracePeriodSeconds":0,"preconditions":{"uid":"x"}})",
-                               "application/json");
+  auto bad_pre = client.Delete(
+      path.c_str(), R"({"gracePeriodSeconds":0,"preconditions":{"uid":"x"}})", "application/json");
   CHECK(bad_pre->status == 409);
   CHECK(json::parse(bad_pre->body)["reason"] == "Conflict");
   CHECK(json::parse(bad_pre->body)["message"].get<std::string>().starts_with(
@@ -347,16 +351,18 @@ TEST_CASE("http: the three patch types, status subresource and delete preconditi
   CHECK(json::parse(final_delete->body)["kind"] == "Pod");
   CHECK(client.Get(path.c_str())->status == 404);
 
-  REQUIRE(client.Post("/api/v1/nodes", json({{"metadata", {{"name", "n1"}}}}).dump(),
-                      "application/json")
-              ->status == 201);
+  REQUIRE(
+      client
+          .Post("/api/v1/nodes", json({{"metadata", {{"name", "n1"}}}}).dump(), "application/json")
+          ->status == 201);
   auto node_delete = client.Delete("/api/v1/nodes/n1");
   REQUIRE(node_delete->status == 200);
   CHECK(json::parse(node_delete->body)["status"] == "Success");
 }
 
-TEST_CASE("http: node status subresource takes the kubelet's patch, the main resource ignores status",
-          "[integration][apiserver]") {
+TEST_CASE(
+    "http: node status subresource takes the kubelet's patch, the main resource ignores status",
+    "[integration][apiserver]") {
   auto server = startServer();
   httplib::Client client("127.0.0.1", server->port());
   json node = {{"metadata", {{"name", "n1"}}},
@@ -391,7 +397,8 @@ TEST_CASE("http: node status subresource takes the kubelet's patch, the main res
 
 TEST_CASE("http: list paging with limit and continue", "[integration][apiserver]") {
   auto server = startServer();
-  for (int i = 0; i < 7; ++i) REQUIRE(server->store().create("pods", "default", pod("p" + std::to_string(i))).ok());
+  for (int i = 0; i < 7; ++i)
+    REQUIRE(server->store().create("pods", "default", pod("p" + std::to_string(i))).ok());
   httplib::Client client("127.0.0.1", server->port());
   std::string cont;
   size_t total = 0;
@@ -409,16 +416,16 @@ TEST_CASE("http: list paging with limit and continue", "[integration][apiserver]
   CHECK(total == 7);
   CHECK(pages == 3);
   // resourceVersion=0 is served whole, like kube-apiserver's watch cache.
-  CHECK(json::parse(client.Get("/api/v1/pods?limit=3&resourceVersion=0")->body)["items"].size() == 7);
+  CHECK(json::parse(client.Get("/api/v1/pods?limit=3&resourceVersion=0")->body)["items"].size() ==
+        7);
 
   // A continue token from before a compaction has expired: 410, the client lists again.
   json first = json::parse(client.Get("/api/v1/pods?limit=3")->body);
   const std::string token = first["metadata"]["continue"];
   REQUIRE(server->store().create("pods", "default", pod("p7")).ok());
   server->compact();
-  auto expired = client.Get(("/api/v1/pods?limit=3&continue=" +
-                             httplib::detail::encode_query_param(token))
-                                .c_str());
+  auto expired = client.Get(
+      ("/api/v1/pods?limit=3&continue=" + httplib::detail::encode_query_param(token)).c_str());
   REQUIRE(expired);
   CHECK(expired->status == 410);
   CHECK(json::parse(expired->body)["reason"] == "Expired");
@@ -452,7 +459,8 @@ TEST_CASE("http: events are created, selected by their fields, watched and delet
   CHECK(all["kind"] == "EventList");
   CHECK(all["items"].size() == 2);
   json selected = json::parse(
-      client.Get("/api/v1/events?fieldSelector=involvedObject.name%3Dweb,reason%3DFailedValidation")
+      client
+          .Get("/api/v1/events?fieldSelector=involvedObject.name%3Dweb,reason%3DFailedValidation")
           ->body);
   REQUIRE(selected["items"].size() == 1);
   CHECK(selected["items"][0]["metadata"]["name"] == "web.1");
@@ -463,7 +471,8 @@ TEST_CASE("http: events are created, selected by their fields, watched and delet
   REQUIRE(eventually([&] { return reader.count() == 3; }));
   std::vector<std::string> seen;
   for (const auto& l : reader.lines()) {
-    seen.push_back(l["type"].get<std::string>() + " " + l["object"]["metadata"]["name"].get<std::string>());
+    seen.push_back(l["type"].get<std::string>() + " " +
+                   l["object"]["metadata"]["name"].get<std::string>());
   }
   CHECK(seen == std::vector<std::string>{"ADDED web.1", "ADDED db.1", "DELETED web.1"});
 }
@@ -495,11 +504,13 @@ TEST_CASE("http: watch streams events, bookmarks and ends at timeoutSeconds",
       CHECK(l["object"]["metadata"].size() == 1);
       continue;
     }
-    seen.push_back(l["type"].get<std::string>() + " " + l["object"]["metadata"]["name"].get<std::string>());
+    seen.push_back(l["type"].get<std::string>() + " " +
+                   l["object"]["metadata"]["name"].get<std::string>());
   }
   CHECK(seen == std::vector<std::string>{"ADDED a", "ADDED c", "MODIFIED a"});
 
-  WatchReader short_watch(server->port(), "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1");
+  WatchReader short_watch(server->port(),
+                          "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1");
   REQUIRE(eventually([&] { return short_watch.ended(); }, 5s));
   CHECK(short_watch.status() == 200);
   CHECK(short_watch.contentType() == "application/json;stream=watch");
@@ -564,7 +575,8 @@ TEST_CASE("http: Table responses for list, get and watch", "[integration][apiser
   auto server = startServer();
   REQUIRE(server->store().create("pods", "default", pod("a")).ok());
   httplib::Client client("127.0.0.1", server->port());
-  httplib::Headers table = {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
+  httplib::Headers table = {
+      {"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}};
   json list = json::parse(client.Get("/api/v1/namespaces/default/pods?limit=500", table)->body);
   CHECK(list["kind"] == "Table");
   CHECK(list["columnDefinitions"][0]["name"] == "Name");
@@ -809,9 +821,10 @@ std::string answerBeforeBody(int port, const std::string& headers, size_t declar
   timeval tv{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
-                        headers + "Content-Type: application/json\r\nContent-Length: " +
-                        std::to_string(declared) + "\r\n\r\n" + std::string(sent, ' ');
+  std::string request =
+      "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(declared) + "\r\n\r\n" +
+      std::string(sent, ' ');
   // The server may answer and close before all of this is written: a failed send is fine.
   for (size_t off = 0; off < request.size();) {
     ssize_t n = send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
@@ -854,7 +867,8 @@ TEST_CASE("http: an unauthenticated request is refused from its headers, before 
   CHECK(server->store().list("pods", "")->items.empty());
 }
 
-TEST_CASE("http: request bodies over 3 MiB get 413 without being read", "[integration][apiserver]") {
+TEST_CASE("http: request bodies over 3 MiB get 413 without being read",
+          "[integration][apiserver]") {
   TempDir dir("apiserver-big-body");
   writeFile(dir / "tokens.csv", "s3cret,admin,uid1\n");
   ServerOptions opts;
@@ -868,8 +882,8 @@ TEST_CASE("http: request bodies over 3 MiB get 413 without being read", "[integr
   CHECK(status["code"] == 413);
   CHECK(status["reason"] == "RequestEntityTooLarge");
   // The unauthenticated /_test/ endpoints are bounded alike.
-  const std::string test_answer = answerBeforeBody(server->port(), "", 4u << 20, 64u << 10,
-                                                   "/_test/status");
+  const std::string test_answer =
+      answerBeforeBody(server->port(), "", 4u << 20, 64u << 10, "/_test/status");
   CHECK(test_answer.starts_with("HTTP/1.1 413"));
 
   // A whole 4 MiB body sent by an ordinary client gets the same answer; 3 MiB of pod is fine.

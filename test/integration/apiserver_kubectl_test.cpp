@@ -29,7 +29,9 @@ class Kubectl {
     out.insert(out.end(), args.begin(), args.end());
     return out;
   }
-  RunResult run(std::vector<std::string> args) const { return runCommand(argv(std::move(args)), dir_); }
+  RunResult run(std::vector<std::string> args) const {
+    return runCommand(argv(std::move(args)), dir_);
+  }
 
  private:
   const TempDir& dir_;
@@ -77,11 +79,11 @@ bool watchesOpen(const SpawnedApiServer& server, size_t n) {
 
 // A self-signed certificate for 127.0.0.1 (cert.pem, key.pem in `dir`).
 bool generateCert(const TempDir& dir) {
-  auto gen = runCommand({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                         "-keyout", (dir / "key.pem").string(), "-out",
-                         (dir / "cert.pem").string()},
-                        dir);
+  auto gen =
+      runCommand({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                  "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                  (dir / "key.pem").string(), "-out", (dir / "cert.pem").string()},
+                 dir);
   return gen.exit_code == 0;
 }
 
@@ -150,8 +152,9 @@ TEST_CASE("kubectl: get, create, round trip, nodes, raw and api-resources",
                                       {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
                                        {"nodeInfo", {{"kubeletVersion", "v1.30.0"}}}}}})
                                    .dump());
-  REQUIRE(kubectl.run({"create", "-f", (dir / "node.json").string(), "--validate=false"})
-              .exit_code == 0);
+  REQUIRE(
+      kubectl.run({"create", "-f", (dir / "node.json").string(), "--validate=false"}).exit_code ==
+      0);
   auto nodes = kubectl.run({"get", "nodes"});
   REQUIRE(nodes.exit_code == 0);
   CHECK(nodes.out.find("NAME    STATUS   ROLES    AGE   VERSION") != std::string::npos);
@@ -178,7 +181,8 @@ TEST_CASE("kubectl: get, create, round trip, nodes, raw and api-resources",
   auto create_ns = kubectl.run({"create", "namespace", "team-a"});
   INFO(create_ns.err);
   CHECK(create_ns.exit_code == 0);
-  CHECK(kubectl.run({"get", "namespace", "team-a"}).out.find("team-a   Active") != std::string::npos);
+  CHECK(kubectl.run({"get", "namespace", "team-a"}).out.find("team-a   Active") !=
+        std::string::npos);
 
   auto missing = kubectl.run({"get", "pod", "nope"});
   CHECK(missing.exit_code != 0);
@@ -195,8 +199,8 @@ TEST_CASE("kubectl: get pods -w sees create, modify and delete", "[integration][
   httplib::Client client("127.0.0.1", server.port());
   // The watch is open once the server counts it; until then the create could race the list.
   REQUIRE(eventually([&] { return watchesOpen(server, 1); }));
-  auto res = client.Post("/api/v1/namespaces/default/pods", podJson("w1", "").dump(),
-                         "application/json");
+  auto res =
+      client.Post("/api/v1/namespaces/default/pods", podJson("w1", "").dump(), "application/json");
   REQUIRE(res);
   REQUIRE(res->status == 201);
   REQUIRE(eventually([&] { return watch.out().find("ADDED") != std::string::npos; }));
@@ -335,9 +339,8 @@ for ev in w.stream(v1.list_namespaced_pod, "default", resource_version=rv, timeo
     if ev["type"] == "DELETED":
         w.stop()
 )PY");
-  auto result = runCommand({"/usr/bin/python3", (dir / "client.py").string(),
-                            server.kubeconfig().string()},
-                           dir, 60s);
+  auto result = runCommand(
+      {"/usr/bin/python3", (dir / "client.py").string(), server.kubeconfig().string()}, dir, 60s);
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   CHECK(result.out.find("LIST 0\n") != std::string::npos);
@@ -385,16 +388,15 @@ TEST_CASE("test-apiserver: --bind-address, a fixed --port and --history-window",
   REQUIRE(listen(fd, 1) == 0);
   REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   const std::string port = std::to_string(ntohs(addr.sin_port));
-  auto busy = runCommand({binaryPath("test-apiserver").string(), "--bind-address=127.0.0.1",
-                          "--port=" + port},
-                         dir);
+  auto busy = runCommand(
+      {binaryPath("test-apiserver").string(), "--bind-address=127.0.0.1", "--port=" + port}, dir);
   CHECK(busy.exit_code == 1);
   CHECK(busy.err.find("cannot listen on 127.0.0.1:" + port) != std::string::npos);
   close(fd);
 
   // The same port once it is free, and a history of two events.
-  SpawnedApiServer server(dir, {"--bind-address=127.0.0.1", "--port=" + port,
-                                "--history-window=2"});
+  SpawnedApiServer server(dir,
+                          {"--bind-address=127.0.0.1", "--port=" + port, "--history-window=2"});
   REQUIRE(server.ok());
   const std::string out = server.process().out();
   CHECK(out.substr(0, out.find('\n') + 1) == "listening on http://127.0.0.1:" + port + "\n");
@@ -414,13 +416,14 @@ TEST_CASE("test-apiserver: --bind-address, a fixed --port and --history-window",
     REQUIRE(res->status == 201);
   }
   // Two events after rv are still in the history; a third pushes the first one out.
-  auto kept = client.Get(("/api/v1/pods?watch=true&timeoutSeconds=1&resourceVersion=" + rv).c_str());
+  auto kept =
+      client.Get(("/api/v1/pods?watch=true&timeoutSeconds=1&resourceVersion=" + rv).c_str());
   REQUIRE(kept);
   CHECK(kept->body.find("\"type\":\"ADDED\"") != std::string::npos);
   CHECK(kept->body.find("\"ERROR\"") == std::string::npos);
-  REQUIRE(client.Post("/api/v1/namespaces/default/pods", podJson("c", "").dump(),
-                      "application/json")
-              ->status == 201);
+  REQUIRE(
+      client.Post("/api/v1/namespaces/default/pods", podJson("c", "").dump(), "application/json")
+          ->status == 201);
   auto expired = client.Get(("/api/v1/pods?watch=true&resourceVersion=" + rv).c_str());
   REQUIRE(expired);
   CHECK(expired->status == 200);

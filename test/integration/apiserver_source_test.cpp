@@ -23,8 +23,8 @@
 
 using namespace std::chrono_literals;
 using namespace nodeagent;
-using nodeagent::testing::TempDir;
 using nodeagent::testing::eventually;
+using nodeagent::testing::TempDir;
 using nodeagent::testing::writeFile;
 using testapiserver::TestApiServer;
 
@@ -36,7 +36,8 @@ nlohmann::json podJson(const std::string& name, const std::string& node) {
           {"metadata", {{"name", name}, {"namespace", "default"}, {"labels", {{"app", name}}}}},
           {"spec",
            {{"nodeName", node},
-            {"containers", {{{"name", "main"}, {"image", "busybox"}, {"command", {"sleep", "3600"}}}}}}}};
+            {"containers",
+             {{{"name", "main"}, {"image", "busybox"}, {"command", {"sleep", "3600"}}}}}}}};
 }
 
 // The agent side: an io_context thread, PodConfig, the api source feeding it, and a record of
@@ -44,8 +45,9 @@ nlohmann::json podJson(const std::string& name, const std::string& node) {
 class Agent {
  public:
   Agent(const std::filesystem::path& kubeconfig, std::string node = "n1") {
-    config_ = std::make_unique<config::PodConfig>(
-        asio::make_strand(ioc_), base::realClock(), [this](api::PodUpdate u) { record(std::move(u)); });
+    config_ =
+        std::make_unique<config::PodConfig>(asio::make_strand(ioc_), base::realClock(),
+                                            [this](api::PodUpdate u) { record(std::move(u)); });
     config::ApiserverSourceOptions opts;
     opts.kubeconfig = kubeconfig;
     opts.node_name = std::move(node);
@@ -189,8 +191,9 @@ TEST_CASE("api source: initial pods, then creates, edits and deletes of this nod
   CHECK(agent.present() == std::vector<std::string>{"a", "b"});
 }
 
-TEST_CASE("api source: LIST and WATCH select the node's pods, from resourceVersion 0, with bookmarks",
-          "[integration][apiclient]") {
+TEST_CASE(
+    "api source: LIST and WATCH select the node's pods, from resourceVersion 0, with bookmarks",
+    "[integration][apiclient]") {
   Env env;
   env.create("a");
   Agent agent(env.kubeconfig);
@@ -206,7 +209,8 @@ TEST_CASE("api source: LIST and WATCH select the node's pods, from resourceVersi
       auto amp = q.find('&');
       auto kv = q.substr(0, amp);
       auto eq = kv.find('=');
-      params[std::string(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : std::string(kv.substr(eq + 1));
+      params[std::string(kv.substr(0, eq))] =
+          eq == std::string_view::npos ? "" : std::string(kv.substr(eq + 1));
       q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
     }
     calls.push_back(params);
@@ -220,7 +224,8 @@ TEST_CASE("api source: LIST and WATCH select the node's pods, from resourceVersi
   CHECK(watch.at("watch") == "true");
   CHECK(watch.at("fieldSelector") == "spec.nodeName=n1");
   CHECK(watch.at("allowWatchBookmarks") == "true");
-  CHECK(watch.at("resourceVersion") == std::to_string(env.store().resourceVersion()));  // the list's
+  CHECK(watch.at("resourceVersion") ==
+        std::to_string(env.store().resourceVersion()));  // the list's
   const int timeout = std::stoi(watch.at("timeoutSeconds"));
   CHECK(timeout >= 300);
   CHECK(timeout <= 600);
@@ -279,7 +284,9 @@ TEST_CASE("api source: a watch closed by the server resumes without duplicate or
   // Resumed watches, not relists.
   size_t lists = 0;
   for (const auto& r : env.server->requests()) {
-    if (r.method == "GET" && r.path == "/api/v1/pods" && r.query.find("watch=true") == std::string::npos) ++lists;
+    if (r.method == "GET" && r.path == "/api/v1/pods" &&
+        r.query.find("watch=true") == std::string::npos)
+      ++lists;
   }
   CHECK(lists == 1);
 }
@@ -308,7 +315,8 @@ TEST_CASE("api source: compacted history gives 410 and a relist with no spurious
   env.create("c");
   REQUIRE(agent.waitFor("ADD:c"));
   auto ops = agent.ops();
-  CHECK(std::vector<std::string>(ops.begin() + before, ops.end()) == std::vector<std::string>{"ADD:c"});
+  CHECK(std::vector<std::string>(ops.begin() + before, ops.end()) ==
+        std::vector<std::string>{"ADD:c"});
 }
 
 TEST_CASE("api source: a killed and restarted server is reconnected to and converged on",
@@ -337,8 +345,11 @@ TEST_CASE("api source: a killed and restarted server is reconnected to and conve
   // A fresh store: b is gone, c is new, a is a new object with the same name (new UID).
   REQUIRE(restarted->store().create("pods", "default", podJson("a", "n1")).ok());
   REQUIRE(restarted->store().create("pods", "default", podJson("c", "n1")).ok());
-  REQUIRE(eventually([&] { return agent.present() == std::vector<std::string>{"a", "c"}; },
-                     std::chrono::seconds(20)));
+  REQUIRE(eventually(
+      [&] {
+        return agent.present() == std::vector<std::string>{"a", "c"};
+      },
+      std::chrono::seconds(20)));
   CHECK(agent.waitFor("REMOVE:b"));
   restarted->stop();
 }
@@ -350,7 +361,9 @@ TEST_CASE("api source: failed LISTs are retried, a 429 on the watch resumes it w
   auto lists = [&] {
     size_t n = 0;
     for (const auto& r : env.server->requests()) {
-      if (r.method == "GET" && r.path == "/api/v1/pods" && r.query.find("watch=true") == std::string::npos) ++n;
+      if (r.method == "GET" && r.path == "/api/v1/pods" &&
+          r.query.find("watch=true") == std::string::npos)
+        ++n;
     }
     return n;
   };
@@ -383,7 +396,8 @@ TEST_CASE("api source: token auth and TLS with the CA from the kubeconfig",
   std::string cmd = "cd '" + pki.path().string() + "'" +
                     " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
                     " -keyout tls.key -out tls.crt -days 2 -subj /CN=localhost"
-                    " -addext subjectAltName=IP:127.0.0.1" + q;
+                    " -addext subjectAltName=IP:127.0.0.1" +
+                    q;
   REQUIRE(std::system(cmd.c_str()) == 0);
   writeFile(pki / "tokens.csv", "node-token,system:node:n1,uid1,\"system:nodes\"\n");
   testapiserver::ServerOptions opts;
@@ -409,7 +423,8 @@ TEST_CASE("api source: garbage in the watch stream ends that watch and relists",
     std::lock_guard lock(mu);
     if (req.get_param_value("watch") != "true") {
       ++lists;
-      nlohmann::json list = {{"kind", "PodList"}, {"apiVersion", "v1"},
+      nlohmann::json list = {{"kind", "PodList"},
+                             {"apiVersion", "v1"},
                              {"metadata", {{"resourceVersion", std::to_string(10 * lists)}}},
                              {"items", nlohmann::json::array()}};
       auto p = podJson("a", "n1");
@@ -438,7 +453,8 @@ TEST_CASE("api source: garbage in the watch stream ends that watch and relists",
   writeFile(dir / "kubeconfig",
             "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
             "contexts: [{name: c, context: {cluster: k}}]\n"
-            "clusters: [{name: k, cluster: {server: \"http://127.0.0.1:" + std::to_string(port) + "\"}}]\n");
+            "clusters: [{name: k, cluster: {server: \"http://127.0.0.1:" +
+                std::to_string(port) + "\"}}]\n");
   {
     Agent agent(dir / "kubeconfig");
     REQUIRE(eventually([&] {

@@ -103,8 +103,9 @@ class SpawnedApiServer {
                                      "--write-kubeconfig=" + kubeconfig_.string()};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     process_ = std::make_unique<ChildProcess>(argv, dir / "apiserver.out", dir / "apiserver.err");
-    eventually([&] { return process_->out().find('\n') != std::string::npos || !process_->running(); },
-               std::chrono::seconds(10));
+    eventually(
+        [&] { return process_->out().find('\n') != std::string::npos || !process_->running(); },
+        std::chrono::seconds(10));
     std::string out = process_->out();
     const std::string prefix = "listening on ";
     if (out.starts_with(prefix) && out.find('\n') != std::string::npos) {

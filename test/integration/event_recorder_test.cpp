@@ -34,8 +34,8 @@ struct Fixture {
     client = testing::clientFor(*server);
     agent::EventRecorderOptions o;
     o.node_name = "n1";
-    recorder = std::make_shared<agent::EventRecorder>(ioc.get_executor(), base::realClock(),
-                                                      *client, o);
+    recorder =
+        std::make_shared<agent::EventRecorder>(ioc.get_executor(), base::realClock(), *client, o);
     thread = std::thread([this] { ioc.run(); });
   }
   ~Fixture() {
@@ -70,15 +70,17 @@ config::ManifestError manifestError(std::string location, std::string invalid,
 TEST_CASE("FailedValidation events name the pod when the manifest names one, else the Node",
           "[integration][events]") {
   Fixture f;
-  REQUIRE(f.server->store()
-              .create("namespaces", "",
-                      json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "prod"}}}})
-              .ok());
-  agent::recordManifestError(
-      *f.recorder, manifestError("/m/web.yaml",
-                                 "spec.containers[0].name: Invalid value: \"Bad_Name\"\n"
-                                 "spec.containers[0].image: Required value",
-                                 {"prod", "web-n1", "uid-web"}));
+  REQUIRE(
+      f.server->store()
+          .create(
+              "namespaces", "",
+              json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "prod"}}}})
+          .ok());
+  agent::recordManifestError(*f.recorder,
+                             manifestError("/m/web.yaml",
+                                           "spec.containers[0].name: Invalid value: \"Bad_Name\"\n"
+                                           "spec.containers[0].image: Required value",
+                                           {"prod", "web-n1", "uid-web"}));
   agent::recordManifestError(*f.recorder,
                              manifestError("/m/broken.yaml", "yaml: line 3: did not find ']'"));
   // A problem that is only a read failure is no validation event.
@@ -93,8 +95,11 @@ TEST_CASE("FailedValidation events name the pod when the manifest names one, els
   const json& p = pod_events[0];
   CHECK(p["reason"] == "FailedValidation");
   CHECK(p["type"] == "Warning");
-  CHECK(p["involvedObject"] == json{{"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", "prod"},
-                                    {"name", "web-n1"}, {"uid", "uid-web"}});
+  CHECK(p["involvedObject"] == json{{"kind", "Pod"},
+                                    {"apiVersion", "v1"},
+                                    {"namespace", "prod"},
+                                    {"name", "web-n1"},
+                                    {"uid", "uid-web"}});
   CHECK(p["message"] ==
         "Error validating pod web-n1_prod(uid-web) from file /m/web.yaml: "
         "spec.containers[0].name: Invalid value: \"Bad_Name\"; "

@@ -148,8 +148,10 @@ void checkSaved(Harness& h, const std::string& uid, bool changed) {
 
 }  // namespace
 
-TEST_CASE("file source (inotify): the first SET, then new, changed and deleted files within a "
-          "second", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): the first SET, then new, changed and deleted files within a "
+    "second",
+    "[integration][config]") {
   testing::TempDir dir("fs-int");
   testing::writeFile(dir / "web.yaml", podYaml("web"));
   Harness h(dir.path());
@@ -168,8 +170,10 @@ TEST_CASE("file source (inotify): the first SET, then new, changed and deleted f
   CHECK(h.names() == std::vector<std::string>{"web-node1"});
 }
 
-TEST_CASE("file source (inotify): saving with vim's pattern gives exactly the ops the content "
-          "implies", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): saving with vim's pattern gives exactly the ops the content "
+    "implies",
+    "[integration][config]") {
   testing::TempDir dir("fs-vim");
   auto web = dir / "web.yaml";
   testing::writeFile(web, podYaml("web"));
@@ -191,8 +195,10 @@ TEST_CASE("file source (inotify): saving with vim's pattern gives exactly the op
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): nano's truncate-and-write in place updates once, or not at all "
-          "for the same content", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): nano's truncate-and-write in place updates once, or not at all "
+    "for the same content",
+    "[integration][config]") {
   testing::TempDir dir("fs-nano");
   auto web = dir / "web.yaml";
   testing::writeFile(web, podYaml("web"));
@@ -213,8 +219,10 @@ TEST_CASE("file source (inotify): nano's truncate-and-write in place updates onc
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): sed -i (temp file renamed over) updates once, or not at all "
-          "for the same content, and its temp file is never a pod", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): sed -i (temp file renamed over) updates once, or not at all "
+    "for the same content, and its temp file is never a pod",
+    "[integration][config]") {
   testing::TempDir dir("fs-sed");
   auto web = dir / "web.yaml";
   testing::writeFile(web, podYaml("web"));
@@ -240,8 +248,10 @@ TEST_CASE("file source (inotify): sed -i (temp file renamed over) updates once, 
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): saving with real vim, with and without backup and writebackup, "
-          "keeps or updates the pod exactly as the content implies", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): saving with real vim, with and without backup and writebackup, "
+    "keeps or updates the pod exactly as the content implies",
+    "[integration][config]") {
   if (!fs::exists("/usr/bin/vim")) {
     WARN("vim is not installed: skipped");
     return;
@@ -283,8 +293,10 @@ TEST_CASE("file source (inotify): saving with real vim, with and without backup 
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): cp + mv replaces the manifest with one update, or none for the "
-          "same content", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): cp + mv replaces the manifest with one update, or none for the "
+    "same content",
+    "[integration][config]") {
   testing::TempDir dir("fs-cpmv");
   testing::TempDir elsewhere("fs-cpmv-src");
   auto web = dir / "web.yaml";
@@ -325,8 +337,10 @@ TEST_CASE("file source (inotify): a half-written manifest keeps the last good po
   REQUIRE(testing::eventually([&] { return h.last().pods.empty(); }, 2s));
 }
 
-TEST_CASE("file source (inotify): a missing directory sends an empty SET and its pods appear "
-          "when it does", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): a missing directory sends an empty SET and its pods appear "
+    "when it does",
+    "[integration][config]") {
   testing::TempDir root("fs-missing");
   auto path = root / "a" / "manifests";
   // A retry period of an hour: only the watch on the nearest parent can notice the directory.
@@ -337,15 +351,15 @@ TEST_CASE("file source (inotify): a missing directory sends an empty SET and its
   renameIn(root / "staging" / "web.yaml", podYaml("web"));
   fs::create_directory(root / "a");
   fs::rename(root / "staging", path);
-  REQUIRE(testing::eventually([&] { return h.names() == std::vector<std::string>{"web-node1"}; },
-                              3s));
+  REQUIRE(
+      testing::eventually([&] { return h.names() == std::vector<std::string>{"web-node1"}; }, 3s));
 
   // The directory goes away: its pods go; it comes back: they come back.
   fs::rename(path, root / "gone");
   REQUIRE(testing::eventually([&] { return h.last().pods.empty(); }, 3s));
   fs::rename(root / "gone", path);
-  REQUIRE(testing::eventually([&] { return h.names() == std::vector<std::string>{"web-node1"}; },
-                              3s));
+  REQUIRE(
+      testing::eventually([&] { return h.names() == std::vector<std::string>{"web-node1"}; }, 3s));
 }
 
 TEST_CASE("file source (inotify): a ConfigMap-style symlink swap is picked up by the watch",
@@ -365,7 +379,8 @@ TEST_CASE("file source (inotify): a ConfigMap-style symlink swap is picked up by
   fs::path current = dir / "..2024_01_01_00_00_00.000000001";
   for (int i = 2; i <= 4; ++i) {
     INFO("swap " << i);
-    auto next = dir / ("..2024_01_01_00_00_0" + std::to_string(i) + ".00000000" + std::to_string(i));
+    auto next =
+        dir / ("..2024_01_01_00_00_0" + std::to_string(i) + ".00000000" + std::to_string(i));
     fs::create_directory(next);
     testing::writeFile(next / "web.yaml", podYaml("web", "busybox:" + std::to_string(i)));
     fs::create_directory_symlink(next.filename(), dir / "..data_tmp");
@@ -382,8 +397,10 @@ TEST_CASE("file source (inotify): a ConfigMap-style symlink swap is picked up by
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("file source (inotify): an inotify queue overflow relists and finds what the lost "
-          "events announced", "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): an inotify queue overflow relists and finds what the lost "
+    "events announced",
+    "[integration][config]") {
   int max_queued = 16384;
   {
     std::ifstream in("/proc/sys/fs/inotify/max_queued_events");
@@ -443,9 +460,10 @@ TEST_CASE("file source (inotify): a symlinked manifest follows edits of its targ
   REQUIRE(testing::eventually([&] { return h.uidOf("web-node1") != uid3; }, 2s));
 }
 
-TEST_CASE("file source (inotify): two files with the same pod: the last in sorted order wins, as "
-          "in kubelet (a backup left in the directory takes over)",
-          "[integration][config]") {
+TEST_CASE(
+    "file source (inotify): two files with the same pod: the last in sorted order wins, as "
+    "in kubelet (a backup left in the directory takes over)",
+    "[integration][config]") {
   testing::TempDir dir("fs-dup");
   testing::writeFile(dir / "kube-apiserver.yaml", podYaml("api", "busybox:new"));
   testing::writeFile(dir / "kube-apiserver.yaml.old", podYaml("api", "busybox:old"));
@@ -491,6 +509,6 @@ TEST_CASE("file source (inotify): single-file mode survives an editor replacing 
   fs::remove(web);
   REQUIRE(testing::eventually([&] { return h.last().pods.empty(); }, 2s));
   renameIn(web, podYaml("web"));
-  REQUIRE(testing::eventually([&] { return h.names() == std::vector<std::string>{"web-node1"}; },
-                              3s));
+  REQUIRE(
+      testing::eventually([&] { return h.names() == std::vector<std::string>{"web-node1"}; }, 3s));
 }

@@ -9,8 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -142,7 +142,8 @@ struct Body {
 
 std::shared_ptr<const Body> largeBody() {
   auto body = std::make_shared<Body>();
-  for (int i = 0; i < 1000; ++i) body->parts.push_back(std::string(1500, static_cast<char>('a' + i % 26)));
+  for (int i = 0; i < 1000; ++i)
+    body->parts.push_back(std::string(1500, static_cast<char>('a' + i % 26)));
   for (const auto& p : body->parts) {
     body->pieces.push_back(p);
     body->size += p.size();
@@ -240,8 +241,9 @@ TEST_CASE("http server: answers keep-alive and pipelined requests on one connect
   Fd fd = connectTo(f.server->port());
   const std::string req = "GET /echo?a=b HTTP/1.1\r\nHost: x\r\n\r\n";
   REQUIRE(sendAll(fd.get(), req));
-  const std::string one = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 16\r\n\r\n"
-                          "GET /echo?a=b 1 ";
+  const std::string one =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 16\r\n\r\n"
+      "GET /echo?a=b 1 ";
   CHECK(readFor(fd.get(), one.size(), 2s) == one);
   // Two more in one write, the last with a body and Connection: close.
   REQUIRE(sendAll(fd.get(), req + "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
@@ -334,8 +336,9 @@ TEST_CASE("http server: a slowloris connection is closed at its header deadline"
     CHECK(answer->empty());
     CHECK(Clock::now() - start >= 1500ms);
   }
-  SECTION("a keep-alive connection is closed when idle, and a request's deadline starts at its "
-          "first byte") {
+  SECTION(
+      "a keep-alive connection is closed when idle, and a request's deadline starts at its "
+      "first byte") {
     Fd fd = connectTo(f.server->port());
     // Past the accept's deadline, but each request is quick.
     for (int i = 0; i < 5; ++i) {
@@ -405,9 +408,10 @@ TEST_CASE("http server: past the connection cap the oldest idle connection is dr
   CHECK(f.server->connectionCount() == 10);
 }
 
-TEST_CASE("http server: /healthz and /pods answer while 2,000 idle and several slowloris "
-          "connections are open",
-          "[integration][http_server]") {
+TEST_CASE(
+    "http server: /healthz and /pods answer while 2,000 idle and several slowloris "
+    "connections are open",
+    "[integration][http_server]") {
   constexpr int kIdle = 2000;
   constexpr int kSlow = 8;
   // Both ends of every connection are in this process.

@@ -1,13 +1,13 @@
 // HttpSource against a real cpp-httplib server on 127.0.0.1, port 0: bodies, headers, caching
 // with ETag / Last-Modified, failures and timeouts. Polls every 100ms so each case is quick.
 #include <atomic>
-#include <filesystem>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 
 #include "config/http_source.h"
 #include "config/manifest_errors.h"
@@ -132,12 +132,11 @@ class Harness {
     o.timeout = 2s;
     o.errors = &errors;
     if (tweak) tweak(o);
-    auto created = config::HttpSource::create(ioc.get_executor(), pool.get_executor(),
-                                              clock, o, [this](api::PodUpdate u) {
-                                                std::lock_guard lock(mu);
-                                                (u.complete ? updates : incomplete)
-                                                    .push_back(std::move(u));
-                                              });
+    auto created = config::HttpSource::create(
+        ioc.get_executor(), pool.get_executor(), clock, o, [this](api::PodUpdate u) {
+          std::lock_guard lock(mu);
+          (u.complete ? updates : incomplete).push_back(std::move(u));
+        });
     REQUIRE(created.ok());
     source = std::move(*created);
     runner = std::thread([this] { ioc.run(); });
@@ -399,16 +398,17 @@ TEST_CASE("http source: a body over the size limit is rejected", "[integration][
   CHECK(h.count() == 0);
 }
 
-TEST_CASE("http source: the default size limit is 10 MiB: a body of exactly 10 MiB is read, one "
-          "byte more is rejected", "[integration][config]") {
+TEST_CASE(
+    "http source: the default size limit is 10 MiB: a body of exactly 10 MiB is read, one "
+    "byte more is rejected",
+    "[integration][config]") {
   constexpr size_t kLimit = 10 * 1024 * 1024;
   CHECK(config::HttpSourceOptions{}.max_body_bytes == kLimit);
   CHECK(config::HttpSourceOptions{}.timeout == 10s);
   CHECK(config::HttpSourceOptions{}.check_frequency == 20s);
   // A JSON pod padded with trailing whitespace to the exact size.
-  const std::string pod =
-      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"big"},)"
-      R"("spec":{"containers":[{"name":"main","image":"busybox"}]}})";
+  const std::string pod = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"big"},)"
+                          R"("spec":{"containers":[{"name":"main","image":"busybox"}]}})";
   ManifestServer server;
   server.set(200, pod + std::string(kLimit + 1 - pod.size(), '\n'));
   Harness h(server.url(), [](config::HttpSourceOptions& o) { o.check_frequency = 200ms; });
@@ -424,8 +424,10 @@ TEST_CASE("http source: the default size limit is 10 MiB: a body of exactly 10 M
   CHECK(h.errors.size() == 0);
 }
 
-TEST_CASE("http source: failure warnings are damped: the first of a streak, then one per "
-          "interval", "[integration][config]") {
+TEST_CASE(
+    "http source: failure warnings are damped: the first of a streak, then one per "
+    "interval",
+    "[integration][config]") {
   ManifestServer server;
   server.set(500, "oops");
   testing::FakeClock clock;
@@ -494,7 +496,6 @@ TEST_CASE("http source: redirects are followed", "[integration][config]") {
   t.join();
 }
 
-
 TEST_CASE("http source: https needs a trusted certificate, --ca-file style trust works",
           "[integration][config]") {
   testing::TempDir dir("http-tls");
@@ -515,9 +516,8 @@ TEST_CASE("http source: https needs a trusted certificate, --ca-file style trust
     CHECK(untrusted.errors.get("http", url).has_value());
   }
   {
-    Harness trusted(url, [&](config::HttpSourceOptions& o) {
-      o.ca_file = (dir / "cert.pem").string();
-    });
+    Harness trusted(url,
+                    [&](config::HttpSourceOptions& o) { o.ca_file = (dir / "cert.pem").string(); });
     REQUIRE(testing::eventually([&] { return trusted.count() == 1; }));
     CHECK(trusted.last().pods.at(0)->metadata.name == "secure-node1");
     CHECK(trusted.errors.size() == 0);
@@ -547,10 +547,12 @@ TEST_CASE("http source: hostile answers are bounded errors naming the URL and th
   server.setBehaviour(c.behaviour);
   REQUIRE(testing::resetPeakRss());
   const uint64_t before = testing::peakRss();
-  REQUIRE(testing::eventually([&] {
-    auto e = h.errors.get("http", url);
-    return e && e->message.find(c.mentions) != std::string::npos;
-  }, 10s));
+  REQUIRE(testing::eventually(
+      [&] {
+        auto e = h.errors.get("http", url);
+        return e && e->message.find(c.mentions) != std::string::npos;
+      },
+      10s));
   CHECK(testing::peakRss() - before < (8u << 20));
   INFO(h.errors.get("http", url)->message);
   CHECK((h.errors.get("http", url)->message.find("GET " + server.url("") + "/pods") !=

@@ -13,8 +13,8 @@
 #include "agent/node_lease.h"
 #include "api/rest_client.h"
 #include "cmd/test-apiserver/test_api_server.h"
-#include "test/support/fake_clock.h"
 #include "test/support/api_test_client.h"
+#include "test/support/fake_clock.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -56,10 +56,11 @@ struct Fixture {
   }
 
   void createNode() {
-    REQUIRE(server->store()
-                .create("nodes", "", json{{"apiVersion", "v1"}, {"kind", "Node"},
-                                          {"metadata", {{"name", "n1"}}}})
-                .ok());
+    REQUIRE(
+        server->store()
+            .create("nodes", "",
+                    json{{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}})
+            .ok());
   }
   std::string nodeUid() {
     return server->store().get("nodes", "", "n1").value()["metadata"]["uid"].get<std::string>();
@@ -169,8 +170,8 @@ TEST_CASE("node lease ensure backs off 200ms doubling to 7s while the apiserver 
   f.createNode();
   f.server->failNextRequests(500, 9, "/apis/coordination.k8s.io/");
   f.start();
-  const std::vector<base::Duration> waits = {200ms, 400ms, 800ms, 1600ms, 3200ms,
-                                             6400ms, 7s, 7s, 7s};
+  const std::vector<base::Duration> waits = {200ms,  400ms, 800ms, 1600ms, 3200ms,
+                                             6400ms, 7s,    7s,    7s};
   for (size_t i = 0; i < waits.size(); ++i) {
     INFO("failure " << i + 1);
     REQUIRE(f.armedFor(waits[i]));

@@ -1,8 +1,8 @@
 // Probes, lifecycle hooks and termination messages against real processes: the probe handler
 // on its own (exec through nodeagent-shim, httpGet against a server in the test, tcpSocket), then
 // the whole agent on ProcessRuntime (readiness, liveness restarts, postStart, messages).
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <future>
@@ -77,7 +77,8 @@ class TestHttpServer {
                              asio::async_write(*socket, asio::buffer(*reply),
                                                [socket, reply](boost::system::error_code, size_t) {
                                                  boost::system::error_code e;
-                                                 socket->shutdown(asio::ip::tcp::socket::shutdown_both, e);
+                                                 socket->shutdown(
+                                                     asio::ip::tcp::socket::shutdown_both, e);
                                                });
                            });
   }
@@ -90,7 +91,8 @@ class TestHttpServer {
     if (path == "/bad") return reply("500 Internal Server Error", "", "broken");
     if (path == "/local") return reply("302 Found", "Location: /ok\r\n", "");
     if (path == "/local-bad") return reply("302 Found", "Location: /bad\r\n", "");
-    if (path == "/away") return reply("302 Found", "Location: http://elsewhere.invalid/\r\n", "moved");
+    if (path == "/away")
+      return reply("302 Found", "Location: http://elsewhere.invalid/\r\n", "moved");
     return reply("404 Not Found", "", "no");
   }
 
@@ -114,7 +116,8 @@ class HandlerEnv {
   }
   ~HandlerEnv() {
     for (const auto& id : started_) {
-      auto kill = runtime_->killContainer(nullptr, id, runtime::KillOptions::graceOverride(0), "test over");
+      auto kill =
+          runtime_->killContainer(nullptr, id, runtime::KillOptions::graceOverride(0), "test over");
       (void)run(std::move(kill));
     }
     runtime_.reset();
@@ -304,7 +307,8 @@ TEST_CASE("probe handler: tcpSocket succeeds when it connects", "[integration][p
   t.handler.tcp_socket->port.int_value = closed;
   auto refused = env.probe(t);
   CHECK(refused.kind == Kind::kFailure);
-  CHECK(refused.output.rfind("dial tcp 127.0.0.1:" + std::to_string(closed) + ": connect: ", 0) == 0);
+  CHECK(refused.output.rfind("dial tcp 127.0.0.1:" + std::to_string(closed) + ": connect: ", 0) ==
+        0);
 }
 
 namespace {
@@ -411,7 +415,8 @@ api::PodPtr yamlPod(const std::string& uid, const std::string& container_yaml,
                               "\n  namespace: default\n  uid: " + uid +
                               "\nspec:\n  restartPolicy: " + policy +
                               "\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: c\n"
-                              "    image: debian:12\n" + container_yaml);
+                              "    image: debian:12\n" +
+                              container_yaml);
 }
 
 }  // namespace
@@ -419,7 +424,9 @@ api::PodPtr yamlPod(const std::string& uid, const std::string& container_yaml,
 TEST_CASE("agent with processes: exec readiness gates Ready, exec liveness restarts",
           "[integration][prober]") {
   AgentEnv env;
-  env.add(yamlPod("u-exec", R"(    command: ["/bin/sh", "-c", "rm -f ready sick; sleep 1; touch ready; sleep 1000"]
+  env.add(yamlPod(
+      "u-exec",
+      R"(    command: ["/bin/sh", "-c", "rm -f ready sick; sleep 1; touch ready; sleep 1000"]
     readinessProbe:
       exec: {command: ["test", "-f", "ready"]}
       periodSeconds: 1
@@ -437,10 +444,12 @@ TEST_CASE("agent with processes: exec readiness gates Ready, exec liveness resta
   CHECK(env.container("u-exec")->ready);
 
   testing::writeFile(env.podDir("u-exec") / "sick", "");
-  REQUIRE(testing::eventually([&] {
-    auto c = env.container("u-exec");
-    return c && c->restart_count == 1 && c->state.running;
-  }, 20s));
+  REQUIRE(testing::eventually(
+      [&] {
+        auto c = env.container("u-exec");
+        return c && c->restart_count == 1 && c->state.running;
+      },
+      20s));
   CHECK(env.hasEvent("Killing: Container c failed liveness probe, will be restarted"));
   CHECK(env.hasEvent("Unhealthy: Liveness probe failed"));
   auto c = *env.container("u-exec");
@@ -454,9 +463,11 @@ TEST_CASE("agent with processes: httpGet and tcpSocket probes against python3 ht
           "[integration][prober]") {
   AgentEnv env;
   const int port = testing::unusedLoopbackPort();
-  env.add(yamlPod("u-http", R"(    command: ["python3", "-m", "http.server", ")" + std::to_string(port) +
+  env.add(yamlPod("u-http", R"(    command: ["python3", "-m", "http.server", ")" +
+                                std::to_string(port) +
                                 R"(", "--bind", "127.0.0.1"]
-    ports: [{name: http, containerPort: )" + std::to_string(port) + R"(}]
+    ports: [{name: http, containerPort: )" +
+                                std::to_string(port) + R"(}]
     startupProbe:
       tcpSocket: {port: http}
       periodSeconds: 1
@@ -465,7 +476,8 @@ TEST_CASE("agent with processes: httpGet and tcpSocket probes against python3 ht
       httpGet: {path: /, port: http}
       periodSeconds: 1
     livenessProbe:
-      httpGet: {path: /, port: )" + std::to_string(port) + R"(}
+      httpGet: {path: /, port: )" +
+                                std::to_string(port) + R"(}
       periodSeconds: 1
 )"));
   REQUIRE(testing::eventually([&] { return env.condition("u-http", "Ready") == "True"; }, 20s));
@@ -484,14 +496,17 @@ TEST_CASE("agent with processes: a failing postStart hook kills the container",
         exec: {command: ["/bin/sh", "-c", "echo hook ran > hook; exit 3"]}
 )",
                   "Never"));
-  REQUIRE(testing::eventually([&] {
-    auto c = env.container("u-hook");
-    return c && c->state.terminated;
-  }, 20s));
+  REQUIRE(testing::eventually(
+      [&] {
+        auto c = env.container("u-hook");
+        return c && c->state.terminated;
+      },
+      20s));
   CHECK(testing::readFile(env.podDir("u-hook") / "hook") == "hook ran\n");
-  CHECK(env.hasEvent("FailedPostStartHook: Exec lifecycle hook ([/bin/sh -c echo hook ran > hook; "
-                     "exit 3]) for Container \"c\" in Pod \"p-u-hook_default(u-hook)\" failed - "
-                     "error: command '/bin/sh -c echo hook ran > hook; exit 3' exited with 3: "));
+  CHECK(
+      env.hasEvent("FailedPostStartHook: Exec lifecycle hook ([/bin/sh -c echo hook ran > hook; "
+                   "exit 3]) for Container \"c\" in Pod \"p-u-hook_default(u-hook)\" failed - "
+                   "error: command '/bin/sh -c echo hook ran > hook; exit 3' exited with 3: "));
   CHECK(env.container("u-hook")->state.terminated->exit_code == 143);
 }
 
@@ -501,10 +516,12 @@ TEST_CASE("agent with processes: a preStop httpGet hook reaches the container be
   testing::TempDir out("nodeagent-prestop-out");
   const int port = testing::unusedLoopbackPort();
   // http.server logs each request to stderr, here a file that outlives the pod.
-  auto pod = yamlPod("u-prestop", R"(    command: ["/bin/sh", "-c", "exec python3 -m http.server )" +
-                                      std::to_string(port) +
-                                      R"( --bind 127.0.0.1 2>\"$NODEAGENT_VOLUME_OUT/requests\""]
-    ports: [{name: http, containerPort: )" + std::to_string(port) + R"(}]
+  auto pod =
+      yamlPod("u-prestop", R"(    command: ["/bin/sh", "-c", "exec python3 -m http.server )" +
+                               std::to_string(port) +
+                               R"( --bind 127.0.0.1 2>\"$NODEAGENT_VOLUME_OUT/requests\""]
+    ports: [{name: http, containerPort: )" +
+                               std::to_string(port) + R"(}]
     readinessProbe:
       tcpSocket: {port: http}
       periodSeconds: 1
@@ -513,7 +530,8 @@ TEST_CASE("agent with processes: a preStop httpGet hook reaches the container be
         httpGet: {path: /drain-now, port: http}
   volumes:
   - name: out
-    hostPath: {path: ")" + out.path().string() + R"("}
+    hostPath: {path: ")" + out.path().string() +
+                               R"("}
 )");
   env.add(pod);
   REQUIRE(testing::eventually([&] { return env.condition("u-prestop", "Ready") == "True"; }, 20s));
@@ -533,7 +551,8 @@ TEST_CASE("agent with processes: a failing preStop httpGet hook is a FailedPreSt
   auto pod = yamlPod("u-badstop", R"(    command: ["sleep", "1000"]
     lifecycle:
       preStop:
-        httpGet: {path: /quit, port: )" + std::to_string(port) + R"(}
+        httpGet: {path: /quit, port: )" +
+                                      std::to_string(port) + R"(}
 )");
   env.add(pod);
   REQUIRE(testing::eventually([&] {
@@ -542,23 +561,28 @@ TEST_CASE("agent with processes: a failing preStop httpGet hook is a FailedPreSt
   }));
   env.remove(pod);
   REQUIRE(testing::eventually([&] { return env.runningContainers() == 0; }, 20s));
-  CHECK(env.hasEvent("FailedPreStopHook: Http lifecycle hook (/quit) for Container \"c\" in Pod "
-                     "\"p-u-badstop_default(u-badstop)\" failed - error: "));
+  CHECK(
+      env.hasEvent("FailedPreStopHook: Http lifecycle hook (/quit) for Container \"c\" in Pod "
+                   "\"p-u-badstop_default(u-badstop)\" failed - error: "));
 }
 
 TEST_CASE("agent with processes: the termination message file and FallbackToLogsOnError",
           "[integration][prober]") {
   AgentEnv env;
-  env.add(yamlPod("u-msg", R"(    command: ["/bin/sh", "-c", "echo to the log; printf bye > \"$NODEAGENT_TERMINATION_MESSAGE_PATH\"; exit 1"]
+  env.add(yamlPod(
+      "u-msg",
+      R"(    command: ["/bin/sh", "-c", "echo to the log; printf bye > \"$NODEAGENT_TERMINATION_MESSAGE_PATH\"; exit 1"]
     terminationMessagePath: /dev/termination-log
     terminationMessagePolicy: FallbackToLogsOnError
 )",
-                  "Never"));
-  env.add(yamlPod("u-logs", R"(    command: ["/bin/sh", "-c", "for i in $(seq 1 100); do echo line $i; done; echo oops >&2; exit 2"]
+      "Never"));
+  env.add(yamlPod(
+      "u-logs",
+      R"(    command: ["/bin/sh", "-c", "for i in $(seq 1 100); do echo line $i; done; echo oops >&2; exit 2"]
     terminationMessagePath: /dev/termination-log
     terminationMessagePolicy: FallbackToLogsOnError
 )",
-                  "Never"));
+      "Never"));
   env.add(yamlPod("u-ok", R"(    command: ["/bin/sh", "-c", "echo only the log; exit 0"]
     terminationMessagePath: /dev/termination-log
     terminationMessagePolicy: FallbackToLogsOnError
@@ -568,9 +592,8 @@ TEST_CASE("agent with processes: the termination message file and FallbackToLogs
     auto c = env.container(uid);
     return c && c->state.terminated;
   };
-  REQUIRE(testing::eventually([&] {
-    return terminated("u-msg") && terminated("u-logs") && terminated("u-ok");
-  }, 20s));
+  REQUIRE(testing::eventually(
+      [&] { return terminated("u-msg") && terminated("u-logs") && terminated("u-ok"); }, 20s));
   CHECK(env.container("u-msg")->state.terminated->message == "bye");
   CHECK(env.container("u-ok")->state.terminated->message.empty());  // exit 0: no fallback
   const auto logs = env.container("u-logs")->state.terminated->message;

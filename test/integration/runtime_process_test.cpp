@@ -11,8 +11,8 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
-#include <map>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -42,7 +42,7 @@ api::Container shContainer(std::string name, std::string script) {
   return c;
 }
 
-api::PodPtr makePod(const std::string &uid, std::vector<api::Container> containers,
+api::PodPtr makePod(const std::string& uid, std::vector<api::Container> containers,
                     std::optional<int64_t> grace = std::nullopt) {
   auto pod = std::make_shared<api::Pod>();
   pod->metadata.name = "pod-" + uid;
@@ -54,7 +54,7 @@ api::PodPtr makePod(const std::string &uid, std::vector<api::Container> containe
   return pod;
 }
 
-std::vector<CriRecord> readCriLog(const fs::path &path) {
+std::vector<CriRecord> readCriLog(const fs::path& path) {
   std::vector<CriRecord> out;
   std::ifstream in(path);
   std::string line;
@@ -66,9 +66,9 @@ std::vector<CriRecord> readCriLog(const fs::path &path) {
   return out;
 }
 
-std::string logText(const fs::path &path) {
+std::string logText(const fs::path& path) {
   std::string all;
-  for (const auto &r : readCriLog(path)) all += r.text + (r.partial ? "" : "\n");
+  for (const auto& r : readCriLog(path)) all += r.text + (r.partial ? "" : "\n");
   return all;
 }
 
@@ -87,7 +87,7 @@ class Env {
       if (runtime_) {
         auto pods = sync(runtime_->getPods(false));
         if (pods.ok()) {
-          for (auto &p : *pods) (void)sync(runtime_->killPod(nullptr, p, 0));
+          for (auto& p : *pods) (void)sync(runtime_->killPod(nullptr, p, 0));
         }
       }
     } catch (...) {
@@ -98,7 +98,7 @@ class Env {
 
   void makeRuntime() {
     runtime_ = testing::makeProcessRuntime(io_.executor(), options_);
-    runtime_->setEventHandler([this](const ContainerEvent &e) {
+    runtime_->setEventHandler([this](const ContainerEvent& e) {
       std::lock_guard lock(mu_);
       events_.push_back({e, std::chrono::steady_clock::now()});
     });
@@ -117,7 +117,7 @@ class Env {
     return future.get();
   }
 
-  ContainerId start(const api::PodPtr &pod, size_t index = 0, int attempt = 0,
+  ContainerId start(const api::PodPtr& pod, size_t index = 0, int attempt = 0,
                     StartContainerOptions options = {}) {
     auto id = sync(runtime_->startContainer(pod, pod->spec.containers[index], attempt, options));
     INFO(id.status().toString());
@@ -125,39 +125,39 @@ class Env {
     return *id;
   }
 
-  std::optional<ContainerStatus> status(const api::PodPtr &pod, const ContainerId &id) {
+  std::optional<ContainerStatus> status(const api::PodPtr& pod, const ContainerId& id) {
     auto st = sync(
         runtime_->getPodStatus(pod->metadata.uid, pod->metadata.name, pod->metadata.namespace_));
     REQUIRE(st.ok());
-    for (const auto &cs : st->container_statuses) {
+    for (const auto& cs : st->container_statuses) {
       if (cs.id == id) return cs;
     }
     return std::nullopt;
   }
 
-  bool exited(const api::PodPtr &pod, const ContainerId &id) {
+  bool exited(const api::PodPtr& pod, const ContainerId& id) {
     auto cs = status(pod, id);
     return cs && cs->state == ContainerState::kExited;
   }
 
-  std::optional<std::chrono::steady_clock::time_point> eventTime(const ContainerId &id,
+  std::optional<std::chrono::steady_clock::time_point> eventTime(const ContainerId& id,
                                                                  ContainerEvent::Type type) {
     std::lock_guard lock(mu_);
-    for (const auto &[e, at] : events_) {
+    for (const auto& [e, at] : events_) {
       if (e.container_id == id && e.type == type) return at;
     }
     return std::nullopt;
   }
-  int eventCount(const ContainerId &id, ContainerEvent::Type type) {
+  int eventCount(const ContainerId& id, ContainerEvent::Type type) {
     std::lock_guard lock(mu_);
     int n = 0;
-    for (const auto &[e, at] : events_) n += e.container_id == id && e.type == type ? 1 : 0;
+    for (const auto& [e, at] : events_) n += e.container_id == id && e.type == type ? 1 : 0;
     return n;
   }
 
-  ProcessRuntime &runtime() { return *runtime_; }
-  const testing::TempDir &dir() const { return dir_; }
-  const ProcessRuntimeOptions &options() const { return options_; }
+  ProcessRuntime& runtime() { return *runtime_; }
+  const testing::TempDir& dir() const { return dir_; }
+  const ProcessRuntimeOptions& options() const { return options_; }
 
  private:
   testing::TempDir dir_{"nodeagent-runtime"};
@@ -168,7 +168,7 @@ class Env {
   std::vector<std::pair<ContainerEvent, std::chrono::steady_clock::time_point>> events_;
 };
 
-std::string procFile(int pid, const std::string &name) {
+std::string procFile(int pid, const std::string& name) {
   return testing::readFile("/proc/" + std::to_string(pid) + "/" + name);
 }
 
@@ -182,10 +182,10 @@ long pssKib(int pid) {
 }
 
 // Processes running exactly `sleep <seconds>`: a container's unique marker.
-int countSleeps(const std::string &seconds) {
+int countSleeps(const std::string& seconds) {
   const std::string want = std::string("sleep") + '\0' + seconds + '\0';
   int n = 0;
-  for (const auto &entry : fs::directory_iterator("/proc")) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     auto st = readProcStat(std::stoi(name));
@@ -204,8 +204,10 @@ std::string uniqueSleep() {
 
 }  // namespace
 
-TEST_CASE("process runtime: names that are not one path component are refused, nothing is "
-          "created", "[integration][runtime][security]") {
+TEST_CASE(
+    "process runtime: names that are not one path component are refused, nothing is "
+    "created",
+    "[integration][runtime][security]") {
   Env env;
   const fs::path dir = env.dir().path();
   struct Case {
@@ -293,7 +295,7 @@ TEST_CASE("process runtime: exit codes, reasons and signal deaths are recorded",
   auto bad = env.start(pod, 1);
   auto sig = env.start(pod, 2);
   auto f = env.start(pod, 3);
-  for (const auto &id : {ok, bad, sig, f}) {
+  for (const auto& id : {ok, bad, sig, f}) {
     REQUIRE(testing::eventually([&] { return env.exited(pod, id); }));
     CHECK(
         testing::eventually([&] { return env.eventCount(id, ContainerEvent::Type::kDied) == 1; }));
@@ -362,7 +364,8 @@ TEST_CASE(
     auto log = env.status(pod, id)->log_path;
     REQUIRE(testing::eventually([&] { return logText(log).find("ready") != std::string::npos; }));
     auto t0 = std::chrono::steady_clock::now();
-    CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions::graceOverride(10), "test")).ok());
+    CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions::graceOverride(10), "test"))
+              .ok());
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
     auto cs = env.status(pod, id);
     REQUIRE(cs);
@@ -378,7 +381,8 @@ TEST_CASE(
     auto log = env.status(pod, id)->log_path;
     REQUIRE(testing::eventually([&] { return logText(log).find("ready") != std::string::npos; }));
     auto t0 = std::chrono::steady_clock::now();
-    CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions::graceOverride(1), "test")).ok());
+    CHECK(
+        env.sync(env.runtime().killContainer(pod, id, KillOptions::graceOverride(1), "test")).ok());
     auto took = std::chrono::steady_clock::now() - t0;
     CHECK(took >= 1s);
     CHECK(took < 10s);
@@ -409,7 +413,8 @@ TEST_CASE(
     auto id = env.start(pod);
     REQUIRE(testing::eventually([&] { return env.exited(pod, id); }));
     CHECK(env.sync(env.runtime().killContainer(pod, id, KillOptions{}, "test")).ok());
-    CHECK(env.sync(env.runtime().killContainer(pod, ContainerId{"process", "nope"}, KillOptions::graceOverride(0), "test"))
+    CHECK(env.sync(env.runtime().killContainer(pod, ContainerId{"process", "nope"},
+                                               KillOptions::graceOverride(0), "test"))
               .code() == base::StatusCode::kNotFound);
   }
 }
@@ -461,7 +466,7 @@ TEST_CASE(
     std::string long_line;
     int partials = 0;
     bool saw_err = false;
-    for (const auto &r : records) {
+    for (const auto& r : records) {
       CHECK(r.timestamp.back() == 'Z');
       if (r.stream == LogStream::kStderr) {
         saw_err = r.text == "err1";
@@ -492,10 +497,10 @@ TEST_CASE(
     REQUIRE(testing::eventually([&] { return env.exited(pod, id); }));
     auto path = env.runtime().containerLogsPath("default", "pod-u-rot", "u-rot", "main", 0);
     std::vector<fs::path> files;
-    for (const auto &e : fs::directory_iterator(path.parent_path())) files.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(path.parent_path())) files.push_back(e.path());
     CHECK(files.size() == 3);
     std::string newest_text;
-    for (const auto &f : files) {
+    for (const auto& f : files) {
       CHECK(fs::file_size(f) <= 2048);
       CHECK_FALSE(readCriLog(f).empty());
     }
@@ -620,7 +625,8 @@ TEST_CASE(
 
   // The adopted container is still controlled: kill it through the new
   // instance.
-  CHECK(env.sync(env.runtime().killContainer(pod, long_id, KillOptions::graceOverride(0), "test")).ok());
+  CHECK(env.sync(env.runtime().killContainer(pod, long_id, KillOptions::graceOverride(0), "test"))
+            .ok());
   CHECK(env.exited(pod, long_id));
   CHECK(env.status(pod, long_id)->exit_code == 137);
   CHECK(testing::eventually(
@@ -771,8 +777,7 @@ TEST_CASE("process runtime: a running container whose state file is unusable is 
   REQUIRE(env.sync(env.runtime().killPod(pod, pods->front(), 1)).ok());
   CHECK(countSleeps(marker) == 0);
   CHECK(env.exited(pod, id));
-  CHECK(testing::eventually(
-      [&] { return env.eventCount(id, ContainerEvent::Type::kDied) == 1; }));
+  CHECK(testing::eventually([&] { return env.eventCount(id, ContainerEvent::Type::kDied) == 1; }));
 }
 
 TEST_CASE("process runtime: a running container that cannot be identified is killed, not kept",
@@ -782,24 +787,24 @@ TEST_CASE("process runtime: a running container that cannot be identified is kil
   Env env(fast);
   const std::string marker = uniqueSleep();
   std::string script = "exec sleep " + marker;
-  std::function<void(const fs::path &)> damage;
+  std::function<void(const fs::path&)> damage;
   SECTION("its config file is garbled") {
-    damage = [](const fs::path &dir) { testing::writeFile(dir / "config", "version=1\n\x01\x02"); };
+    damage = [](const fs::path& dir) { testing::writeFile(dir / "config", "version=1\n\x01\x02"); };
   }
   SECTION("its config file is truncated before the command") {
-    damage = [](const fs::path &dir) {
+    damage = [](const fs::path& dir) {
       testing::writeFile(dir / "config", testing::readFile(dir / "config").substr(0, 40));
     };
   }
   SECTION("its config file is deleted") {
-    damage = [](const fs::path &dir) { fs::remove(dir / "config"); };
+    damage = [](const fs::path& dir) { fs::remove(dir / "config"); };
   }
   SECTION("its container directory is deleted") {
-    damage = [](const fs::path &dir) { fs::remove_all(dir); };
+    damage = [](const fs::path& dir) { fs::remove_all(dir); };
   }
   SECTION("its config file is garbled and it ignores SIGTERM") {
     script = "trap '' TERM; exec sleep " + marker;
-    damage = [](const fs::path &dir) { testing::writeFile(dir / "config", "garbage"); };
+    damage = [](const fs::path& dir) { testing::writeFile(dir / "config", "garbage"); };
   }
   auto pod = makePod("u-badconfig", {shContainer("main", script)});
   auto id = env.start(pod);
@@ -849,7 +854,7 @@ TEST_CASE("process runtime: recovery never touches the shims of another root dir
 namespace {
 
 // A line of /proc/<pid>/status without its key ("Uid", "CapBnd", ...); tabs become spaces.
-std::string statusField(const std::string &status, const std::string &key) {
+std::string statusField(const std::string& status, const std::string& key) {
   std::istringstream in(status);
   std::string line;
   while (std::getline(in, line)) {
@@ -866,17 +871,17 @@ std::string statusField(const std::string &status, const std::string &key) {
 // The credentials of a process as /proc/<pid>/status shows them.
 struct Creds {
   std::string uid, gid, groups, cap_bnd, cap_eff, cap_prm, cap_inh, cap_amb, no_new_privs;
-  static Creds of(const std::string &status) {
-    return {statusField(status, "Uid"),    statusField(status, "Gid"),
-            statusField(status, "Groups"), statusField(status, "CapBnd"),
-            statusField(status, "CapEff"), statusField(status, "CapPrm"),
-            statusField(status, "CapInh"), statusField(status, "CapAmb"),
+  static Creds of(const std::string& status) {
+    return {statusField(status, "Uid"),       statusField(status, "Gid"),
+            statusField(status, "Groups"),    statusField(status, "CapBnd"),
+            statusField(status, "CapEff"),    statusField(status, "CapPrm"),
+            statusField(status, "CapInh"),    statusField(status, "CapAmb"),
             statusField(status, "NoNewPrivs")};
   }
 };
 
 // Exec probes and hooks run as the container does.
-void checkSameIdentity(const Creds &exec, const Creds &container) {
+void checkSameIdentity(const Creds& exec, const Creds& container) {
   CHECK(exec.uid == container.uid);
   CHECK(exec.gid == container.gid);
   CHECK(exec.groups == container.groups);
@@ -896,7 +901,7 @@ api::Container sleeper(std::optional<api::SecurityContext> sc = std::nullopt) {
   return c;
 }
 
-api::PodPtr podWith(const std::string &uid, api::Container c,
+api::PodPtr podWith(const std::string& uid, api::Container c,
                     std::optional<api::PodSecurityContext> psc = std::nullopt) {
   auto pod = makePod(uid, {std::move(c)});
   std::const_pointer_cast<api::Pod>(pod)->spec.security_context = std::move(psc);
@@ -905,7 +910,7 @@ api::PodPtr podWith(const std::string &uid, api::Container c,
 
 // Starts the container, waits for its command to be `sleep`, and returns the credentials of the
 // container process and of an exec (what probes and hooks run as) in it.
-std::pair<Creds, Creds> runAndInspect(Env &env, const api::PodPtr &pod,
+std::pair<Creds, Creds> runAndInspect(Env& env, const api::PodPtr& pod,
                                       StartContainerOptions options = {}) {
   auto id = env.start(pod, 0, 0, std::move(options));
   auto cs = env.status(pod, id);
@@ -989,11 +994,12 @@ TEST_CASE("process runtime: runAsNonRoot refuses root with kubelet's reason and 
           "[integration][runtime][security]") {
   if (skipUnlessRoot()) return;
   Env env;
-  auto refused = [&](const api::PodPtr &pod) {
+  auto refused = [&](const api::PodPtr& pod) {
     auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
     REQUIRE_FALSE(id.ok());
     CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
-    auto st = env.sync(env.runtime().getPodStatus(pod->metadata.uid, pod->metadata.name, "default"));
+    auto st =
+        env.sync(env.runtime().getPodStatus(pod->metadata.uid, pod->metadata.name, "default"));
     REQUIRE(st.ok());
     CHECK(st->container_statuses.empty());  // nothing was started
     return id.status().message();
@@ -1072,9 +1078,10 @@ TEST_CASE("process runtime: refuse_root (apiserver pods) refuses root and runs a
   auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, options));
   REQUIRE_FALSE(id.ok());
   CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
-  CHECK_THAT(id.status().message(),
-             Catch::Contains("container \"main\" of pod default/pod-u-api-root would run as root") &&
-                 Catch::Contains("--allow-root-api-pods"));
+  CHECK_THAT(
+      id.status().message(),
+      Catch::Contains("container \"main\" of pod default/pod-u-api-root would run as root") &&
+          Catch::Contains("--allow-root-api-pods"));
   api::SecurityContext sc;
   sc.run_as_user = 65534;
   auto [container, exec] = runAndInspect(env, podWith("u-api-user", sleeper(sc)), options);
@@ -1084,8 +1091,10 @@ TEST_CASE("process runtime: refuse_root (apiserver pods) refuses root and runs a
   CHECK(root.uid == "0 0 0 0");
 }
 
-TEST_CASE("process runtime: a process of another user with a shim's command line is not taken for "
-          "a shim", "[integration][runtime][security]") {
+TEST_CASE(
+    "process runtime: a process of another user with a shim's command line is not taken for "
+    "a shim",
+    "[integration][runtime][security]") {
   if (skipUnlessRoot()) return;
   testing::TempDir tmp;
   const fs::path containers = tmp / "containers";
@@ -1098,9 +1107,8 @@ TEST_CASE("process runtime: a process of another user with a shim's command line
   fs::permissions(tmp / "nodeagent-shim", fs::perms::owner_all | fs::perms::group_exec |
                                               fs::perms::others_exec | fs::perms::group_read |
                                               fs::perms::others_read);
-  fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::group_read |
-                                  fs::perms::group_exec | fs::perms::others_read |
-                                  fs::perms::others_exec);
+  fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
   fs::permissions(tmp / "run", fs::perms::owner_read | fs::perms::owner_write |
                                    fs::perms::group_read | fs::perms::others_read);
   auto spawn = [&](const std::string& id, std::optional<uid_t> uid) {

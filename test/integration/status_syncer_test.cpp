@@ -20,9 +20,9 @@
 #include "config/pod_storage.h"
 #include "podmanager/mirror_client.h"
 #include "podmanager/pod_manager.h"
-#include "test/support/pod_builder.h"
 #include "test/support/api_test_client.h"
 #include "test/support/fake_clock.h"
+#include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -130,8 +130,9 @@ TEST_CASE("status syncer reverts a status edited by another client on its batch"
     auto got = f.server->store().get("pods", "default", "p2");
     return got.ok() && (*got)["status"].value("phase", "") == "Running";
   }));
-  auto edited = f.server->store().patch("pods", "default", "p2", testapiserver::PatchType::kMergePatch,
-                                        json{{"status", {{"podIP", "10.9.9.9"}}}}, "status");
+  auto edited =
+      f.server->store().patch("pods", "default", "p2", testapiserver::PatchType::kMergePatch,
+                              json{{"status", {{"podIP", "10.9.9.9"}}}}, "status");
   REQUIRE(edited.ok());
   f.pod_manager.updatePod(api::decodePodPtr(*edited).value());  // what the watch would deliver
   REQUIRE(testing::eventually([&] {
@@ -249,8 +250,9 @@ TEST_CASE("status syncer reverts an edit that reached the apiserver just before 
   CHECK(serverMessage(f, "p5").empty());
 }
 
-TEST_CASE("status syncer drops the reason and message a condition lost and then has nothing to send",
-          "[integration][status]") {
+TEST_CASE(
+    "status syncer drops the reason and message a condition lost and then has nothing to send",
+    "[integration][status]") {
   Fixture f;
   WatchedPod watched(f, "p6");
   BatchedSyncer syncer(f);
@@ -309,7 +311,8 @@ TEST_CASE("a gracefully deleted pod is removed with grace 0 only once its resour
   syncer->stop();
 }
 
-TEST_CASE("mirror client bounds a call to a slow apiserver by its timeout", "[integration][mirror]") {
+TEST_CASE("mirror client bounds a call to a slow apiserver by its timeout",
+          "[integration][mirror]") {
   Fixture f;
   agent::ApiMirrorClientOptions mo;
   mo.node_name = "n1";

@@ -6,10 +6,14 @@ namespace nodeagent::testing {
 
 std::string_view methodName(FakePodSyncer::Method method) {
   switch (method) {
-    case FakePodSyncer::Method::kSyncPod: return "syncPod";
-    case FakePodSyncer::Method::kSyncTerminatingPod: return "syncTerminatingPod";
-    case FakePodSyncer::Method::kSyncTerminatingRuntimePod: return "syncTerminatingRuntimePod";
-    case FakePodSyncer::Method::kSyncTerminatedPod: return "syncTerminatedPod";
+    case FakePodSyncer::Method::kSyncPod:
+      return "syncPod";
+    case FakePodSyncer::Method::kSyncTerminatingPod:
+      return "syncTerminatingPod";
+    case FakePodSyncer::Method::kSyncTerminatingRuntimePod:
+      return "syncTerminatingRuntimePod";
+    case FakePodSyncer::Method::kSyncTerminatedPod:
+      return "syncTerminatedPod";
   }
   return "unknown";
 }
@@ -101,8 +105,7 @@ void FakePodSyncer::finish(size_t index, bool cancelled) {
   calls_[index].cancelled = cancelled;
 }
 
-asio::awaitable<base::StatusOr<bool>> FakePodSyncer::syncPod(api::SyncPodType type,
-                                                             api::PodPtr pod,
+asio::awaitable<base::StatusOr<bool>> FakePodSyncer::syncPod(api::SyncPodType type, api::PodPtr pod,
                                                              api::PodPtr mirror_pod,
                                                              std::stop_token cancel) {
   Call call;
@@ -131,8 +134,8 @@ base::Status popOr(std::deque<base::Status>& results) {
 }  // namespace
 
 asio::awaitable<base::Status> FakePodSyncer::syncTerminatingPod(
-    api::PodPtr pod, std::optional<int64_t> grace_period_seconds,
-    podworkers::PodStatusFn status_fn, std::stop_token cancel) {
+    api::PodPtr pod, std::optional<int64_t> grace_period_seconds, podworkers::PodStatusFn status_fn,
+    std::stop_token cancel) {
   Call call;
   call.method = Method::kSyncTerminatingPod;
   call.type = api::SyncPodType::kKill;
@@ -187,9 +190,15 @@ void FakePodSyncer::pushResult(Method method, base::Status status) {
         sync_results_.push_back(std::move(status));
       }
       break;
-    case Method::kSyncTerminatingPod: terminating_results_.push_back(std::move(status)); break;
-    case Method::kSyncTerminatingRuntimePod: runtime_results_.push_back(std::move(status)); break;
-    case Method::kSyncTerminatedPod: terminated_results_.push_back(std::move(status)); break;
+    case Method::kSyncTerminatingPod:
+      terminating_results_.push_back(std::move(status));
+      break;
+    case Method::kSyncTerminatingRuntimePod:
+      runtime_results_.push_back(std::move(status));
+      break;
+    case Method::kSyncTerminatedPod:
+      terminated_results_.push_back(std::move(status));
+      break;
   }
 }
 

@@ -19,18 +19,23 @@ namespace nodeagent::testing {
 
 class FakePodSyncer final : public podworkers::PodSyncer {
  public:
-  enum class Method { kSyncPod, kSyncTerminatingPod, kSyncTerminatingRuntimePod, kSyncTerminatedPod };
+  enum class Method {
+    kSyncPod,
+    kSyncTerminatingPod,
+    kSyncTerminatingRuntimePod,
+    kSyncTerminatedPod
+  };
 
   struct Call {
     Method method = Method::kSyncPod;
     api::SyncPodType type = api::SyncPodType::kSync;  // syncPod only
     api::PodPtr pod;
-    api::PodPtr mirror_pod;                // syncPod only
-    std::optional<int64_t> grace_period;   // syncTerminatingPod only
-    bool has_status_fn = false;            // syncTerminatingPod only
-    bool cancelled_at_start = false;       // the stop_token had fired when the call began
-    bool cancelled = false;                // the call returned Cancelled because its token fired
-    bool finished = false;                 // the call has returned
+    api::PodPtr mirror_pod;               // syncPod only
+    std::optional<int64_t> grace_period;  // syncTerminatingPod only
+    bool has_status_fn = false;           // syncTerminatingPod only
+    bool cancelled_at_start = false;      // the stop_token had fired when the call began
+    bool cancelled = false;               // the call returned Cancelled because its token fired
+    bool finished = false;                // the call has returned
     std::string uid() const { return pod ? pod->metadata.uid : std::string(); }
   };
 

@@ -32,8 +32,8 @@ runtime::ProcessRuntimeOptions processRuntimeOptions(const std::filesystem::path
 
 std::unique_ptr<runtime::ProcessRuntime> makeProcessRuntime(
     asio::any_io_executor executor, const runtime::ProcessRuntimeOptions& options) {
-  auto rt = std::make_unique<runtime::ProcessRuntime>(std::move(executor), base::realClock(),
-                                                      options);
+  auto rt =
+      std::make_unique<runtime::ProcessRuntime>(std::move(executor), base::realClock(), options);
   REQUIRE(rt->recover().ok());
   return rt;
 }

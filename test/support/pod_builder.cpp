@@ -142,7 +142,8 @@ std::string PodBuilder::jsonText() const { return j_->dump(); }
 
 api::PodPtr PodBuilder::build() const {
   auto pod = api::decodePodPtr(*j_);
-  if (!pod.ok()) FAIL("PodBuilder: cannot decode: " << pod.status().toString() << "\n" << j_->dump());
+  if (!pod.ok())
+    FAIL("PodBuilder: cannot decode: " << pod.status().toString() << "\n" << j_->dump());
   return *pod;
 }
 

@@ -35,7 +35,8 @@ TEST_CASE("admission: CPU and memory requests must fit the node's allocatable", 
   auto r = agent::canAdmitPod(*podWith("more", "600m", ""), {big}, kNode);
   CHECK_FALSE(r.admit);
   CHECK(r.reason == "OutOfcpu");
-  CHECK(r.message == "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000");
+  CHECK(r.message ==
+        "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000");
   r = agent::canAdmitPod(*podWith("mem", "", "5Gi"), {}, kNode);
   CHECK(r.reason == "OutOfmemory");
   CHECK(agent::canAdmitPod(*podWith("besteffort", "", ""), {big}, kNode).admit);
@@ -53,7 +54,8 @@ TEST_CASE("admission: --max-pods, host ports and the node name", "[unit][agent]"
   CHECK(r.reason == "PodFitsHostPorts");
   CHECK(agent::canAdmitPod(*podWith("web3", "", "", 8081), {web}, kNode).admit);
 
-  auto elsewhere = testing::PodBuilder().name("x").uid("x").nodeName("node2").container("c").build();
+  auto elsewhere =
+      testing::PodBuilder().name("x").uid("x").nodeName("node2").container("c").build();
   CHECK(agent::canAdmitPod(*elsewhere, {}, kNode).reason == "HostName");
 }
 

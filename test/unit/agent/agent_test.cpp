@@ -81,8 +81,7 @@ struct Harness {
     };
     agent = std::make_unique<agent::Agent>(
         ioc.get_executor(), clock, random, runtime, pod_manager, status_manager,
-        [this](const std::string&) { return sources_ready; }, [this] { return sources_ready; },
-        o);
+        [this](const std::string&) { return sources_ready; }, [this] { return sources_ready; }, o);
     agent->start();
     drain();
   }
@@ -336,8 +335,7 @@ TEST_CASE("agent: housekeeping kills runtime pods no source wants, only once sou
   CHECK(h.runtime.runningContainerCount() == 0);
 }
 
-TEST_CASE("agent: a removal from a source that has not reported is not acted on",
-          "[unit][agent]") {
+TEST_CASE("agent: a removal from a source that has not reported is not acted on", "[unit][agent]") {
   Harness h;
   h.update(api::PodOperation::kAdd, {webPod()});
   h.sources_ready = false;
@@ -415,7 +413,8 @@ TEST_CASE("agent: a liveness probe failing failureThreshold times restarts the c
   h.runtime.setExecHandler([](const std::string&, const std::vector<std::string>&) {
     return runtime::ExecResult{1, false, "sick"};
   });
-  h.update(api::PodOperation::kAdd, {probedWebPod({{"livenessProbe", execCheck("live", 10)}}, policy)});
+  h.update(api::PodOperation::kAdd,
+           {probedWebPod({{"livenessProbe", execCheck("live", 10)}}, policy)});
   h.advance(19s);  // failures at 0s and 10s
   CHECK(h.actions(Action::Kind::kKill).empty());
   h.advance(2s);  // the third at 20s
@@ -451,7 +450,8 @@ TEST_CASE("agent: a failed postStart hook kills the container with FailedPostSta
   SECTION("once: it is started again at once (before any backoff) and keeps running") {}
   SECTION("always: it ends in CrashLoopBackOff") { failures_left = 1000; }
   h.update(api::PodOperation::kAdd,
-           {probedWebPod({{"lifecycle", {{"postStart", {{"exec", {{"command", {"setup", "--now"}}}}}}}}})});
+           {probedWebPod(
+               {{"lifecycle", {{"postStart", {{"exec", {{"command", {"setup", "--now"}}}}}}}}})});
   auto execs = h.runtime.execs();
   REQUIRE(execs.size() == 2);
   CHECK(execs[0].second == std::vector<std::string>{"setup", "--now"});
@@ -508,8 +508,9 @@ TEST_CASE("agent: a liveness or startup probe's terminationGracePeriodSeconds bo
 
 TEST_CASE("agent: a pod being deleted is killed with its deletion grace, not a probe's",
           "[unit][agent][prober]") {
-  auto pod = *probedWebPod({{"livenessProbe", {{"exec", {{"command", {"live"}}}},
-                                               {"terminationGracePeriodSeconds", 5}}}});
+  auto pod =
+      *probedWebPod({{"livenessProbe",
+                      {{"exec", {{"command", {"live"}}}}, {"terminationGracePeriodSeconds", 5}}}});
   pod.metadata.deletion_grace_period_seconds = 7;
   CHECK(runtime::killGracePeriodSeconds(pod, 5) == 7);
   pod.metadata.deletion_grace_period_seconds.reset();
@@ -517,14 +518,16 @@ TEST_CASE("agent: a pod being deleted is killed with its deletion grace, not a p
   CHECK(runtime::killGracePeriodSeconds(pod, std::nullopt) == 30);
 }
 
-TEST_CASE("agent: a preStop hook runs before the kill, and its failure is a FailedPreStopHook event",
-          "[unit][agent][prober]") {
+TEST_CASE(
+    "agent: a preStop hook runs before the kill, and its failure is a FailedPreStopHook event",
+    "[unit][agent][prober]") {
   Harness h;
   const bool fails = GENERATE(false, true);
   h.runtime.setExecHandler([&](const std::string&, const std::vector<std::string>&) {
     return fails ? runtime::ExecResult{2, false, "drain failed"} : runtime::ExecResult{};
   });
-  auto pod = probedWebPod({{"lifecycle", {{"preStop", {{"exec", {{"command", {"drain", "-q"}}}}}}}}});
+  auto pod =
+      probedWebPod({{"lifecycle", {{"preStop", {{"exec", {{"command", {"drain", "-q"}}}}}}}}});
   h.update(api::PodOperation::kAdd, {pod});
   REQUIRE(h.runtime.execs().empty());
   h.update(api::PodOperation::kRemove, {pod});
@@ -535,9 +538,10 @@ TEST_CASE("agent: a preStop hook runs before the kill, and its failure is a Fail
   REQUIRE(kills.size() == 1);
   CHECK(h.runtime.runningContainerCount() == 0);
   if (fails) {
-    CHECK(h.hasEvent("FailedPreStopHook: Exec lifecycle hook ([drain -q]) for Container \"web\" in "
-                     "Pod \"web-node1_default(uid-web)\" failed - error: command 'drain -q' exited "
-                     "with 2: drain failed, message: \"drain failed\""));
+    CHECK(
+        h.hasEvent("FailedPreStopHook: Exec lifecycle hook ([drain -q]) for Container \"web\" in "
+                   "Pod \"web-node1_default(uid-web)\" failed - error: command 'drain -q' exited "
+                   "with 2: drain failed, message: \"drain failed\""));
   } else {
     CHECK(h.eventsWithReason("FailedPreStopHook").empty());
   }
@@ -593,7 +597,8 @@ TEST_CASE("agent: housekeeping runs at the next tick after a container nobody wa
       h.ioc,
       [&h, unknown]() -> asio::awaitable<void> {
         runtime::StartContainerOptions options;  // named: see GCC 12 and co_await temporaries
-        auto id = co_await h.runtime.startContainer(unknown, unknown->spec.containers[0], 0, options);
+        auto id =
+            co_await h.runtime.startContainer(unknown, unknown->spec.containers[0], 0, options);
         CHECK(id.ok());
       },
       asio::detached);
@@ -602,8 +607,7 @@ TEST_CASE("agent: housekeeping runs at the next tick after a container nobody wa
           runtime::ContainerState::kRunning);
   h.advance(2100ms);
   CHECK_FALSE(std::filesystem::exists(stray));
-  CHECK(h.runtime.containerStatus("uid-unknown", "web")->state ==
-        runtime::ContainerState::kExited);
+  CHECK(h.runtime.containerStatus("uid-unknown", "web")->state == runtime::ContainerState::kExited);
 }
 
 TEST_CASE("agent: admission counts pods of earlier batches, and frees a slot once a pod ends",
@@ -639,8 +643,10 @@ TEST_CASE("agent: admission counts pods of earlier batches, and frees a slot onc
   CHECK(h.phase("u6") == "Running");
 }
 
-TEST_CASE("agent: housekeeping removes pod directories of unknown pods, and lists again only after a change",
-          "[unit][agent]") {
+TEST_CASE(
+    "agent: housekeeping removes pod directories of unknown pods, and lists again only after a "
+    "change",
+    "[unit][agent]") {
   Harness h;
   auto pod = [](const std::string& name) {
     return testing::PodBuilder()
@@ -671,8 +677,9 @@ TEST_CASE("agent: housekeeping removes pod directories of unknown pods, and list
   CHECK(std::filesystem::exists(pods / "uid-a"));
 }
 
-TEST_CASE("agent: a kill that outlasts grace plus half of it, at least 10s, gets ExceededGracePeriod",
-          "[unit][agent]") {
+TEST_CASE(
+    "agent: a kill that outlasts grace plus half of it, at least 10s, gets ExceededGracePeriod",
+    "[unit][agent]") {
   Harness h;
   auto slowPod = [](int64_t grace) {
     return testing::PodBuilder()
@@ -786,9 +793,10 @@ TEST_CASE("agent: /pods writes every pod with its newest status, also after its 
   server.stop();
 }
 
-TEST_CASE("agent: /pods of many decoded pods is whole JSON past the writer's chunk size, and an "
-          "unchanged node answers the same text",
-          "[unit][agent]") {
+TEST_CASE(
+    "agent: /pods of many decoded pods is whole JSON past the writer's chunk size, and an "
+    "unchanged node answers the same text",
+    "[unit][agent]") {
   Harness h(/*max_pods=*/1000);
   testing::IoThreads io;
   io.start(1);
@@ -848,8 +856,10 @@ TEST_CASE("agent: /pods of many decoded pods is whole JSON past the writer's chu
   server.stop();
 }
 
-TEST_CASE("agent: a pod whose UID or volume name is not a path component is refused, nothing is "
-          "created", "[unit][agent][security]") {
+TEST_CASE(
+    "agent: a pod whose UID or volume name is not a path component is refused, nothing is "
+    "created",
+    "[unit][agent][security]") {
   Harness h;
   const auto escape_uid = testing::PodBuilder()
                               .name("escape-uid")
@@ -862,7 +872,8 @@ TEST_CASE("agent: a pod whose UID or volume name is not a path component is refu
           .uid("uid-volume")
           .container("web", {"sleep", "1000"})
           .edit([](nlohmann::json& p) {
-            p["spec"]["volumes"] = {{{"name", "../../../../../escape-v"}, {"emptyDir", nlohmann::json::object()}}};
+            p["spec"]["volumes"] = {
+                {{"name", "../../../../../escape-v"}, {"emptyDir", nlohmann::json::object()}}};
           })
           .build();
   REQUIRE(escape_volume->spec.volumes.size() == 1);
@@ -893,16 +904,17 @@ TEST_CASE("agent: an API pod may not have the agent create a hostPath, a static 
                            const std::string& source) {
     const auto target = h.root.path() / ("host-" + name) / "sub";
     return std::make_pair(
-        target, testing::PodBuilder()
-                    .name(name)
-                    .uid("uid-" + name)
-                    .container("web", {"sleep", "1000"})
-                    .annotation("kubernetes.io/config.source", source)
-                    .edit([&](nlohmann::json& p) {
-                      p["spec"]["volumes"] = {
-                          {{"name", "data"}, {"hostPath", {{"path", target.string()}, {"type", type}}}}};
-                    })
-                    .build());
+        target,
+        testing::PodBuilder()
+            .name(name)
+            .uid("uid-" + name)
+            .container("web", {"sleep", "1000"})
+            .annotation("kubernetes.io/config.source", source)
+            .edit([&](nlohmann::json& p) {
+              p["spec"]["volumes"] = {
+                  {{"name", "data"}, {"hostPath", {{"path", target.string()}, {"type", type}}}}};
+            })
+            .build());
   };
   auto [api_dir, api_dir_pod] = made_by("api-dir", "DirectoryOrCreate", "api");
   auto [api_file, api_file_pod] = made_by("api-file", "FileOrCreate", "api");
@@ -910,7 +922,8 @@ TEST_CASE("agent: an API pod may not have the agent create a hostPath, a static 
   h.update(api::PodOperation::kAdd, {api_dir_pod, api_file_pod}, "api");
   h.update(api::PodOperation::kAdd, {static_dir_pod}, "file");
   h.advance(3s);
-  for (const auto& [path, uid] : {std::pair{api_dir, "uid-api-dir"}, std::pair{api_file, "uid-api-file"}}) {
+  for (const auto& [path, uid] :
+       {std::pair{api_dir, "uid-api-dir"}, std::pair{api_file, "uid-api-file"}}) {
     INFO(uid);
     CHECK_FALSE(std::filesystem::exists(path));
     CHECK_FALSE(std::filesystem::exists(path.parent_path()));

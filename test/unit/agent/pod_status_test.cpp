@@ -62,7 +62,8 @@ TEST_CASE("getPhase with restartPolicy Always", "[unit][agent]") {
   CHECK(getPhase(s, {}, {terminated("a", 0), terminated("b", 1)}) == "Running");
   CHECK(getPhase(s, {}, {running("a")}) == "Pending");  // b unknown
   CHECK(getPhase(s, {}, {running("a"), waiting("b")}) == "Pending");
-  CHECK(getPhase(s, {}, {running("a"), waiting("b", 1)}) == "Running");  // crash loop counts as stopped
+  CHECK(getPhase(s, {}, {running("a"), waiting("b", 1)}) ==
+        "Running");  // crash loop counts as stopped
   CHECK(getPhase(s, {}, {}) == "Pending");
 }
 

@@ -155,8 +155,8 @@ TEST_CASE("prober: readiness flaps only after successThreshold and failureThresh
           "[unit][prober]") {
   Harness h;
   auto pod = probedPod({{"readinessProbe", execProbe("ready", {{"periodSeconds", 1},
-                                                                {"successThreshold", 2},
-                                                                {"failureThreshold", 3}})}});
+                                                               {"successThreshold", 2},
+                                                               {"failureThreshold", 3}})}});
   h.prober->addPod(*pod);
   h.last_cid = "fake://c1";
   h.observe(*pod, "fake://c1");
@@ -225,10 +225,10 @@ TEST_CASE("prober: liveness failures past the threshold fail the container and h
 TEST_CASE("prober: a startup probe gates liveness and readiness until it succeeds",
           "[unit][prober]") {
   Harness h;
-  auto pod = probedPod({{"startupProbe", execProbe("start", {{"periodSeconds", 1},
-                                                              {"failureThreshold", 30}})},
-                        {"livenessProbe", execProbe("live", {{"periodSeconds", 3}})},
-                        {"readinessProbe", execProbe("ready", {{"periodSeconds", 3}})}});
+  auto pod = probedPod(
+      {{"startupProbe", execProbe("start", {{"periodSeconds", 1}, {"failureThreshold", 30}})},
+       {"livenessProbe", execProbe("live", {{"periodSeconds", 3}})},
+       {"readinessProbe", execProbe("ready", {{"periodSeconds", 3}})}});
   h.prober->addPod(*pod);
   h.last_cid = "fake://c1";
   h.handler->answers["start"] = Kind::kFailure;
@@ -256,8 +256,8 @@ TEST_CASE("prober: a startup probe gates liveness and readiness until it succeed
 
 TEST_CASE("prober: a startup probe that keeps failing fails the container", "[unit][prober]") {
   Harness h;
-  auto pod = probedPod({{"startupProbe", execProbe("start", {{"periodSeconds", 1},
-                                                              {"failureThreshold", 3}})}});
+  auto pod = probedPod(
+      {{"startupProbe", execProbe("start", {{"periodSeconds", 1}, {"failureThreshold", 3}})}});
   h.prober->addPod(*pod);
   h.last_cid = "fake://c1";
   h.handler->answers["start"] = Kind::kFailure;
@@ -277,18 +277,18 @@ TEST_CASE("prober: liveness and startup are not probed while the pod is being de
   h.last_cid = "fake://c1";
   h.observe(*pod, "fake://c1");
   h.advance(1ms);
-  auto deleting = testing::PodBuilder(/*copy*/)
-                      .uid("uid-1")
-                      .container("app", {"sleep", "1000"})
-                      .edit([](nlohmann::json& j) {
-                        j["spec"]["containers"][0]["livenessProbe"] =
-                            execProbe("live", {{"periodSeconds", 1}});
-                        j["spec"]["containers"][0]["readinessProbe"] =
-                            execProbe("ready", {{"periodSeconds", 1}});
-                      })
-                      .deletionTimestamp(std::chrono::time_point_cast<std::chrono::nanoseconds>(
-                          h.clock.wallNow()))
-                      .build();
+  auto deleting =
+      testing::PodBuilder(/*copy*/)
+          .uid("uid-1")
+          .container("app", {"sleep", "1000"})
+          .edit([](nlohmann::json& j) {
+            j["spec"]["containers"][0]["livenessProbe"] = execProbe("live", {{"periodSeconds", 1}});
+            j["spec"]["containers"][0]["readinessProbe"] =
+                execProbe("ready", {{"periodSeconds", 1}});
+          })
+          .deletionTimestamp(
+              std::chrono::time_point_cast<std::chrono::nanoseconds>(h.clock.wallNow()))
+          .build();
   h.prober->addPod(*deleting);
   const auto live = h.handler->count("live");
   const auto ready = h.handler->count("ready");
@@ -300,7 +300,8 @@ TEST_CASE("prober: liveness and startup are not probed while the pod is being de
 TEST_CASE("prober: containers without probes cost no worker and no timer", "[unit][prober]") {
   Harness h;
   for (int i = 0; i < 1000; ++i) {
-    auto pod = testing::PodBuilder().uid("plain-" + std::to_string(i)).container("c", {"true"}).build();
+    auto pod =
+        testing::PodBuilder().uid("plain-" + std::to_string(i)).container("c", {"true"}).build();
     h.prober->addPod(*pod);
     std::vector<api::ContainerStatus> s(1);
     s[0].name = "c";

@@ -31,9 +31,10 @@ struct CountingHandler final : agent::SyncHandler {
 
 }  // namespace
 
-TEST_CASE("sync loop: lastTick moves with every tick, housekeeping waits for the sources and "
-          "counts the periods it waited",
-          "[unit][agent][syncloop]") {
+TEST_CASE(
+    "sync loop: lastTick moves with every tick, housekeeping waits for the sources and "
+    "counts the periods it waited",
+    "[unit][agent][syncloop]") {
   asio::io_context ioc;
   auto guard = asio::make_work_guard(ioc);
   testing::FakeClock clock;

@@ -87,13 +87,32 @@ TEST_CASE("canonicalJson: every byte at every offset of a long string prints as 
 TEST_CASE("canonicalJson: escapes, UTF-8 and numbers print as nlohmann's dump does",
           "[unit][api]") {
   const std::vector<json> values = {
-      json(""), json("plain"), json("\"quoted\" and \\back\\slashed\\"),
-      json("\b\f\n\r\t\x01\x1f\x7f"), json("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
-      json("\xc3\xa9\n\x01"), json("bad \xc0\xaf overlong"), json("lone \xed\xa0\x80 surrogate"),
-      json("cut \xe2\x82"), json(0), json(-1), json(std::numeric_limits<int64_t>::min()),
-      json(std::numeric_limits<int64_t>::max()), json(std::numeric_limits<uint64_t>::max()),
-      json(0.0), json(-0.0), json(0.1), json(1e300), json(5e-324), json(1000.0), json(-2.5e-7),
-      json(true), json(false), json(nullptr), json::object(), json::array(),
+      json(""),
+      json("plain"),
+      json("\"quoted\" and \\back\\slashed\\"),
+      json("\b\f\n\r\t\x01\x1f\x7f"),
+      json("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+      json("\xc3\xa9\n\x01"),
+      json("bad \xc0\xaf overlong"),
+      json("lone \xed\xa0\x80 surrogate"),
+      json("cut \xe2\x82"),
+      json(0),
+      json(-1),
+      json(std::numeric_limits<int64_t>::min()),
+      json(std::numeric_limits<int64_t>::max()),
+      json(std::numeric_limits<uint64_t>::max()),
+      json(0.0),
+      json(-0.0),
+      json(0.1),
+      json(1e300),
+      json(5e-324),
+      json(1000.0),
+      json(-2.5e-7),
+      json(true),
+      json(false),
+      json(nullptr),
+      json::object(),
+      json::array(),
       json::parse(R"({"":{"":[]},"\n":[{}],"k\"ey":[1,[2,[3]],{"a":{"b":null}}]})")};
   for (const json& j : values) {
     INFO(referenceDump(j));
@@ -105,21 +124,28 @@ TEST_CASE("canonicalJson: escapes, UTF-8 and numbers print as nlohmann's dump do
 json randomValue(std::mt19937_64& rng, int depth) {
   auto pick = [&](uint64_t n) { return static_cast<size_t>(rng() % n); };
   auto randomString = [&] {
-    static const char* const kPieces[] = {"a", "Z", "_", "\"", "\\", "\n", "\x01", "\x7f", " ",
-                                          "\xc3\xa9", "\xff", "0", "/", "\xe2\x82\xac", "\t"};
+    static const char* const kPieces[] = {
+        "a", "Z",        "_",    "\"", "\\", "\n",           "\x01", "\x7f",
+        " ", "\xc3\xa9", "\xff", "0",  "/",  "\xe2\x82\xac", "\t"};
     std::string s;
     size_t n = pick(6);
     for (size_t i = 0; i < n; ++i) s += kPieces[pick(std::size(kPieces))];
     return s;
   };
   switch (pick(depth > 3 ? 7 : 9)) {
-    case 0: return json(nullptr);
-    case 1: return json(pick(2) == 0);
-    case 2: return json(static_cast<int64_t>(rng()));
-    case 3: return json(static_cast<uint64_t>(rng()));
-    case 4: return json(static_cast<double>(static_cast<int64_t>(rng())) / 1e6);
+    case 0:
+      return json(nullptr);
+    case 1:
+      return json(pick(2) == 0);
+    case 2:
+      return json(static_cast<int64_t>(rng()));
+    case 3:
+      return json(static_cast<uint64_t>(rng()));
+    case 4:
+      return json(static_cast<double>(static_cast<int64_t>(rng())) / 1e6);
     case 5:
-    case 6: return json(randomString());
+    case 6:
+      return json(randomString());
     case 7: {
       json o = json::object();
       size_t n = pick(5);

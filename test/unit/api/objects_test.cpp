@@ -53,7 +53,7 @@ TEST_CASE("encodeNode: writes typed fields over the decoded object", "[unit][api
   json in = json::parse(kNodeJson);
   Node node = *decodeNode(in);
   in["status"]["allocatable"]["pods"] = "110";  // quantities are written as strings
-  CHECK(encodeNode(node) == in);  // unchanged typed view: same object
+  CHECK(encodeNode(node) == in);                // unchanged typed view: same object
   node.status.conditions[0].status = "False";
   node.spec.unschedulable = false;
   node.metadata.labels.clear();
@@ -188,8 +188,8 @@ TEST_CASE("WatchEvent: encode, line form and decode", "[unit][api]") {
   CHECK(ev->type == WatchEventType::kModified);
   CHECK(*ev->object == obj);
   CHECK(encodeWatchEvent(WatchEventType::kBookmark, obj)["type"] == "BOOKMARK");
-  auto err = decodeWatchEvent(
-      json{{"type", "ERROR"}, {"object", encodeApiStatus(makeApiStatus(410, "Expired", "too old"))}});
+  auto err = decodeWatchEvent(json{
+      {"type", "ERROR"}, {"object", encodeApiStatus(makeApiStatus(410, "Expired", "too old"))}});
   REQUIRE(err.ok());
   CHECK(decodeApiStatus(*err->object)->code == 410);
   CHECK_FALSE(decodeWatchEvent(json{{"type", "SNAPSHOT"}, {"object", json::object()}}).ok());

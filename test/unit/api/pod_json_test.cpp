@@ -88,8 +88,7 @@ const char* const kRichPod = R"({
 })";
 
 Timestamp at(int y, unsigned mo, unsigned d, int h, int mi, int s) {
-  return sys_days(year_month_day{year(y), month(mo), day(d)}) + hours(h) + minutes(mi) +
-         seconds(s);
+  return sys_days(year_month_day{year(y), month(mo), day(d)}) + hours(h) + minutes(mi) + seconds(s);
 }
 
 Pod mustDecode(std::string_view text) {
@@ -125,8 +124,7 @@ TEST_CASE("decodePod: builds every typed field", "[unit][api]") {
   CHECK(m.labels == StringMap{{"app", "web"}});
   CHECK(m.annotations == StringMap{{"a", "b"}});
   REQUIRE(m.owner_references.size() == 1);
-  CHECK(m.owner_references[0] ==
-        OwnerReference{"v1", "Node", "n1", "nu", true, false});
+  CHECK(m.owner_references[0] == OwnerReference{"v1", "Node", "n1", "nu", true, false});
   CHECK(pod.fullName() == "web_prod");
 
   const auto& s = pod.spec;
@@ -301,7 +299,8 @@ spec:
 
 TEST_CASE("decodePod: hashes separate spec changes from metadata changes", "[unit][api]") {
   auto a = testing::PodBuilder().name("p").container("c", {"sleep", "1"}).buildPod();
-  auto b = testing::PodBuilder().name("p").container("c", {"sleep", "1"}).label("x", "y").buildPod();
+  auto b =
+      testing::PodBuilder().name("p").container("c", {"sleep", "1"}).label("x", "y").buildPod();
   auto c = testing::PodBuilder().name("p").container("c", {"sleep", "2"}).buildPod();
   CHECK(a.spec_hash == b.spec_hash);
   CHECK(a.content_hash != b.content_hash);
@@ -335,19 +334,25 @@ TEST_CASE("decodePod: wrong types name the field path", "[unit][api]") {
       {R"({"spec":{"terminationGracePeriodSeconds":1e300}})",
        "spec.terminationGracePeriodSeconds: integer 1e+300 is out of range"},
       {R"({"metadata":{"name":5}})", "metadata.name: expected a string, got integer"},
-      {R"({"metadata":{"labels":{"a":true}}})", "metadata.labels.a: expected a string, got boolean"},
+      {R"({"metadata":{"labels":{"a":true}}})",
+       "metadata.labels.a: expected a string, got boolean"},
       {R"({"metadata":{"annotations":[]}})", "metadata.annotations: expected an object, got array"},
       {R"({"metadata":"x"})", "metadata: expected an object, got string"},
-      {R"({"metadata":{"creationTimestamp":"yesterday"}})", "metadata.creationTimestamp: invalid RFC 3339"},
-      {R"({"metadata":{"creationTimestamp":"2023-02-29T00:00:00Z"}})", "metadata.creationTimestamp: invalid RFC 3339"},
+      {R"({"metadata":{"creationTimestamp":"yesterday"}})",
+       "metadata.creationTimestamp: invalid RFC 3339"},
+      {R"({"metadata":{"creationTimestamp":"2023-02-29T00:00:00Z"}})",
+       "metadata.creationTimestamp: invalid RFC 3339"},
       {R"({"spec":{"containers":{}}})", "spec.containers: expected an array, got object"},
       {R"({"spec":{"containers":["c"]}})", "spec.containers[0]: expected an object, got string"},
-      {R"({"spec":{"containers":[{"command":"sleep 1"}]}})", "spec.containers[0].command: expected an array"},
-      {R"({"spec":{"containers":[{"command":["a", 1]}]}})", "spec.containers[0].command[1]: expected a string, got integer"},
+      {R"({"spec":{"containers":[{"command":"sleep 1"}]}})",
+       "spec.containers[0].command: expected an array"},
+      {R"({"spec":{"containers":[{"command":["a", 1]}]}})",
+       "spec.containers[0].command[1]: expected a string, got integer"},
       {R"({"spec":{"containers":[{"resources":{"limits":{"memory":"1Mb"}}}]}})",
        "spec.containers[0].resources.limits.memory: invalid quantity \"1Mb\""},
       {R"({"spec":{"containers":[{"livenessProbe":{"httpGet":{"port":true}}}]}})",
-       "spec.containers[0].livenessProbe.httpGet.port: expected an integer or a string, got boolean"},
+       "spec.containers[0].livenessProbe.httpGet.port: expected an integer or a string, got "
+       "boolean"},
       {R"({"spec":{"hostNetwork":"true"}})", "spec.hostNetwork: expected a boolean, got string"},
       {R"({"spec":{"securityContext":{"supplementalGroups":[1,"x"]}}})",
        "spec.securityContext.supplementalGroups[1]: expected an integer, got string"},
@@ -357,7 +362,8 @@ TEST_CASE("decodePod: wrong types name the field path", "[unit][api]") {
        "spec.initContainers[0].securityContext.runAsUser: expected an integer, got string"},
       {R"({"status":{"containerStatuses":[{"restartCount":-1.25}]}})",
        "status.containerStatuses[0].restartCount: expected an integer, got -1.25"},
-      {R"({"status":{"startTime":5}})", "status.startTime: expected an RFC 3339 time string, got integer"},
+      {R"({"status":{"startTime":5}})",
+       "status.startTime: expected an RFC 3339 time string, got integer"},
       {R"({"spec":{"volumes":[{"name":"v","emptyDir":{"sizeLimit":[]}}]}})",
        "spec.volumes[0].emptyDir.sizeLimit: expected a quantity string, got array"},
       {R"([])", "<root>: expected an object, got array"},
@@ -392,7 +398,8 @@ TEST_CASE("decodePodJson: parses strictly then decodes", "[unit][api]") {
 }
 
 TEST_CASE("withAnnotations: sets and removes keys on a new pod", "[unit][api]") {
-  auto pod = testing::PodBuilder().name("p").annotation("keep", "1").annotation("drop", "2").build();
+  auto pod =
+      testing::PodBuilder().name("p").annotation("keep", "1").annotation("drop", "2").build();
   auto updated = withAnnotations(*pod, {{"new", "3"}, {"keep", "9"}}, {"drop"});
   REQUIRE(updated.ok());
   CHECK((*updated)->metadata.annotations == StringMap{{"keep", "9"}, {"new", "3"}});
@@ -478,8 +485,9 @@ TEST_CASE("encodePodStatus: omits empty fields and round-trips", "[unit][api]") 
   CHECK(cs["lastState"] == json::object());
   CHECK_FALSE(cs.contains("started"));
   CHECK_FALSE(cs.contains("containerID"));
-  CHECK(enc["conditions"][0] ==
-        json{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", "2024-02-29T12:00:05Z"}});
+  CHECK(enc["conditions"][0] == json{{"type", "Ready"},
+                                     {"status", "True"},
+                                     {"lastTransitionTime", "2024-02-29T12:00:05Z"}});
   CHECK(enc["podIPs"] == json::parse(R"([{"ip":"10.1.0.5"},{"ip":"fd00::5"}])"));
   CHECK(enc["startTime"] == "2024-02-29T12:00:01Z");
 }
@@ -528,19 +536,22 @@ std::string yamlDecodeError(std::string_view yaml) {
 }
 
 TEST_CASE("decodePod: huge numbers from YAML are field errors", "[unit][api]") {
-  CHECK_THAT(yamlDecodeError("spec:\n  terminationGracePeriodSeconds: 1e999\n"),
-             Catch::Contains("spec.terminationGracePeriodSeconds: expected an integer, got string"));
+  CHECK_THAT(
+      yamlDecodeError("spec:\n  terminationGracePeriodSeconds: 1e999\n"),
+      Catch::Contains("spec.terminationGracePeriodSeconds: expected an integer, got string"));
   CHECK_THAT(yamlDecodeError("spec:\n  terminationGracePeriodSeconds: 99999999999999999999999\n"),
              Catch::Contains("is out of range"));
   CHECK_THAT(yamlDecodeError("spec:\n  priority: 4294967296\n"),
              Catch::Contains("spec.priority: integer 4294967296 is out of the 32-bit range"));
-  CHECK_THAT(yamlDecodeError("spec:\n  containers:\n  - name: c\n    ports:\n    - containerPort: .inf\n"),
-             Catch::Contains("cannot be represented in JSON"));
+  CHECK_THAT(
+      yamlDecodeError("spec:\n  containers:\n  - name: c\n    ports:\n    - containerPort: .inf\n"),
+      Catch::Contains("cannot be represented in JSON"));
 }
 
 TEST_CASE("decodePod: a YAML scalar or list is not a pod", "[unit][api]") {
   CHECK_THAT(yamlDecodeError("hello\n"), Catch::Contains("<root>: expected an object, got string"));
-  CHECK_THAT(yamlDecodeError("- a\n- b\n"), Catch::Contains("<root>: expected an object, got array"));
+  CHECK_THAT(yamlDecodeError("- a\n- b\n"),
+             Catch::Contains("<root>: expected an object, got array"));
 }
 
 }  // namespace

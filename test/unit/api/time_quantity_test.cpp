@@ -56,7 +56,8 @@ TEST_CASE("times round-trip through parse and format", "[unit][api]") {
   for (const char* s : {"2024-02-29T12:00:00Z", "1970-01-01T00:00:00Z", "2099-12-31T23:59:59Z"}) {
     CHECK(formatTime(*parseTime(s)) == s);
   }
-  CHECK(formatMicroTime(*parseTime("2024-05-01T12:00:10.123456Z")) == "2024-05-01T12:00:10.123456Z");
+  CHECK(formatMicroTime(*parseTime("2024-05-01T12:00:10.123456Z")) ==
+        "2024-05-01T12:00:10.123456Z");
   CHECK(formatNanoTime(*parseTime("2024-05-01T12:00:10.000000001Z")) ==
         "2024-05-01T12:00:10.000000001Z");
   CHECK(formatTime(*parseTime("2024-01-02T03:04:05+02:00")) == "2024-01-02T01:04:05Z");
@@ -89,8 +90,8 @@ TEST_CASE("Quantity::parse: Kubernetes quantities parse exactly", "[unit][api]")
       {"1u", 1000},
       {"250M", 250000000 * kG},
       {"2T", __int128{2000000000000} * kG},
-      {"0.1n", 1},     // rounded up to a nano-unit
-      {"-0.1n", 0},    // rounded up (toward +inf)
+      {"0.1n", 1},   // rounded up to a nano-unit
+      {"-0.1n", 0},  // rounded up (toward +inf)
       {"1e-20", 1},
       {"00012", 12 * kG},
   };
@@ -104,8 +105,9 @@ TEST_CASE("Quantity::parse: Kubernetes quantities parse exactly", "[unit][api]")
 }
 
 TEST_CASE("Quantity::parse: invalid quantities are errors", "[unit][api]") {
-  for (const char* bad : {"1.2.3", "Mi", "1Mb", "", "-", "+", ".", "1 Mi", " 1", "1i", "1e",
-                          "1e+", "1ki", "1KI", "1Mi ", "abc", "1..2", "--1", "0x10", "1e3.5"}) {
+  for (const char* bad :
+       {"1.2.3", "Mi",  "1Mb", "",    "-",    "+",   ".",    "1 Mi", " 1",   "1i",
+        "1e",    "1e+", "1ki", "1KI", "1Mi ", "abc", "1..2", "--1",  "0x10", "1e3.5"}) {
     INFO(bad);
     auto q = Quantity::parse(bad);
     CHECK_FALSE(q.ok());

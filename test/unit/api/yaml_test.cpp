@@ -1,10 +1,10 @@
 #include "api/yaml.h"
 
-#include <chrono>
-#include <cstdint>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -71,7 +71,8 @@ TEST_CASE("yamlToJson: JSON input is parsed as JSON", "[unit][api]") {
 }
 
 TEST_CASE("yamlToJson: a UTF-8 byte order mark is skipped", "[unit][api]") {
-  CHECK(mustConvert("\xef\xbb\xbf" "a: 1") == json{{"a", 1}});
+  CHECK(mustConvert("\xef\xbb\xbf"
+                    "a: 1") == json{{"a", 1}});
   CHECK(mustConvert("\xef\xbb\xbf{\"a\": 1}") == json{{"a", 1}});
 }
 
@@ -88,22 +89,58 @@ TEST_CASE("yamlToJson: plain scalars are typed like yaml.v2", "[unit][api]") {
     json want;
   };
   const Case cases[] = {
-      {"true", true},        {"True", true},         {"TRUE", true},        {"yes", true},
-      {"on", true},          {"y", true},            {"false", false},      {"No", false},
-      {"off", false},        {"n", false},           {"null", nullptr},     {"~", nullptr},
-      {"Null", nullptr},     {"10", 10},             {"-10", -10},          {"+7", 7},
-      {"0x1F", 31},          {"0o17", 15},           {"017", 15},           {"0b101", 5},
-      {"-0x10", -16},        {"1_000", 1000},        {"0", 0},              {"1.5", 1.5},
-      {"1e3", 1000.0},       {"-2.5E-1", -0.25},     {".5", 0.5},           {"1.", 1.0},
-      {"09", 9.0},           {"9223372036854775807", INT64_MAX},
+      {"true", true},
+      {"True", true},
+      {"TRUE", true},
+      {"yes", true},
+      {"on", true},
+      {"y", true},
+      {"false", false},
+      {"No", false},
+      {"off", false},
+      {"n", false},
+      {"null", nullptr},
+      {"~", nullptr},
+      {"Null", nullptr},
+      {"10", 10},
+      {"-10", -10},
+      {"+7", 7},
+      {"0x1F", 31},
+      {"0o17", 15},
+      {"017", 15},
+      {"0b101", 5},
+      {"-0x10", -16},
+      {"1_000", 1000},
+      {"0", 0},
+      {"1.5", 1.5},
+      {"1e3", 1000.0},
+      {"-2.5E-1", -0.25},
+      {".5", 0.5},
+      {"1.", 1.0},
+      {"09", 9.0},
+      {"9223372036854775807", INT64_MAX},
       {"-9223372036854775808", INT64_MIN},
       {"18446744073709551615", UINT64_MAX},
       {"99999999999999999999999", 1e23},
-      {"1e999", "1e999"},    {"yess", "yess"},       {"1.2.3", "1.2.3"},    {"0x", "0x"},
-      {"+", "+"},            {"-a", "-a"},             {".", "."},            {"nullx", "nullx"},
-      {"2024-01-01", "2024-01-01"},                   {"128Mi", "128Mi"},    {"100m", "100m"},
-      {"'true'", "true"},    {"\"10\"", "10"},       {"'null'", "null"},    {"!!str 10", "10"},
-      {"!!int 10", 10},      {"!!float 10", 10.0},   {"!!bool yes", true},  {"|\n  10\n", "10\n"},
+      {"1e999", "1e999"},
+      {"yess", "yess"},
+      {"1.2.3", "1.2.3"},
+      {"0x", "0x"},
+      {"+", "+"},
+      {"-a", "-a"},
+      {".", "."},
+      {"nullx", "nullx"},
+      {"2024-01-01", "2024-01-01"},
+      {"128Mi", "128Mi"},
+      {"100m", "100m"},
+      {"'true'", "true"},
+      {"\"10\"", "10"},
+      {"'null'", "null"},
+      {"!!str 10", "10"},
+      {"!!int 10", 10},
+      {"!!float 10", 10.0},
+      {"!!bool yes", true},
+      {"|\n  10\n", "10\n"},
       {">-\n  yes\n", "yes"},
   };
   for (const auto& c : cases) {
@@ -123,8 +160,7 @@ TEST_CASE("yamlToJson: empty values are null", "[unit][api]") {
 
 TEST_CASE("yamlToJson: infinity and NaN are errors", "[unit][api]") {
   for (const char* v : {".inf", "-.Inf", "+.INF", ".nan", ".NaN"}) {
-    CHECK_THAT(mustFail(std::string("v: ") + v),
-               Catch::Contains("cannot be represented in JSON"));
+    CHECK_THAT(mustFail(std::string("v: ") + v), Catch::Contains("cannot be represented in JSON"));
   }
   CHECK_THAT(mustFail("v: !!int abc"), Catch::Contains("as !!int"));
 }
@@ -186,8 +222,7 @@ TEST_CASE("yamlToJson: duplicate keys are rejected with their position", "[unit]
 TEST_CASE("yamlToJson: duplicate keys in JSON are rejected with their path", "[unit][api]") {
   std::string msg = mustFail(R"({"metadata": {"labels": {"a": "1", "a": "2"}}})");
   CHECK_THAT(msg, Catch::Contains("duplicate key \"a\" at metadata.labels.a"));
-  CHECK_THAT(mustFail(R"({"a": [{"x":1}, {"x":1, "x":2}]})"),
-             Catch::Contains("at a[1].x"));
+  CHECK_THAT(mustFail(R"({"a": [{"x":1}, {"x":1, "x":2}]})"), Catch::Contains("at a[1].x"));
 }
 
 TEST_CASE("yamlToJson: merge keys apply, explicit keys win", "[unit][api]") {
@@ -245,9 +280,8 @@ TEST_CASE("yamlToJson: bad bytes are found at every offset of a long ASCII line"
       std::string text = line;
       text.replace(at, std::string_view(bad).size(), bad);
       // 0x7f is allowed: the error is at the 0x80 after it.
-      std::string where = bad[0] == '\x7f'
-                              ? "line 1 column " + std::to_string(at + 2) + ": "
-                              : column;
+      std::string where =
+          bad[0] == '\x7f' ? "line 1 column " + std::to_string(at + 2) + ": " : column;
       CHECK_THAT(mustFail(text), Catch::Contains(where));
     }
     std::string ok = line;
@@ -303,7 +337,8 @@ TEST_CASE("yamlToJson: deep nesting is rejected quickly", "[unit][api]") {
 }
 
 TEST_CASE("yamlToJson: alias bombs are stopped by the node budget", "[unit][api]") {
-  std::string bomb = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  std::string bomb =
+      "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
   for (char c = 'b'; c <= 'i'; ++c) {
     char prev = static_cast<char>(c - 1);
     bomb += std::string(1, c) + ": &" + c + " [";
@@ -401,14 +436,15 @@ Reference referenceResolve(const std::string& s) {
     std::map<std::string, json> m;
     for (const char* w : {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
       m[w] = true;
-    for (const char* w : {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off",
-                          "OFF"})
+    for (const char* w :
+         {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"})
       m[w] = false;
     for (const char* w : {"", "~", "null", "Null", "NULL"}) m[w] = nullptr;
     return m;
   }();
   static const Pattern kSpecialFloat(R"([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
-  static const Pattern kInt(R"(([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*))");
+  static const Pattern kInt(
+      R"(([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*))");
   static const Pattern kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
   if (auto it = kFixed.find(s); it != kFixed.end()) return {it->second};
   if (kSpecialFloat.match(s)) return {json(), true};
@@ -482,18 +518,92 @@ TEST_CASE("resolvePlainScalar: every short scalar over a numeric alphabet matche
 
 TEST_CASE("resolvePlainScalar: keywords, long numbers and random scalars match yaml.v2's rules",
           "[unit][api]") {
-  std::vector<std::string> cases = {
-      "true", "True", "TRUE", "tRue", "yes", "YeS", "on", "oN", "off", "OfF", "false", "FALSE",
-      "fAlse", "null", "NULL", "nUll", "~~", ".inf", "-.inf", "+.Inf", "-.INF", ".NaN", "+.nan",
-      ".nAn", "-.nan", "..inf", "8080", "10", "5", "0", "00", "017", "018", "123456789012345678",
-      "999999999999999999", "1234567890123456789", "9223372036854775807", "9223372036854775808",
-      "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
-      "18446744073709551616", "+18446744073709551615", "0x7fffffffffffffff", "0xffffffffffffffff",
-      "0x10000000000000000", "-0x8000000000000000", "1_000_000", "_1", "1_", "0_7", "0x_1f",
-      "1__0", "1e3", "1E+3", "1e-3", "1.5e", "1.e5", "0.5", "-.5", "+.5", ".5e1", "1.2.3",
-      "2024-01-01", "1:30", "100m", "128Mi", "1e999", "-1e999", "1e-999", "0b", "0o", "0x",
-      "0b102", "0o8", "0xg", "-", "+", ".", "-_", "web", "registry.example.com:5000/x:1",
-      "/usr/bin/web-server", "--port=8080", std::string(40, '9'), "0" + std::string(30, '7')};
+  std::vector<std::string> cases = {"true",
+                                    "True",
+                                    "TRUE",
+                                    "tRue",
+                                    "yes",
+                                    "YeS",
+                                    "on",
+                                    "oN",
+                                    "off",
+                                    "OfF",
+                                    "false",
+                                    "FALSE",
+                                    "fAlse",
+                                    "null",
+                                    "NULL",
+                                    "nUll",
+                                    "~~",
+                                    ".inf",
+                                    "-.inf",
+                                    "+.Inf",
+                                    "-.INF",
+                                    ".NaN",
+                                    "+.nan",
+                                    ".nAn",
+                                    "-.nan",
+                                    "..inf",
+                                    "8080",
+                                    "10",
+                                    "5",
+                                    "0",
+                                    "00",
+                                    "017",
+                                    "018",
+                                    "123456789012345678",
+                                    "999999999999999999",
+                                    "1234567890123456789",
+                                    "9223372036854775807",
+                                    "9223372036854775808",
+                                    "-9223372036854775808",
+                                    "-9223372036854775809",
+                                    "18446744073709551615",
+                                    "18446744073709551616",
+                                    "+18446744073709551615",
+                                    "0x7fffffffffffffff",
+                                    "0xffffffffffffffff",
+                                    "0x10000000000000000",
+                                    "-0x8000000000000000",
+                                    "1_000_000",
+                                    "_1",
+                                    "1_",
+                                    "0_7",
+                                    "0x_1f",
+                                    "1__0",
+                                    "1e3",
+                                    "1E+3",
+                                    "1e-3",
+                                    "1.5e",
+                                    "1.e5",
+                                    "0.5",
+                                    "-.5",
+                                    "+.5",
+                                    ".5e1",
+                                    "1.2.3",
+                                    "2024-01-01",
+                                    "1:30",
+                                    "100m",
+                                    "128Mi",
+                                    "1e999",
+                                    "-1e999",
+                                    "1e-999",
+                                    "0b",
+                                    "0o",
+                                    "0x",
+                                    "0b102",
+                                    "0o8",
+                                    "0xg",
+                                    "-",
+                                    "+",
+                                    ".",
+                                    "-_",
+                                    "web",
+                                    "registry.example.com:5000/x:1",
+                                    "/usr/bin/web-server",
+                                    "--port=8080",
+                                    std::string(40, '9'),
+                                    "0" + std::string(30, '7')};
   for (const auto& s : cases) checkResolvesLikeReference(s);
   std::mt19937_64 rng(7);
   const std::string alphabet = "0123456789+-._xoObeEyn";

@@ -14,20 +14,21 @@ TEST_CASE("api errors: Status bodies map to codes and predicates", "[unit][apicl
     StatusCode code;
     bool (*pred)(const nodeagent::base::Status&);
   };
-  auto row = GENERATE(Row{404, "NotFound", StatusCode::kNotFound, &isNotFound},
-                      Row{409, "AlreadyExists", StatusCode::kAlreadyExists, &isAlreadyExists},
-                      Row{409, "Conflict", StatusCode::kAborted, &isConflict},
-                      Row{410, "Expired", StatusCode::kOutOfRange, &isGone},
-                      Row{410, "Gone", StatusCode::kOutOfRange, &isGone},
-                      Row{401, "Unauthorized", StatusCode::kUnauthenticated, &isUnauthorized},
-                      Row{403, "Forbidden", StatusCode::kPermissionDenied, &isForbidden},
-                      Row{429, "TooManyRequests", StatusCode::kResourceExhausted, &isTooManyRequests},
-                      Row{422, "Invalid", StatusCode::kInvalidArgument, &isInvalid},
-                      Row{500, "InternalError", StatusCode::kInternal, &isServerError},
-                      Row{503, "ServiceUnavailable", StatusCode::kUnavailable, &isServerError});
-  nlohmann::json body = {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-                         {"message", "pods \"web\" trouble"}, {"reason", row.reason},
-                         {"code", row.http}};
+  auto row =
+      GENERATE(Row{404, "NotFound", StatusCode::kNotFound, &isNotFound},
+               Row{409, "AlreadyExists", StatusCode::kAlreadyExists, &isAlreadyExists},
+               Row{409, "Conflict", StatusCode::kAborted, &isConflict},
+               Row{410, "Expired", StatusCode::kOutOfRange, &isGone},
+               Row{410, "Gone", StatusCode::kOutOfRange, &isGone},
+               Row{401, "Unauthorized", StatusCode::kUnauthenticated, &isUnauthorized},
+               Row{403, "Forbidden", StatusCode::kPermissionDenied, &isForbidden},
+               Row{429, "TooManyRequests", StatusCode::kResourceExhausted, &isTooManyRequests},
+               Row{422, "Invalid", StatusCode::kInvalidArgument, &isInvalid},
+               Row{500, "InternalError", StatusCode::kInternal, &isServerError},
+               Row{503, "ServiceUnavailable", StatusCode::kUnavailable, &isServerError});
+  nlohmann::json body = {{"kind", "Status"},     {"apiVersion", "v1"},
+                         {"status", "Failure"},  {"message", "pods \"web\" trouble"},
+                         {"reason", row.reason}, {"code", row.http}};
   auto st = apiErrorStatus("GET /api/v1/namespaces/default/pods/web", row.http, body.dump());
   CHECK(st.code() == row.code);
   CHECK(row.pred(st));
@@ -40,8 +41,10 @@ TEST_CASE("api errors: Status bodies map to codes and predicates", "[unit][apicl
 }
 
 TEST_CASE("api errors: AlreadyExists is not a Conflict and vice versa", "[unit][apiclient]") {
-  auto exists = apiErrorStatus("POST x", 409, R"({"kind":"Status","reason":"AlreadyExists","code":409})");
-  auto conflict = apiErrorStatus("PUT x", 409, R"({"kind":"Status","reason":"Conflict","code":409})");
+  auto exists =
+      apiErrorStatus("POST x", 409, R"({"kind":"Status","reason":"AlreadyExists","code":409})");
+  auto conflict =
+      apiErrorStatus("PUT x", 409, R"({"kind":"Status","reason":"Conflict","code":409})");
   CHECK(isAlreadyExists(exists));
   CHECK_FALSE(isConflict(exists));
   CHECK(isConflict(conflict));
@@ -58,7 +61,8 @@ TEST_CASE("api errors: non-Status bodies still give the HTTP code, Retry-After i
   CHECK(isNotFound(empty));
   auto odd = apiErrorStatus("GET /x", 503, R"({"kind":5,"code":"x"})");
   CHECK(isServerError(odd));
-  auto odd_status = apiErrorStatus("GET /x", 500, R"({"kind":"Status","code":"x","reason":7,"message":[]})");
+  auto odd_status =
+      apiErrorStatus("GET /x", 500, R"({"kind":"Status","code":"x","reason":7,"message":[]})");
   CHECK(isServerError(odd_status));
 }
 

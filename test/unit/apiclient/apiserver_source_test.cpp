@@ -24,7 +24,9 @@ nlohmann::json pod(const std::string& name, const std::string& node, const std::
   return {{"kind", "Pod"},
           {"apiVersion", "v1"},
           {"metadata",
-           {{"name", name}, {"namespace", "default"}, {"uid", uid.empty() ? "uid-" + name : uid},
+           {{"name", name},
+            {"namespace", "default"},
+            {"uid", uid.empty() ? "uid-" + name : uid},
             {"resourceVersion", rv}}},
           {"spec", {{"nodeName", node}, {"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
 }
@@ -87,8 +89,8 @@ TEST_CASE("apiserver source: the list is one SET, an empty list is an empty SET"
   SECTION("non-empty, other nodes and undecodable pods skipped") {
     auto broken = pod("broken", "n1", "3");
     broken["metadata"]["name"] = 17;
-    f.lw->completeListWith({pod("a", "n1", "1"), pod("other", "n2", "2"), broken, pod("b", "n1", "4")},
-                           "5");
+    f.lw->completeListWith(
+        {pod("a", "n1", "1"), pod("other", "n2", "2"), broken, pod("b", "n1", "4")}, "5");
     f.poll();
     CHECK(f.ops() == std::vector<std::string>{"SET:a,b"});
   }
@@ -107,8 +109,8 @@ TEST_CASE("apiserver source: watch events become incremental ADD/UPDATE/REMOVE",
   f.lw->eventWith(WatchEventType::kDeleted, pod("b", "n1", "11"));
   f.lw->eventWith(WatchEventType::kAdded, pod("b", "n1", "12", "uid-b2"));  // recreated: new UID
   f.poll();
-  CHECK(f.ops() == std::vector<std::string>{"SET:a", "ADD:b", "UPDATE:a", "ADD:c", "REMOVE:b",
-                                            "ADD:b"});
+  CHECK(f.ops() ==
+        std::vector<std::string>{"SET:a", "ADD:b", "UPDATE:a", "ADD:c", "REMOVE:b", "ADD:b"});
   CHECK(f.updates[4].pods[0]->metadata.uid == "uid-b");
   CHECK(f.updates[5].pods[0]->metadata.uid == "uid-b2");
 }

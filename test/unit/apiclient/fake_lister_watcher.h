@@ -38,7 +38,8 @@ class FakeListerWatcher final : public config::ListerWatcher {
     calls.push_back(Call{false, std::move(rv), {}, std::move(done), {}, {}});
   }
   void watch(config::WatchRequest req, EventFn on_event, WatchDone done) override {
-    calls.push_back(Call{true, req.resource_version, req, {}, std::move(on_event), std::move(done)});
+    calls.push_back(
+        Call{true, req.resource_version, req, {}, std::move(on_event), std::move(done)});
   }
   void cancel() override { ++cancels; }
 

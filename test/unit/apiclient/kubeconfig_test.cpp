@@ -72,7 +72,8 @@ clusters:
   cluster:
     server: https://h:1
     certificate-authority: /does/not/exist
-    certificate-authority-data: )") + kCaData + R"(
+    certificate-authority-data: )") +
+                     kCaData + R"(
 users:
 - name: u
   user:
@@ -155,8 +156,10 @@ contexts: [{name: x, context: {cluster: c}}]
 clusters: [{name: c, cluster: {server: "https://h", insecure-skip-tls-verify: maybe}}]
 )",
               "clusters[c].cluster.insecure-skip-tls-verify: expected a boolean");
-  check_error(head + "users: [{name: u, user: {client-key: missing.key, client-certificate-data: Q0VSVA==}}]",
-              "users[u].user.client-key");
+  check_error(
+      head +
+          "users: [{name: u, user: {client-key: missing.key, client-certificate-data: Q0VSVA==}}]",
+      "users[u].user.client-key");
   check_error(R"(
 current-context: x
 contexts: [{name: x, context: {cluster: c}}]

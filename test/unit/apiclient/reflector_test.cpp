@@ -130,7 +130,8 @@ TEST_CASE("reflector: events pass through, bookmarks advance the version, a norm
   CHECK(f.reflector->listsStarted() == 1);
 }
 
-TEST_CASE("reflector: 410 on the watch relists at once from the last version", "[unit][apiclient]") {
+TEST_CASE("reflector: 410 on the watch relists at once from the last version",
+          "[unit][apiclient]") {
   Fixture f;
   f.startListed({"a"}, "10");
   f.lw->event(WatchEventType::kModified, "a", "15");
@@ -171,7 +172,8 @@ TEST_CASE("reflector: other failures back off exponentially, capped, and then re
   Fixture f;
   f.reflector->start();
   f.poll();
-  std::vector<base::Duration> expected = {800ms, 1600ms, 3200ms, 6400ms, 12800ms, 25600ms, 30s, 30s};
+  std::vector<base::Duration> expected = {800ms,   1600ms,  3200ms, 6400ms,
+                                          12800ms, 25600ms, 30s,    30s};
   for (auto d : expected) {
     size_t before = f.lw->calls.size();
     f.lw->failList(base::unavailableError("connection refused"));
@@ -210,8 +212,8 @@ TEST_CASE("reflector: a broken watch relists after backoff and a healthy watch r
   CHECK(f.lw->last().rv == "10");
   f.lw->completeList({"a"}, "11");
   f.poll();
-  f.lw->endWatch(nodeagent::api::apiErrorStatus("WATCH /api/v1/pods", 500,
-                                                R"({"kind":"Status","code":500})"));
+  f.lw->endWatch(
+      nodeagent::api::apiErrorStatus("WATCH /api/v1/pods", 500, R"({"kind":"Status","code":500})"));
   f.poll();
   f.advance(1599ms);  // second failure in the streak: 1.6s
   CHECK(f.lw->calls.size() == 4);
@@ -297,8 +299,8 @@ TEST_CASE("reflector: stop cancels the call, drops late completions and pending 
   f.reflector->stop();
   f.poll();
   CHECK(f.lw->cancels == 1);
-  watch_call.on_event(RawWatchEvent{WatchEventType::kAdded,
-                                    std::make_shared<nlohmann::json>(FakeListerWatcher::pod("x", "11"))});
+  watch_call.on_event(RawWatchEvent{
+      WatchEventType::kAdded, std::make_shared<nlohmann::json>(FakeListerWatcher::pod("x", "11"))});
   watch_call.watch_done(base::cancelledError("stopped"));
   f.poll();
   f.advance(60s);
@@ -320,9 +322,11 @@ TEST_CASE("reflector: each new kind of failure is logged once per streak", "[uni
   };
   for (int i = 0; i < 3; ++i) fail_list(base::unavailableError("connection refused"));
   CHECK(logs.lines("failed, retrying").size() == 1);
-  fail_list(nodeagent::api::apiErrorStatus("LIST /api/v1/pods", 503, R"({"kind":"Status","code":503})"));
+  fail_list(
+      nodeagent::api::apiErrorStatus("LIST /api/v1/pods", 503, R"({"kind":"Status","code":503})"));
   fail_list(base::unavailableError("connection refused"));
-  fail_list(nodeagent::api::apiErrorStatus("LIST /api/v1/pods", 503, R"({"kind":"Status","code":503})"));
+  fail_list(
+      nodeagent::api::apiErrorStatus("LIST /api/v1/pods", 503, R"({"kind":"Status","code":503})"));
   auto warned = logs.lines("failed, retrying");
   REQUIRE(warned.size() == 2);
   CHECK(warned[0].rfind("warning ", 0) == 0);
@@ -414,16 +418,16 @@ TEST_CASE("reflector: relist() drops the watch and its version and lists with a 
   CHECK_FALSE(f.lw->last().watch);
   CHECK(f.lw->last().rv == "");
   // The dropped watch's late completions change nothing.
-  old_watch.on_event(RawWatchEvent{WatchEventType::kDeleted,
-                                   std::make_shared<nlohmann::json>(FakeListerWatcher::pod("a", "13"))});
+  old_watch.on_event(
+      RawWatchEvent{WatchEventType::kDeleted,
+                    std::make_shared<nlohmann::json>(FakeListerWatcher::pod("a", "13"))});
   old_watch.watch_done(base::cancelledError("cancelled"));
   f.poll();
   // The new store reused versions (12 again): only the list counts, and it is no loss report.
   f.lw->completeList({"c"}, "12");
   f.poll();
   CHECK(f.losses.empty());
-  CHECK(f.handler->log ==
-        std::vector<std::string>{"replace@10:a,", "MODIFIED:a", "replace@12:c,"});
+  CHECK(f.handler->log == std::vector<std::string>{"replace@10:a,", "MODIFIED:a", "replace@12:c,"});
   CHECK(f.lw->last().watch);
   CHECK(f.lw->last().rv == "12");
   SECTION("during a backoff wait, the pending retry is dropped") {

@@ -75,7 +75,10 @@ TEST_CASE("watch decoder: blank lines and CRLF are tolerated", "[unit][apiclient
     evs.push_back(std::move(e));
     return true;
   });
-  REQUIRE(d.feed("\n\r\n" R"({"type":"ADDED","object":{}})" "\r\n\n").ok());
+  REQUIRE(d.feed("\n\r\n"
+                 R"({"type":"ADDED","object":{}})"
+                 "\r\n\n")
+              .ok());
   REQUIRE(d.finish().ok());
   CHECK(evs.size() == 1);
 }
@@ -83,17 +86,23 @@ TEST_CASE("watch decoder: blank lines and CRLF are tolerated", "[unit][apiclient
 TEST_CASE("watch decoder: garbage is an error naming the offset and stops the stream",
           "[unit][apiclient]") {
   auto garbage = GENERATE(std::string("not json\n"), std::string("[1,2]\n"),
-                          std::string(R"({"type":"WHAT","object":{}})" "\n"),
-                          std::string(R"({"type":"ADDED"})" "\n"),
-                          std::string(R"({"type":7,"object":{}})" "\n"),
-                          std::string(R"({"type":"ADDED","object":"x"})" "\n"));
+                          std::string(R"({"type":"WHAT","object":{}})"
+                                      "\n"),
+                          std::string(R"({"type":"ADDED"})"
+                                      "\n"),
+                          std::string(R"({"type":7,"object":{}})"
+                                      "\n"),
+                          std::string(R"({"type":"ADDED","object":"x"})"
+                                      "\n"));
   std::vector<RawWatchEvent> evs;
   WatchDecoder d([&](RawWatchEvent&& e) {
     evs.push_back(std::move(e));
     return true;
   });
-  std::string first = R"({"type":"ADDED","object":{}})" "\n";
-  std::string after = R"({"type":"ADDED","object":{}})" "\n";
+  std::string first = R"({"type":"ADDED","object":{}})"
+                      "\n";
+  std::string after = R"({"type":"ADDED","object":{}})"
+                      "\n";
   auto st = d.feed(first + garbage + after);
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("byte " + std::to_string(first.size())) != std::string::npos);
@@ -148,10 +157,12 @@ TEST_CASE("watch decoder: a very large object split over many small chunks decod
   big_value.reserve(8 << 20);
   while (big_value.size() < (8u << 20)) big_value += "abc\\\"def\\n0123456789";
   const std::string stream =
-      R"({"type":"ADDED","object":{"metadata":{"name":"small","resourceVersion":"1"}}})" "\n"
+      R"({"type":"ADDED","object":{"metadata":{"name":"small","resourceVersion":"1"}}})"
+      "\n"
       R"({"type":"MODIFIED","object":{"metadata":{"name":"big","resourceVersion":"2","annotations":{"a":")" +
       big_value + "\"}}}}\n" +
-      R"({"type":"DELETED","object":{"metadata":{"name":"small","resourceVersion":"3"}}})" "\n";
+      R"({"type":"DELETED","object":{"metadata":{"name":"small","resourceVersion":"3"}}})"
+      "\n";
   std::vector<RawWatchEvent> evs;
   WatchDecoder d([&](RawWatchEvent&& e) {
     evs.push_back(std::move(e));
@@ -162,7 +173,8 @@ TEST_CASE("watch decoder: a very large object split over many small chunks decod
   }
   REQUIRE(d.finish().ok());
   REQUIRE(summarize(evs) == std::vector<std::string>{"ADDED:1", "MODIFIED:2", "DELETED:3"});
-  const auto& annotation = (*evs[1].object)["metadata"]["annotations"]["a"].get_ref<const std::string&>();
+  const auto& annotation =
+      (*evs[1].object)["metadata"]["annotations"]["a"].get_ref<const std::string&>();
   CHECK(annotation.size() > (7u << 20));
   CHECK(annotation.substr(0, 9) == "abc\"def\n0");
 }

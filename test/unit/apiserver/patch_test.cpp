@@ -26,11 +26,12 @@ TEST_CASE("merge patch: maps merge, null deletes, lists are replaced", "[unit][a
 
 TEST_CASE("strategic merge patch: conditions merge by type and keep the element order asked for",
           "[unit][apiserver]") {
-  json target = {{"status",
-                  {{"phase", "Pending"},
-                   {"conditions",
-                    {{{"type", "PodScheduled"}, {"status", "True"}},
-                     {{"type", "Ready"}, {"status", "False"}, {"reason", "ContainersNotReady"}}}}}}};
+  json target = {
+      {"status",
+       {{"phase", "Pending"},
+        {"conditions",
+         {{{"type", "PodScheduled"}, {"status", "True"}},
+          {{"type", "Ready"}, {"status", "False"}, {"reason", "ContainersNotReady"}}}}}}};
   // The kubelet's status patch shape (k/k #58711).
   json patch = json::parse(R"({"metadata":{"uid":"u1"},"status":{
     "$setElementOrder/conditions":[{"type":"Initialized"},{"type":"Ready"},{"type":"PodScheduled"}],
@@ -51,10 +52,12 @@ TEST_CASE("strategic merge patch: conditions merge by type and keep the element 
 
 TEST_CASE("strategic merge patch: containers merge by name, containerStatuses are replaced",
           "[unit][apiserver]") {
-  json target = {{"spec", {{"containers", {{{"name", "a"}, {"image", "x:1"}},
-                                           {{"name", "b"}, {"image", "y:1"}}}}}},
-                 {"status", {{"containerStatuses", {{{"name", "a"}, {"restartCount", 1}},
-                                                    {{"name", "b"}, {"restartCount", 2}}}}}}};
+  json target = {
+      {"spec",
+       {{"containers", {{{"name", "a"}, {"image", "x:1"}}, {{"name", "b"}, {"image", "y:1"}}}}}},
+      {"status",
+       {{"containerStatuses",
+         {{{"name", "a"}, {"restartCount", 1}}, {{"name", "b"}, {"restartCount", 2}}}}}}};
   json patch = {{"spec", {{"containers", {{{"name", "b"}, {"image", "y:2"}}}}}},
                 {"status", {{"containerStatuses", {{{"name", "b"}, {"restartCount", 3}}}}}}};
   auto out = applyStrategicMergePatch(target, patch);
@@ -68,8 +71,9 @@ TEST_CASE("strategic merge patch: containers merge by name, containerStatuses ar
 
 TEST_CASE("strategic merge patch: $patch delete, $patch replace and $retainKeys",
           "[unit][apiserver]") {
-  json target = {{"spec", {{"containers", {{{"name", "a"}}, {{"name", "b"}}}},
-                           {"strategy", {{"type", "Rolling"}, {"rolling", {{"max", 1}}}}}}},
+  json target = {{"spec",
+                  {{"containers", {{{"name", "a"}}, {{"name", "b"}}}},
+                   {"strategy", {{"type", "Rolling"}, {"rolling", {{"max", 1}}}}}}},
                  {"metadata", {{"labels", {{"x", "1"}, {"y", "2"}}}}}};
   json patch = json::parse(R"({"spec":{"containers":[{"name":"a","$patch":"delete"}],
     "strategy":{"$retainKeys":["type"],"type":"Recreate"}},
@@ -82,8 +86,9 @@ TEST_CASE("strategic merge patch: $patch delete, $patch replace and $retainKeys"
 }
 
 TEST_CASE("strategic merge patch: maps merge and null deletes a key", "[unit][apiserver]") {
-  json target = {{"metadata", {{"labels", {{"a", "1"}, {"b", "2"}}}, {"annotations", {{"x", "y"}}}}},
-                 {"spec", {{"nodeName", "n1"}}}};
+  json target = {
+      {"metadata", {{"labels", {{"a", "1"}, {"b", "2"}}}, {"annotations", {{"x", "y"}}}}},
+      {"spec", {{"nodeName", "n1"}}}};
   auto out = applyStrategicMergePatch(
       target, json::parse(R"({"metadata":{"labels":{"a":null,"c":"3"},"annotations":null}})"));
   REQUIRE(out.ok());
@@ -105,14 +110,16 @@ TEST_CASE("strategic merge patch: finalizers are merged as a set", "[unit][apise
 TEST_CASE("strategic merge patch: a keyed element without its key is rejected",
           "[unit][apiserver]") {
   json target = {{"status", {{"conditions", json::array()}}}};
-  auto out = applyStrategicMergePatch(target, {{"status", {{"conditions", {{{"status", "True"}}}}}}});
+  auto out =
+      applyStrategicMergePatch(target, {{"status", {{"conditions", {{{"status", "True"}}}}}}});
   REQUIRE_FALSE(out.ok());
   CHECK(out.status().message().find("status.conditions") != std::string::npos);
 }
 
 TEST_CASE("json patch: RFC 6902 operations, failures are errors", "[unit][apiserver]") {
   json target = {{"metadata", {{"labels", {{"a", "1"}}}}}};
-  auto out = applyJsonPatch(target, json::parse(R"([{"op":"add","path":"/metadata/labels/b","value":"2"},
+  auto out =
+      applyJsonPatch(target, json::parse(R"([{"op":"add","path":"/metadata/labels/b","value":"2"},
       {"op":"remove","path":"/metadata/labels/a"}])"));
   REQUIRE(out.ok());
   CHECK((*out)["metadata"]["labels"] == json({{"b", "2"}}));

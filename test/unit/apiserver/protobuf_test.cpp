@@ -24,7 +24,8 @@ std::string envelope(const std::string& kind, const std::string& raw) {
 
 TEST_CASE("protobuf: a Namespace from kubectl create namespace decodes to JSON metadata",
           "[unit][apiserver]") {
-  std::string meta = field(1, "team-a") + field(2, "") + field(11, field(1, "env") + field(2, "dev"));
+  std::string meta =
+      field(1, "team-a") + field(2, "") + field(11, field(1, "env") + field(2, "dev"));
   std::string raw = field(1, meta) + field(2, "") + field(3, "");
   auto decoded = decodeProtobufObject(envelope("Namespace", raw));
   REQUIRE(decoded.ok());

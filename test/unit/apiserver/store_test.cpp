@@ -12,8 +12,7 @@ using nodeagent::testing::FakeClock;
 
 namespace {
 
-json pod(const std::string& name, const std::string& node = "node1",
-         json labels = json::object()) {
+json pod(const std::string& name, const std::string& node = "node1", json labels = json::object()) {
   json p = {{"metadata", {{"name", name}, {"labels", labels}}},
             {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
   if (!node.empty()) p["spec"]["nodeName"] = node;
@@ -188,16 +187,18 @@ TEST_CASE("store: status patch with a uid precondition", "[unit][apiserver]") {
   Store store(clock, fastOptions());
   json p = *store.create("pods", "default", pod("web"));
   const std::string uid = p["metadata"]["uid"];
-  json patch = {{"metadata", {{"uid", uid}}},
-                {"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}},
-                {"spec", {{"nodeName", "elsewhere"}}}};
+  json patch = {
+      {"metadata", {{"uid", uid}}},
+      {"status", {{"phase", "Running"}, {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}},
+      {"spec", {{"nodeName", "elsewhere"}}}};
   auto ok = store.patch("pods", "default", "web", PatchType::kStrategicMergePatch, patch, "status");
   REQUIRE(ok.ok());
   CHECK((*ok)["status"]["phase"] == "Running");
   CHECK((*ok)["spec"]["nodeName"] == "node1");  // the status subresource only writes status
 
   patch["metadata"]["uid"] = "other-uid";
-  auto bad = store.patch("pods", "default", "web", PatchType::kStrategicMergePatch, patch, "status");
+  auto bad =
+      store.patch("pods", "default", "web", PatchType::kStrategicMergePatch, patch, "status");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == StatusCode::kAborted);
   CHECK(bad.status().message() ==
@@ -231,8 +232,7 @@ TEST_CASE("store: deleting a bound pod is graceful until a grace-0 delete", "[un
   auto shorter = store.remove("pods", "default", "web", grace(5));
   CHECK(shorter->object["metadata"]["deletionGracePeriodSeconds"] == 5);
 
-  auto wrong_uid = store.remove("pods", "default", "web",
-                                grace(0, "nope"));
+  auto wrong_uid = store.remove("pods", "default", "web", grace(0, "nope"));
   CHECK(wrong_uid.status().code() == StatusCode::kAborted);
   DeleteOptions stale_rv = grace(0);
   stale_rv.precondition_resource_version = rvOf(first->object);
@@ -260,8 +260,9 @@ TEST_CASE("store: unbound and finished pods are removed at once", "[unit][apiser
   CHECK(r->removed);
 
   REQUIRE(store.create("pods", "default", pod("done")).ok());
-  REQUIRE(store.patch("pods", "default", "done", PatchType::kMergePatch,
-                      {{"status", {{"phase", "Succeeded"}}}}, "status")
+  REQUIRE(store
+              .patch("pods", "default", "done", PatchType::kMergePatch,
+                     {{"status", {{"phase", "Succeeded"}}}}, "status")
               .ok());
   CHECK(store.remove("pods", "default", "done", {})->removed);
 }
@@ -276,8 +277,9 @@ TEST_CASE("store: finalizers hold a deleted object until the last one is removed
   REQUIRE(r.ok());
   CHECK_FALSE(r->removed);
   CHECK(r->object["metadata"].contains("deletionTimestamp"));
-  REQUIRE(store.patch("nodes", "", "n1", PatchType::kMergePatch,
-                      {{"metadata", {{"finalizers", nullptr}}}})
+  REQUIRE(store
+              .patch("nodes", "", "n1", PatchType::kMergePatch,
+                     {{"metadata", {{"finalizers", nullptr}}}})
               .ok());
   CHECK(store.get("nodes", "", "n1").status().code() == StatusCode::kNotFound);
 }
@@ -288,9 +290,10 @@ TEST_CASE("store: list filters by namespace and selectors and pages with continu
   Store store(clock, fastOptions());
   REQUIRE(store.create("namespaces", "", json{{"metadata", {{"name", "other"}}}}).ok());
   for (int i = 0; i < 5; ++i) {
-    REQUIRE(store.create("pods", "default",
-                         pod("p" + std::to_string(i), i % 2 ? "node1" : "node2",
-                             {{"idx", std::to_string(i)}}))
+    REQUIRE(store
+                .create("pods", "default",
+                        pod("p" + std::to_string(i), i % 2 ? "node1" : "node2",
+                            {{"idx", std::to_string(i)}}))
                 .ok());
   }
   REQUIRE(store.create("pods", "other", pod("q", "node1")).ok());
@@ -301,12 +304,14 @@ TEST_CASE("store: list filters by namespace and selectors and pages with continu
   CHECK(store.list("pods", "", listFields("spec.nodeName!=node1,metadata.namespace=default"))
             ->items.size() == 3);
   CHECK(store.list("pods", "", listLabels("idx in (1,2)"))->items.size() == 2);
-  CHECK(store.list("pods", "", listLabels("idx notin (1,2),!missing"))->items.size() == 4);  // q has no idx
+  CHECK(store.list("pods", "", listLabels("idx notin (1,2),!missing"))->items.size() ==
+        4);  // q has no idx
   CHECK(store.list("pods", "", listFields("metadata.name=q"))->items.size() == 1);
   CHECK(store.list("pods", "", listFields("metadata.name==p1,metadata.namespace==default"))
             ->items.size() == 1);
-  REQUIRE(store.patch("pods", "default", "p3", PatchType::kMergePatch,
-                      {{"status", {{"phase", "Running"}}}}, "status")
+  REQUIRE(store
+              .patch("pods", "default", "p3", PatchType::kMergePatch,
+                     {{"status", {{"phase", "Running"}}}}, "status")
               .ok());
   CHECK(store.list("pods", "", listFields("status.phase=Running"))->items.size() == 1);
   CHECK(store.list("pods", "", listFields("status.phase!=Running,spec.nodeName=node1"))
@@ -334,8 +339,15 @@ TEST_CASE("store: list filters by namespace and selectors and pages with continu
   }
   CHECK(pages == 3);
   CHECK(names == std::vector<std::string>{"p0", "p1", "p2", "p3", "p4"});
-  CHECK(store.list("pods", "", [] { ListOptions o; o.continue_token = "garbage!"; return o; }()).status().code() ==
-        StatusCode::kInvalidArgument);
+  CHECK(store
+            .list("pods", "",
+                  [] {
+                    ListOptions o;
+                    o.continue_token = "garbage!";
+                    return o;
+                  }())
+            .status()
+            .code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("store: a list at a resourceVersion newer than the store fails with 504",
@@ -366,8 +378,9 @@ TEST_CASE("watch: no resourceVersion starts with synthetic ADDED events, then ch
   }
   auto w = *store.watch("pods", "", {});
   drain(*w);
-  REQUIRE(store.patch("pods", "default", "a", PatchType::kMergePatch,
-                      {{"metadata", {{"labels", {{"x", "1"}}}}}})
+  REQUIRE(store
+              .patch("pods", "default", "a", PatchType::kMergePatch,
+                     {{"metadata", {{"labels", {{"x", "1"}}}}}})
               .ok());
   REQUIRE(store.remove("pods", "default", "b", grace(0)).ok());
   CHECK(drain(*w) == Events{{"MODIFIED", "a"}, {"DELETED", "b"}});
@@ -407,7 +420,8 @@ TEST_CASE("watch: a resourceVersion older than the history is 410 Expired", "[un
   opts.history_window = 3;
   Store store(clock, opts);
   const std::string start = std::to_string(store.resourceVersion());
-  for (int i = 0; i < 5; ++i) REQUIRE(store.create("pods", "default", pod("p" + std::to_string(i))).ok());
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(store.create("pods", "default", pod("p" + std::to_string(i))).ok());
   auto old = store.watch("pods", "", watchFrom(start));
   REQUIRE_FALSE(old.ok());
   CHECK(old.status().code() == StatusCode::kOutOfRange);
@@ -419,8 +433,7 @@ TEST_CASE("watch: a resourceVersion older than the history is 410 Expired", "[un
   CHECK(drain(**ok).size() == 2);
 
   store.compact();
-  CHECK(store.watch("pods", "", watchFrom(recent)).status().code() ==
-        StatusCode::kOutOfRange);
+  CHECK(store.watch("pods", "", watchFrom(recent)).status().code() == StatusCode::kOutOfRange);
   CHECK(store.watch("pods", "", watchFrom(std::to_string(store.resourceVersion()))).ok());
 }
 
@@ -448,14 +461,17 @@ TEST_CASE("watch: objects entering or leaving a selector arrive as ADDED or DELE
   auto w = *store.watch("pods", "", watchFields("spec.nodeName=node1"));
   CHECK(drain(*w).empty());
   // Binding the pod to node1 makes it appear; a label change is a MODIFIED.
-  REQUIRE(store.patch("pods", "default", "a", PatchType::kMergePatch,
-                      {{"spec", {{"nodeName", "node1"}}}})
+  REQUIRE(store
+              .patch("pods", "default", "a", PatchType::kMergePatch,
+                     {{"spec", {{"nodeName", "node1"}}}})
               .ok());
-  REQUIRE(store.patch("pods", "default", "a", PatchType::kMergePatch,
-                      {{"metadata", {{"labels", {{"x", "1"}}}}}})
+  REQUIRE(store
+              .patch("pods", "default", "a", PatchType::kMergePatch,
+                     {{"metadata", {{"labels", {{"x", "1"}}}}}})
               .ok());
-  REQUIRE(store.patch("pods", "default", "a", PatchType::kMergePatch,
-                      {{"spec", {{"nodeName", "node2"}}}})
+  REQUIRE(store
+              .patch("pods", "default", "a", PatchType::kMergePatch,
+                     {{"spec", {{"nodeName", "node2"}}}})
               .ok());
   CHECK(drain(*w) == Events{{"ADDED", "a"}, {"MODIFIED", "a"}, {"DELETED", "a"}});
 
@@ -524,5 +540,6 @@ TEST_CASE("store: deleting a namespace deletes what is in it, default is protect
   for (const auto& ns : namespaces->items) {
     names.push_back((*ns.object)["metadata"]["name"]);
   }
-  CHECK(names == std::vector<std::string>{"default", "kube-node-lease", "kube-public", "kube-system"});
+  CHECK(names ==
+        std::vector<std::string>{"default", "kube-node-lease", "kube-public", "kube-system"});
 }

@@ -49,12 +49,14 @@ TEST_CASE("table: pod STATUS column follows kubectl's rules", "[unit][apiserver]
   CHECK(podStatusReason(p) == "Running");
   p["status"]["containerStatuses"][1]["state"] = {{"terminated", {{"exitCode", 3}}}};
   CHECK(podStatusReason(p) == "ExitCode:3");
-  p["status"]["containerStatuses"][1]["state"] = {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}};
+  p["status"]["containerStatuses"][1]["state"] = {
+      {"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}};
   CHECK(podStatusReason(p) == "NotReady");
   p["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:00Z";
   CHECK(podStatusReason(p) == "Terminating");
 
-  json init = json::parse(R"({"metadata":{},"spec":{"initContainers":[{"name":"i"}],"containers":[{"name":"c"}]},
+  json init = json::parse(
+      R"({"metadata":{},"spec":{"initContainers":[{"name":"i"}],"containers":[{"name":"c"}]},
     "status":{"phase":"Pending","initContainerStatuses":[{"name":"i","state":{"running":{}}}]}})");
   CHECK(podStatusReason(init) == "Init:0/1");
   init["status"]["initContainerStatuses"][0]["state"] = {{"terminated", {{"exitCode", 2}}}};

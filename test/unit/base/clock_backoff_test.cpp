@@ -18,7 +18,8 @@ class FixedRandom final : public base::Random {
 };
 }  // namespace
 
-TEST_CASE("backoff: doubles to the cap, jitter adds a fraction, reset starts over", "[unit][base]") {
+TEST_CASE("backoff: doubles to the cap, jitter adds a fraction, reset starts over",
+          "[unit][base]") {
   FixedRandom random(0.5);
   base::Backoff backoff({.initial = 1s, .max = 20s, .factor = 2.0, .jitter = 0.0}, random);
   std::vector<base::Duration> got;

@@ -35,9 +35,10 @@ TEST_CASE("duration: parses Go's duration form", "[unit][base]") {
   CHECK(*got == c.want);
 }
 
-TEST_CASE("duration: rejects malformed and out-of-range text with the input quoted", "[unit][base]") {
-  auto text = GENERATE("", "20", "s", "1x", "1.2.3s", "--1s", "1 s", "ms", "9999999999999h",
-                       "5m.s", "abc");
+TEST_CASE("duration: rejects malformed and out-of-range text with the input quoted",
+          "[unit][base]") {
+  auto text =
+      GENERATE("", "20", "s", "1x", "1.2.3s", "--1s", "1 s", "ms", "9999999999999h", "5m.s", "abc");
   auto got = base::parseDuration(text);
   INFO(text);
   REQUIRE_FALSE(got.ok());
@@ -56,7 +57,8 @@ TEST_CASE("duration: formats like Go's Duration.String", "[unit][base]") {
   CHECK(base::formatDuration(61500ms) == "1m1.5s");
   CHECK(base::formatDuration(-2s) == "-2s");
   // Round trip.
-  for (base::Duration d : {base::Duration(1h + 2min + 3s), base::Duration(250ms), base::Duration(20s)}) {
+  for (base::Duration d :
+       {base::Duration(1h + 2min + 3s), base::Duration(250ms), base::Duration(20s)}) {
     auto back = base::parseDuration(base::formatDuration(d));
     REQUIRE(back.ok());
     CHECK(*back == d);

@@ -27,20 +27,19 @@ TEST_CASE("log format text: values with spaces, quotes or control characters are
         "2026-12-01T10:00:00.123456Z W config [7] Failed reading url=http://x/p "
         "reason=\"GET http://x/p: connection refused\" failures=2\n");
   // Already quoted values stay as they are, even with " key=" inside; empty values are "".
-  CHECK(formatLogLine(LogFormat::kText, at(), 'I', "a", 1,
-                      "M file=\"/m/a b=c.yaml\" err= next=1") ==
-        "2026-12-01T10:00:00.123456Z I a [1] M file=\"/m/a b=c.yaml\" err=\"\" next=1\n");
+  CHECK(
+      formatLogLine(LogFormat::kText, at(), 'I', "a", 1, "M file=\"/m/a b=c.yaml\" err= next=1") ==
+      "2026-12-01T10:00:00.123456Z I a [1] M file=\"/m/a b=c.yaml\" err=\"\" next=1\n");
   // A newline in a value cannot forge a line.
-  const auto forged = formatLogLine(LogFormat::kText, at(), 'E', "a", 1,
-                                    "M reason=x\nI0101 forged");
+  const auto forged =
+      formatLogLine(LogFormat::kText, at(), 'E', "a", 1, "M reason=x\nI0101 forged");
   CHECK(forged.find('\n') == forged.size() - 1);
   // No key=value: the message alone.
   CHECK(formatLogLine(LogFormat::kText, at(), 'I', "a", 1, "Plain message, nothing more") ==
         "2026-12-01T10:00:00.123456Z I a [1] Plain message, nothing more\n");
   // A value that only starts with a quote (apiserver text such as `pods "x" not found` logged
   // raw) is quoted whole: nothing is lost, nothing unescaped gets through.
-  CHECK(formatLogLine(LogFormat::kText, at(), 'W', "a", 1,
-                      "M err=\"x\" not found next=1") ==
+  CHECK(formatLogLine(LogFormat::kText, at(), 'W', "a", 1, "M err=\"x\" not found next=1") ==
         "2026-12-01T10:00:00.123456Z W a [1] M err=\"\\\"x\\\" not found\" next=1\n");
   for (const char* payload : {"M reason=x a=\"y\nI0101 forged", "M a=\"unterminated\nI0101 forged",
                               "Message\nI0101 forged k=v"}) {
@@ -52,8 +51,8 @@ TEST_CASE("log format text: values with spaces, quotes or control characters are
 
 TEST_CASE("log format json: bad escapes in a quoted value are kept as text, never thrown",
           "[unit][base][log]") {
-  const auto line = formatLogLine(LogFormat::kJson, at(), 'I', "a", 1,
-                                  "M a=\"\\xZZ\\u00e9\\a\" b=\"\\u0\"");
+  const auto line =
+      formatLogLine(LogFormat::kJson, at(), 'I', "a", 1, "M a=\"\\xZZ\\u00e9\\a\" b=\"\\u0\"");
   auto j = nlohmann::json::parse(line);
   CHECK(j["a"] == "\\xZZ\xC3\xA9\a");
   CHECK(j["b"] == "\\u0");

@@ -46,17 +46,20 @@ TEST_CASE("printable: goQuote renders control characters and invalid UTF-8 as es
   CHECK(goQuote("\x1b[31mred") == R"("\x1b[31mred")");
   CHECK(goQuote("bad\xff\xfe.yaml") == R"("bad\xff\xfe.yaml")");
   CHECK(goQuote("héllo") == "\"héllo\"");
-  CHECK(goQuote("\xc2\x9b") == R"("\u009b")");  // C1 CSI
+  CHECK(goQuote("\xc2\x9b") == R"("\u009b")");            // C1 CSI
   CHECK(goQuote("\xed\xa0\x80") == R"("\xed\xa0\x80")");  // a surrogate is not UTF-8
 }
 
 TEST_CASE("printable: validUtf8 replaces what is not UTF-8 and keeps the rest", "[unit][base]") {
   CHECK(validUtf8("plain") == "plain");
   CHECK(validUtf8("héllo") == "héllo");
-  CHECK(validUtf8("a\xff" "b") == "a\xef\xbf\xbd" "b");
-  CHECK(validUtf8("\xc3") == "\xef\xbf\xbd");                   // truncated sequence
-  CHECK(validUtf8("\xc0\xaf") == "\xef\xbf\xbd\xef\xbf\xbd");   // overlong '/'
-  CHECK(validUtf8("new\nline") == "new\nline");                  // JSON escapes this itself
+  CHECK(validUtf8("a\xff"
+                  "b") ==
+        "a\xef\xbf\xbd"
+        "b");
+  CHECK(validUtf8("\xc3") == "\xef\xbf\xbd");                  // truncated sequence
+  CHECK(validUtf8("\xc0\xaf") == "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+  CHECK(validUtf8("new\nline") == "new\nline");                // JSON escapes this itself
 }
 
 TEST_CASE("printable: Prometheus label values escape backslash, quote and newline",

@@ -1,8 +1,8 @@
 #include "base/readable_wait.h"
 
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <memory>
 
@@ -47,9 +47,10 @@ std::shared_ptr<Descriptor> staleEventOnFreshDescriptor(
   return fresh;
 }
 
-TEST_CASE("a bare async_wait completes on a stale event of a closed descriptor (the reactor "
-          "behaviour the readable waits guard against)",
-          "[unit][base][readable_wait]") {
+TEST_CASE(
+    "a bare async_wait completes on a stale event of a closed descriptor (the reactor "
+    "behaviour the readable waits guard against)",
+    "[unit][base][readable_wait]") {
   asio::io_context ctx;
   Pipe first, second;
   bool woke = false;
@@ -64,9 +65,10 @@ TEST_CASE("a bare async_wait completes on a stale event of a closed descriptor (
   CHECK_FALSE(pollsReadable(second.r));
 }
 
-TEST_CASE("asyncWaitReadable ignores a stale wake-up and completes when the descriptor is "
-          "readable",
-          "[unit][base][readable_wait]") {
+TEST_CASE(
+    "asyncWaitReadable ignores a stale wake-up and completes when the descriptor is "
+    "readable",
+    "[unit][base][readable_wait]") {
   asio::io_context ctx;
   Pipe first, second;
   int completions = 0;

@@ -93,7 +93,8 @@ TEST_CASE("CheckpointManager: a UID that cannot name a file is an error",
   CHECK(filesIn(tmp.path()).empty());
 }
 
-TEST_CASE("CheckpointManager: loading skips and reports corrupt files", "[unit][config][checkpoint]") {
+TEST_CASE("CheckpointManager: loading skips and reports corrupt files",
+          "[unit][config][checkpoint]") {
   testing::TempDir tmp("checkpoint");
   CheckpointManager manager(tmp.path());
   REQUIRE(manager.writePod(*checkpointed("good")).ok());
@@ -131,8 +132,10 @@ TEST_CASE("CheckpointManager: loading creates a missing folder and finds nothing
 // A PodConfig with checkpoints, fed through the api entry point.
 struct CheckpointTester {
   explicit CheckpointTester(bool use_blocking_pool = false)
-      : config(ioc.get_executor(), clock, [this](api::PodUpdate u) { received.push_back(std::move(u)); },
-               options(use_blocking_pool)),
+      : config(
+            ioc.get_executor(), clock,
+            [this](api::PodUpdate u) { received.push_back(std::move(u)); },
+            options(use_blocking_pool)),
         api_sink(config.channel("api")) {}
 
   PodConfigOptions options(bool use_blocking_pool) {
@@ -152,7 +155,8 @@ struct CheckpointTester {
   // Declared before `ioc`: handlers left in `ioc` may own the strand that points into it.
   asio::io_context blocking;
   asio::io_context ioc;
-  asio::executor_work_guard<asio::io_context::executor_type> blocking_guard{blocking.get_executor()};
+  asio::executor_work_guard<asio::io_context::executor_type> blocking_guard{
+      blocking.get_executor()};
   asio::executor_work_guard<asio::io_context::executor_type> guard{ioc.get_executor()};
   testing::FakeClock clock;
   std::vector<api::PodUpdate> received;
@@ -172,7 +176,8 @@ TEST_CASE("PodConfig: annotated api pods are checkpointed and the checkpoint fol
   CHECK(annotation(*load->pods[0], api::kConfigSourceAnnotationKey) == "api");
 
   // An update is written too.
-  t.sendApi(PodOperation::kSet, {checkpointed("etcd", changeContainers), validPod("plain", "kube-system")});
+  t.sendApi(PodOperation::kSet,
+            {checkpointed("etcd", changeContainers), validPod("plain", "kube-system")});
   load = CheckpointManager(t.dir()).loadPods();
   REQUIRE(load.ok());
   REQUIRE(load->pods.size() == 1);
@@ -251,7 +256,8 @@ TEST_CASE("PodConfig: restore sends checkpoints as RESTORE on api, once, and rep
   CHECK(t.files() == Strings{"Pod_etcdkube-system.json"});
 }
 
-TEST_CASE("PodConfig: restore without a checkpoint folder is an error", "[unit][config][checkpoint]") {
+TEST_CASE("PodConfig: restore without a checkpoint folder is an error",
+          "[unit][config][checkpoint]") {
   asio::io_context ioc;
   testing::FakeClock clock;
   PodConfig config(ioc.get_executor(), clock, [](api::PodUpdate) {});

@@ -95,9 +95,9 @@ struct Fixture {
 }  // namespace
 
 TEST_CASE("file source: editor, hidden and temp names are ignored", "[unit][config]") {
-  for (const char* name : {".web.yaml", ".web.yaml.swp", "web.yaml~", "web.yaml.swp", "web.yaml.swx",
-                           "web.yaml.tmp", "web.yaml.bak", "web.yaml.orig", "web.yaml.dpkg-old",
-                           "web.yaml.dpkg-new", "4913", "..data", "."}) {
+  for (const char* name : {".web.yaml", ".web.yaml.swp", "web.yaml~", "web.yaml.swp",
+                           "web.yaml.swx", "web.yaml.tmp", "web.yaml.bak", "web.yaml.orig",
+                           "web.yaml.dpkg-old", "web.yaml.dpkg-new", "4913", "..data", "."}) {
     INFO(name);
     CHECK(config::isIgnoredManifestName(name));
   }
@@ -257,8 +257,8 @@ TEST_CASE("file source: sed -i's temp file never becomes a pod", "[unit][config]
   f.start(f.dir.path());
   // sed writes "sedAbC123" (sorts before web.yaml and defines the same pod), then renames it.
   testing::writeFile(f.dir / "sedAbC123", podYaml("web", "busybox:2"));
-  f.inject({ev(IN_CREATE, "sedAbC123"), ev(IN_MODIFY, "sedAbC123"),
-            ev(IN_CLOSE_WRITE, "sedAbC123")});
+  f.inject(
+      {ev(IN_CREATE, "sedAbC123"), ev(IN_MODIFY, "sedAbC123"), ev(IN_CLOSE_WRITE, "sedAbC123")});
   CHECK(f.rec.count() == 1);
   fs::rename(f.dir / "sedAbC123", web);
   f.inject({ev(IN_MOVED_FROM, "sedAbC123"), ev(IN_MOVED_TO, "web.yaml")});
@@ -291,8 +291,10 @@ TEST_CASE("file source: a new file is read once it has been quiet for the settle
   CHECK(names(f.rec.last()) == std::vector<std::string>{"new-node1", "other-node1"});
 }
 
-TEST_CASE("file source: a deleted manifest goes after the settle window, a quick re-create is "
-          "a modification", "[unit][config]") {
+TEST_CASE(
+    "file source: a deleted manifest goes after the settle window, a quick re-create is "
+    "a modification",
+    "[unit][config]") {
   Fixture f;
   auto web = f.dir / "web.yaml";
   testing::writeFile(web, podYaml("web"));
@@ -385,8 +387,10 @@ TEST_CASE("file source: each new manifest error is announced once, naming the po
   CHECK(heard.size() == 3);
 }
 
-TEST_CASE("file source: two files with the same pod: the last in sorted order wins, as in "
-          "kubelet 1.18", "[unit][config]") {
+TEST_CASE(
+    "file source: two files with the same pod: the last in sorted order wins, as in "
+    "kubelet 1.18",
+    "[unit][config]") {
   Fixture f;
   testing::writeFile(f.dir / "a.yaml", podYaml("web", "busybox:a"));
   testing::writeFile(f.dir / "b.yaml", podYaml("web", "busybox:b"));
@@ -423,7 +427,8 @@ TEST_CASE("file source: a change re-reads only that file, an idle relist reads n
           "[unit][config]") {
   Fixture f;
   for (int i = 0; i < 50; ++i) {
-    testing::writeFile(f.dir / ("pod" + std::to_string(i) + ".yaml"), podYaml("pod" + std::to_string(i)));
+    testing::writeFile(f.dir / ("pod" + std::to_string(i) + ".yaml"),
+                       podYaml("pod" + std::to_string(i)));
   }
   f.start(f.dir.path());
   REQUIRE(f.rec.count() == 1);
@@ -493,8 +498,10 @@ TEST_CASE("file source: an inotify queue overflow relists and finds changes even
   CHECK(f.rec.last().pods[1]->metadata.uid != f.rec.updates[0].pods[0]->metadata.uid);
 }
 
-TEST_CASE("file source: the relist every check_frequency (20s by default) finds what no event "
-          "announced", "[unit][config]") {
+TEST_CASE(
+    "file source: the relist every check_frequency (20s by default) finds what no event "
+    "announced",
+    "[unit][config]") {
   CHECK(config::FileSourceOptions{}.check_frequency == 20s);
   Fixture f;
   testing::writeFile(f.dir / "web.yaml", podYaml("web"));
@@ -510,18 +517,17 @@ TEST_CASE("file source: the relist every check_frequency (20s by default) finds 
   f.advance(1ms);
   // Changed and new files are read at once; a vanished one still gets the settle window.
   REQUIRE(f.rec.count() == 2);
-  CHECK(names(f.rec.last()) ==
-        std::vector<std::string>{"db-node1", "gone-node1", "web-node1"});
+  CHECK(names(f.rec.last()) == std::vector<std::string>{"db-node1", "gone-node1", "web-node1"});
   CHECK(f.rec.last().pods.at(2)->metadata.uid != web_uid);
   f.advance(300ms);
   REQUIRE(f.rec.count() == 3);
   CHECK(names(f.rec.last()) == std::vector<std::string>{"db-node1", "web-node1"});
 }
 
-
-TEST_CASE("file source: a single manifest file that does not parse at start is an incomplete "
-          "answer until it does (kubelet's TestExtractFromBadDataFile)",
-          "[unit][config]") {
+TEST_CASE(
+    "file source: a single manifest file that does not parse at start is an incomplete "
+    "answer until it does (kubelet's TestExtractFromBadDataFile)",
+    "[unit][config]") {
   Fixture f;
   auto web = f.dir / "web.yaml";
   testing::writeFile(web, "apiVersion: v1\nkind: Pod\nmetadata: [\n");
@@ -546,9 +552,10 @@ TEST_CASE("file source: a single manifest file that does not parse at start is a
   CHECK(f.rec.count() == 2);
 }
 
-TEST_CASE("file source: a directory with a manifest that never parsed is incomplete until that "
-          "file is good or gone, or for one check period, and its good neighbours are sent at once",
-          "[unit][config]") {
+TEST_CASE(
+    "file source: a directory with a manifest that never parsed is incomplete until that "
+    "file is good or gone, or for one check period, and its good neighbours are sent at once",
+    "[unit][config]") {
   Fixture f;
   testing::writeFile(f.dir / "a.yaml", podYaml("a"));
   testing::writeFile(f.dir / "b.yaml", "kind: Pod\nmetadata: [\n");
@@ -566,8 +573,9 @@ TEST_CASE("file source: a directory with a manifest that never parsed is incompl
     CHECK(f.rec.last().complete);
     CHECK(names(f.rec.last()) == std::vector<std::string>{"a-node1"});
   }
-  SECTION("the bad file stays broken: a check period later the answer is complete without it, "
-          "and edits keep flowing") {
+  SECTION(
+      "the bad file stays broken: a check period later the answer is complete without it, "
+      "and edits keep flowing") {
     f.advance(20s - 1ms);
     CHECK(f.rec.count() == 1);
     f.advance(1ms);  // the relist
@@ -586,8 +594,10 @@ TEST_CASE("file source: a directory with a manifest that never parsed is incompl
   }
 }
 
-TEST_CASE("file source: a single manifest file that stays broken keeps the source unseen past "
-          "any check period", "[unit][config]") {
+TEST_CASE(
+    "file source: a single manifest file that stays broken keeps the source unseen past "
+    "any check period",
+    "[unit][config]") {
   Fixture f;
   auto web = f.dir / "web.yaml";
   testing::writeFile(web, "kind: Pod\nmetadata: [\n");
@@ -597,8 +607,10 @@ TEST_CASE("file source: a single manifest file that stays broken keeps the sourc
   CHECK_FALSE(f.rec.last().complete);
 }
 
-TEST_CASE("file source: a path that is neither a directory nor a file is an incomplete empty "
-          "answer", "[unit][config]") {
+TEST_CASE(
+    "file source: a path that is neither a directory nor a file is an incomplete empty "
+    "answer",
+    "[unit][config]") {
   Fixture f;
   auto fifo = f.dir / "fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -618,8 +630,10 @@ TEST_CASE("file source: a missing path is a complete empty answer (kubelet marks
   CHECK(f.rec.last().complete);
 }
 
-TEST_CASE("file source: an oversized manifest is warned about once per change, not re-read on "
-          "every relist", "[unit][config]") {
+TEST_CASE(
+    "file source: an oversized manifest is warned about once per change, not re-read on "
+    "every relist",
+    "[unit][config]") {
   testing::LogCapture logs;
   Fixture f;
   f.max_manifest_bytes = 1000;
@@ -667,13 +681,15 @@ TEST_CASE("file source: file names are logged quoted, so no name can forge a log
   REQUIRE(f.errors.get("file", (f.dir / name).string()).has_value());
 }
 
-TEST_CASE("file source: a manifest renamed within the directory keeps its pod when it sets "
-          "metadata.uid, and is a new pod when it does not (a documented departure from kubelet)",
-          "[unit][config]") {
+TEST_CASE(
+    "file source: a manifest renamed within the directory keeps its pod when it sets "
+    "metadata.uid, and is a new pod when it does not (a documented departure from kubelet)",
+    "[unit][config]") {
   Fixture f;
-  testing::writeFile(f.dir / "fixed.yaml",
-                     "apiVersion: v1\nkind: Pod\nmetadata:\n  name: fixed\n  uid: fixed-uid\n"
-                     "spec:\n  containers:\n  - name: main\n    image: x\n    command: [sleep, '1']\n");
+  testing::writeFile(
+      f.dir / "fixed.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: fixed\n  uid: fixed-uid\n"
+      "spec:\n  containers:\n  - name: main\n    image: x\n    command: [sleep, '1']\n");
   testing::writeFile(f.dir / "free.yaml", podYaml("free"));
   f.start(f.dir.path());
   REQUIRE(f.rec.count() == 1);

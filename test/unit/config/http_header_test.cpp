@@ -6,13 +6,19 @@ using namespace nodeagent;
 
 TEST_CASE("manifest url headers: Key:Value, kubelet's comma list, repeats and continuations",
           "[unit][config]") {
-  auto got = config::parseManifestUrlHeaders(
-      {"Metadata-Flavor:Google", "a:hello,b:again,c:world", "b:beautiful", " X-Token : abc ",
-       "Accept:a,b", "Weird:x:y"});
+  auto got = config::parseManifestUrlHeaders({"Metadata-Flavor:Google", "a:hello,b:again,c:world",
+                                              "b:beautiful", " X-Token : abc ", "Accept:a,b",
+                                              "Weird:x:y"});
   REQUIRE(got.ok());
-  config::HttpHeaders want{{"Metadata-Flavor", "Google"}, {"a", "hello"},   {"b", "again"},
-                           {"c", "world"},                {"b", "beautiful"}, {"X-Token", "abc"},
-                           {"Accept", "a"},               {"Accept", "b"},   {"Weird", "x:y"}};
+  config::HttpHeaders want{{"Metadata-Flavor", "Google"},
+                           {"a", "hello"},
+                           {"b", "again"},
+                           {"c", "world"},
+                           {"b", "beautiful"},
+                           {"X-Token", "abc"},
+                           {"Accept", "a"},
+                           {"Accept", "b"},
+                           {"Weird", "x:y"}};
   CHECK(*got == want);
   auto empty = config::parseManifestUrlHeaders({"", ",,"});
   REQUIRE(empty.ok());

@@ -26,9 +26,10 @@ const std::string kTestSource = "test";
 // kubelet's createPodConfigTester: a PodConfig with one source ("test") and its output.
 struct PodConfigTester {
   explicit PodConfigTester(PodConfigNotificationMode mode, PodConfigOptions options = {})
-      : config(ioc.get_executor(), clock,
-               [this](api::PodUpdate u) { received.push_back(std::move(u)); },
-               withMode(std::move(options), mode)),
+      : config(
+            ioc.get_executor(), clock,
+            [this](api::PodUpdate u) { received.push_back(std::move(u)); },
+            withMode(std::move(options), mode)),
         channel(config.channel(kTestSource)) {}
 
   static PodConfigOptions withMode(PodConfigOptions options, PodConfigNotificationMode mode) {
@@ -150,8 +151,9 @@ TEST_CASE("TestNewPodAddedSnapshot: every change is a SET of the merged state",
   expectPodUpdate(t, PodOperation::kSet, kTestSource, {changed});
 }
 
-TEST_CASE("TestNewPodAddedUpdatedRemoved: ADD, identical ADD ignored, changed ADD is UPDATE, REMOVE",
-          "[unit][config][podconfig]") {
+TEST_CASE(
+    "TestNewPodAddedUpdatedRemoved: ADD, identical ADD ignored, changed ADD is UPDATE, REMOVE",
+    "[unit][config][podconfig]") {
   PodConfigTester t(PodConfigNotificationMode::kIncremental);
   t.send(PodOperation::kAdd, {validPod("foo", "new")});
   expectPodUpdate(t, PodOperation::kAdd, kTestSource, {validPod("foo", "new")});
@@ -177,9 +179,8 @@ TEST_CASE("TestNewPodAddedDelete: a DELETE with deletionTimestamp set emits one 
   t.send(PodOperation::kAdd, {added});
   expectPodUpdate(t, PodOperation::kAdd, kTestSource, {added});
 
-  auto deleted = validPodWith("foo", "new", [](json& j) {
-    j["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:10Z";
-  });
+  auto deleted = validPodWith(
+      "foo", "new", [](json& j) { j["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:10Z"; });
   t.send(PodOperation::kDelete, {deleted});
   auto got = t.take();
   REQUIRE(got.size() == 1);
@@ -190,7 +191,8 @@ TEST_CASE("TestNewPodAddedDelete: a DELETE with deletionTimestamp set emits one 
 TEST_CASE("TestNewPodAddedUpdatedSet: a SET becomes REMOVE, ADD, UPDATE in that order",
           "[unit][config][podconfig]") {
   PodConfigTester t(PodConfigNotificationMode::kIncremental);
-  t.send(PodOperation::kAdd, {validPod("foo", "new"), validPod("foo2", "new"), validPod("foo3", "new")});
+  t.send(PodOperation::kAdd,
+         {validPod("foo", "new"), validPod("foo2", "new"), validPod("foo3", "new")});
   expectPodUpdate(t, PodOperation::kAdd, kTestSource,
                   {validPod("foo", "new"), validPod("foo2", "new"), validPod("foo3", "new")});
   expectNoPodUpdate(t);
@@ -204,8 +206,9 @@ TEST_CASE("TestNewPodAddedUpdatedSet: a SET becomes REMOVE, ADD, UPDATE in that 
   checkUpdate(got[2], PodOperation::kUpdate, kTestSource, {foo2});
 }
 
-TEST_CASE("TestNewPodAddedSetReconciled: status-only change is RECONCILE, with a spec change UPDATE",
-          "[unit][config][podconfig]") {
+TEST_CASE(
+    "TestNewPodAddedSetReconciled: status-only change is RECONCILE, with a spec change UPDATE",
+    "[unit][config][podconfig]") {
   int counter = 0;
   // kubelet's newTestPods: three pods, the first optionally touched.
   auto newTestPods = [&](bool touch_status, bool touch_spec) {
@@ -262,7 +265,8 @@ TEST_CASE("TestPodUpdateAnnotations: changing, adding or removing an annotation 
   PodConfigTester t(PodConfigNotificationMode::kIncremental);
   json annotations = {{"kubernetes.io/blah", "blah"}};
   auto foo2 = [&] {
-    return validPodWith("foo2", "new", [&](json& j) { j["metadata"]["annotations"] = annotations; });
+    return validPodWith("foo2", "new",
+                        [&](json& j) { j["metadata"]["annotations"] = annotations; });
   };
   auto pod = foo2();
   t.send(PodOperation::kSet, {validPod("foo1", "new"), pod, validPod("foo3", "new")});
@@ -288,12 +292,15 @@ TEST_CASE("TestPodUpdateAnnotations: changing, adding or removing an annotation 
 
 TEST_CASE("TestPodUpdateLabels: a label value change is an UPDATE", "[unit][config][podconfig]") {
   PodConfigTester t(PodConfigNotificationMode::kIncremental);
-  auto pod = validPodWith("foo2", "new", [](json& j) { j["metadata"]["labels"] = {{"key", "value"}}; });
+  auto pod = validPodWith("foo2", "new", [](json& j) {
+    j["metadata"]["labels"] = {{"key", "value"}};
+  });
   t.send(PodOperation::kSet, {pod});
   expectPodUpdate(t, PodOperation::kAdd, kTestSource, {pod});
 
-  auto relabeled =
-      validPodWith("foo2", "new", [](json& j) { j["metadata"]["labels"] = {{"key", "newValue"}}; });
+  auto relabeled = validPodWith("foo2", "new", [](json& j) {
+    j["metadata"]["labels"] = {{"key", "newValue"}};
+  });
   t.send(PodOperation::kSet, {relabeled});
   expectPodUpdate(t, PodOperation::kUpdate, kTestSource, {relabeled});
 }

@@ -22,19 +22,17 @@ using nlohmann::json;
 
 // kubelet's CreateValidPod(name, namespace): UID = name + namespace.
 inline json validPodJson(const std::string& name, const std::string& ns) {
-  return json{
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata", {{"name", name}, {"namespace", ns}, {"uid", name + ns}}},
-      {"spec",
-       {{"restartPolicy", "Always"},
-        {"dnsPolicy", "ClusterFirst"},
-        {"containers",
-         json::array({{{"name", "ctr"},
-                       {"image", "image"},
-                       {"imagePullPolicy", "IfNotPresent"},
-                       {"terminationMessagePolicy", "File"},
-                       {"securityContext", {{"privileged", false}}}}})}}}};
+  return json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", ns}, {"uid", name + ns}}},
+              {"spec",
+               {{"restartPolicy", "Always"},
+                {"dnsPolicy", "ClusterFirst"},
+                {"containers", json::array({{{"name", "ctr"},
+                                             {"image", "image"},
+                                             {"imagePullPolicy", "IfNotPresent"},
+                                             {"terminationMessagePolicy", "File"},
+                                             {"securityContext", {{"privileged", false}}}}})}}}};
 }
 
 // Through the shared test decoder, like every test pod (fails the test on a decode error).
@@ -49,7 +47,7 @@ inline api::PodPtr validPod(const std::string& name, const std::string& ns) {
 }
 
 inline api::PodPtr validPodWith(const std::string& name, const std::string& ns,
-                                 const std::function<void(json&)>& edit) {
+                                const std::function<void(json&)>& edit) {
   json j = validPodJson(name, ns);
   edit(j);
   return podFrom(j);
@@ -94,7 +92,8 @@ inline void checkUpdate(const api::PodUpdate& got, api::PodOperation op, const s
   CHECK(api::podOperationName(got.op) == api::podOperationName(op));
   CHECK(got.source == source);
   auto by_uid = [](const api::PodPtr& a, const api::PodPtr& b) {
-    return a->metadata.namespace_ + "/" + a->metadata.uid < b->metadata.namespace_ + "/" + b->metadata.uid;
+    return a->metadata.namespace_ + "/" + a->metadata.uid <
+           b->metadata.namespace_ + "/" + b->metadata.uid;
   };
   std::vector<api::PodPtr> actual = got.pods;
   std::sort(actual.begin(), actual.end(), by_uid);

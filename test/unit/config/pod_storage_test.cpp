@@ -43,8 +43,8 @@ api::PodPtr deleting(const std::string& name, const std::function<void(json&)>& 
 TEST_CASE("merge: one SET emits REMOVE, ADD, UPDATE, DELETE, RECONCILE in that order",
           "[unit][config][podstorage]") {
   StorageTester t;
-  t.merge(PodOperation::kSet, {validPod("a", "ns"), validPod("b", "ns"), validPod("c", "ns"),
-                               validPod("d", "ns")});
+  t.merge(PodOperation::kSet,
+          {validPod("a", "ns"), validPod("b", "ns"), validPod("c", "ns"), validPod("d", "ns")});
   auto b = validPodWith("b", "ns", changeContainers);
   auto c = deleting("c");
   auto d = withStatusMessage("d", "hello");
@@ -63,13 +63,15 @@ TEST_CASE("merge: one SET emits REMOVE, ADD, UPDATE, DELETE, RECONCILE in that o
 TEST_CASE("merge: pods within one emitted update keep the input order",
           "[unit][config][podstorage]") {
   StorageTester t;
-  auto out = t.merge(PodOperation::kAdd, {validPod("z", "ns"), validPod("a", "ns"), validPod("m", "ns")});
+  auto out =
+      t.merge(PodOperation::kAdd, {validPod("z", "ns"), validPod("a", "ns"), validPod("m", "ns")});
   REQUIRE(out.size() == 1);
   CHECK(uids(out[0].pods) == Strings{"zns", "ans", "mns"});
 }
 
-TEST_CASE("merge: the first SET that adds nothing emits an empty ADD after REMOVE, before RECONCILE",
-          "[unit][config][podstorage]") {
+TEST_CASE(
+    "merge: the first SET that adds nothing emits an empty ADD after REMOVE, before RECONCILE",
+    "[unit][config][podstorage]") {
   SECTION("removals only") {
     StorageTester t;
     t.merge(PodOperation::kAdd, {validPod("a", "ns")});
@@ -158,10 +160,10 @@ TEST_CASE("merge: a deleting pod never produces UPDATE", "[unit][config][podstor
   CHECK(opNames(out) == Strings{"RECONCILE"});
   // deletionGracePeriodSeconds is compared.
   CHECK(opNames(t.merge(PodOperation::kSet, {deleting("a", [](json& j) {
-          changeContainers(j);
-          j["status"] = {{"phase", "Running"}};
-          j["metadata"]["deletionGracePeriodSeconds"] = 0;
-        })})) == Strings{"DELETE"});
+                          changeContainers(j);
+                          j["status"] = {{"phase", "Running"}};
+                          j["metadata"]["deletionGracePeriodSeconds"] = 0;
+                        })})) == Strings{"DELETE"});
 }
 
 TEST_CASE("merge: status plus spec change is UPDATE only, and the status is taken",
@@ -182,8 +184,9 @@ TEST_CASE("merge: a status change outside the typed model is a RECONCILE",
           "[unit][config][podstorage]") {
   StorageTester t;
   t.merge(PodOperation::kSet, {validPod("a", "ns")});
-  auto nominated =
-      validPodWith("a", "ns", [](json& j) { j["status"] = {{"nominatedNodeName", "node-1"}}; });
+  auto nominated = validPodWith("a", "ns", [](json& j) {
+    j["status"] = {{"nominatedNodeName", "node-1"}};
+  });
   auto out = t.merge(PodOperation::kSet, {nominated});
   REQUIRE(opNames(out) == Strings{"RECONCILE"});
   CHECK_FALSE(podStatusesDiffer(*out[0].pods[0], *nominated));
@@ -203,7 +206,9 @@ TEST_CASE("podsDifferSemantically: which fields count", "[unit][config][podstora
   CHECK(differs([](json& j) { j["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:10Z"; }));
   CHECK(differs([](json& j) { j["metadata"]["deletionGracePeriodSeconds"] = 5; }));
   CHECK(differs([](json& j) { j["metadata"]["annotations"] = {{"x", "y"}}; }));
-  CHECK(differs([](json& j) { j["metadata"]["annotations"] = {{"kubernetes.io/config.hash", "h"}}; }));
+  CHECK(differs([](json& j) {
+    j["metadata"]["annotations"] = {{"kubernetes.io/config.hash", "h"}};
+  }));
   // The local annotations, the rest of the metadata and the status do not.
   CHECK_FALSE(differs([](json& j) {
     j["metadata"]["annotations"] = {{"kubernetes.io/config.source", "api"},
@@ -417,10 +422,13 @@ TEST_CASE("SnapshotAndUpdates mode: SET for additions and removals, UPDATE and D
   CHECK(uids(out[1].pods) == Strings{"bns"});
 
   // Status-only changes are dropped in this mode.
-  CHECK(t.merge(PodOperation::kSet, {validPodWith("a", "ns", [](json& j) {
-          changeContainers(j);
-          j["status"] = {{"message", "m"}};
-        }), deleting("b")}).empty());
+  CHECK(t.merge(PodOperation::kSet, {validPodWith("a", "ns",
+                                                  [](json& j) {
+                                                    changeContainers(j);
+                                                    j["status"] = {{"message", "m"}};
+                                                  }),
+                                     deleting("b")})
+            .empty());
   // A removal together with an update: the SET first.
   out = t.merge(PodOperation::kSet, {validPod("a", "ns")});
   CHECK(opNames(out) == Strings{"SET", "UPDATE"});
@@ -429,17 +437,22 @@ TEST_CASE("SnapshotAndUpdates mode: SET for additions and removals, UPDATE and D
   CHECK(t.merge(PodOperation::kRestore, {validPod("r", "ns")}).empty());
 }
 
-TEST_CASE("Snapshot mode: any change is one SET of the merged state", "[unit][config][podstorage]") {
+TEST_CASE("Snapshot mode: any change is one SET of the merged state",
+          "[unit][config][podstorage]") {
   StorageTester t(PodConfigNotificationMode::kSnapshot);
   auto out = t.merge(PodOperation::kSet, {validPod("a", "ns")});
   REQUIRE(opNames(out) == Strings{"SET"});
-  out = t.merge(PodOperation::kSet, {validPodWith("a", "ns", changeContainers), validPod("b", "ns")});
+  out =
+      t.merge(PodOperation::kSet, {validPodWith("a", "ns", changeContainers), validPod("b", "ns")});
   REQUIRE(opNames(out) == Strings{"SET"});
   CHECK(sortedUids(out[0].pods) == Strings{"ans", "bns"});
   CHECK(out[0].pods[0]->spec.containers.at(0).name == "bar");
   CHECK(opNames(t.merge(PodOperation::kSet, {deleting("a")})) == Strings{"SET"});
   // Reconciles and restores are dropped.
-  CHECK(t.merge(PodOperation::kSet, {deleting("a", [](json& j) { j["status"] = {{"message", "m"}}; })})
+  CHECK(t.merge(PodOperation::kSet, {deleting("a",
+                                              [](json& j) {
+                                                j["status"] = {{"message", "m"}};
+                                              })})
             .empty());
   CHECK(t.merge(PodOperation::kRestore, {validPod("r", "ns")}).empty());
   CHECK(opNames(t.merge(PodOperation::kRemove, {validPod("a", "ns")})) == Strings{"SET"});
@@ -451,7 +464,8 @@ TEST_CASE("merge: the classification is reported whatever the mode", "[unit][con
   t.storage.merge(kSrc, makeUpdate(PodOperation::kSet, kSrc, {validPod("a", "ns")}), &changes);
   CHECK(changes.first_set);
   CHECK(uids(changes.adds) == Strings{"ans"});
-  t.storage.merge(kSrc, makeUpdate(PodOperation::kSet, kSrc, {withStatusMessage("a", "m")}), &changes);
+  t.storage.merge(kSrc, makeUpdate(PodOperation::kSet, kSrc, {withStatusMessage("a", "m")}),
+                  &changes);
   CHECK_FALSE(changes.first_set);
   CHECK(changes.adds.empty());
   CHECK(uids(changes.reconciles) == Strings{"ans"});
@@ -465,10 +479,12 @@ TEST_CASE("merge: the per-source index stays right through many adds and removal
   std::set<std::string> model;
   auto uidOf = [](int i) {
     // Every fifth UID is longer than the inline buffer.
-    return i % 5 == 0 ? "long-" + std::string(60, 'x') + std::to_string(i) : "u" + std::to_string(i);
+    return i % 5 == 0 ? "long-" + std::string(60, 'x') + std::to_string(i)
+                      : "u" + std::to_string(i);
   };
   auto podOf = [&](int i) {
-    return validPodWith("p" + std::to_string(i), "ns", [&](json& j) { j["metadata"]["uid"] = uidOf(i); });
+    return validPodWith("p" + std::to_string(i), "ns",
+                        [&](json& j) { j["metadata"]["uid"] = uidOf(i); });
   };
   uint32_t state = 12345;
   auto next = [&] {

@@ -229,7 +229,9 @@ TEST_CASE("random corruptions of a manifest never crash the decoder", "[unit][co
     for (int e = 0; e < edits; ++e) {
       size_t pos = rng() % (text.size() + 1);
       switch (rng() % 3) {
-        case 0: text.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        case 0:
+          text.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
         case 1:
           if (pos < text.size()) text.erase(pos, 1 + rng() % 8);
           break;

@@ -82,7 +82,8 @@ TEST_CASE("file pods get the NoExecute toleration, HTTP pods none", "[unit][conf
 
 TEST_CASE("the NoExecute toleration is added only when not already present", "[unit][config]") {
   SECTION("an equal toleration is kept as the only one") {
-    auto result = decodeFile(manifest("web", "", "  tolerations:\n  - operator: Exists\n    effect: NoExecute\n"));
+    auto result = decodeFile(
+        manifest("web", "", "  tolerations:\n  - operator: Exists\n    effect: NoExecute\n"));
     REQUIRE(result.ok());
     CHECK(rawOf(result)["spec"]["tolerations"] == json::array({kNoExecuteToleration}));
   }
@@ -96,9 +97,9 @@ TEST_CASE("the NoExecute toleration is added only when not already present", "[u
     CHECK(tolerations[1] == kNoExecuteToleration);
   }
   SECTION("a matching toleration with tolerationSeconds is replaced, as kubelet does") {
-    auto result = decodeFile(manifest(
-        "web", "",
-        "  tolerations:\n  - operator: Exists\n    effect: NoExecute\n    tolerationSeconds: 60\n"));
+    auto result = decodeFile(manifest("web", "",
+                                      "  tolerations:\n  - operator: Exists\n    effect: "
+                                      "NoExecute\n    tolerationSeconds: 60\n"));
     REQUIRE(result.ok());
     CHECK(rawOf(result)["spec"]["tolerations"] == json::array({kNoExecuteToleration}));
   }
@@ -126,7 +127,8 @@ TEST_CASE("a minimal manifest gets every Kubernetes API default", "[unit][config
       "name": "web-node1",
       "namespace": "default",
       "uid": ")" + uid + R"(",
-      "annotations": {"kubernetes.io/config.hash": ")" + uid + R"("}
+      "annotations": {"kubernetes.io/config.hash": ")" +
+                              uid + R"("}
     },
     "spec": {
       "containers": [{
@@ -158,12 +160,13 @@ TEST_CASE("a minimal manifest gets every Kubernetes API default", "[unit][config
 }
 
 TEST_CASE("values given in the manifest are not overridden by defaults", "[unit][config]") {
-  auto result = decodeFile(manifest(
-      "web",
-      "    imagePullPolicy: Never\n    terminationMessagePath: /tmp/msg\n"
-      "    terminationMessagePolicy: FallbackToLogsOnError\n",
-      "  restartPolicy: Never\n  terminationGracePeriodSeconds: 0\n  dnsPolicy: Default\n"
-      "  schedulerName: custom\n  enableServiceLinks: false\n  securityContext:\n    runAsUser: 1000\n"));
+  auto result = decodeFile(
+      manifest("web",
+               "    imagePullPolicy: Never\n    terminationMessagePath: /tmp/msg\n"
+               "    terminationMessagePolicy: FallbackToLogsOnError\n",
+               "  restartPolicy: Never\n  terminationGracePeriodSeconds: 0\n  dnsPolicy: Default\n"
+               "  schedulerName: custom\n  enableServiceLinks: false\n  securityContext:\n    "
+               "runAsUser: 1000\n"));
   REQUIRE(result.ok());
   json spec = rawOf(result)["spec"];
   CHECK(spec["restartPolicy"] == "Never");
@@ -178,7 +181,8 @@ TEST_CASE("values given in the manifest are not overridden by defaults", "[unit]
 }
 
 TEST_CASE("image pull policy defaults from the image tag", "[unit][config]") {
-  const std::string digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  const std::string digest =
+      "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   struct Case {
     std::string image;
     std::string policy;
@@ -237,8 +241,9 @@ TEST_CASE("container ports default to TCP and follow the container port on the h
   CHECK(rawOf(plain)["spec"]["containers"][0]["ports"] ==
         json::parse(R"([{"containerPort":80,"protocol":"TCP"}])"));
 
-  auto host = decodeFile(manifest("web", "    ports:\n    - containerPort: 80\n    - containerPort: 53\n      protocol: UDP\n",
-                                  "  hostNetwork: true\n"));
+  auto host = decodeFile(manifest(
+      "web", "    ports:\n    - containerPort: 80\n    - containerPort: 53\n      protocol: UDP\n",
+      "  hostNetwork: true\n"));
   REQUIRE(host.ok());
   CHECK(rawOf(host)["spec"]["containers"][0]["ports"] ==
         json::parse(R"([{"containerPort":80,"hostPort":80,"protocol":"TCP"},
@@ -275,9 +280,10 @@ TEST_CASE("volumes get their source defaults", "[unit][config]") {
 }
 
 TEST_CASE("env fieldRef defaults its apiVersion to v1", "[unit][config]") {
-  auto result = decodeFile(manifest("web",
-                                    "    env:\n    - name: NODE\n      valueFrom:\n        fieldRef:\n"
-                                    "          fieldPath: spec.nodeName\n"));
+  auto result =
+      decodeFile(manifest("web",
+                          "    env:\n    - name: NODE\n      valueFrom:\n        fieldRef:\n"
+                          "          fieldPath: spec.nodeName\n"));
   REQUIRE(result.ok());
   CHECK(rawOf(result)["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"] ==
         json::parse(R"({"apiVersion":"v1","fieldPath":"spec.nodeName"})"));
@@ -306,7 +312,8 @@ TEST_CASE("null values count as absent", "[unit][config]") {
 }
 
 TEST_CASE("API defaulting leaves fields of the wrong type for the decoder", "[unit][config]") {
-  json pod = json::parse(R"({"spec":{"containers":"nginx","volumes":[1,"x"],"hostNetwork":"yes"}})");
+  json pod =
+      json::parse(R"({"spec":{"containers":"nginx","volumes":[1,"x"],"hostNetwork":"yes"}})");
   applyApiDefaults(pod);
   CHECK(pod["spec"]["containers"] == "nginx");
   CHECK(pod["spec"]["volumes"] == json::parse(R"([1,"x"])"));

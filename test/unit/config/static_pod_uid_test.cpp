@@ -41,13 +41,15 @@ TEST_CASE("static pod UIDs match their golden values", "[unit][config]") {
   // the values were checked against an independent MurmurHash3_x64_128 implementation.
   CHECK(staticPodUid(json::parse(R"({"apiVersion":"v1","kind":"Pod"})"), "node1", "/x") ==
         "64ad7b670fd9c56df9fae44a7c0187ea");
-  CHECK(uidOf(decodeFile(kYaml, "node1", "/etc/nodeagent/manifests/web.yaml")) == "57160d769cbd050ecd97c3597fe09df9");
+  CHECK(uidOf(decodeFile(kYaml, "node1", "/etc/nodeagent/manifests/web.yaml")) ==
+        "57160d769cbd050ecd97c3597fe09df9");
   CHECK(uidOf(decodeHttp(kYaml, "http://10.0.0.1/pods")) == "ee649e57f763f5bfcb48925fd873410f");
 }
 
 TEST_CASE("the UID hashes the API-defaulted manifest before the static defaults",
           "[unit][config]") {
-  json pod = json::parse(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","labels":{"app":"web"}},
+  json pod = json::parse(
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","labels":{"app":"web"}},
       "spec":{"containers":[{"name":"main","image":"nginx:1.25","ports":[{"containerPort":80}]}]}})");
   applyApiDefaults(pod);
   CHECK(uidOf(decodeFile(kYaml)) == staticPodUid(pod, "node1", test::kSource));
@@ -58,7 +60,8 @@ TEST_CASE("a source's seen time adds config.source and config.seen, and changes 
   const bool is_file = GENERATE(true, false);
   auto decode = [&](std::string seen) {
     std::string yaml = kYaml;
-    yaml.insert(yaml.find("  labels:"), "  annotations:\n    kubernetes.io/config.seen: from-the-author\n");
+    yaml.insert(yaml.find("  labels:"),
+                "  annotations:\n    kubernetes.io/config.seen: from-the-author\n");
     return decodeManifest(yaml, ManifestSource{"node1", "/x", is_file, std::move(seen)}, false);
   };
   auto plain = decode("");

@@ -111,7 +111,8 @@ TEST_CASE("bad values are quoted like Go's %q", "[unit][config]") {
 }
 
 TEST_CASE("field errors use kube-apiserver's wording", "[unit][config]") {
-  CHECK(required("spec.containers[1].name").toString() == "spec.containers[1].name: Required value");
+  CHECK(required("spec.containers[1].name").toString() ==
+        "spec.containers[1].name: Required value");
   CHECK(required("metadata.name", "name or generateName is required").toString() ==
         "metadata.name: Required value: name or generateName is required");
   CHECK(invalid("spec.x", "v", "bad").toString() == R"(spec.x: Invalid value: "v": bad)");
@@ -120,9 +121,10 @@ TEST_CASE("field errors use kube-apiserver's wording", "[unit][config]") {
         R"(spec.containers[1].name: Duplicate value: "web")");
   CHECK(notFound("a", "b").toString() == R"(a: Not found: "b")");
   CHECK(forbidden("a", "no").toString() == "a: Forbidden: no");
-  CHECK(notSupported("spec.restartPolicy", "Sometimes", {"Always", "OnFailure", "Never"})
-            .toString() ==
-        R"(spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never")");
+  CHECK(
+      notSupported("spec.restartPolicy", "Sometimes", {"Always", "OnFailure", "Never"})
+          .toString() ==
+      R"(spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never")");
 }
 
 TEST_CASE("validatePod reports every problem of a decoded pod", "[unit][config]") {
@@ -151,29 +153,38 @@ TEST_CASE("a valid typical pod has no problems", "[unit][config]") {
   auto result = decodeFile(manifest(
       "web",
       "    ports:\n    - name: http\n      containerPort: 8080\n      hostPort: 8080\n"
-      "    env:\n    - name: POD_IP\n      valueFrom:\n        fieldRef:\n          fieldPath: status.podIP\n"
-      "    - name: CPU\n      valueFrom:\n        resourceFieldRef:\n          resource: limits.cpu\n"
+      "    env:\n    - name: POD_IP\n      valueFrom:\n        fieldRef:\n          fieldPath: "
+      "status.podIP\n"
+      "    - name: CPU\n      valueFrom:\n        resourceFieldRef:\n          resource: "
+      "limits.cpu\n"
       "    resources:\n      requests:\n        cpu: 100m\n      limits:\n        cpu: 200m\n"
       "        example.com/dongle: \"2\"\n"
       "    livenessProbe:\n      httpGet:\n        port: http\n        httpHeaders:\n"
       "        - name: X-Probe\n          value: \"1\"\n"
       "    volumeMounts:\n    - name: data\n      mountPath: /data\n      subPath: sub/dir\n",
-      "  volumes:\n  - name: data\n    hostPath:\n      path: /srv/data\n      type: DirectoryOrCreate\n"
+      "  volumes:\n  - name: data\n    hostPath:\n      path: /srv/data\n      type: "
+      "DirectoryOrCreate\n"
       "  readinessGates:\n  - conditionType: example.com/ready\n"));
   CHECK(errorLines(result) == Lines{});
   CHECK(result.ok());
 }
 
 TEST_CASE("requests of non-overcommitable resources must equal their limits", "[unit][config]") {
-  auto result = decodeFile(manifest("web",
-                                    "    resources:\n      requests:\n        example.com/gpu: \"1\"\n"
-                                    "      limits:\n        example.com/gpu: \"2\"\n"));
-  CHECK(errorLines(result) ==
-        Lines{R"(spec.containers[0].resources.requests: Invalid value: "1": must be equal to example.com/gpu limit)"});
-  auto fractional = decodeFile(manifest("web", "    resources:\n      limits:\n        example.com/gpu: 500m\n"));
-  CHECK(errorLines(fractional) ==
-        Lines{R"(spec.containers[0].resources.limits[example.com/gpu]: Invalid value: "500m": must be an integer)",
-              R"(spec.containers[0].resources.requests[example.com/gpu]: Invalid value: "500m": must be an integer)"});
+  auto result =
+      decodeFile(manifest("web",
+                          "    resources:\n      requests:\n        example.com/gpu: \"1\"\n"
+                          "      limits:\n        example.com/gpu: \"2\"\n"));
+  CHECK(
+      errorLines(result) ==
+      Lines{
+          R"(spec.containers[0].resources.requests: Invalid value: "1": must be equal to example.com/gpu limit)"});
+  auto fractional =
+      decodeFile(manifest("web", "    resources:\n      limits:\n        example.com/gpu: 500m\n"));
+  CHECK(
+      errorLines(fractional) ==
+      Lines{
+          R"(spec.containers[0].resources.limits[example.com/gpu]: Invalid value: "500m": must be an integer)",
+          R"(spec.containers[0].resources.requests[example.com/gpu]: Invalid value: "500m": must be an integer)"});
 }
 
 }  // namespace

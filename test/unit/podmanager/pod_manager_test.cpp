@@ -136,8 +136,8 @@ TEST_CASE("pod manager: getUIDTranslations lists static pods without mirrors as 
   manager.addPod(staticPod("s1", "a"));
   manager.addPod(staticPod("s2", "b"));
   manager.addPod(mirrorPod("m2", "b"));
-  manager.addPod(makePod("api-pod", "c", "default",
-                         {{std::string(api::kConfigSourceAnnotationKey), "api"}}));
+  manager.addPod(
+      makePod("api-pod", "c", "default", {{std::string(api::kConfigSourceAnnotationKey), "api"}}));
 
   auto t = manager.getUIDTranslations();
   CHECK(t.pod_to_mirror == std::map<std::string, std::string>{{"s1", ""}, {"s2", "m2"}});
@@ -221,8 +221,8 @@ TEST_CASE("pod manager: isMirrorPodOf needs the same name and config.mirror == c
   CHECK_FALSE(PodManager::isMirrorPodOf(*mirrorPod("m", "etcd", "old"), *pod));
   CHECK_FALSE(PodManager::isMirrorPodOf(*mirrorPod("m", "other", "abc"), *pod));
   CHECK_FALSE(PodManager::isMirrorPodOf(*makePod("m", "etcd", "default"), *pod));
-  auto other_ns = makePod("m", "etcd", "kube-system",
-                          {{std::string(api::kConfigMirrorAnnotationKey), "abc"}});
+  auto other_ns =
+      makePod("m", "etcd", "kube-system", {{std::string(api::kConfigMirrorAnnotationKey), "abc"}});
   CHECK_FALSE(PodManager::isMirrorPodOf(*other_ns, *pod));
 }
 

@@ -73,7 +73,7 @@ inline api::PodPtr staticPod(const std::string& uid, const std::string& name) {
 }
 
 inline KillPodOptions killOptions(std::optional<int64_t> grace = std::nullopt,
-                           std::function<void()> done = {}) {
+                                  std::function<void()> done = {}) {
   KillPodOptions k;
   k.grace_period_seconds_override = grace;
   k.on_completed = std::move(done);
@@ -127,6 +127,6 @@ struct Harness {
 };
 
 inline const std::vector<Method> kFullLife = {Method::kSyncPod, Method::kSyncTerminatingPod,
-                                       Method::kSyncTerminatedPod};
+                                              Method::kSyncTerminatedPod};
 
 }  // namespace nodeagent::podworkers_test

@@ -139,8 +139,8 @@ TEST_CASE("pod workers: static pods with different full names run side by side",
   Harness h;
   h.update(SyncPodType::kCreate, staticPod("a", "etcd"));
   h.update(SyncPodType::kCreate, staticPod("b", "apiserver"));
-  h.update(SyncPodType::kCreate, makePod({.uid = "c", .name = "etcd", .ns = "kube-system",
-                                          .is_static = true}));
+  h.update(SyncPodType::kCreate,
+           makePod({.uid = "c", .name = "etcd", .ns = "kube-system", .is_static = true}));
   h.poll();
   CHECK(h.syncer.callCount() == 3);
 }

@@ -54,9 +54,10 @@ TEST_CASE("pod workers: one sync in flight, the newest update waits and replaces
   CHECK(h.workers->inFlight() == 0);
 }
 
-TEST_CASE("pod workers: a kill is not forgotten behind later updates "
-          "(TestUpdatePodDoesNotForgetSyncPodKill)",
-          "[unit][podworkers]") {
+TEST_CASE(
+    "pod workers: a kill is not forgotten behind later updates "
+    "(TestUpdatePodDoesNotForgetSyncPodKill)",
+    "[unit][podworkers]") {
   Harness h;
   h.update(SyncPodType::kCreate, pod("a"));
   h.update(SyncPodType::kKill, pod("a"));
@@ -73,8 +74,7 @@ TEST_CASE("pod workers: a kill is not forgotten behind later updates "
   CHECK(h.workers->isPodKnownTerminated("a"));
 }
 
-TEST_CASE("pod workers: a pending kill is never replaced by a later update",
-          "[unit][podworkers]") {
+TEST_CASE("pod workers: a pending kill is never replaced by a later update", "[unit][podworkers]") {
   Harness h;
   int killed = 0;
   h.syncer.holdCalls(Method::kSyncPod);
@@ -108,9 +108,10 @@ TEST_CASE("pod workers: a pod that starts terminating leaves the resync queue",
   CHECK(h.workers->isPodKnownTerminated("a"));  // retried by the worker itself
 }
 
-TEST_CASE("pod workers: syncKnownPods forgets finished workers not desired "
-          "(TestForgetNonExistingPodWorkers)",
-          "[unit][podworkers]") {
+TEST_CASE(
+    "pod workers: syncKnownPods forgets finished workers not desired "
+    "(TestForgetNonExistingPodWorkers)",
+    "[unit][podworkers]") {
   Harness h;
   const int kPods = 20;
   std::vector<api::PodPtr> pods;
@@ -126,7 +127,8 @@ TEST_CASE("pod workers: syncKnownPods forgets finished workers not desired "
   CHECK(known.size() == 2);
   CHECK(known.contains("2"));
   CHECK(known.contains("14"));
-  CHECK(known["2"] == podworkers::PodWorkerSync{PodWorkerState::kTerminatedPod, false, true, false});
+  CHECK(known["2"] ==
+        podworkers::PodWorkerSync{PodWorkerState::kTerminatedPod, false, true, false});
   CHECK(h.workers->podWorkerState("3") == std::nullopt);
 
   CHECK(h.workers->syncKnownPods({}).empty());
@@ -173,9 +175,10 @@ TEST_CASE("pod workers: forgetWorker drops a worker and its pending work at once
   CHECK(h.syncer.callsFor("a").size() == 2);
 }
 
-TEST_CASE("pod workers: real workers pass the same pods to the syncer as the serial fake "
-          "(TestFakePodWorkers)",
-          "[unit][podworkers]") {
+TEST_CASE(
+    "pod workers: real workers pass the same pods to the syncer as the serial fake "
+    "(TestFakePodWorkers)",
+    "[unit][podworkers]") {
   Harness h;
   testing::FakePodSyncer fake_syncer;
   testing::FakePodWorkers fake(h.ioc.get_executor(), fake_syncer);
@@ -212,9 +215,10 @@ TEST_CASE("pod workers: real workers pass the same pods to the syncer as the ser
   CHECK(fake.updates().size() == steps.size());
 }
 
-TEST_CASE("pod workers: a kill's completion callback runs once containers are stopped "
-          "(TestKillPodNowFunc)",
-          "[unit][podworkers]") {
+TEST_CASE(
+    "pod workers: a kill's completion callback runs once containers are stopped "
+    "(TestKillPodNowFunc)",
+    "[unit][podworkers]") {
   Harness h;
   int completed = 0;
   h.syncer.holdCalls(Method::kSyncTerminatingPod);
@@ -376,10 +380,9 @@ TEST_CASE("pod workers: syncTerminatingPod is retried with backoff until it succ
   h.advance(500ms);
   CHECK(h.syncer.callCount() == 2);
   h.advance(12500ms);
-  CHECK(h.methods("a") == std::vector<Method>{Method::kSyncTerminatingPod,
-                                              Method::kSyncTerminatingPod,
-                                              Method::kSyncTerminatingPod,
-                                              Method::kSyncTerminatedPod});
+  CHECK(h.methods("a") ==
+        std::vector<Method>{Method::kSyncTerminatingPod, Method::kSyncTerminatingPod,
+                            Method::kSyncTerminatingPod, Method::kSyncTerminatedPod});
   CHECK(h.workers->isPodKnownTerminated("a"));
   // Terminating pods never go through the sync loop's queue.
   h.advance(10min);
@@ -440,8 +443,7 @@ TEST_CASE("pod workers: an exception from the syncer is an error, not a crash",
                                                      std::stop_token) override {
       co_return base::okStatus();
     }
-    asio::awaitable<base::Status> syncTerminatingRuntimePod(api::PodPtr,
-                                                            std::stop_token) override {
+    asio::awaitable<base::Status> syncTerminatingRuntimePod(api::PodPtr, std::stop_token) override {
       co_return base::okStatus();
     }
     asio::awaitable<base::Status> syncTerminatedPod(api::PodPtr) override {

@@ -158,5 +158,6 @@ TEST_CASE("cri log: termination messages come from the file, else the log on err
   auto big = t.write("big", std::string(5000, 'a') + std::string(4096, 'b'));
   CHECK(readTerminationMessage(big, false, log) == std::string(4096, 'b'));
   // A directory cannot be read: the error is the message.
-  CHECK(readTerminationMessage(t.dir, false, log).rfind("Error on reading termination log " + t.dir, 0) == 0);
+  CHECK(readTerminationMessage(t.dir, false, log)
+            .rfind("Error on reading termination log " + t.dir, 0) == 0);
 }

@@ -41,8 +41,7 @@ template <typename T>
 T run(asio::io_context& ioc, asio::awaitable<T> aw) {
   std::optional<T> out;
   asio::co_spawn(
-      ioc, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(aw)); },
-      asio::detached);
+      ioc, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(aw)); }, asio::detached);
   ioc.poll();
   REQUIRE(out.has_value());
   return std::move(*out);
@@ -148,7 +147,9 @@ TEST_CASE("process runtime recover: recorded exits, dead shims and incomplete di
   CHECK((*all)[0].containers.size() == 3);
 
   // Killing an exited container is a no-op; removing one drops its state directory.
-  CHECK(run(ioc, runtime.killContainer(nullptr, ContainerId{"process", "aaa"}, KillOptions::graceOverride(0), "test")).ok());
+  CHECK(run(ioc, runtime.killContainer(nullptr, ContainerId{"process", "aaa"},
+                                       KillOptions::graceOverride(0), "test"))
+            .ok());
   CHECK(run(ioc, runtime.removeContainer(ContainerId{"process", "aaa"})).ok());
   CHECK_FALSE(fs::exists(root / "containers" / "aaa"));
   CHECK(run(ioc, runtime.removeContainer(ContainerId{"process", "aaa"})).code() ==

@@ -122,7 +122,8 @@ TEST_CASE("security context: container fields override the pod's, groups come fr
   }
 }
 
-TEST_CASE("security context: runAsNonRoot is verified as kubelet does", "[unit][runtime][security]") {
+TEST_CASE("security context: runAsNonRoot is verified as kubelet does",
+          "[unit][runtime][security]") {
   auto verify = [](const api::Pod& pod, const api::Container& c, std::optional<int64_t> uid) {
     return verifyRunAsNonRoot(pod, c, determineEffectiveSecurityContext(pod, c), uid);
   };
@@ -150,9 +151,9 @@ TEST_CASE("security context: runAsNonRoot is verified as kubelet does", "[unit][
     CHECK(verify(makePod(podContext({}, {}, true)), makeContainer(), std::nullopt).ok());
   }
   SECTION("the container's runAsNonRoot: false overrides the pod's true") {
-    CHECK(verify(makePod(podContext({}, {}, true)), makeContainer(containerContext({}, {}, false)),
-                 0)
-              .ok());
+    CHECK(
+        verify(makePod(podContext({}, {}, true)), makeContainer(containerContext({}, {}, false)), 0)
+            .ok());
   }
 }
 
@@ -255,7 +256,8 @@ TEST_CASE("security context: process credentials", "[unit][runtime][security]") 
     CHECK(c.gid == 1500u);
     c = credentials(pod, makeContainer());
     CHECK(c.gid == kNoGroupGid);
-    c = credentials(pod, makeContainer(), kRoot, [](uint32_t) { return std::optional<uint32_t>(0); });
+    c = credentials(pod, makeContainer(), kRoot,
+                    [](uint32_t) { return std::optional<uint32_t>(0); });
     CHECK(c.gid == kNoGroupGid);
     c = credentials(makePod(podContext(0)), makeContainer());
     CHECK(c.uid == 0u);

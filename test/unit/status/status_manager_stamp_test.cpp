@@ -45,7 +45,7 @@ TEST_CASE("status: every stored update gets a new stamp, also for a re-created U
   manager.removeStatus("ua");
   REQUIRE(manager.setPodStatus(*a, running));
   const auto again = *manager.getVersionedPodStatus("ua");
-  CHECK(again.version == 1);  // versions start again
+  CHECK(again.version == 1);    // versions start again
   CHECK(again.stamp > second);  // stamps do not
 }
 
@@ -87,7 +87,8 @@ TEST_CASE("status: statusStamps gives each pod's stamp in one pass, in any order
   auto& manager = m.statuses;
   std::vector<api::PodPtr> all;
   for (const char* uid : {"u1", "u2", "u3", "u4", "u5"}) {
-    all.push_back(testing::PodBuilder().name(std::string("p-") + uid).uid(uid).container("c").build());
+    all.push_back(
+        testing::PodBuilder().name(std::string("p-") + uid).uid(uid).container("c").build());
   }
   api::PodStatus running;
   running.phase = "Running";

@@ -24,12 +24,12 @@ TEST_CASE("status patch carries changed fields and changed conditions only", "[u
                  {{{"type", "Ready"}, {"status", "False"}},
                   {{"type", "Initialized"}, {"status", "True"}},
                   {{"type", "Custom"}, {"status", "True"}}}}};
-  json new_s = {{"phase", "Running"},
-                {"hostIP", "10.0.0.1"},
-                {"containerStatuses", {{{"name", "c"}, {"ready", true}}}},
-                {"conditions",
-                 {{{"type", "Ready"}, {"status", "True"}},
-                  {{"type", "Initialized"}, {"status", "True"}}}}};
+  json new_s = {
+      {"phase", "Running"},
+      {"hostIP", "10.0.0.1"},
+      {"containerStatuses", {{{"name", "c"}, {"ready", true}}}},
+      {"conditions",
+       {{{"type", "Ready"}, {"status", "True"}}, {{"type", "Initialized"}, {"status", "True"}}}}};
   auto p = agent::podStatusPatch(old_s, new_s);
   CHECK(p["phase"] == "Running");
   CHECK_FALSE(p.contains("hostIP"));
@@ -48,10 +48,11 @@ TEST_CASE("status patch removes with null the fields a changed condition lost", 
                    {"message", "containers with unready status: [c]"},
                    {"lastTransitionTime", "2026-01-01T00:00:00Z"}},
                   {{"type", "Initialized"}, {"status", "True"}, {"reason", "Done"}}}}};
-  json new_s = {{"conditions",
-                 {{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", "2026-01-01T00:00:05Z"}},
-                  {{"type", "Initialized"}, {"status", "True"}, {"reason", "Done"}},
-                  {{"type", "PodScheduled"}, {"status", "True"}}}}};
+  json new_s = {
+      {"conditions",
+       {{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", "2026-01-01T00:00:05Z"}},
+        {{"type", "Initialized"}, {"status", "True"}, {"reason", "Done"}},
+        {{"type", "PodScheduled"}, {"status", "True"}}}}};
   auto p = agent::podStatusPatch(old_s, new_s);
   REQUIRE(p["conditions"].size() == 2);
   const json& ready = p["conditions"][0];
@@ -66,7 +67,8 @@ TEST_CASE("status patch removes with null the fields a changed condition lost", 
   CHECK(p["conditions"][1] == new_s["conditions"][2]);
   // Merged into the old status as the apiserver merges conditions (by type, field by field), it
   // gives the new conditions.
-  auto merged = testapiserver::applyStrategicMergePatch(json{{"status", old_s}}, json{{"status", p}});
+  auto merged =
+      testapiserver::applyStrategicMergePatch(json{{"status", old_s}}, json{{"status", p}});
   REQUIRE(merged.ok());
   CHECK((*merged)["status"]["conditions"][0] == new_s["conditions"][0]);
   CHECK(agent::podStatusPatch((*merged)["status"], new_s).empty());
