@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,69 @@ void resetOomScoreAdj() {
   ::close(fd);
 }
 
+// Applies the capability bounding set, groups, gid, uid, the other capability sets and
+// no_new_privs, in that order: each step needs the privileges the next one removes. Returns false
+// on failure, with errno set and `stage` naming the step that failed.
+bool switchIdentity(const rt::ShimConfig& c, const char*& stage) {
+  if (!dropBoundingSet(c, stage)) return false;
+  if (c.ambient_capabilities != 0 && c.uid && *c.uid != 0) {
+    stage = "prctl(PR_SET_KEEPCAPS)";
+    if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return false;
+  }
+  if (c.set_groups) {
+    stage = "setgroups";
+    if (::setgroups(c.groups.size(), c.groups.empty() ? nullptr : c.groups.data()) != 0) {
+      return false;
+    }
+  } else if (c.gid) {
+    stage = "setgroups";
+    if (::setgroups(0, nullptr) != 0 && errno != EPERM) return false;
+  }
+  if (c.gid) {
+    stage = "setgid";
+    if (::setgid(*c.gid) != 0) return false;
+  }
+  if (c.uid) {
+    stage = "setuid";
+    if (::setuid(*c.uid) != 0) return false;
+  }
+  if (!applyCapabilitySets(c, stage)) return false;
+  if (c.no_new_privs) {
+    stage = "prctl(PR_SET_NO_NEW_PRIVS)";
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  }
+  return true;
+}
+
+// Like execvp, but a bare name is resolved against the container's PATH (`env`), not the
+// shim's. Returns only on failure, with errno set.
+void execSearchingPath(const std::string& file, char* const* args, char* const* envp,
+                       const std::vector<std::string>& env) {
+  if (file.find('/') != std::string::npos) {
+    ::execve(file.c_str(), args, envp);
+    return;
+  }
+  std::string path = lookupEnv(env, "PATH");
+  if (path.empty()) path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  int saved = ENOENT;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + file;
+    ::execve(candidate.c_str(), args, envp);
+    // Like execvp: remember a permission problem, keep looking past missing files.
+    if (errno == EACCES)
+      saved = EACCES;
+    else if (errno != ENOENT && errno != ENOTDIR)
+      saved = errno;
+    start = end + 1;
+  }
+  errno = saved;
+}
+
 // Applies the capability bounding set, groups, gid, uid, the other capability sets,
 // no_new_privs and the working dir (in that order: each step needs the privileges the next
 // one removes), then execs argv resolving a bare name against the container's PATH (not the
@@ -166,31 +230,7 @@ void resetOomScoreAdj() {
 void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv,
                    const char*& stage) {
   resetOomScoreAdj();
-  if (!dropBoundingSet(c, stage)) return;
-  if (c.ambient_capabilities != 0 && c.uid && *c.uid != 0) {
-    stage = "prctl(PR_SET_KEEPCAPS)";
-    if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return;
-  }
-  if (c.set_groups) {
-    stage = "setgroups";
-    if (::setgroups(c.groups.size(), c.groups.empty() ? nullptr : c.groups.data()) != 0) return;
-  } else if (c.gid) {
-    stage = "setgroups";
-    if (::setgroups(0, nullptr) != 0 && errno != EPERM) return;
-  }
-  if (c.gid) {
-    stage = "setgid";
-    if (::setgid(*c.gid) != 0) return;
-  }
-  if (c.uid) {
-    stage = "setuid";
-    if (::setuid(*c.uid) != 0) return;
-  }
-  if (!applyCapabilitySets(c, stage)) return;
-  if (c.no_new_privs) {
-    stage = "prctl(PR_SET_NO_NEW_PRIVS)";
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return;
-  }
+  if (!switchIdentity(c, stage)) return;
   if (!c.working_dir.empty()) {
     stage = "chdir";
     if (::chdir(c.working_dir.c_str()) != 0) return;
@@ -202,30 +242,61 @@ void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv
   for (const auto& e : c.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   stage = "exec";
-  const std::string& file = argv[0];
-  if (file.find('/') != std::string::npos) {
-    ::execve(file.c_str(), args.data(), envp.data());
-    return;
+  execSearchingPath(argv[0], args.data(), envp.data(), c.env);
+}
+
+// In the forked child: the container gets default signal handling, its own session and process
+// group, and fds 0-2 only (plus `report_fd` as fd 3, close-on-exec, to tell the shim why exec
+// failed as "<stage>:<errno>"). Never returns.
+[[noreturn]] void runContainerChild(const rt::ShimConfig& config, const sigset_t& old_mask,
+                                    int null_fd, int out_fd, int err_fd, int report_fd) {
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+  ::setsid();
+  ::dup2(null_fd, 0);
+  ::dup2(out_fd, 1);
+  ::dup2(err_fd, 2);
+  int report = report_fd;
+  if (report != 3) {
+    ::dup2(report, 3);  // dup2 clears close-on-exec: set it again below
+    report = 3;
   }
-  std::string path = lookupEnv(c.env, "PATH");
-  if (path.empty()) path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  int saved = ENOENT;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find(':', start);
-    if (end == std::string::npos) end = path.size();
-    std::string dir = path.substr(start, end - start);
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + file;
-    ::execve(candidate.c_str(), args.data(), envp.data());
-    // Like execvp: remember a permission problem, keep looking past missing files.
-    if (errno == EACCES)
-      saved = EACCES;
-    else if (errno != ENOENT && errno != ENOTDIR)
-      saved = errno;
-    start = end + 1;
-  }
-  errno = saved;
+  ::fcntl(report, F_SETFD, FD_CLOEXEC);
+  ::syscall(SYS_close_range, 4U, ~0U, 0U);
+  const char* stage = "exec";
+  execContainer(config, config.argv, stage);
+  int err = errno;
+  std::string msg = std::string(stage) + ":" + std::to_string(err);
+  writeAll(report, msg.data(), msg.size());
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+struct ExecFailure {
+  std::string message;
+  int exit_code = 0;
+};
+
+// Reads the child's exec report and closes the pipe. EOF on the close-on-exec pipe means exec
+// succeeded (nullopt); otherwise the failure in the runtime's words, with the exit code a shell
+// would give (127: not found, 126: could not run).
+std::optional<ExecFailure> readExecFailure(int exec_fd, const std::string& argv0) {
+  char ebuf[128];
+  ssize_t en;
+  do {
+    en = ::read(exec_fd, ebuf, sizeof ebuf - 1);
+  } while (en < 0 && errno == EINTR);
+  ::close(exec_fd);
+  if (en <= 0) return std::nullopt;
+  ebuf[en] = '\0';
+  char* colon = std::strchr(ebuf, ':');
+  int err = colon ? std::atoi(colon + 1) : 0;
+  if (colon) *colon = '\0';
+  std::string what = std::string(ebuf) == "exec"
+                         ? "exec: \"" + argv0 + "\": " +
+                               (err == ENOENT ? std::string("executable file not found")
+                                              : std::string(std::strerror(err)))
+                         : std::string(ebuf) + ": " + std::strerror(err);
+  return ExecFailure{std::move(what), err == ENOENT ? 127 : 126};
 }
 
 class Shim {
@@ -253,6 +324,16 @@ class Shim {
   void rotate();
   bool pumpStream(int idx);  // false at EOF
   void onChildExit(int wstatus);
+  void recordShimIdentity();
+  int blockSignals(sigset_t& old_mask);
+  void failStart(const std::string& message, int exit_code);
+  pid_t forkContainer(const sigset_t& old_mask, const int out_pipe[2], const int err_pipe[2],
+                      const int exec_pipe[2]);
+  void markRunning(pid_t pid);
+  void relayUntilExit(int sfd, int out_fd, int err_fd);
+  bool handleSignals(int sfd);
+  bool reapContainer();
+  void finish();
   // The whole process group; the main process alone if it moved to a group of its own.
   void signalContainer(int sig) {
     if (::kill(-child_, sig) != 0) ::kill(child_, sig);
@@ -384,12 +465,17 @@ void Shim::onChildExit(int wstatus) {
   child_done_ = true;
 }
 
-int Shim::run() {
+// Identifies this shim in the state, so that a reused pid or a reboot is told from it.
+void Shim::recordShimIdentity() {
   state_.shim_pid = ::getpid();
   if (auto st = rt::readProcStat(state_.shim_pid)) state_.shim_start_ticks = st->start_ticks;
   state_.boot_id = rt::currentBootId();
   saveState();
+}
 
+// The agent's signals and the child's exit arrive on a signalfd that the relay loop polls.
+// Returns it (-1 on failure) and the mask the child restores.
+int Shim::blockSignals(sigset_t& old_mask) {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
@@ -397,106 +483,53 @@ int Shim::run() {
   sigaddset(&mask, SIGUSR1);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGHUP);
-  sigset_t old_mask;
   sigprocmask(SIG_BLOCK, &mask, &old_mask);
   int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   ::signal(SIGPIPE, SIG_IGN);
+  return sfd;
+}
 
-  openLog();
-  createTerminationLog();
-  int out_pipe[2], err_pipe[2], exec_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      ::pipe2(exec_pipe, O_CLOEXEC) != 0 || sfd < 0) {
-    std::string msg = errnoText("pipe");
-    state_.status = rt::ShimStatus::kExited;
-    state_.exit_code = 128;
-    state_.reason = "ContainerCannotRun";
-    state_.message = msg;
-    state_.finished_at = wallNanos();
-    saveState();
-    reportReady("error " + msg + "\n");
-    return 1;
-  }
+// The container could not start: records it as exited and tells the agent why.
+void Shim::failStart(const std::string& message, int exit_code) {
+  state_.status = rt::ShimStatus::kExited;
+  state_.exit_code = exit_code;
+  state_.reason = "ContainerCannotRun";
+  state_.message = message;
+  state_.finished_at = wallNanos();
+  saveState();
+  reportReady("error " + message + "\n");
+}
+
+// Forks the container (see runContainerChild) and closes the parent's copies of the child's
+// ends. Returns fork's result.
+pid_t Shim::forkContainer(const sigset_t& old_mask, const int out_pipe[2], const int err_pipe[2],
+                          const int exec_pipe[2]) {
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-
   pid_t pid = ::fork();
   if (pid == 0) {
-    // The container: default signal handling, its own session and process group, fds 0-2 only.
-    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::setsid();
-    ::dup2(null_fd, 0);
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    int report = exec_pipe[1];
-    if (report != 3) {
-      ::dup2(report, 3);  // dup2 clears close-on-exec: set it again below
-      report = 3;
-    }
-    ::fcntl(report, F_SETFD, FD_CLOEXEC);
-    ::syscall(SYS_close_range, 4U, ~0U, 0U);
-    const char* stage = "exec";
-    execContainer(config_, config_.argv, stage);
-    int err = errno;
-    std::string msg = std::string(stage) + ":" + std::to_string(err);
-    writeAll(report, msg.data(), msg.size());
-    _exit(err == ENOENT ? 127 : 126);
+    runContainerChild(config_, old_mask, null_fd, out_pipe[1], err_pipe[1], exec_pipe[1]);
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   ::close(exec_pipe[1]);
   if (null_fd >= 0) ::close(null_fd);
-  if (pid < 0) {
-    std::string msg = errnoText("fork");
-    state_.status = rt::ShimStatus::kExited;
-    state_.exit_code = 128;
-    state_.reason = "ContainerCannotRun";
-    state_.message = msg;
-    state_.finished_at = wallNanos();
-    saveState();
-    reportReady("error " + msg + "\n");
-    return 1;
-  }
-  child_ = pid;
+  return pid;
+}
 
-  // EOF on the close-on-exec pipe means exec succeeded.
-  char ebuf[128];
-  ssize_t en;
-  do {
-    en = ::read(exec_pipe[0], ebuf, sizeof ebuf - 1);
-  } while (en < 0 && errno == EINTR);
-  ::close(exec_pipe[0]);
-  if (en > 0) {
-    ebuf[en] = '\0';
-    int wstatus = 0;
-    ::waitpid(pid, &wstatus, 0);
-    char* colon = std::strchr(ebuf, ':');
-    int err = colon ? std::atoi(colon + 1) : 0;
-    if (colon) *colon = '\0';
-    std::string what = std::string(ebuf) == "exec"
-                           ? "exec: \"" + config_.argv[0] + "\": " +
-                                 (err == ENOENT ? std::string("executable file not found")
-                                                : std::string(std::strerror(err)))
-                           : std::string(ebuf) + ": " + std::strerror(err);
-    state_.status = rt::ShimStatus::kExited;
-    state_.exit_code = err == ENOENT ? 127 : 126;
-    state_.reason = "ContainerCannotRun";
-    state_.message = what;
-    state_.finished_at = wallNanos();
-    saveState();
-    reportReady("error " + what + "\n");
-    return 0;
-  }
-
+void Shim::markRunning(pid_t pid) {
   state_.pid = pid;
   if (auto st = rt::readProcStat(pid)) state_.pid_start_ticks = st->start_ticks;
   state_.started_at = wallNanos();
   state_.status = rt::ShimStatus::kRunning;
   saveState();
   reportReady("ok " + std::to_string(pid) + "\n");
+}
 
-  fds_[0] = out_pipe[0];
-  fds_[1] = err_pipe[0];
+// Relays the container's output into the log and the agent's signals to the container until
+// the container has exited and its output is drained (or the drain timeout has passed).
+void Shim::relayUntilExit(int sfd, int out_fd, int err_fd) {
+  fds_[0] = out_fd;
+  fds_[1] = err_fd;
   splitters_[0] = rt::LineSplitter();
   splitters_[1] = rt::LineSplitter();
   int64_t drain_deadline = 0;
@@ -526,29 +559,47 @@ int Shim::run() {
     for (int i = 1; i < n; ++i) {
       if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) pumpStream(idx_of[i]);
     }
-    if (pfds[0].revents & POLLIN) {
-      struct signalfd_siginfo si;
-      while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        if (si.ssi_signo == SIGTERM && !child_done_) {
-          signalContainer(SIGTERM);
-        } else if (si.ssi_signo == SIGUSR1 && !child_done_) {
-          signalContainer(SIGKILL);
-        } else if (si.ssi_signo == SIGCHLD && !child_done_) {
-          siginfo_t info{};
-          // Peek first: while the exited leader is unreaped its process group id cannot be
-          // reused, so killing the rest of the group cannot hit a stranger.
-          if (::waitid(P_PID, static_cast<id_t>(child_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-              info.si_pid == child_) {
-            ::kill(-child_, SIGKILL);
-            int wstatus = 0;
-            ::waitpid(child_, &wstatus, 0);
-            onChildExit(wstatus);
-            drain_deadline = wallNanos() + int64_t{kDrainTimeoutMs} * 1'000'000;
-          }
-        }
-      }
+    if ((pfds[0].revents & POLLIN) && handleSignals(sfd)) {
+      drain_deadline = wallNanos() + int64_t{kDrainTimeoutMs} * 1'000'000;
     }
   }
+}
+
+// Forwards SIGTERM (as SIGTERM) and SIGUSR1 (as SIGKILL) to the container and reaps it on
+// SIGCHLD. Returns true when the container has just exited.
+bool Shim::handleSignals(int sfd) {
+  bool exited = false;
+  struct signalfd_siginfo si;
+  while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+    if (si.ssi_signo == SIGTERM && !child_done_) {
+      signalContainer(SIGTERM);
+    } else if (si.ssi_signo == SIGUSR1 && !child_done_) {
+      signalContainer(SIGKILL);
+    } else if (si.ssi_signo == SIGCHLD && !child_done_) {
+      if (reapContainer()) exited = true;
+    }
+  }
+  return exited;
+}
+
+// Reaps the container's main process if it has exited, killing what is left of its group first.
+bool Shim::reapContainer() {
+  siginfo_t info{};
+  // Peek first: while the exited leader is unreaped its process group id cannot be
+  // reused, so killing the rest of the group cannot hit a stranger.
+  if (::waitid(P_PID, static_cast<id_t>(child_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      info.si_pid != child_) {
+    return false;
+  }
+  ::kill(-child_, SIGKILL);
+  int wstatus = 0;
+  ::waitpid(child_, &wstatus, 0);
+  onChildExit(wstatus);
+  return true;
+}
+
+// Writes what is left of partial lines and the final state.
+void Shim::finish() {
   auto flush = [&](int i) {
     auto stream = i == 0 ? rt::LogStream::kStdout : rt::LogStream::kStderr;
     splitters_[i].finish([&](std::string_view t, bool p) { writeRecord(stream, t, p); });
@@ -557,6 +608,35 @@ int Shim::run() {
   flush(1);
   recordTerminationMessage();
   saveState();
+}
+
+int Shim::run() {
+  recordShimIdentity();
+  sigset_t old_mask;
+  const int sfd = blockSignals(old_mask);
+  openLog();
+  createTerminationLog();
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(exec_pipe, O_CLOEXEC) != 0 || sfd < 0) {
+    failStart(errnoText("pipe"), 128);
+    return 1;
+  }
+  const pid_t pid = forkContainer(old_mask, out_pipe, err_pipe, exec_pipe);
+  if (pid < 0) {
+    failStart(errnoText("fork"), 128);
+    return 1;
+  }
+  child_ = pid;
+  if (std::optional<ExecFailure> failure = readExecFailure(exec_pipe[0], config_.argv[0])) {
+    int wstatus = 0;
+    ::waitpid(pid, &wstatus, 0);
+    failStart(failure->message, failure->exit_code);
+    return 0;
+  }
+  markRunning(pid);
+  relayUntilExit(sfd, out_pipe[0], err_pipe[0]);
+  finish();
   return 0;
 }
 
