@@ -6,11 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "cmd/test-apiserver/test_api_server.h"
 
 namespace {
+
+using nodeagent::testapiserver::ServerOptions;
+using nodeagent::testapiserver::TestApiServer;
 
 void usage() {
   std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--port=6443|0]\n"
@@ -18,14 +22,49 @@ void usage() {
                "         [--write-kubeconfig=PATH] [--history-window=N]\n";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using nodeagent::testapiserver::ServerOptions;
-  using nodeagent::testapiserver::TestApiServer;
+struct Flags {
   ServerOptions options;
-  options.port = 6443;
   std::string kubeconfig_path;
+};
+
+// Sets one flag. Returns the exit code when the program should stop here (--help, a bad flag or
+// value).
+std::optional<int> applyFlag(const std::string& arg, const std::string& value, Flags& flags) {
+  ServerOptions& options = flags.options;
+  try {
+    if (arg == "--bind-address") {
+      options.bind_address = value;
+    } else if (arg == "--port") {
+      options.port = std::stoi(value);
+    } else if (arg == "--token-auth-file") {
+      options.token_auth_file = value;
+    } else if (arg == "--tls-cert-file") {
+      options.tls_cert_file = value;
+    } else if (arg == "--tls-private-key-file") {
+      options.tls_private_key_file = value;
+    } else if (arg == "--write-kubeconfig") {
+      flags.kubeconfig_path = value;
+    } else if (arg == "--history-window") {
+      options.store.history_window = std::stoul(value);
+    } else if (arg == "--help" || arg == "-h") {
+      usage();
+      return 0;
+    } else {
+      std::cerr << "test-apiserver: unknown flag " << arg << "\n";
+      usage();
+      return 2;
+    }
+  } catch (const std::exception&) {
+    std::cerr << "test-apiserver: bad value for " << arg << ": " << value << "\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// Flags as --name=value or --name value. Returns the exit code when the program should stop
+// here.
+std::optional<int> parseFlags(int argc, char** argv, Flags& flags) {
+  flags.options.port = 6443;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -41,54 +80,40 @@ int main(int argc, char** argv) {
       }
       value = argv[++i];
     }
-    try {
-      if (arg == "--bind-address") {
-        options.bind_address = value;
-      } else if (arg == "--port") {
-        options.port = std::stoi(value);
-      } else if (arg == "--token-auth-file") {
-        options.token_auth_file = value;
-      } else if (arg == "--tls-cert-file") {
-        options.tls_cert_file = value;
-      } else if (arg == "--tls-private-key-file") {
-        options.tls_private_key_file = value;
-      } else if (arg == "--write-kubeconfig") {
-        kubeconfig_path = value;
-      } else if (arg == "--history-window") {
-        options.store.history_window = std::stoul(value);
-      } else if (arg == "--help" || arg == "-h") {
-        usage();
-        return 0;
-      } else {
-        std::cerr << "test-apiserver: unknown flag " << arg << "\n";
-        usage();
-        return 2;
-      }
-    } catch (const std::exception&) {
-      std::cerr << "test-apiserver: bad value for " << arg << ": " << value << "\n";
-      return 2;
-    }
+    if (std::optional<int> exit_code = applyFlag(arg, value, flags)) return exit_code;
   }
-  if (options.port < 0 || options.port > 65535) {
+  if (flags.options.port < 0 || flags.options.port > 65535) {
     std::cerr << "test-apiserver: --port must be 0..65535\n";
     return 2;
   }
+  return std::nullopt;
+}
 
-  // Block the stop signals before any thread exists, so only sigwait() below sees them.
+// Blocks the stop signals before any thread exists, so only sigwait() in main sees them.
+sigset_t blockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return stop_signals;
+}
 
-  auto server = TestApiServer::start(options);
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (std::optional<int> exit_code = parseFlags(argc, argv, flags)) return *exit_code;
+  sigset_t stop_signals = blockStopSignals();
+
+  auto server = TestApiServer::start(flags.options);
   if (!server.ok()) {
     std::cerr << "test-apiserver: " << server.status().toString() << "\n";
     return 1;
   }
-  if (!kubeconfig_path.empty()) {
-    auto st = (*server)->writeKubeconfig(kubeconfig_path);
+  if (!flags.kubeconfig_path.empty()) {
+    auto st = (*server)->writeKubeconfig(flags.kubeconfig_path);
     if (!st.ok()) {
       std::cerr << "test-apiserver: " << st.toString() << "\n";
       return 1;

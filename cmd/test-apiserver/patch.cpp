@@ -173,6 +173,48 @@ json applyElementOrder(const json& list, const json& order, std::optional<std::s
   return out;
 }
 
+// One field of a map patch: null deletes it, a map merges into it, a list merges as its
+// patch strategy says, anything else replaces it.
+base::Status smpField(json& target, const std::string& k, const json& value,
+                      const std::string& child_path) {
+  if (value.is_null()) {
+    target.erase(k);
+  } else if (value.is_object()) {
+    json cur = target.contains(k) ? target[k] : json::object();
+    ASSIGN_OR_RETURN(json merged, smpMap(std::move(cur), value, child_path));
+    if (merged.is_null()) {
+      target.erase(k);
+    } else {
+      target[k] = std::move(merged);
+    }
+  } else if (value.is_array()) {
+    json cur = target.contains(k) ? target[k] : json();
+    ASSIGN_OR_RETURN(target[k], smpList(cur, value, k, child_path));
+  } else {
+    target[k] = value;
+  }
+  return base::okStatus();
+}
+
+// $deleteFromPrimitiveList/<field>: removes each listed value from the list `field`.
+void deleteFromPrimitiveList(json& target, const std::string& field, const json& values) {
+  if (target.contains(field) && target[field].is_array() && values.is_array()) {
+    json& list = target[field];
+    for (const auto& v : values) {
+      list.erase(std::remove(list.begin(), list.end(), v), list.end());
+    }
+  }
+}
+
+// $retainKeys: only the listed keys stay.
+void retainKeys(json& target, const json& keys) {
+  json kept = json::object();
+  for (auto t = target.begin(); t != target.end(); ++t) {
+    if (std::find(keys.begin(), keys.end(), t.key()) != keys.end()) kept[t.key()] = *t;
+  }
+  target = std::move(kept);
+}
+
 base::StatusOr<json> smpMap(json target, const json& patch, const std::string& path) {
   if (!patch.is_object()) {
     return base::invalidArgumentError("strategic merge patch: " + path + " must be an object");
@@ -192,41 +234,15 @@ base::StatusOr<json> smpMap(json target, const json& patch, const std::string& p
       continue;
     }
     if (k.starts_with("$deleteFromPrimitiveList/")) {
-      std::string field = k.substr(25);
-      if (target.contains(field) && target[field].is_array() && it->is_array()) {
-        json& list = target[field];
-        for (const auto& v : *it) {
-          list.erase(std::remove(list.begin(), list.end(), v), list.end());
-        }
-      }
+      deleteFromPrimitiveList(target, k.substr(25), *it);
       continue;
     }
     if (k == "$retainKeys") continue;
     if (isDirective(k)) continue;
-    const std::string child_path = path.empty() ? k : path + "." + k;
-    if (it->is_null()) {
-      target.erase(k);
-    } else if (it->is_object()) {
-      json cur = target.contains(k) ? target[k] : json::object();
-      ASSIGN_OR_RETURN(json merged, smpMap(std::move(cur), *it, child_path));
-      if (merged.is_null()) {
-        target.erase(k);
-      } else {
-        target[k] = std::move(merged);
-      }
-    } else if (it->is_array()) {
-      json cur = target.contains(k) ? target[k] : json();
-      ASSIGN_OR_RETURN(target[k], smpList(cur, *it, k, child_path));
-    } else {
-      target[k] = *it;
-    }
+    RETURN_IF_ERROR(smpField(target, k, *it, path.empty() ? k : path + "." + k));
   }
   if (auto it = patch.find("$retainKeys"); it != patch.end() && it->is_array()) {
-    json kept = json::object();
-    for (auto t = target.begin(); t != target.end(); ++t) {
-      if (std::find(it->begin(), it->end(), t.key()) != it->end()) kept[t.key()] = *t;
-    }
-    target = std::move(kept);
+    retainKeys(target, *it);
   }
   for (const auto& [field, order] : orders) {
     if (target.contains(field)) {

@@ -58,6 +58,91 @@ bool validValue(std::string_view value) {
   return true;
 }
 
+using Op = LabelSelector::Op;
+using Requirement = LabelSelector::Requirement;
+
+base::Status badRequirement(const std::string& part, const std::string& why) {
+  return base::invalidArgumentError("unable to parse requirement \"" + part + "\": " + why);
+}
+
+// "key in (a,b)" or "key notin (a,b)"; `paren` is where "(" is.
+base::Status parseSetRequirement(const std::string& part, size_t paren, Requirement& req) {
+  if (part.back() != ')') return badRequirement(part, "missing ')'");
+  std::string head = trim(std::string_view(part).substr(0, paren));
+  auto sp = head.find_last_of(" \t");
+  if (sp == std::string::npos) return badRequirement(part, "expected 'in' or 'notin'");
+  std::string op = trim(std::string_view(head).substr(sp + 1));
+  req.key = trim(std::string_view(head).substr(0, sp));
+  if (op == "in") {
+    req.op = Op::kIn;
+  } else if (op == "notin") {
+    req.op = Op::kNotIn;
+  } else {
+    return badRequirement(part, "unknown operator \"" + op + "\"");
+  }
+  std::string inner = part.substr(paren + 1, part.size() - paren - 2);
+  size_t start = 0;
+  while (true) {
+    auto comma = inner.find(',', start);
+    std::string v = trim(std::string_view(inner).substr(
+        start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!validValue(v)) return badRequirement(part, "invalid value \"" + v + "\"");
+    req.values.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return base::okStatus();
+}
+
+// "key=v", "key==v", "key!=v", "key>n" or "key<n"; `pos` is where the operator starts.
+base::Status parseComparison(const std::string& part, size_t pos, Requirement& req) {
+  req.key = trim(std::string_view(part).substr(0, pos));
+  std::string_view rest = std::string_view(part).substr(pos);
+  size_t oplen = 1;
+  if (rest.starts_with("==")) {
+    req.op = Op::kEquals;
+    oplen = 2;
+  } else if (rest.starts_with("!=")) {
+    req.op = Op::kNotEquals;
+    oplen = 2;
+  } else if (rest.starts_with("=")) {
+    req.op = Op::kEquals;
+  } else if (rest.starts_with(">")) {
+    req.op = Op::kGreaterThan;
+  } else if (rest.starts_with("<")) {
+    req.op = Op::kLessThan;
+  } else {
+    return badRequirement(part, "unknown operator");
+  }
+  std::string v = trim(rest.substr(oplen));
+  if (!validValue(v)) return badRequirement(part, "invalid value \"" + v + "\"");
+  if ((req.op == Op::kGreaterThan || req.op == Op::kLessThan) &&
+      (v.empty() || v.find_first_not_of("0123456789-") != std::string::npos)) {
+    return badRequirement(part, "value for '>' or '<' must be an integer");
+  }
+  req.values.push_back(v);
+  return base::okStatus();
+}
+
+// One comma-separated requirement: "!key", a set, a comparison, or "key" (exists).
+base::StatusOr<Requirement> parseRequirement(const std::string& part) {
+  if (part.empty()) return badRequirement(part, "empty requirement");
+  Requirement req;
+  if (part[0] == '!') {
+    req.key = trim(std::string_view(part).substr(1));
+    req.op = Op::kDoesNotExist;
+  } else if (auto paren = part.find('('); paren != std::string::npos) {
+    RETURN_IF_ERROR(parseSetRequirement(part, paren, req));
+  } else if (auto pos = part.find_first_of("=!<>"); pos != std::string::npos) {
+    RETURN_IF_ERROR(parseComparison(part, pos, req));
+  } else {
+    req.key = part;
+    req.op = Op::kExists;
+  }
+  if (!validKey(req.key)) return badRequirement(part, "invalid label key \"" + req.key + "\"");
+  return req;
+}
+
 }  // namespace
 
 base::StatusOr<LabelSelector> LabelSelector::parse(std::string_view text) {
@@ -65,70 +150,7 @@ base::StatusOr<LabelSelector> LabelSelector::parse(std::string_view text) {
   if (trim(text).empty()) return sel;
   ASSIGN_OR_RETURN(auto parts, splitTopLevel(text));
   for (const auto& part : parts) {
-    auto bad = [&](std::string why) {
-      return base::invalidArgumentError("unable to parse requirement \"" + part + "\": " + why);
-    };
-    if (part.empty()) return bad("empty requirement");
-    Requirement req;
-    if (part[0] == '!') {
-      req.key = trim(std::string_view(part).substr(1));
-      req.op = Op::kDoesNotExist;
-    } else if (auto paren = part.find('('); paren != std::string::npos) {
-      if (part.back() != ')') return bad("missing ')'");
-      std::string head = trim(std::string_view(part).substr(0, paren));
-      auto sp = head.find_last_of(" \t");
-      if (sp == std::string::npos) return bad("expected 'in' or 'notin'");
-      std::string op = trim(std::string_view(head).substr(sp + 1));
-      req.key = trim(std::string_view(head).substr(0, sp));
-      if (op == "in") {
-        req.op = Op::kIn;
-      } else if (op == "notin") {
-        req.op = Op::kNotIn;
-      } else {
-        return bad("unknown operator \"" + op + "\"");
-      }
-      std::string inner = part.substr(paren + 1, part.size() - paren - 2);
-      size_t start = 0;
-      while (true) {
-        auto comma = inner.find(',', start);
-        std::string v = trim(std::string_view(inner).substr(
-            start, comma == std::string::npos ? std::string::npos : comma - start));
-        if (!validValue(v)) return bad("invalid value \"" + v + "\"");
-        req.values.push_back(v);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    } else if (auto pos = part.find_first_of("=!<>"); pos != std::string::npos) {
-      req.key = trim(std::string_view(part).substr(0, pos));
-      std::string_view rest = std::string_view(part).substr(pos);
-      size_t oplen = 1;
-      if (rest.starts_with("==")) {
-        req.op = Op::kEquals;
-        oplen = 2;
-      } else if (rest.starts_with("!=")) {
-        req.op = Op::kNotEquals;
-        oplen = 2;
-      } else if (rest.starts_with("=")) {
-        req.op = Op::kEquals;
-      } else if (rest.starts_with(">")) {
-        req.op = Op::kGreaterThan;
-      } else if (rest.starts_with("<")) {
-        req.op = Op::kLessThan;
-      } else {
-        return bad("unknown operator");
-      }
-      std::string v = trim(rest.substr(oplen));
-      if (!validValue(v)) return bad("invalid value \"" + v + "\"");
-      if ((req.op == Op::kGreaterThan || req.op == Op::kLessThan) &&
-          (v.empty() || v.find_first_not_of("0123456789-") != std::string::npos)) {
-        return bad("value for '>' or '<' must be an integer");
-      }
-      req.values.push_back(v);
-    } else {
-      req.key = part;
-      req.op = Op::kExists;
-    }
-    if (!validKey(req.key)) return bad("invalid label key \"" + req.key + "\"");
+    ASSIGN_OR_RETURN(Requirement req, parseRequirement(part));
     sel.requirements_.push_back(std::move(req));
   }
   return sel;

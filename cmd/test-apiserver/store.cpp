@@ -167,6 +167,140 @@ bool isTerminating(const json& obj) {
          !obj["metadata"]["deletionTimestamp"].is_null();
 }
 
+// POST's body must be an object of the resource's kind (when it names one).
+base::Status checkCreateBody(const ResourceInfo& res, const json& object) {
+  if (!object.is_object()) {
+    return base::invalidArgumentError("the body of the request must be a " + res.kind + " object");
+  }
+  if (object.contains("kind") && object["kind"].is_string() && object["kind"] != res.kind) {
+    return base::invalidArgumentError("the kind of the provided object (" +
+                                      object["kind"].get<std::string>() +
+                                      ") does not match the resource (" + res.kind + ")");
+  }
+  return base::okStatus();
+}
+
+// The object as created: its namespace (the request's must agree with the body's), kind,
+// apiVersion and the defaults of pods and namespaces.
+base::Status applyCreateDefaults(const ResourceInfo& res, std::string_view ns,
+                                 const std::string& namespace_name, json& object) {
+  json& meta = object["metadata"];
+  const std::string body_ns = str(object, {"metadata", "namespace"});
+  if (res.namespaced) {
+    if (!ns.empty() && !body_ns.empty() && body_ns != ns) {
+      return base::invalidArgumentError(
+          "the namespace of the provided object does not match the namespace sent on the "
+          "request");
+    }
+    meta["namespace"] = namespace_name;
+  } else {
+    meta.erase("namespace");
+  }
+  object["kind"] = res.kind;
+  object["apiVersion"] = res.apiVersion();
+  if (res.plural == "pods") defaultPod(object);
+  if (res.plural == "namespaces") {
+    if (!object.contains("status") || !object["status"].is_object())
+      object["status"] = json::object();
+    if (!object["status"].contains("phase")) object["status"]["phase"] = "Active";
+    if (!object.contains("spec")) object["spec"] = json::object();
+  }
+  return base::okStatus();
+}
+
+// DELETE's preconditions on the object's UID and resourceVersion (409 Conflict).
+base::Status checkDeletePreconditions(const DeleteOptions& options, const json& cur,
+                                      uint64_t resource_version) {
+  if (options.precondition_uid) {
+    const std::string uid = str(cur, {"metadata", "uid"});
+    if (*options.precondition_uid != uid) {
+      return base::abortedError("Precondition failed: UID in precondition: " +
+                                *options.precondition_uid + ", UID in object meta: " + uid);
+    }
+  }
+  if (options.precondition_resource_version) {
+    const std::string rv = std::to_string(resource_version);
+    if (*options.precondition_resource_version != rv) {
+      return base::abortedError("Precondition failed: ResourceVersion in precondition: " +
+                                *options.precondition_resource_version +
+                                ", ResourceVersion in object meta: " + rv);
+    }
+  }
+  return base::okStatus();
+}
+
+// The grace period a deletion gets: a pod's own (or the request's), 0 for an unscheduled or
+// finished pod and for anything that is not a pod.
+int64_t deletionGracePeriod(const ResourceInfo& res, const json& cur,
+                            const DeleteOptions& options) {
+  if (res.plural != "pods") return 0;
+  int64_t grace = cur["spec"].value("terminationGracePeriodSeconds", int64_t{30});
+  if (options.grace_period_seconds) grace = *options.grace_period_seconds;
+  if (grace < 0) grace = 0;
+  // Unscheduled and finished pods have nothing to stop: they go at once.
+  const std::string phase = str(cur, {"status", "phase"});
+  if (str(cur, {"spec", "nodeName"}).empty() || phase == "Succeeded" || phase == "Failed") {
+    grace = 0;
+  }
+  return grace;
+}
+
+// Where a list continues: after the object at `start`, in the snapshot of resourceVersion `rv`.
+struct ContinueToken {
+  std::pair<std::string, std::string> start;  // namespace, name
+  uint64_t rv = 0;
+};
+
+base::StatusOr<std::optional<ContinueToken>> decodeContinueToken(const std::string& text) {
+  if (text.empty()) return std::optional<ContinueToken>();
+  auto decoded = base64Decode(text);
+  json token;
+  if (decoded) token = json::parse(*decoded, nullptr, false);
+  if (!token.is_object() || !token.contains("rv") || !token.contains("start") ||
+      !token["rv"].is_number_unsigned() || !token["start"].is_array() ||
+      token["start"].size() != 2) {
+    return base::invalidArgumentError("continue key is not valid: " + text);
+  }
+  return std::optional<ContinueToken>(
+      ContinueToken{{token["start"][0].get<std::string>(), token["start"][1].get<std::string>()},
+                    token["rv"].get<uint64_t>()});
+}
+
+bool selected(const json& obj, const LabelSelector& labels, const FieldSelector& fields) {
+  if (!fields.empty() && !fields.matches([&](std::string_view f) { return fieldValue(obj, f); })) {
+    return false;
+  }
+  if (!labels.empty()) {
+    const json& meta = obj["metadata"];
+    if (!labels.matches(meta.contains("labels") ? meta["labels"] : json())) return false;
+  }
+  return true;
+}
+
+// The selected objects of `snapshot` into `result`, at most `options.limit` of them when paged
+// (then with a continue token and the count of the selected ones left).
+void selectPage(const std::vector<StoredObject>& snapshot, const LabelSelector& labels,
+                const FieldSelector& fields, const ListOptions& options, ListResult& result) {
+  const bool paged = options.limit > 0 && options.resource_version != "0";
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    if (!selected(*snapshot[i].object, labels, fields)) continue;
+    if (paged && static_cast<int64_t>(result.items.size()) == options.limit) {
+      int64_t remaining = 0;
+      for (size_t j = i; j < snapshot.size(); ++j) {
+        if (selected(*snapshot[j].object, labels, fields)) ++remaining;
+      }
+      const json& last = *result.items.back().object;
+      json token = {
+          {"rv", result.resource_version},
+          {"start", {str(last, {"metadata", "namespace"}), str(last, {"metadata", "name"})}}};
+      result.continue_token = base64Encode(token.dump());
+      result.remaining_item_count = remaining;
+      break;
+    }
+    result.items.push_back(snapshot[i]);
+  }
+}
+
 const std::vector<std::string> kDefaultNamespaces = {"default", "kube-system", "kube-node-lease",
                                                      "kube-public"};
 
@@ -385,64 +519,17 @@ void Store::emitLocked(WatchEvent::Type type, const ResourceInfo& res, StoredObj
 
 base::StatusOr<json> Store::create(std::string_view resource, std::string_view ns, json object) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
-  if (!object.is_object()) {
-    return base::invalidArgumentError("the body of the request must be a " + res->kind + " object");
-  }
-  if (object.contains("kind") && object["kind"].is_string() && object["kind"] != res->kind) {
-    return base::invalidArgumentError("the kind of the provided object (" +
-                                      object["kind"].get<std::string>() +
-                                      ") does not match the resource (" + res->kind + ")");
-  }
+  RETURN_IF_ERROR(checkCreateBody(*res, object));
   if (!object.contains("metadata") || !object["metadata"].is_object()) {
     object["metadata"] = json::object();
   }
-  json& meta = object["metadata"];
-  const std::string body_ns = str(object, {"metadata", "namespace"});
-  std::string namespace_name = effectiveNamespace(*res, ns, object);
-  if (res->namespaced) {
-    if (!ns.empty() && !body_ns.empty() && body_ns != ns) {
-      return base::invalidArgumentError(
-          "the namespace of the provided object does not match the namespace sent on the "
-          "request");
-    }
-    meta["namespace"] = namespace_name;
-  } else {
-    meta.erase("namespace");
-  }
-  object["kind"] = res->kind;
-  object["apiVersion"] = res->apiVersion();
-  if (res->plural == "pods") defaultPod(object);
-  if (res->plural == "namespaces") {
-    if (!object.contains("status") || !object["status"].is_object())
-      object["status"] = json::object();
-    if (!object["status"].contains("phase")) object["status"]["phase"] = "Active";
-    if (!object.contains("spec")) object["spec"] = json::object();
-  }
+  const std::string namespace_name = effectiveNamespace(*res, ns, object);
+  RETURN_IF_ERROR(applyCreateDefaults(*res, ns, namespace_name, object));
 
   std::unique_lock lock(mu_);
   Objects& objects = objects_[res];
-  std::string name = str(object, {"metadata", "name"});
-  if (name.empty()) {
-    const std::string generate = str(object, {"metadata", "generateName"});
-    if (generate.empty()) {
-      return invalid(*res, "", "metadata.name", "Required value: name or generateName is required");
-    }
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      std::string candidate = generate + randomSuffix();
-      if (!objects.contains({namespace_name, candidate})) {
-        name = candidate;
-        break;
-      }
-    }
-    meta["name"] = name;
-  }
-  if (!validName(name)) {
-    return invalid(*res, name, "metadata.name",
-                   "Invalid value: " + dq(name) +
-                       ": a lowercase RFC 1123 subdomain must consist of lower case "
-                       "alphanumeric characters, '-' or '.', and must start and end with an "
-                       "alphanumeric character");
-  }
+  ASSIGN_OR_RETURN(const std::string name,
+                   nameForCreateLocked(*res, objects, namespace_name, object));
   if (res->plural == "pods" && options_.validate_pods) RETURN_IF_ERROR(validatePod(*res, object));
   if (res->namespaced) {
     const ResourceInfo* ns_res = findResource("namespaces");
@@ -454,6 +541,7 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   if (objects.contains(key)) {
     return base::alreadyExistsError(res->plural + " " + dq(name) + " already exists");
   }
+  json& meta = object["metadata"];
   meta["uid"] = newUid();
   meta["creationTimestamp"] = formatTime(clock_.wallNow());
   meta.erase("deletionTimestamp");
@@ -463,6 +551,35 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   objects.emplace(key, stored);
   emitLocked(WatchEvent::Type::kAdded, *res, stored, nullptr);
   return *stored.object;
+}
+
+base::StatusOr<std::string> Store::nameForCreateLocked(const ResourceInfo& res,
+                                                       const Objects& objects,
+                                                       const std::string& namespace_name,
+                                                       json& object) {
+  std::string name = str(object, {"metadata", "name"});
+  if (name.empty()) {
+    const std::string generate = str(object, {"metadata", "generateName"});
+    if (generate.empty()) {
+      return invalid(res, "", "metadata.name", "Required value: name or generateName is required");
+    }
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::string candidate = generate + randomSuffix();
+      if (!objects.contains({namespace_name, candidate})) {
+        name = candidate;
+        break;
+      }
+    }
+    object["metadata"]["name"] = name;
+  }
+  if (!validName(name)) {
+    return invalid(res, name, "metadata.name",
+                   "Invalid value: " + dq(name) +
+                       ": a lowercase RFC 1123 subdomain must consist of lower case "
+                       "alphanumeric characters, '-' or '.', and must start and end with an "
+                       "alphanumeric character");
+  }
+  return name;
 }
 
 base::StatusOr<json> Store::get(std::string_view resource, std::string_view ns,
@@ -623,51 +740,10 @@ base::StatusOr<DeleteResult> Store::remove(std::string_view resource, std::strin
     return base::notFoundError(res->plural + " " + dq(name) + " not found");
   }
   const json cur = *it->second.object;
-  if (options.precondition_uid) {
-    const std::string uid = str(cur, {"metadata", "uid"});
-    if (*options.precondition_uid != uid) {
-      return base::abortedError("Precondition failed: UID in precondition: " +
-                                *options.precondition_uid + ", UID in object meta: " + uid);
-    }
-  }
-  if (options.precondition_resource_version) {
-    const std::string rv = std::to_string(it->second.resource_version);
-    if (*options.precondition_resource_version != rv) {
-      return base::abortedError("Precondition failed: ResourceVersion in precondition: " +
-                                *options.precondition_resource_version +
-                                ", ResourceVersion in object meta: " + rv);
-    }
-  }
-  if (res->plural == "namespaces") {
-    if (name == "default" || name == "kube-system" || name == "kube-public") {
-      return base::permissionDeniedError("namespaces " + dq(name) +
-                                         " is forbidden: this namespace may not be deleted");
-    }
-    // The namespace controller's work, done at once: everything in it goes first.
-    for (const auto& r : allResources()) {
-      if (!r.namespaced) continue;
-      Objects& objs = objects_[&r];
-      std::vector<Key> doomed;
-      for (auto o = objs.lower_bound({std::string(name), ""});
-           o != objs.end() && o->first.first == name; ++o) {
-        doomed.push_back(o->first);
-      }
-      for (const auto& k : doomed) removeLocked(r, k);
-    }
-    return DeleteResult{removeLocked(*res, key), true};
-  }
+  RETURN_IF_ERROR(checkDeletePreconditions(options, cur, it->second.resource_version));
+  if (res->plural == "namespaces") return removeNamespaceLocked(*res, key);
 
-  int64_t grace = 0;
-  if (res->plural == "pods") {
-    grace = cur["spec"].value("terminationGracePeriodSeconds", int64_t{30});
-    if (options.grace_period_seconds) grace = *options.grace_period_seconds;
-    if (grace < 0) grace = 0;
-    // Unscheduled and finished pods have nothing to stop: they go at once.
-    const std::string phase = str(cur, {"status", "phase"});
-    if (str(cur, {"spec", "nodeName"}).empty() || phase == "Succeeded" || phase == "Failed") {
-      grace = 0;
-    }
-  }
+  const int64_t grace = deletionGracePeriod(*res, cur, options);
   const bool finalizers = hasFinalizers(cur);
   if (grace == 0 && !finalizers) return DeleteResult{removeLocked(*res, key), true};
 
@@ -685,6 +761,25 @@ base::StatusOr<DeleteResult> Store::remove(std::string_view resource, std::strin
   it->second = stored;
   emitLocked(WatchEvent::Type::kModified, *res, stored, previous);
   return DeleteResult{*stored.object, false};
+}
+
+base::StatusOr<DeleteResult> Store::removeNamespaceLocked(const ResourceInfo& res, const Key& key) {
+  const std::string& name = key.second;
+  if (name == "default" || name == "kube-system" || name == "kube-public") {
+    return base::permissionDeniedError("namespaces " + dq(name) +
+                                       " is forbidden: this namespace may not be deleted");
+  }
+  // The namespace controller's work, done at once: everything in it goes first.
+  for (const auto& r : allResources()) {
+    if (!r.namespaced) continue;
+    Objects& objs = objects_[&r];
+    std::vector<Key> doomed;
+    for (auto o = objs.lower_bound({name, ""}); o != objs.end() && o->first.first == name; ++o) {
+      doomed.push_back(o->first);
+    }
+    for (const auto& k : doomed) removeLocked(r, k);
+  }
+  return DeleteResult{removeLocked(res, key), true};
 }
 
 base::Status Store::waitForResourceVersionLocked(std::unique_lock<std::mutex>& lock,
@@ -713,88 +808,44 @@ base::StatusOr<ListResult> Store::list(std::string_view resource, std::string_vi
       return base::invalidArgumentError("field label not supported: " + term.field);
     }
   }
-  Key start_after;
-  bool has_start = false;
-  std::optional<uint64_t> continue_rv;
-  if (!options.continue_token.empty()) {
-    auto decoded = base64Decode(options.continue_token);
-    json token;
-    if (decoded) token = json::parse(*decoded, nullptr, false);
-    if (!token.is_object() || !token.contains("rv") || !token.contains("start") ||
-        !token["rv"].is_number_unsigned() || !token["start"].is_array() ||
-        token["start"].size() != 2) {
-      return base::invalidArgumentError("continue key is not valid: " + options.continue_token);
-    }
-    continue_rv = token["rv"].get<uint64_t>();
-    start_after = {token["start"][0].get<std::string>(), token["start"][1].get<std::string>()};
-    has_start = true;
-  }
+  ASSIGN_OR_RETURN(std::optional<ContinueToken> token, decodeContinueToken(options.continue_token));
 
   ListResult result;
   std::vector<StoredObject> snapshot;
   {
     std::unique_lock lock(mu_);
-    if (!continue_rv)
-      RETURN_IF_ERROR(waitForResourceVersionLocked(lock, options.resource_version, true));
-    if (continue_rv && *continue_rv < compacted_rv_) {
+    if (!token) RETURN_IF_ERROR(waitForResourceVersionLocked(lock, options.resource_version, true));
+    if (token && token->rv < compacted_rv_) {
       return base::outOfRangeError(
           "The provided continue parameter is too old to display a consistent list result. You "
           "can start a new list without the continue parameter, or use the continue token in "
           "this response to retrieve the remainder of the results.");
     }
-    result.resource_version = continue_rv.value_or(rv_);
-    auto objs = objects_.find(res);
-    if (objs != objects_.end()) {
-      const Objects& m = objs->second;
-      auto begin = m.begin();
-      if (has_start) {
-        begin = m.upper_bound(start_after);
-      } else if (!ns.empty() && res->namespaced) {
-        begin = m.lower_bound({std::string(ns), ""});
-      }
-      for (auto it = begin; it != m.end(); ++it) {
-        if (!ns.empty() && res->namespaced && it->first.first != ns) break;
-        snapshot.push_back(it->second);
-      }
-    }
+    result.resource_version = token ? token->rv : rv_;
+    snapshot = snapshotLocked(*res, ns, token ? &token->start : nullptr);
   }
   // Selectors run outside the lock: writers never wait for a big list.
-  const bool paged = options.limit > 0 && options.resource_version != "0";
-  for (size_t i = 0; i < snapshot.size(); ++i) {
-    const json& obj = *snapshot[i].object;
-    if (!fields.empty() &&
-        !fields.matches([&](std::string_view f) { return fieldValue(obj, f); })) {
-      continue;
-    }
-    if (!labels.empty()) {
-      const json& meta = obj["metadata"];
-      if (!labels.matches(meta.contains("labels") ? meta["labels"] : json())) continue;
-    }
-    if (paged && static_cast<int64_t>(result.items.size()) == options.limit) {
-      int64_t remaining = 0;
-      for (size_t j = i; j < snapshot.size(); ++j) {
-        const json& o = *snapshot[j].object;
-        if (!fields.empty() &&
-            !fields.matches([&](std::string_view f) { return fieldValue(o, f); })) {
-          continue;
-        }
-        const json& meta = o["metadata"];
-        if (!labels.empty() && !labels.matches(meta.contains("labels") ? meta["labels"] : json())) {
-          continue;
-        }
-        ++remaining;
-      }
-      const json& last = *result.items.back().object;
-      json token = {
-          {"rv", result.resource_version},
-          {"start", {str(last, {"metadata", "namespace"}), str(last, {"metadata", "name"})}}};
-      result.continue_token = base64Encode(token.dump());
-      result.remaining_item_count = remaining;
-      break;
-    }
-    result.items.push_back(snapshot[i]);
-  }
+  selectPage(snapshot, labels, fields, options, result);
   return result;
+}
+
+std::vector<StoredObject> Store::snapshotLocked(const ResourceInfo& res, std::string_view ns,
+                                                const Key* start_after) const {
+  std::vector<StoredObject> snapshot;
+  auto objs = objects_.find(&res);
+  if (objs == objects_.end()) return snapshot;
+  const Objects& m = objs->second;
+  auto begin = m.begin();
+  if (start_after) {
+    begin = m.upper_bound(*start_after);
+  } else if (!ns.empty() && res.namespaced) {
+    begin = m.lower_bound({std::string(ns), ""});
+  }
+  for (auto it = begin; it != m.end(); ++it) {
+    if (!ns.empty() && res.namespaced && it->first.first != ns) break;
+    snapshot.push_back(it->second);
+  }
+  return snapshot;
 }
 
 base::StatusOr<json> Store::listJson(std::string_view resource, std::string_view ns,

@@ -234,6 +234,17 @@ class Store {
                                                     std::string_view subresource);
   void emitLocked(WatchEvent::Type type, const ResourceInfo& res, StoredObject object,
                   std::shared_ptr<const nlohmann::json> previous);
+  // The name a created object gets: its own, or generateName plus a free random suffix; an
+  // invalid name is refused (422).
+  base::StatusOr<std::string> nameForCreateLocked(const ResourceInfo& res, const Objects& objects,
+                                                  const std::string& namespace_name,
+                                                  nlohmann::json& object);
+  // Deletes a namespace and, first, everything in it (the built-in ones are forbidden).
+  base::StatusOr<DeleteResult> removeNamespaceLocked(const ResourceInfo& res, const Key& key);
+  // The stored objects of `res` (in `ns` when given and namespaced) in key order, after
+  // `start_after` when given.
+  std::vector<StoredObject> snapshotLocked(const ResourceInfo& res, std::string_view ns,
+                                           const Key* start_after) const;
   // Removes the object now (DELETED event); returns the deleted state.
   nlohmann::json removeLocked(const ResourceInfo& res, const Key& key);
   std::string newUid();

@@ -1,5 +1,7 @@
 #include "cmd/test-apiserver/table.h"
 
+#include <optional>
+
 #include "cmd/test-apiserver/util.h"
 
 namespace nodeagent::testapiserver {
@@ -130,6 +132,71 @@ json nodeCells(const json& node, base::SystemTime now) {
           orUnknown(s(at(info, "containerRuntimeVersion")))};
 }
 
+// While an init container has not succeeded: "Init:<reason>", "Init:Signal:<n>",
+// "Init:ExitCode:<n>" or "Init:<done>/<total>" (kubectl's printPod).
+std::optional<std::string> initContainersReason(const json& status, const json& spec) {
+  const json& init_statuses = at(status, "initContainerStatuses");
+  const json& init_specs = at(spec, "initContainers");
+  const size_t init_total = init_specs.is_array() ? init_specs.size() : 0;
+  if (!init_statuses.is_array()) return std::nullopt;
+  for (size_t i = 0; i < init_statuses.size(); ++i) {
+    const json& state = at(init_statuses[i], "state");
+    const json& term = at(state, "terminated");
+    const json& wait = at(state, "waiting");
+    if (term.is_object() && at(term, "exitCode") == 0) continue;
+    if (term.is_object()) {
+      if (!s(at(term, "reason")).empty()) return "Init:" + s(at(term, "reason"));
+      if (at(term, "signal").is_number() && at(term, "signal") != 0) {
+        return "Init:Signal:" + at(term, "signal").dump();
+      }
+      return "Init:ExitCode:" + at(term, "exitCode").dump();
+    }
+    if (wait.is_object() && !s(at(wait, "reason")).empty() &&
+        s(at(wait, "reason")) != "PodInitializing") {
+      return "Init:" + s(at(wait, "reason"));
+    }
+    return "Init:" + std::to_string(i) + "/" + std::to_string(init_total);
+  }
+  return std::nullopt;
+}
+
+// The reason the containers give, the first one's winning (kubectl walks them backwards); a
+// "Completed" pod with a ready running container is Running, or NotReady.
+std::string containersReason(const json& status, std::string reason) {
+  bool has_running = false;
+  const json& statuses = at(status, "containerStatuses");
+  if (statuses.is_array()) {
+    for (size_t k = statuses.size(); k-- > 0;) {
+      const json& state = at(statuses[k], "state");
+      const json& term = at(state, "terminated");
+      const json& wait = at(state, "waiting");
+      if (wait.is_object() && !s(at(wait, "reason")).empty()) {
+        reason = s(at(wait, "reason"));
+      } else if (term.is_object() && !s(at(term, "reason")).empty()) {
+        reason = s(at(term, "reason"));
+      } else if (term.is_object()) {
+        if (at(term, "signal").is_number() && at(term, "signal") != 0) {
+          reason = "Signal:" + at(term, "signal").dump();
+        } else {
+          reason = "ExitCode:" + at(term, "exitCode").dump();
+        }
+      } else if (at(state, "running").is_object() && at(statuses[k], "ready") == true) {
+        has_running = true;
+      }
+    }
+  }
+  if (reason == "Completed" && has_running) {
+    reason = "Running";
+    const json& conds = at(status, "conditions");
+    if (conds.is_array()) {
+      for (const auto& c : conds) {
+        if (at(c, "type") == "Ready" && at(c, "status") != "True") reason = "NotReady";
+      }
+    }
+  }
+  return reason;
+}
+
 }  // namespace
 
 std::string podStatusReason(const json& pod) {
@@ -137,67 +204,10 @@ std::string podStatusReason(const json& pod) {
   const json& spec = at(pod, "spec");
   std::string reason = s(at(status, "phase"));
   if (!s(at(status, "reason")).empty()) reason = s(at(status, "reason"));
-
-  bool initializing = false;
-  const json& init_statuses = at(status, "initContainerStatuses");
-  const json& init_specs = at(spec, "initContainers");
-  const size_t init_total = init_specs.is_array() ? init_specs.size() : 0;
-  if (init_statuses.is_array()) {
-    for (size_t i = 0; i < init_statuses.size(); ++i) {
-      const json& state = at(init_statuses[i], "state");
-      const json& term = at(state, "terminated");
-      const json& wait = at(state, "waiting");
-      if (term.is_object() && at(term, "exitCode") == 0) continue;
-      if (term.is_object()) {
-        if (!s(at(term, "reason")).empty()) {
-          reason = "Init:" + s(at(term, "reason"));
-        } else if (at(term, "signal").is_number() && at(term, "signal") != 0) {
-          reason = "Init:Signal:" + at(term, "signal").dump();
-        } else {
-          reason = "Init:ExitCode:" + at(term, "exitCode").dump();
-        }
-      } else if (wait.is_object() && !s(at(wait, "reason")).empty() &&
-                 s(at(wait, "reason")) != "PodInitializing") {
-        reason = "Init:" + s(at(wait, "reason"));
-      } else {
-        reason = "Init:" + std::to_string(i) + "/" + std::to_string(init_total);
-      }
-      initializing = true;
-      break;
-    }
-  }
-  if (!initializing) {
-    bool has_running = false;
-    const json& statuses = at(status, "containerStatuses");
-    if (statuses.is_array()) {
-      for (size_t k = statuses.size(); k-- > 0;) {
-        const json& state = at(statuses[k], "state");
-        const json& term = at(state, "terminated");
-        const json& wait = at(state, "waiting");
-        if (wait.is_object() && !s(at(wait, "reason")).empty()) {
-          reason = s(at(wait, "reason"));
-        } else if (term.is_object() && !s(at(term, "reason")).empty()) {
-          reason = s(at(term, "reason"));
-        } else if (term.is_object()) {
-          if (at(term, "signal").is_number() && at(term, "signal") != 0) {
-            reason = "Signal:" + at(term, "signal").dump();
-          } else {
-            reason = "ExitCode:" + at(term, "exitCode").dump();
-          }
-        } else if (at(state, "running").is_object() && at(statuses[k], "ready") == true) {
-          has_running = true;
-        }
-      }
-    }
-    if (reason == "Completed" && has_running) {
-      reason = "Running";
-      const json& conds = at(status, "conditions");
-      if (conds.is_array()) {
-        for (const auto& c : conds) {
-          if (at(c, "type") == "Ready" && at(c, "status") != "True") reason = "NotReady";
-        }
-      }
-    }
+  if (std::optional<std::string> init = initContainersReason(status, spec)) {
+    reason = std::move(*init);
+  } else {
+    reason = containersReason(status, std::move(reason));
   }
   const json& meta = at(pod, "metadata");
   if (!at(meta, "deletionTimestamp").is_null() && s(at(status, "reason")) != "NodeLost") {

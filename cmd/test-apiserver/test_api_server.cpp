@@ -174,82 +174,10 @@ class TestApiServer::Impl {
   ~Impl() { stop(); }
 
   base::Status start() {
-    if (!options_.token_auth_file.empty()) {
-      ASSIGN_OR_RETURN(auto tokens, parseTokenAuthFile(options_.token_auth_file));
-      if (tokens.empty()) {
-        return base::invalidArgumentError("token auth file " + options_.token_auth_file +
-                                          " has no tokens");
-      }
-      first_token_ = tokens.front().token;
-      for (auto& t : tokens) tokens_[t.token] = t.user;
-    }
-    if (options_.tls_cert_file.empty() != options_.tls_private_key_file.empty()) {
-      return base::invalidArgumentError(
-          "--tls-cert-file and --tls-private-key-file must be given together");
-    }
-    if (!options_.tls_cert_file.empty()) {
-      std::ifstream cert(options_.tls_cert_file);
-      if (!cert) {
-        return base::invalidArgumentError("cannot read TLS certificate " + options_.tls_cert_file);
-      }
-      std::stringstream ss;
-      ss << cert.rdbuf();
-      ca_pem_ = ss.str();
-      auto ssl = std::make_unique<httplib::SSLServer>(options_.tls_cert_file.c_str(),
-                                                      options_.tls_private_key_file.c_str());
-      if (!ssl->is_valid()) {
-        return base::invalidArgumentError("cannot load TLS certificate " + options_.tls_cert_file +
-                                          " with key " + options_.tls_private_key_file);
-      }
-      server_ = std::move(ssl);
-      tls_ = true;
-    } else {
-      server_ = std::make_unique<httplib::Server>();
-    }
-    const int threads = options_.threads;
-    server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    // Without TCP_NODELAY every small response or watch event can sit out a delayed ACK (40 ms).
-    server_->set_tcp_nodelay(true);
-    server_->set_keep_alive_max_count(100000);
-    server_->set_keep_alive_timeout(30);
-    server_->set_read_timeout(30);
-    server_->set_write_timeout(options_.write_timeout.count());
-    // Runs on the request line and headers, before any body is read: an unauthenticated or
-    // oversized request is answered at once and its connection closed, so its body is never read.
-    server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      return refuseBeforeBody(req, res) ? httplib::Server::HandlerResponse::Handled
-                                        : httplib::Server::HandlerResponse::Unhandled;
-    });
-    // A backstop: httplib's own limit on the Content-Length it reads.
-    server_->set_payload_max_length(kMaxRequestBodyBytes);
-    auto handler = [this](const httplib::Request& req, httplib::Response& res) {
-      handle(req, res);
-    };
-    server_->Get(".*", handler);
-    server_->Post(".*", handler);
-    server_->Put(".*", handler);
-    server_->Patch(".*", handler);
-    server_->Delete(".*", handler);
-    server_->Options(".*", handler);
-
-    // httplib offers no backlog setting, but hands each listening socket it creates to this
-    // hook before binding it; listen() again on the bound socket raises the backlog.
-    int listen_fd = -1;
-    server_->set_socket_options([&listen_fd](socket_t sock) {
-      httplib::default_socket_options(sock);
-      listen_fd = sock;
-    });
-    if (options_.port == 0) {
-      port_ = server_->bind_to_any_port(options_.bind_address);
-    } else {
-      port_ = server_->bind_to_port(options_.bind_address, options_.port) ? options_.port : -1;
-    }
-    server_->set_socket_options(httplib::default_socket_options);
-    if (port_ <= 0) {
-      return base::unavailableError("cannot listen on " + options_.bind_address + ":" +
-                                    std::to_string(options_.port));
-    }
-    if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
+    RETURN_IF_ERROR(loadTokens());
+    RETURN_IF_ERROR(createServer());
+    configureServer();
+    RETURN_IF_ERROR(bindListener());
     std::promise<void> listener_done;
     listener_done_ = listener_done.get_future();
     listener_ = std::thread([this, done = std::move(listener_done)]() mutable {
@@ -333,6 +261,100 @@ class TestApiServer::Impl {
   }
 
  private:
+  // The --token-auth-file's tokens; the first one goes into the written kubeconfig.
+  base::Status loadTokens() {
+    if (options_.token_auth_file.empty()) return base::okStatus();
+    ASSIGN_OR_RETURN(auto tokens, parseTokenAuthFile(options_.token_auth_file));
+    if (tokens.empty()) {
+      return base::invalidArgumentError("token auth file " + options_.token_auth_file +
+                                        " has no tokens");
+    }
+    first_token_ = tokens.front().token;
+    for (auto& t : tokens) tokens_[t.token] = t.user;
+    return base::okStatus();
+  }
+
+  // An HTTPS server when a certificate and key are given (the certificate is also the CA the
+  // written kubeconfig trusts), plain HTTP otherwise.
+  base::Status createServer() {
+    if (options_.tls_cert_file.empty() != options_.tls_private_key_file.empty()) {
+      return base::invalidArgumentError(
+          "--tls-cert-file and --tls-private-key-file must be given together");
+    }
+    if (options_.tls_cert_file.empty()) {
+      server_ = std::make_unique<httplib::Server>();
+      return base::okStatus();
+    }
+    std::ifstream cert(options_.tls_cert_file);
+    if (!cert) {
+      return base::invalidArgumentError("cannot read TLS certificate " + options_.tls_cert_file);
+    }
+    std::stringstream ss;
+    ss << cert.rdbuf();
+    ca_pem_ = ss.str();
+    auto ssl = std::make_unique<httplib::SSLServer>(options_.tls_cert_file.c_str(),
+                                                    options_.tls_private_key_file.c_str());
+    if (!ssl->is_valid()) {
+      return base::invalidArgumentError("cannot load TLS certificate " + options_.tls_cert_file +
+                                        " with key " + options_.tls_private_key_file);
+    }
+    server_ = std::move(ssl);
+    tls_ = true;
+    return base::okStatus();
+  }
+
+  // Threads, timeouts, limits and the one handler every method goes to.
+  void configureServer() {
+    const int threads = options_.threads;
+    server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    // Without TCP_NODELAY every small response or watch event can sit out a delayed ACK (40 ms).
+    server_->set_tcp_nodelay(true);
+    server_->set_keep_alive_max_count(100000);
+    server_->set_keep_alive_timeout(30);
+    server_->set_read_timeout(30);
+    server_->set_write_timeout(options_.write_timeout.count());
+    // Runs on the request line and headers, before any body is read: an unauthenticated or
+    // oversized request is answered at once and its connection closed, so its body is never read.
+    server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      return refuseBeforeBody(req, res) ? httplib::Server::HandlerResponse::Handled
+                                        : httplib::Server::HandlerResponse::Unhandled;
+    });
+    // A backstop: httplib's own limit on the Content-Length it reads.
+    server_->set_payload_max_length(kMaxRequestBodyBytes);
+    auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res);
+    };
+    server_->Get(".*", handler);
+    server_->Post(".*", handler);
+    server_->Put(".*", handler);
+    server_->Patch(".*", handler);
+    server_->Delete(".*", handler);
+    server_->Options(".*", handler);
+  }
+
+  // Binds the configured address and port (any free port for 0) with a large listen backlog.
+  base::Status bindListener() {
+    // httplib offers no backlog setting, but hands each listening socket it creates to this
+    // hook before binding it; listen() again on the bound socket raises the backlog.
+    int listen_fd = -1;
+    server_->set_socket_options([&listen_fd](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = sock;
+    });
+    if (options_.port == 0) {
+      port_ = server_->bind_to_any_port(options_.bind_address);
+    } else {
+      port_ = server_->bind_to_port(options_.bind_address, options_.port) ? options_.port : -1;
+    }
+    server_->set_socket_options(httplib::default_socket_options);
+    if (port_ <= 0) {
+      return base::unavailableError("cannot listen on " + options_.bind_address + ":" +
+                                    std::to_string(options_.port));
+    }
+    if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
+    return base::okStatus();
+  }
+
   void sendJson(httplib::Response& res, int code, const json& body) {
     res.status = code;
     res.set_content(body.dump(), "application/json");
@@ -485,161 +507,240 @@ class TestApiServer::Impl {
     return sendCode(res, 404, "unknown test endpoint " + req.path);
   }
 
+  // Where a resource request points: /api/v1/... or /apis/<group>/v1/..., with an optional
+  // watch/ prefix, namespace, name and subresource.
+  struct ResourcePath {
+    const ResourceInfo* resource = nullptr;
+    std::string ns;
+    bool ns_given = false;
+    std::string name;
+    std::string sub;
+    bool watch = false;
+  };
+
   void route(const httplib::Request& req, httplib::Response& res) {
+    if (serveDiscovery(req, res)) return;
+    std::optional<ResourcePath> target = resolveResourcePath(req, res);
+    if (!target) return;
+    const std::string& m = req.method;
+    if (m == "GET") return serveGet(req, res, *target);
+    if (m == "POST") return serveCreate(req, res, *target);
+    if (m == "PUT") return serveUpdate(req, res, *target);
+    if (m == "PATCH") return servePatch(req, res, *target);
+    if (m == "DELETE") return serveDelete(req, res, *target);
+    return sendCode(res, 405, "method " + m + " is not allowed");
+  }
+
+  // Health checks, /version, /api and /apis. True when the request was answered.
+  bool serveDiscovery(const httplib::Request& req, httplib::Response& res) {
     const std::string& path = req.path;
     if (path == "/healthz" || path == "/livez" || path == "/readyz" ||
         path.starts_with("/healthz/") || path.starts_with("/livez/") ||
         path.starts_with("/readyz/")) {
       res.status = 200;
       res.set_content("ok", "text/plain; charset=utf-8");
-      return;
+      return true;
     }
     if (req.method != "GET" && (path == "/version" || path == "/api" || path == "/apis")) {
-      return sendCode(res, 405, "the server does not allow this method on the requested resource");
+      sendCode(res, 405, "the server does not allow this method on the requested resource");
+      return true;
     }
-    if (path == "/version") return sendJson(res, 200, versionDocument());
+    if (path == "/version") {
+      sendJson(res, 200, versionDocument());
+      return true;
+    }
     if (path == "/api" || path == "/api/") {
-      return sendJson(res, 200, apiVersionsDocument(host() + ":" + std::to_string(port_)));
+      sendJson(res, 200, apiVersionsDocument(host() + ":" + std::to_string(port_)));
+      return true;
     }
-    if (path == "/apis" || path == "/apis/") return sendJson(res, 200, apiGroupListDocument());
-    std::vector<std::string> segs = splitPath(path);
+    if (path == "/apis" || path == "/apis/") {
+      sendJson(res, 200, apiGroupListDocument());
+      return true;
+    }
+    return false;
+  }
+
+  // The resource a path names. Answers the request itself (a group's or a version's discovery
+  // document, 404, 405) and returns nullopt when the path names no resource to act on.
+  std::optional<ResourcePath> resolveResourcePath(const httplib::Request& req,
+                                                  httplib::Response& res) {
+    std::vector<std::string> segs = splitPath(req.path);
     std::string group;
     size_t i = 0;
     if (!segs.empty() && segs[0] == "api") {
-      if (segs.size() < 2 || segs[1] != "v1") return notFound(res);
+      if (segs.size() < 2 || segs[1] != "v1") return notFoundPath(res);
       i = 2;
     } else if (!segs.empty() && segs[0] == "apis" && segs.size() >= 2) {
       group = segs[1];
       if (segs.size() == 2) {
         json doc = apiGroupDocument(group);
-        if (doc.is_null()) return notFound(res);
-        return sendJson(res, 200, doc);
+        if (doc.is_null()) return notFoundPath(res);
+        sendJson(res, 200, doc);
+        return std::nullopt;
       }
-      if (segs[2] != "v1") return notFound(res);
+      if (segs[2] != "v1") return notFoundPath(res);
       i = 3;
     } else {
-      return notFound(res);  // includes /openapi/v2 and /openapi/v3: kubectl then skips validation
+      // Includes /openapi/v2 and /openapi/v3: kubectl then skips validation.
+      return notFoundPath(res);
     }
     if (i == segs.size()) {
       json doc = apiResourceListDocument(group, "v1");
-      if (doc.is_null()) return notFound(res);
-      if (req.method != "GET") return sendCode(res, 405, "method not allowed");
-      return sendJson(res, 200, doc);
+      if (doc.is_null()) return notFoundPath(res);
+      if (req.method != "GET") {
+        sendCode(res, 405, "method not allowed");
+      } else {
+        sendJson(res, 200, doc);
+      }
+      return std::nullopt;
     }
-    bool watch_path = false;
+    return resolveResourceSegments(req, res, segs, i, group);
+  }
+
+  // The part of a resource path after the group version: [watch/][namespaces/<ns>/]<resource>
+  // [/<name>[/<subresource>]], from segs[i] on.
+  std::optional<ResourcePath> resolveResourceSegments(const httplib::Request& req,
+                                                      httplib::Response& res,
+                                                      const std::vector<std::string>& segs,
+                                                      size_t i, const std::string& group) {
+    ResourcePath target;
     if (segs[i] == "watch") {
-      watch_path = true;
+      target.watch = true;
       ++i;
     }
-    std::string ns;
-    bool ns_given = false;
     if (segs.size() - i >= 3 && segs[i] == "namespaces") {
       const ResourceInfo* inner = findResource(group, segs[i + 2]);
       if (inner && inner->namespaced) {
-        ns = segs[i + 1];
-        ns_given = true;
+        target.ns = segs[i + 1];
+        target.ns_given = true;
         i += 2;
       }
     }
-    if (i >= segs.size()) return notFound(res);
-    const ResourceInfo* resource = findResource(group, segs[i]);
-    if (!resource || segs.size() - i > 3) return notFound(res);
-    if (ns_given && !resource->namespaced) return notFound(res);
-    std::string name = segs.size() - i >= 2 ? segs[i + 1] : "";
-    std::string sub = segs.size() - i >= 3 ? segs[i + 2] : "";
-    if (!sub.empty() && !resource->hasSubresource(sub)) return notFound(res);
-    if (watch_path && (req.method != "GET" || !sub.empty())) {
-      return sendCode(res, 405, "watch paths only support GET");
+    if (i >= segs.size()) return notFoundPath(res);
+    target.resource = findResource(group, segs[i]);
+    if (!target.resource || segs.size() - i > 3) return notFoundPath(res);
+    if (target.ns_given && !target.resource->namespaced) return notFoundPath(res);
+    target.name = segs.size() - i >= 2 ? segs[i + 1] : "";
+    target.sub = segs.size() - i >= 3 ? segs[i + 2] : "";
+    if (!target.sub.empty() && !target.resource->hasSubresource(target.sub)) {
+      return notFoundPath(res);
     }
+    if (target.watch && (req.method != "GET" || !target.sub.empty())) {
+      sendCode(res, 405, "watch paths only support GET");
+      return std::nullopt;
+    }
+    return target;
+  }
 
-    const std::string& m = req.method;
-    if (m == "GET") {
-      if (watch_path || (name.empty() && truthy(param(req, "watch")))) {
-        return serveWatch(req, res, *resource, ns, name);
-      }
-      if (name.empty()) return serveList(req, res, *resource, ns);
-      auto obj = store_.get(resource->plural, ns, name);
-      if (!obj.ok()) return sendError(res, obj.status(), name, resource->plural);
-      if (wantsTable(req)) {
-        json meta = {{"resourceVersion", (*obj)["metadata"].value("resourceVersion", "")}};
-        return sendJson(res, 200,
-                        makeTable(*resource, {&*obj}, clock_.wallNow(), includeObject(req), meta));
-      }
-      return sendJson(res, 200, *obj);
+  std::optional<ResourcePath> notFoundPath(httplib::Response& res) {
+    notFound(res);
+    return std::nullopt;
+  }
+
+  // GET: a watch, a list, or one object (as a Table when asked).
+  void serveGet(const httplib::Request& req, httplib::Response& res, const ResourcePath& t) {
+    const ResourceInfo& resource = *t.resource;
+    if (t.watch || (t.name.empty() && truthy(param(req, "watch")))) {
+      return serveWatch(req, res, resource, t.ns, t.name);
     }
-    if (m == "POST") {
-      if (!name.empty()) return sendCode(res, 405, "POST is not allowed on a named object");
-      if (resource->namespaced && !ns_given) {
-        return sendCode(res, 405, "POST needs the namespace in the path");
-      }
-      auto body = parseBody(req, res);
-      if (!body) return;
-      auto created = store_.create(resource->plural, ns, std::move(*body));
-      if (!created.ok()) return sendError(res, created.status(), "", resource->plural);
-      return sendJson(res, 201, *created);
-    }
-    if (m == "PUT") {
-      if (name.empty()) return sendCode(res, 405, "PUT needs an object name");
-      auto body = parseBody(req, res);
-      if (!body) return;
-      auto updated = store_.update(resource->plural, ns, name, std::move(*body), sub);
-      if (!updated.ok()) return sendError(res, updated.status(), name, resource->plural);
-      return sendJson(res, 200, *updated);
-    }
-    if (m == "PATCH") {
-      if (name.empty()) return sendCode(res, 405, "PATCH needs an object name");
-      const std::string ct = req.get_header_value("Content-Type");
-      auto type = patchTypeFromContentType(ct);
-      if (!type) {
-        return sendCode(res, 415,
-                        "the body of the request was in an unknown format - accepted "
-                        "media types include: application/json-patch+json, "
-                        "application/merge-patch+json, "
-                        "application/strategic-merge-patch+json");
-      }
-      json patch_doc = json::parse(req.body, nullptr, false);
-      if (patch_doc.is_discarded()) return sendCode(res, 400, "the patch is not valid JSON");
-      auto patched = store_.patch(resource->plural, ns, name, *type, patch_doc, sub);
-      if (!patched.ok()) return sendError(res, patched.status(), name, resource->plural);
-      return sendJson(res, 200, *patched);
-    }
-    if (m == "DELETE") {
-      if (!sub.empty()) return sendCode(res, 405, "DELETE is not allowed on a subresource");
-      DeleteOptions opts;
-      if (!req.body.empty()) {
-        json body = json::parse(req.body, nullptr, false);
-        if (body.is_discarded() || !body.is_object()) {
-          return sendCode(res, 400, "the DeleteOptions body is not a JSON object");
-        }
-        if (body.contains("gracePeriodSeconds") && body["gracePeriodSeconds"].is_number_integer()) {
-          opts.grace_period_seconds = body["gracePeriodSeconds"].get<int64_t>();
-        }
-        if (body.contains("preconditions") && body["preconditions"].is_object()) {
-          const json& p = body["preconditions"];
-          if (p.contains("uid") && p["uid"].is_string()) opts.precondition_uid = p["uid"];
-          if (p.contains("resourceVersion") && p["resourceVersion"].is_string()) {
-            opts.precondition_resource_version = p["resourceVersion"];
-          }
-        }
-      }
-      if (req.has_param("gracePeriodSeconds")) {
-        try {
-          opts.grace_period_seconds = std::stoll(param(req, "gracePeriodSeconds"));
-        } catch (const std::exception&) {
-          return sendCode(res, 400, "gracePeriodSeconds must be an integer");
-        }
-      }
-      if (name.empty()) return serveDeleteCollection(req, res, *resource, ns, opts);
-      auto deleted = store_.remove(resource->plural, ns, name, opts);
-      if (!deleted.ok()) return sendError(res, deleted.status(), name, resource->plural);
-      if (resource->plural == "pods" || !deleted->removed)
-        return sendJson(res, 200, deleted->object);
+    if (t.name.empty()) return serveList(req, res, resource, t.ns);
+    auto obj = store_.get(resource.plural, t.ns, t.name);
+    if (!obj.ok()) return sendError(res, obj.status(), t.name, resource.plural);
+    if (wantsTable(req)) {
+      json meta = {{"resourceVersion", (*obj)["metadata"].value("resourceVersion", "")}};
       return sendJson(res, 200,
-                      successStatus({{"name", name},
-                                     {"kind", resource->plural},
-                                     {"uid", deleted->object["metadata"].value("uid", "")}}));
+                      makeTable(resource, {&*obj}, clock_.wallNow(), includeObject(req), meta));
     }
-    return sendCode(res, 405, "method " + m + " is not allowed");
+    return sendJson(res, 200, *obj);
+  }
+
+  void serveCreate(const httplib::Request& req, httplib::Response& res, const ResourcePath& t) {
+    if (!t.name.empty()) return sendCode(res, 405, "POST is not allowed on a named object");
+    if (t.resource->namespaced && !t.ns_given) {
+      return sendCode(res, 405, "POST needs the namespace in the path");
+    }
+    auto body = parseBody(req, res);
+    if (!body) return;
+    auto created = store_.create(t.resource->plural, t.ns, std::move(*body));
+    if (!created.ok()) return sendError(res, created.status(), "", t.resource->plural);
+    return sendJson(res, 201, *created);
+  }
+
+  void serveUpdate(const httplib::Request& req, httplib::Response& res, const ResourcePath& t) {
+    if (t.name.empty()) return sendCode(res, 405, "PUT needs an object name");
+    auto body = parseBody(req, res);
+    if (!body) return;
+    auto updated = store_.update(t.resource->plural, t.ns, t.name, std::move(*body), t.sub);
+    if (!updated.ok()) return sendError(res, updated.status(), t.name, t.resource->plural);
+    return sendJson(res, 200, *updated);
+  }
+
+  void servePatch(const httplib::Request& req, httplib::Response& res, const ResourcePath& t) {
+    if (t.name.empty()) return sendCode(res, 405, "PATCH needs an object name");
+    const std::string ct = req.get_header_value("Content-Type");
+    auto type = patchTypeFromContentType(ct);
+    if (!type) {
+      return sendCode(res, 415,
+                      "the body of the request was in an unknown format - accepted "
+                      "media types include: application/json-patch+json, "
+                      "application/merge-patch+json, "
+                      "application/strategic-merge-patch+json");
+    }
+    json patch_doc = json::parse(req.body, nullptr, false);
+    if (patch_doc.is_discarded()) return sendCode(res, 400, "the patch is not valid JSON");
+    auto patched = store_.patch(t.resource->plural, t.ns, t.name, *type, patch_doc, t.sub);
+    if (!patched.ok()) return sendError(res, patched.status(), t.name, t.resource->plural);
+    return sendJson(res, 200, *patched);
+  }
+
+  // DELETE of one object or (without a name) of a collection. A deleted pod, or an object that
+  // only got a deletion timestamp, is answered with the object; anything else with a Status.
+  void serveDelete(const httplib::Request& req, httplib::Response& res, const ResourcePath& t) {
+    if (!t.sub.empty()) return sendCode(res, 405, "DELETE is not allowed on a subresource");
+    std::optional<DeleteOptions> opts = parseDeleteOptions(req, res);
+    if (!opts) return;
+    const ResourceInfo& resource = *t.resource;
+    if (t.name.empty()) return serveDeleteCollection(req, res, resource, t.ns, *opts);
+    auto deleted = store_.remove(resource.plural, t.ns, t.name, *opts);
+    if (!deleted.ok()) return sendError(res, deleted.status(), t.name, resource.plural);
+    if (resource.plural == "pods" || !deleted->removed) return sendJson(res, 200, deleted->object);
+    return sendJson(res, 200,
+                    successStatus({{"name", t.name},
+                                   {"kind", resource.plural},
+                                   {"uid", deleted->object["metadata"].value("uid", "")}}));
+  }
+
+  // DeleteOptions from the body and the gracePeriodSeconds parameter (which wins). Answers 400
+  // and returns nullopt when either is malformed.
+  std::optional<DeleteOptions> parseDeleteOptions(const httplib::Request& req,
+                                                  httplib::Response& res) {
+    DeleteOptions opts;
+    if (!req.body.empty()) {
+      json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) {
+        sendCode(res, 400, "the DeleteOptions body is not a JSON object");
+        return std::nullopt;
+      }
+      if (body.contains("gracePeriodSeconds") && body["gracePeriodSeconds"].is_number_integer()) {
+        opts.grace_period_seconds = body["gracePeriodSeconds"].get<int64_t>();
+      }
+      if (body.contains("preconditions") && body["preconditions"].is_object()) {
+        const json& p = body["preconditions"];
+        if (p.contains("uid") && p["uid"].is_string()) opts.precondition_uid = p["uid"];
+        if (p.contains("resourceVersion") && p["resourceVersion"].is_string()) {
+          opts.precondition_resource_version = p["resourceVersion"];
+        }
+      }
+    }
+    if (req.has_param("gracePeriodSeconds")) {
+      try {
+        opts.grace_period_seconds = std::stoll(param(req, "gracePeriodSeconds"));
+      } catch (const std::exception&) {
+        sendCode(res, 400, "gracePeriodSeconds must be an integer");
+        return std::nullopt;
+      }
+    }
+    return opts;
   }
 
   void notFound(httplib::Response& res) {
