@@ -34,8 +34,8 @@ constexpr std::array<unsigned char, 256> kByteClass = [] {
   return t;
 }();
 
-// Appends `s` as a JSON string, between `lead` and `trail` when they are not 0.
-void appendString(std::string_view s, std::string& out, char lead = 0, char trail = 0) {
+// How many leading bytes of `s` need no escape and no UTF-8 check.
+size_t cleanPrefixLength(std::string_view s) {
   size_t clean = 0;
   // Eight bytes at a time while none is below 0x20, '"', '\\' or above 0x7f.
   constexpr uint64_t kOnes = 0x0101010101010101ULL;
@@ -52,20 +52,60 @@ void appendString(std::string_view s, std::string& out, char lead = 0, char trai
     clean += 8;
   }
   while (clean < s.size() && kByteClass[static_cast<unsigned char>(s[clean])] == 0) ++clean;
-  if (clean == s.size()) {
-    // The common case, nothing to escape: one copy.
-    const size_t at = out.size();
-    out.resize(at + s.size() + 2 + (lead != 0 ? 1 : 0) + (trail != 0 ? 1 : 0));
-    char* d = out.data() + at;
-    if (lead != 0) *d++ = lead;
-    *d++ = '"';
-    std::memcpy(d, s.data(), s.size());
-    d += s.size();
-    *d++ = '"';
-    if (trail != 0) *d = trail;
-    return;
-  }
+  return clean;
+}
+
+// The common case, nothing to escape: one copy.
+void appendQuoted(std::string_view s, std::string& out, char lead, char trail) {
+  const size_t at = out.size();
+  out.resize(at + s.size() + 2 + (lead != 0 ? 1 : 0) + (trail != 0 ? 1 : 0));
+  char* d = out.data() + at;
+  if (lead != 0) *d++ = lead;
+  *d++ = '"';
+  std::memcpy(d, s.data(), s.size());
+  d += s.size();
+  *d++ = '"';
+  if (trail != 0) *d = trail;
+}
+
+// The escape of an ASCII byte that needs one ('"', '\\' or a control character).
+void appendEscape(unsigned char c, std::string& out) {
   static constexpr char kHex[] = "0123456789abcdef";
+  out += '\\';
+  switch (c) {
+    case '"':
+      out += '"';
+      break;
+    case '\\':
+      out += '\\';
+      break;
+    case '\b':
+      out += 'b';
+      break;
+    case '\t':
+      out += 't';
+      break;
+    case '\n':
+      out += 'n';
+      break;
+    case '\f':
+      out += 'f';
+      break;
+    case '\r':
+      out += 'r';
+      break;
+    default:
+      out += "u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+      break;
+  }
+}
+
+// Appends `s` as a JSON string, between `lead` and `trail` when they are not 0.
+void appendString(std::string_view s, std::string& out, char lead = 0, char trail = 0) {
+  const size_t clean = cleanPrefixLength(s);
+  if (clean == s.size()) return appendQuoted(s, out, lead, trail);
   if (lead != 0) out += lead;
   const size_t start = out.size();
   out += '"';
@@ -84,35 +124,7 @@ void appendString(std::string_view s, std::string& out, char lead = 0, char trai
     }
     out.append(s.data() + run, i - run);
     run = i + 1;
-    out += '\\';
-    switch (c) {
-      case '"':
-        out += '"';
-        break;
-      case '\\':
-        out += '\\';
-        break;
-      case '\b':
-        out += 'b';
-        break;
-      case '\t':
-        out += 't';
-        break;
-      case '\n':
-        out += 'n';
-        break;
-      case '\f':
-        out += 'f';
-        break;
-      case '\r':
-        out += 'r';
-        break;
-      default:
-        out += "u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 0xf];
-        break;
-    }
+    appendEscape(c, out);
   }
   out.append(s.data() + run, s.size() - run);
   out += '"';

@@ -33,97 +33,56 @@ inline uint64_t load64le(const unsigned char* p) {
   }
 }
 
+constexpr uint64_t kC1 = 0x87c37b91114253d5ULL;
+constexpr uint64_t kC2 = 0x4cf5ad432745937fULL;
+
+inline uint64_t mixK1(uint64_t k1) {
+  k1 *= kC1;
+  k1 = rotl64(k1, 31);
+  return k1 * kC2;
+}
+
+inline uint64_t mixK2(uint64_t k2) {
+  k2 *= kC2;
+  k2 = rotl64(k2, 33);
+  return k2 * kC1;
+}
+
+// One 16-byte block.
+inline void bodyRound(const unsigned char* block, uint64_t& h1, uint64_t& h2) {
+  h1 ^= mixK1(load64le(block));
+  h1 = rotl64(h1, 27);
+  h1 += h2;
+  h1 = h1 * 5 + 0x52dce729;
+  h2 ^= mixK2(load64le(block + 8));
+  h2 = rotl64(h2, 31);
+  h2 += h1;
+  h2 = h2 * 5 + 0x38495ab5;
+}
+
+// The last n < 16 bytes: bytes 8 and up form k2 and bytes 0-7 form k1, little-endian (the
+// reference's fall-through switch).
+inline void tailRound(const unsigned char* tail, size_t n, uint64_t& h1, uint64_t& h2) {
+  uint64_t k1 = 0;
+  uint64_t k2 = 0;
+  for (size_t i = n; i > 8; --i) k2 ^= uint64_t{tail[i - 1]} << (8 * (i - 9));
+  if (n > 8) h2 ^= mixK2(k2);
+  for (size_t i = n < 8 ? n : 8; i > 0; --i) k1 ^= uint64_t{tail[i - 1]} << (8 * (i - 1));
+  if (n > 0) h1 ^= mixK1(k1);
+}
+
 }  // namespace
 
 Hash128 hash128(std::string_view bytes) {
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t len = bytes.size();
   const size_t nblocks = len / 16;
-  constexpr uint64_t c1 = 0x87c37b91114253d5ULL;
-  constexpr uint64_t c2 = 0x4cf5ad432745937fULL;
   uint64_t h1 = 0;
   uint64_t h2 = 0;
+  for (size_t i = 0; i < nblocks; ++i) bodyRound(data + i * 16, h1, h2);
+  tailRound(data + nblocks * 16, len & 15, h1, h2);
 
-  for (size_t i = 0; i < nblocks; ++i) {
-    uint64_t k1 = load64le(data + i * 16);
-    uint64_t k2 = load64le(data + i * 16 + 8);
-    k1 *= c1;
-    k1 = rotl64(k1, 31);
-    k1 *= c2;
-    h1 ^= k1;
-    h1 = rotl64(h1, 27);
-    h1 += h2;
-    h1 = h1 * 5 + 0x52dce729;
-    k2 *= c2;
-    k2 = rotl64(k2, 33);
-    k2 *= c1;
-    h2 ^= k2;
-    h2 = rotl64(h2, 31);
-    h2 += h1;
-    h2 = h2 * 5 + 0x38495ab5;
-  }
-
-  const unsigned char* tail = data + nblocks * 16;
-  uint64_t k1 = 0;
-  uint64_t k2 = 0;
-  switch (len & 15) {
-    case 15:
-      k2 ^= uint64_t{tail[14]} << 48;
-      [[fallthrough]];
-    case 14:
-      k2 ^= uint64_t{tail[13]} << 40;
-      [[fallthrough]];
-    case 13:
-      k2 ^= uint64_t{tail[12]} << 32;
-      [[fallthrough]];
-    case 12:
-      k2 ^= uint64_t{tail[11]} << 24;
-      [[fallthrough]];
-    case 11:
-      k2 ^= uint64_t{tail[10]} << 16;
-      [[fallthrough]];
-    case 10:
-      k2 ^= uint64_t{tail[9]} << 8;
-      [[fallthrough]];
-    case 9:
-      k2 ^= uint64_t{tail[8]};
-      k2 *= c2;
-      k2 = rotl64(k2, 33);
-      k2 *= c1;
-      h2 ^= k2;
-      [[fallthrough]];
-    case 8:
-      k1 ^= uint64_t{tail[7]} << 56;
-      [[fallthrough]];
-    case 7:
-      k1 ^= uint64_t{tail[6]} << 48;
-      [[fallthrough]];
-    case 6:
-      k1 ^= uint64_t{tail[5]} << 40;
-      [[fallthrough]];
-    case 5:
-      k1 ^= uint64_t{tail[4]} << 32;
-      [[fallthrough]];
-    case 4:
-      k1 ^= uint64_t{tail[3]} << 24;
-      [[fallthrough]];
-    case 3:
-      k1 ^= uint64_t{tail[2]} << 16;
-      [[fallthrough]];
-    case 2:
-      k1 ^= uint64_t{tail[1]} << 8;
-      [[fallthrough]];
-    case 1:
-      k1 ^= uint64_t{tail[0]};
-      k1 *= c1;
-      k1 = rotl64(k1, 31);
-      k1 *= c2;
-      h1 ^= k1;
-      break;
-    default:
-      break;
-  }
-
+  // Finalization.
   h1 ^= len;
   h2 ^= len;
   h1 += h2;

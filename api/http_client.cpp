@@ -348,10 +348,32 @@ class HttpConnection::Impl {
     return exchangeOn(*tcp_, request, stream, head_out, before_response);
   }
 
+  using ResponseParser = http::response_parser<http::buffer_body>;
+
   template <typename Stream>
   base::Status exchangeOn(Stream& s, const HttpRequest& request, const HttpBodyStream& stream,
                           HttpResponse* head_out, bool& before_response) {
     reusable_ = false;
+    RETURN_IF_ERROR(writeRequest(s, request, before_response));
+    ResponseParser parser;
+    parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+    // No limit is the largest one (Boost 1.74's body_limit() takes a plain integer).
+    parser.body_limit(stream.max_body_bytes.value_or(std::numeric_limits<std::uint64_t>::max()));
+    if (request.method == "HEAD") parser.skip(true);
+    HttpResponse head;
+    RETURN_IF_ERROR(readHead(s, parser, stream, head, before_response));
+    if (head_out) *head_out = head;
+    if (stream.on_head && !stream.on_head(head)) {
+      reset();
+      return base::okStatus();
+    }
+    return readBody(s, parser, stream, request.read_timeout.value_or(options_.read_timeout));
+  }
+
+  // Sends the request line, headers and body. On failure the connection is closed and
+  // `before_response` is set (nothing was answered).
+  template <typename Stream>
+  base::Status writeRequest(Stream& s, const HttpRequest& request, bool& before_response) {
     http::request<http::string_body> req;
     req.version(11);
     req.method_string(request.method);
@@ -373,14 +395,17 @@ class HttpConnection::Impl {
       reset();
       return st;
     }
+    return base::okStatus();
+  }
 
-    http::response_parser<http::buffer_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
-    // No limit is the largest one (Boost 1.74's body_limit() takes a plain integer).
-    parser.body_limit(stream.max_body_bytes.value_or(std::numeric_limits<std::uint64_t>::max()));
-    if (m == "HEAD") parser.skip(true);
+  // Reads the status line and headers into `head` (at most max_header_fields of them). On
+  // failure the connection is closed; `before_response` tells whether the server closed it
+  // before answering anything.
+  template <typename Stream>
+  base::Status readHead(Stream& s, ResponseParser& parser, const HttpBodyStream& stream,
+                        HttpResponse& head, bool& before_response) {
     lowest().expires_after(options_.head_timeout);
-    ec =
+    ErrorCode ec =
         run([&](auto handler) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
     if (ec) {
       before_response = !parser.got_some() &&
@@ -398,23 +423,25 @@ class HttpConnection::Impl {
                                           std::to_string(options_.max_header_fields) +
                                           " header fields");
     }
-    HttpResponse head;
     head.status = static_cast<int>(msg.result_int());
     head.headers.reserve(fields);
     for (const auto& f : msg) head.headers.emplace_back(f.name_string(), f.value());
-    if (head_out) *head_out = head;
-    if (stream.on_head && !stream.on_head(head)) {
-      reset();
-      return base::okStatus();
-    }
+    return base::okStatus();
+  }
 
-    const auto read_timeout = request.read_timeout.value_or(options_.read_timeout);
+  // Hands the body to `stream.on_chunk` as it arrives, each read within `read_timeout`. The
+  // connection stays open for the next request when the server keeps it alive and the body was
+  // read to its end.
+  template <typename Stream>
+  base::Status readBody(Stream& s, ResponseParser& parser, const HttpBodyStream& stream,
+                        std::chrono::milliseconds read_timeout) {
+    auto& msg = parser.get();
     while (!parser.is_done()) {
       msg.body().data = chunk_.data();
       msg.body().size = chunk_.size();
       msg.body().more = true;
       lowest().expires_after(read_timeout);
-      ec =
+      ErrorCode ec =
           run([&](auto handler) { http::async_read_some(s, buffer_, parser, std::move(handler)); });
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {

@@ -135,11 +135,156 @@ base::StatusOr<std::string> decodeBase64(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// What a kubeconfig context names.
+struct KubeconfigContext {
+  std::string cluster;
+  std::optional<std::string> user;
+  std::optional<std::string> namespace_;
+};
+
+// The context `context` (current-context when empty). Errors name the file (`where_file`).
+base::StatusOr<KubeconfigContext> resolveContext(const YAML::Node& root, std::string_view context,
+                                                 const std::string& where_file) {
+  auto fail = [&](const base::Status& st) { return st.withContext(where_file); };
+  std::string ctx_name(context);
+  if (ctx_name.empty()) {
+    auto cur = scalarField(root, "current-context", "kubeconfig");
+    if (!cur.ok()) return fail(cur.status());
+    if (!cur->has_value() || (*cur)->empty()) {
+      return base::invalidArgumentError(where_file + ": current-context is not set");
+    }
+    ctx_name = **cur;
+  }
+  auto ctx = namedEntry(root, "contexts", "context", ctx_name);
+  if (!ctx.ok()) return fail(ctx.status());
+  const std::string ctx_where = "contexts[" + ctx_name + "].context";
+  auto cluster_name = scalarField(*ctx, "cluster", ctx_where);
+  if (!cluster_name.ok()) return fail(cluster_name.status());
+  if (!cluster_name->has_value() || (*cluster_name)->empty()) {
+    return base::invalidArgumentError(where_file + ": " + ctx_where + ".cluster: not set");
+  }
+  auto user_name = scalarField(*ctx, "user", ctx_where);
+  if (!user_name.ok()) return fail(user_name.status());
+  auto ns = scalarField(*ctx, "namespace", ctx_where);
+  if (!ns.ok()) return fail(ns.status());
+  return KubeconfigContext{**cluster_name, *user_name, *ns};
+}
+
+// The cluster entry: server URL, certificate authority, TLS verification and server name.
+base::Status applyCluster(const YAML::Node& root, const std::string& cluster_name,
+                          const std::filesystem::path& base_dir, const std::string& where_file,
+                          RestConfig& cfg) {
+  auto fail = [&](const base::Status& st) { return st.withContext(where_file); };
+  auto cluster = namedEntry(root, "clusters", "cluster", cluster_name);
+  if (!cluster.ok()) return fail(cluster.status());
+  const std::string cl_where = "clusters[" + cluster_name + "].cluster";
+  auto server = scalarField(*cluster, "server", cl_where);
+  if (!server.ok()) return fail(server.status());
+  if (!server->has_value() || (*server)->empty()) {
+    return base::invalidArgumentError(where_file + ": " + cl_where + ".server: not set");
+  }
+  cfg.server = **server;
+  while (!cfg.server.empty() && cfg.server.back() == '/') cfg.server.pop_back();
+  if (cfg.server.rfind("https://", 0) != 0 && cfg.server.rfind("http://", 0) != 0) {
+    return base::invalidArgumentError(where_file + ": " + cl_where + ".server: \"" + cfg.server +
+                                      "\" is not an http(s) URL");
+  }
+  if (auto p = scalarField(*cluster, "proxy-url", cl_where); p.ok() && p->has_value()) {
+    return base::unimplementedError(where_file + ": " + cl_where +
+                                    ".proxy-url: proxies are not supported");
+  }
+  auto ca = dataOrFile(*cluster, "certificate-authority-data", "certificate-authority", cl_where,
+                       base_dir);
+  if (!ca.ok()) return fail(ca.status());
+  cfg.ca_pem = *ca;
+  auto insecure = boolField(*cluster, "insecure-skip-tls-verify", cl_where);
+  if (!insecure.ok()) return fail(insecure.status());
+  cfg.insecure_skip_tls_verify = *insecure;
+  if (cfg.insecure_skip_tls_verify && !cfg.ca_pem.empty()) {
+    return base::invalidArgumentError(
+        where_file + ": " + cl_where +
+        ": insecure-skip-tls-verify cannot be combined with a certificate authority");
+  }
+  auto sni = scalarField(*cluster, "tls-server-name", cl_where);
+  if (!sni.ok()) return fail(sni.status());
+  cfg.tls_server_name = sni->value_or("");
+  return base::okStatus();
+}
+
+// The user's bearer token: `token`, else the first line of `tokenFile` (relative to the
+// kubeconfig's directory); none when neither is set.
+base::Status applyUserToken(const YAML::Node& user, const std::string& u_where,
+                            const std::filesystem::path& base_dir, const std::string& where_file,
+                            RestConfig& cfg) {
+  auto fail = [&](const base::Status& st) { return st.withContext(where_file); };
+  auto token = scalarField(user, "token", u_where);
+  if (!token.ok()) return fail(token.status());
+  if (token->has_value() && !(*token)->empty()) {
+    cfg.bearer_token = **token;
+    return base::okStatus();
+  }
+  auto token_file = scalarField(user, "tokenFile", u_where);
+  if (!token_file.ok()) return fail(token_file.status());
+  if (!token_file->has_value() || (*token_file)->empty()) return base::okStatus();
+  std::filesystem::path p(**token_file);
+  if (p.is_relative()) p = base_dir / p;
+  auto content = readSmallFile(p, u_where + ".tokenFile");
+  if (!content.ok()) return fail(content.status());
+  std::string t = *content;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+  if (t.empty()) {
+    return base::invalidArgumentError(where_file + ": " + u_where + ".tokenFile: " + p.string() +
+                                      " is empty");
+  }
+  cfg.bearer_token = t;
+  return base::okStatus();
+}
+
+// The user entry: token, client certificate and key, basic auth. exec and auth-provider
+// plugins are refused.
+base::Status applyUser(const YAML::Node& root, const std::string& user_name,
+                       const std::filesystem::path& base_dir, const std::string& where_file,
+                       RestConfig& cfg) {
+  auto fail = [&](const base::Status& st) { return st.withContext(where_file); };
+  auto user = namedEntry(root, "users", "user", user_name);
+  if (!user.ok()) return fail(user.status());
+  const std::string u_where = "users[" + user_name + "].user";
+  for (const char* unsupported : {"exec", "auth-provider"}) {
+    YAML::Node n = (*user)[unsupported];
+    if (n && !n.IsNull()) {
+      return base::unimplementedError(where_file + ": " + u_where + "." + unsupported +
+                                      ": this authentication method is not supported (use a "
+                                      "token, tokenFile or client certificate)");
+    }
+  }
+  RETURN_IF_ERROR(applyUserToken(*user, u_where, base_dir, where_file, cfg));
+  auto cert = dataOrFile(*user, "client-certificate-data", "client-certificate", u_where, base_dir);
+  if (!cert.ok()) return fail(cert.status());
+  auto key = dataOrFile(*user, "client-key-data", "client-key", u_where, base_dir);
+  if (!key.ok()) return fail(key.status());
+  if (cert->empty() != key->empty()) {
+    return base::invalidArgumentError(where_file + ": " + u_where +
+                                      ": client-certificate and client-key must be set together");
+  }
+  cfg.client_cert_pem = *cert;
+  cfg.client_key_pem = *key;
+  auto username = scalarField(*user, "username", u_where);
+  if (!username.ok()) return fail(username.status());
+  auto password = scalarField(*user, "password", u_where);
+  if (!password.ok()) return fail(password.status());
+  cfg.username = username->value_or("");
+  cfg.password = password->value_or("");
+  return base::okStatus();
+}
+
+}  // namespace
+
 base::StatusOr<RestConfig> parseKubeconfig(std::string_view yaml_text,
                                            const std::filesystem::path& base_dir,
                                            std::string_view origin, std::string_view context) {
   const std::string where_file(origin);
-  auto fail = [&](const base::Status& st) { return st.withContext(where_file); };
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
@@ -149,118 +294,13 @@ base::StatusOr<RestConfig> parseKubeconfig(std::string_view yaml_text,
   if (!root.IsMap()) return base::invalidArgumentError(where_file + ": expected a kubeconfig map");
 
   try {
-    std::string ctx_name(context);
-    if (ctx_name.empty()) {
-      auto cur = scalarField(root, "current-context", "kubeconfig");
-      if (!cur.ok()) return fail(cur.status());
-      if (!cur->has_value() || (*cur)->empty()) {
-        return base::invalidArgumentError(where_file + ": current-context is not set");
-      }
-      ctx_name = **cur;
-    }
-    auto ctx = namedEntry(root, "contexts", "context", ctx_name);
-    if (!ctx.ok()) return fail(ctx.status());
-    const std::string ctx_where = "contexts[" + ctx_name + "].context";
-    auto cluster_name = scalarField(*ctx, "cluster", ctx_where);
-    if (!cluster_name.ok()) return fail(cluster_name.status());
-    if (!cluster_name->has_value() || (*cluster_name)->empty()) {
-      return base::invalidArgumentError(where_file + ": " + ctx_where + ".cluster: not set");
-    }
-    auto user_name = scalarField(*ctx, "user", ctx_where);
-    if (!user_name.ok()) return fail(user_name.status());
-    auto ns = scalarField(*ctx, "namespace", ctx_where);
-    if (!ns.ok()) return fail(ns.status());
-
+    ASSIGN_OR_RETURN(KubeconfigContext ctx, resolveContext(root, context, where_file));
     RestConfig cfg;
     cfg.origin = "kubeconfig " + where_file;
-    cfg.namespace_ = ns->value_or("");
-
-    auto cluster = namedEntry(root, "clusters", "cluster", **cluster_name);
-    if (!cluster.ok()) return fail(cluster.status());
-    const std::string cl_where = "clusters[" + **cluster_name + "].cluster";
-    auto server = scalarField(*cluster, "server", cl_where);
-    if (!server.ok()) return fail(server.status());
-    if (!server->has_value() || (*server)->empty()) {
-      return base::invalidArgumentError(where_file + ": " + cl_where + ".server: not set");
-    }
-    cfg.server = **server;
-    while (!cfg.server.empty() && cfg.server.back() == '/') cfg.server.pop_back();
-    if (cfg.server.rfind("https://", 0) != 0 && cfg.server.rfind("http://", 0) != 0) {
-      return base::invalidArgumentError(where_file + ": " + cl_where + ".server: \"" + cfg.server +
-                                        "\" is not an http(s) URL");
-    }
-    if (auto p = scalarField(*cluster, "proxy-url", cl_where); p.ok() && p->has_value()) {
-      return base::unimplementedError(where_file + ": " + cl_where +
-                                      ".proxy-url: proxies are not supported");
-    }
-    auto ca = dataOrFile(*cluster, "certificate-authority-data", "certificate-authority", cl_where,
-                         base_dir);
-    if (!ca.ok()) return fail(ca.status());
-    cfg.ca_pem = *ca;
-    auto insecure = boolField(*cluster, "insecure-skip-tls-verify", cl_where);
-    if (!insecure.ok()) return fail(insecure.status());
-    cfg.insecure_skip_tls_verify = *insecure;
-    if (cfg.insecure_skip_tls_verify && !cfg.ca_pem.empty()) {
-      return base::invalidArgumentError(
-          where_file + ": " + cl_where +
-          ": insecure-skip-tls-verify cannot be combined with a certificate authority");
-    }
-    auto sni = scalarField(*cluster, "tls-server-name", cl_where);
-    if (!sni.ok()) return fail(sni.status());
-    cfg.tls_server_name = sni->value_or("");
-
-    if (user_name->has_value() && !(*user_name)->empty()) {
-      auto user = namedEntry(root, "users", "user", **user_name);
-      if (!user.ok()) return fail(user.status());
-      const std::string u_where = "users[" + **user_name + "].user";
-      for (const char* unsupported : {"exec", "auth-provider"}) {
-        YAML::Node n = (*user)[unsupported];
-        if (n && !n.IsNull()) {
-          return base::unimplementedError(where_file + ": " + u_where + "." + unsupported +
-                                          ": this authentication method is not supported (use a "
-                                          "token, tokenFile or client certificate)");
-        }
-      }
-      auto token = scalarField(*user, "token", u_where);
-      if (!token.ok()) return fail(token.status());
-      if (token->has_value() && !(*token)->empty()) {
-        cfg.bearer_token = **token;
-      } else {
-        auto token_file = scalarField(*user, "tokenFile", u_where);
-        if (!token_file.ok()) return fail(token_file.status());
-        if (token_file->has_value() && !(*token_file)->empty()) {
-          std::filesystem::path p(**token_file);
-          if (p.is_relative()) p = base_dir / p;
-          auto content = readSmallFile(p, u_where + ".tokenFile");
-          if (!content.ok()) return fail(content.status());
-          std::string t = *content;
-          while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' '))
-            t.pop_back();
-          if (t.empty()) {
-            return base::invalidArgumentError(where_file + ": " + u_where +
-                                              ".tokenFile: " + p.string() + " is empty");
-          }
-          cfg.bearer_token = t;
-        }
-      }
-      auto cert =
-          dataOrFile(*user, "client-certificate-data", "client-certificate", u_where, base_dir);
-      if (!cert.ok()) return fail(cert.status());
-      auto key = dataOrFile(*user, "client-key-data", "client-key", u_where, base_dir);
-      if (!key.ok()) return fail(key.status());
-      if (cert->empty() != key->empty()) {
-        return base::invalidArgumentError(
-            where_file + ": " + u_where +
-            ": client-certificate and client-key must be set together");
-      }
-      cfg.client_cert_pem = *cert;
-      cfg.client_key_pem = *key;
-      auto username = scalarField(*user, "username", u_where);
-      if (!username.ok()) return fail(username.status());
-      auto password = scalarField(*user, "password", u_where);
-      if (!password.ok()) return fail(password.status());
-      cfg.username = username->value_or("");
-      cfg.password = password->value_or("");
+    cfg.namespace_ = ctx.namespace_.value_or("");
+    RETURN_IF_ERROR(applyCluster(root, ctx.cluster, base_dir, where_file, cfg));
+    if (ctx.user.has_value() && !ctx.user->empty()) {
+      RETURN_IF_ERROR(applyUser(root, *ctx.user, base_dir, where_file, cfg));
     }
     return cfg;
   } catch (const YAML::Exception& e) {

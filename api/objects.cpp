@@ -62,6 +62,64 @@ json quantityMap(const std::map<std::string, Quantity>& m) {
   return j;
 }
 
+base::Status decodeNodeSpec(const json& spec, const Path& p, NodeSpec& out) {
+  RETURN_IF_ERROR(readString(spec, p, "podCIDR", &out.pod_cidr));
+  RETURN_IF_ERROR(readBool(spec, p, "unschedulable", &out.unschedulable));
+  RETURN_IF_ERROR(readString(spec, p, "providerID", &out.provider_id));
+  return readList(spec, p, "taints", &out.taints, [](const json& e, const Path& ep, Taint* t) {
+    RETURN_IF_ERROR(readString(e, ep, "key", &t->key));
+    RETURN_IF_ERROR(readString(e, ep, "value", &t->value));
+    RETURN_IF_ERROR(readString(e, ep, "effect", &t->effect));
+    return readTime(e, ep, "timeAdded", &t->time_added);
+  });
+}
+
+base::Status decodeNodeSystemInfo(const json& info, const Path& ip, NodeSystemInfo& n) {
+  RETURN_IF_ERROR(readString(info, ip, "machineID", &n.machine_id));
+  RETURN_IF_ERROR(readString(info, ip, "systemUUID", &n.system_uuid));
+  RETURN_IF_ERROR(readString(info, ip, "bootID", &n.boot_id));
+  RETURN_IF_ERROR(readString(info, ip, "kernelVersion", &n.kernel_version));
+  RETURN_IF_ERROR(readString(info, ip, "osImage", &n.os_image));
+  RETURN_IF_ERROR(readString(info, ip, "containerRuntimeVersion", &n.container_runtime_version));
+  RETURN_IF_ERROR(readString(info, ip, "kubeletVersion", &n.kubelet_version));
+  RETURN_IF_ERROR(readString(info, ip, "kubeProxyVersion", &n.kube_proxy_version));
+  RETURN_IF_ERROR(readString(info, ip, "operatingSystem", &n.operating_system));
+  return readString(info, ip, "architecture", &n.architecture);
+}
+
+base::Status decodeNodeStatus(const json& status, const Path& p, NodeStatus& s) {
+  RETURN_IF_ERROR(readQuantityMap(status, p, "capacity", &s.capacity));
+  RETURN_IF_ERROR(readQuantityMap(status, p, "allocatable", &s.allocatable));
+  RETURN_IF_ERROR(readList(
+      status, p, "conditions", &s.conditions, [](const json& e, const Path& ep, NodeCondition* c) {
+        RETURN_IF_ERROR(readString(e, ep, "type", &c->type));
+        RETURN_IF_ERROR(readString(e, ep, "status", &c->status));
+        RETURN_IF_ERROR(readTime(e, ep, "lastHeartbeatTime", &c->last_heartbeat_time));
+        RETURN_IF_ERROR(readTime(e, ep, "lastTransitionTime", &c->last_transition_time));
+        RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
+        return readString(e, ep, "message", &c->message);
+      }));
+  RETURN_IF_ERROR(readList(status, p, "addresses", &s.addresses,
+                           [](const json& e, const Path& ep, NodeAddress* a) {
+                             RETURN_IF_ERROR(readString(e, ep, "type", &a->type));
+                             return readString(e, ep, "address", &a->address);
+                           }));
+  ASSIGN_OR_RETURN(const json* endpoints, objectMember(status, p, "daemonEndpoints"));
+  if (endpoints != nullptr) {
+    Path ep = p.field("daemonEndpoints");
+    ASSIGN_OR_RETURN(const json* kubelet, objectMember(*endpoints, ep, "kubeletEndpoint"));
+    if (kubelet != nullptr) {
+      RETURN_IF_ERROR(
+          readInt32(*kubelet, ep.field("kubeletEndpoint"), "Port", &s.kubelet_endpoint_port));
+    }
+  }
+  ASSIGN_OR_RETURN(const json* info, objectMember(status, p, "nodeInfo"));
+  if (info != nullptr) {
+    RETURN_IF_ERROR(decodeNodeSystemInfo(*info, p.field("nodeInfo"), s.node_info));
+  }
+  return base::okStatus();
+}
+
 }  // namespace
 
 // ---- Node --------------------------------------------------------------------------------------
@@ -77,65 +135,10 @@ base::StatusOr<Node> decodeNode(const json& object) {
       ASSIGN_OR_RETURN(node.metadata, decodeObjectMeta(*meta, root.field("metadata")));
     }
     ASSIGN_OR_RETURN(const json* spec, objectMember(object, root, "spec"));
-    if (spec != nullptr) {
-      Path p = root.field("spec");
-      RETURN_IF_ERROR(readString(*spec, p, "podCIDR", &node.spec.pod_cidr));
-      RETURN_IF_ERROR(readBool(*spec, p, "unschedulable", &node.spec.unschedulable));
-      RETURN_IF_ERROR(readString(*spec, p, "providerID", &node.spec.provider_id));
-      RETURN_IF_ERROR(readList(*spec, p, "taints", &node.spec.taints,
-                               [](const json& e, const Path& ep, Taint* t) {
-                                 RETURN_IF_ERROR(readString(e, ep, "key", &t->key));
-                                 RETURN_IF_ERROR(readString(e, ep, "value", &t->value));
-                                 RETURN_IF_ERROR(readString(e, ep, "effect", &t->effect));
-                                 return readTime(e, ep, "timeAdded", &t->time_added);
-                               }));
-    }
+    if (spec != nullptr) RETURN_IF_ERROR(decodeNodeSpec(*spec, root.field("spec"), node.spec));
     ASSIGN_OR_RETURN(const json* status, objectMember(object, root, "status"));
     if (status != nullptr) {
-      Path p = root.field("status");
-      NodeStatus& s = node.status;
-      RETURN_IF_ERROR(readQuantityMap(*status, p, "capacity", &s.capacity));
-      RETURN_IF_ERROR(readQuantityMap(*status, p, "allocatable", &s.allocatable));
-      RETURN_IF_ERROR(readList(
-          *status, p, "conditions", &s.conditions,
-          [](const json& e, const Path& ep, NodeCondition* c) {
-            RETURN_IF_ERROR(readString(e, ep, "type", &c->type));
-            RETURN_IF_ERROR(readString(e, ep, "status", &c->status));
-            RETURN_IF_ERROR(readTime(e, ep, "lastHeartbeatTime", &c->last_heartbeat_time));
-            RETURN_IF_ERROR(readTime(e, ep, "lastTransitionTime", &c->last_transition_time));
-            RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
-            return readString(e, ep, "message", &c->message);
-          }));
-      RETURN_IF_ERROR(readList(*status, p, "addresses", &s.addresses,
-                               [](const json& e, const Path& ep, NodeAddress* a) {
-                                 RETURN_IF_ERROR(readString(e, ep, "type", &a->type));
-                                 return readString(e, ep, "address", &a->address);
-                               }));
-      ASSIGN_OR_RETURN(const json* endpoints, objectMember(*status, p, "daemonEndpoints"));
-      if (endpoints != nullptr) {
-        Path ep = p.field("daemonEndpoints");
-        ASSIGN_OR_RETURN(const json* kubelet, objectMember(*endpoints, ep, "kubeletEndpoint"));
-        if (kubelet != nullptr) {
-          RETURN_IF_ERROR(
-              readInt32(*kubelet, ep.field("kubeletEndpoint"), "Port", &s.kubelet_endpoint_port));
-        }
-      }
-      ASSIGN_OR_RETURN(const json* info, objectMember(*status, p, "nodeInfo"));
-      if (info != nullptr) {
-        Path ip = p.field("nodeInfo");
-        NodeSystemInfo& n = s.node_info;
-        RETURN_IF_ERROR(readString(*info, ip, "machineID", &n.machine_id));
-        RETURN_IF_ERROR(readString(*info, ip, "systemUUID", &n.system_uuid));
-        RETURN_IF_ERROR(readString(*info, ip, "bootID", &n.boot_id));
-        RETURN_IF_ERROR(readString(*info, ip, "kernelVersion", &n.kernel_version));
-        RETURN_IF_ERROR(readString(*info, ip, "osImage", &n.os_image));
-        RETURN_IF_ERROR(
-            readString(*info, ip, "containerRuntimeVersion", &n.container_runtime_version));
-        RETURN_IF_ERROR(readString(*info, ip, "kubeletVersion", &n.kubelet_version));
-        RETURN_IF_ERROR(readString(*info, ip, "kubeProxyVersion", &n.kube_proxy_version));
-        RETURN_IF_ERROR(readString(*info, ip, "operatingSystem", &n.operating_system));
-        RETURN_IF_ERROR(readString(*info, ip, "architecture", &n.architecture));
-      }
+      RETURN_IF_ERROR(decodeNodeStatus(*status, root.field("status"), node.status));
     }
     node.raw = std::make_shared<const std::string>(canonicalJson(object));
     return node;

@@ -1,6 +1,8 @@
 #include "api/quantity.h"
 
 #include <limits>
+#include <string>
+#include <string_view>
 
 namespace nodeagent::api {
 namespace {
@@ -31,107 +33,100 @@ int64_t clampToInt64(i128 v) {
   return static_cast<int64_t>(v);
 }
 
-}  // namespace
-
-base::StatusOr<Quantity> Quantity::parse(std::string_view text) {
-  auto bad = [&](const std::string& why) {
-    return base::invalidArgumentError("invalid quantity \"" + std::string(text) + "\": " + why);
-  };
-  if (text.empty()) return bad("empty");
-  size_t pos = 0;
-  bool negative = false;
-  if (text[pos] == '+' || text[pos] == '-') {
-    negative = text[pos] == '-';
-    ++pos;
-  }
-  // Mantissa: digits, optionally a fraction (at least one digit overall).
-  i128 mantissa = 0;
+// The number before the suffix: digits, optionally a fraction (at least one digit overall).
+struct Mantissa {
+  i128 value = 0;
   int fraction_digits = 0;
   int digits = 0;
   bool overflow = false;
+};
+
+// Reads the mantissa from `pos` on and leaves `pos` after it.
+Mantissa parseMantissa(std::string_view text, size_t& pos) {
+  Mantissa m;
   auto addDigit = [&](char c) {
-    if (mulOverflows(mantissa, 10, &mantissa) ||
-        __builtin_add_overflow(mantissa, c - '0', &mantissa)) {
-      overflow = true;
+    if (mulOverflows(m.value, 10, &m.value) || __builtin_add_overflow(m.value, c - '0', &m.value)) {
+      m.overflow = true;
     }
   };
   while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
     addDigit(text[pos++]);
-    ++digits;
+    ++m.digits;
   }
   if (pos < text.size() && text[pos] == '.') {
     ++pos;
     while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
       addDigit(text[pos++]);
-      ++digits;
-      ++fraction_digits;
+      ++m.digits;
+      ++m.fraction_digits;
     }
   }
-  if (digits == 0) return bad("expected a number");
-  if (overflow) return base::outOfRangeError("quantity \"" + std::string(text) + "\" is too large");
+  return m;
+}
 
-  // Suffix.
-  std::string_view suffix = text.substr(pos);
+// What a suffix multiplies the mantissa by: 10^exp10 * 2^exp2.
+struct Scale {
   int exp10 = 0;
   int exp2 = 0;
-  if (suffix.empty()) {
-  } else if (suffix == "n") {
-    exp10 = -9;
-  } else if (suffix == "u") {
-    exp10 = -6;
-  } else if (suffix == "m") {
-    exp10 = -3;
-  } else if (suffix == "k") {
-    exp10 = 3;
-  } else if (suffix == "M") {
-    exp10 = 6;
-  } else if (suffix == "G") {
-    exp10 = 9;
-  } else if (suffix == "T") {
-    exp10 = 12;
-  } else if (suffix == "P") {
-    exp10 = 15;
-  } else if (suffix == "E") {
-    exp10 = 18;
-  } else if (suffix == "Ki") {
-    exp2 = 10;
-  } else if (suffix == "Mi") {
-    exp2 = 20;
-  } else if (suffix == "Gi") {
-    exp2 = 30;
-  } else if (suffix == "Ti") {
-    exp2 = 40;
-  } else if (suffix == "Pi") {
-    exp2 = 50;
-  } else if (suffix == "Ei") {
-    exp2 = 60;
-  } else if (suffix[0] == 'e' || suffix[0] == 'E') {
-    std::string_view e = suffix.substr(1);
-    bool eneg = false;
-    if (!e.empty() && (e[0] == '+' || e[0] == '-')) {
-      eneg = e[0] == '-';
-      e.remove_prefix(1);
-    }
-    if (e.empty()) return bad("expected digits after the exponent");
-    int64_t ev = 0;
-    for (char c : e) {
-      if (c < '0' || c > '9') return bad("unknown suffix \"" + std::string(suffix) + "\"");
-      if (ev < 1000000) ev = ev * 10 + (c - '0');
-    }
-    exp10 = static_cast<int>(eneg ? -ev : ev);
-  } else {
-    return bad("unknown suffix \"" + std::string(suffix) + "\"");
-  }
+};
 
-  i128 v = mantissa;
-  if (mulOverflows(v, i128{1} << exp2, &v)) {
-    return base::outOfRangeError("quantity \"" + std::string(text) + "\" is too large");
-  }
-  int p = exp10 - fraction_digits + 9;  // power of ten from mantissa units to nano-units
-  if (p >= 0) {
-    if (v != 0 && (p > 38 || mulOverflows(v, pow10(p), &v))) {
-      return base::outOfRangeError("quantity \"" + std::string(text) + "\" is too large");
+struct NamedSuffix {
+  std::string_view name;
+  Scale scale;
+};
+
+// Decimal SI and binary suffixes (resource.Quantity's).
+constexpr NamedSuffix kSuffixes[] = {
+    {"n", {-9, 0}},  {"u", {-6, 0}},  {"m", {-3, 0}},  {"k", {3, 0}},   {"M", {6, 0}},
+    {"G", {9, 0}},   {"T", {12, 0}},  {"P", {15, 0}},  {"E", {18, 0}},  {"Ki", {0, 10}},
+    {"Mi", {0, 20}}, {"Gi", {0, 30}}, {"Ti", {0, 40}}, {"Pi", {0, 50}}, {"Ei", {0, 60}},
+};
+
+// The scale of a suffix: none, an SI or binary suffix, or a decimal exponent (e3, E-6).
+// False with `why` set when the suffix is malformed.
+bool parseSuffix(std::string_view suffix, Scale& scale, std::string& why) {
+  scale = Scale{};
+  if (suffix.empty()) return true;
+  for (const NamedSuffix& s : kSuffixes) {
+    if (suffix == s.name) {
+      scale = s.scale;
+      return true;
     }
+  }
+  if (suffix[0] != 'e' && suffix[0] != 'E') {
+    why = "unknown suffix \"" + std::string(suffix) + "\"";
+    return false;
+  }
+  std::string_view e = suffix.substr(1);
+  bool eneg = false;
+  if (!e.empty() && (e[0] == '+' || e[0] == '-')) {
+    eneg = e[0] == '-';
+    e.remove_prefix(1);
+  }
+  if (e.empty()) {
+    why = "expected digits after the exponent";
+    return false;
+  }
+  int64_t ev = 0;
+  for (char c : e) {
+    if (c < '0' || c > '9') {
+      why = "unknown suffix \"" + std::string(suffix) + "\"";
+      return false;
+    }
+    if (ev < 1000000) ev = ev * 10 + (c - '0');
+  }
+  scale.exp10 = static_cast<int>(eneg ? -ev : ev);
+  return true;
+}
+
+// The magnitude in nano-units of a mantissa with `fraction_digits` times `scale`, rounded up to
+// a whole nano-unit as resource.Quantity does. False when it does not fit.
+bool toNanos(i128 mantissa, int fraction_digits, const Scale& scale, bool negative, i128& out) {
+  i128 v = mantissa;
+  if (mulOverflows(v, i128{1} << scale.exp2, &v)) return false;
+  int p = scale.exp10 - fraction_digits + 9;  // power of ten from mantissa units to nano-units
+  if (p >= 0) {
+    if (v != 0 && (p > 38 || mulOverflows(v, pow10(p), &v))) return false;
   } else if (v != 0) {
     // Finer than a nano-unit: round up to the next nano-unit, as resource.Quantity does.
     if (-p > 38) {
@@ -141,6 +136,34 @@ base::StatusOr<Quantity> Quantity::parse(std::string_view text) {
       v = negative ? v / d : ceilDiv(v, d);
     }
   }
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+base::StatusOr<Quantity> Quantity::parse(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return base::invalidArgumentError("invalid quantity \"" + std::string(text) + "\": " + why);
+  };
+  auto too_large = [&] {
+    return base::outOfRangeError("quantity \"" + std::string(text) + "\" is too large");
+  };
+  if (text.empty()) return bad("empty");
+  size_t pos = 0;
+  bool negative = false;
+  if (text[pos] == '+' || text[pos] == '-') {
+    negative = text[pos] == '-';
+    ++pos;
+  }
+  const Mantissa mantissa = parseMantissa(text, pos);
+  if (mantissa.digits == 0) return bad("expected a number");
+  if (mantissa.overflow) return too_large();
+  Scale scale;
+  std::string why;
+  if (!parseSuffix(text.substr(pos), scale, why)) return bad(why);
+  i128 v = 0;
+  if (!toNanos(mantissa.value, mantissa.fraction_digits, scale, negative, v)) return too_large();
   Quantity q;
   q.nanos_ = negative ? -v : v;
   q.text_ = std::string(text);

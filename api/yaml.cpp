@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -407,6 +408,42 @@ bool staysString(std::string_view s) {
   return !s.empty() && !startsLikeNumber(s[0]) && fixedScalar(s) == Fixed::kNone;
 }
 
+// Fast path: a decimal without sign, leading zero or '_' that fits 18 digits is an int64.
+std::optional<int64_t> shortDecimal(std::string_view in) {
+  if (in.size() > 18 || (in[0] == '0' && in.size() != 1)) return std::nullopt;
+  int64_t v = 0;
+  for (char ch : in) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    v = v * 10 + (ch - '0');
+  }
+  return v;
+}
+
+// `plain` (a number's text without '_') as Go's ParseInt, else ParseUint when unsigned: nullopt
+// when it is neither or does not fit.
+std::optional<json> goInteger(std::string_view plain) {
+  std::string_view digits = plain;
+  bool negative = false;
+  bool has_sign = false;
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
+    negative = digits[0] == '-';
+    has_sign = true;
+    digits.remove_prefix(1);
+  }
+  unsigned __int128 magnitude = 0;
+  if (!parseGoUnsigned(digits, &magnitude)) return std::nullopt;
+  if (negative) {
+    if (magnitude <= static_cast<unsigned __int128>(INT64_MAX) + 1) {
+      return json(static_cast<int64_t>(-static_cast<__int128>(magnitude)));
+    }
+  } else if (magnitude <= static_cast<unsigned __int128>(INT64_MAX)) {
+    return json(static_cast<int64_t>(magnitude));
+  } else if (!has_sign) {
+    return json(static_cast<uint64_t>(magnitude));
+  }
+  return std::nullopt;
+}
+
 // A plain (unquoted, untagged) scalar typed like yaml.v2's resolve(). Takes `in` by value: a
 // string result moves it.
 Resolved resolvePlain(std::string in) {
@@ -431,46 +468,14 @@ Resolved resolvePlain(std::string in) {
     }
     return {json(std::move(in)), {}};
   }
-
-  // Fast path: a decimal without sign, leading zero or '_' that fits 18 digits is an int64.
-  if (in.size() <= 18 && (c != '0' || in.size() == 1)) {
-    int64_t v = 0;
-    bool all_digits = true;
-    for (char ch : in) {
-      if (ch < '0' || ch > '9') {
-        all_digits = false;
-        break;
-      }
-      v = v * 10 + (ch - '0');
-    }
-    if (all_digits) return {json(v), {}};
-  }
+  if (std::optional<int64_t> v = shortDecimal(in)) return {json(*v), {}};
 
   std::string plain;
   plain.reserve(in.size());
   for (char ch : in) {
     if (ch != '_') plain.push_back(ch);
   }
-  std::string_view digits = plain;
-  bool negative = false;
-  bool has_sign = false;
-  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
-    negative = digits[0] == '-';
-    has_sign = true;
-    digits.remove_prefix(1);
-  }
-  unsigned __int128 magnitude = 0;
-  if (parseGoUnsigned(digits, &magnitude)) {
-    if (negative) {
-      if (magnitude <= static_cast<unsigned __int128>(INT64_MAX) + 1) {
-        return {json(static_cast<int64_t>(-static_cast<__int128>(magnitude))), {}};
-      }
-    } else if (magnitude <= static_cast<unsigned __int128>(INT64_MAX)) {
-      return {json(static_cast<int64_t>(magnitude)), {}};
-    } else if (!has_sign) {
-      return {json(static_cast<uint64_t>(magnitude)), {}};
-    }
-  }
+  if (std::optional<json> integer = goInteger(plain)) return {std::move(*integer), {}};
   if (isYamlFloat(plain)) {
     double d = std::strtod(plain.c_str(), nullptr);
     // Like Go's ParseFloat, an overflowing value is not a float; yaml.v2 then keeps the string.
@@ -600,38 +605,44 @@ class YamlEventBuilder {
         sc.anchor == nullptr && (!plain || staysString(text))) {
       return acceptKey(std::move(text), e.start_mark);
     }
-    json value;
-    if (tag == "!" || (tag.empty() && !plain)) {
-      value = std::move(text);
-    } else if (tag.size() > kTagPrefix.size() &&
-               tag.compare(0, kTagPrefix.size(), kTagPrefix) == 0) {
-      std::string_view kind = tag.substr(kTagPrefix.size());
-      if (kind == "str" || kind == "binary" || kind == "timestamp") {
-        value = std::move(text);
-      } else {
-        Resolved r = resolvePlain(text);
-        if (!r.error.empty()) return error(e.start_mark, r.error);
-        bool fits = (kind == "int" && r.value.is_number_integer()) ||
-                    (kind == "float" && r.value.is_number()) ||
-                    (kind == "bool" && r.value.is_boolean()) ||
-                    (kind == "null" && r.value.is_null());
-        if (kind == "int" || kind == "float" || kind == "bool" || kind == "null") {
-          if (!fits)
-            return error(e.start_mark, "cannot decode \"" + text + "\" as !!" + std::string(kind));
-          if (kind == "float") r.value = json(r.value.get<double>());
-        }
-        value = std::move(r.value);
-      }
-    } else if (plain) {
-      Resolved r = resolvePlain(std::move(text));
-      if (!r.error.empty()) return error(e.start_mark, r.error);
-      value = std::move(r.value);
-    } else {
-      value = std::move(text);
-    }
+    ASSIGN_OR_RETURN(json value, scalarValue(e, std::move(text), plain, tag));
     std::string anchor = anchorOf(sc.anchor);
     if (!anchor.empty()) RETURN_IF_ERROR(remember(anchor, value, 1, sc.length, e.start_mark));
     return deliver(std::move(value), e.start_mark);
+  }
+
+  // The JSON value of a scalar: a string when quoted or tagged !, !!str, !!binary or
+  // !!timestamp; resolved like yaml.v2 when plain; checked against !!int, !!float, !!bool and
+  // !!null.
+  base::StatusOr<json> scalarValue(const yaml_event_t& e, std::string text, bool plain,
+                                   std::string_view tag) {
+    if (tag == "!" || (tag.empty() && !plain)) return json(std::move(text));
+    if (tag.size() > kTagPrefix.size() && tag.compare(0, kTagPrefix.size(), kTagPrefix) == 0) {
+      return taggedValue(e, std::move(text), tag.substr(kTagPrefix.size()));
+    }
+    if (plain) {
+      Resolved r = resolvePlain(std::move(text));
+      if (!r.error.empty()) return error(e.start_mark, r.error);
+      return std::move(r.value);
+    }
+    return json(std::move(text));
+  }
+
+  // A scalar with a !!`kind` tag.
+  base::StatusOr<json> taggedValue(const yaml_event_t& e, std::string text, std::string_view kind) {
+    if (kind == "str" || kind == "binary" || kind == "timestamp") return json(std::move(text));
+    Resolved r = resolvePlain(text);
+    if (!r.error.empty()) return error(e.start_mark, r.error);
+    bool fits = (kind == "int" && r.value.is_number_integer()) ||
+                (kind == "float" && r.value.is_number()) ||
+                (kind == "bool" && r.value.is_boolean()) || (kind == "null" && r.value.is_null());
+    if (kind == "int" || kind == "float" || kind == "bool" || kind == "null") {
+      if (!fits) {
+        return error(e.start_mark, "cannot decode \"" + text + "\" as !!" + std::string(kind));
+      }
+      if (kind == "float") r.value = json(r.value.get<double>());
+    }
+    return std::move(r.value);
   }
 
   base::Status onAlias(const yaml_event_t& e) {
