@@ -30,6 +30,71 @@ Status invalid(std::string_view text, std::string_view why) {
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
+constexpr uint64_t kMaxNanos = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+
+// The number of one "<number><unit>" component: its whole part and up to 18 fraction digits
+// (frac / scale), enough for nanosecond precision of any unit.
+struct Number {
+  uint64_t whole = 0;
+  uint64_t frac = 0;
+  uint64_t scale = 1;
+};
+
+// Reads the number at the start of `s` and removes it from `s`.
+Status readNumber(std::string_view text, std::string_view& s, Number& n) {
+  bool any_digits = false;
+  bool overflow = false;
+  while (!s.empty() && isDigit(s.front())) {
+    any_digits = true;
+    if (n.whole > (kMaxNanos - static_cast<uint64_t>(s.front() - '0')) / 10) overflow = true;
+    if (!overflow) n.whole = n.whole * 10 + static_cast<uint64_t>(s.front() - '0');
+    s.remove_prefix(1);
+  }
+  if (overflow) return invalid(text, "out of range");
+  if (!s.empty() && s.front() == '.') {
+    s.remove_prefix(1);
+    while (!s.empty() && isDigit(s.front())) {
+      any_digits = true;
+      if (n.scale < 1000000000000000000ULL) {
+        n.frac = n.frac * 10 + static_cast<uint64_t>(s.front() - '0');
+        n.scale *= 10;
+      }
+      s.remove_prefix(1);
+    }
+  }
+  if (!any_digits) return invalid(text, "expected a number");
+  return okStatus();
+}
+
+// Reads the unit at the start of `s` and removes it from `s`.
+StatusOr<const Unit*> readUnit(std::string_view text, std::string_view& s) {
+  size_t unit_len = 0;
+  while (unit_len < s.size() && s[unit_len] != '.' && !isDigit(s[unit_len])) ++unit_len;
+  if (unit_len == 0) return invalid(text, "missing unit");
+  std::string_view unit_name = s.substr(0, unit_len);
+  const Unit* unit = nullptr;
+  for (const Unit& u : kUnits) {
+    if (u.name == unit_name) unit = &u;
+  }
+  if (unit == nullptr) return invalid(text, "unknown unit \"" + std::string(unit_name) + "\"");
+  s.remove_prefix(unit_len);
+  return unit;
+}
+
+// The component in nanoseconds.
+StatusOr<uint64_t> componentNanos(std::string_view text, const Number& n, const Unit& unit) {
+  if (n.whole > kMaxNanos / unit.nanos) return invalid(text, "out of range");
+  uint64_t value = n.whole * unit.nanos;
+  if (n.frac > 0) {
+    // frac/scale < 1, so frac * nanos / scale < nanos <= 3.6e12: compute in long double to
+    // avoid overflowing frac * nanos (frac may have 18 digits).
+    long double part = static_cast<long double>(n.frac) * static_cast<long double>(unit.nanos) /
+                       static_cast<long double>(n.scale);
+    value += static_cast<uint64_t>(part);
+  }
+  return value;
+}
+
 }  // namespace
 
 StatusOr<Duration> parseDuration(std::string_view text) {
@@ -42,57 +107,13 @@ StatusOr<Duration> parseDuration(std::string_view text) {
   if (s == "0") return Duration::zero();
   if (s.empty()) return invalid(text, "empty");
 
-  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   uint64_t total = 0;
   while (!s.empty()) {
-    // Whole part.
-    uint64_t whole = 0;
-    bool any_digits = false;
-    bool overflow = false;
-    while (!s.empty() && isDigit(s.front())) {
-      any_digits = true;
-      if (whole > (kMax - static_cast<uint64_t>(s.front() - '0')) / 10) overflow = true;
-      if (!overflow) whole = whole * 10 + static_cast<uint64_t>(s.front() - '0');
-      s.remove_prefix(1);
-    }
-    if (overflow) return invalid(text, "out of range");
-    // Fraction: keep up to 18 digits, enough for nanosecond precision of any unit.
-    uint64_t frac = 0;
-    uint64_t scale = 1;
-    if (!s.empty() && s.front() == '.') {
-      s.remove_prefix(1);
-      while (!s.empty() && isDigit(s.front())) {
-        any_digits = true;
-        if (scale < 1000000000000000000ULL) {
-          frac = frac * 10 + static_cast<uint64_t>(s.front() - '0');
-          scale *= 10;
-        }
-        s.remove_prefix(1);
-      }
-    }
-    if (!any_digits) return invalid(text, "expected a number");
-    // Unit.
-    size_t unit_len = 0;
-    while (unit_len < s.size() && s[unit_len] != '.' && !isDigit(s[unit_len])) ++unit_len;
-    if (unit_len == 0) return invalid(text, "missing unit");
-    std::string_view unit_name = s.substr(0, unit_len);
-    const Unit* unit = nullptr;
-    for (const Unit& u : kUnits) {
-      if (u.name == unit_name) unit = &u;
-    }
-    if (unit == nullptr) return invalid(text, "unknown unit \"" + std::string(unit_name) + "\"");
-    s.remove_prefix(unit_len);
-
-    if (whole > kMax / unit->nanos) return invalid(text, "out of range");
-    uint64_t value = whole * unit->nanos;
-    if (frac > 0) {
-      // frac/scale < 1, so frac * nanos / scale < nanos <= 3.6e12: compute in long double to
-      // avoid overflowing frac * nanos (frac may have 18 digits).
-      long double part = static_cast<long double>(frac) * static_cast<long double>(unit->nanos) /
-                         static_cast<long double>(scale);
-      value += static_cast<uint64_t>(part);
-    }
-    if (value > kMax - total) return invalid(text, "out of range");
+    Number number;
+    RETURN_IF_ERROR(readNumber(text, s, number));
+    ASSIGN_OR_RETURN(const Unit* unit, readUnit(text, s));
+    ASSIGN_OR_RETURN(uint64_t value, componentNanos(text, number, *unit));
+    if (value > kMaxNanos - total) return invalid(text, "out of range");
     total += value;
   }
   auto signed_total = static_cast<int64_t>(total);

@@ -118,6 +118,29 @@ bool needsQuotes(std::string_view v) {
   return false;
 }
 
+// The \xNN or \uNNNN escape whose letter `e` is v[i]: appends its byte (\x) or the UTF-8 of its
+// code point (\u) and moves `i` to its last digit. False when the digits are not there.
+bool appendHexEscape(std::string_view v, size_t& i, char e, std::string& out) {
+  const size_t digits = e == 'x' ? 2 : 4;
+  unsigned value = 0;
+  const char* first = v.data() + i + 1;
+  const char* last = first + std::min(digits, v.size() - 1 - (i + 1));
+  auto [end, ec] = std::from_chars(first, last, value, 16);
+  if (ec != std::errc() || end != first + digits) return false;
+  i += digits;
+  if (e == 'x' || value < 0x80) {
+    out += static_cast<char>(value);
+  } else if (value < 0x800) {
+    out += static_cast<char>(0xc0 | (value >> 6));
+    out += static_cast<char>(0x80 | (value & 0x3f));
+  } else {
+    out += static_cast<char>(0xe0 | (value >> 12));
+    out += static_cast<char>(0x80 | ((value >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (value & 0x3f));
+  }
+  return true;
+}
+
 // The text of a Go-quoted string (the escapes goQuote writes), or `v` itself when not quoted.
 std::string unquoted(std::string_view v) {
   if (v.size() < 2 || v.front() != '"' || v.back() != '"') return std::string(v);
@@ -151,30 +174,12 @@ std::string unquoted(std::string_view v) {
         out += '\v';
         break;
       case 'x':
-      case 'u': {
-        const size_t digits = e == 'x' ? 2 : 4;
-        unsigned value = 0;
-        const char* first = v.data() + i + 1;
-        const char* last = first + std::min(digits, v.size() - 1 - (i + 1));
-        auto [end, ec] = std::from_chars(first, last, value, 16);
-        if (ec != std::errc() || end != first + digits) {
+      case 'u':
+        if (!appendHexEscape(v, i, e, out)) {
           out += '\\';
           out += e;  // not an escape goQuote writes: keep the text
-          break;
-        }
-        i += digits;
-        if (e == 'x' || value < 0x80) {
-          out += static_cast<char>(value);
-        } else if (value < 0x800) {
-          out += static_cast<char>(0xc0 | (value >> 6));
-          out += static_cast<char>(0x80 | (value & 0x3f));
-        } else {
-          out += static_cast<char>(0xe0 | (value >> 12));
-          out += static_cast<char>(0x80 | ((value >> 6) & 0x3f));
-          out += static_cast<char>(0x80 | (value & 0x3f));
         }
         break;
-      }
       default:
         out += e;
     }

@@ -33,6 +33,45 @@ void appendHexByte(std::string& out, const char* prefix, unsigned char c) {
   out += kHex[c & 0xf];
 }
 
+// An ASCII byte as Go's %q writes it: escaped when it is '"', '\\' or a control character.
+void appendQuotedAscii(std::string& out, unsigned char c) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\a':
+      out += "\\a";
+      break;
+    case '\b':
+      out += "\\b";
+      break;
+    case '\f':
+      out += "\\f";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\v':
+      out += "\\v";
+      break;
+    default:
+      if (c < 0x20 || c == 0x7f) {
+        appendHexByte(out, "\\x", c);
+      } else {
+        out += static_cast<char>(c);
+      }
+  }
+}
+
 }  // namespace
 
 std::string goQuote(std::string_view value) {
@@ -43,41 +82,7 @@ std::string goQuote(std::string_view value) {
   while (i < value.size()) {
     auto c = static_cast<unsigned char>(value[i]);
     if (c < 0x80) {
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\a':
-          out += "\\a";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\v':
-          out += "\\v";
-          break;
-        default:
-          if (c < 0x20 || c == 0x7f) {
-            appendHexByte(out, "\\x", c);
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
+      appendQuotedAscii(out, c);
       ++i;
       continue;
     }
