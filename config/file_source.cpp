@@ -121,6 +121,46 @@ std::string FileSource::Impl::fullPath(const std::string& name) const {
 
 void FileSource::Impl::processName(const std::string& name, bool force, bool settled) {
   const std::string full = fullPath(name);
+  bool is_link = false;
+  std::optional<StatKey> key = statManifest(name, full, settled, is_link);
+  if (!key) return;
+  settle_.clear(name);
+
+  auto it = entries_.find(name);
+  if (it != entries_.end() && it->second.oversize_key == *key) return;  // still too large
+  if (!force && it != entries_.end() && it->second.has_content && it->second.key == *key) return;
+  if (static_cast<uintmax_t>(key->size) > opts_.max_manifest_bytes) {
+    recordOversize(name, *key);
+    return;
+  }
+
+  auto bytes = readManifest(full);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == base::StatusCode::kNotFound) {
+      fileGone(name, settled);
+    } else if (bytes.status().code() == base::StatusCode::kResourceExhausted) {
+      recordOversize(name, *key);  // it grew while being read
+    } else {
+      recordReadError(name, bytes.status().message());
+    }
+    return;
+  }
+  Entry& e = entries_[name];
+  e.oversize_key.reset();
+  e.key = *key;
+  e.is_symlink = is_link;
+  updateTargetWatch(name, e, full);
+
+  api::Hash128 hash = api::hash128(*bytes);
+  if (e.has_content && e.content_hash == hash) return;  // identical content: nothing to do
+  e.has_content = true;
+  e.content_hash = hash;
+  decodeContent(name, e, full, *bytes);
+}
+
+std::optional<StatKey> FileSource::Impl::statManifest(const std::string& name,
+                                                      const std::string& full, bool settled,
+                                                      bool& is_link) {
   struct stat lst;
   if (::lstat(full.c_str(), &lst) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) {
@@ -128,13 +168,13 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     } else {
       recordReadError(name, std::string("cannot stat: ") + std::strerror(errno));
     }
-    return;
+    return std::nullopt;
   }
-  const bool is_link = S_ISLNK(lst.st_mode);
+  is_link = S_ISLNK(lst.st_mode);
   struct stat st = lst;
   if (is_link && ::stat(full.c_str(), &st) != 0) {
     fileGone(name, settled);  // dangling link, e.g. mid ConfigMap swap
-    return;
+    return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
     if (entries_.count(name)) {
@@ -144,48 +184,21 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     } else {
       log_->debug("Skipping manifest path that is not a regular file path={}", base::goQuote(full));
     }
-    return;
+    return std::nullopt;
   }
-  settle_.clear(name);
-
   StatKey key{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
   if (is_link) {
     key.link_ino = lst.st_ino;
     key.link_ctime = nanos(lst.st_ctim);
   }
-  auto it = entries_.find(name);
-  if (it != entries_.end() && it->second.oversize_key == key) return;  // still too large
-  if (!force && it != entries_.end() && it->second.has_content && it->second.key == key) return;
-  if (static_cast<uintmax_t>(st.st_size) > opts_.max_manifest_bytes) {
-    recordOversize(name, key);
-    return;
-  }
+  return key;
+}
 
-  auto bytes = readManifest(full);
-  if (!bytes.ok()) {
-    if (bytes.status().code() == base::StatusCode::kNotFound) {
-      fileGone(name, settled);
-    } else if (bytes.status().code() == base::StatusCode::kResourceExhausted) {
-      recordOversize(name, key);  // it grew while being read
-    } else {
-      recordReadError(name, bytes.status().message());
-    }
-    return;
-  }
-  Entry& e = entries_[name];
-  e.oversize_key.reset();
-  e.key = key;
-  e.is_symlink = is_link;
-  updateTargetWatch(name, e, full);
-
-  api::Hash128 hash = api::hash128(*bytes);
-  if (e.has_content && e.content_hash == hash) return;  // identical content: nothing to do
-  e.has_content = true;
-  e.content_hash = hash;
-
+void FileSource::Impl::decodeContent(const std::string& name, Entry& e, const std::string& full,
+                                     const std::string& bytes) {
   ++manifests_decoded_;
   DecodeResult result = decodeManifest(
-      *bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
+      bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
       /*allow_list=*/false);
   if (!result.ok() || result.pods.size() != 1) {
     e.parse_error = result.ok()

@@ -184,6 +184,12 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   // (Re)determines what the path is, watches it and lists it.
   void setupWatch();
+  // setupWatch's steps: the path cannot be stat'ed (missing: send an empty set and watch for
+  // it; otherwise report it), the kind of what is there (false when neither a directory nor a
+  // regular file), and the inotify watch of the directory (false when it could not be set up).
+  void handleUnstattablePath(int err);
+  bool adoptPathKind(const struct stat& st);
+  bool watchPath();
 
   // A missing path: watch the nearest existing parent for the next component to appear, so the
   // path is picked up at once rather than at the next backoff retry. True when that component
@@ -206,6 +212,14 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   // Brings the cache entry of `name` up to date with the file: read and decode it if its content
   // changed (or always when `force`). A file that is gone is handed to fileGone.
   void processName(const std::string& name, bool force, bool settled);
+  // The stat key of a regular file (through a symlink); nullopt, having handed the file to
+  // fileGone or recordReadError (or skipped a directory), when it is not one.
+  std::optional<StatKey> statManifest(const std::string& name, const std::string& full,
+                                      bool settled, bool& is_link);
+  // Decodes the file's new content: its pod replaces the entry's, or the entry keeps its last
+  // good pod and records the parse error.
+  void decodeContent(const std::string& name, Entry& e, const std::string& full,
+                     const std::string& bytes);
   base::StatusOr<std::string> readManifest(const std::string& full);
 
   // A file that cannot be read keeps its last good pod, like one that does not parse.

@@ -46,34 +46,45 @@ void FileSource::Impl::setupWatch() {
   dropWatches();
   struct stat st;
   if (::stat(path_.c_str(), &st) != 0) {
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR) {
-      if (mode_ != Mode::kMissing) {
-        log_->info("Manifest path does not exist, sending an empty set and waiting for it path={}",
-                   path_);
-      }
-      mode_ = Mode::kMissing;
-      path_problem_.clear();
-      removeAllEntries();
-      // Watch first, then send: whoever reacts to the empty set (and creates the path) must
-      // not be able to do it before the watch is there to see it.
-      const bool appeared = watchNearestAncestor();
-      emitIfChanged();
-      if (appeared) {
-        // It appeared between the stat and the watch: no event will tell, look again now.
-        asio::post(strand_, [self = shared_from_this()] {
-          if (!self->closed_) self->setupWatch();
-        });
-        return;
-      }
-    } else {
-      log_->warn("Cannot stat manifest path path={} reason={}", path_, std::strerror(err));
-      path_problem_ = "cannot stat " + path_ + ": " + std::strerror(err);
-      emitIfChanged();
-    }
-    scheduleRetry();
+    handleUnstattablePath(errno);
     return;
   }
+  if (!adoptPathKind(st)) return;
+  const bool watch_ok = !opts_.watch || watchPath();
+  if (watch_ok) backoff_.reset();
+  relist(/*force=*/true, /*check_mode=*/false);
+  if (opts_.watch && !watch_ok) scheduleRetry();
+}
+
+void FileSource::Impl::handleUnstattablePath(int err) {
+  if (err == ENOENT || err == ENOTDIR) {
+    if (mode_ != Mode::kMissing) {
+      log_->info("Manifest path does not exist, sending an empty set and waiting for it path={}",
+                 path_);
+    }
+    mode_ = Mode::kMissing;
+    path_problem_.clear();
+    removeAllEntries();
+    // Watch first, then send: whoever reacts to the empty set (and creates the path) must
+    // not be able to do it before the watch is there to see it.
+    const bool appeared = watchNearestAncestor();
+    emitIfChanged();
+    if (appeared) {
+      // It appeared between the stat and the watch: no event will tell, look again now.
+      asio::post(strand_, [self = shared_from_this()] {
+        if (!self->closed_) self->setupWatch();
+      });
+      return;
+    }
+  } else {
+    log_->warn("Cannot stat manifest path path={} reason={}", path_, std::strerror(err));
+    path_problem_ = "cannot stat " + path_ + ": " + std::strerror(err);
+    emitIfChanged();
+  }
+  scheduleRetry();
+}
+
+bool FileSource::Impl::adoptPathKind(const struct stat& st) {
   Mode mode;
   if (S_ISDIR(st.st_mode)) {
     mode = Mode::kDir;
@@ -91,7 +102,7 @@ void FileSource::Impl::setupWatch() {
     path_problem_ = path_ + " is not a directory or a regular file";
     emitIfChanged();
     scheduleRetry();
-    return;
+    return false;
   }
   if (mode != mode_) removeAllEntries();  // entry names mean something else in the other mode
   mode_ = mode;
@@ -100,45 +111,41 @@ void FileSource::Impl::setupWatch() {
   path_ino_ = st.st_ino;
   char real[PATH_MAX];
   dir_real_ = ::realpath(dir_.c_str(), real) != nullptr ? std::string(real) : dir_;
+  return true;
+}
 
-  bool watch_ok = true;
-  if (opts_.watch) {
-    auto watcher = InotifyWatcher::create(strand_);
-    if (!watcher.ok()) {
-      log_->warn("Cannot watch manifest path, relying on the periodic relist path={} reason={}",
-                 path_, watcher.status().message());
-      watch_ok = false;
-    } else {
-      watcher_ = *watcher;
-      auto wd = watcher_->addWatch(dir_, kDirMask);
-      if (!wd.ok()) {
-        log_->warn("Cannot watch manifest path path={} reason={}", dir_, wd.status().message());
-        watch_ok = false;
-        dropWatches();
-      } else {
-        main_wd_ = *wd;
-        if (mode_ == Mode::kDir) watchSymlinkedDir();
-        std::weak_ptr<Impl> weak = weak_from_this();
-        watcher_->start(
-            [weak](std::vector<InotifyEvent> events) {
-              if (auto self = weak.lock(); self && !self->closed_) {
-                self->handleEvents(std::move(events));
-              }
-            },
-            [weak](base::Status status) {
-              if (auto self = weak.lock(); self && !self->closed_) {
-                self->log_->warn("Manifest watch failed, rewatching path={} reason={}", self->path_,
-                                 status.message());
-                self->dropWatches();
-                self->scheduleRetry();
-              }
-            });
-      }
-    }
+bool FileSource::Impl::watchPath() {
+  auto watcher = InotifyWatcher::create(strand_);
+  if (!watcher.ok()) {
+    log_->warn("Cannot watch manifest path, relying on the periodic relist path={} reason={}",
+               path_, watcher.status().message());
+    return false;
   }
-  if (watch_ok) backoff_.reset();
-  relist(/*force=*/true, /*check_mode=*/false);
-  if (opts_.watch && !watch_ok) scheduleRetry();
+  watcher_ = *watcher;
+  auto wd = watcher_->addWatch(dir_, kDirMask);
+  if (!wd.ok()) {
+    log_->warn("Cannot watch manifest path path={} reason={}", dir_, wd.status().message());
+    dropWatches();
+    return false;
+  }
+  main_wd_ = *wd;
+  if (mode_ == Mode::kDir) watchSymlinkedDir();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  watcher_->start(
+      [weak](std::vector<InotifyEvent> events) {
+        if (auto self = weak.lock(); self && !self->closed_) {
+          self->handleEvents(std::move(events));
+        }
+      },
+      [weak](base::Status status) {
+        if (auto self = weak.lock(); self && !self->closed_) {
+          self->log_->warn("Manifest watch failed, rewatching path={} reason={}", self->path_,
+                           status.message());
+          self->dropWatches();
+          self->scheduleRetry();
+        }
+      });
+  return true;
 }
 
 bool FileSource::Impl::watchNearestAncestor() {

@@ -417,9 +417,15 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
       push({});
       return;
     }
+    decodeBody(r.body);
+  }
+
+  // A new, non-empty body: its pods are sent, or the last good set stays and the parse error
+  // is reported.
+  void decodeBody(const std::string& body) {
     ++decodes_;
     DecodeResult decoded = decodeManifest(
-        r.body, ManifestSource{opts_.node_name, opts_.url, /*is_file=*/false, seenTime(clock_)},
+        body, ManifestSource{opts_.node_name, opts_.url, /*is_file=*/false, seenTime(clock_)},
         /*allow_list=*/true);
     if (!decoded.ok()) {
       parse_error_ = decoded.errorText();
@@ -435,11 +441,18 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     }
     parse_error_.clear();
     invalid_pod_ = {};
-    // Pods with a full name an earlier item already has are ignored by the merge (the first
-    // wins, as in kubelet); say so here too, so the problem is visible and gets its event.
+    reportDuplicateNames(decoded.pods);
+    refreshError();
+    log_->debug("Read pods from manifest URL url={} pods={}", opts_.url, decoded.pods.size());
+    push(std::move(decoded.pods));
+  }
+
+  // Pods with a full name an earlier item already has are ignored by the merge (the first
+  // wins, as in kubelet); say so here too, so the problem is visible and gets its event.
+  void reportDuplicateNames(const std::vector<api::PodPtr>& pods) {
     std::set<std::string> names;
-    for (size_t i = 0; i < decoded.pods.size(); ++i) {
-      const auto& pod = *decoded.pods[i];
+    for (size_t i = 0; i < pods.size(); ++i) {
+      const auto& pod = *pods[i];
       if (names.insert(pod.fullName()).second) continue;
       if (!parse_error_.empty()) parse_error_ += "\n";
       parse_error_ += "items[" + std::to_string(i) + "]: pod " + api::podRef(pod) +
@@ -448,9 +461,6 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
         invalid_pod_ = {pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid};
       }
     }
-    refreshError();
-    log_->debug("Read pods from manifest URL url={} pods={}", opts_.url, decoded.pods.size());
-    push(std::move(decoded.pods));
   }
 
   void failure(const std::string& reason) {

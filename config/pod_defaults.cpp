@@ -361,25 +361,59 @@ std::string generatePodName(std::string_view name, std::string_view node_name) {
   return out;
 }
 
+namespace {
+
+// The UID the static pod gets: the one the manifest gives, else a hash of the manifest as the
+// API defaulted it. nullopt when the given UID has the wrong type (the decoder reports it).
+std::optional<std::string> staticPodUidOf(json& pod, std::string_view node,
+                                          std::string_view source) {
+  const json* meta = objectAt(pod, "metadata");
+  const json* given = nullptr;
+  if (meta != nullptr) {
+    auto it = meta->find("uid");
+    if (it != meta->end() && !it->is_null()) given = &*it;
+  }
+  if (given != nullptr && given->is_string() && !given->get_ref<const std::string&>().empty()) {
+    return given->get<std::string>();
+  }
+  if (given == nullptr || (given->is_string() && given->get_ref<const std::string&>().empty())) {
+    return staticPodUid(pod, node, source);
+  }
+  return std::nullopt;
+}
+
+// AddOrUpdateTolerationInPod with a toleration of every NoExecute taint: an equal toleration
+// is left alone, a matching one (same key, operator, value and effect) is replaced, otherwise
+// it is appended.
+void addNoExecuteToleration(json& spec) {
+  static const json toleration = {{"operator", "Exists"}, {"effect", "NoExecute"}};
+  if (isAbsent(spec, "tolerations")) spec["tolerations"] = json::array();
+  json* tolerations = arrayAt(spec, "tolerations");
+  if (tolerations == nullptr) return;
+  auto str = [](const json& t, const char* k) -> std::string {
+    auto it = t.find(k);
+    return it != t.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  bool found = false;
+  for (auto& t : *tolerations) {
+    if (!t.is_object()) continue;
+    if (str(t, "key").empty() && str(t, "operator") == "Exists" && str(t, "value").empty() &&
+        str(t, "effect") == "NoExecute") {
+      found = true;
+      if (t != toleration) t = toleration;
+    }
+  }
+  if (!found) tolerations->push_back(toleration);
+}
+
+}  // namespace
+
 void applyStaticPodDefaults(json& pod, const ManifestSource& source) {
   if (!pod.is_object()) return;
   std::string node = generatePodName("", source.node_name).substr(1);  // lower-cased
 
   // The UID is hashed from the manifest as the API defaulted it, before any change below.
-  std::optional<std::string> uid;
-  json* meta_existing = objectAt(pod, "metadata");
-  const json* given = nullptr;
-  if (meta_existing != nullptr) {
-    auto it = meta_existing->find("uid");
-    if (it != meta_existing->end() && !it->is_null()) given = &*it;
-  }
-  if (given != nullptr && given->is_string() && !given->get_ref<const std::string&>().empty()) {
-    uid = given->get<std::string>();
-  } else if (given == nullptr ||
-             (given->is_string() && given->get_ref<const std::string&>().empty())) {
-    uid = staticPodUid(pod, node, source.source);
-  }
-  // Otherwise the UID has the wrong type: the decoder reports it.
+  const std::optional<std::string> uid = staticPodUidOf(pod, node, source.source);
 
   if (isAbsent(pod, "metadata")) pod["metadata"] = json::object();
   json* meta = objectAt(pod, "metadata");
@@ -402,29 +436,7 @@ void applyStaticPodDefaults(json& pod, const ManifestSource& source) {
       (*annotations)[std::string(kConfigHashAnnotation)] = *uid;
     }
   }
-
-  // AddOrUpdateTolerationInPod: an equal toleration is left alone, a matching one (same key,
-  // operator, value and effect) is replaced, otherwise it is appended.
-  if (source.is_file && spec != nullptr) {
-    static const json toleration = {{"operator", "Exists"}, {"effect", "NoExecute"}};
-    if (isAbsent(*spec, "tolerations")) (*spec)["tolerations"] = json::array();
-    if (json* tolerations = arrayAt(*spec, "tolerations")) {
-      auto str = [](const json& t, const char* k) -> std::string {
-        auto it = t.find(k);
-        return it != t.end() && it->is_string() ? it->get<std::string>() : std::string();
-      };
-      bool found = false;
-      for (auto& t : *tolerations) {
-        if (!t.is_object()) continue;
-        if (str(t, "key").empty() && str(t, "operator") == "Exists" && str(t, "value").empty() &&
-            str(t, "effect") == "NoExecute") {
-          found = true;
-          if (t != toleration) t = toleration;
-        }
-      }
-      if (!found) tolerations->push_back(toleration);
-    }
-  }
+  if (source.is_file && spec != nullptr) addNoExecuteToleration(*spec);
 
   if (isAbsent(pod, "status")) pod["status"] = json::object();
   if (json* status = objectAt(pod, "status")) (*status)["phase"] = "Pending";

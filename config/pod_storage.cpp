@@ -118,6 +118,37 @@ void appendUpdate(std::vector<api::PodUpdate>& out, std::vector<api::PodPtr> pod
   out.push_back(api::PodUpdate{std::move(pods), op, source});
 }
 
+// `existing` with the status of `ref` (kubelet's checkAndUpdatePod when only the status moved).
+base::StatusOr<api::PodPtr> withStatusOf(const api::Pod& existing, const api::Pod& ref) {
+  const json ref_json = rawJson(ref);
+  return api::withJsonEdit(existing, [&](json& j) { copyMember(j, ref_json, "status"); });
+}
+
+// The stored object keeps its identity and every field kubelet does not compare; the compared
+// fields and the status come from the new one, the local annotations stay the stored ones.
+base::StatusOr<api::PodPtr> withChangesOf(const api::Pod& existing, const api::Pod& ref,
+                                          const std::string& source) {
+  const json ref_json = rawJson(ref);
+  return api::withJsonEdit(existing, [&](json& j) {
+    copyMember(j, ref_json, "spec");
+    copyMember(j, ref_json, "status");
+    if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = json::object();
+    json& meta = j["metadata"];
+    const json ref_meta = memberOrEmpty(ref_json, "metadata");
+    copyMember(meta, ref_meta, "labels");
+    copyMember(meta, ref_meta, "deletionTimestamp");
+    copyMember(meta, ref_meta, "deletionGracePeriodSeconds");
+    json annotations = memberOrEmpty(ref_meta, "annotations");
+    annotations[std::string(api::kConfigSourceAnnotationKey)] = source;
+    for (std::string_view key : {api::kConfigSourceAnnotationKey, api::kConfigMirrorAnnotationKey,
+                                 api::kConfigFirstSeenAnnotationKey}) {
+      auto kept = existing.metadata.annotations.find(std::string(key));
+      if (kept != existing.metadata.annotations.end()) annotations[kept->first] = kept->second;
+    }
+    meta["annotations"] = std::move(annotations);
+  });
+}
+
 }  // namespace
 
 // One source's pods by UID: entries live densely in `slots_` (in insertion order, so a SET that
@@ -367,9 +398,7 @@ void PodStorage::mergeOne(const std::string& source, const api::PodPtr& ref, boo
   const api::Pod& existing = *entry.pod;
   if (!podsDifferSemantically(existing, *ref)) {
     if (podStatusesDiffer(existing, *ref)) {
-      const json ref_json = rawJson(*ref);
-      auto reconciled =
-          api::withJsonEdit(existing, [&](json& j) { copyMember(j, ref_json, "status"); });
+      auto reconciled = withStatusOf(existing, *ref);
       if (!reconciled.ok()) {
         auto status = reconciled.status().withContext("reconciling pod " + api::podRef(*ref) +
                                                       " from source " + source);
@@ -385,27 +414,7 @@ void PodStorage::mergeOne(const std::string& source, const api::PodPtr& ref, boo
     return;
   }
 
-  // The stored object keeps its identity and every field kubelet does not compare; the compared
-  // fields and the status come from the new one, the local annotations stay the stored ones.
-  const json ref_json = rawJson(*ref);
-  auto updated = api::withJsonEdit(existing, [&](json& j) {
-    copyMember(j, ref_json, "spec");
-    copyMember(j, ref_json, "status");
-    if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = json::object();
-    json& meta = j["metadata"];
-    const json ref_meta = memberOrEmpty(ref_json, "metadata");
-    copyMember(meta, ref_meta, "labels");
-    copyMember(meta, ref_meta, "deletionTimestamp");
-    copyMember(meta, ref_meta, "deletionGracePeriodSeconds");
-    json annotations = memberOrEmpty(ref_meta, "annotations");
-    annotations[std::string(api::kConfigSourceAnnotationKey)] = source;
-    for (std::string_view key : {api::kConfigSourceAnnotationKey, api::kConfigMirrorAnnotationKey,
-                                 api::kConfigFirstSeenAnnotationKey}) {
-      auto kept = existing.metadata.annotations.find(std::string(key));
-      if (kept != existing.metadata.annotations.end()) annotations[kept->first] = kept->second;
-    }
-    meta["annotations"] = std::move(annotations);
-  });
+  auto updated = withChangesOf(existing, *ref, source);
   if (!updated.ok()) {
     auto status = updated.status().withContext("updating pod " + api::podRef(*ref) +
                                                " from source " + source);
@@ -495,35 +504,9 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
           out.removes.push_back(std::move(removed));
       }
       break;
-    case api::PodOperation::kSet: {
-      if (change.complete) {
-        sources_seen_.insert(source);
-      } else if (!seen_before) {
-        log()->warn("Source not seen yet: its answer is incomplete source={} reason={}", source,
-                    base::goQuote(change.incomplete_reason));
-      }
-      if (!mergeSetByPosition(source, change.pods, change.source_annotated, last, pods, out,
-                              errors)) {
-        ++generation_;
-        const size_t kept =
-            updatePods(source, change.pods, change.source_annotated, pods, out, errors);
-        // Sweep only when something was left unmarked: the common SET keeps every pod.
-        if (kept != pods.size()) {
-          pods.forEach([&](Entry& entry) {
-            if (entry.generation != generation_) out.removes.push_back(entry.pod);
-          });
-          sortByUid(out.removes);
-          for (const auto& removed : out.removes) pods.erase(removed->metadata.uid);
-        }
-      }
-      // The store now holds exactly one entry per position when nothing was dropped or failed
-      // and no UID repeated.
-      const bool all_present = std::all_of(change.pods.begin(), change.pods.end(),
-                                           [](const api::PodPtr& p) { return p != nullptr; });
-      last.valid = errors.empty() && all_present && pods.size() == change.pods.size();
-      last.pods = last.valid ? std::move(change.pods) : std::vector<api::PodPtr>{};
+    case api::PodOperation::kSet:
+      mergeSet(source, change, seen_before, pods, last, out, errors);
       break;
-    }
     case api::PodOperation::kRestore:
       // Restored pods are passed on, not stored, and do not make the source seen.
       for (const auto& p : change.pods) {
@@ -539,6 +522,48 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
   out.first_set = !seen_before && sources_seen_.count(source) > 0;
   if (out.first_set) log()->info("Source seen source={} pods={}", source, pods.size());
 
+  std::vector<api::PodUpdate> emitted = updatesToEmit(source, out);
+  if (!emitted.empty()) {
+    log()->debug(
+        "Merged update source={} op={} adds={} updates={} deletes={} removes={} "
+        "reconciles={} restores={}",
+        source, api::podOperationName(change.op), out.adds.size(), out.updates.size(),
+        out.deletes.size(), out.removes.size(), out.reconciles.size(), out.restores.size());
+  }
+  return emitted;
+}
+
+void PodStorage::mergeSet(const std::string& source, api::PodUpdate& change, bool seen_before,
+                          SourcePods& pods, LastSet& last, MergeChanges& out,
+                          std::vector<base::Status>& errors) {
+  if (change.complete) {
+    sources_seen_.insert(source);
+  } else if (!seen_before) {
+    log()->warn("Source not seen yet: its answer is incomplete source={} reason={}", source,
+                base::goQuote(change.incomplete_reason));
+  }
+  if (!mergeSetByPosition(source, change.pods, change.source_annotated, last, pods, out, errors)) {
+    ++generation_;
+    const size_t kept = updatePods(source, change.pods, change.source_annotated, pods, out, errors);
+    // Sweep only when something was left unmarked: the common SET keeps every pod.
+    if (kept != pods.size()) {
+      pods.forEach([&](Entry& entry) {
+        if (entry.generation != generation_) out.removes.push_back(entry.pod);
+      });
+      sortByUid(out.removes);
+      for (const auto& removed : out.removes) pods.erase(removed->metadata.uid);
+    }
+  }
+  // The store now holds exactly one entry per position when nothing was dropped or failed
+  // and no UID repeated.
+  const bool all_present = std::all_of(change.pods.begin(), change.pods.end(),
+                                       [](const api::PodPtr& p) { return p != nullptr; });
+  last.valid = errors.empty() && all_present && pods.size() == change.pods.size();
+  last.pods = last.valid ? std::move(change.pods) : std::vector<api::PodPtr>{};
+}
+
+std::vector<api::PodUpdate> PodStorage::updatesToEmit(const std::string& source,
+                                                      const MergeChanges& out) const {
   std::vector<api::PodUpdate> emitted;
   switch (mode_) {
     case PodConfigNotificationMode::kIncremental:
@@ -575,13 +600,6 @@ std::vector<api::PodUpdate> PodStorage::merge(const std::string& source, api::Po
         appendUpdate(emitted, mergedState(), api::PodOperation::kSet, source);
       }
       break;
-  }
-  if (!emitted.empty()) {
-    log()->debug(
-        "Merged update source={} op={} adds={} updates={} deletes={} removes={} "
-        "reconciles={} restores={}",
-        source, api::podOperationName(change.op), out.adds.size(), out.updates.size(),
-        out.deletes.size(), out.removes.size(), out.reconciles.size(), out.restores.size());
   }
   return emitted;
 }

@@ -141,6 +141,14 @@ class PodStorage {
   bool mergeSetByPosition(const std::string& source, const std::vector<api::PodPtr>& pods,
                           bool source_annotated, const LastSet& last, SourcePods& store,
                           MergeChanges& out, std::vector<base::Status>& errors);
+  // A SET: merged position by position when it can be, else in full, then swept of the pods it
+  // no longer holds. Moves `change.pods` into `last` when the store holds exactly them.
+  void mergeSet(const std::string& source, api::PodUpdate& change, bool seen_before,
+                SourcePods& pods, LastSet& last, MergeChanges& out,
+                std::vector<base::Status>& errors);
+  // The updates a merge that changed `out` emits in this storage's notification mode.
+  std::vector<api::PodUpdate> updatesToEmit(const std::string& source,
+                                            const MergeChanges& out) const;
   // The pod as stored for its first sight: `ref` itself when its source annotated it, else a
   // copy with config.source and config.seen.
   api::PodPtr annotateNew(const std::string& source, const api::PodPtr& ref, bool source_annotated,

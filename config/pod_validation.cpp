@@ -199,34 +199,8 @@ class PodValidator {
     validateInitContainers(spec, get(spec_json, "initContainers"));
     if (spec.security_context) validatePodSecurityContext(*spec.security_context);
 
-    static const std::vector<std::string_view> kRestartPolicies = {"Always", "OnFailure", "Never"};
-    if (spec.restart_policy.empty()) {
-      add(required("spec.restartPolicy"));
-    } else if (std::find(kRestartPolicies.begin(), kRestartPolicies.end(), spec.restart_policy) ==
-               kRestartPolicies.end()) {
-      add(notSupported("spec.restartPolicy", spec.restart_policy, kRestartPolicies));
-    }
-    static const std::vector<std::string_view> kDnsPolicies = {"ClusterFirstWithHostNet",
-                                                               "ClusterFirst", "Default", "None"};
-    if (spec.dns_policy.empty()) {
-      add(required("spec.dnsPolicy"));
-    } else if (std::find(kDnsPolicies.begin(), kDnsPolicies.end(), spec.dns_policy) ==
-               kDnsPolicies.end()) {
-      add(notSupported("spec.dnsPolicy", spec.dns_policy, kDnsPolicies));
-    }
-    if (spec.host_network) {
-      for (size_t i = 0; i < spec.containers.size(); ++i) {
-        const auto& ports = spec.containers[i].ports;
-        for (size_t j = 0; j < ports.size(); ++j) {
-          if (ports[j].host_port != ports[j].container_port) {
-            add(invalid(index("spec.containers", i) + ".ports" + "[" + std::to_string(j) +
-                            "].containerPort",
-                        ports[j].container_port,
-                        "must match `hostPort` when `hostNetwork` is true"));
-          }
-        }
-      }
-    }
+    validatePolicies(spec);
+    if (spec.host_network) validateHostNetworkPorts(spec.containers);
     for (size_t i = 0; i < spec.readiness_gates.size(); ++i) {
       addInvalid(index("spec.readinessGates", i) + ".conditionType", spec.readiness_gates[i],
                  isQualifiedName(spec.readiness_gates[i]));
@@ -252,6 +226,39 @@ class PodValidator {
     if (!spec.priority_class_name.empty()) {
       addInvalid("spec.priorityClassName", spec.priority_class_name,
                  isDns1123Subdomain(spec.priority_class_name));
+    }
+  }
+
+  // restartPolicy and dnsPolicy are required and one of the known values.
+  void validatePolicies(const api::PodSpec& spec) {
+    static const std::vector<std::string_view> kRestartPolicies = {"Always", "OnFailure", "Never"};
+    if (spec.restart_policy.empty()) {
+      add(required("spec.restartPolicy"));
+    } else if (std::find(kRestartPolicies.begin(), kRestartPolicies.end(), spec.restart_policy) ==
+               kRestartPolicies.end()) {
+      add(notSupported("spec.restartPolicy", spec.restart_policy, kRestartPolicies));
+    }
+    static const std::vector<std::string_view> kDnsPolicies = {"ClusterFirstWithHostNet",
+                                                               "ClusterFirst", "Default", "None"};
+    if (spec.dns_policy.empty()) {
+      add(required("spec.dnsPolicy"));
+    } else if (std::find(kDnsPolicies.begin(), kDnsPolicies.end(), spec.dns_policy) ==
+               kDnsPolicies.end()) {
+      add(notSupported("spec.dnsPolicy", spec.dns_policy, kDnsPolicies));
+    }
+  }
+
+  // With hostNetwork every container port is its host port.
+  void validateHostNetworkPorts(const std::vector<api::Container>& containers) {
+    for (size_t i = 0; i < containers.size(); ++i) {
+      const auto& ports = containers[i].ports;
+      for (size_t j = 0; j < ports.size(); ++j) {
+        if (ports[j].host_port != ports[j].container_port) {
+          add(invalid(
+              index("spec.containers", i) + ".ports" + "[" + std::to_string(j) + "].containerPort",
+              ports[j].container_port, "must match `hostPort` when `hostNetwork` is true"));
+        }
+      }
     }
   }
 
@@ -357,51 +364,7 @@ class PodValidator {
       } else {
         names.insert(ctr.name);
       }
-      if (ctr.image.empty()) add(required(child(ip, "image")));
-      if (ctr.lifecycle) {
-        std::string lp = child(ip, "lifecycle");
-        if (ctr.lifecycle->post_start)
-          validateHandler(*ctr.lifecycle->post_start, child(lp, "postStart"));
-        if (ctr.lifecycle->pre_stop)
-          validateHandler(*ctr.lifecycle->pre_stop, child(lp, "preStop"));
-      }
-      if (ctr.liveness_probe) {
-        validateProbe(*ctr.liveness_probe, child(ip, "livenessProbe"));
-        if (ctr.liveness_probe->success_threshold != 1) {
-          add(invalid(child(ip, "livenessProbe.successThreshold"),
-                      ctr.liveness_probe->success_threshold, "must be 1"));
-        }
-      }
-      if (ctr.readiness_probe) validateProbe(*ctr.readiness_probe, child(ip, "readinessProbe"));
-      if (ctr.startup_probe) {
-        validateProbe(*ctr.startup_probe, child(ip, "startupProbe"));
-        if (ctr.startup_probe->success_threshold != 1) {
-          add(invalid(child(ip, "startupProbe.successThreshold"),
-                      ctr.startup_probe->success_threshold, "must be 1"));
-        }
-      }
-      const auto& tmp = ctr.termination_message_policy;
-      if (tmp.empty()) {
-        add(required(child(ip, "terminationMessagePolicy"),
-                     "must be 'File' or 'FallbackToLogsOnError'"));
-      } else if (tmp != "File" && tmp != "FallbackToLogsOnError") {
-        add(invalid(child(ip, "terminationMessagePolicy"), tmp,
-                    "must be 'File' or 'FallbackToLogsOnError'"));
-      }
-      validatePorts(ctr.ports, child(ip, "ports"));
-      validateEnv(ctr.env, child(ip, "env"), get(ctr_json, "env"));
-      validateVolumeMounts(ctr.volume_mounts, child(ip, "volumeMounts"));
-      static const std::vector<std::string_view> kPullPolicies = {"Always", "IfNotPresent",
-                                                                  "Never"};
-      if (ctr.image_pull_policy.empty()) {
-        add(required(child(ip, "imagePullPolicy")));
-      } else if (std::find(kPullPolicies.begin(), kPullPolicies.end(), ctr.image_pull_policy) ==
-                 kPullPolicies.end()) {
-        add(notSupported(child(ip, "imagePullPolicy"), ctr.image_pull_policy, kPullPolicies));
-      }
-      validateResources(ctr.resources, child(ip, "resources"));
-      if (ctr.security_context)
-        validateSecurityContext(*ctr.security_context, child(ip, "securityContext"));
+      validateContainer(ctr, ip, ctr_json);
     }
     // App containers run together, so their host ports must not collide; init containers run one
     // at a time.
@@ -410,6 +373,58 @@ class PodValidator {
     } else {
       for (size_t i = 0; i < containers.size(); ++i)
         checkHostPortConflicts(containers, i, i + 1, path);
+    }
+  }
+
+  // One container's fields other than its name; `ip` is its path.
+  void validateContainer(const api::Container& ctr, const std::string& ip, const json* ctr_json) {
+    if (ctr.image.empty()) add(required(child(ip, "image")));
+    validateHooksAndProbes(ctr, ip);
+    const auto& tmp = ctr.termination_message_policy;
+    if (tmp.empty()) {
+      add(required(child(ip, "terminationMessagePolicy"),
+                   "must be 'File' or 'FallbackToLogsOnError'"));
+    } else if (tmp != "File" && tmp != "FallbackToLogsOnError") {
+      add(invalid(child(ip, "terminationMessagePolicy"), tmp,
+                  "must be 'File' or 'FallbackToLogsOnError'"));
+    }
+    validatePorts(ctr.ports, child(ip, "ports"));
+    validateEnv(ctr.env, child(ip, "env"), get(ctr_json, "env"));
+    validateVolumeMounts(ctr.volume_mounts, child(ip, "volumeMounts"));
+    static const std::vector<std::string_view> kPullPolicies = {"Always", "IfNotPresent", "Never"};
+    if (ctr.image_pull_policy.empty()) {
+      add(required(child(ip, "imagePullPolicy")));
+    } else if (std::find(kPullPolicies.begin(), kPullPolicies.end(), ctr.image_pull_policy) ==
+               kPullPolicies.end()) {
+      add(notSupported(child(ip, "imagePullPolicy"), ctr.image_pull_policy, kPullPolicies));
+    }
+    validateResources(ctr.resources, child(ip, "resources"));
+    if (ctr.security_context)
+      validateSecurityContext(*ctr.security_context, child(ip, "securityContext"));
+  }
+
+  // Lifecycle hooks and probes; liveness and startup probes succeed after exactly one success.
+  void validateHooksAndProbes(const api::Container& ctr, const std::string& ip) {
+    if (ctr.lifecycle) {
+      std::string lp = child(ip, "lifecycle");
+      if (ctr.lifecycle->post_start)
+        validateHandler(*ctr.lifecycle->post_start, child(lp, "postStart"));
+      if (ctr.lifecycle->pre_stop) validateHandler(*ctr.lifecycle->pre_stop, child(lp, "preStop"));
+    }
+    if (ctr.liveness_probe) {
+      validateProbe(*ctr.liveness_probe, child(ip, "livenessProbe"));
+      if (ctr.liveness_probe->success_threshold != 1) {
+        add(invalid(child(ip, "livenessProbe.successThreshold"),
+                    ctr.liveness_probe->success_threshold, "must be 1"));
+      }
+    }
+    if (ctr.readiness_probe) validateProbe(*ctr.readiness_probe, child(ip, "readinessProbe"));
+    if (ctr.startup_probe) {
+      validateProbe(*ctr.startup_probe, child(ip, "startupProbe"));
+      if (ctr.startup_probe->success_threshold != 1) {
+        add(invalid(child(ip, "startupProbe.successThreshold"),
+                    ctr.startup_probe->success_threshold, "must be 1"));
+      }
     }
   }
 
