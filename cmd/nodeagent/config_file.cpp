@@ -200,63 +200,118 @@ int configKeyLine(std::string_view text, std::string_view key) {
   return best_line != 0 ? best_line : fallback;
 }
 
+namespace {
+
+// The configuration file's text, for errors that point at a key's line.
+struct ConfigText {
+  const std::string& path;
+  const std::string& bytes;
+
+  // "<path>:<line>: " for the line that sets `key` ("<path>: " when not found).
+  std::string at(std::string_view key) const {
+    const int line = configKeyLine(bytes, key);
+    return path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": ";
+  }
+  base::Status fail(std::string_view key, const std::string& message) const {
+    return base::invalidArgumentError(at(key) + std::string(key) + ": " + message);
+  }
+};
+
+// kind and apiVersion, when given, name a v1beta1 KubeletConfiguration.
+base::Status checkKindAndVersion(const ConfigText& text, const nlohmann::json& doc) {
+  if (auto it = doc.find("kind"); it != doc.end() && *it != "KubeletConfiguration") {
+    return text.fail("kind", "expected KubeletConfiguration, got " + it->dump());
+  }
+  if (auto it = doc.find("apiVersion"); it != doc.end() && *it != kApiVersion) {
+    return text.fail("apiVersion", "expected " + std::string(kApiVersion) + ", got " + it->dump());
+  }
+  return base::okStatus();
+}
+
+// staticPodURLHeader: map[string][]string, as kubelet's; each value one --manifest-url-header.
+base::Status applyUrlHeaders(FlagSet& fs, const ConfigText& text, const std::string& key,
+                             const nlohmann::json& value) {
+  if (!value.is_object())
+    return text.fail(key, "expected a mapping of header names to lists, got " + typeName(value));
+  if (fs.isSet("manifest-url-header")) return base::okStatus();
+  for (const auto& [header, values] : value.items()) {
+    if (!values.is_array()) {
+      return text.fail(key, header + ": expected a list of strings, got " + typeName(values));
+    }
+    for (const auto& v : values) {
+      if (!v.is_string())
+        return text.fail(key,
+                         header + ": expected a list of strings, got " + typeName(v) + " in it");
+      RETURN_IF_ERROR(fs.setValue("manifest-url-header", header + ":" + v.get<std::string>())
+                          .withContext(text.at(key) + key));
+    }
+  }
+  return base::okStatus();
+}
+
+// systemReserved: map[string]string of resource quantities, as one --system-reserved.
+base::Status applySystemReserved(FlagSet& fs, const ConfigText& text, const std::string& key,
+                                 const nlohmann::json& value) {
+  if (!value.is_object())
+    return text.fail(key, "expected a mapping of resources to quantities, got " + typeName(value));
+  if (fs.isSet("system-reserved")) return base::okStatus();
+  std::string joined;
+  for (const auto& [res, q] : value.items()) {
+    if (!q.is_string())
+      return text.fail(key, res + ": expected a quantity string, got " + typeName(q));
+    joined += (joined.empty() ? "" : ",") + res + "=" + q.get<std::string>();
+  }
+  return fs.setValue("system-reserved", joined).withContext(text.at(key) + key);
+}
+
+// A scalar key's value as the text of its flag, checked against the key's kind.
+base::StatusOr<std::string> flagValueText(const ConfigText& text, const std::string& key,
+                                          const nlohmann::json& value, Kind kind) {
+  switch (kind) {
+    case Kind::kString:
+    case Kind::kDuration:
+    case Kind::kQuantity:
+      if (!value.is_string()) return text.fail(key, "expected a string, got " + typeName(value));
+      return value.get<std::string>();
+    case Kind::kInt:
+      if (!value.is_number_integer())
+        return text.fail(key, "expected an integer, got " + typeName(value));
+      return std::to_string(value.get<int64_t>());
+    case Kind::kNumber:
+      if (!value.is_number()) return text.fail(key, "expected a number, got " + typeName(value));
+      return value.is_number_integer() ? std::to_string(value.get<int64_t>())
+                                       : std::to_string(value.get<double>());
+    case Kind::kBool:
+      if (!value.is_boolean())
+        return text.fail(key, "expected true or false, got " + typeName(value));
+      return std::string(value.get<bool>() ? "true" : "false");
+  }
+  return std::string();
+}
+
+}  // namespace
+
 base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string& path) {
   auto bytes = config::readManifestFile(path, api::kMaxConfigLength);
   if (!bytes.ok()) return base::notFoundError("--config: " + bytes.status().message());
-  auto at = [&](std::string_view key) {
-    const int line = configKeyLine(*bytes, key);
-    return path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": ";
-  };
-  auto fail = [&](std::string_view key, const std::string& message) {
-    return base::invalidArgumentError(at(key) + std::string(key) + ": " + message);
-  };
+  const ConfigText text{path, *bytes};
   auto json = api::yamlToJson(*bytes);
   if (!json.ok()) return json.status().withContext(path);
   if (!json->is_object()) {
     return base::invalidArgumentError(path + ": expected a KubeletConfiguration mapping, got " +
                                       typeName(*json));
   }
-  if (auto it = json->find("kind"); it != json->end() && *it != "KubeletConfiguration") {
-    return fail("kind", "expected KubeletConfiguration, got " + it->dump());
-  }
-  if (auto it = json->find("apiVersion"); it != json->end() && *it != kApiVersion) {
-    return fail("apiVersion", "expected " + std::string(kApiVersion) + ", got " + it->dump());
-  }
+  RETURN_IF_ERROR(checkKindAndVersion(text, *json));
 
   ConfigFileResult result;
   for (const auto& [key, value] : json->items()) {
     if (key == "kind" || key == "apiVersion") continue;
     if (key == "staticPodURLHeader") {
-      // map[string][]string, as kubelet's.
-      if (!value.is_object())
-        return fail(key, "expected a mapping of header names to lists, got " + typeName(value));
-      if (fs.isSet("manifest-url-header")) continue;
-      for (const auto& [header, values] : value.items()) {
-        if (!values.is_array()) {
-          return fail(key, header + ": expected a list of strings, got " + typeName(values));
-        }
-        for (const auto& v : values) {
-          if (!v.is_string())
-            return fail(key,
-                        header + ": expected a list of strings, got " + typeName(v) + " in it");
-          RETURN_IF_ERROR(fs.setValue("manifest-url-header", header + ":" + v.get<std::string>())
-                              .withContext(at(key) + key));
-        }
-      }
+      RETURN_IF_ERROR(applyUrlHeaders(fs, text, key, value));
       continue;
     }
     if (key == "systemReserved") {
-      // map[string]string of resource quantities.
-      if (!value.is_object())
-        return fail(key, "expected a mapping of resources to quantities, got " + typeName(value));
-      if (fs.isSet("system-reserved")) continue;
-      std::string joined;
-      for (const auto& [res, q] : value.items()) {
-        if (!q.is_string())
-          return fail(key, res + ": expected a quantity string, got " + typeName(q));
-        joined += (joined.empty() ? "" : ",") + res + "=" + q.get<std::string>();
-      }
-      RETURN_IF_ERROR(fs.setValue("system-reserved", joined).withContext(at(key) + key));
+      RETURN_IF_ERROR(applySystemReserved(fs, text, key, value));
       continue;
     }
     auto it = supportedKeys().find(key);
@@ -265,34 +320,12 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
         result.ignored_keys.push_back(key);
         continue;
       }
-      return fail(key, "unknown field (not a KubeletConfiguration field; is it misspelled?)");
+      return text.fail(key, "unknown field (not a KubeletConfiguration field; is it misspelled?)");
     }
     const Key& spec = it->second;
-    std::string text;
-    switch (spec.kind) {
-      case Kind::kString:
-      case Kind::kDuration:
-      case Kind::kQuantity:
-        if (!value.is_string()) return fail(key, "expected a string, got " + typeName(value));
-        text = value.get<std::string>();
-        break;
-      case Kind::kInt:
-        if (!value.is_number_integer())
-          return fail(key, "expected an integer, got " + typeName(value));
-        text = std::to_string(value.get<int64_t>());
-        break;
-      case Kind::kNumber:
-        if (!value.is_number()) return fail(key, "expected a number, got " + typeName(value));
-        text = value.is_number_integer() ? std::to_string(value.get<int64_t>())
-                                         : std::to_string(value.get<double>());
-        break;
-      case Kind::kBool:
-        if (!value.is_boolean()) return fail(key, "expected true or false, got " + typeName(value));
-        text = value.get<bool>() ? "true" : "false";
-        break;
-    }
+    ASSIGN_OR_RETURN(std::string flag_text, flagValueText(text, key, value, spec.kind));
     if (fs.isSet(spec.flag)) continue;
-    RETURN_IF_ERROR(fs.setValue(spec.flag, text).withContext(at(key) + key));
+    RETURN_IF_ERROR(fs.setValue(spec.flag, flag_text).withContext(text.at(key) + key));
   }
   return result;
 }

@@ -96,6 +96,53 @@ constexpr const char* kStopAllUsage =
     "its grace period (at most --grace). Refuses while an agent holds the root dir (it would\n"
     "start them again): stop the agent first (systemctl stop nodeagent).\n";
 
+// The newest instance of each container of pod `pod` (in namespace `ns` when given, named
+// `container` when given).
+std::vector<Container> newestContainersOf(const fs::path& root, const std::string& ns,
+                                          const std::string& pod, const std::string& container) {
+  std::vector<Container> matches;
+  for (auto& c : listContainers(root)) {
+    if (c.config.pod_name != pod || (!ns.empty() && c.config.pod_namespace != ns)) continue;
+    if (!container.empty() && c.config.container_name != container) continue;
+    auto same = std::find_if(matches.begin(), matches.end(), [&](const Container& m) {
+      return m.config.pod_namespace == c.config.pod_namespace &&
+             m.config.container_name == c.config.container_name;
+    });
+    if (same == matches.end()) {
+      matches.push_back(std::move(c));
+    } else if (c.config.created_at > same->config.created_at) {
+      *same = std::move(c);
+    }
+  }
+  return matches;
+}
+
+// Prints the text of each CRI log record of `f` (a partial record without its newline); with
+// `follow`, keeps printing what is appended.
+void printCriLog(FILE* f, bool follow) {
+  std::string pending;  // a line read without its newline yet
+  char buf[65536];
+  for (;;) {
+    size_t n = std::fread(buf, 1, sizeof(buf), f);
+    if (n > 0) {
+      pending.append(buf, n);
+      size_t start = 0;
+      for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+        auto record = runtime::parseCriRecord(std::string_view(pending).substr(start, nl - start));
+        if (!record) continue;
+        std::fwrite(record->text.data(), 1, record->text.size(), stdout);
+        if (!record->partial) std::fputc('\n', stdout);
+      }
+      pending.erase(0, start);
+      continue;
+    }
+    std::fflush(stdout);
+    if (!follow) break;
+    std::clearerr(f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
 }  // namespace
 
 int runPs(int argc, char** argv) {
@@ -145,21 +192,7 @@ int runLogs(int argc, char** argv) {
   if (args.empty() || args.size() > 2) return usage(kLogsUsage, "give POD [CONTAINER]", flags);
   const std::string pod = args[0];
   const std::string container = args.size() > 1 ? args[1] : "";
-  // The newest instance of each matching container.
-  std::vector<Container> matches;
-  for (auto& c : listContainers(root)) {
-    if (c.config.pod_name != pod || (!ns.empty() && c.config.pod_namespace != ns)) continue;
-    if (!container.empty() && c.config.container_name != container) continue;
-    auto same = std::find_if(matches.begin(), matches.end(), [&](const Container& m) {
-      return m.config.pod_namespace == c.config.pod_namespace &&
-             m.config.container_name == c.config.container_name;
-    });
-    if (same == matches.end()) {
-      matches.push_back(std::move(c));
-    } else if (c.config.created_at > same->config.created_at) {
-      *same = std::move(c);
-    }
-  }
+  const std::vector<Container> matches = newestContainersOf(root, ns, pod, container);
   if (matches.empty()) {
     const std::string what =
         (container.empty() ? "no container" : "no container \"" + container + "\"") + " of pod " +
@@ -181,27 +214,7 @@ int runLogs(int argc, char** argv) {
     std::fprintf(stderr, "nodeagent logs: cannot open %s\n", path.c_str());
     return 1;
   }
-  std::string pending;  // a line read without its newline yet
-  char buf[65536];
-  for (;;) {
-    size_t n = std::fread(buf, 1, sizeof(buf), f);
-    if (n > 0) {
-      pending.append(buf, n);
-      size_t start = 0;
-      for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-        auto record = runtime::parseCriRecord(std::string_view(pending).substr(start, nl - start));
-        if (!record) continue;
-        std::fwrite(record->text.data(), 1, record->text.size(), stdout);
-        if (!record->partial) std::fputc('\n', stdout);
-      }
-      pending.erase(0, start);
-      continue;
-    }
-    std::fflush(stdout);
-    if (!follow) break;
-    std::clearerr(f);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  printCriLog(f, follow);
   std::fclose(f);
   return 0;
 }

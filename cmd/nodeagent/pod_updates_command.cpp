@@ -61,7 +61,74 @@ struct Flags {
   bool help = false;
 };
 
-// Parses the flags; the error names the flag.
+// --full, alone or as --full=true|false.
+base::Status applyFullFlag(const std::optional<std::string>& value, Flags& f) {
+  if (value && *value != "true" && *value != "false") {
+    return base::invalidArgumentError("--full takes no value (or true/false), got \"" + *value +
+                                      "\"");
+  }
+  f.full = !value || *value == "true";
+  return base::okStatus();
+}
+
+bool isValuedFlag(const std::string& name) {
+  static const char* kValued[] = {"pod-manifest-path",
+                                  "manifest-url",
+                                  "manifest-url-header",
+                                  "hostname-override",
+                                  "file-check-frequency",
+                                  "http-check-frequency",
+                                  "root-dir",
+                                  "v",
+                                  "kubeconfig"};
+  bool known = false;
+  for (const char* k : kValued) known = known || name == k;
+  return known;
+}
+
+// A positive Go-style duration for --`name`.
+base::Status parsePositiveDuration(const std::string& name, const std::string& value,
+                                   base::Duration& out) {
+  auto d = base::parseDuration(value);
+  if (!d.ok()) return d.status().withContext("--" + name);
+  if (*d <= base::Duration::zero()) {
+    return base::invalidArgumentError("--" + name + " must be positive, got \"" + value + "\"");
+  }
+  out = *d;
+  return base::okStatus();
+}
+
+// Sets one of the flags isValuedFlag knows.
+base::Status applyValuedFlag(const std::string& name, const std::string& value, Flags& f) {
+  if (name == "pod-manifest-path") {
+    f.manifest_path = value;
+  } else if (name == "manifest-url") {
+    f.manifest_url = value;
+  } else if (name == "manifest-url-header") {
+    f.url_headers.push_back(value);
+  } else if (name == "hostname-override") {
+    f.hostname_override = value;
+  } else if (name == "file-check-frequency") {
+    RETURN_IF_ERROR(parsePositiveDuration(name, value, f.file_check_frequency));
+  } else if (name == "http-check-frequency") {
+    RETURN_IF_ERROR(parsePositiveDuration(name, value, f.http_check_frequency));
+  } else if (name == "kubeconfig") {
+    f.kubeconfig = value;
+  } else if (name == "root-dir") {
+    if (value.empty()) return base::invalidArgumentError("--root-dir must not be empty");
+    f.root_dir = value;
+  } else if (name == "v") {
+    char* end = nullptr;
+    long v = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v < 0 || v > 10) {
+      return base::invalidArgumentError("--v must be a number from 0 to 10, got \"" + value + "\"");
+    }
+    f.verbosity = static_cast<int>(v);
+  }
+  return base::okStatus();
+}
+
+// Parses the flags (--name=value or --name value); the error names the flag.
 base::StatusOr<Flags> parseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -82,65 +149,15 @@ base::StatusOr<Flags> parseFlags(int argc, char** argv) {
       name = std::string(arg.substr(2));
     }
     if (name == "full") {
-      if (value && *value != "true" && *value != "false") {
-        return base::invalidArgumentError("--full takes no value (or true/false), got \"" + *value +
-                                          "\"");
-      }
-      f.full = !value || *value == "true";
+      RETURN_IF_ERROR(applyFullFlag(value, f));
       continue;
     }
-    static const char* kValued[] = {"pod-manifest-path",
-                                    "manifest-url",
-                                    "manifest-url-header",
-                                    "hostname-override",
-                                    "file-check-frequency",
-                                    "http-check-frequency",
-                                    "root-dir",
-                                    "v",
-                                    "kubeconfig"};
-    bool known = false;
-    for (const char* k : kValued) known = known || name == k;
-    if (!known) return base::invalidArgumentError("unknown flag --" + name);
+    if (!isValuedFlag(name)) return base::invalidArgumentError("unknown flag --" + name);
     if (!value) {
       if (i + 1 >= argc) return base::invalidArgumentError("flag --" + name + " needs a value");
       value = argv[++i];
     }
-    auto duration = [&](base::Duration& out) -> base::Status {
-      auto d = base::parseDuration(*value);
-      if (!d.ok()) return d.status().withContext("--" + name);
-      if (*d <= base::Duration::zero()) {
-        return base::invalidArgumentError("--" + name + " must be positive, got \"" + *value +
-                                          "\"");
-      }
-      out = *d;
-      return base::okStatus();
-    };
-    if (name == "pod-manifest-path") {
-      f.manifest_path = *value;
-    } else if (name == "manifest-url") {
-      f.manifest_url = *value;
-    } else if (name == "manifest-url-header") {
-      f.url_headers.push_back(*value);
-    } else if (name == "hostname-override") {
-      f.hostname_override = *value;
-    } else if (name == "file-check-frequency") {
-      RETURN_IF_ERROR(duration(f.file_check_frequency));
-    } else if (name == "http-check-frequency") {
-      RETURN_IF_ERROR(duration(f.http_check_frequency));
-    } else if (name == "kubeconfig") {
-      f.kubeconfig = *value;
-    } else if (name == "root-dir") {
-      if (value->empty()) return base::invalidArgumentError("--root-dir must not be empty");
-      f.root_dir = *value;
-    } else if (name == "v") {
-      char* end = nullptr;
-      long v = std::strtol(value->c_str(), &end, 10);
-      if (value->empty() || *end != '\0' || v < 0 || v > 10) {
-        return base::invalidArgumentError("--v must be a number from 0 to 10, got \"" + *value +
-                                          "\"");
-      }
-      f.verbosity = static_cast<int>(v);
-    }
+    RETURN_IF_ERROR(applyValuedFlag(name, *value, f));
   }
   return f;
 }
@@ -192,6 +209,85 @@ std::string updateLine(const api::PodUpdate& u, bool full) {
   return line.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// What the sources need beyond the flags, checked before anything starts.
+struct SourceInputs {
+  config::HttpHeaders headers;
+  std::string node;
+};
+
+// The usage error, if any, of the flags that choose and configure the sources.
+base::StatusOr<SourceInputs> checkSourceFlags(const Flags& flags) {
+  if (flags.manifest_path.empty() && flags.manifest_url.empty() && flags.kubeconfig.empty()) {
+    return base::invalidArgumentError(
+        "nothing to watch: give --pod-manifest-path, --manifest-url and/or --kubeconfig");
+  }
+  SourceInputs in;
+  ASSIGN_OR_RETURN(in.headers, config::parseManifestUrlHeaders(flags.url_headers));
+  if (!flags.manifest_url.empty()) {
+    auto url = config::parseHttpUrl(flags.manifest_url);
+    if (!url.ok()) return base::invalidArgumentError("--manifest-url: " + url.status().message());
+  }
+  ASSIGN_OR_RETURN(in.node, nodeName(flags.hostname_override));
+  return in;
+}
+
+// Prints each update as one JSON line, whole (the lock keeps lines from interleaving).
+config::PodConfig::Output printUpdates(std::mutex& out_mu, bool full) {
+  return [&out_mu, full](api::PodUpdate u) {
+    std::string line = updateLine(u, full);
+    std::lock_guard lock(out_mu);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  };
+}
+
+// The sources the flags ask for, in file, HTTP, apiserver order, each sending to its channel of
+// `pod_config`. With an apiserver, checkpointed pods are restored first.
+base::StatusOr<std::vector<std::unique_ptr<config::PodSource>>> makeSources(
+    asio::io_context& ioc, asio::thread_pool& blocking, base::Clock& clock, const Flags& flags,
+    const SourceInputs& in, config::ManifestErrors& errors, config::PodConfig& pod_config,
+    spdlog::logger& log) {
+  std::vector<std::unique_ptr<config::PodSource>> sources;
+  if (!flags.manifest_path.empty()) {
+    config::FileSourceOptions o;
+    o.path = flags.manifest_path;
+    o.node_name = in.node;
+    o.check_frequency = flags.file_check_frequency;
+    o.errors = &errors;
+    sources.push_back(config::makeFileSource(ioc.get_executor(), clock, std::move(o),
+                                             pod_config.channel(std::string(api::kFileSource))));
+  }
+  if (!flags.manifest_url.empty()) {
+    config::HttpSourceOptions o;
+    o.url = flags.manifest_url;
+    o.headers = in.headers;
+    o.node_name = in.node;
+    o.check_frequency = flags.http_check_frequency;
+    o.errors = &errors;
+    ASSIGN_OR_RETURN(
+        auto http,
+        config::HttpSource::create(ioc.get_executor(), blocking.get_executor(), clock, std::move(o),
+                                   pod_config.channel(std::string(api::kHttpSource))));
+    sources.push_back(std::move(http));
+  }
+  if (!flags.kubeconfig.empty()) {
+    auto api_sink = pod_config.channel(std::string(api::kApiserverSource));
+    // Checkpointed pods come back as one RESTORE before the apiserver source starts.
+    if (auto restored = pod_config.restore(); !restored.ok()) {
+      log.warn("Checkpoint restore failed err={}", restored.status().toString());
+    }
+    config::ApiserverSourceOptions o;
+    o.kubeconfig = flags.kubeconfig;
+    o.node_name = in.node;
+    ASSIGN_OR_RETURN(auto api_source,
+                     config::makeApiserverSource(ioc.get_executor(), clock, base::defaultRandom(),
+                                                 std::move(o), api_sink));
+    sources.push_back(std::move(api_source));
+  }
+  return sources;
+}
+
 }  // namespace
 
 int runPodUpdates(int argc, char** argv) {
@@ -202,18 +298,8 @@ int runPodUpdates(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (flags.manifest_path.empty() && flags.manifest_url.empty() && flags.kubeconfig.empty()) {
-    return usageError(
-        "nothing to watch: give --pod-manifest-path, --manifest-url and/or --kubeconfig");
-  }
-  auto headers = config::parseManifestUrlHeaders(flags.url_headers);
-  if (!headers.ok()) return usageError(headers.status().message());
-  if (!flags.manifest_url.empty()) {
-    auto url = config::parseHttpUrl(flags.manifest_url);
-    if (!url.ok()) return usageError("--manifest-url: " + url.status().message());
-  }
-  auto node = nodeName(flags.hostname_override);
-  if (!node.ok()) return usageError(node.status().message());
+  auto inputs = checkSourceFlags(flags);
+  if (!inputs.ok()) return usageError(inputs.status().message());
 
   base::initLogging({.verbosity = flags.verbosity, .quiet = false});
   auto log = base::logger("cmd");
@@ -228,64 +314,18 @@ int runPodUpdates(int argc, char** argv) {
   config::ManifestErrors errors;
 
   std::mutex out_mu;
-  const bool full = flags.full;
   config::PodConfigOptions pc_options;
   pc_options.mode = config::PodConfigNotificationMode::kIncremental;
   pc_options.checkpoint_dir = std::filesystem::path(flags.root_dir) / "pod-checkpoints";
-  config::PodConfig pod_config(
-      ioc.get_executor(), clock,
-      [&](api::PodUpdate u) {
-        std::string line = updateLine(u, full);
-        std::lock_guard lock(out_mu);
-        std::fwrite(line.data(), 1, line.size(), stdout);
-        std::fputc('\n', stdout);
-        std::fflush(stdout);
-      },
-      pc_options);
+  config::PodConfig pod_config(ioc.get_executor(), clock, printUpdates(out_mu, flags.full),
+                               pc_options);
 
-  std::vector<std::unique_ptr<config::PodSource>> sources;
-  if (!flags.manifest_path.empty()) {
-    config::FileSourceOptions o;
-    o.path = flags.manifest_path;
-    o.node_name = *node;
-    o.check_frequency = flags.file_check_frequency;
-    o.errors = &errors;
-    sources.push_back(config::makeFileSource(ioc.get_executor(), clock, std::move(o),
-                                             pod_config.channel(std::string(api::kFileSource))));
+  auto made = makeSources(ioc, blocking, clock, flags, *inputs, errors, pod_config, *log);
+  if (!made.ok()) {
+    std::fprintf(stderr, "nodeagent pod-updates: %s\n", made.status().message().c_str());
+    return 1;
   }
-  if (!flags.manifest_url.empty()) {
-    config::HttpSourceOptions o;
-    o.url = flags.manifest_url;
-    o.headers = *headers;
-    o.node_name = *node;
-    o.check_frequency = flags.http_check_frequency;
-    o.errors = &errors;
-    auto http =
-        config::HttpSource::create(ioc.get_executor(), blocking.get_executor(), clock, std::move(o),
-                                   pod_config.channel(std::string(api::kHttpSource)));
-    if (!http.ok()) {
-      std::fprintf(stderr, "nodeagent pod-updates: %s\n", http.status().message().c_str());
-      return 1;
-    }
-    sources.push_back(std::move(*http));
-  }
-  if (!flags.kubeconfig.empty()) {
-    auto api_sink = pod_config.channel(std::string(api::kApiserverSource));
-    // Checkpointed pods come back as one RESTORE before the apiserver source starts.
-    if (auto restored = pod_config.restore(); !restored.ok()) {
-      log->warn("Checkpoint restore failed err={}", restored.status().toString());
-    }
-    config::ApiserverSourceOptions o;
-    o.kubeconfig = flags.kubeconfig;
-    o.node_name = *node;
-    auto api_source = config::makeApiserverSource(ioc.get_executor(), clock, base::defaultRandom(),
-                                                  std::move(o), api_sink);
-    if (!api_source.ok()) {
-      std::fprintf(stderr, "nodeagent pod-updates: %s\n", api_source.status().message().c_str());
-      return 1;
-    }
-    sources.push_back(std::move(*api_source));
-  }
+  std::vector<std::unique_ptr<config::PodSource>>& sources = *made;
 
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
@@ -297,7 +337,7 @@ int runPodUpdates(int argc, char** argv) {
     asio::post(ioc, [&] { ioc.stop(); });
   });
 
-  log->info("Starting pod sources node={} file={} url={}", *node, flags.manifest_path,
+  log->info("Starting pod sources node={} file={} url={}", inputs->node, flags.manifest_path,
             flags.manifest_url);
   for (auto& s : sources) s->start();
 

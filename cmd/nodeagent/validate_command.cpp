@@ -75,48 +75,97 @@ std::string oneLine(std::string s) {
   return out;
 }
 
-}  // namespace
-
-int runValidate(int argc, char** argv) {
+struct Flags {
   std::optional<std::string> node_override;
   std::string runtime = "process";
   std::vector<std::string> files;
+  bool help = false;
+};
+
+// Flags, then the files (also after "--"). The error is the usage message.
+base::StatusOr<Flags> parseFlags(int argc, char** argv) {
+  Flags f;
   bool flags_done = false;
   constexpr std::string_view kHostnameFlag = "--hostname-override";
   constexpr std::string_view kRuntimeFlag = "--runtime";
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (flags_done || arg.size() < 2 || arg[0] != '-') {
-      files.emplace_back(arg);
+      f.files.emplace_back(arg);
       continue;
     }
     if (arg == "--") {
       flags_done = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
+      f.help = true;
+      return f;
     } else if (arg == kHostnameFlag) {
-      if (i + 1 >= argc) return usageError("--hostname-override needs a value");
-      node_override = argv[++i];
+      if (i + 1 >= argc) return base::invalidArgumentError("--hostname-override needs a value");
+      f.node_override = argv[++i];
     } else if (arg.starts_with(kHostnameFlag) && arg[kHostnameFlag.size()] == '=') {
-      node_override = std::string(arg.substr(kHostnameFlag.size() + 1));
+      f.node_override = std::string(arg.substr(kHostnameFlag.size() + 1));
     } else if (arg == kRuntimeFlag) {
-      if (i + 1 >= argc) return usageError("--runtime needs a value");
-      runtime = argv[++i];
+      if (i + 1 >= argc) return base::invalidArgumentError("--runtime needs a value");
+      f.runtime = argv[++i];
     } else if (arg.starts_with(kRuntimeFlag) && arg[kRuntimeFlag.size()] == '=') {
-      runtime = std::string(arg.substr(kRuntimeFlag.size() + 1));
+      f.runtime = std::string(arg.substr(kRuntimeFlag.size() + 1));
     } else {
-      return usageError("unknown flag " + std::string(arg));
+      return base::invalidArgumentError("unknown flag " + std::string(arg));
     }
   }
-  if (files.empty()) return usageError("no manifest files given");
-  if (runtime != "process" && runtime != "fake") {
-    return usageError("--runtime: \"" + runtime + "\" is not process or fake");
+  if (f.files.empty()) return base::invalidArgumentError("no manifest files given");
+  if (f.runtime != "process" && f.runtime != "fake") {
+    return base::invalidArgumentError("--runtime: \"" + f.runtime + "\" is not process or fake");
+  }
+  return f;
+}
+
+// Validates one manifest file: prints its defaulted pod on stdout, or its problems on stderr.
+// Returns false when it is invalid or the runtime would refuse it.
+bool validateFile(const std::string& file, const std::string& node, const std::string& runtime) {
+  auto content = config::readManifestFile(file, api::kMaxConfigLength);
+  if (!content.ok()) {
+    std::fprintf(stderr, "%s: %s\n", file.c_str(), content.status().message().c_str());
+    return false;
+  }
+  config::ManifestSource source{node, sourcePath(file), /*is_file=*/true};
+  auto result = config::decodeManifest(*content, source, /*allow_list=*/false);
+  if (!result.ok()) {
+    for (const auto& e : result.errors) {
+      std::fprintf(stderr, "%s: %s\n", file.c_str(), oneLine(e.toString()).c_str());
+    }
+    return false;
+  }
+  bool refused = false;
+  for (const auto& pod : result.pods) {
+    if (runtime != "process") continue;
+    for (const auto& refusal : runtime::processRuntimeRefusals(*pod)) {
+      std::fprintf(stderr, "%s: %s\n", file.c_str(), refusal.c_str());
+      refused = true;
+    }
+  }
+  if (refused) return false;
+  for (const auto& pod : result.pods) {
+    std::fwrite(pod->raw->data(), 1, pod->raw->size(), stdout);
+    std::fputc('\n', stdout);
+  }
+  return true;
+}
+
+}  // namespace
+
+int runValidate(int argc, char** argv) {
+  auto parsed = parseFlags(argc, argv);
+  if (!parsed.ok()) return usageError(parsed.status().message());
+  const Flags& flags = *parsed;
+  if (flags.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
 
   std::string node;
-  if (node_override) {
-    node = normalizeNodeName(*node_override);
+  if (flags.node_override) {
+    node = normalizeNodeName(*flags.node_override);
     if (node.empty()) return usageError("--hostname-override is empty");
   } else {
     auto host = hostName();
@@ -128,38 +177,8 @@ int runValidate(int argc, char** argv) {
   }
 
   int rc = 0;
-  for (const auto& file : files) {
-    auto content = config::readManifestFile(file, api::kMaxConfigLength);
-    if (!content.ok()) {
-      std::fprintf(stderr, "%s: %s\n", file.c_str(), content.status().message().c_str());
-      rc = 1;
-      continue;
-    }
-    config::ManifestSource source{node, sourcePath(file), /*is_file=*/true};
-    auto result = config::decodeManifest(*content, source, /*allow_list=*/false);
-    if (!result.ok()) {
-      for (const auto& e : result.errors) {
-        std::fprintf(stderr, "%s: %s\n", file.c_str(), oneLine(e.toString()).c_str());
-      }
-      rc = 1;
-      continue;
-    }
-    bool refused = false;
-    for (const auto& pod : result.pods) {
-      if (runtime != "process") continue;
-      for (const auto& refusal : runtime::processRuntimeRefusals(*pod)) {
-        std::fprintf(stderr, "%s: %s\n", file.c_str(), refusal.c_str());
-        refused = true;
-      }
-    }
-    if (refused) {
-      rc = 1;
-      continue;
-    }
-    for (const auto& pod : result.pods) {
-      std::fwrite(pod->raw->data(), 1, pod->raw->size(), stdout);
-      std::fputc('\n', stdout);
-    }
+  for (const auto& file : flags.files) {
+    if (!validateFile(file, node, flags.runtime)) rc = 1;
   }
   std::fflush(stdout);
   return rc;
