@@ -1,0 +1,304 @@
+// TestApiServer::Impl, private to cmd/test-apiserver/. test_api_server.cpp holds the server's
+// lifecycle, authentication, request limits, fault injection and the /_test/ endpoints;
+// test_api_server_routes.cpp the REST routing (discovery, get, list, create, update, patch,
+// delete); test_api_server_watch.cpp the watch streams.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cmd/test-apiserver/api_status.h"
+#include "cmd/test-apiserver/table.h"
+#include "cmd/test-apiserver/test_api_server.h"
+#include "cmd/test-apiserver/util.h"
+
+namespace nodeagent::testapiserver {
+
+using nlohmann::json;
+
+namespace test_api_server_internal {
+
+inline std::vector<std::string> splitPath(const std::string& path) {
+  std::vector<std::string> segs;
+  std::string cur;
+  for (char c : path) {
+    if (c == '/') {
+      if (!cur.empty()) segs.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) segs.push_back(cur);
+  return segs;
+}
+
+inline std::string param(const httplib::Request& req, const char* key) {
+  return req.has_param(key) ? req.get_param_value(key) : "";
+}
+
+// Go's strconv.ParseBool, which kube-apiserver uses for query flags (python sends "True").
+inline bool truthy(const std::string& v) {
+  return v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True";
+}
+
+inline std::string mediaType(const std::string& content_type) {
+  auto semi = content_type.find(';');
+  std::string mt = content_type.substr(0, semi);
+  while (!mt.empty() && mt.back() == ' ') mt.pop_back();
+  return mt;
+}
+
+}  // namespace test_api_server_internal
+
+using namespace test_api_server_internal;
+
+class TestApiServer::Impl {
+ public:
+  explicit Impl(ServerOptions options)
+      : options_(std::move(options)),
+        clock_(options_.clock ? *options_.clock : base::realClock()),
+        store_(clock_, options_.store) {}
+
+  ~Impl() { stop(); }
+
+  base::Status start();
+
+  void stop();
+
+  int port() const { return port_; }
+  std::string host() const {
+    return options_.bind_address == "0.0.0.0" || options_.bind_address.empty()
+               ? "127.0.0.1"
+               : options_.bind_address;
+  }
+  std::string url() const {
+    return std::string(tls_ ? "https" : "http") + "://" + host() + ":" + std::to_string(port_);
+  }
+  bool tls() const { return tls_; }
+  Store& store() { return store_; }
+
+  std::string kubeconfig() const;
+
+  void failNext(int code, int count, std::string prefix) {
+    std::lock_guard lock(mu_);
+    fail_code_ = code;
+    fail_count_ = count;
+    fail_prefix_ = std::move(prefix);
+  }
+  void setLatency(std::chrono::milliseconds ms) {
+    std::lock_guard lock(mu_);
+    latency_ = ms;
+  }
+  std::vector<RecordedRequest> requests() const {
+    std::lock_guard lock(mu_);
+    return {requests_.begin(), requests_.end()};
+  }
+  void clearRequests() {
+    std::lock_guard lock(mu_);
+    requests_.clear();
+  }
+
+ private:
+  // The --token-auth-file's tokens; the first one goes into the written kubeconfig.
+  base::Status loadTokens();
+
+  // An HTTPS server when a certificate and key are given (the certificate is also the CA the
+  // written kubeconfig trusts), plain HTTP otherwise.
+  base::Status createServer();
+
+  // Threads, timeouts, limits and the one handler every method goes to.
+  void configureServer();
+
+  // Binds the configured address and port (any free port for 0) with a large listen backlog.
+  base::Status bindListener();
+
+  void sendJson(httplib::Response& res, int code, const json& body) {
+    res.status = code;
+    res.set_content(body.dump(), "application/json");
+  }
+  void sendError(httplib::Response& res, const base::Status& err, std::string_view name = "",
+                 std::string_view kind = "") {
+    json body = statusFromError(err, name, kind);
+    if (err.code() == base::StatusCode::kDeadlineExceeded &&
+        err.message().starts_with("Too large resource version")) {
+      body["details"]["causes"] = {
+          {{"reason", "ResourceVersionTooLarge"}, {"message", "Too large resource version"}}};
+      body["details"]["retryAfterSeconds"] = 1;
+      res.set_header("Retry-After", "1");
+    }
+    sendJson(res, body["code"].get<int>(), body);
+  }
+  void sendCode(httplib::Response& res, int code, const std::string& message) {
+    if (code == 429) res.set_header("Retry-After", "1");
+    sendJson(res, code, statusObject(code, message));
+  }
+
+  void record(const httplib::Request& req);
+
+  bool authenticated(const httplib::Request& req) const {
+    if (tokens_.empty()) return true;
+    if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") return true;
+    std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    return auth.starts_with(prefix) && tokens_.contains(auth.substr(prefix.size()));
+  }
+
+  // The Content-Length header's value (0 when absent or not a number).
+  static uint64_t declaredLength(const httplib::Request& req) {
+    const std::string value = req.get_header_value("Content-Length");
+    uint64_t n = 0;
+    std::from_chars(value.data(), value.data() + value.size(), n);
+    return n;
+  }
+
+  // Why a request is refused from its line and headers: {code, message}, code 0 when it is not.
+  std::pair<int, std::string> refusal(const httplib::Request& req) const;
+
+  // The pre-routing check: true when the request was answered (401, 413, 411) from its headers.
+  bool refuseBeforeBody(const httplib::Request& req, httplib::Response& res);
+
+  // Answers and then drops the connection: the body the client may still be sending is unread,
+  // and httplib would otherwise parse it as the next request. A content provider that reports
+  // failure after writing everything makes httplib close the socket once the answer is out.
+  static void sendAndClose(httplib::Response& res, int code, std::string body);
+
+  void handle(const httplib::Request& req, httplib::Response& res);
+
+  void handleTest(const httplib::Request& req, httplib::Response& res);
+
+  // Where a resource request points: /api/v1/... or /apis/<group>/v1/..., with an optional
+  // watch/ prefix, namespace, name and subresource.
+  struct ResourcePath {
+    const ResourceInfo* resource = nullptr;
+    std::string ns;
+    bool ns_given = false;
+    std::string name;
+    std::string sub;
+    bool watch = false;
+  };
+
+  void route(const httplib::Request& req, httplib::Response& res);
+
+  // Health checks, /version, /api and /apis. True when the request was answered.
+  bool serveDiscovery(const httplib::Request& req, httplib::Response& res);
+
+  // The resource a path names. Answers the request itself (a group's or a version's discovery
+  // document, 404, 405) and returns nullopt when the path names no resource to act on.
+  std::optional<ResourcePath> resolveResourcePath(const httplib::Request& req,
+                                                  httplib::Response& res);
+
+  // The part of a resource path after the group version: [watch/][namespaces/<ns>/]<resource>
+  // [/<name>[/<subresource>]], from segs[i] on.
+  std::optional<ResourcePath> resolveResourceSegments(const httplib::Request& req,
+                                                      httplib::Response& res,
+                                                      const std::vector<std::string>& segs,
+                                                      size_t i, const std::string& group);
+
+  std::optional<ResourcePath> notFoundPath(httplib::Response& res);
+
+  // GET: a watch, a list, or one object (as a Table when asked).
+  void serveGet(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
+
+  void serveCreate(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
+
+  void serveUpdate(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
+
+  void servePatch(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
+
+  // DELETE of one object or (without a name) of a collection. A deleted pod, or an object that
+  // only got a deletion timestamp, is answered with the object; anything else with a Status.
+  void serveDelete(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
+
+  // DeleteOptions from the body and the gracePeriodSeconds parameter (which wins). Answers 400
+  // and returns nullopt when either is malformed.
+  std::optional<DeleteOptions> parseDeleteOptions(const httplib::Request& req,
+                                                  httplib::Response& res);
+
+  void notFound(httplib::Response& res);
+
+  std::optional<json> parseBody(const httplib::Request& req, httplib::Response& res);
+
+  static bool wantsTable(const httplib::Request& req) {
+    return req.get_header_value("Accept").find("as=Table") != std::string::npos;
+  }
+
+  static IncludeObject includeObject(const httplib::Request& req) {
+    const std::string v = param(req, "includeObject");
+    if (v == "None") return IncludeObject::kNone;
+    if (v == "Object") return IncludeObject::kObject;
+    return IncludeObject::kMetadata;
+  }
+
+  void serveList(const httplib::Request& req, httplib::Response& res, const ResourceInfo& resource,
+                 const std::string& ns);
+
+  void serveDeleteCollection(const httplib::Request& req, httplib::Response& res,
+                             const ResourceInfo& resource, const std::string& ns,
+                             const DeleteOptions& opts);
+
+  struct WatchStream {
+    std::shared_ptr<Watcher> watcher;
+    const ResourceInfo* resource = nullptr;
+    bool table = false;
+    IncludeObject include = IncludeObject::kMetadata;
+    bool bookmarks = false;
+    bool initial_events_end = false;  // sendInitialEvents=true: mark the end with a bookmark
+    bool first_table_event = true;
+    bool started = false;
+    base::MonotonicTime deadline;
+    base::MonotonicTime next_bookmark;
+    std::string error_line;  // set: the stream is this one ERROR event
+  };
+
+  std::string bookmarkLine(const ResourceInfo& resource, uint64_t rv, bool initial_end);
+
+  std::string eventLine(WatchStream& st, const Watcher::Delivery& d);
+
+  void serveWatch(const httplib::Request& req, httplib::Response& res, const ResourceInfo& resource,
+                  const std::string& ns, const std::string& name);
+
+  // One call of the chunked provider: writes what is available (waiting a little if nothing
+  // is), a bookmark when due, or ends the stream.
+  bool pump(WatchStream& st, httplib::DataSink& sink);
+
+  ServerOptions options_;
+  base::Clock& clock_;  // object timestamps and Table ages
+  // Watch timeouts and bookmarks block real threads, so they always run on real time (an
+  // injected fake clock would turn every wait into a busy loop).
+  base::Clock& wait_clock_ = base::realClock();
+  Store store_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread listener_;
+  std::future<void> listener_done_;  // ready once listen_after_bind() returned
+  int port_ = -1;
+  bool tls_ = false;
+  std::string ca_pem_;
+  std::string first_token_;
+  std::map<std::string, std::string> tokens_;  // token -> user; read-only after start()
+  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable latency_cv_;
+  bool stopped_ = false;
+  int fail_code_ = 500;
+  int fail_count_ = 0;
+  std::string fail_prefix_;
+  std::chrono::milliseconds latency_{0};
+  std::deque<RecordedRequest> requests_;
+};
+
+}  // namespace nodeagent::testapiserver
