@@ -18,6 +18,7 @@
 
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -402,10 +403,8 @@ TEST_CASE(
     "an API pod that would run as root is refused unless --allow-root-api-pods, and a non-root "
     "one runs, with its fsGroup on its emptyDir",
     "[e2e][apiserver][security]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: needs root (an unprivileged agent runs no container as root)");
-    return;
-  }
+  if (::geteuid() != 0)
+    testing::skipTest("needs root (an unprivileged agent runs no container as root)");
   Env env;
   // The non-root container must reach its pod directory under the agent's root dir.
   fs::permissions(env.dir.path(),

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -31,10 +32,8 @@ bool onPath(const std::string& program) {
 }  // namespace
 
 TEST_CASE("deploy: the systemd unit verifies without warnings", "[e2e][deploy]") {
-  if (!onPath("systemd-analyze")) {
-    WARN("SKIPPED: systemd-analyze is not installed (Debian package systemd)");
-    return;
-  }
+  if (!onPath("systemd-analyze"))
+    testing::skipTest("systemd-analyze is not installed (Debian package systemd)");
   testing::TempDir dir("nodeagent-e2e-unit");
   // The unit as installed, its binary path pointed at the built agent (verify checks it exists).
   std::string unit = testing::readFile(sourceRoot() / "deploy" / "nodeagent.service");

@@ -1,10 +1,11 @@
 // /metrics of a running agent: kubelet's metric names where kubelet has the measure, the
-// process_* metrics, and a format `promtool check metrics` accepts (SKIPPED, loudly, without
-// promtool; deploy/install-deps.sh installs it).
+// process_* metrics, and a format `promtool check metrics` accepts (Skipped without promtool;
+// deploy/install-deps.sh installs it).
 #include <unistd.h>
 
 #include "test/e2e/daemon_fixture.h"
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/skip.h"
 
 using namespace nodeagent;
 using namespace nodeagent::e2e;
@@ -22,13 +23,9 @@ std::optional<double> sample(const std::string& text, const std::string& series)
   return std::nullopt;
 }
 
-}  // namespace
-
-TEST_CASE("daemon /metrics has kubelet's names and passes promtool check metrics",
-          "[e2e][daemon][metrics]") {
-  Daemon d;
-  const auto m = marker("metrics-web");
-  d.writeManifest("web.yaml", shPod("web", m, "sleep 1000 & wait"));
+// Starts `d` with a running pod and a broken manifest; its /metrics once the pod counts.
+std::string metricsWithRunningPod(Daemon& d) {
+  d.writeManifest("web.yaml", shPod("web", marker("metrics-web"), "sleep 1000 & wait"));
   d.writeManifest("broken.yaml", "kind: Pod\nmetadata: [\n");
   d.start();
   REQUIRE_EVENTUALLY(
@@ -43,6 +40,15 @@ TEST_CASE("daemon /metrics has kubelet's names and passes promtool check metrics
         return sample(text, "kubelet_running_pods").value_or(0) >= 1;
       },
       30s);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("daemon /metrics has kubelet's names and the process_* metrics",
+          "[e2e][daemon][metrics]") {
+  Daemon d;
+  const std::string text = metricsWithRunningPod(d);
   INFO(text);
   CHECK(sample(text, "kubelet_node_name{node=\"" + std::string(kNode) + "\"}") == 1);
   CHECK(sample(text, "kubelet_running_containers{container_state=\"running\"}").value_or(0) >= 1);
@@ -61,15 +67,18 @@ TEST_CASE("daemon /metrics has kubelet's names and passes promtool check metrics
   CHECK(sample(text, "process_start_time_seconds").value_or(0) > 1.5e9);
   CHECK(text.find("nodeagent_manifest_errors{") != std::string::npos);
   CHECK(text.find("_duration_seconds_sum counter") == std::string::npos);
+}
 
+TEST_CASE("daemon /metrics passes promtool check metrics", "[e2e][daemon][metrics]") {
   bool have_promtool = false;
   for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
     have_promtool = have_promtool || ::access((fs::path(dir) / "promtool").c_str(), X_OK) == 0;
   }
-  if (!have_promtool) {
-    WARN("SKIPPED: promtool is not installed (deploy/install-deps.sh installs it)");
-    return;
-  }
+  if (!have_promtool)
+    testing::skipTest("promtool is not installed (deploy/install-deps.sh installs it)");
+  Daemon d;
+  const std::string text = metricsWithRunningPod(d);
+  INFO(text);
   testing::TempDir dir("nodeagent-e2e-metrics");
   testing::writeFile(dir / "metrics.txt", text);
   auto r = testing::runCommand(

@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include <catch2/catch.hpp>
 
 #include "test/support/integration_env.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 extern char** environ;
@@ -158,10 +158,8 @@ TEST_CASE("daemon: /healthz and /pods answer while 2,000 idle and slowloris conn
     ::getrlimit(RLIMIT_NOFILE, &lim);
   }
   if (lim.rlim_cur < need) {
-    std::cerr << "SKIPPED: this test needs " << need << " descriptors, RLIMIT_NOFILE allows "
-              << lim.rlim_cur << std::endl;
-    WARN("SKIPPED: RLIMIT_NOFILE " << lim.rlim_cur << " < " << need);
-    return;
+    testing::skipTest("this test needs " + std::to_string(need) +
+                      " descriptors; RLIMIT_NOFILE allows " + std::to_string(lim.rlim_cur));
   }
   const int port = testing::unusedLoopbackPort();
   Agent agent(port, 0);

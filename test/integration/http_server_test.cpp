@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +22,7 @@
 #include "agent/server/http_server.h"
 #include "base/clock.h"
 #include "test/support/integration_env.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -112,25 +112,20 @@ std::string readFor(int fd, size_t bytes, std::chrono::milliseconds deadline) {
 // True when the peer has closed `fd` (without waiting).
 bool closedNow(int fd) { return readUntilClosed(fd, 1ms).has_value(); }
 
-// Raises the soft descriptor limit to at least `need`; false (after a loud SKIPPED line) when
-// the hard limit does not allow it.
-bool ensureDescriptors(rlim_t need) {
+// Raises the soft descriptor limit to at least `need`; skips the test case when the hard limit
+// does not allow it.
+void ensureDescriptors(rlim_t need) {
   rlimit lim{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &lim) == 0);
-  if (lim.rlim_cur >= need) return true;
+  if (lim.rlim_cur >= need) return;
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) {
-    std::cerr << "SKIPPED: this test needs " << need << " descriptors; RLIMIT_NOFILE hard limit is "
-              << lim.rlim_max << std::endl;
-    WARN("SKIPPED: RLIMIT_NOFILE hard limit " << lim.rlim_max << " < " << need);
-    return false;
+    testing::skipTest("this test needs " + std::to_string(need) +
+                      " descriptors; the RLIMIT_NOFILE hard limit is " +
+                      std::to_string(lim.rlim_max));
   }
   lim.rlim_cur = need;
-  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    std::cerr << "SKIPPED: cannot raise RLIMIT_NOFILE to " << need << std::endl;
-    WARN("SKIPPED: cannot raise RLIMIT_NOFILE to " << need);
-    return false;
-  }
-  return true;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    testing::skipTest("cannot raise RLIMIT_NOFILE to " + std::to_string(need));
 }
 
 // /healthz answers "ok", /pods a large body in many pieces (as the read-only server's /pods).
@@ -415,7 +410,7 @@ TEST_CASE(
   constexpr int kIdle = 2000;
   constexpr int kSlow = 8;
   // Both ends of every connection are in this process.
-  if (!ensureDescriptors(2 * (kIdle + kSlow) + 512)) return;
+  ensureDescriptors(2 * (kIdle + kSlow) + 512);
   agent::HttpServerOptions o;  // default limits: 5 s header deadline
   o.max_connections = 4096;
   Fixture f(o);

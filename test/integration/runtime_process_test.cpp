@@ -24,6 +24,7 @@
 #include "agent/runtime/shim_processes.h"
 #include "agent/runtime/state_file.h"
 #include "test/support/integration_env.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -566,10 +567,7 @@ TEST_CASE(
 
 TEST_CASE("process runtime: runAsUser and runAsGroup apply when the agent is root",
           "[integration][runtime]") {
-  if (geteuid() != 0) {
-    WARN("SKIPPED: needs root");
-    return;
-  }
+  if (::geteuid() != 0) testing::skipTest("needs root (runAsUser/runAsGroup need setuid/setgid)");
   Env env;
   auto c = shContainer("main", "echo \"$(id -u):$(id -g)\"");
   c.working_dir = "/";
@@ -925,17 +923,17 @@ std::pair<Creds, Creds> runAndInspect(Env& env, const api::PodPtr& pod,
   return {container, Creds::of(exec->output)};
 }
 
-bool skipUnlessRoot() {
-  if (::geteuid() == 0) return false;
-  WARN("SKIPPED: the security context tests need root (setuid, setgroups, capabilities)");
-  return true;
+// Skips the test case (before it creates anything) unless the agent runs as root.
+void skipUnlessRoot() {
+  if (::geteuid() != 0)
+    testing::skipTest("the security context tests need root (setuid, setgroups, capabilities)");
 }
 
 }  // namespace
 
 TEST_CASE("process runtime: a pod-level runAsUser applies, with a safe group and no root groups",
           "[integration][runtime][security]") {
-  if (skipUnlessRoot()) return;
+  skipUnlessRoot();
   Env env;
   api::PodSecurityContext psc;
   psc.run_as_user = 65534;
@@ -953,7 +951,7 @@ TEST_CASE("process runtime: a pod-level runAsUser applies, with a safe group and
 
 TEST_CASE("process runtime: a container does not inherit the agent's OOM protection",
           "[integration][runtime][security]") {
-  if (skipUnlessRoot()) return;
+  skipUnlessRoot();
   // As under the unit's OOMScoreAdjust=-999: the agent (this process) is protected.
   const std::string before = testing::readFile("/proc/self/oom_score_adj");
   testing::writeFile("/proc/self/oom_score_adj", "-999");
@@ -974,7 +972,7 @@ TEST_CASE("process runtime: a container does not inherit the agent's OOM protect
 
 TEST_CASE("process runtime: container fields override the pod's, supplementalGroups and fsGroup",
           "[integration][runtime][security]") {
-  if (skipUnlessRoot()) return;
+  skipUnlessRoot();
   Env env;
   api::PodSecurityContext psc;
   psc.run_as_user = 1000;
@@ -992,7 +990,7 @@ TEST_CASE("process runtime: container fields override the pod's, supplementalGro
 
 TEST_CASE("process runtime: runAsNonRoot refuses root with kubelet's reason and message",
           "[integration][runtime][security]") {
-  if (skipUnlessRoot()) return;
+  skipUnlessRoot();
   Env env;
   auto refused = [&](const api::PodPtr& pod) {
     auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
@@ -1033,7 +1031,7 @@ TEST_CASE("process runtime: runAsNonRoot refuses root with kubelet's reason and 
 
 TEST_CASE("process runtime: allowPrivilegeEscalation false and capabilities drop ALL",
           "[integration][runtime][security]") {
-  if (skipUnlessRoot()) return;
+  skipUnlessRoot();
   Env env;
   api::SecurityContext sc;
   sc.allow_privilege_escalation = false;
@@ -1070,7 +1068,7 @@ TEST_CASE("process runtime: allowPrivilegeEscalation false and capabilities drop
 
 TEST_CASE("process runtime: refuse_root (apiserver pods) refuses root and runs a non-root uid",
           "[integration][runtime][security]") {
-  if (skipUnlessRoot()) return;
+  skipUnlessRoot();
   Env env;
   StartContainerOptions options;
   options.refuse_root = true;
@@ -1095,7 +1093,7 @@ TEST_CASE(
     "process runtime: a process of another user with a shim's command line is not taken for "
     "a shim",
     "[integration][runtime][security]") {
-  if (skipUnlessRoot()) return;
+  skipUnlessRoot();
   testing::TempDir tmp;
   const fs::path containers = tmp / "containers";
   fs::create_directories(containers / "mine");
