@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/pod.h"
@@ -24,6 +26,31 @@ struct AdmitResult {
   bool admit = true;
   std::string reason;   // "OutOfcpu", "OutOfmemory", "OutOfpods", "HostName", "PodFitsHostPorts"
   std::string message;  // kubelet's wording, e.g. "Node didn't have enough resource: cpu, ..."
+};
+
+// The pods admission counts as active, kept from one batch of additions to the next while nothing
+// that decides it changed (the pod manager's, the pod workers' and the terminal statuses'
+// generations): a node with 50,000 pods would otherwise walk all of them for each added manifest.
+// Not thread-safe (the sync loop's strand).
+class ActivePodsCache {
+ public:
+  struct Key {
+    uint64_t pods = 0;
+    uint64_t workers = 0;
+    uint64_t terminal = 0;
+    bool operator==(const Key&) const = default;
+  };
+  // The cached pods when they were computed for `key`, else nullopt; the cache is empty after.
+  std::optional<std::vector<api::PodPtr>> take(const Key& key) {
+    std::optional<std::vector<api::PodPtr>> out;
+    if (entry_ && entry_->first == key) out = std::move(entry_->second);
+    entry_.reset();
+    return out;
+  }
+  void put(const Key& key, std::vector<api::PodPtr> pods) { entry_.emplace(key, std::move(pods)); }
+
+ private:
+  std::optional<std::pair<Key, std::vector<api::PodPtr>>> entry_;
 };
 
 // `active_pods` are the admitted, non-terminated pods (the pod itself is not among them).

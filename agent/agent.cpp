@@ -1,16 +1,15 @@
+// The agent's SyncHandler half (kubelet.go's HandlePodAdditions/Updates/Removes/Reconcile/Syncs):
+// admission and dispatch of pod work to the pod workers. Housekeeping is in housekeeping.cpp.
 #include "agent/agent.h"
 
 #include <algorithm>
-#include <system_error>
-#include <unordered_set>
+#include <sstream>
 
-#include "agent/pod_status.h"
-#include "api/pod_json.h"
+#include "agent/status/pod_status.h"
+#include "api/pod_phase.h"
 #include "api/pod_update.h"
+#include "base/blocking.h"
 #include "base/log.h"
-#include "base/path_component.h"
-#include "base/printable.h"
-#include "podmanager/mirror_client.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -20,86 +19,17 @@ std::shared_ptr<spdlog::logger> log() {
   return l;
 }
 
-bool hasRequestsOrLimits(const api::Container& c) {
-  return !c.resources.requests.empty() || !c.resources.limits.empty();
-}
-
-using RecordEvent = decltype(AgentOptions::record_event);
-
-ProbeTarget hookTarget(const api::Handler& handler, const api::Container& container,
-                       const runtime::ContainerId& id, base::Duration timeout,
-                       const std::string& node_ip) {
-  ProbeTarget target;
-  target.handler = handler;
-  target.timeout = timeout;
-  target.container_id = id;
-  target.pod_ip = node_ip;
-  target.ports = container.ports;
-  return target;
-}
-
-// kubelet's executePreStopHook through its HandlerRunner: an exec or httpGet hook bounded by the
-// grace period; a failure is logged and recorded as a FailedPreStopHook event. The handler's
-// timer and socket share a strand of their own (kills of one pod run in parallel).
-asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std::string node_ip,
-                                     RecordEvent record_event,
-                                     runtime::PreStopHookRequest request) {
-  const api::Pod& pod = *request.pod;
-  const auto* container = runtime::findSpecContainer(pod, request.container_name);
-  if (container == nullptr || !container->lifecycle || !container->lifecycle->pre_stop) co_return;
-  auto target =
-      hookTarget(*container->lifecycle->pre_stop, *container, request.id, request.timeout, node_ip);
-  log()->info("Running preStop hook pod={} container={} id={}", api::podRef(pod), container->name,
-              request.id.toString());
-  auto strand = asio::make_strand(co_await asio::this_coro::executor);
-  auto hook = handler->runHook(target);
-  auto failure = co_await asio::co_spawn(strand, std::move(hook), asio::use_awaitable);
-  if (!failure) co_return;
-  log()->warn("PreStop hook failed pod={} container={} id={} error={}", api::podRef(pod),
-              container->name, request.id.toString(), base::goQuote(failure->error));
-  if (record_event) {
-    record_event(pod, "Warning", "FailedPreStopHook",
-                 hookFailureMessage(target.handler, container->name, pod, *failure),
-                 "spec.containers{" + container->name + "}");
-  }
+// Oldest first; pods without a creation time (static pods) before all others.
+void sortByCreation(std::vector<api::PodPtr>& pods) {
+  std::stable_sort(pods.begin(), pods.end(), [](const api::PodPtr& a, const api::PodPtr& b) {
+    const auto& ta = a->metadata.creation_timestamp;
+    const auto& tb = b->metadata.creation_timestamp;
+    if (!ta || !tb) return !ta && tb;
+    return *ta < *tb;
+  });
 }
 
 }  // namespace
-
-void AgentMetrics::observeStartLatency(base::Duration d) {
-  pod_start.observe(std::chrono::duration<double>(d).count());
-}
-
-void AgentMetrics::countConfigUpdate(api::PodOperation op, const std::string& source) {
-  std::lock_guard lock(config_updates_mu_);
-  ++config_updates_[{std::string(api::podOperationName(op)), source}];
-}
-
-std::map<std::pair<std::string, std::string>, uint64_t> AgentMetrics::configUpdates() const {
-  std::lock_guard lock(config_updates_mu_);
-  return config_updates_;
-}
-
-std::string podQosClass(const api::Pod& pod) {
-  bool any = false;
-  bool guaranteed = true;
-  auto visit = [&](const api::Container& c) {
-    if (hasRequestsOrLimits(c)) any = true;
-    for (const char* r : {"cpu", "memory"}) {
-      auto lim = c.resources.limits.find(r);
-      if (lim == c.resources.limits.end()) {
-        guaranteed = false;
-        continue;
-      }
-      auto req = c.resources.requests.find(r);
-      if (req != c.resources.requests.end() && !(req->second == lim->second)) guaranteed = false;
-    }
-  };
-  for (const auto& c : pod.spec.init_containers) visit(c);
-  for (const auto& c : pod.spec.containers) visit(c);
-  if (!any) return "BestEffort";
-  return guaranteed ? "Guaranteed" : "Burstable";
-}
 
 Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& random,
              runtime::Runtime& runtime, podmanager::PodManager& pod_manager,
@@ -113,15 +43,16 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       source_seen_(std::move(source_seen)),
       all_sources_ready_(std::move(all_sources_ready)),
       options_(std::move(options)),
+      blocking_(options_.blocking_executor ? options_.blocking_executor : executor),
       crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max),
-      cleanup_strand_(asio::make_strand(executor)) {
-  pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *this,
-                                                               options_.workers);
-  sync_loop_ =
-      std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_, options_.sync_loop);
-  pleg_ = std::make_shared<Pleg>(executor, clock, runtime, options_.pleg);
-  probe_handler_ = options_.probe_handler ? options_.probe_handler
-                                          : std::make_shared<RealProbeHandler>(runtime, clock);
+      pod_dirs_(options_.root_dir),
+      volumes_(pod_dirs_, options_.allow_root_api_pods),
+      probe_handler_(options_.probe_handler ? options_.probe_handler
+                                            : std::make_shared<RealProbeHandler>(runtime, clock)),
+      sync_loop_(std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,
+                                            options_.sync_loop)),
+      cleanup_strand_(asio::make_strand(executor)),
+      housekeeping_skip_(options_.housekeeping_full_period) {
   prober_ = std::make_shared<Prober>(
       executor, clock, probe_handler_, options_.node_ip,
       [this](const std::string& uid) {
@@ -131,7 +62,25 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
         });
       },
       [this](const std::string& uid, const std::string& container, ProbeType type,
-             const ProbeOutcome& outcome) { onProbeFailure(uid, container, type, outcome); });
+             const ProbeOutcome& outcome) {
+        auto pod = pod_manager_.getPodByUID(uid);
+        if (!pod) return;
+        reportProbeFailure(*pod, container, type, outcome, options_.record_event);
+      });
+  PodLifecycleOptions lo;
+  lo.node_ip = options_.node_ip;
+  lo.kill_timeout_minimum = options_.kill_timeout_minimum;
+  lo.mirror_recreate_delay = options_.mirror_recreate_delay;
+  lo.allow_root_api_pods = options_.allow_root_api_pods;
+  lifecycle_ = std::make_unique<PodLifecycle>(
+      PodLifecycle::Deps{
+          clock, runtime, status_manager, pod_manager, crash_backoff_, *prober_, *probe_handler_,
+          pod_dirs_, volumes_, metrics_, blocking_, options_.record_event,
+          [this](const std::string& uid, base::Duration delay) { scheduleSync(uid, delay); }},
+      lo);
+  pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *lifecycle_,
+                                                               options_.workers);
+  pleg_ = std::make_shared<Pleg>(executor, clock, runtime, options_.pleg);
   runtime_.setPreStopHookRunner(
       [handler = probe_handler_, node_ip = options_.node_ip,
        record_event = options_.record_event](runtime::PreStopHookRequest request) {
@@ -163,53 +112,23 @@ void Agent::stop(std::function<void()> on_idle) {
   pod_workers_->shutdown(std::move(on_idle));
 }
 
-base::StatusOr<std::filesystem::path> Agent::podDir(const std::string& uid) const {
-  return base::childPath(options_.root_dir / "pods", "pod UID", uid);
+void Agent::assertOnSyncLoop(const char* what) const {
+  base::assertOnStrand(sync_loop_->strand(), what);
 }
 
 // --- SyncHandler -------------------------------------------------------------------------------
 
 void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
+  assertOnSyncLoop("Agent::handlePodAdditions");
   auto pods = input;
-  // Oldest first; pods without a creation time (static pods) before all others.
-  std::stable_sort(pods.begin(), pods.end(), [](const api::PodPtr& a, const api::PodPtr& b) {
-    const auto& ta = a->metadata.creation_timestamp;
-    const auto& tb = b->metadata.creation_timestamp;
-    if (!ta || !tb) return !ta && tb;
-    return *ta < *tb;
-  });
+  sortByCreation(pods);
   // The active pods are computed once per batch and extended as pods are admitted: recomputing
   // them for every added pod (a status copy per existing pod) made a large batch quadratic.
   std::set<std::string> batch_uids;
   for (const auto& pod : pods) batch_uids.insert(pod->metadata.uid);
-  // Which pods are active changes only when a pod is removed or replaced, a status turns
-  // terminal or a worker terminates: until then the last batch's list is reused (a node with
-  // 50,000 pods would otherwise walk all of them for each added manifest).
-  const ActiveKey key{pod_manager_.generation(), pod_workers_->generation(),
-                      status_manager_.terminalGeneration()};
-  std::vector<api::PodPtr> active;
-  if (active_cache_ && active_cache_->key == key) {
-    active = std::move(active_cache_->pods);
-    if (!batch_uids.empty()) {
-      std::erase_if(active,
-                    [&](const api::PodPtr& p) { return batch_uids.count(p->metadata.uid) > 0; });
-    }
-  } else {
-    // The few inactive UIDs are fetched at once rather than with lookups per pod.
-    const auto terminal = status_manager_.terminalPodUIDs();
-    const auto terminated = pod_workers_->knownTerminatedUIDs();
-    for (const auto& other : pod_manager_.getPods()) {
-      const auto& uid = other->metadata.uid;
-      if (batch_uids.count(uid) > 0) continue;
-      // A pod object with a terminal phase is rare: ask precisely (its cached status wins).
-      const bool inactive =
-          isTerminalPhase(other->status.phase)
-              ? podIsInactive(*other)
-              : rejected_.count(uid) > 0 || terminal.count(uid) > 0 || terminated.count(uid) > 0;
-      if (!inactive) active.push_back(other);
-    }
-  }
-  active_cache_.reset();
+  const ActivePodsCache::Key key{pod_manager_.generation(), pod_workers_->generation(),
+                                 status_manager_.terminalGeneration()};
+  auto active = activePodsBefore(batch_uids, key);
   for (const auto& pod : pods) {
     pod_manager_.addPod(pod);
     if (api::isMirrorPod(*pod)) {
@@ -218,24 +137,53 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
     }
     log()->info("Pod added pod={} uid={} source={}", api::podRef(*pod), pod->metadata.uid,
                 api::getPodSource(*pod).valueOr(""));
-    if (!pod_workers_->isPodTerminationRequested(pod->metadata.uid)) {
-      auto result = canAdmitPod(*pod, active, options_.allocatable);
-      if (!result.admit) {
-        rejectPod(*pod, result.reason, result.message);
-        continue;
-      }
-    }
-    if (!podIsInactive(*pod)) active.push_back(pod);
-    trackDeadline(pod);
-    prober_->addPod(*pod);
-    dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
+    admitAndDispatch(pod, active);
   }
   // Keyed by the state before this batch: if the batch itself replaced a pod, the next batch
   // sees another key and walks the pods again.
-  active_cache_ = ActiveCache{key, std::move(active)};
+  active_pods_cache_.put(key, std::move(active));
+}
+
+std::vector<api::PodPtr> Agent::activePodsBefore(const std::set<std::string>& batch_uids,
+                                                 const ActivePodsCache::Key& key) {
+  if (auto cached = active_pods_cache_.take(key)) {
+    std::erase_if(*cached,
+                  [&](const api::PodPtr& p) { return batch_uids.count(p->metadata.uid) > 0; });
+    return std::move(*cached);
+  }
+  // The few inactive UIDs are fetched at once rather than with lookups per pod.
+  const auto terminal = status_manager_.terminalPodUIDs();
+  const auto terminated = pod_workers_->knownTerminatedUIDs();
+  std::vector<api::PodPtr> active;
+  for (const auto& other : pod_manager_.getPods()) {
+    const auto& uid = other->metadata.uid;
+    if (batch_uids.count(uid) > 0) continue;
+    // A pod object with a terminal phase is rare: ask precisely (its cached status wins).
+    const bool inactive =
+        api::isTerminalPhase(other->status.phase)
+            ? podIsInactive(*other)
+            : rejected_.count(uid) > 0 || terminal.count(uid) > 0 || terminated.count(uid) > 0;
+    if (!inactive) active.push_back(other);
+  }
+  return active;
+}
+
+void Agent::admitAndDispatch(const api::PodPtr& pod, std::vector<api::PodPtr>& active) {
+  if (!pod_workers_->isPodTerminationRequested(pod->metadata.uid)) {
+    auto result = canAdmitPod(*pod, active, options_.allocatable);
+    if (!result.admit) {
+      rejectPod(*pod, result.reason, result.message);
+      return;
+    }
+  }
+  if (!podIsInactive(*pod)) active.push_back(pod);
+  trackDeadline(pod);
+  prober_->addPod(*pod);
+  dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
 }
 
 void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
+  assertOnSyncLoop("Agent::handlePodUpdates");
   for (const auto& pod : pods) {
     pod_manager_.updatePod(pod);
     if (api::isMirrorPod(*pod)) {
@@ -249,6 +197,7 @@ void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
 }
 
 void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
+  assertOnSyncLoop("Agent::handlePodRemoves");
   for (const auto& pod : pods) {
     pod_manager_.deletePod(pod);
     if (api::isMirrorPod(*pod)) {
@@ -267,12 +216,13 @@ void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
 }
 
 void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
+  assertOnSyncLoop("Agent::handlePodReconcile");
   for (const auto& pod : pods) {
     pod_manager_.updatePod(pod);
     if (api::isMirrorPod(*pod)) continue;
     // A pod with readiness gates whose Ready condition is stale needs a sync to recompute it.
     if (pod->spec.readiness_gates.empty()) continue;
-    const auto* ready = findCondition(pod->status.conditions, kConditionReady);
+    const auto* ready = findCondition(pod->status.conditions, api::kConditionReady);
     if (ready == nullptr) continue;
     auto want = generatePodReadyCondition(pod->spec, pod->status.conditions,
                                           pod->status.container_statuses, true, pod->status.phase);
@@ -283,12 +233,14 @@ void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
 }
 
 void Agent::handlePodSyncs(const std::vector<api::PodPtr>& pods) {
+  assertOnSyncLoop("Agent::handlePodSyncs");
   for (const auto& pod : pods) {
     dispatchWork(pod, api::SyncPodType::kSync, pod_manager_.getMirrorPodByPod(*pod));
   }
 }
 
 void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
+  assertOnSyncLoop("Agent::handlePlegEvent");
   if (event.type == PodLifecycleEvent::Type::kContainerRemoved) {
     if (!pod_manager_.getPodByUID(event.pod_uid)) ++unknown_pod_events_;
     return;
@@ -304,6 +256,7 @@ void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
 }
 
 std::vector<api::PodPtr> Agent::podsToSync() {
+  assertOnSyncLoop("Agent::podsToSync");
   std::vector<api::PodPtr> out;
   std::set<std::string> added;
   for (const auto& uid : pod_workers_->getWorkToSync()) {
@@ -317,7 +270,9 @@ std::vector<api::PodPtr> Agent::podsToSync() {
       it = deadline_uids_.erase(it);
       continue;
     }
-    if (pastActiveDeadline(*pod) && added.insert(*it).second) out.push_back(pod);
+    if (pastActiveDeadline(*pod, status_manager_, clock_) && added.insert(*it).second) {
+      out.push_back(pod);
+    }
     ++it;
   }
   return out;
@@ -347,9 +302,14 @@ void Agent::deletePod(const api::PodPtr& pod) {
   }
   log()->info("Pod removed, killing pod={} uid={}", api::podRef(*pod), pod->metadata.uid);
   rejected_.erase(pod->metadata.uid);
+  killPod(pod, false);
+}
+
+void Agent::killPod(api::PodPtr pod, bool runtime_pod) {
   podworkers::UpdatePodOptions options;
   options.update_type = api::SyncPodType::kKill;
-  options.pod = pod;
+  options.pod = std::move(pod);
+  options.runtime_pod = runtime_pod;
   pod_workers_->updatePod(std::move(options));
 }
 
@@ -359,7 +319,7 @@ void Agent::rejectPod(const api::Pod& pod, const std::string& reason, const std:
   ++metrics_.pods_rejected;
   rejected_.insert(pod.metadata.uid);
   api::PodStatus status = pod.status;
-  status.phase = std::string(kPhaseFailed);
+  status.phase = std::string(api::kPhaseFailed);
   status.reason = reason;
   status.message = "Pod " + message;
   status_manager_.setPodStatus(pod, std::move(status));
@@ -370,16 +330,8 @@ bool Agent::podIsInactive(const api::Pod& pod) const {
   // The phase only: copying whole statuses here made each addition slow on a large node.
   auto phase = status_manager_.getPodPhase(pod.metadata.uid);
   if (phase.empty()) phase = pod.status.phase;
-  if (isTerminalPhase(phase)) return true;
+  if (api::isTerminalPhase(phase)) return true;
   return pod_workers_->isPodKnownTerminated(pod.metadata.uid);
-}
-
-bool Agent::pastActiveDeadline(const api::Pod& pod) const {
-  if (!pod.spec.active_deadline_seconds) return false;
-  auto status = status_manager_.getPodStatus(pod.metadata.uid);
-  if (!status || !status->start_time) return false;
-  auto now = toApiTime(clock_.wallNow());
-  return now - *status->start_time >= std::chrono::seconds(*pod.spec.active_deadline_seconds);
 }
 
 void Agent::trackDeadline(const api::PodPtr& pod) {
@@ -401,222 +353,14 @@ void Agent::scheduleSync(const std::string& uid, base::Duration delay) {
   });
 }
 
-Agent::CleanupInputs Agent::cleanupInputs() const {
-  return {pod_manager_.generation(), pod_workers_->generation(), unknown_pod_events_};
-}
-
-void Agent::handlePodCleanups() {
-  ++metrics_.housekeeping_runs;
-  if (cleanup_running_) return;
-  // Read before the pass looks at anything: a change while it runs makes the next tick run.
-  const auto inputs = cleanupInputs();
-  const auto now = clock_.now();
-  if (last_cleanup_ && !last_cleanup_->acted && last_cleanup_->inputs == inputs &&
-      now - last_cleanup_->at < options_.housekeeping_full_period) {
-    ++metrics_.housekeeping_skipped;
-    crash_backoff_.gc();
-    return;
-  }
-  cleanup_running_ = true;
-  // The pass runs on its own strand: on a large node it takes a while, and config updates and
-  // PLEG events must not wait for it. What touches sync-loop state comes back here.
-  auto pass = [this, inputs, now]() -> asio::awaitable<void> {
-    auto result = std::make_shared<CleanupResult>(co_await cleanups());
-    asio::dispatch(sync_loop_->strand(), [this, inputs, now, result] {
-      bool acted = result->acted;
-      std::erase_if(rejected_,
-                    [&](const std::string& uid) { return result->keep.count(uid) == 0; });
-      for (const auto& pod : result->restart) {
-        if (rejected_.count(pod->metadata.uid) > 0) continue;
-        log()->info("Restarting pod worker pod={} uid={}", api::podRef(*pod), pod->metadata.uid);
-        acted = true;
-        prober_->addPod(*pod);
-        dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
-      }
-      last_cleanup_ = LastCleanup{inputs, now, acted};
-      cleanup_running_ = false;
-    });
-  };
-  asio::co_spawn(cleanup_strand_, pass, asio::detached);
-}
-
-asio::awaitable<Agent::CleanupResult> Agent::cleanups() {
-  CleanupResult result;
-  bool& acted = result.acted;
-
-  auto all = pod_manager_.getPodsAndMirrorPods();
-  auto working = pod_workers_->syncKnownPods(all.pods);
-
-  std::set<std::string>& keep_status = result.keep;
-  for (const auto& p : all.pods) keep_status.insert(p->metadata.uid);
-  for (const auto& p : all.mirror_pods) keep_status.insert(p->metadata.uid);
-  for (const auto& [uid, sync] : working) keep_status.insert(uid);
-  status_manager_.removeOrphanedStatuses(keep_status);
-  {
-    std::set<std::string> desired;
-    for (const auto& p : all.pods) desired.insert(p->metadata.uid);
-    prober_->cleanupPods(desired);
-  }
-
-  // Pods config still wants but the workers forgot (a terminated UID re-added): start again
-  // (unless admission rejected them: checked on the sync loop strand).
-  for (const auto& pod : all.pods) {
-    const auto& uid = pod->metadata.uid;
-    if (working.count(uid) > 0) continue;
-    if (isTerminalPhase(status_manager_.getPodPhase(uid))) continue;
-    if (isTerminalPhase(pod->status.phase)) continue;
-    result.restart.push_back(pod);
-  }
-
-  // Workers still syncing a pod config no longer has (its removal was skipped while its source
-  // was not ready): terminate them now.
-  for (const auto& [uid, sync] : working) {
-    if (!sync.orphan || sync.state != podworkers::PodWorkerState::kSyncPod) continue;
-    if (pod_manager_.getPodByUID(uid)) continue;
-    auto snapshot = status_manager_.getVersionedPodStatus(uid);
-    auto pod = std::make_shared<api::Pod>();
-    pod->metadata.uid = uid;
-    if (snapshot) {
-      pod->metadata.name = snapshot->pod_name;
-      pod->metadata.namespace_ = snapshot->pod_namespace;
-    }
-    log()->info("Killing pod no source wants any more pod={}/{} uid={}", pod->metadata.namespace_,
-                pod->metadata.name, uid);
-    acted = true;
-    podworkers::UpdatePodOptions options;
-    options.update_type = api::SyncPodType::kKill;
-    options.pod = pod;
-    pod_workers_->updatePod(std::move(options));
-  }
-
-  // One runtime listing serves both the orphan kill and the pod directory cleanup.
-  auto runtime_pods = co_await runtime_.getPods(true);
-  if (runtime_pods.ok()) {
-    // Runtime pods nobody wants: kill them through the workers.
-    for (const auto& rp : *runtime_pods) {
-      const bool running =
-          std::any_of(rp.containers.begin(), rp.containers.end(),
-                      [](const auto& c) { return c.state == runtime::ContainerState::kRunning; });
-      if (!running || working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
-      log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
-      acted = true;
-      auto pod = std::make_shared<api::Pod>();
-      pod->metadata.uid = rp.uid;
-      pod->metadata.name = rp.name;
-      pod->metadata.namespace_ = rp.namespace_;
-      podworkers::UpdatePodOptions options;
-      options.update_type = api::SyncPodType::kKill;
-      options.pod = pod;
-      options.runtime_pod = true;
-      pod_workers_->updatePod(std::move(options));
-    }
-
-    // Pod directories of pods that are gone everywhere.
-    std::unordered_set<std::string_view> in_runtime;
-    for (const auto& rp : *runtime_pods) in_runtime.insert(rp.uid);
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(options_.root_dir / "pods", ec)) {
-      auto uid = entry.path().filename().string();
-      if (keep_status.count(uid) > 0 || in_runtime.count(uid) > 0) continue;
-      acted = true;
-      std::error_code rm_ec;
-      std::filesystem::remove_all(entry.path(), rm_ec);
-      if (rm_ec) {
-        log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(),
-                    rm_ec.message());
-      }
-    }
-  } else {
-    log()->warn("Housekeeping could not list runtime pods err={}",
-                runtime_pods.status().toString());
-    acted = true;  // try again on the next tick
-  }
-
-  // Mirror pods whose static pod is gone (and not still terminating).
-  for (const auto& full_name : pod_manager_.getOrphanedMirrorPodNames()) {
-    if (pod_workers_->isPodForMirrorPodTerminatingByFullName(full_name)) continue;
-    acted = true;
-    auto deleted = co_await pod_manager_.mirrorClient().deleteMirrorPod(full_name, std::nullopt);
-    if (!deleted.ok()) {
-      log()->warn("Cannot delete orphaned mirror pod pod={} err={}", full_name,
-                  deleted.status().toString());
-    }
-  }
-  crash_backoff_.gc();
-  co_return result;
-}
-
-// --- Status ------------------------------------------------------------------------------------
-
-api::PodStatus Agent::generateAPIPodStatus(const api::Pod& pod,
-                                           const runtime::PodStatus& status) const {
-  auto old = status_manager_.getPodStatus(pod.metadata.uid).value_or(pod.status);
-  auto failures = startFailures(pod.metadata.uid);
-  api::PodStatus s;
-  s.host_ip = options_.node_ip;
-  s.pod_ip = options_.node_ip;
-  if (!s.pod_ip.empty()) s.pod_ips = {s.pod_ip};
-  s.qos_class = podQosClass(pod);
-  s.start_time = old.start_time;
-  const bool has_init = !pod.spec.init_containers.empty();
-  s.container_statuses = convertToAPIContainerStatuses(
-      pod, status, old.container_statuses, pod.spec.containers, has_init, false, failures);
-  prober_->updatePodStatus(pod, s.container_statuses);
-  s.init_container_statuses = convertToAPIContainerStatuses(
-      pod, status, old.init_container_statuses, pod.spec.init_containers, has_init, true, failures);
-  for (const auto& c : pod.status.conditions) {
-    if (!podConditionByKubelet(c.type)) s.conditions.push_back(c);
-  }
-  if (pastActiveDeadline(pod)) {
-    s.phase = std::string(kPhaseFailed);
-    s.reason = "DeadlineExceeded";
-    s.message = "Pod was active on the node longer than the specified deadline";
-    return s;
-  }
-  s.phase = getPhase(pod.spec, s.init_container_statuses, s.container_statuses);
-  if (isTerminalPhase(pod.status.phase) && s.phase != pod.status.phase) {
-    s.phase = pod.status.phase;  // the API's terminal phase is final
-  }
-  s.conditions.push_back(
-      generatePodInitializedCondition(pod.spec, s.init_container_statuses, true, s.phase));
-  s.conditions.push_back(
-      generatePodReadyCondition(pod.spec, s.conditions, s.container_statuses, true, s.phase));
-  s.conditions.push_back(
-      generateContainersReadyCondition(pod.spec, s.container_statuses, true, s.phase));
-  api::PodCondition scheduled;
-  scheduled.type = std::string(kConditionPodScheduled);
-  scheduled.status = "True";
-  s.conditions.push_back(scheduled);
-  return s;
-}
-
-void Agent::setStartFailure(const std::string& uid, const std::string& container, StartFailure f) {
-  std::lock_guard lock(mu_);
-  start_failures_[uid][container] = std::move(f);
-}
-
-void Agent::clearStartFailure(const std::string& uid, const std::string& container) {
-  std::lock_guard lock(mu_);
-  auto it = start_failures_.find(uid);
-  if (it == start_failures_.end()) return;
-  it->second.erase(container);
-  if (it->second.empty()) start_failures_.erase(it);
-}
-
-StartFailures Agent::startFailures(const std::string& uid) const {
-  std::lock_guard lock(mu_);
-  auto it = start_failures_.find(uid);
-  return it == start_failures_.end() ? StartFailures{} : it->second;
-}
+// --- AgentView ---------------------------------------------------------------------------------
 
 uint64_t Agent::podsWithStatusVersion() const {
   // Both only grow, so their sum moves whenever either does.
   return pod_manager_.version() + status_manager_.version();
 }
 
-void Agent::visitPodsWithStatus(
-    const std::function<void(const api::Pod&, std::optional<uint64_t> stamp,
-                             const StatusFetch& status)>& fn) const {
+void Agent::visitPodsWithStatus(const PodVisitor& fn) const {
   const auto pods = pod_manager_.getPods();  // in UID order
   const auto stamps = status_manager_.statusStamps(pods);
   for (size_t i = 0; i < pods.size(); ++i) {
@@ -625,53 +369,12 @@ void Agent::visitPodsWithStatus(
   }
 }
 
-asio::awaitable<base::Status> Agent::runPostStartHook(const api::PodPtr& pod,
-                                                      const api::Container& container,
-                                                      const runtime::ContainerId& id) {
-  // kubelet gives the hook no timeout; the grace period bounds it so that a hung hook cannot
-  // hold the pod's worker for ever.
-  auto target =
-      hookTarget(*container.lifecycle->post_start, container, id,
-                 std::chrono::seconds(std::max<int64_t>(runtime::podGracePeriodSeconds(*pod), 1)),
-                 options_.node_ip);
-  auto hook = probe_handler_->runHook(target);
-  auto failure = co_await std::move(hook);
-  if (!failure) co_return base::okStatus();
-  const auto message = hookFailureMessage(target.handler, container.name, *pod, *failure);
-  log()->warn("PostStart hook failed, killing the container pod={} container={} id={} error={}",
-              api::podRef(*pod), container.name, id.toString(), base::goQuote(failure->error));
-  if (options_.record_event) {
-    options_.record_event(*pod, "Warning", "FailedPostStartHook", message,
-                          "spec.containers{" + container.name + "}");
-  }
-  auto kill = runtime_.killContainer(pod, id, runtime::KillOptions{}, "FailedPostStartHook");
-  auto killed = co_await std::move(kill);
-  ++metrics_.containers_killed;
-  if (!killed.ok()) {
-    log()->warn(
-        "Cannot kill the container after its postStart hook failed pod={} container={} "
-        "err={}",
-        api::podRef(*pod), container.name, killed.toString());
-  }
-  setStartFailure(pod->metadata.uid, container.name, {"PostStartHookError", message});
-  co_return base::unknownError("PostStartHookError: " + failure->error);
-}
-
-void Agent::onProbeFailure(const std::string& uid, const std::string& container, ProbeType type,
-                           const ProbeOutcome& outcome) {
-  auto pod = pod_manager_.getPodByUID(uid);
-  if (!pod) return;
-  const bool errored = outcome.kind == ProbeOutcome::Kind::kUnknown;
-  log()->info("Probe {} probeType={} pod={} container={} output={}", errored ? "errored" : "failed",
-              probeTypeName(type), api::podRef(*pod), container, base::goQuote(outcome.output));
-  if (options_.record_event) {
-    options_.record_event(*pod, "Warning", "Unhealthy",
-                          std::string(probeTypeName(type)) + " probe " +
-                              (errored ? "errored: " : "failed: ") + outcome.output,
-                          "spec.containers{" + container + "}");
-  }
-}
-
 bool Agent::healthy(std::string* why) const { return pleg_->healthy(why); }
+
+std::string Agent::metricsText() const {
+  std::ostringstream out;
+  writeAgentMetrics(out, metrics_, *pleg_, *sync_loop_, options_.node_name);
+  return out.str();
+}
 
 }  // namespace nodeagent::agent

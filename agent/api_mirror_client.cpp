@@ -44,9 +44,9 @@ nlohmann::json buildMirrorPod(const api::Pod& pod, const std::string& node_name,
   return j;
 }
 
-ApiMirrorClient::ApiMirrorClient(api::RestClient& client, base::Clock& clock,
+ApiMirrorClient::ApiMirrorClient(api::AsyncRestClient api, base::Clock& clock,
                                  ApiMirrorClientOptions options)
-    : async_(client, 2),
+    : async_(std::move(api)),
       clock_(clock),
       options_(std::move(options)),
       in_flight_(std::make_shared<std::atomic<int>>(0)) {}
@@ -86,7 +86,7 @@ asio::awaitable<base::Status> ApiMirrorClient::createMirrorPod(api::PodPtr pod) 
   };
   const base::Status timed_out =
       base::deadlineExceededError("createMirrorPod " + api::podRef(*pod) + ": timed out");
-  auto s = co_await runWithTimeout(async_, clock_, options_.call_timeout, fn, timed_out);
+  auto s = co_await api::runWithTimeout(async_, clock_, options_.call_timeout, fn, timed_out);
   if (s.ok()) {
     created_.fetch_add(1);
     log()->info("Created mirror pod pod={} hash={}", api::podRef(*pod), hash);
@@ -114,7 +114,7 @@ asio::awaitable<base::StatusOr<bool>> ApiMirrorClient::deleteMirrorPod(
   };
   const base::StatusOr<bool> timed_out =
       base::deadlineExceededError("deleteMirrorPod " + full_name + ": timed out");
-  auto r = co_await runWithTimeout(async_, clock_, options_.call_timeout, fn, timed_out);
+  auto r = co_await api::runWithTimeout(async_, clock_, options_.call_timeout, fn, timed_out);
   if (r.ok() && *r) {
     deleted_.fetch_add(1);
     log()->info("Deleted mirror pod pod={}/{} uid={}", ns, name, uid.value_or(""));

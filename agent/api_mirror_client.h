@@ -3,9 +3,10 @@
 // kubernetes.io/config.mirror = its config hash and owned by this node's Node object.
 //
 // A static pod may be the apiserver itself (or etcd), so mirror calls must never hold up a pod's
-// sync: each call runs on its own small pool, is bounded by `call_timeout` (the caller resumes
-// with DeadlineExceeded while the request finishes in the background), and when too many calls
-// are already stuck the next ones fail at once instead of queueing behind them.
+// sync: each call is bounded by `call_timeout` (the caller resumes with DeadlineExceeded while the
+// request finishes in the background), and when too many calls are already stuck the next ones
+// fail at once instead of queueing behind them (and taking every thread of the shared API pool
+// from the node's lease and statuses).
 #pragma once
 
 #include <atomic>
@@ -18,7 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "api/rest_client.h"
+#include "api/async_rest_client.h"
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/status.h"
@@ -26,69 +27,21 @@
 
 namespace nodeagent::agent {
 
-// Runs `fn(client)` on `async`'s pool and resumes the awaiting coroutine on its own executor with
-// the result, or with `on_timeout` once `timeout` has passed, whichever comes first (a late
-// result is dropped). Any executor.
-// Arguments are taken by reference and copied here, outside the caller's co_await expression:
-// GCC 12 destroys temporaries (and lambda captures) written inside a co_await expression twice, so
-// callers pass named variables.
-template <typename F, typename R = std::invoke_result_t<F&, api::RestClient&>>
-asio::awaitable<R> runWithTimeout(api::AsyncRestClient& async, base::Clock& clock,
-                                  base::Duration timeout, const F& fn, const R& on_timeout) {
-  auto init = [&async, &clock, timeout, fn, on_timeout](auto handler) mutable {
-    using Handler = std::decay_t<decltype(handler)>;
-    auto ex = asio::get_associated_executor(handler);
-    asio::any_io_executor strand = asio::make_strand(ex);
-    struct State {
-      std::optional<Handler> handler;
-      base::TimerPtr timer;
-      bool done = false;
-    };
-    auto st = std::make_shared<State>();
-    st->handler.emplace(std::move(handler));
-    st->timer = clock.makeTimer(strand);
-    // Runs on the strand only.
-    auto finish = [st, ex](R result) {
-      if (st->done) return;
-      st->done = true;
-      st->timer->cancel();
-      auto h = std::move(*st->handler);
-      st->handler.reset();
-      asio::post(ex, [h = std::move(h), result = std::move(result)]() mutable {
-        std::move(h)(std::move(result));
-      });
-    };
-    asio::post(strand, [st, timeout, finish, on_timeout] {
-      if (st->done) return;
-      st->timer->asyncWaitFor(timeout, [finish, on_timeout] { finish(on_timeout); });
-    });
-    async.run(std::move(fn), strand, [finish](R result) { finish(std::move(result)); });
-  };
-  return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(std::move(init),
-                                                                      asio::use_awaitable);
-}
-
-// AsyncRestClient::run with `fn` copied outside the caller's co_await expression (see above):
-// `auto call = [...](api::RestClient& c) {...}; auto r = co_await runOnPool(async, call);`
-template <typename F>
-auto runOnPool(api::AsyncRestClient& async, const F& fn) {
-  return async.run(fn);
-}
-
 struct ApiMirrorClientOptions {
   std::string node_name;
   // The registered Node's UID (for the owner reference); "" while unknown, in which case the
   // client GETs the Node itself. Any thread.
   std::function<std::string()> node_uid;
   base::Duration call_timeout = std::chrono::seconds(5);
-  // Calls still running (possibly past their timeout) beyond which new calls fail at once.
-  int max_in_flight = 8;
+  // Calls still running (possibly past their timeout) beyond which new calls fail at once; less
+  // than the shared API pool's threads, so that stuck mirror calls cannot hold all of them.
+  int max_in_flight = 2;
 };
 
 class ApiMirrorClient final : public podmanager::MirrorClient {
  public:
-  // `client` and `clock` must outlive the mirror client. Owns a pool of 2 threads.
-  ApiMirrorClient(api::RestClient& client, base::Clock& clock, ApiMirrorClientOptions options);
+  // `clock` must outlive the mirror client.
+  ApiMirrorClient(api::AsyncRestClient api, base::Clock& clock, ApiMirrorClientOptions options);
   ~ApiMirrorClient() override;
 
   asio::awaitable<base::Status> createMirrorPod(api::PodPtr pod) override;

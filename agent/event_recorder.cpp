@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/api_mirror_client.h"
+#include "api/async_rest_client.h"
 
 #include "api/api_errors.h"
 #include "api/time.h"
@@ -21,10 +21,10 @@ std::shared_ptr<spdlog::logger> log() {
 }  // namespace
 
 EventRecorder::EventRecorder(asio::any_io_executor executor, base::Clock& clock,
-                             api::RestClient& client, EventRecorderOptions options)
+                             api::AsyncRestClient api, EventRecorderOptions options)
     : strand_(asio::make_strand(executor)),
       clock_(clock),
-      async_(client, 1),
+      async_(std::move(api)),
       options_(std::move(options)) {}
 
 EventRecorder::~EventRecorder() = default;
@@ -84,7 +84,7 @@ asio::awaitable<void> EventRecorder::drain() {
       auto call = [path, patch](api::RestClient& c) {
         return c.patchJson(path, patch, api::PatchType::kStrategicMerge);
       };
-      auto r = co_await runOnPool(async_, call);
+      auto r = co_await api::runOnPool(async_, call);
       if (r.ok()) {
         s.count += 1;
         patched_.fetch_add(1);
@@ -122,7 +122,7 @@ asio::awaitable<void> EventRecorder::drain() {
     };
     const std::string collection = api::eventsPath(ns);
     auto call = [collection, event](api::RestClient& c) { return c.createJson(collection, event); };
-    auto r = co_await runOnPool(async_, call);
+    auto r = co_await api::runOnPool(async_, call);
     if (!r.ok()) {
       failed_.fetch_add(1);
       log()->debug("Cannot post event reason={} err={}", p.reason, r.status().toString());

@@ -9,7 +9,7 @@
 // RestClient, so they respect its QPS/burst (kubelet's eventRecordQPS 50 / eventBurst 100).
 //
 // Threading: record() and the counters are safe from any thread. Create with std::make_shared;
-// the RestClient and Clock must outlive it.
+// the RestClient, API pool and Clock must outlive it.
 #pragma once
 
 #include <atomic>
@@ -18,8 +18,8 @@
 #include <memory>
 #include <string>
 
+#include "api/async_rest_client.h"
 #include "api/pod.h"
-#include "api/rest_client.h"
 #include "base/asio.h"
 #include "base/clock.h"
 
@@ -52,7 +52,7 @@ struct EventRecorderOptions {
 
 class EventRecorder : public std::enable_shared_from_this<EventRecorder> {
  public:
-  EventRecorder(asio::any_io_executor executor, base::Clock& clock, api::RestClient& client,
+  EventRecorder(asio::any_io_executor executor, base::Clock& clock, api::AsyncRestClient api,
                 EventRecorderOptions options);
   ~EventRecorder();
 

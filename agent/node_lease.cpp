@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/api_mirror_client.h"
+#include "api/async_rest_client.h"
 
 #include "api/api_errors.h"
 #include "api/time.h"
@@ -19,10 +19,10 @@ std::shared_ptr<spdlog::logger> log() {
 }  // namespace
 
 NodeLeaseController::NodeLeaseController(asio::any_io_executor executor, base::Clock& clock,
-                                         api::RestClient& client, NodeLeaseOptions options)
+                                         api::AsyncRestClient api, NodeLeaseOptions options)
     : strand_(asio::make_strand(executor)),
       clock_(clock),
-      async_(client, 1),
+      async_(std::move(api)),
       options_(std::move(options)) {}
 
 NodeLeaseController::~NodeLeaseController() = default;
@@ -144,7 +144,7 @@ asio::awaitable<base::Status> NodeLeaseController::retryUpdateLease(JsonPtr from
     const std::string uid = options_.node_uid ? options_.node_uid() : "";
     auto lease = std::make_shared<const nlohmann::json>(newLease(from.get(), uid));
     auto call = [path, lease](api::RestClient& c) { return c.updateJson(path, *lease); };
-    auto r = co_await runOnPool(async_, call);
+    auto r = co_await api::runOnPool(async_, call);
     if (stopped_) co_return base::cancelledError("lease controller stopped");
     if (r.ok()) {
       lease_ = std::make_shared<const nlohmann::json>(std::move(*r));
@@ -194,7 +194,7 @@ asio::awaitable<base::StatusOr<NodeLeaseController::Ensured>> NodeLeaseControlle
   auto get = [name](api::RestClient& c) {
     return c.getJson(api::leasePath(kNodeLeaseNamespace, name));
   };
-  auto got = co_await runOnPool(async_, get);
+  auto got = co_await api::runOnPool(async_, get);
   if (got.ok()) co_return Ensured{std::make_shared<const nlohmann::json>(std::move(*got)), false};
   if (!api::isNotFound(got.status())) co_return got.status();
 
@@ -203,7 +203,7 @@ asio::awaitable<base::StatusOr<NodeLeaseController::Ensured>> NodeLeaseControlle
   std::string uid = options_.node_uid ? options_.node_uid() : "";
   if (uid.empty()) {
     auto get_node = [name](api::RestClient& c) { return c.getJson(api::nodePath(name)); };
-    auto node = co_await runOnPool(async_, get_node);
+    auto node = co_await api::runOnPool(async_, get_node);
     if (node.ok() && node->contains("metadata") && (*node)["metadata"].contains("uid") &&
         (*node)["metadata"]["uid"].is_string()) {
       uid = (*node)["metadata"]["uid"].get<std::string>();
@@ -221,7 +221,7 @@ asio::awaitable<base::StatusOr<NodeLeaseController::Ensured>> NodeLeaseControlle
   auto create = [lease](api::RestClient& c) {
     return c.createJson(api::leasesPath(kNodeLeaseNamespace), *lease);
   };
-  auto created = co_await runOnPool(async_, create);
+  auto created = co_await api::runOnPool(async_, create);
   if (!created.ok()) co_return created.status();
   co_return Ensured{std::make_shared<const nlohmann::json>(std::move(*created)), true};
 }

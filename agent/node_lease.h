@@ -14,7 +14,8 @@
 // again, retrying with the backoff meanwhile, so that it never carries the lost Node's UID.
 //
 // Threading: start/stop/recreate/renewals are safe from any thread; the work runs on the
-// controller's strand. Create with std::make_shared; the RestClient and Clock must outlive it.
+// controller's strand. Create with std::make_shared; the RestClient, API pool and Clock must
+// outlive it.
 #pragma once
 
 #include <atomic>
@@ -24,7 +25,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "api/rest_client.h"
+#include "api/async_rest_client.h"
 #include "base/asio.h"
 #include "base/clock.h"
 
@@ -52,7 +53,7 @@ struct NodeLeaseOptions {
 
 class NodeLeaseController : public std::enable_shared_from_this<NodeLeaseController> {
  public:
-  NodeLeaseController(asio::any_io_executor executor, base::Clock& clock, api::RestClient& client,
+  NodeLeaseController(asio::any_io_executor executor, base::Clock& clock, api::AsyncRestClient api,
                       NodeLeaseOptions options);
   ~NodeLeaseController();
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/api_mirror_client.h"
+#include "api/async_rest_client.h"
 
 #include "api/api_errors.h"
 #include "api/canonical_json.h"
@@ -111,10 +111,10 @@ nlohmann::json buildNode(const NodeStatusOptions& o) {
 }
 
 NodeStatusController::NodeStatusController(asio::any_io_executor executor, base::Clock& clock,
-                                           api::RestClient& client, NodeStatusOptions options)
+                                           api::AsyncRestClient api, NodeStatusOptions options)
     : strand_(asio::make_strand(executor)),
       clock_(clock),
-      async_(client, 1),
+      async_(std::move(api)),
       options_(std::move(options)) {}
 
 NodeStatusController::~NodeStatusController() = default;
@@ -254,7 +254,7 @@ asio::awaitable<void> NodeStatusController::registerNode() {
     return c.patchJson(api::nodePath(name), {{"metadata", {{"labels", patch_labels}}}},
                        api::PatchType::kStrategicMerge);
   };
-  auto r = co_await runOnPool(async_, call);
+  auto r = co_await api::runOnPool(async_, call);
   if (stopped_) co_return;
   if (!r.ok()) {
     backoff_ = backoff_.count() == 0 ? options_.register_backoff_initial
@@ -295,7 +295,7 @@ asio::awaitable<void> NodeStatusController::updateStatus() {
   auto call = [name, patch](api::RestClient& c) {
     return c.patchJson(api::nodeStatusPath(name), patch, api::PatchType::kStrategicMerge);
   };
-  auto r = co_await runOnPool(async_, call);
+  auto r = co_await api::runOnPool(async_, call);
   if (stopped_) co_return;
   if (!r.ok()) {
     log()->warn("Error updating node status node={} err={}", name, r.status().toString());

@@ -11,7 +11,8 @@
 // told of a loss seen elsewhere (reRegister()).
 //
 // Threading: start/stop/reRegister/nodeUid/registered are safe from any thread; the work runs on
-// the controller's strand. Create with std::make_shared; the RestClient and Clock must outlive it.
+// the controller's strand. Create with std::make_shared; the RestClient, API pool and Clock must
+// outlive it.
 #pragma once
 
 #include <atomic>
@@ -25,7 +26,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "agent/admission.h"
-#include "api/rest_client.h"
+#include "api/async_rest_client.h"
 #include "base/asio.h"
 #include "base/clock.h"
 
@@ -80,7 +81,7 @@ nlohmann::json buildNode(const NodeStatusOptions& options);
 
 class NodeStatusController : public std::enable_shared_from_this<NodeStatusController> {
  public:
-  NodeStatusController(asio::any_io_executor executor, base::Clock& clock, api::RestClient& client,
+  NodeStatusController(asio::any_io_executor executor, base::Clock& clock, api::AsyncRestClient api,
                        NodeStatusOptions options);
   ~NodeStatusController();
 

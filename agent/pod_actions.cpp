@@ -4,19 +4,6 @@ namespace nodeagent::agent {
 
 using runtime::ContainerState;
 
-bool shouldContainerBeRestarted(const api::Container& container, const api::Pod& pod,
-                                const runtime::PodStatus& status) {
-  // A pod marked for deletion never gets a container back.
-  if (pod.metadata.deletion_timestamp) return false;
-  const auto* cs = status.findContainerStatusByName(container.name);
-  if (cs == nullptr) return true;  // never ran
-  if (cs->state == ContainerState::kRunning) return false;
-  if (cs->state == ContainerState::kUnknown || cs->state == ContainerState::kCreated) return true;
-  if (pod.spec.restart_policy == "Never") return false;
-  if (pod.spec.restart_policy == "OnFailure" && cs->exit_code == 0) return false;
-  return true;
-}
-
 bool isInitContainerFailed(const runtime::ContainerStatus& status) {
   if (status.state == ContainerState::kExited && status.exit_code != 0) return true;
   return status.state == ContainerState::kUnknown;
@@ -71,7 +58,7 @@ PodActions computePodActions(const api::Pod& pod, const runtime::PodStatus& stat
     const auto& container = pod.spec.containers[i];
     const auto* cs = status.findContainerStatusByName(container.name);
     if (cs == nullptr || cs->state != ContainerState::kRunning) {
-      if (shouldContainerBeRestarted(container, pod, status)) {
+      if (runtime::shouldContainerBeRestarted(container, pod, status)) {
         actions.containers_to_start.push_back(i);
       }
       continue;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/prober/probe_failures.h"
 #include "agent/runtime/runtime.h"
 #include "api/pod.h"
 
@@ -33,10 +34,6 @@ struct PodActions {
   std::vector<ContainerToKill> containers_to_kill;
 };
 
-// kubecontainer.ShouldContainerBeRestarted.
-bool shouldContainerBeRestarted(const api::Container& container, const api::Pod& pod,
-                                const runtime::PodStatus& status);
-
 // kuberuntime findNextInitContainerToRun: (the status of the last failed init container or null,
 // the index of the next init container to run, whether all init containers are done).
 struct NextInitContainer {
@@ -47,16 +44,6 @@ struct NextInitContainer {
 NextInitContainer findNextInitContainerToRun(const api::Pod& pod, const runtime::PodStatus& status);
 
 bool isInitContainerFailed(const runtime::ContainerStatus& status);
-
-// What computePodActions asks the prober (kubelet's liveness and startup results managers).
-class ProbeFailures {
- public:
-  virtual ~ProbeFailures() = default;
-  // "liveness" or "startup" when the container `id` failed that probe, else "".
-  virtual std::string_view failedProbe(const std::string& pod_uid,
-                                       const std::string& container_name,
-                                       const runtime::ContainerId& id) const = 0;
-};
 
 // With `probes`, a running container that failed its liveness or startup probe is killed
 // ("Container X failed liveness probe, will be restarted") and started again unless the

@@ -8,8 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/agent.h"
-#include "agent/metrics.h"
 #include "api/canonical_json.h"
 #include "api/pod_json.h"
 #include "base/printable.h"
@@ -55,7 +53,8 @@ struct ReadOnlyServer::Impl {
   uint64_t text_version = 0;
 };
 
-ReadOnlyServer::ReadOnlyServer(asio::any_io_executor executor, base::Clock& clock, Agent& agent,
+ReadOnlyServer::ReadOnlyServer(asio::any_io_executor executor, base::Clock& clock,
+                               const AgentView& agent,
                                ReadOnlyServerOptions options)
     : agent_(agent),
       options_(std::move(options)),
@@ -87,7 +86,7 @@ std::shared_ptr<const PodsText> ReadOnlyServer::podsText() {
   fresh.reserve(old.size() + 16);
   size_t next_old = 0;
   agent_.visitPodsWithStatus([&](const api::Pod& pod, std::optional<uint64_t> stamp,
-                                 const Agent::StatusFetch& fetch) {
+                                 const AgentView::StatusFetch& fetch) {
     if (!first) text->add(",");
     first = false;
     const std::string& uid = pod.metadata.uid;
@@ -139,74 +138,6 @@ std::shared_ptr<const PodsText> ReadOnlyServer::podsText() {
   return impl_->text;
 }
 
-std::string agentMetricsText(const Agent& agent) {
-  const auto& m = agent.metrics();
-  std::ostringstream out;
-  auto counter = [&](const char* name, const char* help, uint64_t v) {
-    writeMetricHeader(out, name, "counter", help);
-    out << name << ' ' << v << '\n';
-  };
-  auto gauge = [&](const char* name, const char* help, uint64_t v) {
-    writeMetricHeader(out, name, "gauge", help);
-    out << name << ' ' << v << '\n';
-  };
-  // kubelet's names, where kubelet has the same measure.
-  writeMetricHeader(out, "kubelet_node_name", "gauge", "The node's name. The count is always 1.");
-  out << "kubelet_node_name{node=\"" << base::prometheusLabelValue(agent.nodeName()) << "\"} 1\n";
-  gauge("kubelet_running_pods",
-        "Number of pods that have a running container, as of the last "
-        "PLEG relist.",
-        agent.pleg().runningPods());
-  writeMetricHeader(out, "kubelet_running_containers", "gauge",
-                    "Number of containers currently running, as of the last PLEG relist.");
-  out << "kubelet_running_containers{container_state=\"running\"} "
-      << agent.pleg().runningContainers() << '\n';
-  writeMetricHeader(out, "kubelet_pod_start_duration_seconds", "histogram",
-                    "Duration in seconds from the agent seeing a pod for the first time to the "
-                    "pod starting to run.");
-  m.pod_start.write(out, "kubelet_pod_start_duration_seconds");
-  writeMetricHeader(out, "kubelet_pod_worker_duration_seconds", "histogram",
-                    "Duration in seconds to sync a single pod, by operation type.");
-  for (auto type : {api::SyncPodType::kCreate, api::SyncPodType::kUpdate, api::SyncPodType::kSync,
-                    api::SyncPodType::kKill}) {
-    m.pod_worker[static_cast<size_t>(type)].write(
-        out, "kubelet_pod_worker_duration_seconds",
-        "operation_type=\"" + std::string(api::syncPodTypeName(type)) + "\"");
-  }
-  writeMetricHeader(out, "kubelet_pleg_relist_duration_seconds", "histogram",
-                    "Duration in seconds for relisting pods in PLEG.");
-  agent.pleg().relistDuration().write(out, "kubelet_pleg_relist_duration_seconds");
-  writeMetricHeader(out, "kubelet_pleg_relist_interval_seconds", "histogram",
-                    "Interval in seconds between relisting in PLEG.");
-  agent.pleg().relistInterval().write(out, "kubelet_pleg_relist_interval_seconds");
-
-  // nodeagent's own.
-  counter("nodeagent_sync_pod_total", "syncPod calls.", m.sync_pod_total.load());
-  counter("nodeagent_sync_pod_errors_total", "syncPod calls that returned an error.",
-          m.sync_pod_errors.load());
-  counter("nodeagent_containers_started_total", "Containers started.", m.containers_started.load());
-  counter("nodeagent_containers_killed_total", "Containers killed.", m.containers_killed.load());
-  counter("nodeagent_pods_rejected_total", "Pods rejected by admission.", m.pods_rejected.load());
-  counter("nodeagent_housekeeping_total", "Housekeeping runs.", m.housekeeping_runs.load());
-  counter("nodeagent_housekeeping_skipped_total",
-          "Housekeeping runs that found nothing changed and did no work.",
-          m.housekeeping_skipped.load());
-  counter("nodeagent_housekeeping_waiting_for_sources_total",
-          "Housekeeping runs not done because a pod source has not been seen: containers of "
-          "removed pods are not cleaned up meanwhile.",
-          agent.syncLoop().housekeepingWaitingForSources());
-  counter("nodeagent_pleg_relist_total", "PLEG relists.", agent.pleg().relistCount());
-  counter("nodeagent_pleg_events_total", "PLEG events.", agent.pleg().eventCount());
-  writeMetricHeader(out, "nodeagent_config_updates_total", "counter",
-                    "Pod updates from PodConfig by op and source.");
-  for (const auto& [key, count] : m.configUpdates()) {
-    out << "nodeagent_config_updates_total{op=\"" << key.first << "\",source=\"" << key.second
-        << "\"} " << count << '\n';
-  }
-  writeProcessMetrics(out);
-  return out.str();
-}
-
 HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
   const std::string& path = request.path;
   const bool known =
@@ -228,7 +159,7 @@ HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
     res.body = std::move(answer.body);
   } else if (path == "/metrics") {
     res.content_type = "text/plain; version=0.0.4";
-    res.body = agentMetricsText(agent_);
+    res.body = agent_.metricsText();
     if (options_.extra_metrics) res.body += options_.extra_metrics();
   } else {
     res.content_type = "application/json";

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_view.h"
 #include "agent/health_checks.h"
 #include "agent/server/http_server.h"
 #include "base/asio.h"
@@ -17,7 +18,6 @@
 
 namespace nodeagent::agent {
 
-class Agent;
 struct PodsText;
 
 struct ReadOnlyServerOptions {
@@ -41,7 +41,7 @@ struct ReadOnlyServerOptions {
 class ReadOnlyServer {
  public:
   // Serves on `executor` (the agent's io_context); requests run on any of its threads.
-  ReadOnlyServer(asio::any_io_executor executor, base::Clock& clock, Agent& agent,
+  ReadOnlyServer(asio::any_io_executor executor, base::Clock& clock, const AgentView& agent,
                  ReadOnlyServerOptions options);
   ~ReadOnlyServer();
 
@@ -57,15 +57,12 @@ class ReadOnlyServer {
   // made anew (writing only the statuses that changed).
   std::shared_ptr<const PodsText> podsText();
 
-  Agent& agent_;
+  const AgentView& agent_;
   ReadOnlyServerOptions options_;
   std::vector<HealthCheck> health_checks_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   HttpServer server_;
 };
-
-// The Prometheus text of the agent's own metrics.
-std::string agentMetricsText(const Agent& agent);
 
 }  // namespace nodeagent::agent

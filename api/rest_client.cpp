@@ -480,31 +480,4 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   return base::okStatus();
 }
 
-AsyncRestClient::AsyncRestClient(RestClient& client, size_t threads)
-    : client_(client), pool_(threads) {}
-
-AsyncRestClient::~AsyncRestClient() {
-  client_.shutdown();
-  pool_.join();
-}
-
-asio::awaitable<base::StatusOr<std::string>> AsyncRestClient::request(std::string method,
-                                                                      std::string path, Query query,
-                                                                      std::string body,
-                                                                      std::string content_type) {
-  return run([method = std::move(method), path = std::move(path), query = std::move(query),
-              body = std::move(body), content_type = std::move(content_type)](RestClient& c) {
-    return c.request(method, path, query, body, content_type);
-  });
-}
-
-void AsyncRestClient::request(std::string method, std::string path, Query query, std::string body,
-                              std::string content_type, asio::any_io_executor ex,
-                              std::function<void(base::StatusOr<std::string>)> done) {
-  run([method = std::move(method), path = std::move(path), query = std::move(query),
-       body = std::move(body), content_type = std::move(content_type)](
-          RestClient& c) { return c.request(method, path, query, body, content_type); },
-      std::move(ex), std::move(done));
-}
-
 }  // namespace nodeagent::api

@@ -5,8 +5,8 @@
 // --kube-api-qps/--kube-api-burst) and typed errors decoded from metav1.Status bodies
 // (api/api_errors.h). 429 answers are retried after their Retry-After.
 //
-// Every call blocks: never call it on an io_context thread. Use AsyncRestClient (below) from
-// strands and coroutines; the long watch GET runs on a dedicated thread (config/reflector.h).
+// Every call blocks: never call it on an io_context thread. Use AsyncRestClient
+// (api/async_rest_client.h) from strands and coroutines; the long watch GET runs on a dedicated thread (config/reflector.h).
 // RestClient is thread-safe: calls from several threads use separate keep-alive connections.
 #pragma once
 
@@ -180,58 +180,6 @@ class RestClient {
   std::vector<std::unique_ptr<HttpConnection>> idle_;
   std::vector<HttpConnection*> in_use_;
   std::stop_source shutdown_source_;
-};
-
-// Runs blocking RestClient calls on a small thread pool and completes on a given executor: as an
-// awaitable (resumes on the awaiting coroutine's executor) or a callback posted to `ex`.
-class AsyncRestClient {
- public:
-  explicit AsyncRestClient(RestClient& client, size_t threads = 2);
-  // Stops the client's calls in flight and joins the pool.
-  ~AsyncRestClient();
-
-  RestClient& client() { return client_; }
-
-  // Runs `fn(client)` on the pool; resumes the awaiting coroutine on its own executor with the
-  // result. (Not a coroutine itself: GCC 12 mishandles lambda temporaries inside co_await.)
-  template <typename F>
-  auto run(F fn) -> asio::awaitable<std::invoke_result_t<F&, RestClient&>> {
-    using R = std::invoke_result_t<F&, RestClient&>;
-    auto init = [this, fn = std::move(fn)](auto handler) mutable {
-      auto ex = asio::get_associated_executor(handler);
-      asio::post(pool_, [this, ex, fn = std::move(fn), handler = std::move(handler)]() mutable {
-        R result = fn(client_);
-        asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
-          std::move(handler)(std::move(result));
-        });
-      });
-    };
-    return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(std::move(init),
-                                                                        asio::use_awaitable);
-  }
-
-  // Runs `fn(client)` on the pool, then `done(result)` on `ex`.
-  template <typename F, typename Done>
-  void run(F fn, asio::any_io_executor ex, Done done) {
-    asio::post(pool_,
-               [this, ex = std::move(ex), fn = std::move(fn), done = std::move(done)]() mutable {
-                 auto result = fn(client_);
-                 asio::post(ex, [done = std::move(done), result = std::move(result)]() mutable {
-                   done(std::move(result));
-                 });
-               });
-  }
-
-  asio::awaitable<base::StatusOr<std::string>> request(std::string method, std::string path,
-                                                       Query query, std::string body = {},
-                                                       std::string content_type = {});
-  void request(std::string method, std::string path, Query query, std::string body,
-               std::string content_type, asio::any_io_executor ex,
-               std::function<void(base::StatusOr<std::string>)> done);
-
- private:
-  RestClient& client_;
-  asio::thread_pool pool_;
 };
 
 }  // namespace nodeagent::api

@@ -153,6 +153,13 @@ void StatusOr<T>::dieOnBadAccess(const Status& s) {
     if (!na_status_.ok()) return na_status_;       \
   } while (0)
 
+// RETURN_IF_ERROR for coroutines: `expr` may be a co_await expression.
+#define CO_RETURN_IF_ERROR(expr)                   \
+  do {                                             \
+    ::nodeagent::base::Status na_status_ = (expr); \
+    if (!na_status_.ok()) co_return na_status_;    \
+  } while (0)
+
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \
   if (!tmp.ok()) return tmp.status();         \

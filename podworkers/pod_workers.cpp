@@ -1,13 +1,10 @@
 #include "podworkers/pod_workers.h"
 
+#include "api/pod_phase.h"
 #include "podworkers/pod_workers_impl.h"
 
 namespace nodeagent::podworkers {
 namespace {
-
-bool isTerminalPhase(const api::Pod& pod) {
-  return pod.status.phase == "Failed" || pod.status.phase == "Succeeded";
-}
 
 // The grace period only shrinks: the smallest of the current one, the apiserver's
 // deletionGracePeriodSeconds and the kill's override; the pod's spec when none is set; never < 1.
@@ -262,7 +259,7 @@ bool BasicPodWorkers::Impl::beginTerminationLocked(const StatusPtr& st,
   } else if (pod.metadata.deletion_timestamp) {
     log_->info("pod is marked for deletion, begin teardown pod={} uid={}", api::podRef(pod), uid);
     st->deleted = true;
-  } else if (isTerminalPhase(pod)) {
+  } else if (api::isTerminalPhase(pod.status.phase)) {
     log_->info("pod is in a terminal phase, begin teardown pod={} uid={} phase={}",
                api::podRef(pod), uid, pod.status.phase);
   } else if (options.update_type == api::SyncPodType::kKill) {

@@ -7,12 +7,12 @@
 #include <charconv>
 #include <variant>
 
-#include "agent/pod_status.h"
-#include "config/pod_validation.h"
+#include "agent/status/pod_status.h"
+#include "base/printable.h"
 
 namespace nodeagent::agent {
 
-using config::validation::goQuote;  // Go's %q, as kubelet formats probe and hook output
+using base::goQuote;  // Go's %q, as kubelet formats probe and hook output
 
 namespace {
 

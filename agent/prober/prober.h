@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/pod_actions.h"
+#include "agent/prober/probe_failures.h"
 #include "agent/prober/probe_handler.h"
 #include "api/pod.h"
 #include "base/asio.h"

@@ -80,7 +80,7 @@ std::optional<uint64_t> FakeRuntime::podsVersion() const {
 asio::awaitable<base::StatusOr<PodStatus>> FakeRuntime::getPodStatus(std::string uid,
                                                                      std::string name,
                                                                      std::string namespace_) {
-  PodStatus status{uid, std::move(name), std::move(namespace_), {}, {}};
+  PodStatus status{uid, std::move(name), std::move(namespace_), {}, {}, {}};
   {
     std::lock_guard lock(mu_);
     auto it = pods_.find(uid);
@@ -88,13 +88,54 @@ asio::awaitable<base::StatusOr<PodStatus>> FakeRuntime::getPodStatus(std::string
       // Oldest first in storage: reverse for newest first.
       status.container_statuses.assign(it->second.containers.rbegin(),
                                        it->second.containers.rend());
+      if (it->second.sandbox) {
+        status.sandbox_statuses.push_back(*it->second.sandbox);
+      } else if (!it->second.containers.empty()) {
+        status.sandbox_statuses.push_back({uid, SandboxState::kReady, 0, {}});
+      }
     }
   }
   co_return status;
 }
 
+asio::awaitable<base::StatusOr<std::string>> FakeRuntime::runPodSandbox(PodSandboxConfig config) {
+  std::lock_guard lock(mu_);
+  ++sandboxes_run_;
+  auto& rec = pods_[config.uid];
+  rec.name = config.name;
+  rec.namespace_ = config.namespace_;
+  rec.sandbox =
+      PodSandboxStatus{config.uid, SandboxState::kReady, config.attempt, clock_.wallNow()};
+  co_return config.uid;
+}
+
+asio::awaitable<base::Status> FakeRuntime::stopPodSandbox(std::string id) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(id);
+  if (it != pods_.end()) {
+    if (!it->second.sandbox) it->second.sandbox = PodSandboxStatus{id, SandboxState::kReady, 0, {}};
+    it->second.sandbox->state = SandboxState::kNotReady;
+  }
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> FakeRuntime::removePodSandbox(std::string id) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(id);
+  if (it != pods_.end()) {
+    it->second.sandbox.reset();
+    if (it->second.containers.empty()) pods_.erase(it);
+  }
+  co_return base::okStatus();
+}
+
+size_t FakeRuntime::sandboxesRun() const {
+  std::lock_guard lock(mu_);
+  return sandboxes_run_;
+}
+
 asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
-    api::PodPtr pod, const api::Container& container, int attempt, StartContainerOptions options) {
+    api::PodPtr pod, api::Container container, int attempt, StartContainerOptions options) {
   (void)options;
   const std::string& uid = pod->metadata.uid;
   ContainerStatus status;
@@ -115,7 +156,7 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
     }
     char buf[32];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(next_id_++));
-    status.id = ContainerId{"fake", buf};
+    status.id = ContainerId{type(), buf};
     if (start_error.ok()) {
       status.state = ContainerState::kRunning;
       status.started_at = status.created_at;
@@ -265,10 +306,14 @@ std::filesystem::path FakeRuntime::containerLogsPath(std::string_view pod_namesp
                                                      std::string_view pod_uid,
                                                      std::string_view container_name,
                                                      int restart_count) const {
-  std::string pod_dir;
-  pod_dir.append(pod_namespace).append("_").append(pod_name).append("_").append(pod_uid);
-  return std::filesystem::path("/var/log/pods") / pod_dir / std::string(container_name) /
-         (std::to_string(restart_count) + ".log");
+  return buildContainerLogPath(podLogsDirectory(pod_namespace, pod_name, pod_uid), container_name,
+                               restart_count);
+}
+
+std::filesystem::path FakeRuntime::podLogsDirectory(std::string_view pod_namespace,
+                                                    std::string_view pod_name,
+                                                    std::string_view pod_uid) const {
+  return buildPodLogsDirectory("/var/log/pods", pod_namespace, pod_name, pod_uid);
 }
 
 std::vector<FakeRuntime::Action> FakeRuntime::actions() const {

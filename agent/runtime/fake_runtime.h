@@ -39,6 +39,14 @@ class FakeRuntime final : public Runtime {
   ~FakeRuntime() override;
 
   std::string type() const override { return "fake"; }
+  base::Status recover() override { return base::okStatus(); }
+  // A sandbox's ID is its pod's UID; a pod with containers but no sandbox (containers a test put
+  // there) has a ready one, as adopted containers have in ProcessRuntime.
+  asio::awaitable<base::StatusOr<std::string>> runPodSandbox(PodSandboxConfig config) override;
+  asio::awaitable<base::Status> stopPodSandbox(std::string id) override;
+  asio::awaitable<base::Status> removePodSandbox(std::string id) override;
+  // runPodSandbox calls so far (tests).
+  size_t sandboxesRun() const;
   void setEventHandler(ContainerEventHandler handler) override;
   // The runner is called, as ProcessRuntime calls it, for a running container whose spec has a
   // preStop hook.
@@ -50,7 +58,7 @@ class FakeRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
-      api::PodPtr pod, const api::Container& container, int attempt,
+      api::PodPtr pod, api::Container container, int attempt,
       StartContainerOptions options) override;
   asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id, KillOptions options,
                                               std::string reason) override;
@@ -60,6 +68,8 @@ class FakeRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
                                                               std::vector<std::string> command,
                                                               base::Duration timeout) override;
+  std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
+                                         std::string_view pod_uid) const override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
                                           std::string_view pod_uid, std::string_view container_name,
                                           int restart_count) const override;
@@ -99,6 +109,7 @@ class FakeRuntime final : public Runtime {
     std::string name;
     std::string namespace_;
     std::vector<ContainerStatus> containers;  // oldest first
+    std::optional<PodSandboxStatus> sandbox;
   };
 
   void emit(ContainerEvent event);
@@ -122,6 +133,7 @@ class FakeRuntime final : public Runtime {
   uint64_t next_id_ = 1;
   uint64_t version_ = 0;  // bumped by every change of pods_
   size_t get_pods_calls_ = 0;
+  size_t sandboxes_run_ = 0;
 };
 
 }  // namespace nodeagent::runtime

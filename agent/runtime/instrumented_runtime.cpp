@@ -1,13 +1,17 @@
 #include "agent/runtime/instrumented_runtime.h"
 
-#include "agent/metrics.h"
+#include <iterator>
+
+#include "base/metrics.h"
 
 namespace nodeagent::runtime {
 namespace {
 
+// By Op. killPod stops a pod's containers: counted as one stop_container.
 constexpr const char* kOpNames[] = {"list_containers", "container_status", "start_container",
-                                    "stop_container",  "stop_podsandbox",  "exec_sync",
-                                    "remove_container"};
+                                    "stop_container",  "exec_sync",        "remove_container",
+                                    "run_podsandbox",  "stop_podsandbox",  "remove_podsandbox"};
+static_assert(std::size(kOpNames) == InstrumentedRuntime::kOpCount);
 
 }  // namespace
 
@@ -26,9 +30,32 @@ asio::awaitable<base::StatusOr<PodStatus>> InstrumentedRuntime::getPodStatus(
   co_return r;
 }
 
+asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::runPodSandbox(
+    PodSandboxConfig config) {
+  auto call = inner_.runPodSandbox(std::move(config));
+  auto r = co_await std::move(call);
+  count(kRunSandbox, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::Status> InstrumentedRuntime::stopPodSandbox(std::string id) {
+  auto call = inner_.stopPodSandbox(std::move(id));
+  auto r = co_await std::move(call);
+  count(kStopSandbox, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::Status> InstrumentedRuntime::removePodSandbox(std::string id) {
+  auto call = inner_.removePodSandbox(std::move(id));
+  auto r = co_await std::move(call);
+  count(kRemoveSandbox, r.ok());
+  co_return r;
+}
+
 asio::awaitable<base::StatusOr<ContainerId>> InstrumentedRuntime::startContainer(
-    api::PodPtr pod, const api::Container& container, int attempt, StartContainerOptions options) {
-  auto call = inner_.startContainer(std::move(pod), container, attempt, std::move(options));
+    api::PodPtr pod, api::Container container, int attempt, StartContainerOptions options) {
+  auto call =
+      inner_.startContainer(std::move(pod), std::move(container), attempt, std::move(options));
   auto r = co_await std::move(call);
   count(kStart, r.ok());
   co_return r;
@@ -47,7 +74,7 @@ asio::awaitable<base::Status> InstrumentedRuntime::killPod(api::PodPtr pod, Pod 
                                                            std::optional<int64_t> grace_override) {
   auto call = inner_.killPod(std::move(pod), std::move(running_pod), grace_override);
   auto r = co_await std::move(call);
-  count(kStopPod, r.ok());
+  count(kStop, r.ok());
   co_return r;
 }
 
@@ -68,7 +95,7 @@ asio::awaitable<base::Status> InstrumentedRuntime::removeContainer(ContainerId i
 
 void InstrumentedRuntime::writeMetrics(std::ostream& out) const {
   auto write = [&](const char* name, const char* help, const auto& counters) {
-    agent::writeMetricHeader(out, name, "counter", help);
+    base::writeMetricHeader(out, name, "counter", help);
     for (size_t op = 0; op < kOpCount; ++op) {
       out << name << "{operation_type=\"" << kOpNames[op] << "\"} " << counters[op].load() << '\n';
     }

@@ -1,8 +1,9 @@
 // A Runtime that counts every operation of the runtime it wraps, as kubelet counts its CRI calls:
 // kubelet_runtime_operations_total{operation_type} and
 // kubelet_runtime_operations_errors_total{operation_type}, with CRI's operation names
-// (list_containers, container_status, start_container, stop_container, stop_podsandbox,
-// exec_sync, remove_container). Calls pass straight through.
+// (list_containers, container_status, start_container, stop_container, exec_sync,
+// remove_container, run_podsandbox, stop_podsandbox, remove_podsandbox). Calls pass straight
+// through.
 #pragma once
 
 #include <array>
@@ -18,6 +19,10 @@ class InstrumentedRuntime final : public Runtime {
   explicit InstrumentedRuntime(Runtime& inner) : inner_(inner) {}
 
   std::string type() const override { return inner_.type(); }
+  base::Status recover() override { return inner_.recover(); }
+  asio::awaitable<base::StatusOr<std::string>> runPodSandbox(PodSandboxConfig config) override;
+  asio::awaitable<base::Status> stopPodSandbox(std::string id) override;
+  asio::awaitable<base::Status> removePodSandbox(std::string id) override;
   void setEventHandler(ContainerEventHandler handler) override {
     inner_.setEventHandler(std::move(handler));
   }
@@ -26,7 +31,7 @@ class InstrumentedRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
-      api::PodPtr pod, const api::Container& container, int attempt,
+      api::PodPtr pod, api::Container container, int attempt,
       StartContainerOptions options) override;
   void setPreStopHookRunner(PreStopHookRunner runner) override {
     inner_.setPreStopHookRunner(std::move(runner));
@@ -39,6 +44,10 @@ class InstrumentedRuntime final : public Runtime {
                                                               std::vector<std::string> command,
                                                               base::Duration timeout) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+  std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
+                                         std::string_view pod_uid) const override {
+    return inner_.podLogsDirectory(pod_namespace, pod_name, pod_uid);
+  }
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
                                           std::string_view pod_uid, std::string_view container_name,
                                           int restart_count) const override {
@@ -49,7 +58,18 @@ class InstrumentedRuntime final : public Runtime {
   // The two counters in Prometheus text format (HELP, TYPE and one sample per operation).
   void writeMetrics(std::ostream& out) const;
 
-  enum Op { kList, kStatus, kStart, kStop, kStopPod, kExec, kRemove, kOpCount };
+  enum Op {
+    kList,
+    kStatus,
+    kStart,
+    kStop,
+    kExec,
+    kRemove,
+    kRunSandbox,
+    kStopSandbox,
+    kRemoveSandbox,
+    kOpCount
+  };
 
  private:
   void count(Op op, bool ok) {

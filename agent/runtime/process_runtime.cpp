@@ -4,6 +4,7 @@
 
 #include "agent/runtime/process_runtime_state.h"
 #include "agent/runtime/security_context.h"
+#include "base/blocking.h"
 
 namespace nodeagent::runtime {
 namespace {
@@ -41,8 +42,6 @@ base::StatusOr<ProcessCredentials> containerCredentials(const api::Pod& pod,
 }
 
 }  // namespace
-
-namespace process_internal {
 
 // Runs `tasks` concurrently on the current executor; completes with every result once all end.
 asio::awaitable<std::vector<base::Status>> runAll(
@@ -110,8 +109,6 @@ int spawnShimProcess(std::vector<std::string> args,
   posix_spawnattr_destroy(&attr);
   return rc;
 }
-
-}  // namespace process_internal
 
 base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
     const api::Pod& pod, const api::Container& container, int attempt,
@@ -303,10 +300,10 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
                container_name, id, st.pid, attempt);
     if (emit_started) {
       emit(ContainerEvent{ContainerEvent::Type::kStarted, pod.metadata.uid,
-                          ContainerId{"process", id}, container_name});
+                          ContainerId{std::string(ProcessRuntime::kType), id}, container_name});
     }
     if (st.status == ShimStatus::kExited) finishExit(id, st);
-    return ContainerId{"process", id};
+    return ContainerId{std::string(ProcessRuntime::kType), id};
   }
   std::string message;
   if (line.rfind("error ", 0) == 0) {
@@ -329,7 +326,13 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
 
 ProcessRuntime::ProcessRuntime(asio::any_io_executor executor, base::Clock& clock,
                                ProcessRuntimeOptions options)
-    : state_(std::make_shared<State>(std::move(executor), clock, std::move(options))) {}
+    : state_(std::make_shared<State>(std::move(executor), clock, options)) {
+  if (options.file_executor) {
+    files_ = options.file_executor;
+  } else {
+    files_ = own_files_.emplace(2).get_executor();
+  }
+}
 
 ProcessRuntime::~ProcessRuntime() { state_->stop(); }
 
@@ -368,8 +371,9 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> ProcessRuntime::getPods(bool a
         state->refreshCreatedLocked(id, r);
         const ContainerState cs = containerState(r.state.status);
         if (!all && cs != ContainerState::kRunning) continue;
-        pod.containers.push_back(Container{ContainerId{"process", id}, r.config.container_name,
-                                           r.config.image, hashFromHex(r.config.hash), cs});
+        pod.containers.push_back(Container{ContainerId{std::string(ProcessRuntime::kType), id},
+                                           r.config.container_name, r.config.image,
+                                           hashFromHex(r.config.hash), cs});
         if (pod.uid.empty()) {
           pod.uid = uid;
           pod.name = r.config.pod_name;
@@ -386,7 +390,7 @@ asio::awaitable<base::StatusOr<PodStatus>> ProcessRuntime::getPodStatus(std::str
                                                                         std::string name,
                                                                         std::string namespace_) {
   auto state = state_;
-  PodStatus status{uid, std::move(name), std::move(namespace_), {}, {}};
+  PodStatus status{uid, std::move(name), std::move(namespace_), {}, {}, {}};
   {
     std::lock_guard lock(state->mu_);
     if (auto ids = state->ids_by_pod_.find(uid); ids != state->ids_by_pod_.end()) {
@@ -395,6 +399,12 @@ asio::awaitable<base::StatusOr<PodStatus>> ProcessRuntime::getPodStatus(std::str
         state->refreshCreatedLocked(id, r);
         status.container_statuses.push_back(state->toStatus(id, r));
       }
+    }
+    if (auto sandbox = state->sandboxes_.find(uid); sandbox != state->sandboxes_.end()) {
+      status.sandbox_statuses.push_back(sandbox->second);
+    } else if (!status.container_statuses.empty()) {
+      // Containers adopted from a previous agent: their pod's sandbox is the one they run in.
+      status.sandbox_statuses.push_back({uid, SandboxState::kReady, 0, {}});
     }
   }
   std::sort(status.container_statuses.begin(), status.container_statuses.end(),
@@ -405,12 +415,48 @@ asio::awaitable<base::StatusOr<PodStatus>> ProcessRuntime::getPodStatus(std::str
   co_return status;
 }
 
+asio::awaitable<base::StatusOr<std::string>> ProcessRuntime::runPodSandbox(
+    PodSandboxConfig config) {
+  auto state = state_;
+  auto make_log_dir = [dir = config.log_directory]() -> base::Status {
+    std::error_code ec;
+    if (!dir.empty()) fs::create_directories(dir, ec);
+    if (ec)
+      return base::internalError("create pod log directory " + dir.string() + ": " + ec.message());
+    return base::okStatus();
+  };
+  auto made = co_await base::runBlocking(files_, std::move(make_log_dir));
+  if (!made.ok()) co_return made;
+  std::lock_guard lock(state->mu_);
+  state->sandboxes_[config.uid] =
+      PodSandboxStatus{config.uid, SandboxState::kReady, config.attempt, state->clock_.wallNow()};
+  co_return config.uid;
+}
+
+asio::awaitable<base::Status> ProcessRuntime::stopPodSandbox(std::string id) {
+  std::lock_guard lock(state_->mu_);
+  auto it = state_->sandboxes_.find(id);
+  if (it == state_->sandboxes_.end()) {
+    it = state_->sandboxes_.emplace(id, PodSandboxStatus{id, SandboxState::kReady, 0, {}}).first;
+  }
+  it->second.state = SandboxState::kNotReady;
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> ProcessRuntime::removePodSandbox(std::string id) {
+  std::lock_guard lock(state_->mu_);
+  state_->sandboxes_.erase(id);
+  co_return base::okStatus();
+}
+
 asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::startContainer(
-    api::PodPtr pod, const api::Container& container, int attempt, StartContainerOptions options) {
-  // Not a coroutine: the launch runs now, and only the wait for the shim is suspended (see
-  // State::launch).
-  auto launched = state_->launch(*pod, container, attempt, options);
-  return state_->start(std::move(launched), std::move(pod), container.name, attempt);
+    api::PodPtr pod, api::Container container, int attempt, StartContainerOptions options) {
+  auto state = state_;
+  auto launch = [state, pod, container, attempt, options = std::move(options)] {
+    return state->launch(*pod, container, attempt, options);
+  };
+  auto launched = co_await base::runBlocking(files_, std::move(launch));
+  co_return co_await state->start(std::move(launched), std::move(pod), container.name, attempt);
 }
 
 asio::awaitable<base::Status> ProcessRuntime::killContainer(api::PodPtr pod, ContainerId id,
@@ -464,8 +510,16 @@ asio::awaitable<base::Status> ProcessRuntime::removeContainer(ContainerId id) {
     log_path = it->second.config.log_path;
     state->eraseRecordLocked(it);
   }
+  auto remove = [state, id = id.id, log_path]() -> base::Status {
+    state->removeFiles(id, log_path);
+    return base::okStatus();
+  };
+  co_return co_await base::runBlocking(files_, std::move(remove));
+}
+
+void ProcessRuntime::State::removeFiles(const std::string& id, const std::string& log_path) {
   std::error_code ec;
-  fs::remove_all(state->containerDir(id.id), ec);
+  fs::remove_all(containerDir(id), ec);
   if (!log_path.empty()) {
     fs::path log(log_path);
     const std::string prefix = log.filename().string() + ".";
@@ -478,7 +532,12 @@ asio::awaitable<base::Status> ProcessRuntime::removeContainer(ContainerId id) {
     fs::remove(log.parent_path(), ec);
     fs::remove(log.parent_path().parent_path(), ec);
   }
-  co_return base::okStatus();
+}
+
+std::filesystem::path ProcessRuntime::podLogsDirectory(std::string_view pod_namespace,
+                                                       std::string_view pod_name,
+                                                       std::string_view pod_uid) const {
+  return buildPodLogsDirectory(state_->options_.pod_log_dir, pod_namespace, pod_name, pod_uid);
 }
 
 std::filesystem::path ProcessRuntime::containerLogsPath(std::string_view pod_namespace,

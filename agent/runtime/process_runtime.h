@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/runtime.h"
@@ -33,6 +34,9 @@ struct ProcessRuntimeOptions {
   int log_max_files = kDefaultLogMaxFiles;
   // kubelet's minimumGracePeriodInSeconds.
   int64_t minimum_grace_seconds = kMinimumGracePeriodSeconds;
+  // Where file work and process creation run (launches, removals, log directories). Empty: two
+  // threads of the runtime's own. Single-threaded tests give their io_context.
+  asio::any_io_executor file_executor;
 };
 
 class ProcessRuntime final : public Runtime {
@@ -42,12 +46,19 @@ class ProcessRuntime final : public Runtime {
   ProcessRuntime(const ProcessRuntime&) = delete;
   ProcessRuntime& operator=(const ProcessRuntime&) = delete;
 
+  static constexpr std::string_view kType = "process";
+
   // Scans <root-dir>/containers: adopts live shims (matched by pid and start time, on this boot),
   // records the exits of containers that ended meanwhile, and kills containers whose shim died
   // (nothing would supervise them). Call once, before any other method; does file IO.
-  base::Status recover();
+  base::Status recover() override;
 
-  std::string type() const override { return "process"; }
+  std::string type() const override { return std::string(kType); }
+  // The sandbox of a process pod is its log directory (made by runPodSandbox); its ID is the pod
+  // UID. Pods adopted at recover() have a ready sandbox.
+  asio::awaitable<base::StatusOr<std::string>> runPodSandbox(PodSandboxConfig config) override;
+  asio::awaitable<base::Status> stopPodSandbox(std::string id) override;
+  asio::awaitable<base::Status> removePodSandbox(std::string id) override;
   // The handler runs on the runtime's internal strand.
   void setEventHandler(ContainerEventHandler handler) override;
   void setPreStopHookRunner(PreStopHookRunner runner) override;
@@ -58,7 +69,7 @@ class ProcessRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
-      api::PodPtr pod, const api::Container& container, int attempt,
+      api::PodPtr pod, api::Container container, int attempt,
       StartContainerOptions options) override;
   asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id, KillOptions options,
                                               std::string reason) override;
@@ -68,6 +79,8 @@ class ProcessRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
                                                               std::vector<std::string> command,
                                                               base::Duration timeout) override;
+  std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
+                                         std::string_view pod_uid) const override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
                                           std::string_view pod_uid, std::string_view container_name,
                                           int restart_count) const override;
@@ -79,6 +92,10 @@ class ProcessRuntime final : public Runtime {
 
  private:
   std::shared_ptr<State> state_;
+  // File work and process creation (launches, removals): never on the caller's strand. Declared
+  // last: destroyed (joined) first, while the state it works on is still held.
+  std::optional<asio::thread_pool> own_files_;
+  asio::any_io_executor files_;
 };
 
 }  // namespace nodeagent::runtime

@@ -3,10 +3,6 @@
 // shim watchers, and the helpers more than one part uses.
 #pragma once
 
-// GCC 12 reports a false -Wmismatched-new-delete on Asio's awaitable frames (their class-level
-// operator new/delete pair with a recycling allocator) for some coroutine shapes.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -31,7 +27,8 @@
 #include "base/readable_wait.h"
 
 namespace nodeagent::runtime {
-namespace process_internal {
+
+// Helpers shared by the parts of ProcessRuntime (this header is private to them).
 
 namespace fs = std::filesystem;
 using std::chrono::duration_cast;
@@ -99,11 +96,6 @@ asio::awaitable<std::vector<base::Status>> runAll(std::vector<asio::awaitable<ba
 int spawnShimProcess(std::vector<std::string> args,
                      const std::function<void(posix_spawn_file_actions_t&)>& fds, pid_t& pid);
 
-}  // namespace process_internal
-
-// The parts are written in terms of these helpers.
-using namespace process_internal;
-
 // Everything handlers and coroutines touch; shared so that it outlives the ProcessRuntime while
 // handlers are pending.
 class ProcessRuntime::State : public std::enable_shared_from_this<State> {
@@ -159,15 +151,13 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
 
   fs::path logPath(std::string_view ns, std::string_view name, std::string_view uid,
                    std::string_view container, int restart_count) const {
-    std::string pod_dir;
-    pod_dir.append(ns).append("_").append(name).append("_").append(uid);
-    return options_.pod_log_dir / pod_dir / std::string(container) /
-           (std::to_string(restart_count) + ".log");
+    return buildContainerLogPath(buildPodLogsDirectory(options_.pod_log_dir, ns, name, uid),
+                                 container, restart_count);
   }
 
   ContainerStatus toStatus(const std::string& id, const Record& r) const {
     ContainerStatus s;
-    s.id = ContainerId{"process", id};
+    s.id = ContainerId{std::string(ProcessRuntime::kType), id};
     s.name = r.config.container_name;
     s.state = containerState(r.state.status);
     s.created_at = fromNanos(r.config.created_at);
@@ -296,7 +286,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       ++version_;
       waiters.swap(r.exit_waiters);
       event = ContainerEvent{ContainerEvent::Type::kDied, r.config.pod_uid,
-                             ContainerId{"process", id}, r.config.container_name};
+                             ContainerId{std::string(ProcessRuntime::kType), id},
+                             r.config.container_name};
       log_->info("Container exited pod={}/{} container={} id={} exitCode={} signal={} reason={}",
                  r.config.pod_namespace, r.config.pod_name, r.config.container_name, id,
                  st.exit_code, st.signal, st.reason);
@@ -396,8 +387,11 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     std::string id;
     int ready_fd = -1;  // the shim writes "ok <pid>" or "error <message>" here
   };
+  // Blocking (directories, the config file, posix_spawn): on the runtime's file pool.
   base::StatusOr<Launched> launch(const api::Pod& pod, const api::Container& container, int attempt,
                                   const StartContainerOptions& options);
+  // Blocking: the container's state directory and log files.
+  void removeFiles(const std::string& id, const std::string& log_path);
   asio::awaitable<base::StatusOr<ContainerId>> start(base::StatusOr<Launched> launched,
                                                      api::PodPtr pod, std::string container_name,
                                                      int attempt);
@@ -447,6 +441,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   uint64_t version_ = 0;
   std::map<std::string, Record> records_;
   std::map<std::string, std::set<std::string>> ids_by_pod_;  // pod UID -> ids of its records
+  // Pod UID -> the sandbox runPodSandbox made (guarded by mu_).
+  std::map<std::string, PodSandboxStatus> sandboxes_;
   // Strand only.
   std::map<std::string, std::shared_ptr<asio::posix::stream_descriptor>> watchers_;
 };

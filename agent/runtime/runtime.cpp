@@ -1,6 +1,7 @@
 #include "agent/runtime/runtime.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 
@@ -175,6 +176,7 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerE
     const api::Pod& pod, const api::Container& container, const StartContainerOptions& options) {
   // PATH first so that the container's own PATH replaces it in place and $(PATH) expands.
   std::vector<std::pair<std::string, std::string>> env{{"PATH", std::string(kDefaultPath)}};
+  for (const auto& v : options.volumes) setEnv(env, volumeEnvName(v.name), v.host_path.string());
   for (const auto& [k, v] : options.extra_env) setEnv(env, k, v);
   for (const auto& var : container.env) {
     if (var.name.empty()) {
@@ -226,6 +228,48 @@ api::Hash128 hashFromHex(std::string_view hex) {
   h.high = parse(hex.substr(0, 16));
   h.low = parse(hex.substr(16));
   return h;
+}
+
+bool shouldContainerBeRestarted(const api::Container& container, const api::Pod& pod,
+                                const runtime::PodStatus& status) {
+  // A pod marked for deletion never gets a container back.
+  if (pod.metadata.deletion_timestamp) return false;
+  const auto* cs = status.findContainerStatusByName(container.name);
+  if (cs == nullptr) return true;  // never ran
+  if (cs->state == ContainerState::kRunning) return false;
+  if (cs->state == ContainerState::kUnknown || cs->state == ContainerState::kCreated) return true;
+  if (pod.spec.restart_policy == "Never") return false;
+  if (pod.spec.restart_policy == "OnFailure" && cs->exit_code == 0) return false;
+  return true;
+}
+
+std::filesystem::path buildPodLogsDirectory(const std::filesystem::path& root,
+                                            std::string_view pod_namespace,
+                                            std::string_view pod_name, std::string_view pod_uid) {
+  std::string dir;
+  dir.append(pod_namespace).append("_").append(pod_name).append("_").append(pod_uid);
+  return root / dir;
+}
+
+std::filesystem::path buildContainerLogPath(const std::filesystem::path& pod_logs_directory,
+                                            std::string_view container_name, int restart_count) {
+  return pod_logs_directory / std::string(container_name) /
+         (std::to_string(restart_count) + ".log");
+}
+
+std::string volumeEnvName(std::string_view volume) {
+  std::string out = "NODEAGENT_VOLUME_";
+  for (char ch : volume) {
+    out += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::toupper(ch)) : '_';
+  }
+  return out;
+}
+
+const PodSandboxStatus* readySandbox(const PodStatus& status) {
+  for (const auto& s : status.sandbox_statuses) {
+    if (s.state == SandboxState::kReady) return &s;
+  }
+  return nullptr;
 }
 
 }  // namespace nodeagent::runtime

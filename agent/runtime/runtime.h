@@ -1,7 +1,9 @@
-// The container runtime interface, shaped after kubelet's kubecontainer.Runtime and what
+// The container runtime interface, shaped after kubelet's kubecontainer.Runtime and the CRI
+// calls under it (pod sandboxes, containers with an image and mounts), and what
 // syncPod/computePodActions, killPod and PLEG need from it. Two implementations: ProcessRuntime
 // (each container is a host process held by a nodeagent-shim; the default) and FakeRuntime
-// (in memory: unit tests and hollow nodes, `--runtime=fake`).
+// (in memory: unit tests and hollow nodes, `--runtime=fake`). A CRI runtime fits the same
+// interface: the agent never assumes which one runs.
 //
 // Threading: every method may be called from any thread or strand, concurrently; operations are
 // coroutines that run on the caller's executor and never block it (waits for a process or a
@@ -29,7 +31,7 @@ namespace nodeagent::runtime {
 
 // kubecontainer.ContainerID: "<type>://<id>" in API statuses.
 struct ContainerId {
-  std::string type;  // "process" or "fake"
+  std::string type;  // the runtime's type(): "process" or "fake"
   std::string id;
   bool empty() const { return id.empty(); }
   std::string toString() const { return type + "://" + id; }
@@ -77,13 +79,38 @@ struct Pod {
   bool empty() const { return containers.empty(); }
 };
 
+// A pod's sandbox (CRI PodSandbox): what the containers of one pod share. A CRI runtime holds
+// the pod's namespaces in it; the process runtime's sandbox is the pod's log directory.
+enum class SandboxState { kReady, kNotReady };
+
+struct PodSandboxStatus {
+  std::string id;
+  SandboxState state = SandboxState::kNotReady;
+  uint32_t attempt = 0;  // how many sandboxes the pod had before this one
+  base::SystemTime created_at{};
+};
+
+// CRI PodSandboxConfig: what runPodSandbox needs.
+struct PodSandboxConfig {
+  std::string uid;
+  std::string name;
+  std::string namespace_;
+  uint32_t attempt = 0;
+  // <pod-log-dir>/<ns>_<name>_<uid>: made by the runtime, holds the containers' logs.
+  std::filesystem::path log_directory;
+  std::string hostname;
+  api::StringMap labels;
+  api::StringMap annotations;
+};
+
 // kubecontainer.PodStatus: every container the runtime still has for the pod, newest first
-// (by creation time, then attempt).
+// (by creation time, then attempt), and its sandboxes, newest first.
 struct PodStatus {
   std::string uid;
   std::string name;
   std::string namespace_;
   std::vector<std::string> ips;
+  std::vector<PodSandboxStatus> sandbox_statuses;
   std::vector<ContainerStatus> container_statuses;
 
   // The newest status of the container named `name`, or null.
@@ -91,13 +118,38 @@ struct PodStatus {
   std::vector<const ContainerStatus*> runningContainerStatuses() const;
 };
 
+// A volume of the pod, made ready on the node (emptyDir, hostPath) by the agent's volume
+// preparer: its name and where it is.
+struct PodVolume {
+  std::string name;
+  std::filesystem::path host_path;
+};
+
+// One of a container's volumeMounts, resolved to the node (CRI Mount).
+struct Mount {
+  std::string volume;
+  std::filesystem::path host_path;  // the volume's path, with the subPath appended
+  std::string container_path;
+  bool read_only = false;
+};
+
+// CRI ContainerConfig beyond the container's spec: where it runs and what it sees.
 struct StartContainerOptions {
+  // The pod's sandbox (runPodSandbox's ID).
+  std::string sandbox_id;
+  // The image reference the container runs (its spec's image; the process runtime records it).
+  std::string image;
+  // Every volume of the pod, and the container's own mounts of them. The process runtime gives a
+  // container no filesystem of its own: it finds each volume of its pod at the path in its
+  // environment variable NODEAGENT_VOLUME_<NAME> (volumeEnvName).
+  std::vector<PodVolume> volumes;
+  std::vector<Mount> mounts;
   // <root-dir>/pods/<uid>: the working directory when the container sets none.
   std::filesystem::path pod_dir;
   // For fieldRef env (status.podIP, status.hostIP).
   std::string pod_ip;
   std::string host_ip;
-  // Set before the container's own env (which may override them), e.g. volume paths.
+  // Set before the container's own env (which may override them).
   std::vector<std::pair<std::string, std::string>> extra_env;
   // Refuse a container that would run as root on the node or asks for privileged: true or
   // capabilities.add (runtime/security_context.h: checkNonRootPolicy). The agent sets it for
@@ -137,6 +189,10 @@ std::string_view startErrorReason(const base::Status& status);
 // naming the bad one.
 base::Status checkPodPathNames(const api::Pod& pod);
 base::Status checkPathNames(const api::Pod& pod, const api::Container& container);
+
+// kubecontainer.ShouldContainerBeRestarted.
+bool shouldContainerBeRestarted(const api::Container& container, const api::Pod& pod,
+                                const runtime::PodStatus& status);
 
 // kubelet's minimumGracePeriodInSeconds: the SIGTERM window left after a preStop hook.
 inline constexpr int64_t kMinimumGracePeriodSeconds = 2;
@@ -199,8 +255,23 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
 
-  // "process" or "fake": the ContainerId type.
+  // "process" or "fake": the ContainerId type, and the scheme of the Node's
+  // containerRuntimeVersion ("<type>://<version>").
   virtual std::string type() const = 0;
+
+  // Takes over what a previous agent left (containers still running, exits recorded meanwhile).
+  // Called once, before any container is started, listed or killed and before the agent's
+  // threads run; may block.
+  virtual base::Status recover() = 0;
+
+  // Makes the pod's sandbox and answers its ID (CRI RunPodSandbox). The ID is in the pod's
+  // status as a ready sandbox until stopPodSandbox. A pod whose containers the runtime already
+  // had before it knew sandboxes (adopted at recover()) has a ready sandbox.
+  virtual asio::awaitable<base::StatusOr<std::string>> runPodSandbox(PodSandboxConfig config) = 0;
+  // Marks the sandbox not ready (after every container of the pod stopped). OK for an unknown ID.
+  virtual asio::awaitable<base::Status> stopPodSandbox(std::string id) = 0;
+  // Forgets the sandbox (the pod is gone). OK for an unknown ID.
+  virtual asio::awaitable<base::Status> removePodSandbox(std::string id) = 0;
 
   // Installs the PLEG hook. `handler` runs on the runtime's event executor (the one given at
   // construction; implementations document which), one call at a time, within milliseconds of a
@@ -225,8 +296,7 @@ class Runtime {
   // container with reason ContainerCannotRun (the command could not be executed), so restarts and
   // backoff work as for a crash.
   virtual asio::awaitable<base::StatusOr<ContainerId>> startContainer(
-      api::PodPtr pod, const api::Container& container, int attempt,
-      StartContainerOptions options) = 0;
+      api::PodPtr pod, api::Container container, int attempt, StartContainerOptions options) = 0;
 
   // Installs the preStop hook runner (see PreStopHookRunner). Set it once, before killing
   // containers; an empty runner removes it.
@@ -257,6 +327,10 @@ class Runtime {
   // Drops an exited container's state and logs (container GC). FailedPrecondition while it runs.
   virtual asio::awaitable<base::Status> removeContainer(ContainerId id) = 0;
 
+  // `<pod-log-dir>/<ns>_<name>_<uid>`: the pod's sandbox log directory.
+  virtual std::filesystem::path podLogsDirectory(std::string_view pod_namespace,
+                                                 std::string_view pod_name,
+                                                 std::string_view pod_uid) const = 0;
   // `<pod-log-dir>/<ns>_<name>_<uid>/<container>/<restart_count>.log`.
   virtual std::filesystem::path containerLogsPath(std::string_view pod_namespace,
                                                   std::string_view pod_name,
@@ -282,6 +356,21 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerE
 // $$ escapes a dollar, anything else is kept as written.
 std::string expandVars(std::string_view input,
                        const std::vector<std::pair<std::string, std::string>>& env);
+
+// kubelet's BuildPodLogsDirectory: `<root>/<ns>_<name>_<uid>`.
+std::filesystem::path buildPodLogsDirectory(const std::filesystem::path& root,
+                                            std::string_view pod_namespace,
+                                            std::string_view pod_name, std::string_view pod_uid);
+// kubelet's BuildContainerLogsDirectory + `<restart_count>.log`.
+std::filesystem::path buildContainerLogPath(const std::filesystem::path& pod_logs_directory,
+                                            std::string_view container_name, int restart_count);
+
+// NODEAGENT_VOLUME_<NAME>: the variable a process container finds its pod's volume `name` in
+// (upper case, every character but a letter or digit becomes '_').
+std::string volumeEnvName(std::string_view volume);
+
+// The sandbox the pod's containers run in: the newest ready one, or null.
+const PodSandboxStatus* readySandbox(const PodStatus& status);
 
 // The default PATH a container gets when it sets none.
 inline constexpr std::string_view kDefaultPath =

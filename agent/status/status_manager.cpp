@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "agent/container_statuses.h"
-#include "agent/pod_status.h"
+#include "agent/status/container_statuses.h"
+#include "agent/status/pod_status.h"
 #include "api/pod_update.h"
 #include "base/log.h"
 
@@ -167,7 +167,7 @@ std::set<std::string> StatusManager::terminalPodUIDs() const {
   std::lock_guard lock(mu_);
   std::set<std::string> out;
   for (const auto& [uid, versioned] : statuses_) {
-    if (isTerminalPhase(versioned.status.phase)) out.insert(uid);
+    if (api::isTerminalPhase(versioned.status.phase)) out.insert(uid);
   }
   return out;
 }
@@ -217,7 +217,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
       return false;
     }
     // Terminal phases are final.
-    if (isTerminalPhase(old->phase) && status.phase != old->phase) {
+    if (api::isTerminalPhase(old->phase) && status.phase != old->phase) {
       log->debug("Keeping terminal phase pod={} phase={} wanted={}", api::podRef(pod), old->phase,
                  status.phase);
       status.phase = old->phase;
@@ -250,7 +250,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
     next.stamp = ++next_stamp_;
     next.pod_name = pod.metadata.name;
     next.pod_namespace = pod.metadata.namespace_;
-    if (isTerminalPhase(next.status.phase)) ++terminal_generation_;
+    if (api::isTerminalPhase(next.status.phase)) ++terminal_generation_;
     statuses_[uid] = std::move(next);
     ++version_;
     notify = on_change_;

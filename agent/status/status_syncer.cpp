@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/api_mirror_client.h"
+#include "api/async_rest_client.h"
 
 #include "api/api_errors.h"
 #include "api/canonical_json.h"
@@ -64,11 +64,11 @@ nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::
 }
 
 StatusSyncer::StatusSyncer(asio::any_io_executor executor, base::Clock& clock,
-                           api::RestClient& client, StatusManager& status_manager,
+                           api::AsyncRestClient api, StatusManager& status_manager,
                            podmanager::PodManager& pod_manager, StatusSyncerOptions options)
     : strand_(asio::make_strand(executor)),
       clock_(clock),
-      async_(client, 2),
+      async_(std::move(api)),
       status_manager_(status_manager),
       pod_manager_(pod_manager),
       options_(std::move(options)) {}
@@ -191,7 +191,7 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
   auto call = [path, body = std::move(body)](api::RestClient& c) {
     return c.patchJson(path, body, api::PatchType::kStrategicMerge);
   };
-  auto r = co_await runOnPool(async_, call);
+  auto r = co_await api::runOnPool(async_, call);
   if (!r.ok()) {
     metrics_.patch_errors.fetch_add(1);
     if (api::isNotFound(r.status()) || api::isConflict(r.status())) {
@@ -232,7 +232,7 @@ asio::awaitable<void> StatusSyncer::maybeDelete(const api::PodPtr& pod, const st
   nlohmann::json options = {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", uid}}}};
   const std::string path = api::podPath(pod->metadata.namespace_, pod->metadata.name);
   auto call = [path, options](api::RestClient& c) { return c.deleteJson(path, &options); };
-  auto r = co_await runOnPool(async_, call);
+  auto r = co_await api::runOnPool(async_, call);
   if (r.ok() || api::isNotFound(r.status()) || api::isConflict(r.status())) {
     state_[uid].delete_sent = true;
     pending_deletes_.erase(uid);

@@ -15,11 +15,11 @@
 //    state), and is sent to it as soon as it shows up;
 //  - once a gracefully deleted API pod's resources are reclaimed (`pod_resources_reclaimed`), the
 //    syncer sends the final DELETE with grace 0 and the UID precondition.
-// Requests go through the shared RestClient (its QPS/burst limit) on the syncer's own pool.
+// Requests go through the shared RestClient (its QPS/burst limit) on the shared API pool.
 //
 // Threading: start/stop/notify and the metrics are safe from any thread; everything else runs on
-// the syncer's strand. Create with std::make_shared; the StatusManager, PodManager, RestClient and
-// Clock must outlive it.
+// the syncer's strand. Create with std::make_shared; the StatusManager, PodManager, RestClient, API
+// pool Clock must outlive it.
 #pragma once
 
 #include <atomic>
@@ -35,8 +35,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "agent/status/status_manager.h"
+#include "api/async_rest_client.h"
 #include "api/pod.h"
-#include "api/rest_client.h"
 #include "base/asio.h"
 #include "base/clock.h"
 #include "podmanager/pod_manager.h"
@@ -62,7 +62,7 @@ struct StatusSyncerMetrics {
 
 class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
  public:
-  StatusSyncer(asio::any_io_executor executor, base::Clock& clock, api::RestClient& client,
+  StatusSyncer(asio::any_io_executor executor, base::Clock& clock, api::AsyncRestClient api,
                StatusManager& status_manager, podmanager::PodManager& pod_manager,
                StatusSyncerOptions options = {});
   ~StatusSyncer();

@@ -570,7 +570,8 @@ TEST_CASE("rest client: async wrapper completes on the caller's executor",
   cfg.server = "http://127.0.0.1:" + std::to_string(port);
   auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
   REQUIRE(client.ok());
-  api::AsyncRestClient async(**client);
+  testing::ApiPool pool(**client);
+  api::AsyncRestClient async = pool.async();
   asio::io_context ioc;
   auto guard = asio::make_work_guard(ioc);
   std::thread::id ioc_thread = std::this_thread::get_id();

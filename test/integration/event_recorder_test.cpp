@@ -25,6 +25,7 @@ struct Fixture {
   std::unique_ptr<testapiserver::TestApiServer> server =
       testapiserver::TestApiServer::start({}).value();
   std::unique_ptr<api::RestClient> client;
+  std::unique_ptr<testing::ApiPool> api_pool;
   asio::io_context ioc;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
   std::thread thread;
@@ -32,10 +33,11 @@ struct Fixture {
 
   Fixture() {
     client = testing::clientFor(*server);
+    api_pool = std::make_unique<testing::ApiPool>(*client);
     agent::EventRecorderOptions o;
     o.node_name = "n1";
-    recorder =
-        std::make_shared<agent::EventRecorder>(ioc.get_executor(), base::realClock(), *client, o);
+    recorder = std::make_shared<agent::EventRecorder>(ioc.get_executor(), base::realClock(),
+                                                      api_pool->async(), o);
     thread = std::thread([this] { ioc.run(); });
   }
   ~Fixture() {
@@ -44,6 +46,7 @@ struct Fixture {
     work.reset();
     thread.join();
     recorder.reset();
+    api_pool.reset();
     server->stop();
   }
 

@@ -29,6 +29,7 @@ struct Fixture {
   std::unique_ptr<testapiserver::TestApiServer> server =
       testapiserver::TestApiServer::start({}).value();
   std::unique_ptr<api::RestClient> client;
+  std::unique_ptr<testing::ApiPool> api_pool;
   testing::FakeClock clock;
   asio::io_context ioc;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
@@ -39,11 +40,13 @@ struct Fixture {
 
   Fixture() {
     client = testing::clientFor(*server);
+    api_pool = std::make_unique<testing::ApiPool>(*client);
     agent::NodeLeaseOptions o;
     o.node_name = "n1";
     o.on_repeated_failure = [this] { repeated_failures.fetch_add(1); };
     o.on_state_lost = [this](const std::string&) { losses.fetch_add(1); };
-    lease = std::make_shared<agent::NodeLeaseController>(ioc.get_executor(), clock, *client, o);
+    lease = std::make_shared<agent::NodeLeaseController>(ioc.get_executor(), clock,
+                                                         api_pool->async(), o);
     thread = std::thread([this] { ioc.run(); });
   }
   ~Fixture() {
@@ -52,6 +55,7 @@ struct Fixture {
     work.reset();
     thread.join();
     lease.reset();
+    api_pool.reset();
     server->stop();
   }
 

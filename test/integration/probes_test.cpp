@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "agent/agent.h"
-#include "agent/pod_status.h"
 #include "agent/prober/probe_handler.h"
 #include "agent/runtime/process_runtime.h"
+#include "agent/status/pod_status.h"
 #include "base/random.h"
 #include "podmanager/mirror_client.h"
 #include "test/support/integration_env.h"

@@ -35,6 +35,7 @@ struct Fixture {
   std::unique_ptr<testapiserver::TestApiServer> server =
       testapiserver::TestApiServer::start({}).value();
   std::unique_ptr<api::RestClient> client;
+  std::unique_ptr<testing::ApiPool> api_pool;
   testing::FakeClock batch_clock;  // for syncers whose batch the test runs
   asio::io_context ioc;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
@@ -45,12 +46,14 @@ struct Fixture {
 
   Fixture() {
     client = testing::clientFor(*server);
+    api_pool = std::make_unique<testing::ApiPool>(*client);
     for (int i = 0; i < 2; ++i) threads.emplace_back([this] { ioc.run(); });
   }
   ~Fixture() {
     work.reset();
     ioc.stop();
     for (auto& t : threads) t.join();
+    api_pool.reset();
     server->stop();
   }
 
@@ -92,8 +95,9 @@ TEST_CASE("status syncer sends one PATCH with the uid precondition and nothing w
   Fixture f;
   auto pod = f.createPod("p1");
   f.pod_manager.addPod(pod);
-  auto syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), base::realClock(),
-                                                      *f.client, f.status_manager, f.pod_manager);
+  auto syncer =
+      std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), base::realClock(),
+                                            f.api_pool->async(), f.status_manager, f.pod_manager);
   syncer->start();
   REQUIRE(f.status_manager.setPodStatus(*pod, runningStatus()));
   REQUIRE(testing::eventually([&] {
@@ -122,8 +126,9 @@ TEST_CASE("status syncer reverts a status edited by another client on its batch"
   f.pod_manager.addPod(pod);
   agent::StatusSyncerOptions options;
   options.batch_period = 200ms;
-  auto syncer = std::make_shared<agent::StatusSyncer>(
-      f.ioc.get_executor(), base::realClock(), *f.client, f.status_manager, f.pod_manager, options);
+  auto syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), base::realClock(),
+                                                      f.api_pool->async(), f.status_manager,
+                                                      f.pod_manager, options);
   syncer->start();
   REQUIRE(f.status_manager.setPodStatus(*pod, runningStatus()));
   REQUIRE(testing::eventually([&] {
@@ -180,8 +185,9 @@ struct BatchedSyncer {
   explicit BatchedSyncer(Fixture& f) {
     agent::StatusSyncerOptions options;
     options.batch_period = 10s;
-    syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), f.batch_clock, *f.client,
-                                                   f.status_manager, f.pod_manager, options);
+    syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), f.batch_clock,
+                                                   f.api_pool->async(), f.status_manager,
+                                                   f.pod_manager, options);
     syncer->start();
     REQUIRE(testing::eventually([&] { return f.batch_clock.pendingTimers() == 1; }));
   }
@@ -288,8 +294,9 @@ TEST_CASE("a gracefully deleted pod is removed with grace 0 only once its resour
   agent::StatusSyncerOptions options;
   options.deletion_check_period = 50ms;
   options.pod_resources_reclaimed = [&](const std::string&) { return reclaimed.load(); };
-  auto syncer = std::make_shared<agent::StatusSyncer>(
-      f.ioc.get_executor(), base::realClock(), *f.client, f.status_manager, f.pod_manager, options);
+  auto syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), base::realClock(),
+                                                      f.api_pool->async(), f.status_manager,
+                                                      f.pod_manager, options);
   syncer->start();
   testapiserver::DeleteOptions del;
   del.grace_period_seconds = 30;
@@ -318,7 +325,7 @@ TEST_CASE("mirror client bounds a call to a slow apiserver by its timeout",
   mo.node_name = "n1";
   mo.node_uid = [] { return std::string("node-uid"); };
   mo.call_timeout = 200ms;
-  agent::ApiMirrorClient mirror(*f.client, base::realClock(), mo);
+  agent::ApiMirrorClient mirror(f.api_pool->async(), base::realClock(), mo);
   auto pod = testing::PodBuilder()
                  .name("web-n1")
                  .ns("default")

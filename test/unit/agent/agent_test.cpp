@@ -10,9 +10,9 @@
 #include <httplib.h>
 
 #include "agent/agent.h"
-#include "agent/pod_status.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
+#include "agent/status/pod_status.h"
 #include "api/pod_json.h"
 #include "api/pod_update.h"
 #include "podmanager/mirror_client.h"

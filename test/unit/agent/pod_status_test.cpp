@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "agent/pod_status.h"
+#include "agent/status/pod_status.h"
 
 using namespace nodeagent;
 using agent::getPhase;
@@ -170,6 +170,6 @@ TEST_CASE("notRunning and kubelet-owned conditions", "[unit][agent]") {
   CHECK(agent::podConditionByKubelet("Ready"));
   CHECK(agent::podConditionByKubelet("PodScheduled"));
   CHECK_FALSE(agent::podConditionByKubelet("example.com/lb"));
-  CHECK(agent::isTerminalPhase("Failed"));
-  CHECK_FALSE(agent::isTerminalPhase("Running"));
+  CHECK(api::isTerminalPhase("Failed"));
+  CHECK_FALSE(api::isTerminalPhase("Running"));
 }

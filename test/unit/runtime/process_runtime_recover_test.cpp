@@ -51,6 +51,7 @@ T run(asio::io_context& ioc, asio::awaitable<T> aw) {
 ContainerStatus recoverOne(asio::io_context& ioc, base::Clock& clock, const fs::path& root,
                            const fs::path& logs) {
   ProcessRuntimeOptions options;
+  options.file_executor = ioc.get_executor();  // the test drains one io_context
   options.root_dir = root;
   options.pod_log_dir = logs;
   ProcessRuntime runtime(ioc.get_executor(), clock, options);
@@ -98,6 +99,7 @@ TEST_CASE("process runtime recover: recorded exits, dead shims and incomplete di
   testing::writeFile(root / "containers" / "eee" / "config", "version=1\ngarbage\n");
 
   ProcessRuntimeOptions options;
+  options.file_executor = ioc.get_executor();  // the test drains one io_context
   options.root_dir = root;
   options.pod_log_dir = tmp / "logs";
   options.shim_path = "/nonexistent/nodeagent-shim";
@@ -205,6 +207,7 @@ TEST_CASE("process runtime: an empty command is a config error before anything i
   auto guard = asio::make_work_guard(ioc);
   testing::FakeClock clock;
   ProcessRuntimeOptions options;
+  options.file_executor = ioc.get_executor();  // the test drains one io_context
   options.root_dir = tmp / "root";
   options.pod_log_dir = tmp / "logs";
   ProcessRuntime runtime(ioc.get_executor(), clock, options);

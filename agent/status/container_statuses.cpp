@@ -1,8 +1,6 @@
-#include "agent/container_statuses.h"
+#include "agent/status/container_statuses.h"
 
 #include <algorithm>
-
-#include "agent/pod_actions.h"
 
 namespace nodeagent::agent {
 
@@ -100,7 +98,7 @@ std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
         cs->exit_code == 0) {
       continue;
     }
-    if (!shouldContainerBeRestarted(container, pod, pod_status)) continue;
+    if (!runtime::shouldContainerBeRestarted(container, pod, pod_status)) continue;
     auto failure = failures.find(container.name);
     if (failure == failures.end()) continue;
     auto& status = statuses[container.name];

@@ -1,4 +1,4 @@
-#include "agent/pod_status.h"
+#include "agent/status/pod_status.h"
 
 namespace nodeagent::agent {
 
@@ -57,16 +57,17 @@ std::string getPhase(const api::PodSpec& spec,
     }
   }
 
-  if (failed_initialization > 0 && spec.restart_policy == "Never") return std::string(kPhaseFailed);
-  if (pending_initialization > 0 || waiting > 0) return std::string(kPhasePending);
-  if (running > 0 && unknown == 0) return std::string(kPhaseRunning);
+  if (failed_initialization > 0 && spec.restart_policy == "Never")
+    return std::string(api::kPhaseFailed);
+  if (pending_initialization > 0 || waiting > 0) return std::string(api::kPhasePending);
+  if (running > 0 && unknown == 0) return std::string(api::kPhaseRunning);
   if (running == 0 && stopped > 0 && unknown == 0) {
-    if (spec.restart_policy == "Always") return std::string(kPhaseRunning);
-    if (stopped == succeeded) return std::string(kPhaseSucceeded);
-    if (spec.restart_policy == "Never") return std::string(kPhaseFailed);
-    return std::string(kPhaseRunning);  // OnFailure: the failed ones restart
+    if (spec.restart_policy == "Always") return std::string(api::kPhaseRunning);
+    if (stopped == succeeded) return std::string(api::kPhaseSucceeded);
+    if (spec.restart_policy == "Never") return std::string(api::kPhaseFailed);
+    return std::string(api::kPhaseRunning);  // OnFailure: the failed ones restart
   }
-  return std::string(kPhasePending);
+  return std::string(api::kPhasePending);
 }
 
 namespace {
@@ -112,19 +113,20 @@ api::PodCondition generateContainersReadyCondition(
     const api::PodSpec& spec, const std::vector<api::ContainerStatus>& statuses,
     bool statuses_known, std::string_view phase) {
   if (!statuses_known) {
-    return condition(kConditionContainersReady, "False", kReasonUnknownContainerStatuses);
+    return condition(api::kConditionContainersReady, "False", api::kReasonUnknownContainerStatuses);
   }
   std::vector<std::string> unknown;
   std::vector<std::string> unready;
   classify(spec.containers, statuses, unknown, unready);
-  if (phase == kPhaseSucceeded && unknown.empty()) {
-    return condition(kConditionContainersReady, "False", kReasonPodCompleted);
+  if (phase == api::kPhaseSucceeded && unknown.empty()) {
+    return condition(api::kConditionContainersReady, "False", api::kReasonPodCompleted);
   }
   auto message = joinMessages(unknown, "containers with unknown status: ", unready);
   if (!message.empty()) {
-    return condition(kConditionContainersReady, "False", kReasonContainersNotReady, message);
+    return condition(api::kConditionContainersReady, "False", api::kReasonContainersNotReady,
+                     message);
   }
-  return condition(kConditionContainersReady, "True");
+  return condition(api::kConditionContainersReady, "True");
 }
 
 api::PodCondition generatePodReadyCondition(const api::PodSpec& spec,
@@ -133,7 +135,7 @@ api::PodCondition generatePodReadyCondition(const api::PodSpec& spec,
                                             bool statuses_known, std::string_view phase) {
   auto containers_ready = generateContainersReadyCondition(spec, statuses, statuses_known, phase);
   if (containers_ready.status != "True") {
-    return condition(kConditionReady, containers_ready.status, containers_ready.reason,
+    return condition(api::kConditionReady, containers_ready.status, containers_ready.reason,
                      containers_ready.message);
   }
   std::string message;
@@ -151,34 +153,35 @@ api::PodCondition generatePodReadyCondition(const api::PodSpec& spec,
     message += part;
   }
   if (!message.empty()) {
-    return condition(kConditionReady, "False", kReasonReadinessGatesNotReady, message);
+    return condition(api::kConditionReady, "False", api::kReasonReadinessGatesNotReady, message);
   }
-  return condition(kConditionReady, "True");
+  return condition(api::kConditionReady, "True");
 }
 
 api::PodCondition generatePodInitializedCondition(
     const api::PodSpec& spec, const std::vector<api::ContainerStatus>& init_statuses,
     bool statuses_known, std::string_view phase) {
   if (!statuses_known && !spec.init_containers.empty()) {
-    return condition(kConditionInitialized, "False", kReasonUnknownContainerStatuses);
+    return condition(api::kConditionInitialized, "False", api::kReasonUnknownContainerStatuses);
   }
   std::vector<std::string> unknown;
   std::vector<std::string> unready;
   classify(spec.init_containers, init_statuses, unknown, unready);
-  if (phase == kPhaseSucceeded && unknown.empty()) {
-    return condition(kConditionInitialized, "True", kReasonPodCompleted);
+  if (phase == api::kPhaseSucceeded && unknown.empty()) {
+    return condition(api::kConditionInitialized, "True", api::kReasonPodCompleted);
   }
   auto message = joinMessages(unknown, "containers with incomplete status: ", unready);
   if (!message.empty()) {
-    return condition(kConditionInitialized, "False", kReasonContainersNotInitialized, message);
+    return condition(api::kConditionInitialized, "False", api::kReasonContainersNotInitialized,
+                     message);
   }
-  return condition(kConditionInitialized, "True");
+  return condition(api::kConditionInitialized, "True");
 }
 
 bool podConditionByKubelet(std::string_view type) {
-  return type == kConditionPodScheduled || type == kConditionReady ||
-         type == kConditionInitialized || type == "Unschedulable" ||
-         type == kConditionContainersReady;
+  return type == api::kConditionPodScheduled || type == api::kConditionReady ||
+         type == api::kConditionInitialized || type == "Unschedulable" ||
+         type == api::kConditionContainersReady;
 }
 
 bool notRunning(const std::vector<api::ContainerStatus>& statuses) {
@@ -186,10 +189,6 @@ bool notRunning(const std::vector<api::ContainerStatus>& statuses) {
     if (!s.state.terminated && !s.state.waiting) return false;
   }
   return true;
-}
-
-bool isTerminalPhase(std::string_view phase) {
-  return phase == kPhaseSucceeded || phase == kPhaseFailed;
 }
 
 const api::ContainerStatus* findContainerStatus(const std::vector<api::ContainerStatus>& statuses,

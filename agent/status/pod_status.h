@@ -8,26 +8,9 @@
 #include <vector>
 
 #include "api/pod.h"
+#include "api/pod_phase.h"
 
 namespace nodeagent::agent {
-
-inline constexpr std::string_view kPhasePending = "Pending";
-inline constexpr std::string_view kPhaseRunning = "Running";
-inline constexpr std::string_view kPhaseSucceeded = "Succeeded";
-inline constexpr std::string_view kPhaseFailed = "Failed";
-inline constexpr std::string_view kPhaseUnknown = "Unknown";
-
-inline constexpr std::string_view kConditionInitialized = "Initialized";
-inline constexpr std::string_view kConditionReady = "Ready";
-inline constexpr std::string_view kConditionContainersReady = "ContainersReady";
-inline constexpr std::string_view kConditionPodScheduled = "PodScheduled";
-
-// Condition reasons (status/generate.go).
-inline constexpr std::string_view kReasonUnknownContainerStatuses = "UnknownContainerStatuses";
-inline constexpr std::string_view kReasonPodCompleted = "PodCompleted";
-inline constexpr std::string_view kReasonContainersNotReady = "ContainersNotReady";
-inline constexpr std::string_view kReasonContainersNotInitialized = "ContainersNotInitialized";
-inline constexpr std::string_view kReasonReadinessGatesNotReady = "ReadinessGatesNotReady";
 
 // kubelet's getPhase: the phase implied by the spec's restart policy and the container statuses
 // (init and regular). See kubelet-behavior.md section 9.
@@ -53,7 +36,6 @@ bool podConditionByKubelet(std::string_view type);
 
 // True when every status is Terminated or Waiting (an empty list counts as not running).
 bool notRunning(const std::vector<api::ContainerStatus>& statuses);
-bool isTerminalPhase(std::string_view phase);
 
 // The status of `name` in `statuses`, or nullptr.
 const api::ContainerStatus* findContainerStatus(const std::vector<api::ContainerStatus>& statuses,

@@ -1,0 +1,163 @@
+// The agent's housekeeping (kubelet's HandlePodCleanups): forget what nothing wants any more, kill
+// what runs without a config, restart workers a config still wants, remove orphaned pod
+// directories and mirror pods. A pass is skipped while nothing it looks at changed.
+#include <algorithm>
+#include <unordered_set>
+
+#include "agent/agent.h"
+#include "api/pod_identity.h"
+#include "api/pod_phase.h"
+#include "api/pod_update.h"
+#include "base/blocking.h"
+#include "base/log.h"
+#include "podmanager/mirror_client.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("agent");
+  return l;
+}
+
+bool anyRunning(const runtime::Pod& pod) {
+  return std::any_of(pod.containers.begin(), pod.containers.end(),
+                     [](const auto& c) { return c.state == runtime::ContainerState::kRunning; });
+}
+
+}  // namespace
+
+HousekeepingInputs Agent::housekeepingInputs() const {
+  return {pod_manager_.generation(), pod_workers_->generation(), unknown_pod_events_};
+}
+
+void Agent::handlePodCleanups() {
+  assertOnSyncLoop("Agent::handlePodCleanups");
+  ++metrics_.housekeeping_runs;
+  if (cleanup_running_) return;
+  // Read before the pass looks at anything: a change while it runs makes the next tick run.
+  const auto inputs = housekeepingInputs();
+  const auto now = clock_.now();
+  if (housekeeping_skip_.canSkip(inputs, now)) {
+    ++metrics_.housekeeping_skipped;
+    crash_backoff_.gc();
+    return;
+  }
+  cleanup_running_ = true;
+  // The pass runs on its own strand: on a large node it takes a while, and config updates and
+  // PLEG events must not wait for it. What touches sync-loop state comes back here.
+  auto pass = [this, inputs, now]() -> asio::awaitable<void> {
+    auto result = std::make_shared<CleanupResult>(co_await cleanups());
+    asio::dispatch(sync_loop_->strand(),
+                   [this, inputs, now, result] { applyCleanupResult(*result, inputs, now); });
+  };
+  asio::co_spawn(cleanup_strand_, pass, asio::detached);
+}
+
+void Agent::applyCleanupResult(const CleanupResult& result, HousekeepingInputs inputs,
+                               base::MonotonicTime started) {
+  bool acted = result.acted;
+  std::erase_if(rejected_, [&](const std::string& uid) { return result.keep.count(uid) == 0; });
+  for (const auto& pod : result.restart) {
+    if (rejected_.count(pod->metadata.uid) > 0) continue;
+    log()->info("Restarting pod worker pod={} uid={}", api::podRef(*pod), pod->metadata.uid);
+    acted = true;
+    prober_->addPod(*pod);
+    dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
+  }
+  housekeeping_skip_.passDone(inputs, started, acted);
+  cleanup_running_ = false;
+}
+
+asio::awaitable<Agent::CleanupResult> Agent::cleanups() {
+  CleanupResult result;
+  auto all = pod_manager_.getPodsAndMirrorPods();
+  auto working = pod_workers_->syncKnownPods(all.pods);
+
+  for (const auto& p : all.pods) result.keep.insert(p->metadata.uid);
+  for (const auto& p : all.mirror_pods) result.keep.insert(p->metadata.uid);
+  for (const auto& [uid, sync] : working) result.keep.insert(uid);
+  status_manager_.removeOrphanedStatuses(result.keep);
+  {
+    std::set<std::string> desired;
+    for (const auto& p : all.pods) desired.insert(p->metadata.uid);
+    prober_->cleanupPods(desired);
+  }
+  // Pods config still wants but the workers forgot (a terminated UID re-added): start again
+  // (unless admission rejected them: checked on the sync loop strand).
+  for (const auto& pod : all.pods) {
+    const auto& uid = pod->metadata.uid;
+    if (working.count(uid) > 0) continue;
+    if (api::isTerminalPhase(status_manager_.getPodPhase(uid))) continue;
+    if (api::isTerminalPhase(pod->status.phase)) continue;
+    result.restart.push_back(pod);
+  }
+  killWorkersOfRemovedPods(working, result);
+  if (co_await cleanupRuntimePods(std::move(working), result.keep)) result.acted = true;
+  if (co_await deleteOrphanedMirrorPods()) result.acted = true;
+  crash_backoff_.gc();
+  co_return result;
+}
+
+void Agent::killWorkersOfRemovedPods(
+    const std::map<std::string, podworkers::PodWorkerSync>& working, CleanupResult& result) {
+  // Workers still syncing a pod config no longer has (its removal was skipped while its source
+  // was not ready): terminate them now.
+  for (const auto& [uid, sync] : working) {
+    if (!sync.orphan || sync.state != podworkers::PodWorkerState::kSyncPod) continue;
+    if (pod_manager_.getPodByUID(uid)) continue;
+    auto snapshot = status_manager_.getVersionedPodStatus(uid);
+    auto pod = api::podWithIdentity(uid, snapshot ? snapshot->pod_name : "",
+                                    snapshot ? snapshot->pod_namespace : "");
+    if (!pod.ok()) continue;
+    log()->info("Killing pod no source wants any more pod={} uid={}", api::podRef(**pod), uid);
+    result.acted = true;
+    killPod(*pod, false);
+  }
+}
+
+asio::awaitable<bool> Agent::cleanupRuntimePods(
+    std::map<std::string, podworkers::PodWorkerSync> working, std::set<std::string> keep) {
+  // One runtime listing serves both the orphan kill and the pod directory cleanup.
+  auto runtime_pods = co_await runtime_.getPods(true);
+  if (!runtime_pods.ok()) {
+    log()->warn("Housekeeping could not list runtime pods err={}",
+                runtime_pods.status().toString());
+    co_return true;  // try again on the next tick
+  }
+  bool acted = false;
+  std::unordered_set<std::string> in_runtime;
+  for (const auto& rp : *runtime_pods) {
+    in_runtime.insert(rp.uid);
+    // Runtime pods nobody wants: kill them through the workers.
+    if (!anyRunning(rp) || working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
+    auto pod = api::podWithIdentity(rp.uid, rp.name, rp.namespace_);
+    if (!pod.ok()) continue;
+    log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
+    acted = true;
+    killPod(*pod, true);
+  }
+  // Pod directories of pods that are gone everywhere (file work: on the blocking pool).
+  auto remove = [this, keep = std::move(keep), in_runtime = std::move(in_runtime)] {
+    return pod_dirs_.removeOrphans(keep, in_runtime);
+  };
+  const bool removed = co_await base::runBlocking(blocking_, std::move(remove));
+  co_return acted || removed;
+}
+
+asio::awaitable<bool> Agent::deleteOrphanedMirrorPods() {
+  // Mirror pods whose static pod is gone (and not still terminating).
+  bool acted = false;
+  for (const auto& full_name : pod_manager_.getOrphanedMirrorPodNames()) {
+    if (pod_workers_->isPodForMirrorPodTerminatingByFullName(full_name)) continue;
+    acted = true;
+    auto deleted = co_await pod_manager_.mirrorClient().deleteMirrorPod(full_name, std::nullopt);
+    if (!deleted.ok()) {
+      log()->warn("Cannot delete orphaned mirror pod pod={} err={}", full_name,
+                  deleted.status().toString());
+    }
+  }
+  co_return acted;
+}
+
+}  // namespace nodeagent::agent

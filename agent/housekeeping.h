@@ -1,0 +1,46 @@
+// What lets housekeeping (kubelet's HandlePodCleanups, every 2 s) skip its O(pods) pass: the
+// inputs it looks at, and whether they changed since a pass that found nothing to do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "base/clock.h"
+
+namespace nodeagent::agent {
+
+// Generations of what a housekeeping pass reads: the pod manager, the pod workers, and PLEG
+// events of pods the pod manager does not know.
+struct HousekeepingInputs {
+  uint64_t pods = 0;
+  uint64_t workers = 0;
+  uint64_t unknown_pod_events = 0;
+  bool operator==(const HousekeepingInputs&) const = default;
+};
+
+// Saves a large node its housekeeping pass while nothing changed: a pass may be skipped when the
+// last one acted on nothing, its inputs are the same, and it is less than `full_period` old (the
+// safety net). Not thread-safe (the sync loop's strand).
+class HousekeepingSkip {
+ public:
+  explicit HousekeepingSkip(base::Duration full_period) : full_period_(full_period) {}
+
+  bool canSkip(const HousekeepingInputs& inputs, base::MonotonicTime now) const {
+    return last_ && !last_->acted && last_->inputs == inputs && now - last_->at < full_period_;
+  }
+  // A pass that read `inputs` (before it looked at anything) at `at` finished.
+  void passDone(const HousekeepingInputs& inputs, base::MonotonicTime at, bool acted) {
+    last_ = Pass{inputs, at, acted};
+  }
+
+ private:
+  struct Pass {
+    HousekeepingInputs inputs;
+    base::MonotonicTime at;
+    bool acted = false;
+  };
+  base::Duration full_period_;
+  std::optional<Pass> last_;
+};
+
+}  // namespace nodeagent::agent

@@ -1,0 +1,63 @@
+#include "agent/pod_directories.h"
+
+#include <system_error>
+
+#include "base/log.h"
+#include "base/path_component.h"
+
+namespace nodeagent::agent {
+
+base::StatusOr<std::filesystem::path> PodDirectories::path(const std::string& uid) const {
+  return base::childPath(root_, "pod UID", uid);
+}
+
+base::Status PodDirectories::ensure(const std::string& uid) {
+  {
+    std::lock_guard lock(mu_);
+    if (made_.count(uid) > 0) return base::okStatus();
+  }
+  auto dir = path(uid);
+  if (!dir.ok()) return dir.status();
+  std::error_code ec;
+  for (const char* sub : {"volumes", "plugins"}) {
+    std::filesystem::create_directories(*dir / sub, ec);
+    if (ec) {
+      return base::internalError("cannot make pod directories at " + dir->string() + ": " +
+                                 ec.message());
+    }
+  }
+  std::lock_guard lock(mu_);
+  made_.insert(uid);
+  return base::okStatus();
+}
+
+bool PodDirectories::made(const std::string& uid) const {
+  std::lock_guard lock(mu_);
+  return made_.count(uid) > 0;
+}
+
+void PodDirectories::forget(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  made_.erase(uid);
+}
+
+bool PodDirectories::removeOrphans(const std::set<std::string>& known,
+                                   const std::unordered_set<std::string>& in_runtime) {
+  bool removed = false;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root_, ec)) {
+    auto uid = entry.path().filename().string();
+    if (known.count(uid) > 0 || in_runtime.count(uid) > 0) continue;
+    removed = true;
+    forget(uid);
+    std::error_code rm_ec;
+    std::filesystem::remove_all(entry.path(), rm_ec);
+    if (rm_ec) {
+      base::logger("agent")->warn("Cannot remove orphaned pod directory path={} err={}",
+                                  entry.path().string(), rm_ec.message());
+    }
+  }
+  return removed;
+}
+
+}  // namespace nodeagent::agent

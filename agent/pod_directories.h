@@ -1,0 +1,41 @@
+// The pods' directories on the node (kubelet's <root-dir>/pods/<uid> with its volumes/ and
+// plugins/): their paths, made once per pod, and removed once nothing knows the pod.
+//
+// Threading: path() from any thread. ensure() and removeOrphans() do file I/O: call them on the
+// blocking pool, never on a strand. Thread-safe.
+#pragma once
+
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_set>
+
+#include "base/status.h"
+
+namespace nodeagent::agent {
+
+class PodDirectories {
+ public:
+  explicit PodDirectories(std::filesystem::path root_dir) : root_(std::move(root_dir) / "pods") {}
+
+  // <root-dir>/pods/<uid>; an error when the UID is not a single path component.
+  base::StatusOr<std::filesystem::path> path(const std::string& uid) const;
+  // Makes the pod's directory with volumes/ and plugins/ (the first time only: later calls for
+  // the same UID cost a set lookup, so periodic syncs skip the I/O). Blocking.
+  base::Status ensure(const std::string& uid);
+  // Whether ensure() made the pod's directories (and forget() has not been called since).
+  bool made(const std::string& uid) const;
+  // The pod is gone: the next ensure() looks at the disk again.
+  void forget(const std::string& uid);
+  // Removes the directory of every pod in neither set; true when it removed any. Blocking.
+  bool removeOrphans(const std::set<std::string>& known,
+                     const std::unordered_set<std::string>& in_runtime);
+
+ private:
+  std::filesystem::path root_;
+  mutable std::mutex mu_;
+  std::unordered_set<std::string> made_;
+};
+
+}  // namespace nodeagent::agent

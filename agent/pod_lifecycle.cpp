@@ -1,0 +1,346 @@
+// PodLifecycle's syncs: syncPod (kubelet's syncPod + kuberuntime SyncPod), syncTerminatingPod,
+// syncTerminatingRuntimePod and syncTerminatedPod. Everything here runs on the pod's strand and
+// waits only through co_await. Container starts are in pod_lifecycle_start.cpp, the API status in
+// pod_lifecycle_status.cpp.
+#include <algorithm>
+
+#include "agent/pod_lifecycle.h"
+#include "agent/status/pod_status.h"
+#include "api/pod_phase.h"
+#include "api/pod_update.h"
+#include "base/blocking.h"
+#include "base/log.h"
+#include "base/printable.h"
+#include "podmanager/mirror_client.h"
+
+namespace nodeagent::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("agent");
+  return l;
+}
+
+base::Status cancelled() { return base::cancelledError("sync cancelled"); }
+
+runtime::Pod runningPodOf(const runtime::PodStatus& status) {
+  runtime::Pod pod;
+  pod.uid = status.uid;
+  pod.name = status.name;
+  pod.namespace_ = status.namespace_;
+  for (const auto& cs : status.container_statuses) {
+    if (cs.state != runtime::ContainerState::kRunning) continue;
+    pod.containers.push_back({cs.id, cs.name, cs.image, cs.hash, cs.state});
+  }
+  return pod;
+}
+
+bool anyRunning(const runtime::PodStatus& status) {
+  return std::any_of(status.container_statuses.begin(), status.container_statuses.end(),
+                     [](const auto& cs) { return cs.state == runtime::ContainerState::kRunning; });
+}
+
+}  // namespace
+
+PodLifecycle::PodLifecycle(Deps deps, PodLifecycleOptions options)
+    : deps_(std::move(deps)), options_(std::move(options)) {}
+
+void PodLifecycle::recordEvent(const api::Pod& pod, const std::string& type,
+                               const std::string& reason, const std::string& message,
+                               const std::string& field_path) const {
+  if (deps_.record_event) deps_.record_event(pod, type, reason, message, field_path);
+}
+
+asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType type, api::PodPtr pod,
+                                                            api::PodPtr mirror_pod,
+                                                            std::stop_token cancel) {
+  ++deps_.metrics.sync_pod_total;
+  ScopedTimer timing(deps_.metrics.pod_worker[static_cast<size_t>(type)], deps_.clock);
+  const auto& uid = pod->metadata.uid;
+  log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid, api::syncPodTypeName(type));
+  if (type == api::SyncPodType::kCreate) forgetFinishedLife(*pod);
+
+  auto status =
+      co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) {
+    ++deps_.metrics.sync_pod_errors;
+    co_return status.status();
+  }
+  auto api_status = generateAPIPodStatus(*pod, *status);
+  deps_.status_manager.setPodStatus(*pod, api_status);
+  if (api::isTerminalPhase(api_status.phase)) co_return true;
+  if (cancel.stop_requested()) co_return cancelled();
+
+  if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod, cancel);
+  if (cancel.stop_requested()) co_return cancelled();
+
+  if (auto names = refuseBadNames(*pod, api_status); !names.ok()) co_return names;
+  auto volumes = co_await preparePod(pod, api_status);
+  if (!volumes.ok()) co_return volumes.status();
+
+  auto actions = computePodActions(*pod, *status, &deps_.prober);
+  CO_RETURN_IF_ERROR(co_await killForActions(pod, actions, *status, cancel));
+  if (cancel.stop_requested()) co_return cancelled();
+  if (actions.next_init_container || !actions.containers_to_start.empty()) {
+    auto sandbox = co_await ensureSandbox(pod, *status);
+    if (!sandbox.ok()) {
+      ++deps_.metrics.sync_pod_errors;
+      co_return sandbox.status();
+    }
+    auto started = co_await startForActions(pod, std::move(actions), *status, std::move(*sandbox),
+                                            std::move(*volumes), cancel);
+    if (!started.ok()) co_return started;
+  }
+  co_return false;
+}
+
+void PodLifecycle::forgetFinishedLife(const api::Pod& pod) {
+  // A UID started again (its manifest was deleted and re-added): its old life's final status must
+  // not hold the new one back.
+  auto cached = deps_.status_manager.getPodStatus(pod.metadata.uid);
+  if (cached && api::isTerminalPhase(cached->phase) && !api::isTerminalPhase(pod.status.phase)) {
+    deps_.status_manager.removeStatus(pod.metadata.uid);
+  }
+}
+
+base::Status PodLifecycle::refuseBadNames(const api::Pod& pod, api::PodStatus& api_status) {
+  auto names = VolumePreparer::checkPodPathNames(pod);
+  if (names.ok()) return names;
+  // A name that would leave the agent's directories (only a pod that skipped validation can have
+  // one): this pod is refused, nothing is created for it.
+  api_status.reason = "InvalidPodName";
+  api_status.message = names.message();
+  deps_.status_manager.setPodStatus(pod, api_status);
+  ++deps_.metrics.sync_pod_errors;
+  log()->warn("Refusing pod with a name that is not a path component pod={} err={}",
+              base::goQuote(api::podRef(pod)), names.toString());
+  return names;
+}
+
+asio::awaitable<base::StatusOr<std::vector<runtime::PodVolume>>> PodLifecycle::preparePod(
+    api::PodPtr pod, api::PodStatus api_status) {
+  using Volumes = base::StatusOr<std::vector<runtime::PodVolume>>;
+  // A periodic sync of a pod without volumes whose directories exist has no file work to do.
+  if (pod->spec.volumes.empty() && deps_.dirs.made(pod->metadata.uid)) {
+    co_return std::vector<runtime::PodVolume>{};
+  }
+  auto prepare = [this, pod]() -> std::pair<base::Status, Volumes> {
+    auto dirs = deps_.dirs.ensure(pod->metadata.uid);
+    if (!dirs.ok()) return {dirs, Volumes(dirs)};
+    return {dirs, deps_.volumes.prepare(*pod)};
+  };
+  auto [dirs, volumes] = co_await base::runBlocking(deps_.blocking, std::move(prepare));
+  if (!volumes.ok()) {
+    ++deps_.metrics.sync_pod_errors;
+    if (dirs.ok()) {
+      api_status.reason = "UnsupportedVolume";
+      api_status.message = volumes.status().message();
+      deps_.status_manager.setPodStatus(*pod, api_status);
+    }
+  }
+  co_return volumes;
+}
+
+asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod,
+                                                           const PodActions& actions,
+                                                           const runtime::PodStatus& status,
+                                                           std::stop_token cancel) {
+  if (actions.kill_pod && anyRunning(status)) {
+    CO_RETURN_IF_ERROR(co_await killPodWatched(pod, runningPodOf(status), std::nullopt));
+  }
+  for (const auto& kill : actions.containers_to_kill) {
+    if (cancel.stop_requested()) co_return cancelled();
+    log()->info("Killing container pod={} container={} reason={}", api::podRef(*pod), kill.name,
+                kill.message);
+    recordEvent(*pod, "Normal", "Killing", kill.message, "spec.containers{" + kill.name + "}");
+    auto killed = co_await deps_.runtime.killContainer(
+        pod, kill.id, runtime::KillOptions::probeGrace(kill.probe_grace), kill.message);
+    ++deps_.metrics.containers_killed;
+    if (!killed.ok()) co_return killed;
+  }
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::StatusOr<std::string>> PodLifecycle::ensureSandbox(
+    api::PodPtr pod, const runtime::PodStatus& status) {
+  if (const auto* ready = runtime::readySandbox(status)) co_return ready->id;
+  runtime::PodSandboxConfig config;
+  config.uid = pod->metadata.uid;
+  config.name = pod->metadata.name;
+  config.namespace_ = pod->metadata.namespace_;
+  config.attempt = status.sandbox_statuses.empty() ? 0 : status.sandbox_statuses[0].attempt + 1;
+  config.log_directory = deps_.runtime.podLogsDirectory(config.namespace_, config.name, config.uid);
+  config.hostname = pod->metadata.name;
+  config.labels = pod->metadata.labels;
+  config.annotations = pod->metadata.annotations;
+  auto id = co_await deps_.runtime.runPodSandbox(std::move(config));
+  if (!id.ok()) {
+    log()->warn("Cannot make the pod's sandbox pod={} err={}", api::podRef(*pod),
+                id.status().toString());
+    recordEvent(*pod, "Warning", "FailedCreatePodSandBox",
+                "Failed to create pod sandbox: " + id.status().message(), "");
+  }
+  co_return id;
+}
+
+asio::awaitable<base::Status> PodLifecycle::startForActions(api::PodPtr pod, PodActions actions,
+                                                            const runtime::PodStatus& status,
+                                                            std::string sandbox_id,
+                                                            std::vector<runtime::PodVolume> volumes,
+                                                            std::stop_token cancel) {
+  base::Status first_error;
+  bool changed = false;
+  auto start = [&](size_t index, bool init) -> asio::awaitable<void> {
+    if (cancel.stop_requested()) co_return;
+    bool in_backoff = false;
+    StartRequest request{pod, index, init, sandbox_id, volumes};
+    auto s = co_await startContainerWithBackoff(std::move(request), status, &in_backoff);
+    changed = true;  // started, failed, or now waiting in backoff: the status moved
+    if (!s.ok() && first_error.ok()) first_error = s;
+  };
+  if (actions.next_init_container) co_await start(*actions.next_init_container, true);
+  for (size_t index : actions.containers_to_start) co_await start(index, false);
+  if (cancel.stop_requested()) co_return cancelled();
+  // Publish the new state (or the backoff reason) now rather than on the next sync.
+  if (changed) co_await publishStatusAfterStarts(pod);
+  if (!first_error.ok()) ++deps_.metrics.sync_pod_errors;
+  co_return first_error;
+}
+
+asio::awaitable<void> PodLifecycle::publishStatusAfterStarts(api::PodPtr pod) {
+  auto after = co_await deps_.runtime.getPodStatus(pod->metadata.uid, pod->metadata.name,
+                                                   pod->metadata.namespace_);
+  if (!after.ok()) co_return;
+  auto s = generateAPIPodStatus(*pod, *after);
+  if (s.phase == api::kPhaseRunning) observeFirstRunning(*pod);
+  deps_.status_manager.setPodStatus(*pod, std::move(s));
+}
+
+void PodLifecycle::observeFirstRunning(const api::Pod& pod) {
+  {
+    std::lock_guard lock(mu_);
+    if (!started_once_.insert(pod.metadata.uid).second) return;
+  }
+  auto seen = pod.metadata.annotations.find(std::string(api::kConfigFirstSeenAnnotationKey));
+  if (seen == pod.metadata.annotations.end()) return;
+  if (auto t = api::parseTime(seen->second); t.ok()) {
+    deps_.metrics.observeStartLatency(toApiTime(deps_.clock.wallNow()) - *t);
+  }
+}
+
+asio::awaitable<base::Status> PodLifecycle::syncTerminatingPod(
+    api::PodPtr pod, std::optional<int64_t> grace_period_seconds, podworkers::PodStatusFn status_fn,
+    std::stop_token cancel) {
+  const auto& uid = pod->metadata.uid;
+  auto status =
+      co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) co_return status.status();
+  auto api_status = generateAPIPodStatus(*pod, *status);
+  if (status_fn) status_fn(api_status);
+  deps_.status_manager.setPodStatus(*pod, api_status);
+
+  auto running = runningPodOf(*status);
+  if (!running.empty()) {
+    log()->info("Killing pod pod={} uid={} containers={} grace={}", api::podRef(*pod), uid,
+                running.containers.size(),
+                grace_period_seconds ? std::to_string(*grace_period_seconds) : "spec");
+    for (const auto& c : running.containers) {
+      recordEvent(*pod, "Normal", "Killing", "Stopping container " + c.name,
+                  "spec.containers{" + c.name + "}");
+    }
+    auto killed = co_await killPodWatched(pod, running, grace_period_seconds);
+    deps_.metrics.containers_killed += running.containers.size();
+    if (!killed.ok()) co_return killed;
+  }
+  if (cancel.stop_requested()) co_return cancelled();
+
+  auto after =
+      co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!after.ok()) co_return after.status();
+  if (anyRunning(*after)) {
+    co_return base::unavailableError("containers of the pod are still running");
+  }
+  // kubelet's KillPod ends with StopPodSandbox once the containers are gone.
+  for (const auto& sandbox : after->sandbox_statuses) {
+    if (sandbox.state != runtime::SandboxState::kReady) continue;
+    CO_RETURN_IF_ERROR(co_await deps_.runtime.stopPodSandbox(sandbox.id));
+  }
+  auto final_status = generateAPIPodStatus(*pod, *after);
+  if (status_fn) status_fn(final_status);
+  deps_.status_manager.setPodStatus(*pod, std::move(final_status));
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> PodLifecycle::killPodWatched(api::PodPtr pod, runtime::Pod running,
+                                                           std::optional<int64_t> grace_override) {
+  // kubelet's killPodNow waits max(grace * 1.5, 10 s) for the kill, then reports the overrun; the
+  // kill itself goes on (the runtime SIGKILLs at the end of the grace period).
+  const int64_t grace = grace_override ? *grace_override : runtime::podGracePeriodSeconds(*pod);
+  const base::Duration timeout = std::max<base::Duration>(std::chrono::seconds(grace + grace / 2),
+                                                          options_.kill_timeout_minimum);
+  auto timer = deps_.clock.makeTimer(co_await asio::this_coro::executor);
+  auto on_timeout = [this, pod, grace] {
+    log()->warn(
+        "Container runtime did not kill the pod within its grace period pod={} uid={} "
+        "grace_seconds={}",
+        api::podRef(*pod), pod->metadata.uid, grace);
+    recordEvent(*pod, "Warning", "ExceededGracePeriod",
+                "Container runtime did not kill the pod within specified grace period.", "");
+  };
+  timer->asyncWaitFor(timeout, on_timeout);
+  auto killed = co_await deps_.runtime.killPod(pod, std::move(running), grace_override);
+  timer->cancel();
+  co_return killed;
+}
+
+asio::awaitable<base::Status> PodLifecycle::syncTerminatingRuntimePod(api::PodPtr pod,
+                                                                      std::stop_token /*cancel*/) {
+  const auto& uid = pod->metadata.uid;
+  auto status =
+      co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) co_return status.status();
+  auto running = runningPodOf(*status);
+  if (running.empty()) co_return base::okStatus();
+  // Orphans have no spec to take a grace period from; kubelet gives them one second.
+  auto killed = co_await deps_.runtime.killPod(nullptr, running, int64_t{1});
+  deps_.metrics.containers_killed += running.containers.size();
+  co_return killed;
+}
+
+asio::awaitable<base::Status> PodLifecycle::syncTerminatedPod(api::PodPtr pod) {
+  const auto& uid = pod->metadata.uid;
+  auto status =
+      co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
+  if (!status.ok()) co_return status.status();
+  if (anyRunning(*status)) co_return base::unavailableError("containers of the pod are running");
+  deps_.status_manager.setPodStatus(*pod, generateAPIPodStatus(*pod, *status));
+  deps_.crash_backoff.forgetPrefix(uid + "/");
+  {
+    std::lock_guard lock(mu_);
+    start_failures_.erase(uid);
+    started_once_.erase(uid);
+  }
+  deps_.dirs.forget(uid);
+  // A pod config no longer has: drop its exited containers (state and logs go with them) and its
+  // sandbox.
+  if (!deps_.pod_manager.getPodByUID(uid)) {
+    for (const auto& cs : status->container_statuses) {
+      auto removed = co_await deps_.runtime.removeContainer(cs.id);
+      if (!removed.ok()) {
+        log()->warn("Cannot remove container pod={} container={} err={}", api::podRef(*pod),
+                    cs.name, removed.toString());
+      }
+    }
+    for (const auto& sandbox : status->sandbox_statuses) {
+      auto removed = co_await deps_.runtime.removePodSandbox(sandbox.id);
+      if (!removed.ok()) {
+        log()->warn("Cannot remove the pod's sandbox pod={} err={}", api::podRef(*pod),
+                    removed.toString());
+      }
+    }
+  }
+  log()->info("Pod terminated pod={} uid={}", api::podRef(*pod), uid);
+  co_return base::okStatus();
+}
+
+}  // namespace nodeagent::agent

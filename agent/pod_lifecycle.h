@@ -1,0 +1,171 @@
+// PodLifecycle: kubelet's PodSyncer, what a pod worker calls to make one pod real. syncPod
+// (kubelet's syncPod and kuberuntime's SyncPod: compute the pod's actions, then carry them out step
+// by step), syncTerminatingPod, syncTerminatingRuntimePod and syncTerminatedPod; container starts
+// with crash backoff, lifecycle hooks, volumes, active deadlines, mirror pod upkeep, and the pod's
+// API status (kubelet's generateAPIPodStatus).
+//
+// Threading: the PodSyncer methods run on the pod's strand (podworkers/pod_syncer.h) and wait only
+// through co_await; file work (pod directories, volumes) goes to the blocking pool.
+// generateAPIPodStatus and the start-failure bookkeeping are safe from any thread.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "agent/agent_metrics.h"
+#include "agent/crash_backoff.h"
+#include "agent/pod_actions.h"
+#include "agent/pod_directories.h"
+#include "agent/prober/probe_handler.h"
+#include "agent/prober/prober.h"
+#include "agent/runtime/runtime.h"
+#include "agent/status/container_statuses.h"
+#include "agent/status/status_manager.h"
+#include "agent/volumes.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "podmanager/pod_manager.h"
+#include "podworkers/pod_syncer.h"
+
+namespace nodeagent::agent {
+
+// Records a pod event (type Normal/Warning, reason, message, container field path) for the
+// apiserver. Called on pod strands; must not block.
+using EventSink =
+    std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
+                       const std::string& message, const std::string& field_path)>;
+
+struct PodLifecycleOptions {
+  std::string node_ip;  // the host IP (pods share the host network)
+  // A pod kill still running after its grace period plus half of it (at least this long) gets a
+  // Warning ExceededGracePeriod event, as kubelet's killPodNow reports it.
+  base::Duration kill_timeout_minimum = std::chrono::seconds(10);
+  // A mirror pod someone deleted (kubectl delete) is re-created this long after the agent removed
+  // it. `kubectl delete` waits with a GET and then a LIST+WATCH by name, and treats only a DELETED
+  // event or a changed UID at the GET as done: a new mirror created between its GET and its LIST
+  // hides the deletion from it, and it waits for the new mirror's deletion forever.
+  base::Duration mirror_recreate_delay = std::chrono::seconds(1);
+  // Pods from the apiserver may run as root on the node, privileged or with added capabilities
+  // (--allow-root-api-pods). Off: such a container is not started (CreateContainerConfigError).
+  bool allow_root_api_pods = false;
+};
+
+class PodLifecycle final : public podworkers::PodSyncer {
+ public:
+  // What the pod lifecycle works with; each must outlive it.
+  struct Deps {
+    base::Clock& clock;
+    runtime::Runtime& runtime;
+    StatusManager& status_manager;
+    // The desired pods (a pod config no longer has loses its exited containers) and the mirror
+    // client.
+    podmanager::PodManager& pod_manager;
+    CrashBackoff& crash_backoff;
+    Prober& prober;
+    ProbeHandler& hooks;  // runs postStart hooks
+    PodDirectories& dirs;
+    VolumePreparer& volumes;
+    AgentMetrics& metrics;
+    asio::any_io_executor blocking;  // the pool for file work
+    EventSink record_event;          // may be empty
+    // Syncs the pod `uid` again after `delay` (when a container's crash backoff ends).
+    std::function<void(const std::string& uid, base::Duration delay)> schedule_sync;
+  };
+
+  PodLifecycle(Deps deps, PodLifecycleOptions options);
+
+  asio::awaitable<base::StatusOr<bool>> syncPod(api::SyncPodType type, api::PodPtr pod,
+                                                api::PodPtr mirror_pod,
+                                                std::stop_token cancel) override;
+  asio::awaitable<base::Status> syncTerminatingPod(api::PodPtr pod,
+                                                   std::optional<int64_t> grace_period_seconds,
+                                                   podworkers::PodStatusFn status_fn,
+                                                   std::stop_token cancel) override;
+  asio::awaitable<base::Status> syncTerminatingRuntimePod(api::PodPtr pod,
+                                                          std::stop_token cancel) override;
+  asio::awaitable<base::Status> syncTerminatedPod(api::PodPtr pod) override;
+
+  // kubelet's generateAPIPodStatus. Any thread.
+  api::PodStatus generateAPIPodStatus(const api::Pod& pod, const runtime::PodStatus& status) const;
+
+ private:
+  // syncPod's steps, in kubelet's order.
+  void forgetFinishedLife(const api::Pod& pod);
+  base::Status refuseBadNames(const api::Pod& pod, api::PodStatus& api_status);
+  asio::awaitable<base::StatusOr<std::vector<runtime::PodVolume>>> preparePod(
+      api::PodPtr pod, api::PodStatus api_status);
+  asio::awaitable<base::Status> killForActions(api::PodPtr pod, const PodActions& actions,
+                                               const runtime::PodStatus& status,
+                                               std::stop_token cancel);
+  asio::awaitable<base::StatusOr<std::string>> ensureSandbox(api::PodPtr pod,
+                                                             const runtime::PodStatus& status);
+  asio::awaitable<base::Status> startForActions(api::PodPtr pod, PodActions actions,
+                                                const runtime::PodStatus& status,
+                                                std::string sandbox_id,
+                                                std::vector<runtime::PodVolume> volumes,
+                                                std::stop_token cancel);
+  asio::awaitable<void> publishStatusAfterStarts(api::PodPtr pod);
+  void observeFirstRunning(const api::Pod& pod);
+
+  // Container start with crash backoff (kubelet's doBackOff + startContainer).
+  struct StartRequest {
+    api::PodPtr pod;
+    size_t index = 0;
+    bool init = false;
+    std::string sandbox_id;
+    std::vector<runtime::PodVolume> volumes;
+  };
+  asio::awaitable<base::Status> startContainerWithBackoff(StartRequest request,
+                                                          const runtime::PodStatus& status,
+                                                          bool* in_backoff);
+  bool inBackoff(const api::Pod& pod, const api::Container& container,
+                 const runtime::PodStatus& status);
+  base::StatusOr<runtime::StartContainerOptions> startOptions(const StartRequest& request,
+                                                              const api::Container& container);
+  void reportStarted(const api::Pod& pod, const api::Container& container,
+                     const runtime::ContainerId& id, int attempt);
+  // kubelet's postStart step of startContainer: a failed hook kills the container.
+  asio::awaitable<base::Status> runPostStartHook(api::PodPtr pod, api::Container container,
+                                                 runtime::ContainerId id);
+  // runtime.killPod, reporting ExceededGracePeriod when the kill outlasts its grace period.
+  asio::awaitable<base::Status> killPodWatched(api::PodPtr pod, runtime::Pod running,
+                                               std::optional<int64_t> grace_override);
+  asio::awaitable<void> syncMirrorPod(api::PodPtr pod, api::PodPtr mirror, std::stop_token cancel);
+  void recordEvent(const api::Pod& pod, const std::string& type, const std::string& reason,
+                   const std::string& message, const std::string& field_path) const;
+
+  void setStartFailure(const std::string& uid, const std::string& container, StartFailure f);
+  void clearStartFailure(const std::string& uid, const std::string& container);
+  StartFailures startFailures(const std::string& uid) const;
+
+  Deps deps_;
+  PodLifecycleOptions options_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, StartFailures> start_failures_;  // by pod UID
+  std::set<std::string> started_once_;                   // pods whose start latency was observed
+};
+
+// kubelet's lifecycle HandlerRunner for preStop hooks, installed in the runtime
+// (runtime::PreStopHookRunner): runs the exec or httpGet hook through `handler`, bounded by the
+// request's timeout; a failure is logged and recorded as a FailedPreStopHook event.
+asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std::string node_ip,
+                                     EventSink record_event, runtime::PreStopHookRequest request);
+
+// kubelet's prober event for a failed or errored probe: a Warning Unhealthy event on the container.
+void reportProbeFailure(const api::Pod& pod, const std::string& container, ProbeType type,
+                        const ProbeOutcome& outcome, const EventSink& record_event);
+
+// Whether the pod ran longer than its activeDeadlineSeconds (counted from its status' startTime).
+// Any thread.
+bool pastActiveDeadline(const api::Pod& pod, const StatusManager& status_manager,
+                        base::Clock& clock);
+
+// The pod's QoS class (Guaranteed, Burstable, BestEffort).
+std::string podQosClass(const api::Pod& pod);
+
+}  // namespace nodeagent::agent

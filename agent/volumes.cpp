@@ -1,0 +1,144 @@
+#include "agent/volumes.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+
+#include "api/pod_update.h"
+#include "base/path_component.h"
+
+namespace nodeagent::agent {
+namespace {
+
+// kubelet's emptyDir permissions (0777: containers of any user share it) and, with an fsGroup,
+// its SetVolumeOwnership: group fsGroup, group read-write, and setgid so that files made in it
+// inherit the group.
+base::Status setEmptyDirOwnership(const std::filesystem::path& path,
+                                  std::optional<int64_t> fs_group) {
+  mode_t mode = 0777;
+  if (fs_group) {
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(*fs_group)) != 0) {
+      return base::internalError("cannot set the group of " + path.string() + " to fsGroup " +
+                                 std::to_string(*fs_group) + ": " + std::strerror(errno));
+    }
+    mode |= S_ISGID;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 07777) == mode) return base::okStatus();
+  if (::chmod(path.c_str(), mode) != 0) {
+    return base::internalError("cannot chmod " + path.string() + ": " + std::strerror(errno));
+  }
+  return base::okStatus();
+}
+
+}  // namespace
+
+base::Status VolumePreparer::checkPodPathNames(const api::Pod& pod) {
+  RETURN_IF_ERROR(runtime::checkPodPathNames(pod));
+  for (const auto& v : pod.spec.volumes) {
+    RETURN_IF_ERROR(base::checkPathComponent("volume name", v.name));
+  }
+  return base::okStatus();
+}
+
+base::StatusOr<std::filesystem::path> VolumePreparer::emptyDir(const api::Pod& pod,
+                                                               const api::Volume& v) const {
+  auto pod_dir = dirs_.path(pod.metadata.uid);
+  if (!pod_dir.ok()) return pod_dir.status();
+  auto dir =
+      base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir", "volume name", v.name);
+  if (!dir.ok()) return dir.status();
+  std::error_code ec;
+  std::filesystem::create_directories(*dir, ec);
+  if (ec) {
+    return base::internalError("cannot create emptyDir volume " + v.name + " at " + dir->string() +
+                               ": " + ec.message());
+  }
+  const auto& psc = pod.spec.security_context;
+  RETURN_IF_ERROR(setEmptyDirOwnership(*dir, psc ? psc->fs_group : std::nullopt));
+  return dir;
+}
+
+base::StatusOr<std::filesystem::path> VolumePreparer::hostPath(const api::Pod& pod,
+                                                               const api::Volume& v) const {
+  std::filesystem::path path = v.host_path;
+  const auto& type = v.host_path_type;
+  const bool creates = type == "DirectoryOrCreate" || type == "FileOrCreate";
+  if (creates && !allow_root_api_pods_ && !api::isStaticPod(pod)) {
+    // The agent (root) would create any path the pod names: a pod from the apiserver may not.
+    return base::permissionDeniedError(
+        "hostPath volume " + v.name + ": type " + type + " would have the agent create " +
+        path.string() + " as root; pods from the apiserver may not (create it on the node and " +
+        "use type " + (type == "FileOrCreate" ? "File" : "Directory") +
+        ", or start nodeagent with --allow-root-api-pods)");
+  }
+  std::error_code ec;
+  if (type == "DirectoryOrCreate") {
+    std::filesystem::create_directories(path, ec);
+  } else if (type == "FileOrCreate" && !std::filesystem::exists(path, ec)) {
+    std::filesystem::create_directories(path.parent_path(), ec);
+    FILE* f = std::fopen(path.c_str(), "a");
+    if (f != nullptr) std::fclose(f);
+  }
+  if ((type == "Directory" && !std::filesystem::is_directory(path, ec)) ||
+      (type == "File" && !std::filesystem::is_regular_file(path, ec))) {
+    return base::failedPreconditionError("hostPath volume " + v.name + ": " + path.string() +
+                                         " is not a " + (type == "File" ? "file" : "directory"));
+  }
+  return path;
+}
+
+base::StatusOr<std::vector<runtime::PodVolume>> VolumePreparer::prepare(const api::Pod& pod) const {
+  std::vector<runtime::PodVolume> out;
+  for (const auto& v : pod.spec.volumes) {
+    base::StatusOr<std::filesystem::path> path = std::filesystem::path();
+    if (v.source_type == "emptyDir") {
+      path = emptyDir(pod, v);
+    } else if (v.source_type == "hostPath") {
+      path = hostPath(pod, v);
+    } else {
+      return base::unimplementedError("volume " + v.name + ": type \"" + v.source_type +
+                                      "\" is not supported by the process runtime (only emptyDir "
+                                      "and hostPath)");
+    }
+    if (!path.ok()) return path.status();
+    out.push_back({v.name, std::move(*path)});
+  }
+  return out;
+}
+
+base::StatusOr<std::vector<runtime::Mount>> VolumePreparer::mountsFor(
+    const api::Container& container, const std::vector<runtime::PodVolume>& volumes) {
+  std::vector<runtime::Mount> out;
+  for (const auto& m : container.volume_mounts) {
+    const runtime::PodVolume* volume = nullptr;
+    for (const auto& v : volumes) {
+      if (v.name == m.name) volume = &v;
+    }
+    if (volume == nullptr) {
+      return base::invalidArgumentError("container \"" + container.name + "\": volumeMount " +
+                                        m.mount_path + ": the pod has no volume \"" + m.name +
+                                        "\"");
+    }
+    auto host = volume->host_path;
+    if (!m.sub_path.empty()) {
+      const std::filesystem::path sub(m.sub_path);
+      bool escapes = sub.is_absolute();
+      for (const auto& part : sub) escapes = escapes || part == "..";
+      if (escapes) {
+        return base::invalidArgumentError("container \"" + container.name + "\": volumeMount " +
+                                          m.mount_path + ": subPath \"" + m.sub_path +
+                                          "\" must be a relative path without '..'");
+      }
+      host /= sub;
+    }
+    out.push_back({m.name, std::move(host), m.mount_path, m.read_only});
+  }
+  return out;
+}
+
+}  // namespace nodeagent::agent

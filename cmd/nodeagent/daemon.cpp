@@ -1,0 +1,449 @@
+#include "cmd/nodeagent/daemon.h"
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+
+#include "agent/runtime/fake_runtime.h"
+#include "agent/runtime/process_runtime.h"
+#include "api/async_rest_client.h"
+#include "api/pod_update.h"
+#include "base/duration.h"
+#include "base/log.h"
+#include "base/printable.h"
+#include "config/apiserver_source.h"
+#include "config/file_source.h"
+#include "config/http_source.h"
+
+namespace nodeagent::cmd {
+namespace {
+
+// How long the Node may stay Ready while the api source has not listed its pods (the first list
+// at start-up).
+constexpr base::Duration kApiSourceGrace = std::chrono::minutes(1);
+// The sync loop ticks every second; the watchdog allows this much beyond its own period.
+constexpr base::Duration kSyncLoopTickSlack = std::chrono::seconds(2);
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("nodeagent");
+  return l;
+}
+
+std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_context& ioc,
+                                              base::Clock& clock) {
+  if (c.flags.runtime == "fake") {
+    return std::make_unique<runtime::FakeRuntime>(ioc.get_executor(), clock);
+  }
+  runtime::ProcessRuntimeOptions ro;
+  ro.root_dir = c.flags.root_dir;
+  ro.pod_log_dir = c.flags.pod_log_dir;
+  ro.log_max_size = c.log_max_size;
+  ro.log_max_files = static_cast<int>(c.flags.container_log_max_files);
+  return std::make_unique<runtime::ProcessRuntime>(ioc.get_executor(), clock, ro);
+}
+
+agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor blocking,
+                                 const std::shared_ptr<agent::EventRecorder>& events) {
+  agent::AgentOptions ao;
+  ao.node_name = c.node_name;
+  ao.node_ip = c.node_ip;
+  ao.root_dir = c.flags.root_dir;
+  ao.allocatable = c.allocatable;
+  ao.crashloop_backoff_initial = c.flags.crashloop_backoff_initial;
+  ao.crashloop_backoff_max = c.flags.crashloop_backoff_max;
+  ao.workers.resync_interval = c.flags.sync_frequency;
+  ao.pleg.relist_period = c.flags.pleg_relist_period;
+  ao.allow_root_api_pods = c.flags.allow_root_api_pods;
+  ao.blocking_executor = std::move(blocking);
+  if (events) {
+    ao.record_event = [events](const api::Pod& pod, const std::string& type,
+                               const std::string& reason, const std::string& message,
+                               const std::string& field_path) {
+      events->record(pod, type, reason, message, field_path);
+    };
+  }
+  return ao;
+}
+
+config::PodConfigOptions podConfigOptions(const DaemonConfig& c, asio::any_io_executor blocking) {
+  config::PodConfigOptions pco;
+  pco.checkpoint_dir = std::filesystem::path(c.flags.root_dir) / "pod-checkpoints";
+  pco.blocking_executor = std::move(blocking);
+  return pco;
+}
+
+std::string manifestErrorsJson(const config::ManifestErrors& errors) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : errors.list()) {
+    out.push_back({{"source", e.source}, {"location", e.location}, {"message", e.message}});
+  }
+  // File names and messages may hold any bytes: invalid UTF-8 becomes U+FFFD.
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string manifestErrorsMetrics(const config::ManifestErrors& errors) {
+  std::string out =
+      "# HELP nodeagent_manifest_errors Current manifest errors by source and location.\n"
+      "# TYPE nodeagent_manifest_errors gauge\n";
+  for (const auto& e : errors.list()) {
+    out += "nodeagent_manifest_errors{source=\"" + base::prometheusLabelValue(e.source) +
+           "\",location=\"" + base::prometheusLabelValue(e.location) + "\"} 1\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+base::StatusOr<ApiClients> makeApiClients(const DaemonConfig& c, base::Clock& clock) {
+  ApiClients clients;
+  if (!c.kubeconfig) return clients;
+  api::RestClientOptions rco;
+  rco.qps = c.flags.kube_api_qps;
+  rco.burst = static_cast<int>(c.flags.kube_api_burst);
+  auto rest = api::RestClient::create(*c.kubeconfig, rco, clock);
+  if (!rest.ok()) return rest.status().withContext("--kubeconfig");
+  api::RestClientOptions eco;
+  eco.qps = 50;
+  eco.burst = 100;
+  auto events = api::RestClient::create(*c.kubeconfig, eco, clock);
+  if (!events.ok()) return events.status().withContext("--kubeconfig");
+  clients.rest = std::move(*rest);
+  clients.events = std::move(*events);
+  return clients;
+}
+
+Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients)
+    : config_(config),
+      flags_(config.flags),
+      locks_(std::move(locks)),
+      clock_(base::realClock()),
+      random_(base::defaultRandom()),
+      started_(clock_.now()),
+      clients_(std::move(clients)),
+      work_(asio::make_work_guard(ioc_)),
+      runtime_(makeRuntime(config, ioc_, clock_)),
+      instrumented_(*runtime_),
+      api_state_loss_(clock_),
+      node_status_(makeNodeStatus()),
+      api_mirror_client_(makeMirrorClient()),
+      pod_manager_(api_mirror_client_
+                       ? static_cast<podmanager::MirrorClient&>(*api_mirror_client_)
+                       : static_cast<podmanager::MirrorClient&>(noop_mirror_client_)),
+      status_manager_(clock_, pod_manager_),
+      events_(makeEventRecorder()),
+      pod_config_(
+          ioc_.get_executor(), clock_,
+          [this](api::PodUpdate u) { agent_.onPodUpdate(std::move(u)); },
+          podConfigOptions(config, blocking_.get_executor())),
+      agent_(
+          ioc_.get_executor(), clock_, random_, instrumented_, pod_manager_, status_manager_,
+          [this](const std::string& source) { return pod_config_.sourceSeen(source); },
+          [this] { return pod_config_.seenAllSources(pod_config_.sources()); },
+          agentOptions(config, blocking_.get_executor(), events_)),
+      systemd_(
+          ioc_.get_executor(), clock_, [this] { return localSourcesAnswered(); },
+          [this](std::string* why) { return watchdogAlive(why); }),
+      lock_watch_(ioc_),
+      trimmer_(ioc_.get_executor(), clock_),
+      signals_(ioc_, SIGINT, SIGTERM) {
+  buildSources();
+  buildApiControllers();
+}
+
+Daemon::~Daemon() { joinAndRelease(); }
+
+api::AsyncRestClient Daemon::api(api::RestClient& client) {
+  return api::AsyncRestClient(client, api_pool_.get_executor());
+}
+
+void Daemon::reportStateLoss(const std::string& reason) { api_state_loss_.report(reason); }
+
+std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
+  if (!clients_.rest) return nullptr;
+  agent::NodeStatusOptions no;
+  no.node_name = config_.node_name;
+  no.node_ip = config_.node_ip;
+  no.labels = config_.node_labels;
+  no.capacity = config_.capacity;
+  no.allocatable = config_.allocatable;
+  no.info = agent::readNodeInfo(runtime_->type() + "://" + NODEAGENT_VERSION);
+  no.daemon_port = flags_.read_only_port > 0 ? static_cast<int>(flags_.read_only_port) : 10250;
+  no.update_frequency = flags_.node_status_update_frequency;
+  if (config_.node_status_frequency_set) no.report_frequency = flags_.node_status_update_frequency;
+  no.healthy = [this](std::string* why) { return nodeHealthy(why); };
+  no.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
+  auto node_status = std::make_shared<agent::NodeStatusController>(ioc_.get_executor(), clock_,
+                                                                   api(*clients_.rest), no);
+  api_state_loss_.subscribe([n = node_status.get()](const std::string&) { n->reRegister(); });
+  return node_status;
+}
+
+std::unique_ptr<agent::ApiMirrorClient> Daemon::makeMirrorClient() {
+  if (!clients_.rest) return nullptr;
+  agent::ApiMirrorClientOptions mo;
+  mo.node_name = config_.node_name;
+  mo.node_uid = [n = node_status_.get()] { return n->nodeUid(); };
+  return std::make_unique<agent::ApiMirrorClient>(api(*clients_.rest), clock_, mo);
+}
+
+std::shared_ptr<agent::EventRecorder> Daemon::makeEventRecorder() {
+  if (!clients_.events) return nullptr;
+  agent::EventRecorderOptions eo;
+  eo.node_name = config_.node_name;
+  auto events = std::make_shared<agent::EventRecorder>(ioc_.get_executor(), clock_,
+                                                       api(*clients_.events), eo);
+  // Bad static manifests become FailedValidation events (config/ only knows a listener).
+  manifest_errors_.setListener(
+      [events](const config::ManifestError& e) { agent::recordManifestError(*events, e); });
+  return events;
+}
+
+void Daemon::buildSources() {
+  const auto& f = flags_;
+  if (!f.pod_manifest_path.empty()) {
+    config::FileSourceOptions fo;
+    fo.path = f.pod_manifest_path;
+    fo.node_name = config_.node_name;
+    fo.check_frequency = f.file_check_frequency;
+    fo.errors = &manifest_errors_;
+    sources_.push_back(config::makeFileSource(ioc_.get_executor(), clock_, fo,
+                                              pod_config_.channel(std::string(api::kFileSource))));
+  }
+  if (!f.manifest_url.empty()) {
+    config::HttpSourceOptions ho;
+    ho.url = f.manifest_url;
+    ho.headers = config_.manifest_url_headers;
+    ho.node_name = config_.node_name;
+    ho.check_frequency = f.http_check_frequency;
+    ho.errors = &manifest_errors_;
+    // The URL was checked when the configuration was loaded.
+    auto http = config::HttpSource::create(ioc_.get_executor(), blocking_.get_executor(), clock_,
+                                           ho, pod_config_.channel(std::string(api::kHttpSource)));
+    if (http.ok()) sources_.push_back(std::move(*http));
+  }
+  if (clients_.rest) {
+    auto api_sink = pod_config_.channel(std::string(api::kApiserverSource));
+    auto restored = pod_config_.restore();
+    if (!restored.ok())
+      log()->warn("Checkpoint restore failed err={}", restored.status().toString());
+    config::ApiserverSourceOptions ao;
+    ao.kubeconfig = f.kubeconfig;
+    ao.node_name = config_.node_name;
+    ao.kube_api_qps = f.kube_api_qps;
+    ao.kube_api_burst = static_cast<int>(f.kube_api_burst);
+    ao.errors = &manifest_errors_;
+    ao.reflector.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
+    auto source = config::makeApiserverSource(ioc_.get_executor(), clock_, random_, *clients_.rest,
+                                              ao, api_sink);
+    api_state_loss_.subscribe([src = source.get()](const std::string& r) { src->relist(r); });
+    sources_.push_back(std::move(source));
+  }
+}
+
+void Daemon::buildApiControllers() {
+  if (!clients_.rest) return;
+  agent::NodeLeaseOptions lo;
+  lo.node_name = config_.node_name;
+  lo.node_uid = [n = node_status_.get()] { return n->nodeUid(); };
+  lo.on_repeated_failure = [client = clients_.rest.get()] { client->closeIdleConnections(); };
+  lo.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
+  node_lease_ = std::make_shared<agent::NodeLeaseController>(ioc_.get_executor(), clock_,
+                                                             api(*clients_.rest), lo);
+  api_state_loss_.subscribe([l = node_lease_.get()](const std::string&) { l->recreate(); });
+
+  agent::StatusSyncerOptions so;
+  so.pod_resources_reclaimed = [this](const std::string& uid) {
+    return !agent_.podWorkers().couldHaveRunningContainers(uid);
+  };
+  status_syncer_ = std::make_shared<agent::StatusSyncer>(
+      ioc_.get_executor(), clock_, api(*clients_.rest), status_manager_, pod_manager_, so);
+  api_state_loss_.subscribe([s = status_syncer_.get()](const std::string&) { s->resyncAll(); });
+}
+
+bool Daemon::nodeHealthy(std::string* why) const {
+  if (!agent_.healthy(why)) return false;
+  // A node whose agent cannot list its API pods is not ready for them (after a grace for the
+  // first list at start-up).
+  auto api_state = pod_config_.sourceState(std::string(api::kApiserverSource));
+  if (api_state.seen || clock_.now() - started_ < kApiSourceGrace) return true;
+  if (why != nullptr) {
+    *why = "the api pod source has not listed this node's pods yet" +
+           (api_state.reason.empty() ? std::string() : ": " + api_state.reason);
+  }
+  return false;
+}
+
+bool Daemon::watchdogAlive(std::string* why) const {
+  // Fed only while the sync loop ticks (a stuck loop gets the agent restarted) and the PLEG
+  // relists. The sync loop ticks every second; allow the watchdog's own period plus some slack.
+  const auto since_tick = clock_.now() - agent_.syncLoop().lastTick();
+  const auto usec = std::getenv("WATCHDOG_USEC");
+  const auto period =
+      std::chrono::microseconds(usec != nullptr ? std::strtoll(usec, nullptr, 10) : 0) / 2;
+  if (since_tick > period + kSyncLoopTickSlack) {
+    if (why != nullptr) {
+      *why = "the sync loop has not ticked for " + base::formatDuration(since_tick);
+    }
+    return false;
+  }
+  return agent_.healthy(why);
+}
+
+// systemd readiness once the local sources (file, HTTP) have answered and their pods are handed
+// on. The api source is not waited for: with the apiserver down (or itself one of this node's
+// static pods) the agent would never be ready, and systemd would restart it forever. Its state
+// shows in /healthz?verbose and the Node's Ready condition.
+bool Daemon::localSourcesAnswered() const {
+  const auto configured = pod_config_.sources();
+  const bool answered = std::all_of(configured.begin(), configured.end(), [&](const auto& s) {
+    return s == api::kApiserverSource || pod_config_.sourceState(s).answered;
+  });
+  if (answered) {
+    log()->info("Local pod sources answered, ready sources={} all_seen={}", configured.size(),
+                pod_config_.seenAllSources(configured));
+  }
+  return answered;
+}
+
+// /healthz: the sync loop as kubelet checks it, then each pod source (informational).
+std::vector<agent::HealthCheck> Daemon::healthChecks() {
+  std::vector<agent::HealthCheck> checks;
+  const base::Duration limit =
+      std::max<base::Duration>(2 * flags_.sync_frequency, std::chrono::minutes(5));
+  checks.push_back({"syncloop", [this, limit](std::string* why) {
+                      if (clock_.now() - agent_.syncLoop().lastTick() <= limit) return true;
+                      if (why != nullptr) {
+                        *why = "the sync loop has not run for " + base::formatDuration(limit);
+                      }
+                      return false;
+                    }});
+  for (const auto& source : pod_config_.sources()) {
+    checks.push_back({"source/" + source,
+                      [this, source](std::string* why) {
+                        auto st = pod_config_.sourceState(source);
+                        if (st.seen) return true;
+                        if (why != nullptr) {
+                          *why = "not seen: " +
+                                 (st.answered ? st.reason : std::string("no answer yet")) +
+                                 "; containers of removed pods are not cleaned up until every "
+                                 "source is seen";
+                        }
+                        return false;
+                      },
+                      /*informational=*/true});
+  }
+  return checks;
+}
+
+void Daemon::buildServers() {
+  if (flags_.read_only_port > 0) {
+    agent::ReadOnlyServerOptions ro;
+    ro.http.address = flags_.address;
+    ro.http.port = static_cast<int>(flags_.read_only_port);
+    ro.manifest_errors_json = [this] { return manifestErrorsJson(manifest_errors_); };
+    ro.extra_metrics = [this] {
+      std::ostringstream runtime_metrics;
+      instrumented_.writeMetrics(runtime_metrics);
+      return runtime_metrics.str() + manifestErrorsMetrics(manifest_errors_);
+    };
+    ro.health_checks = healthChecks();
+    read_only_ = std::make_unique<agent::ReadOnlyServer>(ioc_.get_executor(), clock_, agent_, ro);
+  }
+  if (flags_.healthz_port > 0 && flags_.healthz_port != flags_.read_only_port) {
+    agent::ReadOnlyServerOptions ho;
+    ho.http.name = "healthz";
+    ho.http.address = flags_.address;
+    ho.http.port = static_cast<int>(flags_.healthz_port);
+    ho.health_checks = healthChecks();
+    ho.healthz_only = true;
+    healthz_ = std::make_unique<agent::ReadOnlyServer>(ioc_.get_executor(), clock_, agent_, ho);
+  }
+}
+
+base::Status Daemon::init() {
+  if (auto s = runtime_->recover(); !s.ok()) {
+    return s.withContext("cannot recover containers from a previous run");
+  }
+  // Every port the agent serves is its own: one it cannot bind is fatal.
+  buildServers();
+  if (read_only_) {
+    if (auto s = read_only_->start(); !s.ok())
+      return s.withContext("cannot serve the read-only port");
+  }
+  if (healthz_) {
+    if (auto s = healthz_->start(); !s.ok()) return s.withContext("cannot serve the healthz port");
+  }
+  if (flags_.exit_on_lock_contention) {
+    RETURN_IF_ERROR(lock_watch_.start(locks_, [] { ::kill(::getpid(), SIGTERM); }));
+  }
+  return base::okStatus();
+}
+
+void Daemon::start() {
+  log()->info("Starting nodeagent version={} node={} node_ip={} runtime={} root_dir={}",
+              NODEAGENT_VERSION, config_.node_name, config_.node_ip, runtime_->type(),
+              flags_.root_dir);
+  if (sources_.empty()) {
+    log()->warn(
+        "No pod source configured (--allow-no-sources): every container under the root dir is an "
+        "orphan and will be stopped");
+  }
+  if (node_status_) node_status_->start();
+  if (node_lease_) node_lease_->start();
+  if (status_syncer_) status_syncer_->start();
+  agent_.start();
+  for (auto& s : sources_) s->start();
+  systemd_.start();
+  trimmer_.start();
+}
+
+void Daemon::stop() {
+  sdNotify("STOPPING=1");
+  for (auto& s : sources_) s->stop();
+  if (status_syncer_) status_syncer_->stop();
+  if (node_status_) node_status_->stop();
+  if (node_lease_) node_lease_->stop();
+  if (events_) events_->stop();
+  systemd_.stop();
+  lock_watch_.stop();
+  trimmer_.stop();
+  if (read_only_) read_only_->stop();
+  if (healthz_) healthz_->stop();
+  agent_.stop([this] {
+    work_.reset();
+    ioc_.stop();
+  });
+}
+
+int Daemon::run() {
+  start();
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    log()->info("Shutting down signal={}", sig);
+    stop();
+  });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) threads.emplace_back([this] { ioc_.run(); });
+  for (auto& t : threads) t.join();
+  joinAndRelease();
+  log()->info("Stopped; containers keep running");
+  return 0;
+}
+
+// After the io_context stopped: no request is answered any more, the apiserver calls in flight
+// end (the clients shut down) and both pools finish their work, so that nothing runs while the
+// members are destroyed. Idempotent.
+void Daemon::joinAndRelease() {
+  if (read_only_) read_only_->stop();
+  if (healthz_) healthz_->stop();
+  if (clients_.rest) clients_.rest->shutdown();
+  if (clients_.events) clients_.events->shutdown();
+  api_pool_.join();
+  blocking_.join();
+}
+
+}  // namespace nodeagent::cmd

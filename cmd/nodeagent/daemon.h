@@ -1,0 +1,125 @@
+// The daemon's composition root: every component of a running agent, owned here in construction
+// order (each member is built from the ones above it) and destroyed in reverse. Three runtime
+// dependencies point forward, to members built later; they are only followed once run() starts
+// the components: PodConfig hands its updates to the agent, the Node status reports the agent's
+// health, and the status syncer asks the agent's pod workers whether a pod's resources are gone.
+//
+// Threads: two io_context threads run every strand; a blocking pool of 2 threads takes file work
+// (checkpoints, pod directories, the HTTP source's fetches); a pool of kApiPoolThreads takes
+// every blocking apiserver call of every controller (api/async_rest_client.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/api_mirror_client.h"
+#include "agent/api_state_loss.h"
+#include "agent/event_recorder.h"
+#include "agent/health_checks.h"
+#include "agent/node_lease.h"
+#include "agent/node_status.h"
+#include "agent/read_only_server.h"
+#include "agent/runtime/instrumented_runtime.h"
+#include "agent/status/status_manager.h"
+#include "agent/status/status_syncer.h"
+#include "api/async_rest_client.h"
+#include "api/rest_client.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "cmd/nodeagent/daemon_config.h"
+#include "cmd/nodeagent/daemon_support.h"
+#include "cmd/nodeagent/lock_file.h"
+#include "config/manifest_errors.h"
+#include "config/pod_config.h"
+#include "config/pod_source.h"
+#include "podmanager/mirror_client.h"
+#include "podmanager/pod_manager.h"
+
+namespace nodeagent::cmd {
+
+// The apiserver clients: one shared by the api source, mirror pods, pod statuses, the Node and
+// its lease (one QPS/burst budget, like kubelet's client), one for events (kubelet's
+// eventRecordQPS 50 / eventBurst 100, so a burst of pod starts does not delay the statuses).
+struct ApiClients {
+  std::unique_ptr<api::RestClient> rest;
+  std::unique_ptr<api::RestClient> events;
+};
+
+class Daemon {
+ public:
+  static constexpr int kApiPoolThreads = 4;
+
+  // `clients` are empty without --kubeconfig. Builds every component; starts nothing.
+  Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Recovers what a previous agent left in the runtime, binds the served ports (each one a
+  // startup error when taken) and watches the lock files.
+  base::Status init();
+  // Starts every component and runs until SIGINT/SIGTERM (or lock contention), then stops them
+  // in reverse. Containers keep running. The exit code.
+  int run();
+
+ private:
+  api::AsyncRestClient api(api::RestClient& client);
+  void reportStateLoss(const std::string& reason);
+  std::shared_ptr<agent::NodeStatusController> makeNodeStatus();
+  std::unique_ptr<agent::ApiMirrorClient> makeMirrorClient();
+  std::shared_ptr<agent::EventRecorder> makeEventRecorder();
+  void buildApiControllers();
+  void buildSources();
+  void buildServers();
+  std::vector<agent::HealthCheck> healthChecks();
+  bool nodeHealthy(std::string* why) const;
+  bool watchdogAlive(std::string* why) const;
+  bool localSourcesAnswered() const;
+  void start();
+  void stop();
+  void joinAndRelease();
+
+  const DaemonConfig& config_;
+  const DaemonFlags& flags_;
+  std::vector<LockFile> locks_;
+  base::Clock& clock_;
+  base::Random& random_;
+  const base::MonotonicTime started_;
+  ApiClients clients_;  // outlive everything that calls them
+  asio::io_context ioc_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::thread_pool blocking_{2};
+  asio::thread_pool api_pool_{kApiPoolThreads};
+  std::unique_ptr<runtime::Runtime> runtime_;
+  // Everything the agent asks of the runtime is counted (kubelet_runtime_operations_total).
+  runtime::InstrumentedRuntime instrumented_;
+  // A lost apiserver state seen by the api source, the Node or the lease makes all of them (and
+  // the pod statuses) start over.
+  agent::ApiStateLoss api_state_loss_;
+  std::shared_ptr<agent::NodeStatusController> node_status_;  // with --kubeconfig
+  podmanager::NoopMirrorClient noop_mirror_client_;
+  std::unique_ptr<agent::ApiMirrorClient> api_mirror_client_;  // with --kubeconfig
+  podmanager::PodManager pod_manager_;
+  agent::StatusManager status_manager_;
+  config::ManifestErrors manifest_errors_;
+  std::shared_ptr<agent::EventRecorder> events_;  // with --kubeconfig
+  config::PodConfig pod_config_;
+  agent::Agent agent_;
+  std::vector<std::unique_ptr<config::PodSource>> sources_;
+  std::shared_ptr<agent::NodeLeaseController> node_lease_;  // with --kubeconfig
+  std::shared_ptr<agent::StatusSyncer> status_syncer_;      // with --kubeconfig
+  std::unique_ptr<agent::ReadOnlyServer> read_only_;        // --read-only-port
+  std::unique_ptr<agent::ReadOnlyServer> healthz_;          // --healthz-port
+  SystemdNotifier systemd_;
+  LockContentionWatch lock_watch_;
+  HeapTrimmer trimmer_;
+  asio::signal_set signals_;
+};
+
+// The apiserver clients of --kubeconfig (none without it); an error names the kubeconfig.
+base::StatusOr<ApiClients> makeApiClients(const DaemonConfig& config, base::Clock& clock);
+
+}  // namespace nodeagent::cmd

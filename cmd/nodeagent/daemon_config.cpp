@@ -1,0 +1,187 @@
+#include "cmd/nodeagent/daemon_config.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+
+#include <cstdio>
+
+#include "agent/node_status.h"
+#include "api/quantity.h"
+#include "base/log.h"
+#include "cmd/nodeagent/config_file.h"
+#include "cmd/nodeagent/flags.h"
+#include "config/apiserver_source.h"
+#include "config/http_source.h"
+
+namespace nodeagent::cmd {
+namespace {
+
+void registerFlags(FlagSet& fs, DaemonFlags& f) {
+  fs.addString("config", &f.config, "KubeletConfiguration YAML file (flags override it)");
+  fs.addString("pod-manifest-path", &f.pod_manifest_path, "static pod manifest directory or file");
+  fs.addString("manifest-url", &f.manifest_url, "URL serving static pod manifests");
+  fs.addStringList("manifest-url-header", &f.manifest_url_header,
+                   "HTTP header for --manifest-url, Key:Value (repeatable)");
+  fs.addString("kubeconfig", &f.kubeconfig, "kubeconfig of the apiserver (enables the api source)");
+  fs.addString("hostname-override", &f.hostname_override, "node name (default: the host name)");
+  fs.addString("node-ip", &f.node_ip, "the node's IP (default: the first non-loopback IPv4)");
+  fs.addString("root-dir", &f.root_dir, "state directory");
+  fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
+  fs.addString("runtime", &f.runtime, "container runtime: process or fake");
+  fs.addString("address", &f.address, "address of the read-only and healthz ports");
+  fs.addString("node-labels", &f.node_labels,
+               "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
+  fs.addDuration("node-status-update-frequency", &f.node_status_update_frequency,
+                 "how often the node status is computed and posted when changed");
+  fs.addString("system-reserved", &f.system_reserved,
+               "resources kept from pods, e.g. cpu=500m,memory=1Gi");
+  fs.addString("container-log-max-size", &f.container_log_max_size,
+               "rotate a container log at this size");
+  fs.addInt("container-log-max-files", &f.container_log_max_files, "log files kept per container");
+  fs.addInt("read-only-port", &f.read_only_port, "read-only HTTP port (0 disables)");
+  fs.addInt("healthz-port", &f.healthz_port, "healthz HTTP port (0 disables)");
+  fs.addInt("max-pods", &f.max_pods, "pods this node admits");
+  fs.addInt("v", &f.verbosity, "log verbosity");
+  fs.addString("logging-format", &f.logging_format, "log format: text or json (kubelet's flag)");
+  fs.addDouble("kube-api-qps", &f.kube_api_qps, "apiserver requests per second");
+  fs.addInt("kube-api-burst", &f.kube_api_burst, "apiserver request burst");
+  fs.addDuration("file-check-frequency", &f.file_check_frequency,
+                 "manifest directory relist period");
+  fs.addDuration("http-check-frequency", &f.http_check_frequency, "manifest URL poll period");
+  fs.addDuration("sync-frequency", &f.sync_frequency, "periodic pod resync");
+  fs.addDuration("pleg-relist-period", &f.pleg_relist_period, "PLEG safety-net relist period");
+  fs.addDuration("crashloop-backoff-initial", &f.crashloop_backoff_initial,
+                 "first restart backoff");
+  fs.addDuration("crashloop-backoff-max", &f.crashloop_backoff_max, "restart backoff cap");
+  fs.addString(
+      "lock-file", &f.lock_file,
+      "a second lock file to hold besides <root-dir>/nodeagent.lock (kubelet's --lock-file)");
+  fs.addBool("exit-on-lock-contention", &f.exit_on_lock_contention,
+             "wait for the lock instead of failing, and exit (containers keep running) when "
+             "another agent asks for it, as kubelet does for upgrades");
+  fs.addBool("allow-no-sources", &f.allow_no_sources,
+             "start even with no pod source (no manifest path, URL or kubeconfig); such an agent "
+             "stops every container it finds under its root dir");
+  fs.addBool("allow-root-api-pods", &f.allow_root_api_pods,
+             "let pods from the apiserver run as root, privileged or with added capabilities");
+  fs.addBool("help", &f.help, "show this help");
+  fs.addShorthand('v', "v");
+  fs.addShorthand('h', "help");
+}
+
+std::string detectNodeIp() {
+  ifaddrs* addrs = nullptr;
+  if (getifaddrs(&addrs) != 0) return "127.0.0.1";
+  std::string found;
+  for (auto* a = addrs; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if ((a->ifa_flags & IFF_LOOPBACK) != 0 || (a->ifa_flags & IFF_UP) == 0) continue;
+    char buf[INET_ADDRSTRLEN] = {};
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf)) != nullptr) found = buf;
+  }
+  freeifaddrs(addrs);
+  return found.empty() ? "127.0.0.1" : found;
+}
+
+// A usage error: printed with the usage text, exit code 2.
+struct UsageError {
+  std::string message;
+};
+
+// The checks of the flags alone (no file or host lookups).
+std::optional<UsageError> checkFlags(const DaemonFlags& f) {
+  if (f.logging_format != "text" && f.logging_format != "json") {
+    return UsageError{"--logging-format: \"" + f.logging_format + "\" is not text or json"};
+  }
+  // An agent without a pod source wants no pods at all: every container it adopts from its root
+  // dir is an orphan and is stopped. That is almost always a mistake (a typo in a flag or in the
+  // config file), so it takes an explicit flag.
+  if (f.pod_manifest_path.empty() && f.manifest_url.empty() && f.kubeconfig.empty() &&
+      !f.allow_no_sources) {
+    return UsageError{
+        "no pod source: give --pod-manifest-path, --manifest-url or --kubeconfig (or "
+        "staticPodPath / staticPodURL in --config); an agent without one stops every container "
+        "under its --root-dir, so it starts only with --allow-no-sources"};
+  }
+  if (f.runtime != "process" && f.runtime != "fake") {
+    return UsageError{"--runtime: \"" + f.runtime + "\" is not process or fake"};
+  }
+  if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
+  return std::nullopt;
+}
+
+// What follows from the flags: node identity, allocatable, labels, headers, the kubeconfig.
+std::optional<UsageError> derive(DaemonConfig& c) {
+  const auto& f = c.flags;
+  auto log_size = api::Quantity::parse(f.container_log_max_size);
+  if (!log_size.ok() || log_size->value() <= 0) {
+    return UsageError{"--container-log-max-size: \"" + f.container_log_max_size +
+                      "\" is not a positive quantity"};
+  }
+  c.log_max_size = log_size->value();
+  c.node_name = config::resolveNodeName(f.hostname_override);
+  c.node_ip = f.node_ip.empty() ? detectNodeIp() : f.node_ip;
+  auto allocatable =
+      agent::computeAllocatable(c.capacity, f.system_reserved, f.max_pods, c.node_name);
+  if (!allocatable.ok()) return UsageError{allocatable.status().message()};
+  c.allocatable = std::move(*allocatable);
+  if (!f.manifest_url.empty()) {
+    if (auto url = config::parseHttpUrl(f.manifest_url); !url.ok()) {
+      return UsageError{url.status().message()};
+    }
+    auto headers = config::parseManifestUrlHeaders(f.manifest_url_header);
+    if (!headers.ok()) return UsageError{headers.status().message()};
+    c.manifest_url_headers = std::move(*headers);
+  }
+  if (!f.kubeconfig.empty()) {
+    auto labels = agent::parseNodeLabels(f.node_labels);
+    if (!labels.ok()) return UsageError{labels.status().message()};
+    c.node_labels = std::move(*labels);
+    auto rc = api::loadKubeconfig(f.kubeconfig);
+    if (!rc.ok()) return UsageError{"--kubeconfig: " + rc.status().message()};
+    c.kubeconfig = std::move(*rc);
+  }
+  return std::nullopt;
+}
+
+LoadedConfig usageError(const std::string& message, const FlagSet& fs) {
+  std::fprintf(stderr, "nodeagent: %s\nusage: nodeagent [flags]\n%s", message.c_str(),
+               fs.usage().c_str());
+  return LoadedConfig{std::nullopt, 2};
+}
+
+}  // namespace
+
+LoadedConfig loadDaemonConfig(int argc, char** argv) {
+  DaemonConfig c;
+  FlagSet fs;
+  registerFlags(fs, c.flags);
+  if (auto s = fs.parse(argc, argv); !s.ok()) return usageError(s.message(), fs);
+  if (c.flags.help) {
+    std::printf("usage: nodeagent [flags]\n%s", fs.usage().c_str());
+    return LoadedConfig{std::nullopt, 0};
+  }
+  if (!c.flags.config.empty()) {
+    auto applied = applyConfigFile(fs, c.flags.config);
+    if (!applied.ok()) return usageError(applied.status().message(), fs);
+    c.ignored_config_keys = std::move(applied->ignored_keys);
+  }
+  c.node_status_frequency_set = fs.isSet("node-status-update-frequency");
+  if (auto bad = checkFlags(c.flags)) return usageError(bad->message, fs);
+  base::initLogging({.verbosity = static_cast<int>(c.flags.verbosity),
+                     .format = c.flags.logging_format == "json" ? base::LogFormat::kJson
+                                                                : base::LogFormat::kText});
+  auto capacity = agent::readHostCapacity();
+  if (!capacity.ok()) {
+    base::logger("nodeagent")
+        ->error("Cannot read the host's capacity err={}", capacity.status().toString());
+    return LoadedConfig{std::nullopt, 1};
+  }
+  c.capacity = *capacity;
+  if (auto bad = derive(c)) return usageError(bad->message, fs);
+  return LoadedConfig{std::move(c), 0};
+}
+
+}  // namespace nodeagent::cmd

@@ -1,0 +1,82 @@
+// The daemon's configuration: its flags (kubelet's names), the KubeletConfiguration file they
+// override, and what is derived from them before anything starts (node name and IP, allocatable,
+// the apiserver's REST config). Loading only reads: nothing is created, bound or started.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/admission.h"
+#include "api/kubeconfig.h"
+#include "base/clock.h"
+
+namespace nodeagent::cmd {
+
+struct DaemonFlags {
+  std::string config;
+  std::string pod_manifest_path;
+  std::string manifest_url;
+  std::vector<std::string> manifest_url_header;
+  std::string kubeconfig;
+  std::string hostname_override;
+  std::string node_ip;
+  std::string root_dir = "/var/lib/nodeagent";
+  std::string pod_log_dir = "/var/log/pods";
+  std::string runtime = "process";
+  std::string address = "127.0.0.1";
+  std::string system_reserved;
+  std::string node_labels;
+  std::string container_log_max_size = "10Mi";
+  int64_t container_log_max_files = 5;
+  int64_t read_only_port = 10255;
+  int64_t healthz_port = 10248;
+  int64_t max_pods = 110;
+  int64_t verbosity = 0;
+  std::string logging_format = "text";
+  double kube_api_qps = 50;
+  int64_t kube_api_burst = 100;
+  base::Duration file_check_frequency = std::chrono::seconds(20);
+  base::Duration http_check_frequency = std::chrono::seconds(20);
+  base::Duration sync_frequency = std::chrono::minutes(1);
+  base::Duration pleg_relist_period = std::chrono::seconds(10);
+  base::Duration crashloop_backoff_initial = std::chrono::seconds(10);
+  base::Duration crashloop_backoff_max = std::chrono::seconds(300);
+  base::Duration node_status_update_frequency = std::chrono::seconds(10);
+  std::string lock_file;
+  bool exit_on_lock_contention = false;
+  bool allow_no_sources = false;
+  bool allow_root_api_pods = false;
+  bool help = false;
+};
+
+// The flags and what follows from them.
+struct DaemonConfig {
+  DaemonFlags flags;
+  // --node-status-update-frequency was given (it then also sets the report frequency).
+  bool node_status_frequency_set = false;
+  std::vector<std::string> ignored_config_keys;  // KubeletConfiguration fields not implemented
+  std::string node_name;
+  std::string node_ip;
+  int64_t log_max_size = 0;
+  agent::NodeCapacity capacity;
+  agent::NodeAllocatable allocatable;
+  std::map<std::string, std::string> node_labels;
+  std::vector<std::pair<std::string, std::string>> manifest_url_headers;
+  std::optional<api::RestConfig> kubeconfig;  // with --kubeconfig
+};
+
+// What loading the configuration ends with: a configuration, or an exit code (0 after --help,
+// 2 for a usage error, 1 for a failure) with its message already printed.
+struct LoadedConfig {
+  std::optional<DaemonConfig> config;
+  int exit_code = 0;
+};
+
+LoadedConfig loadDaemonConfig(int argc, char** argv);
+
+}  // namespace nodeagent::cmd

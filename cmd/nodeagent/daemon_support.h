@@ -1,0 +1,78 @@
+// The daemon's dealings with its host: malloc tuning for a long-running process, systemd's
+// readiness and watchdog notifications, and the lock files' contention watch
+// (--exit-on-lock-contention). Each piece runs on the daemon's io_context.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/status.h"
+#include "cmd/nodeagent/lock_file.h"
+
+namespace nodeagent::cmd {
+
+// glibc malloc for a long-running daemon whose memory comes in bursts (a thousand pods started
+// at once, a large /pods body): one arena instead of one per thread that ever allocated (each
+// kept its own high-water mark), large blocks always mmap'ed so they go back when freed (the
+// default threshold grows after the first large free and then keeps them on the heap).
+void tuneMalloc();
+
+// systemd's sd_notify, written directly (no libsystemd); nothing without NOTIFY_SOCKET.
+void sdNotify(const std::string& message);
+
+// Free heap pages only go back to the system from the top of the heap; after a burst (pods
+// started, a large request) most free memory sits between live blocks. Every few seconds, when
+// the resident size grew by more than 1 MiB since the last trim, malloc_trim returns the whole
+// free pages. The check reads /proc/self/statm (mallinfo2 walks every free chunk: too costly to
+// poll on an idle agent).
+class HeapTrimmer {
+ public:
+  HeapTrimmer(asio::any_io_executor ex, base::Clock& clock) : timer_(clock.makeTimer(ex)) {}
+  void start() { arm(); }
+  void stop() { timer_->cancel(); }
+
+ private:
+  void arm();
+  base::TimerPtr timer_;
+  long rss_after_trim_ = 0;
+};
+
+// READY=1 once `ready()` first answers true (polled every 100 ms), and WATCHDOG=1 every half of
+// systemd's WATCHDOG_USEC while `alive(why)` answers true (a stuck agent gets restarted).
+class SystemdNotifier {
+ public:
+  SystemdNotifier(asio::any_io_executor ex, base::Clock& clock, std::function<bool()> ready,
+                  std::function<bool(std::string* why)> alive);
+  void start();
+  void stop();
+
+ private:
+  void checkReady();
+  void feedWatchdog();
+  std::function<bool()> ready_;
+  std::function<bool(std::string* why)> alive_;
+  base::TimerPtr ready_timer_;
+  base::TimerPtr watchdog_timer_;
+  base::Duration watchdog_period_{};
+};
+
+// --exit-on-lock-contention: another agent waiting for one of `locks` opens it; `on_contention`
+// then runs once (the daemon stops; its containers keep running and are adopted by the next
+// one), as kubelet does.
+class LockContentionWatch {
+ public:
+  explicit LockContentionWatch(asio::io_context& ioc) : ioc_(ioc) {}
+  // Watches the lock files with inotify; an error names the file.
+  base::Status start(const std::vector<LockFile>& locks, std::function<void()> on_contention);
+  void stop();
+
+ private:
+  asio::io_context& ioc_;
+  std::shared_ptr<asio::posix::stream_descriptor> watch_;
+};
+
+}  // namespace nodeagent::cmd
