@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 namespace nodeagent::runtime {
@@ -108,6 +111,170 @@ bool checkVersion(const std::string& v, bool& seen, std::string& error) {
   return true;
 }
 
+// The record type and field type of a pointer to a data member.
+template <typename>
+struct MemberTraits;
+template <typename R, typename M>
+struct MemberTraits<M R::*> {
+  using Record = R;
+  using Type = M;
+};
+template <auto Member>
+using RecordOf = typename MemberTraits<decltype(Member)>::Record;
+template <auto Member>
+using FieldType = typename MemberTraits<decltype(Member)>::Type;
+// The number a field holds: T, or the T of an optional<T>.
+template <typename T>
+struct NumberOf {
+  using Type = T;
+};
+template <typename T>
+struct NumberOf<std::optional<T>> {
+  using Type = T;
+};
+template <auto Member>
+using FieldNumber = typename NumberOf<FieldType<Member>>::Type;
+
+// Decoders of one key's value into a field of a record, by the field's kind; false with `error`
+// naming the key on a malformed value.
+template <typename Record>
+using FieldDecoder = bool (*)(Record&, std::string_view key, std::string& value,
+                              std::string& error);
+
+template <auto Member>
+bool textField(RecordOf<Member>& r, std::string_view, std::string& value, std::string&) {
+  r.*Member = std::move(value);
+  return true;
+}
+
+// A repeated key: each line appends to a list.
+template <auto Member>
+bool textListField(RecordOf<Member>& r, std::string_view, std::string& value, std::string&) {
+  (r.*Member).push_back(std::move(value));
+  return true;
+}
+
+// A number (a flag too: 0 is false).
+template <auto Member>
+bool intField(RecordOf<Member>& r, std::string_view key, std::string& value, std::string& error) {
+  long long n = 0;
+  if (!parseInt(key, value, n, error)) return false;
+  r.*Member = static_cast<FieldNumber<Member>>(n);
+  return true;
+}
+
+template <auto Member>
+bool uintField(RecordOf<Member>& r, std::string_view key, std::string& value, std::string& error) {
+  unsigned long long u = 0;
+  if (!parseUint(key, value, u, error)) return false;
+  r.*Member = static_cast<FieldNumber<Member>>(u);
+  return true;
+}
+
+template <auto Member>
+bool uintListField(RecordOf<Member>& r, std::string_view key, std::string& value,
+                   std::string& error) {
+  unsigned long long u = 0;
+  if (!parseUint(key, value, u, error)) return false;
+  (r.*Member).push_back(static_cast<typename FieldType<Member>::value_type>(u));
+  return true;
+}
+
+template <typename Record>
+struct Field {
+  std::string_view key;
+  FieldDecoder<Record> decode;
+};
+
+// Decodes the lines of `text` into `r` by `fields` (unknown keys are ignored): the format version
+// must be present and supported, and so must each key of `required`. False with `error` naming
+// the field.
+template <typename Record, size_t N>
+bool decodeFields(std::string_view text, const std::array<Field<Record>, N>& fields,
+                  std::initializer_list<std::string_view> required, Record& r, std::string& error) {
+  bool version_seen = false;
+  std::vector<std::string_view> seen;
+  bool ok = forEachLine(text, error, [&](std::string_view key, std::string value) {
+    if (key == "version") return checkVersion(value, version_seen, error);
+    auto field = std::find_if(fields.begin(), fields.end(),
+                              [key](const Field<Record>& f) { return f.key == key; });
+    if (field == fields.end()) return true;
+    if (!field->decode(r, key, value, error)) return false;
+    seen.push_back(field->key);
+    return true;
+  });
+  if (!ok) return false;
+  if (!version_seen) {
+    error = "version: missing";
+    return false;
+  }
+  for (std::string_view key : required) {
+    if (std::find(seen.begin(), seen.end(), key) == seen.end()) {
+      error = std::string(key) + ": missing";
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr std::array<Field<ShimConfig>, 26> kConfigFields{{
+    {"container_id", textField<&ShimConfig::container_id>},
+    {"pod_uid", textField<&ShimConfig::pod_uid>},
+    {"pod_name", textField<&ShimConfig::pod_name>},
+    {"pod_namespace", textField<&ShimConfig::pod_namespace>},
+    {"container_name", textField<&ShimConfig::container_name>},
+    {"attempt", intField<&ShimConfig::attempt>},
+    {"hash", textField<&ShimConfig::hash>},
+    {"image", textField<&ShimConfig::image>},
+    {"created_at", intField<&ShimConfig::created_at>},
+    {"arg", textListField<&ShimConfig::argv>},
+    {"env", textListField<&ShimConfig::env>},
+    {"working_dir", textField<&ShimConfig::working_dir>},
+    {"uid", uintField<&ShimConfig::uid>},
+    {"gid", uintField<&ShimConfig::gid>},
+    {"no_new_privs", intField<&ShimConfig::no_new_privs>},
+    {"set_groups", intField<&ShimConfig::set_groups>},
+    {"group", uintListField<&ShimConfig::groups>},
+    {"capabilities", uintField<&ShimConfig::capabilities>},
+    {"ambient_capabilities", uintField<&ShimConfig::ambient_capabilities>},
+    {"log_path", textField<&ShimConfig::log_path>},
+    {"log_max_size", intField<&ShimConfig::log_max_size>},
+    {"log_max_files", intField<&ShimConfig::log_max_files>},
+    {"pre_stop", textListField<&ShimConfig::pre_stop>},
+    {"grace_period_seconds", intField<&ShimConfig::grace_period_seconds>},
+    {"termination_message_path", textField<&ShimConfig::termination_message_path>},
+    {"termination_message_fallback", intField<&ShimConfig::termination_message_fallback>},
+}};
+
+bool statusField(ShimState& s, std::string_view, std::string& value, std::string& error) {
+  if (value == "created") {
+    s.status = ShimStatus::kCreated;
+  } else if (value == "running") {
+    s.status = ShimStatus::kRunning;
+  } else if (value == "exited") {
+    s.status = ShimStatus::kExited;
+  } else {
+    error = "status: unknown value " + value;
+    return false;
+  }
+  return true;
+}
+
+constexpr std::array<Field<ShimState>, 12> kStateFields{{
+    {"status", statusField},
+    {"shim_pid", intField<&ShimState::shim_pid>},
+    {"shim_start_ticks", uintField<&ShimState::shim_start_ticks>},
+    {"boot_id", textField<&ShimState::boot_id>},
+    {"pid", intField<&ShimState::pid>},
+    {"pid_start_ticks", uintField<&ShimState::pid_start_ticks>},
+    {"started_at", intField<&ShimState::started_at>},
+    {"finished_at", intField<&ShimState::finished_at>},
+    {"exit_code", intField<&ShimState::exit_code>},
+    {"signal", intField<&ShimState::signal>},
+    {"reason", textField<&ShimState::reason>},
+    {"message", textField<&ShimState::message>},
+}};
+
 }  // namespace
 
 std::string encodeShimConfig(const ShimConfig& c) {
@@ -150,84 +317,7 @@ std::string encodeShimConfig(const ShimConfig& c) {
 
 bool decodeShimConfig(std::string_view text, ShimConfig& c, std::string& error) {
   c = ShimConfig{};
-  bool version_seen = false;
-  bool ok = forEachLine(text, error, [&](std::string_view key, std::string value) {
-    long long n = 0;
-    unsigned long long u = 0;
-    if (key == "version") return checkVersion(value, version_seen, error);
-    if (key == "container_id") {
-      c.container_id = std::move(value);
-    } else if (key == "pod_uid") {
-      c.pod_uid = std::move(value);
-    } else if (key == "pod_name") {
-      c.pod_name = std::move(value);
-    } else if (key == "pod_namespace") {
-      c.pod_namespace = std::move(value);
-    } else if (key == "container_name") {
-      c.container_name = std::move(value);
-    } else if (key == "attempt") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.attempt = static_cast<int>(n);
-    } else if (key == "hash") {
-      c.hash = std::move(value);
-    } else if (key == "image") {
-      c.image = std::move(value);
-    } else if (key == "created_at") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.created_at = n;
-    } else if (key == "arg") {
-      c.argv.push_back(std::move(value));
-    } else if (key == "env") {
-      c.env.push_back(std::move(value));
-    } else if (key == "working_dir") {
-      c.working_dir = std::move(value);
-    } else if (key == "uid") {
-      if (!parseUint(key, value, u, error)) return false;
-      c.uid = static_cast<uint32_t>(u);
-    } else if (key == "gid") {
-      if (!parseUint(key, value, u, error)) return false;
-      c.gid = static_cast<uint32_t>(u);
-    } else if (key == "no_new_privs") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.no_new_privs = n != 0;
-    } else if (key == "set_groups") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.set_groups = n != 0;
-    } else if (key == "group") {
-      if (!parseUint(key, value, u, error)) return false;
-      c.groups.push_back(static_cast<uint32_t>(u));
-    } else if (key == "capabilities") {
-      if (!parseUint(key, value, u, error)) return false;
-      c.capabilities = u;
-    } else if (key == "ambient_capabilities") {
-      if (!parseUint(key, value, u, error)) return false;
-      c.ambient_capabilities = u;
-    } else if (key == "log_path") {
-      c.log_path = std::move(value);
-    } else if (key == "log_max_size") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.log_max_size = n;
-    } else if (key == "log_max_files") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.log_max_files = static_cast<int>(n);
-    } else if (key == "pre_stop") {
-      c.pre_stop.push_back(std::move(value));
-    } else if (key == "grace_period_seconds") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.grace_period_seconds = n;
-    } else if (key == "termination_message_path") {
-      c.termination_message_path = std::move(value);
-    } else if (key == "termination_message_fallback") {
-      if (!parseInt(key, value, n, error)) return false;
-      c.termination_message_fallback = n != 0;
-    }
-    return true;
-  });
-  if (!ok) return false;
-  if (!version_seen) {
-    error = "version: missing";
-    return false;
-  }
+  if (!decodeFields(text, kConfigFields, {}, c, error)) return false;
   if (c.container_id.empty()) {
     error = "container_id: missing";
     return false;
@@ -262,67 +352,7 @@ std::string encodeShimState(const ShimState& s) {
 
 bool decodeShimState(std::string_view text, ShimState& s, std::string& error) {
   s = ShimState{};
-  bool version_seen = false;
-  bool status_seen = false;
-  bool ok = forEachLine(text, error, [&](std::string_view key, std::string value) {
-    long long n = 0;
-    unsigned long long u = 0;
-    if (key == "version") return checkVersion(value, version_seen, error);
-    if (key == "status") {
-      if (value == "created") {
-        s.status = ShimStatus::kCreated;
-      } else if (value == "running") {
-        s.status = ShimStatus::kRunning;
-      } else if (value == "exited") {
-        s.status = ShimStatus::kExited;
-      } else {
-        error = "status: unknown value " + value;
-        return false;
-      }
-      status_seen = true;
-    } else if (key == "shim_pid") {
-      if (!parseInt(key, value, n, error)) return false;
-      s.shim_pid = static_cast<int>(n);
-    } else if (key == "shim_start_ticks") {
-      if (!parseUint(key, value, u, error)) return false;
-      s.shim_start_ticks = u;
-    } else if (key == "boot_id") {
-      s.boot_id = std::move(value);
-    } else if (key == "pid") {
-      if (!parseInt(key, value, n, error)) return false;
-      s.pid = static_cast<int>(n);
-    } else if (key == "pid_start_ticks") {
-      if (!parseUint(key, value, u, error)) return false;
-      s.pid_start_ticks = u;
-    } else if (key == "started_at") {
-      if (!parseInt(key, value, n, error)) return false;
-      s.started_at = n;
-    } else if (key == "finished_at") {
-      if (!parseInt(key, value, n, error)) return false;
-      s.finished_at = n;
-    } else if (key == "exit_code") {
-      if (!parseInt(key, value, n, error)) return false;
-      s.exit_code = static_cast<int>(n);
-    } else if (key == "signal") {
-      if (!parseInt(key, value, n, error)) return false;
-      s.signal = static_cast<int>(n);
-    } else if (key == "reason") {
-      s.reason = std::move(value);
-    } else if (key == "message") {
-      s.message = std::move(value);
-    }
-    return true;
-  });
-  if (!ok) return false;
-  if (!version_seen) {
-    error = "version: missing";
-    return false;
-  }
-  if (!status_seen) {
-    error = "status: missing";
-    return false;
-  }
-  return true;
+  return decodeFields(text, kStateFields, {"status"}, s, error);
 }
 
 bool writeFileAtomic(const std::string& path, std::string_view content, std::string& error,
