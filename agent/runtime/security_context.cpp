@@ -176,6 +176,76 @@ std::optional<uint32_t> passwdPrimaryGroup(uint32_t uid) {
   return static_cast<uint32_t>(pw.pw_gid);
 }
 
+namespace {
+
+// supplementalGroups, then fsGroup unless it is one of them.
+std::vector<uint32_t> supplementaryGroups(const EffectiveSecurityContext& sc) {
+  std::vector<uint32_t> groups;
+  for (int64_t g : sc.supplemental_groups) groups.push_back(static_cast<uint32_t>(g));
+  if (sc.fs_group && std::find(groups.begin(), groups.end(), static_cast<uint32_t>(*sc.fs_group)) ==
+                         groups.end()) {
+    groups.push_back(static_cast<uint32_t>(*sc.fs_group));
+  }
+  return groups;
+}
+
+// The uid, gid and supplementary groups of `creds`. `where` prefixes errors.
+base::Status setIdentity(ProcessCredentials& creds, const EffectiveSecurityContext& sc,
+                         uint32_t agent_uid, const PrimaryGroupLookup& primary_group,
+                         const std::string& where) {
+  std::vector<uint32_t> groups = supplementaryGroups(sc);
+  if (agent_uid != 0) {
+    // Without root the agent cannot change a process' identity: refuse what would be ignored.
+    if ((sc.run_as_user && *sc.run_as_user != agent_uid) || sc.run_as_group || !groups.empty()) {
+      return base::invalidArgumentError(
+          where + "nodeagent runs as uid " + std::to_string(agent_uid) +
+          " and cannot run a container as another user or with runAsGroup, supplementalGroups or "
+          "fsGroup; run nodeagent as root");
+    }
+    return base::okStatus();
+  }
+  if (sc.run_as_user) creds.uid = static_cast<uint32_t>(*sc.run_as_user);
+  if (sc.run_as_group) {
+    creds.gid = static_cast<uint32_t>(*sc.run_as_group);
+  } else if (creds.uid && *creds.uid != 0) {
+    auto primary = primary_group ? primary_group(*creds.uid) : std::nullopt;
+    creds.gid = primary && *primary != 0 ? *primary : kNoGroupGid;
+  }
+  creds.set_groups = creds.uid || creds.gid || !groups.empty();
+  creds.groups = std::move(groups);
+  return base::okStatus();
+}
+
+// The capability sets of `creds` (after setIdentity) from capabilities.add and .drop. `where`
+// prefixes errors.
+base::Status setCapabilities(ProcessCredentials& creds, const EffectiveSecurityContext& sc,
+                             uint32_t agent_uid, const std::string& where) {
+  const bool root_agent = agent_uid == 0;
+  const bool non_root_process = creds.uid ? *creds.uid != 0 : agent_uid != 0;
+  if (sc.privileged) return base::okStatus();  // every capability, as a privileged container has
+  if (sc.cap_add.empty() && sc.cap_drop.empty()) return base::okStatus();
+  auto add = parseCapabilities(sc.cap_add);
+  if (!add.ok())
+    return base::invalidArgumentError(where + "capabilities.add: " + add.status().message());
+  auto drop = parseCapabilities(sc.cap_drop);
+  if (!drop.ok())
+    return base::invalidArgumentError(where + "capabilities.drop: " + drop.status().message());
+  if (!root_agent) {
+    if (*add != 0) {
+      return base::invalidArgumentError(where + "capabilities.add needs nodeagent to run as root");
+    }
+    // A process of a non-root agent has no capabilities and cannot shrink its bounding set;
+    // no_new_privs keeps it from gaining any through a set-user-ID or file-capability program.
+    creds.no_new_privs = true;
+    return base::okStatus();
+  }
+  creds.capabilities = (allCapabilities() & ~*drop) | *add;
+  if (non_root_process) creds.ambient = *add;
+  return base::okStatus();
+}
+
+}  // namespace
+
 base::StatusOr<ProcessCredentials> processCredentials(const api::Pod& pod,
                                                       const api::Container& container,
                                                       const EffectiveSecurityContext& sc,
@@ -190,54 +260,8 @@ base::StatusOr<ProcessCredentials> processCredentials(const api::Pod& pod,
   }
   ProcessCredentials creds;
   creds.no_new_privs = !sc.allow_privilege_escalation;
-  const bool root_agent = agent_uid == 0;
-
-  std::vector<uint32_t> groups;
-  for (int64_t g : sc.supplemental_groups) groups.push_back(static_cast<uint32_t>(g));
-  if (sc.fs_group && std::find(groups.begin(), groups.end(), static_cast<uint32_t>(*sc.fs_group)) ==
-                         groups.end()) {
-    groups.push_back(static_cast<uint32_t>(*sc.fs_group));
-  }
-  if (!root_agent) {
-    // Without root the agent cannot change a process' identity: refuse what would be ignored.
-    if ((sc.run_as_user && *sc.run_as_user != agent_uid) || sc.run_as_group || !groups.empty()) {
-      return base::invalidArgumentError(
-          where + "nodeagent runs as uid " + std::to_string(agent_uid) +
-          " and cannot run a container as another user or with runAsGroup, supplementalGroups or "
-          "fsGroup; run nodeagent as root");
-    }
-  } else {
-    if (sc.run_as_user) creds.uid = static_cast<uint32_t>(*sc.run_as_user);
-    if (sc.run_as_group) {
-      creds.gid = static_cast<uint32_t>(*sc.run_as_group);
-    } else if (creds.uid && *creds.uid != 0) {
-      auto primary = primary_group ? primary_group(*creds.uid) : std::nullopt;
-      creds.gid = primary && *primary != 0 ? *primary : kNoGroupGid;
-    }
-    creds.set_groups = creds.uid || creds.gid || !groups.empty();
-    creds.groups = std::move(groups);
-  }
-
-  const bool non_root_process = creds.uid ? *creds.uid != 0 : agent_uid != 0;
-  if (sc.privileged) return creds;  // every capability, as a privileged container has
-  if (sc.cap_add.empty() && sc.cap_drop.empty()) return creds;
-  auto add = parseCapabilities(sc.cap_add);
-  if (!add.ok())
-    return base::invalidArgumentError(where + "capabilities.add: " + add.status().message());
-  auto drop = parseCapabilities(sc.cap_drop);
-  if (!drop.ok())
-    return base::invalidArgumentError(where + "capabilities.drop: " + drop.status().message());
-  if (!root_agent) {
-    if (*add != 0) {
-      return base::invalidArgumentError(where + "capabilities.add needs nodeagent to run as root");
-    }
-    // A process of a non-root agent has no capabilities and cannot shrink its bounding set;
-    // no_new_privs keeps it from gaining any through a set-user-ID or file-capability program.
-    creds.no_new_privs = true;
-    return creds;
-  }
-  creds.capabilities = (allCapabilities() & ~*drop) | *add;
-  if (non_root_process) creds.ambient = *add;
+  RETURN_IF_ERROR(setIdentity(creds, sc, agent_uid, primary_group, where));
+  RETURN_IF_ERROR(setCapabilities(creds, sc, agent_uid, where));
   return creds;
 }
 
