@@ -55,6 +55,64 @@ asio::awaitable<void> readExecOutput(std::shared_ptr<ExecPipe> pipe) {
   }
 }
 
+// A command `nodeagent-shim exec` runs: our child, its pidfd, and the read end of its output
+// pipe (non-blocking).
+struct ExecProcess {
+  pid_t pid = 0;
+  int pidfd = -1;
+  int out_fd = -1;
+};
+
+// Starts `shim exec dir command...` with its stdout and stderr on one pipe.
+base::StatusOr<ExecProcess> spawnExecShim(const std::string& shim, const std::string& dir,
+                                          const std::vector<std::string>& command) {
+  int out_fds[2];
+  if (::pipe2(out_fds, O_CLOEXEC) != 0) {
+    return base::internalError(std::string("pipe: ") + std::strerror(errno));
+  }
+  std::vector<std::string> args{shim, "exec", dir};
+  args.insert(args.end(), command.begin(), command.end());
+  pid_t pid = 0;
+  const int out = out_fds[1];
+  const int rc = spawnShimProcess(
+      std::move(args),
+      [out](posix_spawn_file_actions_t& fa) {
+        posix_spawn_file_actions_adddup2(&fa, out, 1);
+        posix_spawn_file_actions_adddup2(&fa, out, 2);
+      },
+      pid);
+  ::close(out_fds[1]);
+  if (rc != 0) {
+    ::close(out_fds[0]);
+    return base::unavailableError("cannot start " + shim + ": " + std::strerror(rc));
+  }
+  int pidfd = pidfdOpen(pid);
+  if (pidfd < 0) {
+    int err = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ::close(out_fds[0]);
+    return base::internalError(std::string("pidfd_open: ") + std::strerror(err));
+  }
+  ::fcntl(out_fds[0], F_SETFL, ::fcntl(out_fds[0], F_GETFL) | O_NONBLOCK);
+  return ExecProcess{pid, pidfd, out_fds[0]};
+}
+
+// The command's output once it exited: the rest of it is normally in flight; children left in
+// the background may hold the pipe open for ever, so the wait for its end is short.
+asio::awaitable<std::string> collectExecOutput(std::shared_ptr<ExecPipe> pipe, base::Clock& clock) {
+  boost::system::error_code ec;
+  if (!pipe->done) {
+    auto grace = clock.makeTimer(co_await asio::this_coro::executor);
+    grace->asyncWaitFor(kExecOutputGrace, [pipe] { pipe->eof.cancel(); });
+    co_await pipe->eof.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    grace->cancel();
+  }
+  pipe->drain();
+  pipe->sd.close(ec);
+  co_return std::move(pipe->out);
+}
+
 }  // namespace
 
 asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
@@ -92,41 +150,13 @@ asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State
     }
   }
   if (command.empty()) co_return base::invalidArgumentError("empty command");
-  int out_fds[2];
-  if (::pipe2(out_fds, O_CLOEXEC) != 0) {
-    co_return base::internalError(std::string("pipe: ") + std::strerror(errno));
-  }
-  std::string shim = options_.shim_path.string();
-  std::string dir = containerDir(id).string();
-  std::vector<std::string> args{shim, "exec", dir};
-  args.insert(args.end(), command.begin(), command.end());
-  pid_t pid = 0;
-  const int out = out_fds[1];
-  const int rc = spawnShimProcess(
-      std::move(args),
-      [out](posix_spawn_file_actions_t& fa) {
-        posix_spawn_file_actions_adddup2(&fa, out, 1);
-        posix_spawn_file_actions_adddup2(&fa, out, 2);
-      },
-      pid);
-  ::close(out_fds[1]);
-  if (rc != 0) {
-    ::close(out_fds[0]);
-    co_return base::unavailableError("cannot start " + shim + ": " + std::strerror(rc));
-  }
-  int pidfd = pidfdOpen(pid);
-  if (pidfd < 0) {
-    int err = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    ::close(out_fds[0]);
-    co_return base::internalError(std::string("pidfd_open: ") + std::strerror(err));
-  }
-  ::fcntl(out_fds[0], F_SETFL, ::fcntl(out_fds[0], F_GETFL) | O_NONBLOCK);
+  auto process = spawnExecShim(options_.shim_path.string(), containerDir(id).string(), command);
+  if (!process.ok()) co_return process.status();
+  const pid_t pid = process->pid;
   auto ex = co_await asio::this_coro::executor;
-  auto pipe = std::make_shared<ExecPipe>(ex, out_fds[0]);
+  auto pipe = std::make_shared<ExecPipe>(ex, process->out_fd);
   asio::co_spawn(ex, readExecOutput(pipe), asio::detached);
-  asio::posix::stream_descriptor sd(ex, pidfd);
+  asio::posix::stream_descriptor sd(ex, process->pidfd);
   auto timer = clock_.makeTimer(ex);
   bool timed_out = false;
   // The command is our unreaped child until waitid below, so its pid (= its process group) is
@@ -135,26 +165,16 @@ asio::awaitable<std::optional<base::StatusOr<ExecResult>>> ProcessRuntime::State
     timed_out = true;
     ::kill(-pid, SIGKILL);
   });
-  boost::system::error_code ec = co_await base::waitReadable(sd);
+  co_await base::waitReadable(sd);
   timer->cancel();
   siginfo_t info{};
   // WNOHANG: after an aborted wait (shutdown) the command may still run; never block here.
-  ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
-  if (!pipe->done) {
-    // The rest of the output is normally in flight; children left in the background may hold
-    // the pipe open for ever, so the wait for its end is short.
-    auto grace = clock_.makeTimer(ex);
-    grace->asyncWaitFor(kExecOutputGrace, [pipe] { pipe->eof.cancel(); });
-    co_await pipe->eof.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    grace->cancel();
-  }
-  pipe->drain();
-  pipe->sd.close(ec);
+  ::waitid(kPPidfd, static_cast<id_t>(process->pidfd), &info, WEXITED | WNOHANG);
   ExecResult result;
   result.timed_out = timed_out;
   result.exit_code =
       info.si_code == CLD_EXITED ? info.si_status : exitCodeForSignal(info.si_status);
-  result.output = std::move(pipe->out);
+  result.output = co_await collectExecOutput(pipe, clock_);
   co_return result;
 }
 

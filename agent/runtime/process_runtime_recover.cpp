@@ -158,87 +158,108 @@ base::Status ProcessRuntime::State::recover() {
   fs::create_directories(root, ec);
   if (ec) return base::internalError("create " + root.string() + ": " + ec.message());
   std::map<std::string, LiveShim> shims = findLiveShims(root);
-  std::vector<Unadoptable> unadoptable;
-  std::vector<fs::path> incomplete;
-  int adopted = 0;
-  int exited = 0;
+  Recovery recovery;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (!entry.is_directory()) continue;
-    const std::string id = entry.path().filename().string();
-    {
-      std::lock_guard lock(mu_);
-      if (records_.count(id)) continue;
-    }
-    std::optional<LiveShim> live;
-    if (auto it = shims.find(id); it != shims.end()) {
-      live = it->second;
-      shims.erase(it);
-    }
-    std::string text, error;
-    ShimConfig config;
-    const fs::path config_path = entry.path() / kConfigFileName;
-    if (!readWholeFile(config_path.string(), text, error)) {
-      // Created but never configured: the agent stopped in the middle of a start (or the file was
-      // removed under a running shim, which then cannot be adopted).
-      if (live) unadoptable.push_back({id, *live, "its config file is unreadable: " + error});
-      log_->warn("Removing incomplete container directory path={}", entry.path().string());
-      incomplete.push_back(entry.path());
-      continue;
-    }
-    if (!decodeShimConfig(text, config, error)) {
-      if (live) unadoptable.push_back({id, *live, "its config file is unusable: " + error});
-      log_->warn("Skipping container with an unreadable config path={} error={}",
-                 config_path.string(), error);
-      continue;
-    }
-    ShimState state;
-    const fs::path state_path = entry.path() / kStateFileName;
-    std::error_code exists_ec;
-    const bool state_present = fs::exists(state_path, exists_ec) || exists_ec;
-    bool usable =
-        readWholeFile(state_path.string(), text, error) && decodeShimState(text, state, error);
-    if (usable && live && !stateMatches(state, *live)) {
-      usable = false;
-      error = "it does not describe the running shim (pid " + std::to_string(live->pid) + ")";
-    }
-    if (!usable && live) {
-      log_->warn("Container state file is unusable, rebuilt from its running shim id={} error={}",
-                 id, error);
-      state = stateFromShim(*live);
-    } else if (!usable && !state_present) {
-      // No shim ever recorded anything: it never started.
-      state = ShimState{};
-      state.boot_id = currentBootId();
-      state = settleDeadShim(id, state);
-    } else if (!usable) {
-      state = ShimState{};
-      state.status = ShimStatus::kExited;
-      state.boot_id = currentBootId();
-      state.finished_at = toNanos(clock_.wallNow());
-      state.exit_code = kUnknownExitCode;
-      state.reason = "ContainerStatusUnknown";
-      state.message = "the container's state file is unusable (" + error +
-                      ") and its shim is gone: its exit code is unknown";
-      log_->warn("Container state file is unusable and its shim is gone id={} error={}", id, error);
-      saveState(id, state);
-    }
-    adopt(id, std::move(config), std::move(state));
-    std::lock_guard lock(mu_);
-    if (records_[id].state.status == ShimStatus::kExited) {
-      ++exited;
-    } else {
-      ++adopted;
-    }
+    if (entry.is_directory()) recoverContainer(entry.path(), shims, recovery);
   }
   if (ec) return base::internalError("list " + root.string() + ": " + ec.message());
   for (const auto& [id, shim] : shims) {
-    unadoptable.push_back({id, shim, "its container directory is missing"});
+    recovery.unadoptable.push_back({id, shim, "its container directory is missing"});
   }
-  killUnadoptable(unadoptable);
-  for (const auto& dir : incomplete) fs::remove_all(dir, ec);
-  log_->info("Recovered containers running={} exited={} killed={}", adopted, exited,
-             unadoptable.size());
+  killUnadoptable(recovery.unadoptable);
+  for (const auto& dir : recovery.incomplete) fs::remove_all(dir, ec);
+  log_->info("Recovered containers running={} exited={} killed={}", recovery.adopted,
+             recovery.exited, recovery.unadoptable.size());
   return base::okStatus();
+}
+
+// Adopts the container of `dir` unless this instance has its record already.
+void ProcessRuntime::State::recoverContainer(const fs::path& dir,
+                                             std::map<std::string, LiveShim>& shims,
+                                             Recovery& recovery) {
+  const std::string id = dir.filename().string();
+  {
+    std::lock_guard lock(mu_);
+    if (records_.count(id)) return;
+  }
+  std::optional<LiveShim> live;
+  if (auto it = shims.find(id); it != shims.end()) {
+    live = it->second;
+    shims.erase(it);
+  }
+  std::optional<ShimConfig> config = recoverConfig(dir, id, live, recovery);
+  if (!config) return;
+  adopt(id, std::move(*config), recoverState(dir, id, live));
+  std::lock_guard lock(mu_);
+  if (records_[id].state.status == ShimStatus::kExited) {
+    ++recovery.exited;
+  } else {
+    ++recovery.adopted;
+  }
+}
+
+// The container's config file, decoded; nullopt when it is unreadable (the directory is removed
+// once recovery ends) or unusable (the directory is skipped), its live shim then unadoptable.
+std::optional<ShimConfig> ProcessRuntime::State::recoverConfig(const fs::path& dir,
+                                                               const std::string& id,
+                                                               const std::optional<LiveShim>& live,
+                                                               Recovery& recovery) {
+  std::string text, error;
+  ShimConfig config;
+  const fs::path config_path = dir / kConfigFileName;
+  if (!readWholeFile(config_path.string(), text, error)) {
+    // Created but never configured: the agent stopped in the middle of a start (or the file was
+    // removed under a running shim, which then cannot be adopted).
+    if (live)
+      recovery.unadoptable.push_back({id, *live, "its config file is unreadable: " + error});
+    log_->warn("Removing incomplete container directory path={}", dir.string());
+    recovery.incomplete.push_back(dir);
+    return std::nullopt;
+  }
+  if (!decodeShimConfig(text, config, error)) {
+    if (live) recovery.unadoptable.push_back({id, *live, "its config file is unusable: " + error});
+    log_->warn("Skipping container with an unreadable config path={} error={}",
+               config_path.string(), error);
+    return std::nullopt;
+  }
+  return config;
+}
+
+// The container's state: its state file when that is usable (and describes its live shim, if
+// any), else rebuilt from the live shim, else settled as a container that never started (no
+// state file) or whose exit is unknown (an unusable one), and recorded so.
+ShimState ProcessRuntime::State::recoverState(const fs::path& dir, const std::string& id,
+                                              const std::optional<LiveShim>& live) {
+  std::string text, error;
+  ShimState state;
+  const fs::path state_path = dir / kStateFileName;
+  std::error_code exists_ec;
+  const bool state_present = fs::exists(state_path, exists_ec) || exists_ec;
+  bool usable =
+      readWholeFile(state_path.string(), text, error) && decodeShimState(text, state, error);
+  if (usable && live && !stateMatches(state, *live)) {
+    usable = false;
+    error = "it does not describe the running shim (pid " + std::to_string(live->pid) + ")";
+  }
+  if (usable) return state;
+  if (live) {
+    log_->warn("Container state file is unusable, rebuilt from its running shim id={} error={}", id,
+               error);
+    return stateFromShim(*live);
+  }
+  state = ShimState{};
+  state.boot_id = currentBootId();
+  // No shim ever recorded anything: it never started.
+  if (!state_present) return settleDeadShim(id, state);
+  state.status = ShimStatus::kExited;
+  state.finished_at = toNanos(clock_.wallNow());
+  state.exit_code = kUnknownExitCode;
+  state.reason = "ContainerStatusUnknown";
+  state.message = "the container's state file is unusable (" + error +
+                  ") and its shim is gone: its exit code is unknown";
+  log_->warn("Container state file is unusable and its shim is gone id={} error={}", id, error);
+  saveState(id, state);
+  return state;
 }
 
 }  // namespace nodeagent::runtime

@@ -1,5 +1,5 @@
-// ProcessRuntime's state, shared by its parts (agent/runtime/process_runtime*.cpp: starts and the
-// public interface, kills and exec, recovery) and private to them: the container records, the
+// ProcessRuntime's state, shared by its parts (agent/runtime/process_runtime*.cpp: the public
+// interface, starts, kills and exec, recovery) and private to them: the container records, the
 // shim watchers, and the helpers more than one part uses.
 #pragma once
 
@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "agent/runtime/process_runtime.h"
@@ -360,26 +361,6 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     if (st.pid > 0 && processAlive(st.pid, st.pid_start_ticks)) ::kill(-st.pid, sig);
   }
 
-  base::StatusOr<int> spawnShim(const fs::path& dir, int ready_fd) {
-    const std::string shim = options_.shim_path.string();
-    const std::string shim_log = (dir / kShimLogFileName).string();
-    pid_t pid = 0;
-    const int rc = spawnShimProcess(
-        {shim, "run", dir.string()},
-        [&](posix_spawn_file_actions_t& fa) {
-          posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-          posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                           0640);
-          posix_spawn_file_actions_adddup2(&fa, ready_fd, 3);
-        },
-        pid);
-    if (rc != 0) {
-      return base::unavailableError("cannot start the container shim " + shim + ": " +
-                                    std::strerror(rc));
-    }
-    return static_cast<int>(pid);
-  }
-
   // A container start in two parts: launch() (synchronous) writes the config and spawns the shim;
   // start() waits for the shim's answer. Split so that the coroutine frame, alive for every
   // container starting at once, stays small (its locals are not the launch's paths and config).
@@ -390,6 +371,20 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   // Blocking (directories, the config file, posix_spawn): on the runtime's file pool.
   base::StatusOr<Launched> launch(const api::Pod& pod, const api::Container& container, int attempt,
                                   const StartContainerOptions& options);
+  // The launch's steps: the shim's config of a new container `id` (all but its credentials), ...
+  base::StatusOr<ShimConfig> shimConfig(const std::string& id, const api::Pod& pod,
+                                        const api::Container& container, int attempt,
+                                        const StartContainerOptions& options) const;
+  // ... and, once its state directory `dir` holds the config, its shim started and watched, with
+  // a record that says it is starting. `where` names the container in errors.
+  base::StatusOr<Launched> spawnContainerShim(const std::string& id, const fs::path& dir,
+                                              ShimConfig config, const std::string& where);
+  void addStartingRecord(const std::string& id, ShimConfig config);
+  // A start that failed before its shim ran: its record and state directory go.
+  void abandonStart(const std::string& id, const fs::path& dir);
+  // Starts `nodeagent-shim run dir` with `ready_fd` as its descriptor 3 and its stderr appended
+  // to the shim log; returns its pid.
+  base::StatusOr<int> spawnShim(const fs::path& dir, int ready_fd);
   // Blocking: the container's state directory and log files.
   void removeFiles(const std::string& id, const std::string& log_path);
   asio::awaitable<base::StatusOr<ContainerId>> start(base::StatusOr<Launched> launched,
@@ -415,6 +410,21 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     LiveShim shim;
     std::string reason;
   };
+  // What recover() found so far.
+  struct Recovery {
+    std::vector<Unadoptable> unadoptable;
+    std::vector<fs::path> incomplete;  // directories of starts that never wrote their config
+    int adopted = 0;
+    int exited = 0;
+  };
+  // recover()'s steps for the container directory `dir`; `shims` are the live shims not yet
+  // matched with a directory.
+  void recoverContainer(const fs::path& dir, std::map<std::string, LiveShim>& shims,
+                        Recovery& recovery);
+  std::optional<ShimConfig> recoverConfig(const fs::path& dir, const std::string& id,
+                                          const std::optional<LiveShim>& live, Recovery& recovery);
+  ShimState recoverState(const fs::path& dir, const std::string& id,
+                         const std::optional<LiveShim>& live);
   void killUnadoptable(const std::vector<Unadoptable>& shims);
   // Writes the state file of `id` (an exit the agent records itself); logs a failure.
   void saveState(const std::string& id, const ShimState& st);
