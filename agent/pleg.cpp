@@ -98,22 +98,21 @@ void Pleg::armTimer() {
   timer_->asyncWaitFor(options_.relist_period, [self = shared_from_this()] { self->relistNow(); });
 }
 
+// As kubelet's GenericPLEG.relist: lists the runtime's pods (unless the runtime says nothing
+// changed since the last list), records each container's state and emits an event for every
+// container whose state differs from the previous relist's.
 asio::awaitable<void> Pleg::relist() {
   static auto log = base::logger("pleg");
   if (relisting_ || stopped_) co_return;
   relisting_ = true;
   auto started = clock_.now();
-  if (last_relist_start_) {
-    relist_interval_.observe(std::chrono::duration<double>(started - *last_relist_start_).count());
-  }
-  last_relist_start_ = started;
+  observeRelistInterval(started);
   ScopedTimer timing(relist_duration_, clock_);
   // Read before listing: a change while the list is built shows as a new version next time.
   const auto version = runtime_.podsVersion();
   if (version && listed_version_ == version) {
     relisting_ = false;
-    last_relist_ns_ = started.time_since_epoch().count();
-    ++relists_;
+    markRelisted(started);
     armTimer();
     co_return;
   }
@@ -124,22 +123,51 @@ asio::awaitable<void> Pleg::relist() {
     armTimer();
     co_return;
   }
+  markRelisted(started);
+  listed_version_ = version;
+  updateRunningPodAndContainerMetrics(*pods);
+  auto current = containerRecords(*pods);
+  // Old records first (changes and removals), then containers seen for the first time.
+  emitChangedAndRemoved(current);
+  emitFirstSeen(current);
+  records_ = std::move(current);
+  armTimer();
+}
+
+void Pleg::observeRelistInterval(base::MonotonicTime started) {
+  if (last_relist_start_) {
+    relist_interval_.observe(std::chrono::duration<double>(started - *last_relist_start_).count());
+  }
+  last_relist_start_ = started;
+}
+
+void Pleg::markRelisted(base::MonotonicTime started) {
   last_relist_ns_ = started.time_since_epoch().count();
   ++relists_;
-  listed_version_ = version;
+}
 
-  std::map<std::string, std::map<std::string, State>> current;
+Pleg::State Pleg::convertState(runtime::ContainerState state) {
+  if (state == runtime::ContainerState::kRunning) return State::kRunning;
+  if (state == runtime::ContainerState::kExited) return State::kExited;
+  return State::kUnknown;
+}
+
+Pleg::Records Pleg::containerRecords(const std::vector<runtime::Pod>& pods) {
+  Records current;
+  for (const auto& pod : pods) {
+    auto& containers = current[pod.uid];
+    for (const auto& c : pod.containers) containers[c.id.toString()] = convertState(c.state);
+  }
+  return current;
+}
+
+void Pleg::updateRunningPodAndContainerMetrics(const std::vector<runtime::Pod>& pods) {
   uint64_t running_pods = 0;
   uint64_t running_containers = 0;
-  for (const auto& pod : *pods) {
-    auto& containers = current[pod.uid];
+  for (const auto& pod : pods) {
     bool pod_running = false;
     for (const auto& c : pod.containers) {
-      State s = State::kUnknown;
-      if (c.state == runtime::ContainerState::kRunning) s = State::kRunning;
-      if (c.state == runtime::ContainerState::kExited) s = State::kExited;
-      containers[c.id.toString()] = s;
-      if (s == State::kRunning) {
+      if (c.state == runtime::ContainerState::kRunning) {
         ++running_containers;
         pod_running = true;
       }
@@ -148,45 +176,52 @@ asio::awaitable<void> Pleg::relist() {
   }
   running_pods_ = running_pods;
   running_containers_ = running_containers;
-  using T = PodLifecycleEvent::Type;
-  // Old records first (changes and removals), then containers seen for the first time.
-  for (auto& [uid, old_containers] : records_) {
+}
+
+void Pleg::emitChangedAndRemoved(const Records& current) {
+  for (const auto& [uid, old_containers] : records_) {
     auto cur_pod = current.find(uid);
-    for (auto& [cid, old_state] : old_containers) {
+    for (const auto& [cid, old_state] : old_containers) {
       State now = State::kNonExistent;
       if (cur_pod != current.end()) {
         auto it = cur_pod->second.find(cid);
         if (it != cur_pod->second.end()) now = it->second;
       }
-      if (now == old_state) continue;
-      switch (now) {
-        case State::kRunning:
-          emit(uid, T::kContainerStarted, cid);
-          break;
-        case State::kExited:
-          emit(uid, T::kContainerDied, cid);
-          break;
-        case State::kUnknown:
-          emit(uid, T::kContainerChanged, cid);
-          break;
-        case State::kNonExistent:
-          if (old_state != State::kExited) emit(uid, T::kContainerDied, cid);
-          emit(uid, T::kContainerRemoved, cid);
-          break;
-      }
+      generateEvents(uid, cid, old_state, now);
     }
   }
-  for (auto& [uid, containers] : current) {
+}
+
+void Pleg::emitFirstSeen(const Records& current) {
+  for (const auto& [uid, containers] : current) {
     auto old_pod = records_.find(uid);
-    for (auto& [cid, state] : containers) {
+    for (const auto& [cid, state] : containers) {
       if (old_pod != records_.end() && old_pod->second.count(cid) > 0) continue;
-      if (state == State::kRunning) emit(uid, T::kContainerStarted, cid);
-      if (state == State::kExited) emit(uid, T::kContainerDied, cid);
-      if (state == State::kUnknown) emit(uid, T::kContainerChanged, cid);
+      // A container listed for the first time did not exist before.
+      generateEvents(uid, cid, State::kNonExistent, state);
     }
   }
-  records_ = std::move(current);
-  armTimer();
+}
+
+void Pleg::generateEvents(const std::string& uid, const std::string& cid, State old_state,
+                          State now) {
+  using T = PodLifecycleEvent::Type;
+  if (now == old_state) return;
+  switch (now) {
+    case State::kRunning:
+      emit(uid, T::kContainerStarted, cid);
+      break;
+    case State::kExited:
+      emit(uid, T::kContainerDied, cid);
+      break;
+    case State::kUnknown:
+      emit(uid, T::kContainerChanged, cid);
+      break;
+    case State::kNonExistent:
+      if (old_state != State::kExited) emit(uid, T::kContainerDied, cid);
+      emit(uid, T::kContainerRemoved, cid);
+      break;
+  }
 }
 
 }  // namespace nodeagent::agent

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/metrics.h"
 #include "agent/runtime/runtime.h"
@@ -60,8 +61,22 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
 
  private:
   enum class State { kRunning, kExited, kUnknown, kNonExistent };
+  // pod uid -> container id -> state.
+  using Records = std::map<std::string, std::map<std::string, State>>;
   void onRuntimeEvent(const runtime::ContainerEvent& e);
   asio::awaitable<void> relist();
+  // relist's steps.
+  void observeRelistInterval(base::MonotonicTime started);
+  void markRelisted(base::MonotonicTime started);
+  static State convertState(runtime::ContainerState state);
+  static Records containerRecords(const std::vector<runtime::Pod>& pods);
+  void updateRunningPodAndContainerMetrics(const std::vector<runtime::Pod>& pods);
+  // Events for the containers of records_ whose state changed in (or that are gone from) current.
+  void emitChangedAndRemoved(const Records& current);
+  // Events for the containers of current that records_ has not seen.
+  void emitFirstSeen(const Records& current);
+  // The events for one container going from old_state to now (none when they are equal).
+  void generateEvents(const std::string& uid, const std::string& cid, State old_state, State now);
   void emit(const std::string& uid, PodLifecycleEvent::Type type, const std::string& cid);
   void armTimer();
 
@@ -75,8 +90,8 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   bool relisting_ = false;
   // The runtime's podsVersion() at the last full list (strand only).
   std::optional<uint64_t> listed_version_;
-  // pod uid -> container id -> last seen state (strand only).
-  std::map<std::string, std::map<std::string, State>> records_;
+  // Last seen state of each container (strand only).
+  Records records_;
   std::atomic<int64_t> last_relist_ns_{0};  // MonotonicTime since epoch; 0 = never
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> events_{0};
