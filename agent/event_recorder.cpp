@@ -70,69 +70,114 @@ asio::awaitable<void> EventRecorder::drain() {
     queue_.pop_front();
     queued_.fetch_sub(1);
     if (stopped_) continue;
-    const EventObject& o = p.object;
-    // client-go posts events about cluster-scoped objects in "default".
-    const std::string ns = o.namespace_.empty() ? "default" : o.namespace_;
-    const std::string key = o.kind + "\x1f" + ns + "\x1f" + o.name + "\x1f" + o.uid + "\x1f" +
-                            o.field_path + "\x1f" + p.type + "\x1f" + p.reason + "\x1f" + p.message;
-    const std::string now = api::formatTime(p.at);
-    auto it = seen_.find(key);
-    if (it != seen_.end()) {
-      Seen& s = it->second;
-      nlohmann::json patch = {{"count", s.count + 1}, {"lastTimestamp", now}};
-      const std::string path = api::eventsPath(ns) + "/" + s.event_name;
-      auto call = [path, patch](api::RestClient& c) {
-        return c.patchJson(path, patch, api::PatchType::kStrategicMerge);
-      };
-      auto r = co_await api::runOnPool(async_, call);
-      if (r.ok()) {
-        s.count += 1;
-        patched_.fetch_add(1);
-        continue;
-      }
-      if (!api::isNotFound(r.status())) {
-        failed_.fetch_add(1);
-        log()->debug("Cannot update event reason={} err={}", p.reason, r.status().toString());
-        continue;
-      }
-      seen_.erase(it);  // the Event expired: post a new one
-    }
-    char suffix[32];
-    std::snprintf(suffix, sizeof(suffix), ".%llx",
-                  static_cast<unsigned long long>(p.at.time_since_epoch().count()) + sequence_++);
-    const std::string event_name = o.name + suffix;
-    nlohmann::json involved = {
-        {"kind", o.kind}, {"name", o.name}, {"uid", o.uid}, {"apiVersion", o.api_version}};
-    if (!o.namespace_.empty()) involved["namespace"] = o.namespace_;
-    if (!o.field_path.empty()) involved["fieldPath"] = o.field_path;
-    nlohmann::json event = {
-        {"apiVersion", "v1"},
-        {"kind", "Event"},
-        {"metadata", {{"name", event_name}, {"namespace", ns}}},
-        {"involvedObject", involved},
-        {"reason", p.reason},
-        {"message", p.message},
-        {"type", p.type},
-        {"source", {{"component", options_.component}, {"host", options_.node_name}}},
-        {"firstTimestamp", now},
-        {"lastTimestamp", now},
-        {"count", 1},
-        {"reportingComponent", options_.component},
-        {"reportingInstance", options_.node_name},
-    };
-    const std::string collection = api::eventsPath(ns);
-    auto call = [collection, event](api::RestClient& c) { return c.createJson(collection, event); };
-    auto r = co_await api::runOnPool(async_, call);
-    if (!r.ok()) {
-      failed_.fetch_add(1);
-      log()->debug("Cannot post event reason={} err={}", p.reason, r.status().toString());
-      continue;
-    }
-    posted_.fetch_add(1);
-    if (seen_.size() >= options_.max_cache) seen_.clear();
-    seen_[key] = Seen{event_name, 1, now};
+    // Awaitables live in named variables: GCC 12 destroys temporaries of a co_await expression
+    // twice.
+    auto recording = recordToSink(std::move(p));
+    co_await std::move(recording);
   }
   draining_ = false;
+}
+
+// As client-go's recordToSink: a repeat of an event posted before PATCHes that Event; anything
+// else, or a repeat whose Event expired, is POSTed as a new Event.
+asio::awaitable<void> EventRecorder::recordToSink(Pending p) {
+  // client-go posts events about cluster-scoped objects in "default".
+  const std::string ns = p.object.namespace_.empty() ? "default" : p.object.namespace_;
+  const std::string key = eventKey(p, ns);
+  const std::string now = api::formatTime(p.at);
+  auto it = seen_.find(key);
+  if (it != seen_.end()) {
+    // Only drain() (one at a time, on the strand) changes seen_, so `it` stays valid.
+    auto patching = patchRepeat(p, ns, now, it->second);
+    const RepeatResult result = co_await std::move(patching);
+    switch (result) {
+      case RepeatResult::kPatched:
+        it->second.count += 1;
+        co_return;
+      case RepeatResult::kFailed:
+        co_return;
+      case RepeatResult::kExpired:
+        seen_.erase(it);  // the Event expired: post a new one
+        break;
+    }
+  }
+  auto posting = postEvent(std::move(p), ns, now, key);
+  co_await std::move(posting);
+}
+
+// What makes events repeats of each other (client-go's EventCorrelator aggregates the same way):
+// the object (with the container), type, reason and message.
+std::string EventRecorder::eventKey(const Pending& p, const std::string& ns) {
+  const EventObject& o = p.object;
+  return o.kind + "\x1f" + ns + "\x1f" + o.name + "\x1f" + o.uid + "\x1f" + o.field_path + "\x1f" +
+         p.type + "\x1f" + p.reason + "\x1f" + p.message;
+}
+
+asio::awaitable<EventRecorder::RepeatResult> EventRecorder::patchRepeat(Pending p, std::string ns,
+                                                                        std::string now,
+                                                                        Seen seen) {
+  nlohmann::json patch = {{"count", seen.count + 1}, {"lastTimestamp", now}};
+  const std::string path = api::eventsPath(ns) + "/" + seen.event_name;
+  auto call = [path, patch](api::RestClient& c) {
+    return c.patchJson(path, patch, api::PatchType::kStrategicMerge);
+  };
+  auto r = co_await api::runOnPool(async_, call);
+  if (r.ok()) {
+    patched_.fetch_add(1);
+    co_return RepeatResult::kPatched;
+  }
+  if (!api::isNotFound(r.status())) {
+    failed_.fetch_add(1);
+    log()->debug("Cannot update event reason={} err={}", p.reason, r.status().toString());
+    co_return RepeatResult::kFailed;
+  }
+  co_return RepeatResult::kExpired;
+}
+
+asio::awaitable<void> EventRecorder::postEvent(Pending p, std::string ns, std::string now,
+                                               std::string key) {
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), ".%llx",
+                static_cast<unsigned long long>(p.at.time_since_epoch().count()) + sequence_++);
+  const std::string event_name = p.object.name + suffix;
+  const nlohmann::json event = makeEvent(p, ns, event_name, now);
+  const std::string collection = api::eventsPath(ns);
+  auto call = [collection, event](api::RestClient& c) { return c.createJson(collection, event); };
+  auto r = co_await api::runOnPool(async_, call);
+  if (!r.ok()) {
+    failed_.fetch_add(1);
+    log()->debug("Cannot post event reason={} err={}", p.reason, r.status().toString());
+    co_return;
+  }
+  posted_.fetch_add(1);
+  if (seen_.size() >= options_.max_cache) seen_.clear();
+  seen_[key] = Seen{event_name, 1, now};
+}
+
+// A new core/v1 Event, first and last seen `now`, with count 1.
+nlohmann::json EventRecorder::makeEvent(const Pending& p, const std::string& ns,
+                                        const std::string& event_name,
+                                        const std::string& now) const {
+  const EventObject& o = p.object;
+  nlohmann::json involved = {
+      {"kind", o.kind}, {"name", o.name}, {"uid", o.uid}, {"apiVersion", o.api_version}};
+  if (!o.namespace_.empty()) involved["namespace"] = o.namespace_;
+  if (!o.field_path.empty()) involved["fieldPath"] = o.field_path;
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata", {{"name", event_name}, {"namespace", ns}}},
+      {"involvedObject", involved},
+      {"reason", p.reason},
+      {"message", p.message},
+      {"type", p.type},
+      {"source", {{"component", options_.component}, {"host", options_.node_name}}},
+      {"firstTimestamp", now},
+      {"lastTimestamp", now},
+      {"count", 1},
+      {"reportingComponent", options_.component},
+      {"reportingInstance", options_.node_name},
+  };
 }
 
 void recordManifestError(EventRecorder& recorder, const config::ManifestError& error) {

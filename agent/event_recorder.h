@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/async_rest_client.h"
@@ -83,7 +84,16 @@ class EventRecorder : public std::enable_shared_from_this<EventRecorder> {
     int64_t count = 0;
     std::string first_timestamp;
   };
+  enum class RepeatResult { kPatched, kFailed, kExpired };
   asio::awaitable<void> drain();
+  // drain's steps for one event.
+  asio::awaitable<void> recordToSink(Pending p);
+  static std::string eventKey(const Pending& p, const std::string& ns);
+  // PATCHes the Event `seen` names with count+1; kExpired when that Event is gone.
+  asio::awaitable<RepeatResult> patchRepeat(Pending p, std::string ns, std::string now, Seen seen);
+  asio::awaitable<void> postEvent(Pending p, std::string ns, std::string now, std::string key);
+  nlohmann::json makeEvent(const Pending& p, const std::string& ns, const std::string& event_name,
+                           const std::string& now) const;
 
   asio::strand<asio::any_io_executor> strand_;
   base::Clock& clock_;
