@@ -20,23 +20,27 @@ std::map<std::pair<std::string, std::string>, uint64_t> AgentMetrics::configUpda
   return config_updates_;
 }
 
-void writeAgentMetrics(std::ostream& out, const AgentMetrics& m, const Pleg& pleg,
-                       const SyncLoop& sync_loop, std::string_view node_name) {
-  auto counter = [&](const char* name, const char* help, uint64_t v) {
-    writeMetricHeader(out, name, "counter", help);
-    out << name << ' ' << v << '\n';
-  };
-  auto gauge = [&](const char* name, const char* help, uint64_t v) {
-    writeMetricHeader(out, name, "gauge", help);
-    out << name << ' ' << v << '\n';
-  };
-  // kubelet's names, where kubelet has the same measure.
+namespace {
+
+void writeCounter(std::ostream& out, const char* name, const char* help, uint64_t v) {
+  writeMetricHeader(out, name, "counter", help);
+  out << name << ' ' << v << '\n';
+}
+
+void writeGauge(std::ostream& out, const char* name, const char* help, uint64_t v) {
+  writeMetricHeader(out, name, "gauge", help);
+  out << name << ' ' << v << '\n';
+}
+
+// kubelet's names, where kubelet has the same measure.
+void writeKubeletMetrics(std::ostream& out, const AgentMetrics& m, const Pleg& pleg,
+                         std::string_view node_name) {
   writeMetricHeader(out, "kubelet_node_name", "gauge", "The node's name. The count is always 1.");
   out << "kubelet_node_name{node=\"" << base::prometheusLabelValue(node_name) << "\"} 1\n";
-  gauge("kubelet_running_pods",
-        "Number of pods that have a running container, as of the last "
-        "PLEG relist.",
-        pleg.runningPods());
+  writeGauge(out, "kubelet_running_pods",
+             "Number of pods that have a running container, as of the last "
+             "PLEG relist.",
+             pleg.runningPods());
   writeMetricHeader(out, "kubelet_running_containers", "gauge",
                     "Number of containers currently running, as of the last PLEG relist.");
   out << "kubelet_running_containers{container_state=\"running\"} " << pleg.runningContainers()
@@ -59,30 +63,45 @@ void writeAgentMetrics(std::ostream& out, const AgentMetrics& m, const Pleg& ple
   writeMetricHeader(out, "kubelet_pleg_relist_interval_seconds", "histogram",
                     "Interval in seconds between relisting in PLEG.");
   pleg.relistInterval().write(out, "kubelet_pleg_relist_interval_seconds");
+}
 
-  // nodeagent's own.
-  counter("nodeagent_sync_pod_total", "syncPod calls.", m.sync_pod_total.load());
-  counter("nodeagent_sync_pod_errors_total", "syncPod calls that returned an error.",
-          m.sync_pod_errors.load());
-  counter("nodeagent_containers_started_total", "Containers started.", m.containers_started.load());
-  counter("nodeagent_containers_killed_total", "Containers killed.", m.containers_killed.load());
-  counter("nodeagent_pods_rejected_total", "Pods rejected by admission.", m.pods_rejected.load());
-  counter("nodeagent_housekeeping_total", "Housekeeping runs.", m.housekeeping_runs.load());
-  counter("nodeagent_housekeeping_skipped_total",
-          "Housekeeping runs that found nothing changed and did no work.",
-          m.housekeeping_skipped.load());
-  counter("nodeagent_housekeeping_waiting_for_sources_total",
-          "Housekeeping runs not done because a pod source has not been seen: containers of "
-          "removed pods are not cleaned up meanwhile.",
-          sync_loop.housekeepingWaitingForSources());
-  counter("nodeagent_pleg_relist_total", "PLEG relists.", pleg.relistCount());
-  counter("nodeagent_pleg_events_total", "PLEG events.", pleg.eventCount());
+// nodeagent's own.
+void writeNodeagentMetrics(std::ostream& out, const AgentMetrics& m, const Pleg& pleg,
+                           const SyncLoop& sync_loop) {
+  writeCounter(out, "nodeagent_sync_pod_total", "syncPod calls.", m.sync_pod_total.load());
+  writeCounter(out, "nodeagent_sync_pod_errors_total", "syncPod calls that returned an error.",
+               m.sync_pod_errors.load());
+  writeCounter(out, "nodeagent_containers_started_total", "Containers started.",
+               m.containers_started.load());
+  writeCounter(out, "nodeagent_containers_killed_total", "Containers killed.",
+               m.containers_killed.load());
+  writeCounter(out, "nodeagent_pods_rejected_total", "Pods rejected by admission.",
+               m.pods_rejected.load());
+  writeCounter(out, "nodeagent_housekeeping_total", "Housekeeping runs.",
+               m.housekeeping_runs.load());
+  writeCounter(out, "nodeagent_housekeeping_skipped_total",
+               "Housekeeping runs that found nothing changed and did no work.",
+               m.housekeeping_skipped.load());
+  writeCounter(out, "nodeagent_housekeeping_waiting_for_sources_total",
+               "Housekeeping runs not done because a pod source has not been seen: containers of "
+               "removed pods are not cleaned up meanwhile.",
+               sync_loop.housekeepingWaitingForSources());
+  writeCounter(out, "nodeagent_pleg_relist_total", "PLEG relists.", pleg.relistCount());
+  writeCounter(out, "nodeagent_pleg_events_total", "PLEG events.", pleg.eventCount());
   writeMetricHeader(out, "nodeagent_config_updates_total", "counter",
                     "Pod updates from PodConfig by op and source.");
   for (const auto& [key, count] : m.configUpdates()) {
     out << "nodeagent_config_updates_total{op=\"" << key.first << "\",source=\"" << key.second
         << "\"} " << count << '\n';
   }
+}
+
+}  // namespace
+
+void writeAgentMetrics(std::ostream& out, const AgentMetrics& m, const Pleg& pleg,
+                       const SyncLoop& sync_loop, std::string_view node_name) {
+  writeKubeletMetrics(out, m, pleg, node_name);
+  writeNodeagentMetrics(out, m, pleg, sync_loop);
   writeProcessMetrics(out);
 }
 
