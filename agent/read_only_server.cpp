@@ -46,6 +46,74 @@ struct ReadOnlyServer::Impl {
     // when needed, until the pod or its status changes.
     std::shared_ptr<const std::string> whole;
   };
+  // The entries of the next answer: each pod's entry of the last answer, or a new one.
+  class NextEntries {
+   public:
+    explicit NextEntries(std::vector<PodEntry> old) : old_(std::move(old)) {
+      fresh_.reserve(old_.size() + 16);
+    }
+    // The entry of the pod `uid`; pods come in UID order. Valid until the next call.
+    PodEntry& take(const std::string& uid) {
+      while (next_old_ < old_.size() && old_[next_old_].uid < uid) ++next_old_;
+      if (next_old_ < old_.size() && old_[next_old_].uid == uid) {
+        fresh_.push_back(std::move(old_[next_old_++]));
+      } else {
+        fresh_.push_back(PodEntry{uid, nullptr, std::nullopt, std::nullopt, nullptr, nullptr});
+      }
+      return fresh_.back();
+    }
+    // The entries taken; pods that are gone drop out.
+    std::vector<PodEntry> taken() && { return std::move(fresh_); }
+
+   private:
+    std::vector<PodEntry> old_;
+    size_t next_old_ = 0;
+    std::vector<PodEntry> fresh_;
+  };
+
+  // Brings a pod's entry up to date with its raw text and its status as of `stamp`.
+  static void updateEntry(PodEntry& e, const api::Pod& pod, std::optional<uint64_t> stamp,
+                          const AgentView::StatusFetch& fetch) {
+    if (e.raw != pod.raw || !e.raw) {
+      e.raw = pod.raw;
+      e.slot = e.raw ? api::findStatusSlot(*e.raw) : std::nullopt;
+      e.whole.reset();
+    }
+    if (stamp != e.stamp) {
+      // New or changed. The status read now may be newer than `stamp`: then the next request
+      // sees another stamp and writes it again.
+      e.stamp = stamp;
+      e.status_json.reset();
+      e.whole.reset();
+      if (auto status = stamp ? fetch() : std::nullopt) {
+        std::string json;
+        api::appendCanonicalJson(api::encodePodStatus(*status), json);
+        e.status_json = std::make_shared<const std::string>(std::move(json));
+      }
+    }
+  }
+
+  // Adds a pod's text: its raw JSON with the status JSON in its status slot, else its raw JSON
+  // as it is (its own status), else the whole pod written out.
+  static void addPod(PodsText& text, PodEntry& e, const api::Pod& pod) {
+    if (e.slot && e.status_json) {
+      for (std::string_view piece : api::withStatusAtPieces(*e.raw, *e.slot, *e.status_json)) {
+        text.add(piece);
+      }
+      text.held.push_back(e.raw);
+      text.held.push_back(e.status_json);
+    } else if (e.slot) {
+      text.add(e.raw);  // its own status
+    } else {
+      if (!e.whole) {
+        std::string whole;
+        api::appendPodJsonWithStatusJson(pod, e.status_json ? *e.status_json : "", whole);
+        e.whole = std::make_shared<const std::string>(std::move(whole));
+      }
+      text.add(e.whole);
+    }
+  }
+
   std::mutex cache_mu;
   std::vector<PodEntry> pods;
   // The last answer and the version of the agent's pods and statuses it was made for.
@@ -54,8 +122,7 @@ struct ReadOnlyServer::Impl {
 };
 
 ReadOnlyServer::ReadOnlyServer(asio::any_io_executor executor, base::Clock& clock,
-                               const AgentView& agent,
-                               ReadOnlyServerOptions options)
+                               const AgentView& agent, ReadOnlyServerOptions options)
     : agent_(agent),
       options_(std::move(options)),
       impl_(std::make_unique<Impl>()),
@@ -81,57 +148,16 @@ std::shared_ptr<const PodsText> ReadOnlyServer::podsText() {
   }
   text->add(R"({"apiVersion":"v1","items":[)");
   bool first = true;
-  std::vector<Impl::PodEntry> old = std::move(impl_->pods);
-  std::vector<Impl::PodEntry> fresh;
-  fresh.reserve(old.size() + 16);
-  size_t next_old = 0;
-  agent_.visitPodsWithStatus([&](const api::Pod& pod, std::optional<uint64_t> stamp,
-                                 const AgentView::StatusFetch& fetch) {
-    if (!first) text->add(",");
-    first = false;
-    const std::string& uid = pod.metadata.uid;
-    while (next_old < old.size() && old[next_old].uid < uid) ++next_old;
-    if (next_old < old.size() && old[next_old].uid == uid) {
-      fresh.push_back(std::move(old[next_old++]));
-    } else {
-      fresh.push_back(Impl::PodEntry{uid, nullptr, std::nullopt, std::nullopt, nullptr, nullptr});
-    }
-    auto& e = fresh.back();
-    if (e.raw != pod.raw || !e.raw) {
-      e.raw = pod.raw;
-      e.slot = e.raw ? api::findStatusSlot(*e.raw) : std::nullopt;
-      e.whole.reset();
-    }
-    if (stamp != e.stamp) {
-      // New or changed. The status read now may be newer than `stamp`: then the next request
-      // sees another stamp and writes it again.
-      e.stamp = stamp;
-      e.status_json.reset();
-      e.whole.reset();
-      if (auto status = stamp ? fetch() : std::nullopt) {
-        std::string json;
-        api::appendCanonicalJson(api::encodePodStatus(*status), json);
-        e.status_json = std::make_shared<const std::string>(std::move(json));
-      }
-    }
-    if (e.slot && e.status_json) {
-      for (std::string_view piece : api::withStatusAtPieces(*e.raw, *e.slot, *e.status_json)) {
-        text->add(piece);
-      }
-      text->held.push_back(e.raw);
-      text->held.push_back(e.status_json);
-    } else if (e.slot) {
-      text->add(e.raw);  // its own status
-    } else {
-      if (!e.whole) {
-        std::string whole;
-        api::appendPodJsonWithStatusJson(pod, e.status_json ? *e.status_json : "", whole);
-        e.whole = std::make_shared<const std::string>(std::move(whole));
-      }
-      text->add(e.whole);
-    }
-  });
-  impl_->pods = std::move(fresh);  // pods that are gone drop out
+  Impl::NextEntries entries(std::move(impl_->pods));
+  agent_.visitPodsWithStatus(
+      [&](const api::Pod& pod, std::optional<uint64_t> stamp, const AgentView::StatusFetch& fetch) {
+        if (!first) text->add(",");
+        first = false;
+        auto& e = entries.take(pod.metadata.uid);
+        Impl::updateEntry(e, pod, stamp, fetch);
+        Impl::addPod(*text, e, pod);
+      });
+  impl_->pods = std::move(entries).taken();  // pods that are gone drop out
   text->add(R"(],"kind":"PodList","metadata":{}})");
   impl_->text = std::move(text);
   impl_->text_version = version;
