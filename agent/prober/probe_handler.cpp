@@ -127,7 +127,7 @@ class Connection {
     co_return std::nullopt;
   }
 
-  asio::awaitable<std::optional<std::string>> handshake(const std::string& host) {
+  asio::awaitable<std::optional<std::string>> handshake(std::string host) {
     ssl_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_client);
     ssl_ctx_->set_verify_mode(ssl::verify_none);
     tls_ = std::make_unique<ssl::stream<tcp::socket&>>(socket_, *ssl_ctx_);
@@ -140,7 +140,8 @@ class Connection {
     co_return std::nullopt;
   }
 
-  asio::awaitable<void> write(const std::string& data, boost::system::error_code& ec) {
+  asio::awaitable<boost::system::error_code> write(std::string data) {
+    boost::system::error_code ec;
     if (tls_) {
       co_await asio::async_write(*tls_, asio::buffer(data),
                                  asio::redirect_error(asio::use_awaitable, ec));
@@ -148,8 +149,10 @@ class Connection {
       co_await asio::async_write(socket_, asio::buffer(data),
                                  asio::redirect_error(asio::use_awaitable, ec));
     }
+    co_return ec;
   }
 
+  // `buf` and `ec` are the awaiting coroutine's, which awaits this at once: they outlive it.
   asio::awaitable<size_t> readSome(char* buf, size_t size, boost::system::error_code& ec) {
     size_t n = 0;
     if (tls_) {
@@ -180,7 +183,101 @@ std::string timeoutText(const std::string& url, base::Duration timeout) {
          std::to_string(secs) + "s)";
 }
 
-// One GET (no redirects), bounded by `timeout`: the response or an error text.
+// The request line and headers of a GET: the probe's headers, and Host, User-Agent and Accept
+// unless it gives them.
+std::string requestText(const std::string& host, int port, const std::string& path,
+                        const std::vector<api::HTTPHeader>& headers) {
+  std::string request = "GET " + path + " HTTP/1.1\r\n";
+  bool have_host = false, have_agent = false, have_accept = false;
+  std::string extra;
+  for (const auto& h : headers) {
+    if (iequals(h.name, "Host")) have_host = true;
+    if (iequals(h.name, "User-Agent")) have_agent = true;
+    if (iequals(h.name, "Accept")) have_accept = true;
+    extra += h.name + ": " + h.value + "\r\n";
+  }
+  if (!have_host) request += "Host: " + hostPort(host, port) + "\r\n";
+  if (!have_agent) request += "User-Agent: " + std::string(kUserAgent) + "\r\n";
+  if (!have_accept) request += "Accept: */*\r\n";
+  request += extra + "Connection: close\r\n\r\n";
+  return request;
+}
+
+// A response's status line and the headers a probe uses.
+struct ResponseHead {
+  int code = 0;
+  std::string location;
+  // How much of the body to read: up to 10 KiB, and no more than its Content-Length.
+  size_t body_limit = kMaxHttpBody;
+};
+
+// One header line: Location and Content-Length are kept.
+void parseHeaderLine(std::string_view line, ResponseHead& head) {
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos) return;
+  auto name = line.substr(0, colon);
+  auto value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  if (iequals(name, "Location")) head.location = std::string(value);
+  if (iequals(name, "Content-Length")) {
+    size_t length = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+    if (ec == std::errc()) head.body_limit = std::min(head.body_limit, length);
+  }
+}
+
+// The status line and headers of a response whose head ends at `header_end`, or an error text.
+std::variant<ResponseHead, std::string> parseHead(const std::string& data, size_t header_end) {
+  ResponseHead head;
+  // "HTTP/1.1 200 OK"
+  if (data.rfind("HTTP/", 0) != 0 || data.size() < 12) return "malformed HTTP response";
+  size_t sp = data.find(' ');
+  auto [end, cerr] = std::from_chars(data.data() + sp + 1, data.data() + sp + 4, head.code);
+  if (cerr != std::errc() || end != data.data() + sp + 4) return "malformed HTTP status line";
+  size_t pos = data.find("\r\n") + 2;
+  while (pos < header_end) {
+    size_t eol = data.find("\r\n", pos);
+    parseHeaderLine(std::string_view(data.data() + pos, eol - pos), head);
+    pos = eol + 2;
+  }
+  return head;
+}
+
+// Reads the response to the request written on `conn`: the response or an error text. `conn` is
+// in the frame of the coroutine that awaits this at once, so it outlives the call.
+asio::awaitable<std::variant<HttpResponse, std::string>> readResponse(Connection& conn,
+                                                                      std::string url,
+                                                                      base::Duration timeout) {
+  boost::system::error_code ec;
+  std::string data;
+  char buf[4096];
+  size_t header_end = std::string::npos;
+  while (header_end == std::string::npos) {
+    size_t n = co_await conn.readSome(buf, sizeof buf, ec);
+    data.append(buf, n);
+    header_end = data.find("\r\n\r\n");
+    if (header_end != std::string::npos) break;
+    if (ec || data.size() > kMaxHttpHeader) {
+      if (conn.expired()) co_return timeoutText(url, timeout);
+      co_return "Get \"" + url + "\": " + (ec ? ec.message() : "malformed HTTP response");
+    }
+  }
+  auto parsed = parseHead(data, header_end);
+  if (auto* err = std::get_if<std::string>(&parsed)) co_return "Get \"" + url + "\": " + *err;
+  auto& head = std::get<ResponseHead>(parsed);
+  HttpResponse response{head.code, std::move(head.location), ""};
+  // The body only makes the probe's output: up to 10 KiB, and a read error or the deadline
+  // while reading it leaves the result as the status code says.
+  response.body = data.substr(header_end + 4, head.body_limit);
+  while (response.body.size() < head.body_limit && !ec) {
+    size_t n = co_await conn.readSome(buf, sizeof buf, ec);
+    response.body.append(buf, std::min(n, head.body_limit - response.body.size()));
+  }
+  co_return response;
+}
+
+// One GET (no redirects), bounded by `timeout`: the response or an error text. `clock` is the
+// agent's, which outlives every probe.
 asio::awaitable<std::variant<HttpResponse, std::string>> getOnce(
     base::Clock& clock, bool https, std::string host, int port, std::string path,
     std::vector<api::HTTPHeader> headers, base::Duration timeout) {
@@ -197,75 +294,12 @@ asio::awaitable<std::variant<HttpResponse, std::string>> getOnce(
     auto handshake = conn.handshake(host);
     if (auto err = co_await std::move(handshake)) co_return "Get \"" + url + "\": " + *err;
   }
-  std::string request = "GET " + path + " HTTP/1.1\r\n";
-  bool have_host = false, have_agent = false, have_accept = false;
-  std::string extra;
-  for (const auto& h : headers) {
-    if (iequals(h.name, "Host")) have_host = true;
-    if (iequals(h.name, "User-Agent")) have_agent = true;
-    if (iequals(h.name, "Accept")) have_accept = true;
-    extra += h.name + ": " + h.value + "\r\n";
-  }
-  if (!have_host) request += "Host: " + hostPort(host, port) + "\r\n";
-  if (!have_agent) request += "User-Agent: " + std::string(kUserAgent) + "\r\n";
-  if (!have_accept) request += "Accept: */*\r\n";
-  request += extra + "Connection: close\r\n\r\n";
-  boost::system::error_code ec;
-  co_await conn.write(request, ec);
-  if (ec)
+  auto writing = conn.write(requestText(host, port, path, headers));
+  if (auto ec = co_await std::move(writing)) {
     co_return conn.expired() ? timeoutText(url, timeout) : "Get \"" + url + "\": " + ec.message();
-
-  std::string data;
-  char buf[4096];
-  size_t header_end = std::string::npos;
-  while (header_end == std::string::npos) {
-    size_t n = co_await conn.readSome(buf, sizeof buf, ec);
-    data.append(buf, n);
-    header_end = data.find("\r\n\r\n");
-    if (header_end != std::string::npos) break;
-    if (ec || data.size() > kMaxHttpHeader) {
-      if (conn.expired()) co_return timeoutText(url, timeout);
-      co_return "Get \"" + url + "\": " + (ec ? ec.message() : "malformed HTTP response");
-    }
   }
-  HttpResponse response;
-  // "HTTP/1.1 200 OK"
-  if (data.rfind("HTTP/", 0) != 0 || data.size() < 12) {
-    co_return "Get \"" + url + "\": malformed HTTP response";
-  }
-  size_t sp = data.find(' ');
-  auto [end, cerr] = std::from_chars(data.data() + sp + 1, data.data() + sp + 4, response.code);
-  if (cerr != std::errc() || end != data.data() + sp + 4) {
-    co_return "Get \"" + url + "\": malformed HTTP status line";
-  }
-  size_t pos = data.find("\r\n") + 2;
-  size_t body_limit = kMaxHttpBody;
-  while (pos < header_end) {
-    size_t eol = data.find("\r\n", pos);
-    std::string_view line(data.data() + pos, eol - pos);
-    auto colon = line.find(':');
-    if (colon != std::string_view::npos) {
-      auto name = line.substr(0, colon);
-      auto value = line.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-        value.remove_prefix(1);
-      if (iequals(name, "Location")) response.location = std::string(value);
-      if (iequals(name, "Content-Length")) {
-        size_t length = 0;
-        auto [end, ec2] = std::from_chars(value.data(), value.data() + value.size(), length);
-        if (ec2 == std::errc()) body_limit = std::min(body_limit, length);
-      }
-    }
-    pos = eol + 2;
-  }
-  // The body only makes the probe's output: up to 10 KiB, and a read error or the deadline
-  // while reading it leaves the result as the status code says.
-  response.body = data.substr(header_end + 4, body_limit);
-  while (response.body.size() < body_limit && !ec) {
-    size_t n = co_await conn.readSome(buf, sizeof buf, ec);
-    response.body.append(buf, std::min(n, body_limit - response.body.size()));
-  }
-  co_return response;
+  auto reading = readResponse(conn, url, timeout);
+  co_return co_await std::move(reading);
 }
 
 struct Url {
@@ -313,7 +347,8 @@ std::optional<Url> redirectTarget(const Url& from, const std::string& location) 
 }
 
 // kubelet's DoHTTPProbe with followNonLocalRedirects=false: redirects on the same host are
-// followed, a redirect elsewhere ends the probe with a Warning (a success).
+// followed, a redirect elsewhere ends the probe with a Warning (a success). `clock` is the
+// agent's, which outlives every probe.
 asio::awaitable<ProbeOutcome> httpProbe(base::Clock& clock, Url url,
                                         std::vector<api::HTTPHeader> headers,
                                         base::Duration timeout) {

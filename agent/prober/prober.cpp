@@ -336,37 +336,7 @@ asio::awaitable<void> Prober::runProbe(std::shared_ptr<Prober> self, std::shared
     if (outcome.kind != Kind::kUnknown) {  // an error keeps the previous result
       const ProbeResult r =
           outcome.kind == Kind::kFailure ? ProbeResult::kFailure : ProbeResult::kSuccess;
-      if (w->last_result == r) {
-        ++w->result_run;
-      } else {
-        w->last_result = r;
-        w->result_run = 1;
-      }
-      const bool below =
-          (r == ProbeResult::kFailure && w->result_run < w->spec.failure_threshold) ||
-          (r == ProbeResult::kSuccess && w->result_run < w->spec.success_threshold);
-      if (!below) {
-        changed = w->result != r;
-        w->result = r;
-        if (r == ProbeResult::kFailure && w->type != ProbeType::kReadiness) {
-          // The container is restarted: stop probing it until a new container runs.
-          w->on_hold = true;
-          w->result_run = 0;
-        }
-        if (changed && r == ProbeResult::kSuccess && w->type == ProbeType::kStartup) {
-          // kubelet's manual trigger: probe readiness and liveness now rather than a period later.
-          auto it = self->pods_.find(w->pod_uid);
-          if (it != self->pods_.end()) {
-            for (auto& other : it->second.workers) {
-              if (other->container_name == w->container_name && other.get() != w.get() &&
-                  other->container_id == w->container_id && other->running) {
-                ++other->generation;
-                triggers.push_back({other, other->generation, base::Duration::zero()});
-              }
-            }
-          }
-        }
-      }
+      changed = self->recordResultLocked(*w, r, triggers);
     }
     rearm = !w->on_hold && !(w->type == ProbeType::kStartup && w->result == ProbeResult::kSuccess);
   }
@@ -379,6 +349,41 @@ asio::awaitable<void> Prober::runProbe(std::shared_ptr<Prober> self, std::shared
     self->arm(w, generation, std::max<base::Duration>(period - elapsed, base::Duration::zero()));
   }
   self->apply(std::move(triggers), {});
+}
+
+bool Prober::recordResultLocked(Worker& w, ProbeResult r, std::vector<Schedule>& triggers) {
+  if (w.last_result == r) {
+    ++w.result_run;
+  } else {
+    w.last_result = r;
+    w.result_run = 1;
+  }
+  const bool below = (r == ProbeResult::kFailure && w.result_run < w.spec.failure_threshold) ||
+                     (r == ProbeResult::kSuccess && w.result_run < w.spec.success_threshold);
+  if (below) return false;
+  const bool changed = w.result != r;
+  w.result = r;
+  if (r == ProbeResult::kFailure && w.type != ProbeType::kReadiness) {
+    // The container is restarted: stop probing it until a new container runs.
+    w.on_hold = true;
+    w.result_run = 0;
+  }
+  if (changed && r == ProbeResult::kSuccess && w.type == ProbeType::kStartup) {
+    triggerAfterStartupLocked(w, triggers);
+  }
+  return changed;
+}
+
+void Prober::triggerAfterStartupLocked(const Worker& startup, std::vector<Schedule>& triggers) {
+  auto it = pods_.find(startup.pod_uid);
+  if (it == pods_.end()) return;
+  for (auto& other : it->second.workers) {
+    if (other->container_name == startup.container_name && other.get() != &startup &&
+        other->container_id == startup.container_id && other->running) {
+      ++other->generation;
+      triggers.push_back({other, other->generation, base::Duration::zero()});
+    }
+  }
 }
 
 std::string_view Prober::failedProbe(const std::string& pod_uid, const std::string& container_name,

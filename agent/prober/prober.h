@@ -93,6 +93,12 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
   void tick(const std::shared_ptr<Worker>& w, uint64_t generation);
   static asio::awaitable<void> runProbe(std::shared_ptr<Prober> self, std::shared_ptr<Worker> w,
                                         uint64_t generation, ProbeTarget target);
+  // A probe's result (not an error) for the worker: kubelet's doProbe counts runs of the same
+  // result and takes it once failureThreshold/successThreshold runs agree. True when the
+  // worker's result changed; a startup success adds the triggers of its container's other probes.
+  bool recordResultLocked(Worker& w, ProbeResult r, std::vector<Schedule>& triggers);
+  // kubelet's manual trigger: probe readiness and liveness now rather than a period later.
+  void triggerAfterStartupLocked(const Worker& startup, std::vector<Schedule>& triggers);
   const Worker* findLocked(const std::string& pod_uid, const std::string& container,
                            ProbeType type) const;
 
