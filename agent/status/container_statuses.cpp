@@ -45,18 +45,17 @@ api::ContainerStatus convertContainerStatus(const runtime::ContainerStatus& cs) 
   return status;
 }
 
-}  // namespace
+using StatusesByName = std::map<std::string, api::ContainerStatus>;
 
-std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
-    const api::Pod& pod, const runtime::PodStatus& pod_status,
-    const std::vector<api::ContainerStatus>& previous,
-    const std::vector<api::Container>& containers, bool has_init_containers, bool is_init_container,
-    const StartFailures& failures) {
-  std::map<std::string, api::ContainerStatus> statuses;
+// Every container Waiting (PodInitializing or ContainerCreating), with the restart count and last
+// state of its previous status; a previous terminated status is kept whole.
+StatusesByName defaultStatuses(const std::vector<api::Container>& containers,
+                               const std::vector<api::ContainerStatus>& previous,
+                               bool has_init_containers) {
+  StatusesByName statuses;
   api::ContainerState default_state;
   default_state.waiting =
       api::ContainerStateWaiting{has_init_containers ? "PodInitializing" : "ContainerCreating", ""};
-
   for (const auto& container : containers) {
     auto old = std::find_if(previous.begin(), previous.end(), [&](const api::ContainerStatus& s) {
       return s.name == container.name;
@@ -74,8 +73,11 @@ std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
       status.last_state = old->last_state;
     }
   }
+  return statuses;
+}
 
-  // The runtime's statuses are newest first: the newest is the state, the next the last state.
+// The runtime's statuses are newest first: the newest is the state, the next the last state.
+void applyRuntimeStatuses(StatusesByName& statuses, const runtime::PodStatus& pod_status) {
   std::map<std::string, int> seen;
   for (const auto& cs : pod_status.container_statuses) {
     auto it = statuses.find(cs.name);
@@ -90,8 +92,13 @@ std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
     }
     ++count;
   }
+}
 
-  // Containers that will be restarted and whose last start failed are Waiting with the reason.
+// Containers that will be restarted and whose last start failed are Waiting with the reason.
+void applyStartFailures(StatusesByName& statuses, const api::Pod& pod,
+                        const runtime::PodStatus& pod_status,
+                        const std::vector<api::Container>& containers, bool is_init_container,
+                        const StartFailures& failures) {
   for (const auto& container : containers) {
     const auto* cs = pod_status.findContainerStatusByName(container.name);
     if (is_init_container && cs != nullptr && cs->state == runtime::ContainerState::kExited &&
@@ -107,8 +114,10 @@ std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
     status.state.waiting =
         api::ContainerStateWaiting{failure->second.reason, failure->second.message};
   }
+}
 
-  // Readiness without probes: running app containers and successfully finished init containers.
+// Readiness without probes: running app containers and successfully finished init containers.
+void setReadinessWithoutProbes(StatusesByName& statuses, bool is_init_container) {
   for (auto& [name, status] : statuses) {
     if (is_init_container) {
       status.ready = status.state.terminated && status.state.terminated->exit_code == 0;
@@ -117,7 +126,12 @@ std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
       status.started = status.state.running.has_value();
     }
   }
+}
 
+// Init containers in the spec's order, app containers sorted by name.
+std::vector<api::ContainerStatus> orderedStatuses(StatusesByName& statuses,
+                                                  const std::vector<api::Container>& containers,
+                                                  bool is_init_container) {
   std::vector<api::ContainerStatus> out;
   out.reserve(statuses.size());
   if (is_init_container) {
@@ -126,6 +140,20 @@ std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
     for (auto& [name, status] : statuses) out.push_back(std::move(status));  // sorted by name
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<api::ContainerStatus> convertToAPIContainerStatuses(
+    const api::Pod& pod, const runtime::PodStatus& pod_status,
+    const std::vector<api::ContainerStatus>& previous,
+    const std::vector<api::Container>& containers, bool has_init_containers, bool is_init_container,
+    const StartFailures& failures) {
+  auto statuses = defaultStatuses(containers, previous, has_init_containers);
+  applyRuntimeStatuses(statuses, pod_status);
+  applyStartFailures(statuses, pod, pod_status, containers, is_init_container, failures);
+  setReadinessWithoutProbes(statuses, is_init_container);
+  return orderedStatuses(statuses, containers, is_init_container);
 }
 
 }  // namespace nodeagent::agent

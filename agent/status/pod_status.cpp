@@ -2,68 +2,92 @@
 
 namespace nodeagent::agent {
 
-std::string getPhase(const api::PodSpec& spec,
-                     const std::vector<api::ContainerStatus>& init_statuses,
-                     const std::vector<api::ContainerStatus>& statuses) {
-  int pending_initialization = 0;
-  int failed_initialization = 0;
+namespace {
+
+// How many init containers are still to run to completion, and how many failed.
+struct InitContainerCounts {
+  int pending = 0;
+  int failed = 0;
+};
+
+InitContainerCounts countInitContainers(const api::PodSpec& spec,
+                                        const std::vector<api::ContainerStatus>& init_statuses) {
+  InitContainerCounts n;
   for (const auto& container : spec.init_containers) {
     const auto* status = findContainerStatus(init_statuses, container.name);
     if (status == nullptr) {
-      ++pending_initialization;
+      ++n.pending;
       continue;
     }
     const auto& state = status->state;
     if (state.running) {
-      ++pending_initialization;
+      ++n.pending;
     } else if (state.terminated) {
-      if (state.terminated->exit_code != 0) ++failed_initialization;
+      if (state.terminated->exit_code != 0) ++n.failed;
     } else if (state.waiting) {
       if (status->last_state.terminated) {
-        if (status->last_state.terminated->exit_code != 0) ++failed_initialization;
+        if (status->last_state.terminated->exit_code != 0) ++n.failed;
       } else {
-        ++pending_initialization;
+        ++n.pending;
       }
     } else {
-      ++pending_initialization;
+      ++n.pending;
     }
   }
+  return n;
+}
 
+// The app containers by state, as kubelet's getPhase counts them: a waiting container that ran
+// before counts as stopped; `succeeded` are the stopped ones that exited 0.
+struct ContainerCounts {
   int unknown = 0;
   int running = 0;
   int waiting = 0;
   int stopped = 0;
   int succeeded = 0;
+};
+
+ContainerCounts countContainers(const api::PodSpec& spec,
+                                const std::vector<api::ContainerStatus>& statuses) {
+  ContainerCounts n;
   for (const auto& container : spec.containers) {
     const auto* status = findContainerStatus(statuses, container.name);
     if (status == nullptr) {
-      ++unknown;
+      ++n.unknown;
       continue;
     }
     const auto& state = status->state;
     if (state.running) {
-      ++running;
+      ++n.running;
     } else if (state.terminated) {
-      ++stopped;
-      if (state.terminated->exit_code == 0) ++succeeded;
+      ++n.stopped;
+      if (state.terminated->exit_code == 0) ++n.succeeded;
     } else if (state.waiting) {
       if (status->last_state.terminated) {
-        ++stopped;
+        ++n.stopped;
       } else {
-        ++waiting;
+        ++n.waiting;
       }
     } else {
-      ++unknown;
+      ++n.unknown;
     }
   }
+  return n;
+}
 
-  if (failed_initialization > 0 && spec.restart_policy == "Never")
-    return std::string(api::kPhaseFailed);
-  if (pending_initialization > 0 || waiting > 0) return std::string(api::kPhasePending);
-  if (running > 0 && unknown == 0) return std::string(api::kPhaseRunning);
-  if (running == 0 && stopped > 0 && unknown == 0) {
+}  // namespace
+
+std::string getPhase(const api::PodSpec& spec,
+                     const std::vector<api::ContainerStatus>& init_statuses,
+                     const std::vector<api::ContainerStatus>& statuses) {
+  const InitContainerCounts init = countInitContainers(spec, init_statuses);
+  const ContainerCounts n = countContainers(spec, statuses);
+  if (init.failed > 0 && spec.restart_policy == "Never") return std::string(api::kPhaseFailed);
+  if (init.pending > 0 || n.waiting > 0) return std::string(api::kPhasePending);
+  if (n.running > 0 && n.unknown == 0) return std::string(api::kPhaseRunning);
+  if (n.running == 0 && n.stopped > 0 && n.unknown == 0) {
     if (spec.restart_policy == "Always") return std::string(api::kPhaseRunning);
-    if (stopped == succeeded) return std::string(api::kPhaseSucceeded);
+    if (n.stopped == n.succeeded) return std::string(api::kPhaseSucceeded);
     if (spec.restart_policy == "Never") return std::string(api::kPhaseFailed);
     return std::string(api::kPhaseRunning);  // OnFailure: the failed ones restart
   }

@@ -194,69 +194,94 @@ void StatusManager::terminatePod(const api::Pod& pod) {
   updateStatusInternal(pod, std::move(status), true);
 }
 
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static auto l = base::logger("status");
+  return l;
+}
+
+// False (logged) when `status` takes a container from terminated back to another state and the
+// pod's restart policy forbids it.
+bool checkStateTransitions(const api::Pod& pod, const api::PodStatus& old,
+                           const api::PodStatus& status) {
+  std::string why;
+  if (!checkContainerStateTransition(old.container_statuses, status.container_statuses,
+                                     pod.spec.restart_policy, &why) ||
+      !checkContainerStateTransition(old.init_container_statuses, status.init_container_statuses,
+                                     pod.spec.restart_policy, &why)) {
+    log()->error("Status update aborted pod={} uid={} reason={}", api::podRef(pod),
+                 pod.metadata.uid, why);
+    return false;
+  }
+  return true;
+}
+
+// Terminal phases are final.
+void keepTerminalPhase(const api::Pod& pod, const api::PodStatus& old, api::PodStatus& status) {
+  if (api::isTerminalPhase(old.phase) && status.phase != old.phase) {
+    log()->debug("Keeping terminal phase pod={} phase={} wanted={}", api::podRef(pod), old.phase,
+                 status.phase);
+    status.phase = old.phase;
+  }
+}
+
+// kubelet's updateLastTransitionTime for its own conditions: the old transition time while the
+// condition's status is unchanged, else now (unless the status brings one). startTime is set
+// once.
+void updateTimes(const api::PodStatus& old, api::PodStatus& status, api::Timestamp now) {
+  for (auto& c : status.conditions) {
+    if (!podConditionByKubelet(c.type)) continue;
+    const auto* o = findCondition(old.conditions, c.type);
+    if (o != nullptr && o->status == c.status && o->last_transition_time) {
+      c.last_transition_time = o->last_transition_time;
+    } else if (!c.last_transition_time) {
+      c.last_transition_time = now;
+    }
+  }
+  if (old.start_time) {
+    status.start_time = old.start_time;
+  } else if (!status.start_time) {
+    status.start_time = now;
+  }
+}
+
+}  // namespace
+
 bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force) {
-  static auto log = base::logger("status");
   const auto& uid = pod.metadata.uid;
   std::function<void(const std::string&)> notify;
   {
     std::lock_guard lock(mu_);
     auto cached = statuses_.find(uid);
-    const api::PodStatus* old = cached != statuses_.end() ? &cached->second.status : nullptr;
-    api::PodStatus from_pod;
-    if (old == nullptr) {
-      from_pod = pod.status;
-      old = &from_pod;
-    }
-
-    std::string why;
-    if (!checkContainerStateTransition(old->container_statuses, status.container_statuses,
-                                       pod.spec.restart_policy, &why) ||
-        !checkContainerStateTransition(old->init_container_statuses, status.init_container_statuses,
-                                       pod.spec.restart_policy, &why)) {
-      log->error("Status update aborted pod={} uid={} reason={}", api::podRef(pod), uid, why);
-      return false;
-    }
-    // Terminal phases are final.
-    if (api::isTerminalPhase(old->phase) && status.phase != old->phase) {
-      log->debug("Keeping terminal phase pod={} phase={} wanted={}", api::podRef(pod), old->phase,
-                 status.phase);
-      status.phase = old->phase;
-    }
-
-    const auto now = toApiTime(clock_.wallNow());
-    for (auto& c : status.conditions) {
-      if (!podConditionByKubelet(c.type)) continue;
-      const auto* o = findCondition(old->conditions, c.type);
-      if (o != nullptr && o->status == c.status && o->last_transition_time) {
-        c.last_transition_time = o->last_transition_time;
-      } else if (!c.last_transition_time) {
-        c.last_transition_time = now;
-      }
-    }
-    if (old->start_time) {
-      status.start_time = old->start_time;
-    } else if (!status.start_time) {
-      status.start_time = now;
-    }
+    // Without a cached status, the pod's own is the old one.
+    const api::PodStatus& old = cached != statuses_.end() ? cached->second.status : pod.status;
+    if (!checkStateTransitions(pod, old, status)) return false;
+    keepTerminalPhase(pod, old, status);
+    updateTimes(old, status, toApiTime(clock_.wallNow()));
     normalizeStatus(pod, status);
 
     if (cached != statuses_.end() && !force &&
         isPodStatusByKubeletEqual(cached->second.status, status)) {
       return false;
     }
-    VersionedPodStatus next;
-    next.status = std::move(status);
-    next.version = cached != statuses_.end() ? cached->second.version + 1 : 1;
-    next.stamp = ++next_stamp_;
-    next.pod_name = pod.metadata.name;
-    next.pod_namespace = pod.metadata.namespace_;
-    if (api::isTerminalPhase(next.status.phase)) ++terminal_generation_;
-    statuses_[uid] = std::move(next);
-    ++version_;
+    storeLocked(pod, std::move(status), cached != statuses_.end() ? cached->second.version + 1 : 1);
     notify = on_change_;
   }
   if (notify) notify(uid);
   return true;
+}
+
+void StatusManager::storeLocked(const api::Pod& pod, api::PodStatus status, uint64_t version) {
+  VersionedPodStatus next;
+  next.status = std::move(status);
+  next.version = version;
+  next.stamp = ++next_stamp_;
+  next.pod_name = pod.metadata.name;
+  next.pod_namespace = pod.metadata.namespace_;
+  if (api::isTerminalPhase(next.status.phase)) ++terminal_generation_;
+  statuses_[pod.metadata.uid] = std::move(next);
+  ++version_;
 }
 
 void StatusManager::removeOrphanedStatuses(const std::set<std::string>& keep) {

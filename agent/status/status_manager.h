@@ -79,6 +79,8 @@ class StatusManager {
 
  private:
   bool updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force);
+  // Stores `status` as the pod's new version.
+  void storeLocked(const api::Pod& pod, api::PodStatus status, uint64_t version);
 
   base::Clock& clock_;
   podmanager::PodManager& pod_manager_;

@@ -135,7 +135,9 @@ asio::awaitable<void> StatusSyncer::drain() {
     queue_.pop_front();
     queued_.erase(uid);
     try {
-      co_await syncPod(uid);
+      // Named: GCC 12 destroys temporaries of a co_await expression twice.
+      auto sync = syncPod(uid);
+      co_await std::move(sync);
     } catch (const std::exception& e) {
       log()->error("Status sync failed uid={} err={}", uid, e.what());
     }
@@ -143,7 +145,10 @@ asio::awaitable<void> StatusSyncer::drain() {
   draining_ = false;
 }
 
-asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
+// As kubelet's status manager syncPod: PATCHes the apiserver's copy of the pod (a static pod's
+// mirror) with what differs from the cached status, then sends the final DELETE once a deleted
+// pod is done.
+asio::awaitable<void> StatusSyncer::syncPod(std::string uid) {
   auto vs = status_manager_.getVersionedPodStatus(uid);
   if (!vs) {
     state_.erase(uid);
@@ -151,6 +156,23 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
   }
   auto pod = pod_manager_.getPodByUID(uid);
   if (!pod) co_return;  // not (yet) in the pod manager: nothing to report to
+  api::PodPtr target = statusTarget(uid, pod);
+  if (!target) co_return;
+  auto patch = podStatusPatch(apiserverStatus(uid, target), api::encodePodStatus(vs->status));
+  if (patch.empty()) {
+    metrics_.unchanged.fetch_add(1);
+    state_[uid].synced_version = std::max(state_[uid].synced_version, vs->version);
+  } else {
+    // Named awaitables: GCC 12 destroys temporaries of a co_await expression twice.
+    auto patching = patchStatus(uid, pod, target, vs->version, std::move(patch));
+    const bool patched = co_await std::move(patching);
+    if (!patched) co_return;
+  }
+  auto deleting = maybeDelete(pod, uid);
+  co_await std::move(deleting);
+}
+
+api::PodPtr StatusSyncer::statusTarget(const std::string& uid, const api::PodPtr& pod) {
   api::PodPtr target = pod;
   if (api::isStaticPod(*pod)) {
     target = pod_manager_.getMirrorPodByPod(*pod);
@@ -160,34 +182,30 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
         target == state_[uid].gone_mirror) {
       waiting_for_mirror_.insert(uid);
       armRetry();
-      co_return;
+      return nullptr;
     }
   }
-  if (target->metadata.uid.empty()) co_return;
-  nlohmann::json base;
-  {
-    auto& st = state_[uid];
-    if (st.answered_status && st.base_pod == target) {
-      base = *st.answered_status;
-    } else {
-      // The watch delivered something since: the pod manager's copy is the newer truth.
-      st.base_pod.reset();
-      st.answered_status.reset();
-      base = api::encodePodStatus(target->status);
-    }
-  }
-  auto patch = podStatusPatch(base, api::encodePodStatus(vs->status));
-  if (patch.empty()) {
-    metrics_.unchanged.fetch_add(1);
-    state_[uid].synced_version = std::max(state_[uid].synced_version, vs->version);
-    co_await maybeDelete(pod, uid);
-    co_return;
-  }
+  if (target->metadata.uid.empty()) return nullptr;
+  return target;
+}
+
+nlohmann::json StatusSyncer::apiserverStatus(const std::string& uid, const api::PodPtr& target) {
+  auto& st = state_[uid];
+  if (st.answered_status && st.base_pod == target) return *st.answered_status;
+  // The watch delivered something since: the pod manager's copy is the newer truth.
+  st.base_pod.reset();
+  st.answered_status.reset();
+  return api::encodePodStatus(target->status);
+}
+
+asio::awaitable<bool> StatusSyncer::patchStatus(std::string uid, api::PodPtr pod,
+                                                api::PodPtr target, uint64_t version,
+                                                nlohmann::json patch) {
   nlohmann::json body = {{"metadata", {{"uid", target->metadata.uid}}},
                          {"status", std::move(patch)}};
   const std::string path = api::podStatusPath(target->metadata.namespace_, target->metadata.name);
   log()->debug("Patching pod status pod={} uid={} version={} patch={}", api::podRef(*target),
-               target->metadata.uid, vs->version, api::canonicalJson(body));
+               target->metadata.uid, version, api::canonicalJson(body));
   auto call = [path, body = std::move(body)](api::RestClient& c) {
     return c.patchJson(path, body, api::PatchType::kStrategicMerge);
   };
@@ -207,18 +225,18 @@ asio::awaitable<void> StatusSyncer::syncPod(const std::string& uid) {
       log()->warn("Failed to update pod status pod={} err={}", api::podRef(*target),
                   r.status().toString());
     }
-    co_return;
+    co_return false;
   }
   metrics_.patches.fetch_add(1);
   auto& st = state_[uid];
-  st.synced_version = std::max(st.synced_version, vs->version);
+  st.synced_version = std::max(st.synced_version, version);
   st.base_pod = target;
   st.answered_status = std::make_shared<const nlohmann::json>(
       r->is_object() ? r->value("status", nlohmann::json::object()) : nlohmann::json::object());
-  co_await maybeDelete(pod, uid);
+  co_return true;
 }
 
-asio::awaitable<void> StatusSyncer::maybeDelete(const api::PodPtr& pod, const std::string& uid) {
+asio::awaitable<void> StatusSyncer::maybeDelete(api::PodPtr pod, std::string uid) {
   if (!pod->metadata.deletion_timestamp || api::isStaticPod(*pod) || api::isMirrorPod(*pod)) {
     co_return;
   }

@@ -98,8 +98,17 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   void enqueue(const std::string& uid);
   void runQueue();
   asio::awaitable<void> drain();
-  asio::awaitable<void> syncPod(const std::string& uid);
-  asio::awaitable<void> maybeDelete(const api::PodPtr& pod, const std::string& uid);
+  asio::awaitable<void> syncPod(std::string uid);
+  // syncPod's steps. The pod whose status to PATCH (a static pod's mirror), or null while there
+  // is none (a static pod then waits for its mirror).
+  api::PodPtr statusTarget(const std::string& uid, const api::PodPtr& pod);
+  // The apiserver's copy of `target`'s status, as last known: what the patch is computed from.
+  nlohmann::json apiserverStatus(const std::string& uid, const api::PodPtr& target);
+  // Sends the patch; false when it failed (a gone mirror waits for the next one).
+  asio::awaitable<bool> patchStatus(std::string uid, api::PodPtr pod, api::PodPtr target,
+                                    uint64_t version, nlohmann::json patch);
+  // Sends the final DELETE of a deleted API pod once its resources are reclaimed.
+  asio::awaitable<void> maybeDelete(api::PodPtr pod, std::string uid);
   void batch();
   void checkDeletions();
   void armRetry();
