@@ -14,10 +14,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("agent");
-  return l;
-}
+NODEAGENT_LOGGER("agent")
 
 // Oldest first; pods without a creation time (static pods) before all others.
 void sortByCreation(std::vector<api::PodPtr>& pods) {

@@ -3,6 +3,11 @@
 #include "base/log.h"
 
 namespace nodeagent::agent {
+namespace {
+
+NODEAGENT_LOGGER("agent")
+
+}  // namespace
 
 ApiStateLoss::ApiStateLoss(base::Clock& clock, base::Duration quiet_period)
     : clock_(clock), quiet_period_(quiet_period) {}
@@ -14,14 +19,13 @@ bool ApiStateLoss::report(const std::string& reason) {
     std::lock_guard lock(mu_);
     const auto now = clock_.now();
     if (last_ && now - *last_ < quiet_period_) {
-      base::logger("agent")->info("Apiserver state loss already being recovered from reason=\"{}\"",
-                                  reason);
+      log()->info("Apiserver state loss already being recovered from reason=\"{}\"", reason);
       return false;
     }
     last_ = now;
   }
   losses_.fetch_add(1);
-  base::logger("agent")->warn(
+  log()->warn(
       "Apiserver lost its state, re-creating the Node, lease, mirror pods and statuses "
       "reason=\"{}\"",
       reason);

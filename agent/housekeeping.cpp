@@ -15,10 +15,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("agent");
-  return l;
-}
+NODEAGENT_LOGGER("agent")
 
 bool anyRunning(const runtime::Pod& pod) {
   return std::any_of(pod.containers.begin(), pod.containers.end(),

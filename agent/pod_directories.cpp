@@ -6,6 +6,11 @@
 #include "base/path_component.h"
 
 namespace nodeagent::agent {
+namespace {
+
+NODEAGENT_LOGGER("agent")
+
+}  // namespace
 
 base::StatusOr<std::filesystem::path> PodDirectories::path(const std::string& uid) const {
   return base::childPath(root_, "pod UID", uid);
@@ -53,8 +58,8 @@ bool PodDirectories::removeOrphans(const std::set<std::string>& known,
     std::error_code rm_ec;
     std::filesystem::remove_all(entry.path(), rm_ec);
     if (rm_ec) {
-      base::logger("agent")->warn("Cannot remove orphaned pod directory path={} err={}",
-                                  entry.path().string(), rm_ec.message());
+      log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(),
+                  rm_ec.message());
     }
   }
   return removed;

@@ -10,10 +10,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("agent");
-  return l;
-}
+NODEAGENT_LOGGER("agent")
 
 bool hasRequestsOrLimits(const api::Container& c) {
   return !c.resources.requests.empty() || !c.resources.limits.empty();

@@ -38,9 +38,19 @@ std::string formatLogLine(LogFormat format, std::chrono::system_clock::time_poin
 // Sets the level of every existing and future logger. Safe to call more than once.
 void initLogging(const LogOptions& options);
 
-// The named logger, created on first use (any thread).
+// The named logger, created on first use (any thread). Code gets it through NODEAGENT_LOGGER.
 std::shared_ptr<spdlog::logger> logger(std::string_view name);
 
 spdlog::level::level_enum levelForVerbosity(int verbosity);
 
 }  // namespace nodeagent::base
+
+// The one way a file gets its module's logger: `NODEAGENT_LOGGER("agent")` in the .cpp's anonymous
+// namespace (or once in a private header shared by a module's files) defines `log()`, which looks
+// the logger up once and then returns it.
+#define NODEAGENT_LOGGER(module)                                         \
+  [[maybe_unused]] inline const std::shared_ptr<spdlog::logger>& log() { \
+    static const std::shared_ptr<spdlog::logger> module_logger =         \
+        ::nodeagent::base::logger(module);                               \
+    return module_logger;                                                \
+  }

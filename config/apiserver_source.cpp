@@ -21,6 +21,8 @@
 namespace nodeagent::config {
 namespace {
 
+NODEAGENT_LOGGER("config")
+
 std::string uidOf(const nlohmann::json& obj) {
   auto meta = obj.find("metadata");
   if (meta == obj.end() || !meta->is_object()) return {};
@@ -52,8 +54,7 @@ class PodStore final : public Reflector::Handler {
         sink_(std::move(sink)),
         decode_(std::move(decode)),
         clock_(clock),
-        errors_(errors),
-        log_(base::logger("config")) {}
+        errors_(errors) {}
 
   void close() {
     std::lock_guard lock(sink_mu_);
@@ -79,7 +80,7 @@ class PodStore final : public Reflector::Handler {
       if (!refused_.contains(location) && errors_) errors_->clear(api::kApiserverSource, location);
     }
     pods_ = std::move(next);
-    log_->debug("Apiserver source listed pods count={} resourceVersion={}", pods.size(), rv);
+    log()->debug("Apiserver source listed pods count={} resourceVersion={}", pods.size(), rv);
     emit(api::PodOperation::kSet, std::move(pods));
   }
 
@@ -124,14 +125,14 @@ class PodStore final : public Reflector::Handler {
   std::optional<api::PodPtr> decodeForNode(const nlohmann::json& obj) {
     // Checked on the JSON first so that other nodes' pods cost no decode.
     if (nodeNameOf(obj) != node_name_) {
-      log_->debug("Ignoring pod of another node pod={} nodeName={}", base::goQuote(refOf(obj)),
-                  base::goQuote(nodeNameOf(obj)));
+      log()->debug("Ignoring pod of another node pod={} nodeName={}", base::goQuote(refOf(obj)),
+                   base::goQuote(nodeNameOf(obj)));
       return std::nullopt;
     }
     auto pod = decode_(obj);
     if (!pod.ok()) {
-      log_->warn("Skipping pod that failed to decode source=api pod={} error={}",
-                 base::goQuote(refOf(obj)), base::goQuote(pod.status().toString()));
+      log()->warn("Skipping pod that failed to decode source=api pod={} error={}",
+                  base::goQuote(refOf(obj)), base::goQuote(pod.status().toString()));
       return std::nullopt;
     }
     if (auto errors = validatePodNames(**pod); !errors.empty()) {
@@ -154,8 +155,8 @@ class PodStore final : public Reflector::Handler {
       invalid += e.toString();
     }
     if (refused_.insert(location).second) {
-      log_->warn("Refusing pod with invalid names source=api pod={} uid={} errors={}",
-                 base::goQuote(location), base::goQuote(pod.metadata.uid), base::goQuote(invalid));
+      log()->warn("Refusing pod with invalid names source=api pod={} uid={} errors={}",
+                  base::goQuote(location), base::goQuote(pod.metadata.uid), base::goQuote(invalid));
     }
     if (!errors_) return;
     ManifestErrorDetail detail;
@@ -184,7 +185,6 @@ class PodStore final : public Reflector::Handler {
   std::function<base::StatusOr<api::PodPtr>(const nlohmann::json&)> decode_;
   base::Clock& clock_;
   ManifestErrors* errors_;
-  std::shared_ptr<spdlog::logger> log_;
   std::unordered_map<std::string, api::PodPtr> pods_;  // strand only
   std::set<std::string> refused_;                      // locations of refused pods; strand only
   std::mutex sink_mu_;
@@ -214,7 +214,7 @@ class ApiserverSourceImpl final : public ApiserverSource {
 
   void start() override {
     std::call_once(started_, [&] {
-      base::logger("config")->info("Starting apiserver pod source node={}", node_name_);
+      log()->info("Starting apiserver pod source node={}", node_name_);
       reflector_->start();
     });
   }

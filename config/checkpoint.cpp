@@ -29,10 +29,7 @@ constexpr std::string_view kTempSuffix = ".tmp";
 // A checkpoint is one pod; anything this large is not one of ours.
 constexpr uintmax_t kMaxCheckpointBytes = 10 * 1024 * 1024;
 
-std::shared_ptr<spdlog::logger> log() {
-  static const auto logger = base::logger("config");
-  return logger;
-}
+NODEAGENT_LOGGER("config")
 
 std::string errnoText(int err) { return std::strerror(err); }
 

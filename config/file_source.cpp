@@ -88,7 +88,7 @@ void FileSource::Impl::relist(bool force, bool check_mode) {
       ::closedir(d);
     } else {
       const std::string reason = std::strerror(errno);
-      log_->warn("Cannot list manifest directory path={} reason={}", base::goQuote(dir_), reason);
+      log()->warn("Cannot list manifest directory path={} reason={}", base::goQuote(dir_), reason);
       path_problem_ = "cannot list " + dir_ + ": " + reason;
       emitIfChanged();
       return;
@@ -180,9 +180,10 @@ std::optional<StatKey> FileSource::Impl::statManifest(const std::string& name,
     if (entries_.count(name)) {
       fileGone(name, settled);
     } else if (S_ISDIR(st.st_mode)) {
-      log_->debug("Not recursing into manifest path path={}", base::goQuote(full));
+      log()->debug("Not recursing into manifest path path={}", base::goQuote(full));
     } else {
-      log_->debug("Skipping manifest path that is not a regular file path={}", base::goQuote(full));
+      log()->debug("Skipping manifest path that is not a regular file path={}",
+                   base::goQuote(full));
     }
     return std::nullopt;
   }
@@ -208,8 +209,8 @@ void FileSource::Impl::decodeContent(const std::string& name, Entry& e, const st
     e.invalid_pod =
         result.invalid_pods.size() == 1 ? result.invalid_pods.front() : ManifestPodRef{};
     if (!e.pod && !e.bad_since) e.bad_since = clock_.now();
-    log_->warn("Could not process manifest file, keeping its last good pod file={} reason={}",
-               base::goQuote(full), base::goQuote(e.parse_error));
+    log()->warn("Could not process manifest file, keeping its last good pod file={} reason={}",
+                base::goQuote(full), base::goQuote(e.parse_error));
     refreshError(name, e);
     return;
   }
@@ -218,7 +219,7 @@ void FileSource::Impl::decodeContent(const std::string& name, Entry& e, const st
   e.parse_invalid = false;
   e.invalid_pod = {};
   e.bad_since.reset();
-  if (had_error) log_->info("Manifest file parses again file={}", base::goQuote(full));
+  if (had_error) log()->info("Manifest file parses again file={}", base::goQuote(full));
   setPod(name, e, result.pods.front());
   refreshError(name, e);
 }
@@ -242,8 +243,8 @@ void FileSource::Impl::recordReadError(const std::string& name, const std::strin
   e.parse_invalid = false;
   e.invalid_pod = {};
   if (!e.pod && !e.bad_since) e.bad_since = clock_.now();
-  log_->warn("Could not read manifest file, keeping its last good pod file={} reason={}",
-             base::goQuote(fullPath(name)), base::goQuote(reason));
+  log()->warn("Could not read manifest file, keeping its last good pod file={} reason={}",
+              base::goQuote(fullPath(name)), base::goQuote(reason));
   refreshError(name, e);
 }
 
@@ -263,7 +264,7 @@ void FileSource::Impl::fileGone(const std::string& name, bool settled) {
 void FileSource::Impl::removeEntry(const std::string& name) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return;
-  log_->debug("Manifest file removed file={}", base::goQuote(fullPath(name)));
+  log()->debug("Manifest file removed file={}", base::goQuote(fullPath(name)));
   setPod(name, it->second, nullptr);
   dropTargetWatch(name, it->second);
   if (opts_.errors) opts_.errors->clear(api::kFileSource, fullPath(name));
@@ -289,8 +290,8 @@ void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod
   if (e.pod) {
     claimants_[e.pod->fullName()].insert(name);
     reconcileClaims(e.pod->fullName());
-    log_->debug("Manifest file read file={} pod={} uid={}", base::goQuote(fullPath(name)),
-                api::podRef(*e.pod), e.pod->metadata.uid);
+    log()->debug("Manifest file read file={} pod={} uid={}", base::goQuote(fullPath(name)),
+                 api::podRef(*e.pod), e.pod->metadata.uid);
   } else {
     e.winner = false;
     e.duplicate_of.clear();
@@ -317,7 +318,7 @@ void FileSource::Impl::reconcileClaims(const std::string& full_name) {
     if (e.duplicate_of != dup) {
       e.duplicate_of = dup;
       if (!dup.empty()) {
-        log_->warn(
+        log()->warn(
             "Two manifest files define the same pod, ignoring the earlier one in sorted order "
             "pod={} file={} used={}",
             full_name, base::goQuote(fullPath(name)), base::goQuote(fullPath(dup)));
@@ -403,10 +404,10 @@ void FileSource::Impl::emitIfChanged() {
   std::vector<api::PodPtr> pods = set_pods_;
   changed_ = false;
   if (!emitted_) {
-    log_->info("Manifest path read path={} pods={} complete={}", base::goQuote(path_), pods.size(),
-               complete);
+    log()->info("Manifest path read path={} pods={} complete={}", base::goQuote(path_), pods.size(),
+                complete);
   } else if (complete && !emitted_complete_) {
-    log_->info("Manifest path read completely path={} pods={}", base::goQuote(path_), pods.size());
+    log()->info("Manifest path read completely path={} pods={}", base::goQuote(path_), pods.size());
   }
   emitted_ = true;
   emitted_complete_ = complete;

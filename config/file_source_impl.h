@@ -29,7 +29,9 @@
 #include "config/static_pod.h"
 
 namespace nodeagent::config {
-namespace file_source_internal {
+// Helpers shared by the file source's parts (this header is private to them).
+
+NODEAGENT_LOGGER("config")
 
 inline constexpr uint32_t kDirMask = IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_FROM |
                                      IN_MOVED_TO | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF |
@@ -98,11 +100,6 @@ struct TargetWatch {
 
 enum class Mode { kUnknown, kMissing, kDir, kFile, kOther };
 
-}  // namespace file_source_internal
-
-// The two parts are written in terms of these.
-using namespace file_source_internal;
-
 class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
  public:
   Impl(asio::any_io_executor ex, base::Clock& clock, FileSourceOptions options, PodUpdateSink sink)
@@ -110,7 +107,6 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
         clock_(clock),
         opts_(std::move(options)),
         sink_(std::move(sink)),
-        log_(base::logger("config")),
         settle_(opts_.settle_window),
         backoff_({.initial = opts_.watch_retry_initial,
                   .max = opts_.watch_retry_max,
@@ -131,9 +127,9 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
       if (self->closed_) return;
-      self->log_->info("Watching manifest path path={} check_frequency={} settle_window={}",
-                       self->path_, base::formatDuration(self->opts_.check_frequency),
-                       base::formatDuration(self->opts_.settle_window));
+      log()->info("Watching manifest path path={} check_frequency={} settle_window={}", self->path_,
+                  base::formatDuration(self->opts_.check_frequency),
+                  base::formatDuration(self->opts_.settle_window));
       self->setupWatch();
       self->armRelist();
     });
@@ -276,7 +272,6 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   base::Clock& clock_;
   FileSourceOptions opts_;
   PodUpdateSink sink_;
-  std::shared_ptr<spdlog::logger> log_;
   std::string path_;
 
   std::mutex sink_mu_;  // any thread: guards stopped_ and calls into sink_

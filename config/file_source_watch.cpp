@@ -33,7 +33,7 @@ void FileSource::Impl::armRelist() {
 
 void FileSource::Impl::scheduleRetry() {
   auto delay = backoff_.next();
-  log_->debug("Retrying manifest path watch path={} in={}", path_, base::formatDuration(delay));
+  log()->debug("Retrying manifest path watch path={} in={}", path_, base::formatDuration(delay));
   retry_timer_->asyncWaitFor(delay, [self = shared_from_this()] {
     if (self->closed_) return;
     self->setupWatch();
@@ -59,8 +59,8 @@ void FileSource::Impl::setupWatch() {
 void FileSource::Impl::handleUnstattablePath(int err) {
   if (err == ENOENT || err == ENOTDIR) {
     if (mode_ != Mode::kMissing) {
-      log_->info("Manifest path does not exist, sending an empty set and waiting for it path={}",
-                 path_);
+      log()->info("Manifest path does not exist, sending an empty set and waiting for it path={}",
+                  path_);
     }
     mode_ = Mode::kMissing;
     path_problem_.clear();
@@ -77,7 +77,7 @@ void FileSource::Impl::handleUnstattablePath(int err) {
       return;
     }
   } else {
-    log_->warn("Cannot stat manifest path path={} reason={}", path_, std::strerror(err));
+    log()->warn("Cannot stat manifest path path={} reason={}", path_, std::strerror(err));
     path_problem_ = "cannot stat " + path_ + ": " + std::strerror(err);
     emitIfChanged();
   }
@@ -96,7 +96,7 @@ bool FileSource::Impl::adoptPathKind(const struct stat& st) {
     file_name_ = baseOf(path_);
   } else {
     if (mode_ != Mode::kOther) {
-      log_->warn("Manifest path is not a directory or file path={}", path_);
+      log()->warn("Manifest path is not a directory or file path={}", path_);
     }
     mode_ = Mode::kOther;
     path_problem_ = path_ + " is not a directory or a regular file";
@@ -117,14 +117,14 @@ bool FileSource::Impl::adoptPathKind(const struct stat& st) {
 bool FileSource::Impl::watchPath() {
   auto watcher = InotifyWatcher::create(strand_);
   if (!watcher.ok()) {
-    log_->warn("Cannot watch manifest path, relying on the periodic relist path={} reason={}",
-               path_, watcher.status().message());
+    log()->warn("Cannot watch manifest path, relying on the periodic relist path={} reason={}",
+                path_, watcher.status().message());
     return false;
   }
   watcher_ = *watcher;
   auto wd = watcher_->addWatch(dir_, kDirMask);
   if (!wd.ok()) {
-    log_->warn("Cannot watch manifest path path={} reason={}", dir_, wd.status().message());
+    log()->warn("Cannot watch manifest path path={} reason={}", dir_, wd.status().message());
     dropWatches();
     return false;
   }
@@ -139,8 +139,8 @@ bool FileSource::Impl::watchPath() {
       },
       [weak](base::Status status) {
         if (auto self = weak.lock(); self && !self->closed_) {
-          self->log_->warn("Manifest watch failed, rewatching path={} reason={}", self->path_,
-                           status.message());
+          log()->warn("Manifest watch failed, rewatching path={} reason={}", self->path_,
+                      status.message());
           self->dropWatches();
           self->scheduleRetry();
         }
@@ -162,8 +162,8 @@ bool FileSource::Impl::watchNearestAncestor() {
   if (!ensureWatcher()) return false;
   auto wd = watcher_->addWatch(parent, kAncestorMask);
   if (!wd.ok()) {
-    log_->debug("Cannot watch parent of missing manifest path dir={} reason={}", parent,
-                wd.status().message());
+    log()->debug("Cannot watch parent of missing manifest path dir={} reason={}", parent,
+                 wd.status().message());
     return false;
   }
   ancestor_wd_ = *wd;
@@ -219,8 +219,8 @@ void FileSource::Impl::updateTargetWatch(const std::string& name, Entry& e,
   } else {
     auto added = watcher_->addWatch(tdir, kTargetMask);
     if (!added.ok()) {
-      log_->debug("Cannot watch symlink target directory dir={} reason={}", tdir,
-                  added.status().message());
+      log()->debug("Cannot watch symlink target directory dir={} reason={}", tdir,
+                   added.status().message());
       return;
     }
     wd = *added;
@@ -255,12 +255,12 @@ void FileSource::Impl::handleEvents(std::vector<InotifyEvent> events) {
   bool recheck_links = false;
   const auto now = clock_.now();
   for (const auto& e : events) {
-    if (log_->should_log(spdlog::level::trace)) {
-      log_->trace("inotify event wd={} mask={} name={}", e.wd, inotifyMaskString(e.mask),
-                  base::goQuote(e.name));
+    if (log()->should_log(spdlog::level::trace)) {
+      log()->trace("inotify event wd={} mask={} name={}", e.wd, inotifyMaskString(e.mask),
+                   base::goQuote(e.name));
     }
     if (e.mask & IN_Q_OVERFLOW) {
-      log_->warn("Manifest watch queue overflowed, relisting path={}", path_);
+      log()->warn("Manifest watch queue overflowed, relisting path={}", path_);
       full_relist = true;
       continue;
     }

@@ -15,6 +15,8 @@
 namespace nodeagent::config {
 namespace {
 
+NODEAGENT_LOGGER("config")
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -288,8 +290,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
         clock_(clock),
         opts_(std::move(options)),
         url_(std::move(url)),
-        sink_(std::move(sink)),
-        log_(base::logger("config")) {
+        sink_(std::move(sink)) {
     poll_timer_ = clock_.makeTimer(strand_);
     deadline_timer_ = clock_.makeTimer(strand_);
   }
@@ -297,9 +298,9 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
       if (self->closed_) return;
-      self->log_->info("Polling manifest URL url={} check_frequency={} timeout={}", self->opts_.url,
-                       base::formatDuration(self->opts_.check_frequency),
-                       base::formatDuration(self->opts_.timeout));
+      log()->info("Polling manifest URL url={} check_frequency={} timeout={}", self->opts_.url,
+                  base::formatDuration(self->opts_.check_frequency),
+                  base::formatDuration(self->opts_.timeout));
       self->poll();
     });
   }
@@ -411,7 +412,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     have_body_ = true;
     body_hash_ = hash;
     if (r.body.empty()) {
-      log_->warn("Manifest URL returned an empty body, removing its pods url={}", opts_.url);
+      log()->warn("Manifest URL returned an empty body, removing its pods url={}", opts_.url);
       parse_error_.clear();
       refreshError();
       push({});
@@ -431,7 +432,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
       parse_error_ = decoded.errorText();
       invalid_pod_ =
           decoded.invalid_pods.size() == 1 ? decoded.invalid_pods.front() : ManifestPodRef{};
-      log_->warn(
+      log()->warn(
           "Could not parse pods from manifest URL, keeping the last good set url={} "
           "reason={}",
           opts_.url, parse_error_);
@@ -443,7 +444,7 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     invalid_pod_ = {};
     reportDuplicateNames(decoded.pods);
     refreshError();
-    log_->debug("Read pods from manifest URL url={} pods={}", opts_.url, decoded.pods.size());
+    log()->debug("Read pods from manifest URL url={} pods={}", opts_.url, decoded.pods.size());
     push(std::move(decoded.pods));
   }
 
@@ -473,20 +474,20 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
     if (streak_ == 1 || now - last_warn_ >= opts_.failure_log_interval) {
       last_warn_ = now;
       ++failure_warnings_;
-      log_->warn(
+      log()->warn(
           "Failed to read pods from manifest URL, keeping its pods url={} reason={} "
           "failures_in_a_row={}",
           opts_.url, reason, streak_);
     } else {
-      log_->debug("Failed to read pods from manifest URL url={} reason={} failures_in_a_row={}",
-                  opts_.url, reason, streak_);
+      log()->debug("Failed to read pods from manifest URL url={} reason={} failures_in_a_row={}",
+                   opts_.url, reason, streak_);
     }
   }
 
   void success() {
     if (streak_ == 0) return;
-    log_->info("Successfully read pods from manifest URL url={} after_failures={}", opts_.url,
-               streak_);
+    log()->info("Successfully read pods from manifest URL url={} after_failures={}", opts_.url,
+                streak_);
     streak_ = 0;
     fetch_error_.clear();
     refreshError();
@@ -540,7 +541,6 @@ class HttpSource::Impl : public std::enable_shared_from_this<HttpSource::Impl> {
   HttpSourceOptions opts_;
   ParsedUrl url_;
   PodUpdateSink sink_;
-  std::shared_ptr<spdlog::logger> log_;
 
   std::mutex sink_mu_;  // any thread: guards stopped_ and calls into sink_
   bool stopped_ = false;

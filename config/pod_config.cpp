@@ -11,10 +11,7 @@
 namespace nodeagent::config {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static const auto logger = base::logger("config");
-  return logger;
-}
+NODEAGENT_LOGGER("config")
 
 // Checkpoint work derived from one merge of the api source.
 struct CheckpointWork {

@@ -21,10 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-std::shared_ptr<spdlog::logger> log() {
-  static const auto logger = base::logger("config");
-  return logger;
-}
+NODEAGENT_LOGGER("config")
 
 bool isLocalAnnotationKey(std::string_view key) {
   return key == api::kConfigSourceAnnotationKey || key == api::kConfigMirrorAnnotationKey ||

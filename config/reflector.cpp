@@ -14,6 +14,8 @@
 namespace nodeagent::config {
 namespace {
 
+NODEAGENT_LOGGER("config")
+
 // The connection was refused, dropped or timed out: no answer from the apiserver.
 bool isConnectionFailure(const base::Status& st) {
   return !api::apiErrorOf(st) && (st.code() == base::StatusCode::kUnavailable ||
@@ -198,7 +200,6 @@ Reflector::Reflector(asio::any_io_executor ex, base::Clock& clock, base::Random&
       lw_(std::move(lister_watcher)),
       handler_(std::move(handler)),
       options_(std::move(options)),
-      log_(base::logger("config")),
       backoff_(options_.backoff, random),
       timer_(clock.makeTimer(ex_)) {}
 
@@ -214,8 +215,8 @@ void Reflector::start() {
 void Reflector::relist(std::string reason) {
   asio::post(ex_, [self = shared_from_this(), reason = std::move(reason)] {
     if (self->stopped() || self->phase_ == Phase::kIdle || self->phase_ == Phase::kStopped) return;
-    self->log_->warn("Apiserver state lost, relisting resource={} reason=\"{}\"",
-                     self->options_.name, reason);
+    log()->warn("Apiserver state lost, relisting resource={} reason=\"{}\"", self->options_.name,
+                reason);
     self->restartFromScratch();
   });
 }
@@ -236,7 +237,7 @@ bool Reflector::wentBackwards(const std::string& rv, const char* seen_in) {
   if (!held || !seen || *seen >= *held) return false;
   const std::string reason = std::string("resourceVersion went backwards in a ") + seen_in +
                              " from " + last_rv_ + " to " + rv;
-  log_->warn("Apiserver state lost resource={} reason=\"{}\"", options_.name, reason);
+  log()->warn("Apiserver state lost resource={} reason=\"{}\"", options_.name, reason);
   if (options_.on_state_lost) options_.on_state_lost(reason);
   return true;
 }
@@ -262,7 +263,7 @@ void Reflector::doList() {
   const uint64_t seq = ++seq_;
   ++lists_started_;
   std::string rv = relistResourceVersion();
-  log_->debug("Listing resource={} resourceVersion=\"{}\"", options_.name, rv);
+  log()->debug("Listing resource={} resourceVersion=\"{}\"", options_.name, rv);
   std::weak_ptr<Reflector> weak = weak_from_this();
   lw_->list(rv, [weak, ex = ex_, seq](base::StatusOr<ListResult> result) {
     asio::post(ex, [weak, seq, result = std::move(result)]() mutable {
@@ -286,8 +287,8 @@ void Reflector::onListDone(uint64_t seq, base::StatusOr<ListResult> result) {
   // redo what the lost state held (registration, mirror pods, statuses).
   wentBackwards(result->resource_version, "list");
   last_rv_ = result->resource_version;
-  log_->debug("Listed resource={} items={} resourceVersion={}", options_.name, result->items.size(),
-              last_rv_);
+  log()->debug("Listed resource={} items={} resourceVersion={}", options_.name,
+               result->items.size(), last_rv_);
   handler_->onReplace(std::move(result->items), last_rv_);
   doWatch();
 }
@@ -307,8 +308,8 @@ void Reflector::doWatch() {
   req.allow_watch_bookmarks = true;
   watch_started_ = clock_.now();
   watch_events_ = 0;
-  log_->debug("Watching resource={} resourceVersion={} timeoutSeconds={}", options_.name,
-              req.resource_version, req.timeout_seconds);
+  log()->debug("Watching resource={} resourceVersion={} timeoutSeconds={}", options_.name,
+               req.resource_version, req.timeout_seconds);
   std::weak_ptr<Reflector> weak = weak_from_this();
   auto ex = ex_;
   lw_->watch(
@@ -383,8 +384,8 @@ void Reflector::onWatchDone(uint64_t seq, base::Status st) {
     // Only a 410 streak with nothing in between waits, so a server that always answers 410 cannot
     // make us spin.
     if (consecutive_gone_++ == 0) {
-      log_->info("Watch expired, relisting resource={} resourceVersion={} reason=\"{}\"",
-                 options_.name, last_rv_, st.message());
+      log()->info("Watch expired, relisting resource={} resourceVersion={} reason=\"{}\"",
+                  options_.name, last_rv_, st.message());
       doList();
       return;
     }
@@ -402,9 +403,9 @@ void Reflector::retryAfterBackoff(const std::string& kind, const base::Status& s
   if (auto retry_after = api::retryAfterOf(status); retry_after && *retry_after > delay) {
     delay = std::chrono::duration_cast<base::Duration>(*retry_after);
   }
-  log_->debug("{} after backoff resource={} delay_ms={}",
-              next == Next::kWatch ? "Re-watching" : "Relisting", options_.name,
-              std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
+  log()->debug("{} after backoff resource={} delay_ms={}",
+               next == Next::kWatch ? "Re-watching" : "Relisting", options_.name,
+               std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
   std::weak_ptr<Reflector> weak = weak_from_this();
   timer_->asyncWaitFor(delay, [weak, next] {
     auto self = weak.lock();
@@ -419,15 +420,15 @@ void Reflector::retryAfterBackoff(const std::string& kind, const base::Status& s
 
 void Reflector::noteFailure(const std::string& kind, const base::Status& status) {
   if (streak_.insert(kind).second) {
-    log_->warn("Apiserver {} failed, retrying with backoff kind=\"{}\" error=\"{}\"", options_.name,
-               kind, status.toString());
+    log()->warn("Apiserver {} failed, retrying with backoff kind=\"{}\" error=\"{}\"",
+                options_.name, kind, status.toString());
   }
 }
 
 void Reflector::noteHealthy() {
   consecutive_gone_ = 0;
   if (!streak_.empty()) {
-    log_->info("Apiserver {} watch recovered resourceVersion={}", options_.name, last_rv_);
+    log()->info("Apiserver {} watch recovered resourceVersion={}", options_.name, last_rv_);
     streak_.clear();
   }
   backoff_.reset();

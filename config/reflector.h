@@ -172,7 +172,6 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
   std::shared_ptr<ListerWatcher> lw_;
   std::shared_ptr<Handler> handler_;
   Options options_;
-  std::shared_ptr<spdlog::logger> log_;
   base::Backoff backoff_;
   base::TimerPtr timer_;
 

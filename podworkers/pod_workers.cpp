@@ -6,6 +6,8 @@
 namespace nodeagent::podworkers {
 namespace {
 
+NODEAGENT_LOGGER("podworkers")
+
 // The grace period only shrinks: the smallest of the current one, the apiserver's
 // deletionGracePeriodSeconds and the kill's override; the pod's spec when none is set; never < 1.
 std::pair<int64_t, bool> effectiveGracePeriod(std::optional<int64_t> current, const api::Pod& pod,
@@ -64,7 +66,7 @@ std::map<std::string, PodWorkerSync> BasicPodWorkers::Impl::syncKnownPods(
     out[uid] = PodWorkerSync{st->state(), orphan, !st->runtime_pod, st->is_static};
   }
   for (const auto& st : forget) {
-    log_->debug("forgetting finished pod worker uid={}", st->uid);
+    log()->debug("forgetting finished pod worker uid={}", st->uid);
     retireLocked(st);
   }
   return out;
@@ -74,7 +76,7 @@ void BasicPodWorkers::Impl::forgetWorker(const std::string& uid) {
   std::lock_guard lock(mu_);
   auto it = statuses_.find(uid);
   if (it == statuses_.end()) return;
-  log_->debug("forgetting pod worker uid={}", uid);
+  log()->debug("forgetting pod worker uid={}", uid);
   retireLocked(it->second);
 }
 
@@ -134,7 +136,7 @@ void BasicPodWorkers::Impl::shutdown(std::function<void()> on_idle) {
   std::lock_guard lock(mu_);
   if (!closed_) {
     closed_ = true;
-    log_->info("pod workers shutting down in_flight={}", in_flight_);
+    log()->info("pod workers shutting down in_flight={}", in_flight_);
     queue_.clear();
     due_.clear();
     for (const auto& [uid, st] : statuses_) {
@@ -178,7 +180,7 @@ StatusPtr BasicPodWorkers::Impl::statusForLocked(const UpdatePodOptions& options
   slot->synced_at = clock_.now();
   // Static pods start in the order their workers were created.
   if (slot->is_static) waiting_static_[slot->full_name].push_back(slot->uid);
-  log_->debug("pod worker created pod={} uid={}", api::podRef(pod), slot->uid);
+  log()->debug("pod worker created pod={} uid={}", api::podRef(pod), slot->uid);
   return slot;
 }
 
@@ -188,8 +190,8 @@ void BasicPodWorkers::Impl::updatePodLocked(UpdatePodOptions options, Deferred& 
   StatusPtr st = statusForLocked(options, strand);
   if (st->terminationRequested() && absorbedByRestartLocked(st, options, deferred)) return;
   if (st->finished) {
-    log_->debug("pod is finished, update ignored pod={} uid={}", api::podRef(*options.pod),
-                st->uid);
+    log()->debug("pod is finished, update ignored pod={} uid={}", api::podRef(*options.pod),
+                 st->uid);
     takeKillCallback(options.kill_pod_options, deferred);
     return;
   }
@@ -203,12 +205,12 @@ void BasicPodWorkers::Impl::updatePodLocked(UpdatePodOptions options, Deferred& 
 bool BasicPodWorkers::Impl::acceptUpdateLocked(UpdatePodOptions& options) {
   if (closed_) return false;
   if (!options.pod) {
-    log_->warn("pod update without a pod ignored");
+    log()->warn("pod update without a pod ignored");
     return false;
   }
   if (options.runtime_pod && options.update_type != api::SyncPodType::kKill) {
-    log_->info("pod update ignored, runtime pods can only be killed pod={} uid={}",
-               api::podRef(*options.pod), options.pod->metadata.uid);
+    log()->info("pod update ignored, runtime pods can only be killed pod={} uid={}",
+                api::podRef(*options.pod), options.pod->metadata.uid);
     return false;
   }
   auto existing = statuses_.find(options.pod->metadata.uid);
@@ -227,7 +229,7 @@ bool BasicPodWorkers::Impl::absorbedByRestartLocked(const StatusPtr& st, UpdateP
   const api::Pod& pod = *options.pod;
   if (options.update_type == api::SyncPodType::kCreate && !options.runtime_pod) {
     // The same UID was created again (a static manifest removed and re-added).
-    log_->info(
+    log()->info(
         "pod is terminating and was created again, it restarts once terminated "
         "pod={} uid={}",
         api::podRef(pod), st->uid);
@@ -238,7 +240,7 @@ bool BasicPodWorkers::Impl::absorbedByRestartLocked(const StatusPtr& st, UpdateP
   }
   if (!st->restart) return false;
   if (options.update_type == api::SyncPodType::kKill) {
-    log_->info("restart of pod cancelled by a kill pod={} uid={}", api::podRef(pod), st->uid);
+    log()->info("restart of pod cancelled by a kill pod={} uid={}", api::podRef(pod), st->uid);
     st->restart.reset();
     return false;
   }
@@ -254,18 +256,18 @@ bool BasicPodWorkers::Impl::beginTerminationLocked(const StatusPtr& st,
   const api::Pod& pod = *options.pod;
   const std::string& uid = st->uid;
   if (options.runtime_pod) {
-    log_->info("orphaned pod must be torn down pod={} uid={}", api::podRef(pod), uid);
+    log()->info("orphaned pod must be torn down pod={} uid={}", api::podRef(pod), uid);
     st->deleted = true;
   } else if (pod.metadata.deletion_timestamp) {
-    log_->info("pod is marked for deletion, begin teardown pod={} uid={}", api::podRef(pod), uid);
+    log()->info("pod is marked for deletion, begin teardown pod={} uid={}", api::podRef(pod), uid);
     st->deleted = true;
   } else if (api::isTerminalPhase(pod.status.phase)) {
-    log_->info("pod is in a terminal phase, begin teardown pod={} uid={} phase={}",
-               api::podRef(pod), uid, pod.status.phase);
+    log()->info("pod is in a terminal phase, begin teardown pod={} uid={} phase={}",
+                api::podRef(pod), uid, pod.status.phase);
   } else if (options.update_type == api::SyncPodType::kKill) {
     st->evicted = options.kill_pod_options && options.kill_pod_options->evict;
-    log_->info("pod is being {}, begin teardown pod={} uid={}", st->evicted ? "evicted" : "killed",
-               api::podRef(pod), uid);
+    log()->info("pod is being {}, begin teardown pod={} uid={}", st->evicted ? "evicted" : "killed",
+                api::podRef(pod), uid);
   } else {
     return false;
   }
@@ -291,8 +293,8 @@ PodWork BasicPodWorkers::Impl::workForLocked(const StatusPtr& st, UpdatePodOptio
     auto [grace, shortened] =
         effectiveGracePeriod(st->grace_period, *options.pod, options.kill_pod_options);
     if (shortened) {
-      log_->info("grace period shortened pod={} uid={} grace={}s", api::podRef(*options.pod),
-                 st->uid, grace);
+      log()->info("grace period shortened pod={} uid={} grace={}s", api::podRef(*options.pod),
+                  st->uid, grace);
     }
     st->grace_period = grace;
     grace_shortened = shortened;
@@ -316,8 +318,8 @@ void BasicPodWorkers::Impl::dispatchLocked(const StatusPtr& st, PodWork work, bo
   }
   st->pending = std::move(work);
   if (cancel_current) {
-    log_->debug("cancelling the current sync pod={} uid={}", api::podRef(*st->pending->options.pod),
-                st->uid);
+    log()->debug("cancelling the current sync pod={} uid={}",
+                 api::podRef(*st->pending->options.pod), st->uid);
     deferred.stops.push_back(st->stop);
   }
 }

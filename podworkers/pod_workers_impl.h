@@ -115,8 +115,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
         clock_(clock),
         random_(random),
         syncer_(syncer),
-        options_(options),
-        log_(base::logger("podworkers")) {}
+        options_(options) {}
 
   // ---- pod_workers.cpp: updates, queries, the resync queue, shutdown ----
 
@@ -231,7 +230,6 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   base::Random& random_;
   PodSyncer& syncer_;
   const PodWorkersOptions options_;
-  std::shared_ptr<spdlog::logger> log_;
 
   mutable std::mutex mu_;
   bool closed_ = false;

@@ -8,6 +8,8 @@
 namespace nodeagent::podworkers {
 namespace {
 
+NODEAGENT_LOGGER("podworkers")
+
 // For logs.
 std::string_view workTypeName(WorkType type) {
   switch (type) {
@@ -30,7 +32,7 @@ void BasicPodWorkers::Impl::deliverLocked(const StatusPtr& st, PodWork work) {
   ++in_flight_;
   asio::co_spawn(st->strand,
                  runWorker(shared_from_this(), st, std::move(work), st->stop.get_token()),
-                 [log = log_, uid = st->uid](std::exception_ptr e) {
+                 [log = log(), uid = st->uid](std::exception_ptr e) {
                    if (!e) return;
                    try {
                      std::rethrow_exception(e);
@@ -92,7 +94,7 @@ BasicPodWorkers::Impl::Gate BasicPodWorkers::Impl::gateLocked(const StatusPtr& s
       return Gate::kStop;
     }
     if (!allowStaticPodStartLocked(*st)) {
-      log_->info(
+      log()->info(
           "static pod waits for the pod with the same full name to terminate pod={} "
           "uid={}",
           st->full_name, st->uid);
@@ -111,8 +113,8 @@ BasicPodWorkers::Impl::Gate BasicPodWorkers::Impl::gateLocked(const StatusPtr& s
     grace = st->grace_period;
     if (!st->status_post_terminating.empty()) status_fn = st->status_post_terminating.back();
   }
-  log_->debug("processing pod work pod={} uid={} work={} type={}", api::podRef(*work.options.pod),
-              st->uid, workTypeName(work.type), api::syncPodTypeName(work.options.update_type));
+  log()->debug("processing pod work pod={} uid={} work={} type={}", api::podRef(*work.options.pod),
+               st->uid, workTypeName(work.type), api::syncPodTypeName(work.options.update_type));
   return Gate::kRun;
 }
 
@@ -136,7 +138,7 @@ bool BasicPodWorkers::Impl::allowStaticPodStartLocked(const SyncStatus& st) {
     if (waiting.empty()) waiting_static_.erase(wit);
   }
   started_static_[st.full_name] = st.uid;
-  log_->info("static pod starts pod={} uid={}", st.full_name, st.uid);
+  log()->info("static pod starts pod={} uid={}", st.full_name, st.uid);
   return true;
 }
 
@@ -219,11 +221,11 @@ void BasicPodWorkers::Impl::logSyncResult(const SyncStatus& st, const PodWork& w
   const bool cancelled =
       !ok && (result.status.code() == base::StatusCode::kCancelled || token.stop_requested());
   if (!ok && !cancelled) {
-    log_->warn("error syncing pod, will retry pod={} uid={} work={} error={}", api::podRef(pod),
-               st.uid, workTypeName(work.type), result.status.toString());
+    log()->warn("error syncing pod, will retry pod={} uid={} work={} error={}", api::podRef(pod),
+                st.uid, workTypeName(work.type), result.status.toString());
   } else if (cancelled) {
-    log_->debug("pod sync cancelled pod={} uid={} work={}", api::podRef(pod), st.uid,
-                workTypeName(work.type));
+    log()->debug("pod sync cancelled pod={} uid={} work={}", api::podRef(pod), st.uid,
+                 workTypeName(work.type));
   }
 }
 
@@ -231,8 +233,8 @@ void BasicPodWorkers::Impl::completeSyncLocked(const StatusPtr& st, const PodWor
                                                const SyncResult& result) {
   const bool ok = result.status.ok();
   if (ok && result.terminal) {
-    log_->info("pod reached a terminal phase, begin teardown pod={} uid={}",
-               api::podRef(*work.options.pod), st->uid);
+    log()->info("pod reached a terminal phase, begin teardown pod={} uid={}",
+                api::podRef(*work.options.pod), st->uid);
     if (!st->terminating_at) st->terminating_at = clock_.now();
     st->started_terminating = true;
     ++generation_;
@@ -257,14 +259,14 @@ bool BasicPodWorkers::Impl::completeTerminatingLocked(const StatusPtr& st, const
     return false;
   }
   if (work.options.runtime_pod) {
-    log_->info("orphaned pod terminated pod={} uid={}", api::podRef(pod), st->uid);
+    log()->info("orphaned pod terminated pod={} uid={}", api::podRef(pod), st->uid);
     st->terminated_at = clock_.now();
     ++generation_;
     notifyTerminatedLocked(*st, deferred);
     finishLocked(st, deferred);
     return true;
   }
-  log_->info("pod terminated all containers pod={} uid={}", api::podRef(pod), st->uid);
+  log()->info("pod terminated all containers pod={} uid={}", api::podRef(pod), st->uid);
   st->terminated_at = clock_.now();
   ++generation_;
   notifyTerminatedLocked(*st, deferred);
@@ -276,7 +278,7 @@ bool BasicPodWorkers::Impl::completeTerminatingLocked(const StatusPtr& st, const
 bool BasicPodWorkers::Impl::completeTerminatedLocked(const StatusPtr& st, const PodWork& work,
                                                      bool ok, Deferred& deferred) {
   if (ok) {
-    log_->info("pod is finished pod={} uid={}", api::podRef(*work.options.pod), st->uid);
+    log()->info("pod is finished pod={} uid={}", api::podRef(*work.options.pod), st->uid);
     finishLocked(st, deferred);
     return true;
   }
@@ -311,7 +313,7 @@ void BasicPodWorkers::Impl::finishLocked(const StatusPtr& st, Deferred& deferred
 
 void BasicPodWorkers::Impl::completeUnstartedTerminatedLocked(const StatusPtr& st,
                                                               Deferred& deferred) {
-  log_->info("static pod terminated before it started pod={} uid={}", st->full_name, st->uid);
+  log()->info("static pod terminated before it started pod={} uid={}", st->full_name, st->uid);
   st->started_terminating = true;
   st->terminated_at = clock_.now();
   notifyTerminatedLocked(*st, deferred);
@@ -321,7 +323,8 @@ void BasicPodWorkers::Impl::completeUnstartedTerminatedLocked(const StatusPtr& s
 void BasicPodWorkers::Impl::restartLocked(const StatusPtr& old, Deferred& deferred) {
   UpdatePodOptions options = std::move(*old->restart);
   old->restart.reset();
-  log_->info("restarting pod with the same UID pod={} uid={}", api::podRef(*options.pod), old->uid);
+  log()->info("restarting pod with the same UID pod={} uid={}", api::podRef(*options.pod),
+              old->uid);
   Strand strand = old->strand;
   retireLocked(old);
   updatePodLocked(std::move(options), deferred, strand);

@@ -28,10 +28,7 @@ constexpr base::Duration kApiSourceGrace = std::chrono::minutes(1);
 // The sync loop ticks every second; the watchdog allows this much beyond its own period.
 constexpr base::Duration kSyncLoopTickSlack = std::chrono::seconds(2);
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("nodeagent");
-  return l;
-}
+NODEAGENT_LOGGER("nodeagent")
 
 std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_context& ioc,
                                               base::Clock& clock) {

@@ -13,6 +13,8 @@
 namespace nodeagent::cmd {
 namespace {
 
+NODEAGENT_LOGGER("nodeagent")
+
 // Before anything that reads or changes the root dir: two agents on one root dir would each take
 // the other's containers for orphans. The root dir itself is made first (the lock lives in it).
 base::StatusOr<std::vector<LockFile>> lockRootDir(const DaemonFlags& f) {
@@ -28,8 +30,7 @@ base::StatusOr<std::vector<LockFile>> lockRootDir(const DaemonFlags& f) {
   }
   std::vector<LockFile> locks;
   for (const auto& path : paths) {
-    if (f.exit_on_lock_contention)
-      base::logger("nodeagent")->info("Waiting for the lock file path={}", path);
+    if (f.exit_on_lock_contention) log()->info("Waiting for the lock file path={}", path);
     auto lock = LockFile::acquire(path, f.exit_on_lock_contention);
     if (!lock.ok()) return lock.status();
     locks.push_back(std::move(*lock));
@@ -48,10 +49,9 @@ int runDaemon(int argc, char** argv) {
   auto loaded = loadDaemonConfig(argc, argv);
   if (!loaded.config) return loaded.exit_code;
   const DaemonConfig& config = *loaded.config;
-  auto log = base::logger("nodeagent");
   for (const auto& key : config.ignored_config_keys) {
-    log->warn("Ignoring a KubeletConfiguration field nodeagent does not implement file={} key={}",
-              config.flags.config, key);
+    log()->warn("Ignoring a KubeletConfiguration field nodeagent does not implement file={} key={}",
+                config.flags.config, key);
   }
   auto clients = makeApiClients(config, base::realClock());
   if (!clients.ok()) {
@@ -60,12 +60,12 @@ int runDaemon(int argc, char** argv) {
   }
   auto locks = lockRootDir(config.flags);
   if (!locks.ok()) {
-    log->error("Cannot start: {}", locks.status().message());
+    log()->error("Cannot start: {}", locks.status().message());
     return 1;
   }
   Daemon daemon(config, std::move(*locks), std::move(*clients));
   if (auto s = daemon.init(); !s.ok()) {
-    log->error("Cannot start: {}", s.message());
+    log()->error("Cannot start: {}", s.message());
     return 1;
   }
   return daemon.run();

@@ -17,6 +17,8 @@
 namespace nodeagent::cmd {
 namespace {
 
+NODEAGENT_LOGGER("nodeagent")
+
 void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("config", &f.config, "KubeletConfiguration YAML file (flags override it)");
   fs.addString("pod-manifest-path", &f.pod_manifest_path, "static pod manifest directory or file");
@@ -175,8 +177,7 @@ LoadedConfig loadDaemonConfig(int argc, char** argv) {
                                                                 : base::LogFormat::kText});
   auto capacity = agent::readHostCapacity();
   if (!capacity.ok()) {
-    base::logger("nodeagent")
-        ->error("Cannot read the host's capacity err={}", capacity.status().toString());
+    log()->error("Cannot read the host's capacity err={}", capacity.status().toString());
     return LoadedConfig{std::nullopt, 1};
   }
   c.capacity = *capacity;

@@ -20,6 +20,8 @@
 namespace nodeagent::cmd {
 namespace {
 
+NODEAGENT_LOGGER("nodeagent")
+
 long residentBytes() {
   long pages = 0;
   long resident = 0;
@@ -103,7 +105,7 @@ void SystemdNotifier::feedWatchdog() {
   if (alive_(&why)) {
     sdNotify("WATCHDOG=1");
   } else {
-    base::logger("nodeagent")->warn("Not feeding the systemd watchdog reason={}", why);
+    log()->warn("Not feeding the systemd watchdog reason={}", why);
   }
   watchdog_timer_->asyncWaitFor(watchdog_period_, [this] { feedWatchdog(); });
 }
@@ -125,8 +127,7 @@ base::Status LockContentionWatch::start(const std::vector<LockFile>& locks,
   base::asyncWaitReadable(
       watch_, [on_contention = std::move(on_contention)](const boost::system::error_code& ec) {
         if (ec) return;
-        base::logger("nodeagent")
-            ->info("Another process wants the lock file, stopping (--exit-on-lock-contention)");
+        log()->info("Another process wants the lock file, stopping (--exit-on-lock-contention)");
         on_contention();
       });
   return base::okStatus();

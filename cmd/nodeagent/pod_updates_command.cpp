@@ -32,6 +32,8 @@
 namespace nodeagent::cmd {
 namespace {
 
+NODEAGENT_LOGGER("cmd")
+
 constexpr const char* kUsage =
     "usage: nodeagent pod-updates [--pod-manifest-path=P] [--manifest-url=U] [--kubeconfig=K]\n"
     "         [--manifest-url-header=K:V]... [--hostname-override=NODE]\n"
@@ -302,7 +304,6 @@ int runPodUpdates(int argc, char** argv) {
   if (!inputs.ok()) return usageError(inputs.status().message());
 
   base::initLogging({.verbosity = flags.verbosity, .quiet = false});
-  auto log = base::logger("cmd");
 
   // A broken pipe on stdout must end the program through write errors, not a signal.
   ::signal(SIGPIPE, SIG_IGN);
@@ -320,7 +321,7 @@ int runPodUpdates(int argc, char** argv) {
   config::PodConfig pod_config(ioc.get_executor(), clock, printUpdates(out_mu, flags.full),
                                pc_options);
 
-  auto made = makeSources(ioc, blocking, clock, flags, *inputs, errors, pod_config, *log);
+  auto made = makeSources(ioc, blocking, clock, flags, *inputs, errors, pod_config, *log());
   if (!made.ok()) {
     std::fprintf(stderr, "nodeagent pod-updates: %s\n", made.status().message().c_str());
     return 1;
@@ -330,15 +331,15 @@ int runPodUpdates(int argc, char** argv) {
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
-    log->info("Stopping on signal signal={}", signo);
+    log()->info("Stopping on signal signal={}", signo);
     // After stop() no source pushes; what is already queued may still print, then the loop ends.
     for (auto& s : sources) s->stop();
     guard.reset();
     asio::post(ioc, [&] { ioc.stop(); });
   });
 
-  log->info("Starting pod sources node={} file={} url={}", inputs->node, flags.manifest_path,
-            flags.manifest_url);
+  log()->info("Starting pod sources node={} file={} url={}", inputs->node, flags.manifest_path,
+              flags.manifest_url);
   for (auto& s : sources) s->start();
 
   std::thread second([&] { ioc.run(); });
