@@ -16,14 +16,11 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("agent");
-  return l;
-}
+NODEAGENT_LOGGER("agent")
 
 base::Status cancelled() { return base::cancelledError("sync cancelled"); }
 
-runtime::Pod runningPodOf(const runtime::PodStatus& status) {
+runtime::Pod runningPodOf(const runtime::PodStatus& status) {  // the running containers
   runtime::Pod pod;
   pod.uid = status.uid;
   pod.name = status.name;
@@ -79,16 +76,16 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   if (!volumes.ok()) co_return volumes.status();
 
   auto actions = computePodActions(*pod, *status, &deps_.prober);
-  CO_RETURN_IF_ERROR(co_await killForActions(pod, actions, *status, cancel));
+  CO_RETURN_IF_ERROR(co_await killForActions(pod, actions, runningPodOf(*status), cancel));
   if (cancel.stop_requested()) co_return cancelled();
   if (actions.next_init_container || !actions.containers_to_start.empty()) {
-    auto sandbox = co_await ensureSandbox(pod, *status);
+    auto sandbox = co_await ensureSandbox(pod, status->sandbox_statuses);
     if (!sandbox.ok()) {
       ++deps_.metrics.sync_pod_errors;
       co_return sandbox.status();
     }
-    auto started = co_await startForActions(pod, std::move(actions), *status, std::move(*sandbox),
-                                            std::move(*volumes), cancel);
+    auto started = co_await startForActions(pod, std::move(actions), std::move(*status),
+                                            std::move(*sandbox), std::move(*volumes), cancel);
     if (!started.ok()) co_return started;
   }
   co_return false;
@@ -141,12 +138,11 @@ asio::awaitable<base::StatusOr<std::vector<runtime::PodVolume>>> PodLifecycle::p
   co_return volumes;
 }
 
-asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod,
-                                                           const PodActions& actions,
-                                                           const runtime::PodStatus& status,
+asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod, PodActions actions,
+                                                           runtime::Pod running,
                                                            std::stop_token cancel) {
-  if (actions.kill_pod && anyRunning(status)) {
-    CO_RETURN_IF_ERROR(co_await killPodWatched(pod, runningPodOf(status), std::nullopt));
+  if (actions.kill_pod && !running.empty()) {
+    CO_RETURN_IF_ERROR(co_await killPodWatched(pod, std::move(running), std::nullopt));
   }
   for (const auto& kill : actions.containers_to_kill) {
     if (cancel.stop_requested()) co_return cancelled();
@@ -162,13 +158,15 @@ asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod,
 }
 
 asio::awaitable<base::StatusOr<std::string>> PodLifecycle::ensureSandbox(
-    api::PodPtr pod, const runtime::PodStatus& status) {
-  if (const auto* ready = runtime::readySandbox(status)) co_return ready->id;
+    api::PodPtr pod, std::vector<runtime::PodSandboxStatus> sandboxes) {
+  for (const auto& s : sandboxes) {
+    if (s.state == runtime::SandboxState::kReady) co_return s.id;
+  }
   runtime::PodSandboxConfig config;
   config.uid = pod->metadata.uid;
   config.name = pod->metadata.name;
   config.namespace_ = pod->metadata.namespace_;
-  config.attempt = status.sandbox_statuses.empty() ? 0 : status.sandbox_statuses[0].attempt + 1;
+  config.attempt = sandboxes.empty() ? 0 : sandboxes[0].attempt + 1;
   config.log_directory = deps_.runtime.podLogsDirectory(config.namespace_, config.name, config.uid);
   config.hostname = pod->metadata.name;
   config.labels = pod->metadata.labels;
@@ -184,22 +182,23 @@ asio::awaitable<base::StatusOr<std::string>> PodLifecycle::ensureSandbox(
 }
 
 asio::awaitable<base::Status> PodLifecycle::startForActions(api::PodPtr pod, PodActions actions,
-                                                            const runtime::PodStatus& status,
+                                                            runtime::PodStatus status,
                                                             std::string sandbox_id,
                                                             std::vector<runtime::PodVolume> volumes,
                                                             std::stop_token cancel) {
   base::Status first_error;
   bool changed = false;
-  auto start = [&](size_t index, bool init) -> asio::awaitable<void> {
-    if (cancel.stop_requested()) co_return;
-    bool in_backoff = false;
+  auto before = std::make_shared<const runtime::PodStatus>(std::move(status));
+  std::vector<std::pair<size_t, bool>> starts;  // (index, init)
+  if (actions.next_init_container) starts.emplace_back(*actions.next_init_container, true);
+  for (size_t index : actions.containers_to_start) starts.emplace_back(index, false);
+  for (const auto& [index, init] : starts) {
+    if (cancel.stop_requested()) break;
     StartRequest request{pod, index, init, sandbox_id, volumes};
-    auto s = co_await startContainerWithBackoff(std::move(request), status, &in_backoff);
+    auto s = co_await startContainerWithBackoff(std::move(request), before);
     changed = true;  // started, failed, or now waiting in backoff: the status moved
     if (!s.ok() && first_error.ok()) first_error = s;
-  };
-  if (actions.next_init_container) co_await start(*actions.next_init_container, true);
-  for (size_t index : actions.containers_to_start) co_await start(index, false);
+  }
   if (cancel.stop_requested()) co_return cancelled();
   // Publish the new state (or the backoff reason) now rather than on the next sync.
   if (changed) co_await publishStatusAfterStarts(pod);

@@ -98,14 +98,14 @@ class PodLifecycle final : public podworkers::PodSyncer {
   base::Status refuseBadNames(const api::Pod& pod, api::PodStatus& api_status);
   asio::awaitable<base::StatusOr<std::vector<runtime::PodVolume>>> preparePod(
       api::PodPtr pod, api::PodStatus api_status);
-  asio::awaitable<base::Status> killForActions(api::PodPtr pod, const PodActions& actions,
-                                               const runtime::PodStatus& status,
-                                               std::stop_token cancel);
-  asio::awaitable<base::StatusOr<std::string>> ensureSandbox(api::PodPtr pod,
-                                                             const runtime::PodStatus& status);
+  // (Coroutines take their parameters by value: a reference would outlive its caller only by
+  // luck.)
+  asio::awaitable<base::Status> killForActions(api::PodPtr pod, PodActions actions,
+                                               runtime::Pod running, std::stop_token cancel);
+  asio::awaitable<base::StatusOr<std::string>> ensureSandbox(
+      api::PodPtr pod, std::vector<runtime::PodSandboxStatus> sandboxes);
   asio::awaitable<base::Status> startForActions(api::PodPtr pod, PodActions actions,
-                                                const runtime::PodStatus& status,
-                                                std::string sandbox_id,
+                                                runtime::PodStatus status, std::string sandbox_id,
                                                 std::vector<runtime::PodVolume> volumes,
                                                 std::stop_token cancel);
   asio::awaitable<void> publishStatusAfterStarts(api::PodPtr pod);
@@ -119,9 +119,9 @@ class PodLifecycle final : public podworkers::PodSyncer {
     std::string sandbox_id;
     std::vector<runtime::PodVolume> volumes;
   };
-  asio::awaitable<base::Status> startContainerWithBackoff(StartRequest request,
-                                                          const runtime::PodStatus& status,
-                                                          bool* in_backoff);
+  // `status` is the pod's runtime status before the starts (whose exits decide the backoff).
+  asio::awaitable<base::Status> startContainerWithBackoff(
+      StartRequest request, std::shared_ptr<const runtime::PodStatus> status);
   bool inBackoff(const api::Pod& pod, const api::Container& container,
                  const runtime::PodStatus& status);
   base::StatusOr<runtime::StartContainerOptions> startOptions(const StartRequest& request,

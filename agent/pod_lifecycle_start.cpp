@@ -9,10 +9,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("agent");
-  return l;
-}
+NODEAGENT_LOGGER("agent")
 
 std::string containerFieldPath(const api::Container& c) {
   return "spec.containers{" + c.name + "}";
@@ -94,15 +91,12 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
 }
 
 asio::awaitable<base::Status> PodLifecycle::startContainerWithBackoff(
-    StartRequest request, const runtime::PodStatus& status, bool* in_backoff) {
+    StartRequest request, std::shared_ptr<const runtime::PodStatus> status) {
   const api::PodPtr pod = request.pod;
   const api::Container container =
       request.init ? pod->spec.init_containers[request.index] : pod->spec.containers[request.index];
-  if (inBackoff(*pod, container, status)) {
-    *in_backoff = true;
-    co_return base::okStatus();
-  }
-  const auto* last = status.findContainerStatusByName(container.name);
+  if (inBackoff(*pod, container, *status)) co_return base::okStatus();
+  const auto* last = status->findContainerStatusByName(container.name);
   const int attempt = last != nullptr ? last->restart_count + 1 : 0;
   // (No co_await inside a conditional expression: GCC 12 destroys its temporaries twice.)
   auto options = startOptions(request, container);

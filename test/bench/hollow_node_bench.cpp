@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
                     .cpu_milli = 1 << 30,
                     .memory_bytes = int64_t{1} << 50,
                     .pods = static_cast<int64_t>(n + samples + 10)};
+  ao.blocking_executor = blocking.get_executor();  // as the daemon gives its blocking pool
   std::atomic_store(
       &the_agent,
       std::make_shared<agent::Agent>(

@@ -245,6 +245,47 @@ TEST_CASE(
          !fs::exists(env.options().root_dir / "containers")));
 }
 
+TEST_CASE(
+    "process runtime: a pod's sandbox is its log directory, ready until stopped, gone once "
+    "removed, and adopted containers run in a ready one",
+    "[integration][runtime]") {
+  Env env;
+  PodSandboxConfig config;
+  config.uid = "u-sandbox";
+  config.name = "pod-u-sandbox";
+  config.namespace_ = "default";
+  config.attempt = 2;
+  config.log_directory = env.runtime().podLogsDirectory("default", "pod-u-sandbox", "u-sandbox");
+  CHECK(config.log_directory == env.dir().path() / "logs" / "default_pod-u-sandbox_u-sandbox");
+  auto id = env.sync(env.runtime().runPodSandbox(config));
+  REQUIRE(id.ok());
+  CHECK(*id == "u-sandbox");
+  CHECK(fs::is_directory(config.log_directory));
+  auto status = [&](const std::string& uid) {
+    auto st = env.sync(env.runtime().getPodStatus(uid, "pod-" + uid, "default"));
+    REQUIRE(st.ok());
+    return *st;
+  };
+  auto ready = status("u-sandbox");
+  REQUIRE(ready.sandbox_statuses.size() == 1);
+  CHECK(ready.sandbox_statuses[0].id == "u-sandbox");
+  CHECK(ready.sandbox_statuses[0].state == SandboxState::kReady);
+  CHECK(ready.sandbox_statuses[0].attempt == 2);
+  REQUIRE(env.sync(env.runtime().stopPodSandbox("u-sandbox")).ok());
+  CHECK(status("u-sandbox").sandbox_statuses.at(0).state == SandboxState::kNotReady);
+  REQUIRE(env.sync(env.runtime().removePodSandbox("u-sandbox")).ok());
+  CHECK(status("u-sandbox").sandbox_statuses.empty());
+  CHECK(env.sync(env.runtime().stopPodSandbox("unknown")).ok());
+  CHECK(env.sync(env.runtime().removePodSandbox("unknown")).ok());
+
+  // A container started without a sandbox (as one adopted from an agent before sandboxes).
+  auto pod = makePod("u-adopted", {shContainer("c", "exec sleep " + uniqueSleep())});
+  env.start(pod);
+  auto adopted = status("u-adopted");
+  REQUIRE(adopted.sandbox_statuses.size() == 1);
+  CHECK(adopted.sandbox_statuses[0].state == SandboxState::kReady);
+}
+
 TEST_CASE("process runtime: a started container runs as its own session leader",
           "[integration][runtime]") {
   Env env;

@@ -131,6 +131,20 @@ struct Harness {
     auto s = status_manager.getPodStatus(uid);
     return s ? s->phase : "";
   }
+  // What the runtime holds for the pod, sandboxes included.
+  runtime::PodStatus runtimeStatus(const std::string& uid) {
+    std::optional<runtime::PodStatus> out;
+    asio::co_spawn(
+        ioc,
+        [this, uid, &out]() -> asio::awaitable<void> {
+          auto s = co_await runtime.getPodStatus(uid, "web-node1", "default");
+          if (s.ok()) out = std::move(*s);
+        },
+        asio::detached);
+    drain();
+    REQUIRE(out.has_value());
+    return *out;
+  }
 };
 
 api::PodPtr webPod(const std::string& uid = "uid-web", const std::string& policy = "Always") {
@@ -341,6 +355,72 @@ TEST_CASE("agent: a removal from a source that has not reported is not acted on"
   h.sources_ready = false;
   h.update(api::PodOperation::kRemove, {webPod()});
   CHECK(h.actions(Action::Kind::kKill).empty());
+}
+
+TEST_CASE(
+    "agent: a pod's sandbox is made before its first container, stopped once its containers are "
+    "killed, and removed with the pod",
+    "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  CHECK(h.runtime.sandboxesRun() == 1);
+  auto running = h.runtimeStatus("uid-web");
+  REQUIRE(running.sandbox_statuses.size() == 1);
+  CHECK(running.sandbox_statuses[0].state == runtime::SandboxState::kReady);
+  CHECK(running.sandbox_statuses[0].attempt == 0);
+  REQUIRE(running.container_statuses.size() == 1);
+
+  SECTION("a restart of a container reuses the ready sandbox") {
+    REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+    h.advance(1s);
+    CHECK(h.actions(Action::Kind::kStart).size() == 2);
+    CHECK(h.runtime.sandboxesRun() == 1);
+  }
+  SECTION("a pod that ends on its own has its sandbox stopped") {
+    h.update(api::PodOperation::kUpdate, {webPod("uid-web", "Never")});
+    REQUIRE(h.runtime.exitContainer("uid-web", "web", 0));
+    h.advance(3s);
+    CHECK(h.phase("uid-web") == "Succeeded");
+    auto ended = h.runtimeStatus("uid-web");
+    REQUIRE(ended.sandbox_statuses.size() == 1);
+    CHECK(ended.sandbox_statuses[0].state == runtime::SandboxState::kNotReady);
+  }
+  SECTION("a removed pod loses its containers and its sandbox") {
+    h.update(api::PodOperation::kRemove, {webPod()});
+    h.advance(3s);
+    auto gone = h.runtimeStatus("uid-web");
+    CHECK(gone.sandbox_statuses.empty());
+    CHECK(gone.container_statuses.empty());
+    SECTION("added again, it gets a new sandbox") {
+      h.update(api::PodOperation::kAdd, {webPod()});
+      h.advance(3s);
+      CHECK(h.runtime.sandboxesRun() == 2);
+      CHECK(h.runtimeStatus("uid-web").sandbox_statuses.at(0).state ==
+            runtime::SandboxState::kReady);
+    }
+  }
+}
+
+TEST_CASE("agent: containers the runtime had before sandboxes existed keep running in theirs",
+          "[unit][agent]") {
+  Harness h;
+  // A container started straight through the runtime (as one adopted from a previous agent).
+  auto pod = webPod();
+  asio::co_spawn(
+      h.ioc,
+      [&h, pod]() -> asio::awaitable<void> {
+        runtime::StartContainerOptions options;  // named: see GCC 12 and co_await temporaries
+        auto id = co_await h.runtime.startContainer(pod, pod->spec.containers[0], 0, options);
+        CHECK(id.ok());
+      },
+      asio::detached);
+  h.drain();
+  h.update(api::PodOperation::kAdd, {pod});
+  h.advance(3s);
+  CHECK(h.runtime.sandboxesRun() == 0);
+  CHECK(h.actions(Action::Kind::kKill).empty());
+  CHECK(h.runtime.runningContainerCount() == 1);
+  CHECK(h.phase("uid-web") == "Running");
 }
 
 TEST_CASE("agent: the same manifest removed and added again is started again", "[unit][agent]") {

@@ -1,0 +1,122 @@
+// The volume preparer: emptyDir and hostPath volumes made ready on the node, and a container's
+// volumeMounts resolved against them for the runtime.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "agent/pod_directories.h"
+#include "agent/volumes.h"
+#include "test/support/pod_builder.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+
+namespace {
+
+api::PodPtr podWithVolumes(nlohmann::json volumes, nlohmann::json mounts,
+                           const std::string& source = "file") {
+  return testing::PodBuilder()
+      .name("web")
+      .uid("uid-1")
+      .annotation("kubernetes.io/config.source", source)
+      .container("c", {"sleep", "1"})
+      .edit([&](nlohmann::json& j) {
+        j["spec"]["volumes"] = volumes;
+        j["spec"]["containers"][0]["volumeMounts"] = mounts;
+      })
+      .build();
+}
+
+}  // namespace
+
+TEST_CASE("volumes: an emptyDir is made under the pod's directory, world-writable",
+          "[unit][agent]") {
+  testing::TempDir root;
+  agent::PodDirectories dirs(root.path());
+  agent::VolumePreparer volumes(dirs, false);
+  auto pod = podWithVolumes({{{"name", "data"}, {"emptyDir", nlohmann::json::object()}}},
+                            {{{"name", "data"}, {"mountPath", "/data"}, {"subPath", "sub"}}});
+  auto prepared = volumes.prepare(*pod);
+  REQUIRE(prepared.ok());
+  REQUIRE(prepared->size() == 1);
+  const auto expected =
+      root.path() / "pods" / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "data";
+  CHECK((*prepared)[0].name == "data");
+  CHECK((*prepared)[0].host_path == expected);
+  struct stat st {};
+  REQUIRE(::stat(expected.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0777);
+
+  auto mounts = agent::VolumePreparer::mountsFor(pod->spec.containers[0], *prepared);
+  REQUIRE(mounts.ok());
+  REQUIRE(mounts->size() == 1);
+  CHECK((*mounts)[0].volume == "data");
+  CHECK((*mounts)[0].host_path == expected / "sub");
+  CHECK((*mounts)[0].container_path == "/data");
+  CHECK_FALSE((*mounts)[0].read_only);
+}
+
+TEST_CASE("volumes: a mount naming no volume of the pod or escaping it with subPath is refused",
+          "[unit][agent]") {
+  std::vector<runtime::PodVolume> prepared{{"data", "/var/lib/x"}};
+  auto unknown =
+      podWithVolumes(nlohmann::json::array(), {{{"name", "other"}, {"mountPath", "/o"}}});
+  auto m = agent::VolumePreparer::mountsFor(unknown->spec.containers[0], prepared);
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().code() == base::StatusCode::kInvalidArgument);
+  CHECK_THAT(m.status().message(), Catch::Contains("no volume \"other\""));
+  for (const char* sub : {"../etc", "a/../../b", "/abs"}) {
+    auto escaping = podWithVolumes(nlohmann::json::array(),
+                                   {{{"name", "data"}, {"mountPath", "/d"}, {"subPath", sub}}});
+    auto e = agent::VolumePreparer::mountsFor(escaping->spec.containers[0], prepared);
+    REQUIRE_FALSE(e.ok());
+    CHECK_THAT(e.status().message(), Catch::Contains("subPath"));
+  }
+}
+
+TEST_CASE("volumes: a hostPath is checked against its type, and only static pods may have it created",
+          "[unit][agent]") {
+  testing::TempDir root;
+  agent::PodDirectories dirs(root.path());
+  agent::VolumePreparer volumes(dirs, false);
+  const auto target = root.path() / "made" / "here";
+  nlohmann::json create = {
+      {{"name", "h"}, {"hostPath", {{"path", target.string()}, {"type", "DirectoryOrCreate"}}}}};
+  auto api_pod = podWithVolumes(create, nlohmann::json::array(), "api");
+  auto refused = volumes.prepare(*api_pod);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == base::StatusCode::kPermissionDenied);
+  CHECK_FALSE(std::filesystem::exists(target));
+
+  auto static_pod = podWithVolumes(create, nlohmann::json::array(), "file");
+  auto made = volumes.prepare(*static_pod);
+  REQUIRE(made.ok());
+  CHECK(std::filesystem::is_directory(target));
+
+  nlohmann::json file_type = {
+      {{"name", "h"}, {"hostPath", {{"path", target.string()}, {"type", "File"}}}}};
+  auto not_file = volumes.prepare(*podWithVolumes(file_type, nlohmann::json::array()));
+  REQUIRE_FALSE(not_file.ok());
+  CHECK_THAT(not_file.status().message(), Catch::Contains("is not a file"));
+}
+
+TEST_CASE("pod directories: made once, forgotten with the pod, orphans removed", "[unit][agent]") {
+  testing::TempDir root;
+  agent::PodDirectories dirs(root.path());
+  REQUIRE(dirs.ensure("uid-1").ok());
+  CHECK(dirs.made("uid-1"));
+  CHECK(std::filesystem::is_directory(root.path() / "pods" / "uid-1" / "volumes"));
+  CHECK(std::filesystem::is_directory(root.path() / "pods" / "uid-1" / "plugins"));
+  CHECK_FALSE(dirs.path("../escape").ok());
+  CHECK_FALSE(dirs.ensure("../escape").ok());
+  REQUIRE(dirs.ensure("uid-2").ok());
+  REQUIRE(dirs.ensure("uid-3").ok());
+  CHECK(dirs.removeOrphans({"uid-1"}, {"uid-2"}));
+  CHECK(std::filesystem::exists(root.path() / "pods" / "uid-1"));
+  CHECK(std::filesystem::exists(root.path() / "pods" / "uid-2"));
+  CHECK_FALSE(std::filesystem::exists(root.path() / "pods" / "uid-3"));
+  CHECK_FALSE(dirs.made("uid-3"));
+  CHECK_FALSE(dirs.removeOrphans({"uid-1", "uid-2"}, {}));
+}
