@@ -10,10 +10,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("mirror");
-  return l;
-}
+NODEAGENT_LOGGER("mirror")
 
 // Decrements the in-flight count when the pool finishes the call (not when the caller times out).
 struct InFlight {

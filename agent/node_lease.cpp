@@ -11,10 +11,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("lease");
-  return l;
-}
+NODEAGENT_LOGGER("lease")
 
 }  // namespace
 

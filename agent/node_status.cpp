@@ -18,10 +18,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("node");
-  return l;
-}
+NODEAGENT_LOGGER("node")
 
 std::string readFirstLine(const std::string& path) {
   std::ifstream in(path);

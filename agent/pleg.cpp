@@ -3,6 +3,11 @@
 #include "base/log.h"
 
 namespace nodeagent::agent {
+namespace {
+
+NODEAGENT_LOGGER("pleg")
+
+}  // namespace
 
 std::string_view podLifecycleEventTypeName(PodLifecycleEvent::Type type) {
   switch (type) {
@@ -102,7 +107,6 @@ void Pleg::armTimer() {
 // changed since the last list), records each container's state and emits an event for every
 // container whose state differs from the previous relist's.
 asio::awaitable<void> Pleg::relist() {
-  static auto log = base::logger("pleg");
   if (relisting_ || stopped_) co_return;
   relisting_ = true;
   auto started = clock_.now();
@@ -119,7 +123,7 @@ asio::awaitable<void> Pleg::relist() {
   auto pods = co_await runtime_.getPods(true);
   relisting_ = false;
   if (!pods.ok()) {
-    log->warn("Relist failed, keeping the previous view err={}", pods.status().toString());
+    log()->warn("Relist failed, keeping the previous view err={}", pods.status().toString());
     armTimer();
     co_return;
   }

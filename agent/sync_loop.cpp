@@ -3,6 +3,11 @@
 #include "base/log.h"
 
 namespace nodeagent::agent {
+namespace {
+
+NODEAGENT_LOGGER("agent")
+
+}  // namespace
 
 SyncLoop::SyncLoop(asio::any_io_executor executor, base::Clock& clock, SyncHandler& handler,
                    std::function<bool()> all_sources_ready, SyncLoopOptions options)
@@ -46,11 +51,10 @@ void SyncLoop::onPlegEvent(const PodLifecycleEvent& event) {
 }
 
 void SyncLoop::handleUpdate(const api::PodUpdate& update) {
-  static auto log = base::logger("agent");
   using Op = api::PodOperation;
   if (!update.pods.empty()) {
-    log->debug("Config update op={} source={} pods={}", api::podOperationName(update.op),
-               update.source, update.pods.size());
+    log()->debug("Config update op={} source={} pods={}", api::podOperationName(update.op),
+                 update.source, update.pods.size());
   }
   switch (update.op) {
     case Op::kAdd:
@@ -68,7 +72,7 @@ void SyncLoop::handleUpdate(const api::PodUpdate& update) {
       handler_.handlePodReconcile(update.pods);
       break;
     case Op::kSet:
-      log->error("The sync loop does not support snapshot updates source={}", update.source);
+      log()->error("The sync loop does not support snapshot updates source={}", update.source);
       break;
   }
 }
@@ -82,18 +86,17 @@ void SyncLoop::tick() {
 }
 
 void SyncLoop::housekeeping() {
-  static auto log = base::logger("agent");
   if (stopped_) return;
   if (all_sources_ready_()) {
     handler_.handlePodCleanups();
     ++housekeeping_runs_;
   } else {
     if (housekeeping_waiting_++ == 0) {
-      log->info(
+      log()->info(
           "Housekeeping waits until every pod source is seen: containers of removed pods "
           "are not cleaned up meanwhile");
     } else {
-      log->debug("Skipping housekeeping: not every source is ready");
+      log()->debug("Skipping housekeeping: not every source is ready");
     }
   }
   housekeeping_timer_->asyncWaitFor(options_.housekeeping_period,

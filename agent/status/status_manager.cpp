@@ -196,10 +196,7 @@ void StatusManager::terminatePod(const api::Pod& pod) {
 
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("status");
-  return l;
-}
+NODEAGENT_LOGGER("status")
 
 // False (logged) when `status` takes a container from terminated back to another state and the
 // pod's restart policy forbids it.

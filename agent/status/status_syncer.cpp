@@ -13,10 +13,7 @@
 namespace nodeagent::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> log() {
-  static auto l = base::logger("status");
-  return l;
-}
+NODEAGENT_LOGGER("status")
 
 }  // namespace
 
