@@ -99,7 +99,8 @@ base::StatusOr<ExecProcess> spawnExecShim(const std::string& shim, const std::st
 }
 
 // The command's output once it exited: the rest of it is normally in flight; children left in
-// the background may hold the pipe open for ever, so the wait for its end is short.
+// the background may hold the pipe open for ever, so the wait for its end is short. `clock` (the
+// runtime's, which outlives its State) is a reference: the call is awaited at once.
 asio::awaitable<std::string> collectExecOutput(std::shared_ptr<ExecPipe> pipe, base::Clock& clock) {
   boost::system::error_code ec;
   if (!pipe->done) {

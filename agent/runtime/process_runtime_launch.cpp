@@ -294,33 +294,7 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
   const bool have_state = readWholeFile((dir / kStateFileName).string(), text, error) &&
                           decodeShimState(text, st, error);
   if (line.rfind("ok ", 0) == 0 && have_state && st.status != ShimStatus::kCreated) {
-    // A quick container may have ended already: report it running first, then its exit.
-    ShimState running = st;
-    running.status = ShimStatus::kRunning;
-    running.finished_at = 0;
-    running.exit_code = 0;
-    running.signal = 0;
-    running.reason.clear();
-    bool emit_started = false;
-    {
-      std::lock_guard lock(mu_);
-      auto it = records_.find(id);
-      if (it != records_.end()) {
-        it->second.starting = false;
-        if (it->second.state.status == ShimStatus::kCreated) {
-          it->second.state = running;
-          ++version_;
-          emit_started = true;
-        }
-      }
-    }
-    log_->info("Started container pod={} container={} id={} pid={} attempt={}", api::podRef(pod),
-               container_name, id, st.pid, attempt);
-    if (emit_started) {
-      emit(ContainerEvent{ContainerEvent::Type::kStarted, pod.metadata.uid,
-                          ContainerId{std::string(ProcessRuntime::kType), id}, container_name});
-    }
-    if (st.status == ShimStatus::kExited) finishExit(id, st);
+    recordStarted(id, st, pod, container_name, attempt);
     return ContainerId{std::string(ProcessRuntime::kType), id};
   }
   std::string message;
@@ -340,6 +314,38 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
   log_->warn("Container failed to start pod={} container={} id={} error={}", api::podRef(pod),
              container_name, id, message);
   return base::unknownError(where + ": " + message);
+}
+
+void ProcessRuntime::State::recordStarted(const std::string& id, const ShimState& st,
+                                          const api::Pod& pod, const std::string& container_name,
+                                          int attempt) {
+  // A quick container may have ended already: report it running first, then its exit.
+  ShimState running = st;
+  running.status = ShimStatus::kRunning;
+  running.finished_at = 0;
+  running.exit_code = 0;
+  running.signal = 0;
+  running.reason.clear();
+  bool emit_started = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = records_.find(id);
+    if (it != records_.end()) {
+      it->second.starting = false;
+      if (it->second.state.status == ShimStatus::kCreated) {
+        it->second.state = running;
+        ++version_;
+        emit_started = true;
+      }
+    }
+  }
+  log_->info("Started container pod={} container={} id={} pid={} attempt={}", api::podRef(pod),
+             container_name, id, st.pid, attempt);
+  if (emit_started) {
+    emit(ContainerEvent{ContainerEvent::Type::kStarted, pod.metadata.uid,
+                        ContainerId{std::string(ProcessRuntime::kType), id}, container_name});
+  }
+  if (st.status == ShimStatus::kExited) finishExit(id, st);
 }
 
 }  // namespace nodeagent::runtime

@@ -393,6 +393,10 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   base::StatusOr<ContainerId> finishStart(const std::string& id, const std::string& line,
                                           const api::Pod& pod, const std::string& container_name,
                                           int attempt);
+  // The shim ran the container (`st`, its state, is past "created"): its record leaves
+  // "starting" and, when it still says created, says running and the started event goes out.
+  void recordStarted(const std::string& id, const ShimState& st, const api::Pod& pod,
+                     const std::string& container_name, int attempt);
   asio::awaitable<base::Status> kill(api::PodPtr pod, ContainerId id, KillOptions options,
                                      std::string reason);
   asio::awaitable<void> runHook(std::string id, std::vector<std::string> command,
