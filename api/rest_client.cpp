@@ -130,9 +130,19 @@ base::StatusOr<std::unique_ptr<RestClient>> RestClient::create(RestConfig config
   return c;
 }
 
-base::Status RestClient::init() {
-  const std::string where = config_.origin.empty() ? "rest config" : config_.origin;
-  std::string_view url = config_.server;
+namespace {
+
+// The server URL of a kubeconfig: scheme, host, port and path prefix. `where` names the config.
+struct ServerUrl {
+  HttpEndpoint endpoint;
+  std::string path_prefix;  // without a trailing '/'
+};
+
+base::StatusOr<ServerUrl> parseServerUrl(const std::string& server, const std::string& where) {
+  auto bad = [&](const std::string& what) {
+    return base::invalidArgumentError(where + ": server \"" + server + "\": " + what);
+  };
+  std::string_view url = server;
   bool https = false;
   if (url.rfind("https://", 0) == 0) {
     https = true;
@@ -140,43 +150,51 @@ base::Status RestClient::init() {
   } else if (url.rfind("http://", 0) == 0) {
     url.remove_prefix(7);
   } else {
-    return base::invalidArgumentError(where + ": server \"" + config_.server +
-                                      "\": expected an http:// or https:// URL");
+    return bad("expected an http:// or https:// URL");
   }
+  ServerUrl out;
   auto slash = url.find('/');
   std::string_view hostport = url.substr(0, slash);
   if (slash != std::string_view::npos) {
-    path_prefix_ = std::string(url.substr(slash));
-    while (!path_prefix_.empty() && path_prefix_.back() == '/') path_prefix_.pop_back();
+    out.path_prefix = std::string(url.substr(slash));
+    while (!out.path_prefix.empty() && out.path_prefix.back() == '/') out.path_prefix.pop_back();
   }
   std::string_view port_text;
   std::string host;
   if (!hostport.empty() && hostport.front() == '[') {
     auto close = hostport.find(']');
-    if (close == std::string_view::npos) {
-      return base::invalidArgumentError(where + ": server \"" + config_.server +
-                                        "\": bad IPv6 host");
-    }
+    if (close == std::string_view::npos) return bad("bad IPv6 host");
     host = std::string(hostport.substr(1, close - 1));
-    if (close + 1 < hostport.size() && hostport[close + 1] == ':')
+    if (close + 1 < hostport.size() && hostport[close + 1] == ':') {
       port_text = hostport.substr(close + 2);
+    }
   } else {
     auto colon = hostport.rfind(':');
     host = std::string(hostport.substr(0, colon));
     if (colon != std::string_view::npos) port_text = hostport.substr(colon + 1);
   }
-  if (host.empty()) {
-    return base::invalidArgumentError(where + ": server \"" + config_.server + "\": no host");
-  }
+  if (host.empty()) return bad("no host");
   int port = https ? 443 : 80;
   if (!port_text.empty()) {
     auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (ec != std::errc() || p != port_text.data() + port_text.size() || port <= 0 ||
         port > 65535) {
-      return base::invalidArgumentError(where + ": server \"" + config_.server + "\": bad port");
+      return bad("bad port");
     }
   }
-  endpoint_ = HttpEndpoint{https, std::move(host), port};
+  out.endpoint = HttpEndpoint{https, std::move(host), port};
+  return out;
+}
+
+}  // namespace
+
+base::Status RestClient::init() {
+  const std::string where = config_.origin.empty() ? "rest config" : config_.origin;
+  auto server = parseServerUrl(config_.server, where);
+  if (!server.ok()) return server.status();
+  endpoint_ = std::move(server->endpoint);
+  path_prefix_ = std::move(server->path_prefix);
+  const bool https = endpoint_.https;
 
   if (https) {
     HttpTlsOptions tls;
@@ -394,6 +412,89 @@ base::StatusOr<nlohmann::json> RestClient::deleteJson(std::string_view path,
                    "DELETE " + std::string(path));
 }
 
+namespace {
+
+// One watch's answer as it streams in: events go through the decoder to the consumer (an ERROR
+// event ends the watch with its status); a non-200 answer keeps the first 64 KiB of its body for
+// the error. A watch body has no overall limit: the decoder bounds each event.
+class WatchStream {
+ public:
+  WatchStream(std::string what, const std::function<bool(RawWatchEvent&&)>& on_event,
+              size_t max_event_bytes, std::stop_token stop)
+      : what_(std::move(what)),
+        on_event_(on_event),
+        stop_(std::move(stop)),
+        decoder_([this](RawWatchEvent&& ev) { return deliver(std::move(ev)); }, max_event_bytes) {}
+  WatchStream(const WatchStream&) = delete;
+  WatchStream& operator=(const WatchStream&) = delete;
+
+  HttpBodyStream body() {
+    HttpBodyStream body;
+    body.on_head = [this](const HttpResponse& h) {
+      head_ = h;
+      return !stop_.stop_requested();
+    };
+    body.on_chunk = [this](std::string_view chunk) { return onChunk(chunk); };
+    return body;
+  }
+
+  // The watch's outcome once the connection's stream() returned `streamed`.
+  base::Status result(base::Status streamed) {
+    if (stop_.stop_requested()) return base::cancelledError(what_ + ": cancelled");
+    if (!decode_error_.ok()) return decode_error_.withContext(what_);
+    if (!stream_error_.ok()) return stream_error_;
+    if (consumer_stopped_) return base::okStatus();
+    if (!streamed.ok()) return streamed.withContext(what_);
+    if (head_.status != 200) {
+      return apiErrorStatus(what_, head_.status, error_body_, parseRetryAfter(head_));
+    }
+    if (auto st = decoder_.finish(); !st.ok()) return st.withContext(what_);
+    return stream_error_;
+  }
+
+ private:
+  static constexpr size_t kMaxErrorBody = 64 * 1024;
+
+  bool deliver(RawWatchEvent&& ev) {
+    if (ev.type == WatchEventType::kError) {
+      stream_error_ = apiErrorStatusFromObject(what_, *ev.object);
+      return false;
+    }
+    if (!on_event_(std::move(ev))) {
+      consumer_stopped_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  bool onChunk(std::string_view chunk) {
+    if (stop_.stop_requested()) return false;
+    if (head_.status != 200) {
+      error_body_.append(
+          chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body_.size())));
+      return error_body_.size() < kMaxErrorBody;  // enough to report; never the whole of it
+    }
+    auto st = decoder_.feed(chunk);
+    if (!st.ok()) {
+      decode_error_ = st;
+      return false;
+    }
+    return !decoder_.finished();
+  }
+
+  const std::string what_;
+  const std::function<bool(RawWatchEvent&&)>& on_event_;
+  std::stop_token stop_;
+  WatchDecoder decoder_;
+  HttpResponse head_;
+  std::string error_body_;
+  base::Status decode_error_;
+  base::Status stream_error_;  // an in-stream ERROR event
+  bool consumer_stopped_ = false;
+};
+
+}  // namespace
+
 base::Status RestClient::watch(std::string_view collection_path, const ListOptions& options,
                                const std::function<bool(RawWatchEvent&&)>& on_event,
                                std::stop_token stop) {
@@ -423,61 +524,11 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   } unregister{this, raw};
   std::stop_callback on_stop(stop, [raw] { raw->cancel(); });
 
-  base::Status stream_error;  // an in-stream ERROR event
-  bool consumer_stopped = false;
-  WatchDecoder decoder(
-      [&](RawWatchEvent&& ev) {
-        if (ev.type == WatchEventType::kError) {
-          stream_error = apiErrorStatusFromObject(what, *ev.object);
-          return false;
-        }
-        if (!on_event(std::move(ev))) {
-          consumer_stopped = true;
-          return false;
-        }
-        return true;
-      },
-      options_.max_watch_event_bytes);
-
-  // A non-200 answer keeps the first 64 KiB of its body for the error; a watch body has no
-  // overall limit (the decoder bounds each event).
-  constexpr size_t kMaxErrorBody = 64 * 1024;
-  HttpResponse head;
-  std::string error_body;
-  base::Status decode_error;
-  HttpBodyStream body;
-  body.on_head = [&](const HttpResponse& h) {
-    head = h;
-    return !stop.stop_requested();
-  };
-  body.on_chunk = [&](std::string_view chunk) {
-    if (stop.stop_requested()) return false;
-    if (head.status != 200) {
-      error_body.append(
-          chunk.substr(0, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
-      return error_body.size() < kMaxErrorBody;  // enough to report; never the whole of it
-    }
-    auto st = decoder.feed(chunk);
-    if (!st.ok()) {
-      decode_error = st;
-      return false;
-    }
-    return !decoder.finished();
-  };
+  WatchStream stream(what, on_event, options_.max_watch_event_bytes, stop);
+  HttpBodyStream body = stream.body();
   base::Status st =
       stop.stop_requested() ? base::cancelledError("cancelled") : conn->stream(req, body);
-  if (stop.stop_requested()) return base::cancelledError(what + ": cancelled");
-  if (!decode_error.ok()) return decode_error.withContext(what);
-  if (!stream_error.ok()) return stream_error;
-  if (consumer_stopped) return base::okStatus();
-  if (!st.ok()) return st.withContext(what);
-  if (head.status != 200) {
-    return apiErrorStatus(what, head.status, error_body, parseRetryAfter(head));
-  }
-  st = decoder.finish();
-  if (!st.ok()) return st.withContext(what);
-  if (!stream_error.ok()) return stream_error;
-  return base::okStatus();
+  return stream.result(st);
 }
 
 }  // namespace nodeagent::api
