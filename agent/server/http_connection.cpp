@@ -9,8 +9,12 @@
 #include <limits>
 #include <shared_mutex>
 
+#include "base/log.h"
+
 namespace nodeagent::agent {
 namespace {
+
+NODEAGENT_LOGGER("server")
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
@@ -106,8 +110,7 @@ void HttpConnection::close() {
 void HttpConnection::arm(base::Duration d) {
   timer_->asyncWaitFor(d, [weak = weak_from_this()] {
     if (auto self = weak.lock()) {
-      serverLog()->debug("Closing a connection that passed its deadline port={}",
-                         self->state_->port);
+      log()->debug("Closing a connection that passed its deadline port={}", self->state_->port);
       self->close();
     }
   });
@@ -190,7 +193,7 @@ void HttpConnection::respond() {
     try {
       response = state_->handler(request);
     } catch (const std::exception& e) {
-      serverLog()->warn("HTTP handler failed path={} err={}", request.path, e.what());
+      log()->warn("HTTP handler failed path={} err={}", request.path, e.what());
       response = HttpResponse{500, "text/plain", "internal error", nullptr};
     }
   }
@@ -198,7 +201,7 @@ void HttpConnection::respond() {
 }
 
 void HttpConnection::fail(int status, std::string why) {
-  serverLog()->debug("Refusing a request port={} status={} reason={}", state_->port, status, why);
+  log()->debug("Refusing a request port={} status={} reason={}", state_->port, status, why);
   state_->setPhase(*this, ConnectionPhase::kBusy);
   arm(state_->options.write_timeout);
   linger_after_write_ = true;

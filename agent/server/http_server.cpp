@@ -10,9 +10,12 @@
 
 #include "agent/server/http_connection.h"
 #include "agent/server/http_server_state.h"
+#include "base/log.h"
 
 namespace nodeagent::agent {
 namespace {
+
+NODEAGENT_LOGGER("server")
 
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
@@ -46,11 +49,6 @@ std::string hostPort(const std::string& address, int port) {
 
 }  // namespace
 
-std::shared_ptr<spdlog::logger> serverLog() {
-  static auto logger = base::logger("server");
-  return logger;
-}
-
 void HttpServer::State::setPhase(HttpConnection& c, ConnectionPhase to) {
   std::lock_guard lock(mu);
   if (c.phase == ConnectionPhase::kDropped) return;
@@ -81,7 +79,7 @@ std::shared_ptr<HttpConnection> HttpServer::State::takeVictimLocked(bool idle_on
 }
 
 void HttpServer::State::closeLater(const std::shared_ptr<HttpConnection>& c, const char* why) {
-  serverLog()->debug("Dropping a connection port={} reason={}", port.load(), why);
+  log()->debug("Dropping a connection port={} reason={}", port.load(), why);
   asio::post(c->executor(), [c] { c->close(); });
 }
 
@@ -102,7 +100,7 @@ void HttpServer::State::onAccept(const error_code& ec, tcp::socket socket) {
   if (outOfResources(ec)) {
     // Accepting again at once would spin: free a descriptor and wait a little.
     if (!warned_out_of_descriptors) {
-      serverLog()->warn("Cannot accept connections port={} err={}", port.load(), ec.message());
+      log()->warn("Cannot accept connections port={} err={}", port.load(), ec.message());
       warned_out_of_descriptors = true;
     }
     dropOldestIdle();
@@ -112,7 +110,7 @@ void HttpServer::State::onAccept(const error_code& ec, tcp::socket socket) {
     return;
   }
   if (ec) {
-    serverLog()->debug("Accept failed port={} err={}", port.load(), ec.message());
+    log()->debug("Accept failed port={} err={}", port.load(), ec.message());
   } else {
     warned_out_of_descriptors = false;
     error_code ignored;
@@ -143,7 +141,7 @@ void HttpServer::State::admit(tcp::socket socket) {
   }
   for (const auto& victim : victims) closeLater(victim, "connection cap");
   if (!conn) {
-    serverLog()->debug("Refusing a connection: every connection is busy port={}", port.load());
+    log()->debug("Refusing a connection: every connection is busy port={}", port.load());
     error_code ignored;
     socket.close(ignored);
     return;
@@ -209,8 +207,8 @@ base::Status HttpServer::start() {
   if (ec) return fail(ec.message());
   s.port = local.port();
   s.max_connections = connectionCap(s.options.max_connections);
-  serverLog()->info("Serving HTTP port={} address={} max_connections={}", s.options.name, where,
-                    s.max_connections.load());
+  log()->info("Serving HTTP port={} address={} max_connections={}", s.options.name, where,
+              s.max_connections.load());
   asio::post(s.acceptor_strand, [state = state_] { state->accept(); });
   return base::okStatus();
 }

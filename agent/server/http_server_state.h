@@ -10,7 +10,6 @@
 #include <shared_mutex>
 
 #include "agent/server/http_server.h"
-#include "base/log.h"
 
 namespace nodeagent::agent {
 
@@ -20,9 +19,6 @@ class HttpConnection;
 // (reading), answering or lingering (busy), or out of the server's lists (dropped).
 enum class ConnectionPhase { kIdle, kReading, kBusy, kDropped };
 using ConnectionList = std::list<HttpConnection*>;
-
-// The "server" logger.
-std::shared_ptr<spdlog::logger> serverLog();
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   State(asio::any_io_executor ex, base::Clock& c, HttpServerOptions o, HttpHandler h)
