@@ -186,7 +186,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   // kubelet's allowStaticPodStart: no other started static pod holds the full name, and this UID
   // is the first live one waiting for it.
   bool allowStaticPodStartLocked(const SyncStatus& st);
-  asio::awaitable<SyncResult> execute(const PodWork& work, std::optional<int64_t> grace,
+  asio::awaitable<SyncResult> execute(PodWork work, std::optional<int64_t> grace,
                                       PodStatusFn status_fn, std::stop_token token);
   // Applies a sync method's result (kubelet's completeSync/completeTerminating/completeTerminated
   // and completeWork) and returns the next work to run on this coroutine, if any.

@@ -59,7 +59,8 @@ asio::awaitable<void> BasicPodWorkers::Impl::runWorker(std::shared_ptr<Impl> sel
         co_return;
       }
     }
-    SyncResult result = co_await self->execute(work, grace, std::move(status_fn), token);
+    auto execution = self->execute(work, grace, std::move(status_fn), token);
+    SyncResult result = co_await std::move(execution);
     {
       Deferred deferred;
       std::unique_lock lock(self->mu_);
@@ -142,7 +143,7 @@ bool BasicPodWorkers::Impl::allowStaticPodStartLocked(const SyncStatus& st) {
   return true;
 }
 
-asio::awaitable<SyncResult> BasicPodWorkers::Impl::execute(const PodWork& work,
+asio::awaitable<SyncResult> BasicPodWorkers::Impl::execute(PodWork work,
                                                            std::optional<int64_t> grace,
                                                            PodStatusFn status_fn,
                                                            std::stop_token token) {
