@@ -122,11 +122,11 @@ asio::awaitable<void> ProcessRuntime::State::runHook(std::string id,
   auto task = exec(id, std::move(command), timeout);
   auto result = co_await std::move(task);
   if (!result.ok()) {
-    log_->warn("PreStop hook failed to start id={} error={}", id, result.status().toString());
+    log()->warn("PreStop hook failed to start id={} error={}", id, result.status().toString());
   } else if (result->timed_out) {
-    log_->warn("PreStop hook did not finish within the grace period id={}", id);
+    log()->warn("PreStop hook did not finish within the grace period id={}", id);
   } else if (result->exit_code != 0) {
-    log_->warn("PreStop hook failed id={} exitCode={}", id, result->exit_code);
+    log()->warn("PreStop hook failed id={} exitCode={}", id, result->exit_code);
   }
 }
 
@@ -214,15 +214,15 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
                !command.empty()) {
       co_await runHook(id.id, std::move(command), seconds(hook_grace));
     } else {
-      log_->warn("Skipping a preStop hook that is not exec pod={}/{} container={}",
-                 config.pod_namespace, config.pod_name, config.container_name);
+      log()->warn("Skipping a preStop hook that is not exec pod={}/{} container={}",
+                  config.pod_namespace, config.pod_name, config.container_name);
     }
     hook_time = clock_.now() - started;
   }
   const int64_t grace =
       graceAfterPreStopSeconds(hook_grace, hook_time, options, options_.minimum_grace_seconds);
-  log_->info("Killing container pod={}/{} container={} id={} gracePeriod={} reason={}",
-             config.pod_namespace, config.pod_name, config.container_name, id.id, grace, reason);
+  log()->info("Killing container pod={}/{} container={} id={} gracePeriod={} reason={}",
+              config.pod_namespace, config.pod_name, config.container_name, id.id, grace, reason);
 
   signalContainer(id.id, grace == 0 ? SIGKILL : SIGTERM);
   if (grace > 0 && co_await waitExit(id.id, seconds(grace))) co_return base::okStatus();

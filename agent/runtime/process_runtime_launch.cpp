@@ -311,8 +311,8 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
     if (it != records_.end()) it->second.starting = false;
   }
   if (have_state && st.status == ShimStatus::kExited) finishExit(id, st);
-  log_->warn("Container failed to start pod={} container={} id={} error={}", api::podRef(pod),
-             container_name, id, message);
+  log()->warn("Container failed to start pod={} container={} id={} error={}", api::podRef(pod),
+              container_name, id, message);
   return base::unknownError(where + ": " + message);
 }
 
@@ -339,8 +339,8 @@ void ProcessRuntime::State::recordStarted(const std::string& id, const ShimState
       }
     }
   }
-  log_->info("Started container pod={} container={} id={} pid={} attempt={}", api::podRef(pod),
-             container_name, id, st.pid, attempt);
+  log()->info("Started container pod={} container={} id={} pid={} attempt={}", api::podRef(pod),
+              container_name, id, st.pid, attempt);
   if (emit_started) {
     emit(ContainerEvent{ContainerEvent::Type::kStarted, pod.metadata.uid,
                         ContainerId{std::string(ProcessRuntime::kType), id}, container_name});

@@ -42,7 +42,7 @@ ShimState stateFromShim(const LiveShim& shim) {
 void ProcessRuntime::State::saveState(const std::string& id, const ShimState& st) {
   std::string error;
   if (!writeFileAtomic((containerDir(id) / kStateFileName).string(), encodeShimState(st), error)) {
-    log_->warn("Cannot record container exit id={} error={}", id, error);
+    log()->warn("Cannot record container exit id={} error={}", id, error);
   }
 }
 
@@ -80,8 +80,8 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
         putRecordLocked(id, std::move(r));
       }
       watch(id, pidfd);
-      log_->info("Adopted container pod={}/{} container={} id={} pid={}", ns, name, container, id,
-                 state.pid);
+      log()->info("Adopted container pod={}/{} container={} id={} pid={}", ns, name, container, id,
+                  state.pid);
       return;
     }
     if (!same_boot) {
@@ -109,8 +109,8 @@ void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shim
   };
   std::vector<Target> targets;
   for (const auto& u : shims) {
-    log_->warn("Killing a container shim that cannot be adopted id={} shimPid={} pid={} reason={}",
-               u.id, u.shim.pid, u.shim.container_pid, u.reason);
+    log()->warn("Killing a container shim that cannot be adopted id={} shimPid={} pid={} reason={}",
+                u.id, u.shim.pid, u.shim.container_pid, u.reason);
     auto pidfd = std::make_unique<Fd>(pidfdOpen(u.shim.pid));
     // Checked with the pidfd held, as in adopt: the pid is the shim's, not a reused one.
     if (pidfd->fd < 0 || !processAlive(u.shim.pid, u.shim.start_ticks)) continue;
@@ -147,8 +147,8 @@ void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shim
   }
   waitEnded(seconds(options_.minimum_grace_seconds));
   for (const auto& t : targets) {
-    log_->error("A container shim that cannot be adopted survived SIGKILL id={} shimPid={}",
-                t.u->id, t.u->shim.pid);
+    log()->error("A container shim that cannot be adopted survived SIGKILL id={} shimPid={}",
+                 t.u->id, t.u->shim.pid);
   }
 }
 
@@ -168,8 +168,8 @@ base::Status ProcessRuntime::State::recover() {
   }
   killUnadoptable(recovery.unadoptable);
   for (const auto& dir : recovery.incomplete) fs::remove_all(dir, ec);
-  log_->info("Recovered containers running={} exited={} killed={}", recovery.adopted,
-             recovery.exited, recovery.unadoptable.size());
+  log()->info("Recovered containers running={} exited={} killed={}", recovery.adopted,
+              recovery.exited, recovery.unadoptable.size());
   return base::okStatus();
 }
 
@@ -212,14 +212,14 @@ std::optional<ShimConfig> ProcessRuntime::State::recoverConfig(const fs::path& d
     // removed under a running shim, which then cannot be adopted).
     if (live)
       recovery.unadoptable.push_back({id, *live, "its config file is unreadable: " + error});
-    log_->warn("Removing incomplete container directory path={}", dir.string());
+    log()->warn("Removing incomplete container directory path={}", dir.string());
     recovery.incomplete.push_back(dir);
     return std::nullopt;
   }
   if (!decodeShimConfig(text, config, error)) {
     if (live) recovery.unadoptable.push_back({id, *live, "its config file is unusable: " + error});
-    log_->warn("Skipping container with an unreadable config path={} error={}",
-               config_path.string(), error);
+    log()->warn("Skipping container with an unreadable config path={} error={}",
+                config_path.string(), error);
     return std::nullopt;
   }
   return config;
@@ -243,8 +243,8 @@ ShimState ProcessRuntime::State::recoverState(const fs::path& dir, const std::st
   }
   if (usable) return state;
   if (live) {
-    log_->warn("Container state file is unusable, rebuilt from its running shim id={} error={}", id,
-               error);
+    log()->warn("Container state file is unusable, rebuilt from its running shim id={} error={}",
+                id, error);
     return stateFromShim(*live);
   }
   state = ShimState{};
@@ -257,7 +257,7 @@ ShimState ProcessRuntime::State::recoverState(const fs::path& dir, const std::st
   state.reason = "ContainerStatusUnknown";
   state.message = "the container's state file is unusable (" + error +
                   ") and its shim is gone: its exit code is unknown";
-  log_->warn("Container state file is unusable and its shim is gone id={} error={}", id, error);
+  log()->warn("Container state file is unusable and its shim is gone id={} error={}", id, error);
   saveState(id, state);
   return state;
 }

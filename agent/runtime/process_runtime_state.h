@@ -31,6 +31,8 @@ namespace nodeagent::runtime {
 
 // Helpers shared by the parts of ProcessRuntime (this header is private to them).
 
+NODEAGENT_LOGGER("runtime")
+
 namespace fs = std::filesystem;
 using std::chrono::duration_cast;
 using std::chrono::nanoseconds;
@@ -102,10 +104,7 @@ int spawnShimProcess(std::vector<std::string> args,
 class ProcessRuntime::State : public std::enable_shared_from_this<State> {
  public:
   State(asio::any_io_executor ex, base::Clock& clock, ProcessRuntimeOptions options)
-      : strand_(asio::make_strand(ex)),
-        clock_(clock),
-        options_(std::move(options)),
-        log_(base::logger("runtime")) {
+      : strand_(asio::make_strand(ex)), clock_(clock), options_(std::move(options)) {
     // Shims are found again by the directory in their command line (see shim_processes.h): it is
     // absolute, whatever the agent's working directory.
     std::error_code ec;
@@ -208,7 +207,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   void watch(const std::string& id, const std::shared_ptr<Fd>& pidfd) {
     int dup = ::fcntl(pidfd->fd, F_DUPFD_CLOEXEC, 0);
     if (dup < 0) {
-      log_->error("Cannot watch container shim id={} error={}", id, std::strerror(errno));
+      log()->error("Cannot watch container shim id={} error={}", id, std::strerror(errno));
       return;
     }
     asio::post(strand_, [self = shared_from_this(), id, dup] {
@@ -268,7 +267,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
                           : "the container shim died; the exit code was lost";
     }
     saveState(id, st);
-    log_->warn("Container shim ended without recording an exit id={} killed={}", id, killed);
+    log()->warn("Container shim ended without recording an exit id={} killed={}", id, killed);
     return st;
   }
 
@@ -289,9 +288,9 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       event = ContainerEvent{ContainerEvent::Type::kDied, r.config.pod_uid,
                              ContainerId{std::string(ProcessRuntime::kType), id},
                              r.config.container_name};
-      log_->info("Container exited pod={}/{} container={} id={} exitCode={} signal={} reason={}",
-                 r.config.pod_namespace, r.config.pod_name, r.config.container_name, id,
-                 st.exit_code, st.signal, st.reason);
+      log()->info("Container exited pod={}/{} container={} id={} exitCode={} signal={} reason={}",
+                  r.config.pod_namespace, r.config.pod_name, r.config.container_name, id,
+                  st.exit_code, st.signal, st.reason);
     }
     for (auto& w : waiters) w();
     emit(std::move(event));
@@ -446,7 +445,6 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   asio::strand<asio::any_io_executor> strand_;
   base::Clock& clock_;
   ProcessRuntimeOptions options_;
-  std::shared_ptr<spdlog::logger> log_;
   std::atomic<bool> stopped_{false};
   mutable std::mutex mu_;
   ContainerEventHandler handler_;
