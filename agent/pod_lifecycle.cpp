@@ -57,23 +57,32 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid, api::syncPodTypeName(type));
   if (type == api::SyncPodType::kCreate) forgetFinishedLife(*pod);
 
+  // The file work comes first, while this frame holds nothing else: a node starting thousands of
+  // pods at once has them all waiting for the blocking pool here. Its outcome is acted on in
+  // kubelet's order, after the status and the mirror pod.
+  auto names = VolumePreparer::checkPodPathNames(*pod);
+  PreparedPod prepared{names, names};
+  if (names.ok()) prepared = co_await preparePod(pod);
+
   auto status =
       co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
   if (!status.ok()) {
     ++deps_.metrics.sync_pod_errors;
     co_return status.status();
   }
-  auto api_status = generateAPIPodStatus(*pod, *status);
-  deps_.status_manager.setPodStatus(*pod, api_status);
-  if (api::isTerminalPhase(api_status.phase)) co_return true;
+  if (publishStatus(*pod, *status)) co_return true;  // terminal
   if (cancel.stop_requested()) co_return cancelled();
 
   if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod, cancel);
   if (cancel.stop_requested()) co_return cancelled();
 
-  if (auto names = refuseBadNames(*pod, api_status); !names.ok()) co_return names;
-  auto volumes = co_await preparePod(pod, api_status);
-  if (!volumes.ok()) co_return volumes.status();
+  if (!names.ok()) co_return refuseBadNames(*pod, names);
+  auto& volumes = prepared.volumes;
+  if (!volumes.ok()) {
+    ++deps_.metrics.sync_pod_errors;
+    if (prepared.dirs.ok()) setStatusReason(*pod, "UnsupportedVolume", volumes.status().message());
+    co_return volumes.status();
+  }
 
   auto actions = computePodActions(*pod, *status, &deps_.prober);
   CO_RETURN_IF_ERROR(co_await killForActions(pod, actions, runningPodOf(*status), cancel));
@@ -100,42 +109,43 @@ void PodLifecycle::forgetFinishedLife(const api::Pod& pod) {
   }
 }
 
-base::Status PodLifecycle::refuseBadNames(const api::Pod& pod, api::PodStatus& api_status) {
-  auto names = VolumePreparer::checkPodPathNames(pod);
-  if (names.ok()) return names;
+bool PodLifecycle::publishStatus(const api::Pod& pod, const runtime::PodStatus& status) {
+  // Not part of syncPod's frame: a sync suspended later (at the blocking pool, on a node starting
+  // thousands of pods) holds no copy of the API status.
+  auto api_status = generateAPIPodStatus(pod, status);
+  const bool terminal = api::isTerminalPhase(api_status.phase);
+  deps_.status_manager.setPodStatus(pod, std::move(api_status));
+  return terminal;
+}
+
+void PodLifecycle::setStatusReason(const api::Pod& pod, std::string reason, std::string message) {
+  auto api_status = deps_.status_manager.getPodStatus(pod.metadata.uid).value_or(pod.status);
+  api_status.reason = std::move(reason);
+  api_status.message = std::move(message);
+  deps_.status_manager.setPodStatus(pod, std::move(api_status));
+}
+
+base::Status PodLifecycle::refuseBadNames(const api::Pod& pod, base::Status names) {
   // A name that would leave the agent's directories (only a pod that skipped validation can have
   // one): this pod is refused, nothing is created for it.
-  api_status.reason = "InvalidPodName";
-  api_status.message = names.message();
-  deps_.status_manager.setPodStatus(pod, api_status);
+  setStatusReason(pod, "InvalidPodName", names.message());
   ++deps_.metrics.sync_pod_errors;
   log()->warn("Refusing pod with a name that is not a path component pod={} err={}",
               base::goQuote(api::podRef(pod)), names.toString());
   return names;
 }
 
-asio::awaitable<base::StatusOr<std::vector<runtime::PodVolume>>> PodLifecycle::preparePod(
-    api::PodPtr pod, api::PodStatus api_status) {
-  using Volumes = base::StatusOr<std::vector<runtime::PodVolume>>;
+asio::awaitable<PodLifecycle::PreparedPod> PodLifecycle::preparePod(api::PodPtr pod) {
   // A periodic sync of a pod without volumes whose directories exist has no file work to do.
   if (pod->spec.volumes.empty() && deps_.dirs.made(pod->metadata.uid)) {
-    co_return std::vector<runtime::PodVolume>{};
+    co_return PreparedPod{base::okStatus(), std::vector<runtime::PodVolume>{}};
   }
-  auto prepare = [this, pod]() -> std::pair<base::Status, Volumes> {
+  auto prepare = [this, pod]() -> PreparedPod {
     auto dirs = deps_.dirs.ensure(pod->metadata.uid);
-    if (!dirs.ok()) return {dirs, Volumes(dirs)};
+    if (!dirs.ok()) return {dirs, dirs};
     return {dirs, deps_.volumes.prepare(*pod)};
   };
-  auto [dirs, volumes] = co_await base::runBlocking(deps_.blocking, std::move(prepare));
-  if (!volumes.ok()) {
-    ++deps_.metrics.sync_pod_errors;
-    if (dirs.ok()) {
-      api_status.reason = "UnsupportedVolume";
-      api_status.message = volumes.status().message();
-      deps_.status_manager.setPodStatus(*pod, api_status);
-    }
-  }
-  co_return volumes;
+  co_return co_await base::runBlocking(deps_.blocking, std::move(prepare));
 }
 
 asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod, PodActions actions,

@@ -95,9 +95,19 @@ class PodLifecycle final : public podworkers::PodSyncer {
  private:
   // syncPod's steps, in kubelet's order.
   void forgetFinishedLife(const api::Pod& pod);
-  base::Status refuseBadNames(const api::Pod& pod, api::PodStatus& api_status);
-  asio::awaitable<base::StatusOr<std::vector<runtime::PodVolume>>> preparePod(
-      api::PodPtr pod, api::PodStatus api_status);
+  // Generates and stores the pod's API status; true when its phase is terminal.
+  bool publishStatus(const api::Pod& pod, const runtime::PodStatus& status);
+  // Sets the reason and message of the pod's stored status (a sync that cannot go on).
+  void setStatusReason(const api::Pod& pod, std::string reason, std::string message);
+  // Records why the pod is refused (`names` is the failed path-name check) and returns it.
+  base::Status refuseBadNames(const api::Pod& pod, base::Status names);
+  // The pod's directories (`dirs`) and then its volumes, made on the blocking pool (skipped, with
+  // no hop, for a pod without volumes whose directories exist).
+  struct PreparedPod {
+    base::Status dirs;
+    base::StatusOr<std::vector<runtime::PodVolume>> volumes;
+  };
+  asio::awaitable<PreparedPod> preparePod(api::PodPtr pod);
   // (Coroutines take their parameters by value: a reference would outlive its caller only by
   // luck.)
   asio::awaitable<base::Status> killForActions(api::PodPtr pod, PodActions actions,

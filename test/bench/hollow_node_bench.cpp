@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
 
   asio::io_context ioc;
   auto guard = asio::make_work_guard(ioc);
-  asio::thread_pool blocking(1);
+  asio::thread_pool blocking(2);  // as the daemon's
   base::Clock& clock = base::realClock();
   runtime::FakeRuntime rt(asio::make_strand(ioc), clock);
   rt.setRecordActions(false);
