@@ -245,7 +245,11 @@ ShimState ProcessRuntime::State::recoverState(const fs::path& dir, const std::st
   if (live) {
     log()->warn("Container state file is unusable, rebuilt from its running shim id={} error={}",
                 id, error);
-    return stateFromShim(*live);
+    // Written back, so that the operator's commands (nodeagent ps, stop-all) and the next agent
+    // find the running container again.
+    auto rebuilt = stateFromShim(*live);
+    saveState(id, rebuilt);
+    return rebuilt;
   }
   state = ShimState{};
   state.boot_id = currentBootId();

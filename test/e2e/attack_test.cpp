@@ -165,4 +165,12 @@ TEST_CASE(
   auto p = d.pod("web");
   REQUIRE(p);
   CHECK((*p)["status"]["containerStatuses"][0]["restartCount"] == 0);
+  // The rebuilt state is written back: operators' commands and the next agent can read it.
+  for (const auto& e : fs::directory_iterator(d.root() / "containers")) {
+    if (readOr(e.path() / "config").find(m) == std::string::npos) continue;
+    runtime::ShimState st;
+    std::string error;
+    CHECK(runtime::decodeShimState(readOr(e.path() / "state"), st, error));
+    CHECK(st.shim_pid > 0);
+  }
 }
