@@ -61,8 +61,12 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   // pods at once has them all waiting for the blocking pool here. Its outcome is acted on in
   // kubelet's order, after the status and the mirror pod.
   auto names = VolumePreparer::checkPodPathNames(*pod);
-  PreparedPod prepared{names, names};
-  if (names.ok()) prepared = co_await preparePod(pod);
+  PreparedPod prepared{names, std::vector<runtime::PodVolume>{}};
+  if (names.ok()) {
+    prepared = co_await preparePod(pod);
+  } else {
+    prepared.volumes = names;
+  }
 
   auto status =
       co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);

@@ -100,9 +100,11 @@ asio::awaitable<base::Status> PodLifecycle::startContainerWithBackoff(
   const int attempt = last != nullptr ? last->restart_count + 1 : 0;
   // (No co_await inside a conditional expression: GCC 12 destroys its temporaries twice.)
   auto options = startOptions(request, container);
-  base::StatusOr<runtime::ContainerId> started = options.status();
+  base::StatusOr<runtime::ContainerId> started = runtime::ContainerId{};
   if (options.ok()) {
     started = co_await deps_.runtime.startContainer(pod, container, attempt, std::move(*options));
+  } else {
+    started = options.status();
   }
   if (!started.ok()) {
     setStartFailure(
