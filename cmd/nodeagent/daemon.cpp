@@ -1,4 +1,5 @@
 #include "cmd/nodeagent/daemon.h"
+#include "cmd/nodeagent/local_sources.h"
 
 #include <signal.h>
 
@@ -201,27 +202,11 @@ std::shared_ptr<agent::EventRecorder> Daemon::makeEventRecorder() {
 
 void Daemon::buildSources() {
   const auto& f = flags_;
-  if (!f.pod_manifest_path.empty()) {
-    config::FileSourceOptions fo;
-    fo.path = f.pod_manifest_path;
-    fo.node_name = config_.node_name;
-    fo.check_frequency = f.file_check_frequency;
-    fo.errors = &manifest_errors_;
-    sources_.push_back(config::makeFileSource(ioc_.get_executor(), clock_, fo,
-                                              pod_config_.channel(std::string(api::kFileSource))));
-  }
-  if (!f.manifest_url.empty()) {
-    config::HttpSourceOptions ho;
-    ho.url = f.manifest_url;
-    ho.headers = config_.manifest_url_headers;
-    ho.node_name = config_.node_name;
-    ho.check_frequency = f.http_check_frequency;
-    ho.errors = &manifest_errors_;
-    // The URL was checked when the configuration was loaded.
-    auto http = config::HttpSource::create(ioc_.get_executor(), blocking_.get_executor(), clock_,
-                                           ho, pod_config_.channel(std::string(api::kHttpSource)));
-    if (http.ok()) sources_.push_back(std::move(*http));
-  }
+  LocalSources local{f.pod_manifest_path, f.manifest_url,         config_.manifest_url_headers,
+                     config_.node_name,   f.file_check_frequency, f.http_check_frequency};
+  // The URL was checked when the configuration was loaded: this cannot fail.
+  (void)addLocalSources(local, ioc_.get_executor(), blocking_.get_executor(), clock_,
+                        manifest_errors_, pod_config_, sources_);
   if (clients_.rest) {
     auto api_sink = pod_config_.channel(std::string(api::kApiserverSource));
     auto restored = pod_config_.restore();

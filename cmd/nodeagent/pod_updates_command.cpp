@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "base/duration.h"
 #include "base/log.h"
+#include "cmd/nodeagent/local_sources.h"
 #include "config/apiserver_source.h"
 #include "config/file_source.h"
 #include "config/http_source.h"
@@ -251,28 +252,10 @@ base::StatusOr<std::vector<std::unique_ptr<config::PodSource>>> makeSources(
     const SourceInputs& in, config::ManifestErrors& errors, config::PodConfig& pod_config,
     spdlog::logger& log) {
   std::vector<std::unique_ptr<config::PodSource>> sources;
-  if (!flags.manifest_path.empty()) {
-    config::FileSourceOptions o;
-    o.path = flags.manifest_path;
-    o.node_name = in.node;
-    o.check_frequency = flags.file_check_frequency;
-    o.errors = &errors;
-    sources.push_back(config::makeFileSource(ioc.get_executor(), clock, std::move(o),
-                                             pod_config.channel(std::string(api::kFileSource))));
-  }
-  if (!flags.manifest_url.empty()) {
-    config::HttpSourceOptions o;
-    o.url = flags.manifest_url;
-    o.headers = in.headers;
-    o.node_name = in.node;
-    o.check_frequency = flags.http_check_frequency;
-    o.errors = &errors;
-    ASSIGN_OR_RETURN(
-        auto http,
-        config::HttpSource::create(ioc.get_executor(), blocking.get_executor(), clock, std::move(o),
-                                   pod_config.channel(std::string(api::kHttpSource))));
-    sources.push_back(std::move(http));
-  }
+  LocalSources local{flags.manifest_path,        flags.manifest_url,        in.headers, in.node,
+                     flags.file_check_frequency, flags.http_check_frequency};
+  RETURN_IF_ERROR(addLocalSources(local, ioc.get_executor(), blocking.get_executor(), clock, errors,
+                                  pod_config, sources));
   if (!flags.kubeconfig.empty()) {
     auto api_sink = pod_config.channel(std::string(api::kApiserverSource));
     // Checkpointed pods come back as one RESTORE before the apiserver source starts.
