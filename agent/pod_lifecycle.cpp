@@ -89,7 +89,9 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   }
 
   auto actions = computePodActions(*pod, *status, &deps_.prober);
-  CO_RETURN_IF_ERROR(co_await killForActions(pod, actions, runningPodOf(*status), cancel));
+  // The running containers matter only for a pod kill: a periodic sync does not copy them.
+  auto running = actions.kill_pod ? runningPodOf(*status) : runtime::Pod{};
+  CO_RETURN_IF_ERROR(co_await killForActions(pod, actions, std::move(running), cancel));
   if (cancel.stop_requested()) co_return cancelled();
   if (actions.next_init_container || !actions.containers_to_start.empty()) {
     auto sandbox = co_await ensureSandbox(pod, status->sandbox_statuses);
@@ -173,9 +175,7 @@ asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod, PodA
 
 asio::awaitable<base::StatusOr<std::string>> PodLifecycle::ensureSandbox(
     api::PodPtr pod, std::vector<runtime::PodSandboxStatus> sandboxes) {
-  for (const auto& s : sandboxes) {
-    if (s.state == runtime::SandboxState::kReady) co_return s.id;
-  }
+  if (const auto* ready = runtime::readySandbox(sandboxes)) co_return ready->id;
   runtime::PodSandboxConfig config;
   config.uid = pod->metadata.uid;
   config.name = pod->metadata.name;

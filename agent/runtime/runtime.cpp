@@ -265,8 +265,8 @@ std::string volumeEnvName(std::string_view volume) {
   return out;
 }
 
-const PodSandboxStatus* readySandbox(const PodStatus& status) {
-  for (const auto& s : status.sandbox_statuses) {
+const PodSandboxStatus* readySandbox(const std::vector<PodSandboxStatus>& sandboxes) {
+  for (const auto& s : sandboxes) {
     if (s.state == SandboxState::kReady) return &s;
   }
   return nullptr;

@@ -369,8 +369,9 @@ std::filesystem::path buildContainerLogPath(const std::filesystem::path& pod_log
 // (upper case, every character but a letter or digit becomes '_').
 std::string volumeEnvName(std::string_view volume);
 
-// The sandbox the pod's containers run in: the newest ready one, or null.
-const PodSandboxStatus* readySandbox(const PodStatus& status);
+// The sandbox a pod's containers run in: the newest ready one of `sandboxes` (newest first), or
+// null.
+const PodSandboxStatus* readySandbox(const std::vector<PodSandboxStatus>& sandboxes);
 
 // The default PATH a container gets when it sets none.
 inline constexpr std::string_view kDefaultPath =
