@@ -263,10 +263,7 @@ bool Daemon::watchdogAlive(std::string* why) const {
   // Fed only while the sync loop ticks (a stuck loop gets the agent restarted) and the PLEG
   // relists. The sync loop ticks every second; allow the watchdog's own period plus some slack.
   const auto since_tick = clock_.now() - agent_.syncLoop().lastTick();
-  const auto usec = std::getenv("WATCHDOG_USEC");
-  const auto period =
-      std::chrono::microseconds(usec != nullptr ? std::strtoll(usec, nullptr, 10) : 0) / 2;
-  if (since_tick > period + kSyncLoopTickSlack) {
+  if (since_tick > systemd_.watchdogPeriod() + kSyncLoopTickSlack) {
     if (why != nullptr) {
       *why = "the sync loop has not ticked for " + base::formatDuration(since_tick);
     }

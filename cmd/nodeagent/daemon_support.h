@@ -49,6 +49,8 @@ class SystemdNotifier {
                   std::function<bool(std::string* why)> alive);
   void start();
   void stop();
+  // Half of systemd's WATCHDOG_USEC (how often WATCHDOG=1 is sent); zero without a watchdog.
+  base::Duration watchdogPeriod() const { return watchdog_period_; }
 
  private:
   void checkReady();
