@@ -1,0 +1,92 @@
+// kubelet's CgroupManager for the cgroupfs driver, on cgroup v2 (unified) and cgroup v1 (one
+// hierarchy per controller): finds the hierarchies from /proc/self/mountinfo, and creates,
+// updates, reads, kills and destroys cgroups by name. Names are kubelet's CgroupName: a list of
+// components, "/kubepods/burstable/pod<uid>" as a cgroupfs path below each hierarchy's root.
+//
+// Controllers used: memory, cpu, cpuacct, pids, and on v1 freezer (to kill without escapes).
+// cpuset and hugetlb are not managed (hugepages limits are left out); blkio/io not either.
+// On v2 a cgroup's parents get "+cpu +memory +pids" in cgroup.subtree_control as it is made.
+//
+// Threading: const methods and the mutating ones may run on any thread concurrently (they are
+// file operations on distinct cgroups); they block on the filesystem: call them on a blocking
+// pool, never on a strand.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/cm/cgroup_fs.h"
+#include "agent/cm/resources.h"
+#include "base/status.h"
+
+namespace nodeagent::cm {
+
+enum class CgroupVersion { kV1, kV2 };
+std::string_view cgroupVersionName(CgroupVersion v);  // "v1", "v2"
+
+// Where the hierarchies are mounted.
+struct CgroupMounts {
+  CgroupVersion version = CgroupVersion::kV2;
+  std::string unified_root;                     // v2: the cgroup2 mount point
+  std::map<std::string, std::string> v1_roots;  // v1: controller -> mount point
+};
+
+// Reads the hierarchies from a /proc/self/mountinfo text. v2 when a cgroup2 mount holds the
+// memory controller (its cgroup.controllers lists it; `probe` reads that file) or no v1
+// controller is mounted at all; v1 otherwise (a hybrid system's controller-less cgroup2 mount
+// is ignored). FailedPrecondition when neither is mounted.
+base::StatusOr<CgroupMounts> parseCgroupMounts(std::string_view mountinfo);
+base::StatusOr<CgroupMounts> detectCgroupMounts(
+    const std::string& mountinfo_path = "/proc/self/mountinfo");
+
+// kubelet's CgroupName.
+using CgroupName = std::vector<std::string>;
+// "/a/b/c" (the root is "/"); ParseCgroupfsToCgroupName is its inverse.
+std::string cgroupNameToPath(const CgroupName& name);
+CgroupName parseCgroupPath(std::string_view path);
+
+// What a cgroup's counters say now (unset when the controller is missing).
+struct CgroupStats {
+  std::optional<uint64_t> memory_usage_bytes;        // v2 memory.current; v1 usage_in_bytes
+  std::optional<uint64_t> memory_working_set_bytes;  // usage minus inactive_file (cadvisor's)
+  std::optional<uint64_t> memory_rss_bytes;          // anon (v2) / total_rss (v1)
+  std::optional<uint64_t> cpu_usage_nanos;           // v2 cpu.stat usage_usec*1000; v1 cpuacct.usage
+  std::optional<uint64_t> pids_current;
+  std::optional<uint64_t> oom_kills;
+};
+
+class CgroupManager {
+ public:
+  explicit CgroupManager(CgroupMounts mounts);
+
+  CgroupVersion version() const { return mounts_.version; }
+  const CgroupMounts& mounts() const { return mounts_; }
+
+  // The cgroup's directory in every hierarchy (whether or not it exists).
+  CgroupPaths paths(const CgroupName& name) const;
+  // True when the cgroup's directory exists in every hierarchy it needs.
+  bool exists(const CgroupName& name) const;
+  // Makes the cgroup (and missing parents) in every hierarchy, then applies `config`.
+  // Error names the cgroup and the file that could not be written.
+  base::Status create(const CgroupName& name, const ResourceConfig& config);
+  // Writes the set fields of `config` (v1: memory.limit_in_bytes, cpu.shares, cpu.cfs_quota_us,
+  // cpu.cfs_period_us, pids.max; v2: memory.max, cpu.weight, cpu.max, pids.max).
+  base::Status update(const CgroupName& name, const ResourceConfig& config);
+  // Kills every process in the cgroup and its children (killCgroup), then removes them
+  // (deepest first), retrying briefly while the kernel finishes the kills. OK when it is gone.
+  base::Status destroy(const CgroupName& name);
+  // The names of its child cgroups (directory names of the first hierarchy).
+  std::vector<std::string> children(const CgroupName& name) const;
+  std::vector<int> pids(const CgroupName& name) const;
+  base::StatusOr<CgroupStats> stats(const CgroupName& name) const;
+  // The limits the cgroup has now (what update would have written), for tests and /stats.
+  base::StatusOr<ResourceConfig> readConfig(const CgroupName& name) const;
+
+ private:
+  CgroupMounts mounts_;
+};
+
+}  // namespace nodeagent::cm
