@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,11 +35,14 @@ struct CgroupMounts {
   std::map<std::string, std::string> v1_roots;  // v1: controller -> mount point
 };
 
-// Reads the hierarchies from a /proc/self/mountinfo text. v2 when a cgroup2 mount holds the
-// memory controller (its cgroup.controllers lists it; `probe` reads that file) or no v1
-// controller is mounted at all; v1 otherwise (a hybrid system's controller-less cgroup2 mount
-// is ignored). FailedPrecondition when neither is mounted.
+// Reads the hierarchies from a /proc/self/mountinfo text (the first mount of each wins; only the
+// controllers above are recorded). v1 when any of them is mounted as a cgroup v1 hierarchy (a
+// hybrid system's controller-less cgroup2 mount is then ignored), else v2 on the cgroup2 mount.
+// FailedPrecondition when neither is mounted. Pure: it reads no file.
 base::StatusOr<CgroupMounts> parseCgroupMounts(std::string_view mountinfo);
+// parseCgroupMounts of the file, except that a system with the memory controller on no v1 hierarchy is
+// v2 when the cgroup2 mount's cgroup.controllers lists memory (say, a v1 freezer hierarchy next
+// to a v2 memory controller). Errors name the file.
 base::StatusOr<CgroupMounts> detectCgroupMounts(
     const std::string& mountinfo_path = "/proc/self/mountinfo");
 
@@ -76,13 +80,17 @@ class CgroupManager {
   // cpu.cfs_period_us, pids.max; v2: memory.max, cpu.weight, cpu.max, pids.max).
   base::Status update(const CgroupName& name, const ResourceConfig& config);
   // Kills every process in the cgroup and its children (killCgroup), then removes them
-  // (deepest first), retrying briefly while the kernel finishes the kills. OK when it is gone.
+  // (deepest first), retrying briefly while the kernel finishes the kills. OK when it is gone
+  // (or was never there); Unavailable when a directory stays busy.
   base::Status destroy(const CgroupName& name);
-  // The names of its child cgroups (directory names of the first hierarchy).
+  // The names of its child cgroups (directory names, the union over its hierarchies), sorted.
   std::vector<std::string> children(const CgroupName& name) const;
   std::vector<int> pids(const CgroupName& name) const;
   base::StatusOr<CgroupStats> stats(const CgroupName& name) const;
-  // The limits the cgroup has now (what update would have written), for tests and /stats.
+  // The limits the cgroup has now (what update would have written), for tests and /stats; unset
+  // where the file is missing. "No limit" reads as -1 (v1's huge memory.limit_in_bytes, "max").
+  // v2: cpu_shares is the smallest shares value whose weight is cpu.weight (v1 -> v2 is lossy).
+  // NotFound when the cgroup does not exist.
   base::StatusOr<ResourceConfig> readConfig(const CgroupName& name) const;
 
  private:

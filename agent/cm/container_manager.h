@@ -64,7 +64,8 @@ class ContainerManager {
   std::string podCgroupParent(const api::Pod& pod) const;
   bool podCgroupExists(const api::Pod& pod) const;
   // PodContainerManager.EnsureExists: makes the pod's cgroup with resourceConfigForPod, or
-  // brings an existing one's limits up to date.
+  // brings an existing one's limits up to date. InvalidArgument for a UID that is not a valid
+  // path component. A no-op with cgroups_per_qos false.
   base::Status ensurePodCgroup(const api::Pod& pod);
   // UpdateQOSCgroups: burstable's cpu.shares from the CPU requests of `active_pods`' Burstable
   // pods, besteffort's kMinShares.
@@ -72,6 +73,7 @@ class ContainerManager {
   // GetAllPodsFromCgroups: every pod cgroup found under kubepods and the QoS cgroups, by UID.
   std::map<std::string, CgroupName> podCgroups() const;
   // Kills what runs in the pod's cgroup and removes it with its container cgroups (Destroy).
+  // InvalidArgument for a name that is not pod<uid> directly under kubepods or a QoS cgroup.
   base::Status destroyPodCgroup(const CgroupName& name);
 
  private:
