@@ -136,7 +136,6 @@ size_t FakeRuntime::sandboxesRun() const {
 
 asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
     api::PodPtr pod, api::Container container, int attempt, StartContainerOptions options) {
-  (void)options;
   const std::string& uid = pod->metadata.uid;
   ContainerStatus status;
   status.name = container.name;
@@ -167,7 +166,14 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
       status.reason = "ContainerCannotRun";
       status.message = start_error.message();
     }
-    if (record_actions_) actions_.back().id = status.id;
+    if (record_actions_) {
+      actions_.back().id = status.id;
+      actions_.back().cgroup_parent = options.cgroup_parent;
+      actions_.back().resources = options.resources;
+    }
+    if (!options.cgroup_parent.empty() || options.resources != cm::LinuxContainerResources{}) {
+      started_resources_[status.id.id] = {options.cgroup_parent, options.resources};
+    }
     ++version_;
     auto& rec = pods_[uid];
     rec.name = pod->metadata.name;
@@ -268,6 +274,7 @@ asio::awaitable<base::Status> FakeRuntime::removeContainer(ContainerId id) {
                    containers.end());
   if (containers.empty()) pods_.erase(uid);
   pod_of_container_.erase(id.id);
+  started_resources_.erase(id.id);
   co_return base::okStatus();
 }
 
@@ -382,6 +389,21 @@ std::optional<ContainerStatus> FakeRuntime::containerStatus(const std::string& u
   const auto& containers = it->second.containers;
   for (auto c = containers.rbegin(); c != containers.rend(); ++c) {
     if (c->name == name) return *c;
+  }
+  return std::nullopt;
+}
+
+std::optional<FakeRuntime::StartedResources> FakeRuntime::startedResources(
+    const std::string& uid, const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return std::nullopt;
+  const auto& containers = it->second.containers;
+  for (auto c = containers.rbegin(); c != containers.rend(); ++c) {
+    if (c->name != name) continue;
+    auto started = started_resources_.find(c->id.id);
+    if (started == started_resources_.end()) return StartedResources{};
+    return started->second;
   }
   return std::nullopt;
 }

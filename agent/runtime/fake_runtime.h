@@ -32,6 +32,9 @@ class FakeRuntime final : public Runtime {
     KillOptions kill_options;   // kills: as passed
     int64_t grace_seconds = 0;  // kills: the grace period that applied (after the preStop hook)
     std::string reason;         // kills
+    // Starts: the cgroup parent and resources of StartContainerOptions, as passed.
+    std::string cgroup_parent{};
+    cm::LinuxContainerResources resources{};
   };
 
   // Events are posted to `event_executor` (give it a strand or a single-threaded context).
@@ -95,6 +98,15 @@ class FakeRuntime final : public Runtime {
   // The newest status of a container, if any.
   std::optional<ContainerStatus> containerStatus(const std::string& uid,
                                                  const std::string& name) const;
+  // The cgroup parent and resources the newest container `name` of pod `uid` was started with
+  // (recorded even when actions are not).
+  struct StartedResources {
+    std::string cgroup_parent;
+    cm::LinuxContainerResources resources;
+    bool operator==(const StartedResources&) const = default;
+  };
+  std::optional<StartedResources> startedResources(const std::string& uid,
+                                                   const std::string& name) const;
   size_t runningContainerCount() const;
   // What an exec in container `name` returns (default: exit 0, no output). Called without the
   // runtime's lock held.
@@ -123,6 +135,9 @@ class FakeRuntime final : public Runtime {
   PreStopHookRunner pre_stop_runner_;
   std::unordered_map<std::string, PodRecord> pods_;
   std::unordered_map<std::string, std::string> pod_of_container_;
+  // Container ID -> what it was started with; only containers given a cgroup parent or resources
+  // (hollow nodes with many pods give neither).
+  std::unordered_map<std::string, StartedResources> started_resources_;
   std::vector<Action> actions_;
   bool record_actions_ = true;
   std::map<std::pair<std::string, std::string>, base::Status> start_errors_;

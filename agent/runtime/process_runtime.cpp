@@ -221,7 +221,7 @@ asio::awaitable<base::StatusOr<ExecResult>> ProcessRuntime::execInContainer(
 
 asio::awaitable<base::Status> ProcessRuntime::removeContainer(ContainerId id) {
   auto state = state_;
-  std::string log_path;
+  ShimConfig config;
   {
     std::lock_guard lock(state->mu_);
     auto it = state->records_.find(id.id);
@@ -231,17 +231,20 @@ asio::awaitable<base::Status> ProcessRuntime::removeContainer(ContainerId id) {
     if (it->second.state.status != ShimStatus::kExited) {
       co_return base::failedPreconditionError("container " + id.toString() + " is still running");
     }
-    log_path = it->second.config.log_path;
+    config = it->second.config;
     state->eraseRecordLocked(it);
   }
-  auto remove = [state, id = id.id, log_path]() -> base::Status {
-    state->removeFiles(id, log_path);
+  auto remove = [state, id = id.id, config = std::move(config)]() -> base::Status {
+    state->removeFiles(id, config);
     return base::okStatus();
   };
   co_return co_await base::runBlocking(files_, std::move(remove));
 }
 
-void ProcessRuntime::State::removeFiles(const std::string& id, const std::string& log_path) {
+void ProcessRuntime::State::removeFiles(const std::string& id, const ShimConfig& config) {
+  // The shim removed the cgroup when the container ended, unless it could not (or died first).
+  removeContainerCgroup(id, config.cgroup_name, config.cgroup);
+  const std::string& log_path = config.log_path;
   std::error_code ec;
   fs::remove_all(containerDir(id), ec);
   if (!log_path.empty()) {
@@ -256,6 +259,26 @@ void ProcessRuntime::State::removeFiles(const std::string& id, const std::string
     fs::remove(log.parent_path(), ec);
     fs::remove(log.parent_path().parent_path(), ec);
   }
+}
+
+void ProcessRuntime::State::removeContainerCgroup(const std::string& id, const std::string& name,
+                                                  const cm::CgroupPaths& paths) {
+  if (paths.empty()) return;
+  std::error_code ec;
+  bool exists = false;
+  for (const auto& dir : paths.dirs()) exists = exists || fs::exists(dir, ec);
+  if (!exists) return;
+  if (options_.cgroups && !name.empty()) {
+    if (auto s = options_.cgroups->destroy(cm::parseCgroupPath(name)); !s.ok()) {
+      log()->warn("Cannot remove container cgroup id={} cgroup={} error={}", id, name, s.message());
+    }
+    return;
+  }
+  // Recorded by an agent that had a cgroup manager: the directories themselves, retried briefly
+  // while the kernel finishes the kills.
+  std::string error;
+  if (cm::killCgroup(paths, error) >= 0 && cm::removeCgroupWaiting(paths, 60, error)) return;
+  log()->warn("Cannot remove container cgroup id={} cgroup={} error={}", id, name, error);
 }
 
 std::filesystem::path ProcessRuntime::podLogsDirectory(std::string_view pod_namespace,

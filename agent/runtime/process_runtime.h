@@ -7,6 +7,14 @@
 // recover() adopts the shims a previous agent left running and reads the exits recorded while
 // no agent was watching.
 //
+// Cgroups: given a cgroup manager, a container started with a cgroup parent gets its own cgroup
+// `<cgroup_parent>/<container-id>` (kubelet's and the CRI runtimes' naming) with its
+// LinuxContainerResources as limits, made before its shim is spawned; the shim moves the
+// container's process into it before exec, kills through it (every process of the container,
+// including ones that called setsid or double-forked) and reports an OOM kill seen in it as
+// reason OOMKilled, exit code 137. The cgroup is removed when the container ends (by the shim)
+// or at the latest when it is removed. Adopted containers keep the cgroups they run in.
+//
 // Threading: as Runtime. Operations run on the caller's executor; the pidfd watchers and the
 // event handler run on one internal strand of the executor given at construction. Destroying the
 // runtime stops watching (containers keep running); pending handlers keep its internal state alive
@@ -17,6 +25,7 @@
 #include <memory>
 #include <optional>
 
+#include "agent/cm/cgroup_manager.h"
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/runtime.h"
 
@@ -37,6 +46,9 @@ struct ProcessRuntimeOptions {
   // Where file work and process creation run (launches, removals, log directories). Empty: two
   // threads of the runtime's own. Single-threaded tests give their io_context.
   asio::any_io_executor file_executor;
+  // Makes and removes container cgroups (on the file pool). Null: containers get no cgroup of
+  // their own, whatever StartContainerOptions::cgroup_parent says.
+  std::shared_ptr<cm::CgroupManager> cgroups;
 };
 
 class ProcessRuntime final : public Runtime {

@@ -1,9 +1,10 @@
 // ProcessRuntime's container starts: the checks and the shim's config (command, environment,
-// identity, log), the container's state directory, the shim process and its answer.
+// identity, log), the container's cgroup, its state directory, the shim process and its answer.
 #include <sys/random.h>
 
 #include "agent/runtime/process_runtime_state.h"
 #include "agent/runtime/security_context.h"
+#include "base/path_component.h"
 
 namespace nodeagent::runtime {
 namespace {
@@ -157,8 +158,43 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
   if (!config.ok()) return config.status();
   setCredentials(*config, *creds);
   const fs::path dir = containerDir(id);
-  RETURN_IF_ERROR(makeContainerFiles(dir, container, *config, where));
-  return spawnContainerShim(id, dir, std::move(*config), where);
+  RETURN_IF_ERROR(makeContainerCgroup(id, *config, options, where));
+  // On a failure from here on, the cgroup goes again (with any process the shim had put in it).
+  const std::string cgroup_name = config->cgroup_name;
+  const cm::CgroupPaths cgroup = config->cgroup;
+  auto launched = [&]() -> base::StatusOr<Launched> {
+    RETURN_IF_ERROR(makeContainerFiles(dir, container, *config, where));
+    return spawnContainerShim(id, dir, std::move(*config), where);
+  }();
+  if (!launched.ok()) removeContainerCgroup(id, cgroup_name, cgroup);
+  return launched;
+}
+
+base::Status ProcessRuntime::State::makeContainerCgroup(const std::string& id, ShimConfig& config,
+                                                        const StartContainerOptions& options,
+                                                        const std::string& where) {
+  if (!options_.cgroups || options.cgroup_parent.empty()) return base::okStatus();
+  cm::CgroupName name = cm::parseCgroupPath(options.cgroup_parent);
+  for (const auto& component : name) {
+    if (auto s = base::checkPathComponent("cgroup parent component", component); !s.ok()) {
+      return base::invalidArgumentError(where + ": cgroup parent \"" + options.cgroup_parent +
+                                        "\": " + s.message());
+    }
+  }
+  name.push_back(id);
+  const std::string path = cm::cgroupNameToPath(name);
+  if (auto s = options_.cgroups->create(name, cm::toResourceConfig(options.resources)); !s.ok()) {
+    // What create made of it goes (the pod's cgroup stays: the agent's pod cleanup owns it).
+    if (auto d = options_.cgroups->destroy(name); !d.ok()) {
+      log()->warn("Cannot remove a container cgroup after a failed start cgroup={} error={}", path,
+                  d.message());
+    }
+    return base::internalError(where + ": cannot create the container cgroup " + path + ": " +
+                               s.message());
+  }
+  config.cgroup_name = path;
+  config.cgroup = options_.cgroups->paths(name);
+  return base::okStatus();
 }
 
 base::StatusOr<ShimConfig> ProcessRuntime::State::shimConfig(
@@ -186,6 +222,9 @@ base::StatusOr<ShimConfig> ProcessRuntime::State::shimConfig(
   config.log_max_files = options_.log_max_files;
   config.pre_stop = preStopCommand(container);
   config.grace_period_seconds = podGracePeriodSeconds(pod);
+  if (options.resources.oom_score_adj != 0) {
+    config.oom_score_adj = static_cast<int>(options.resources.oom_score_adj);
+  }
   return config;
 }
 

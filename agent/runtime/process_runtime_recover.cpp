@@ -92,7 +92,7 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
       r.state.message = "the node rebooted while the container ran";
       saveState(id, r.state);
     } else {
-      r.state = settleDeadShim(id, state);
+      r.state = settleDeadShim(id, state, r.config.cgroup);
     }
   }
   std::lock_guard lock(mu_);
@@ -254,7 +254,7 @@ ShimState ProcessRuntime::State::recoverState(const fs::path& dir, const std::st
   state = ShimState{};
   state.boot_id = currentBootId();
   // No shim ever recorded anything: it never started.
-  if (!state_present) return settleDeadShim(id, state);
+  if (!state_present) return settleDeadShim(id, state, {});
   state.status = ShimStatus::kExited;
   state.finished_at = toNanos(clock_.wallNow());
   state.exit_code = kUnknownExitCode;

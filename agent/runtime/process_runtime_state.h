@@ -233,21 +233,24 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
                       decodeShimState(text, st, error);
     if (!have_state || st.status != ShimStatus::kExited) {
       ShimState previous;
+      cm::CgroupPaths cgroup;
       {
         std::lock_guard lock(mu_);
         auto it = records_.find(id);
         if (it == records_.end()) return;
         previous = it->second.state;
+        cgroup = it->second.config.cgroup;
       }
-      st = settleDeadShim(id, have_state ? st : previous);
+      st = settleDeadShim(id, have_state ? st : previous, cgroup);
     }
     finishExit(id, st);
   }
 
   // The shim ended without recording an exit: kill what it left (nothing supervises it any
-  // more) and record the loss so that later agents see it too.
-  ShimState settleDeadShim(const std::string& id, ShimState st) {
-    bool killed = false;
+  // more: every process of its cgroup `cgroup`, if it has one, and its process group) and record
+  // the loss so that later agents see it too.
+  ShimState settleDeadShim(const std::string& id, ShimState st, const cm::CgroupPaths& cgroup) {
+    bool killed = killContainerCgroup(id, cgroup) > 0;
     if (containerProcessAlive(st)) {
       ::kill(-st.pid, SIGKILL);
       killed = true;
@@ -344,19 +347,34 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     co_return exited;
   }
 
-  // SIGTERM or SIGKILL to the container's process group, through its shim (which knows whether
-  // the container still exists); directly when the shim is gone.
+  // SIGKILL to every process of a container's cgroup (none: nothing to do), without its shim.
+  // Returns how many were signalled (-1 on an error, logged). Blocks briefly (a v1 cgroup is
+  // frozen for the kill).
+  int killContainerCgroup(const std::string& id, const cm::CgroupPaths& cgroup) {
+    if (cgroup.empty() || cm::cgroupPids(cgroup).empty()) return 0;
+    std::string error;
+    const int n = cm::killCgroup(cgroup, error);
+    if (n < 0) log()->warn("Cannot kill the container's cgroup id={} error={}", id, error);
+    return n;
+  }
+
+  // SIGTERM to the container's process group or SIGKILL to all of it (its cgroup when it has
+  // one), through its shim (which knows whether the container still exists); directly when the
+  // shim is gone.
   void signalContainer(const std::string& id, int sig) {
     std::shared_ptr<Fd> pidfd;
     ShimState st;
+    cm::CgroupPaths cgroup;
     {
       std::lock_guard lock(mu_);
       auto it = records_.find(id);
       if (it == records_.end()) return;
       pidfd = it->second.pidfd;
       st = it->second.state;
+      cgroup = it->second.config.cgroup;
     }
     if (pidfd && pidfdSendSignal(pidfd->fd, sig == SIGKILL ? SIGUSR1 : SIGTERM) == 0) return;
+    if (sig == SIGKILL) killContainerCgroup(id, cgroup);
     if (st.pid > 0 && processAlive(st.pid, st.pid_start_ticks)) ::kill(-st.pid, sig);
   }
 
@@ -378,14 +396,23 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   // a record that says it is starting. `where` names the container in errors.
   base::StatusOr<Launched> spawnContainerShim(const std::string& id, const fs::path& dir,
                                               ShimConfig config, const std::string& where);
+  // With a cgroup manager and a cgroup parent: makes the container's cgroup
+  // `<cgroup_parent>/<id>` with its resources as limits and puts it in `config`. The error
+  // names the container and the cgroup.
+  base::Status makeContainerCgroup(const std::string& id, ShimConfig& config,
+                                   const StartContainerOptions& options, const std::string& where);
+  // Blocking: kills what is left in the container cgroup `name` (`paths`; none: nothing to do)
+  // and removes it; logs a failure (the pod's cgroup cleanup removes it later).
+  void removeContainerCgroup(const std::string& id, const std::string& name,
+                             const cm::CgroupPaths& paths);
   void addStartingRecord(const std::string& id, ShimConfig config);
   // A start that failed before its shim ran: its record and state directory go.
   void abandonStart(const std::string& id, const fs::path& dir);
   // Starts `nodeagent-shim run dir` with `ready_fd` as its descriptor 3 and its stderr appended
   // to the shim log; returns its pid.
   base::StatusOr<int> spawnShim(const fs::path& dir, int ready_fd);
-  // Blocking: the container's state directory and log files.
-  void removeFiles(const std::string& id, const std::string& log_path);
+  // Blocking: the container's cgroup (when it still exists), state directory and log files.
+  void removeFiles(const std::string& id, const ShimConfig& config);
   asio::awaitable<base::StatusOr<ContainerId>> start(base::StatusOr<Launched> launched,
                                                      api::PodPtr pod, std::string container_name,
                                                      int attempt);

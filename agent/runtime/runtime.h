@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/cm/resources.h"
 #include "api/hash.h"
 #include "api/pod.h"
 #include "base/asio.h"
@@ -155,6 +156,16 @@ struct StartContainerOptions {
   // capabilities.add (runtime/security_context.h: checkNonRootPolicy). The agent sets it for
   // pods from the apiserver unless --allow-root-api-pods.
   bool refuse_root = false;
+  // CRI LinuxContainerConfig.cgroup_parent: the pod's cgroup as a cgroupfs path
+  // ("/kubepods/burstable/pod<uid>"). The container gets a cgroup of its own below it, named by
+  // its container ID, that holds every process of the container from before its exec (so it is
+  // limited, killed and OOM-accounted as a whole). Empty: no cgroup of its own (it stays in the
+  // agent's). The process runtime makes it only when it was given a cgroup manager.
+  std::string cgroup_parent;
+  // CRI LinuxContainerResources as kubelet computes them (cm::containerResources): the container
+  // cgroup's CPU shares, quota and period and memory limit, and the OOM score adjustment of its
+  // processes (0: the runtime's default, which brings a negative inherited value back to 0).
+  cm::LinuxContainerResources resources;
 };
 
 // The result of a command run in a container's context (kubelet's ExecSync).

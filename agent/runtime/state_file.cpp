@@ -217,7 +217,23 @@ bool decodeFields(std::string_view text, const std::array<Field<Record>, N>& fie
   return true;
 }
 
-constexpr std::array<Field<ShimConfig>, 26> kConfigFields{{
+bool cgroupUnifiedField(ShimConfig& c, std::string_view, std::string& value, std::string&) {
+  c.cgroup.unified_dir = std::move(value);
+  return true;
+}
+
+// cgroup_v1=<controller>:<dir>.
+bool cgroupV1Field(ShimConfig& c, std::string_view key, std::string& value, std::string& error) {
+  const auto colon = value.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == value.size()) {
+    error = std::string(key) + ": expected <controller>:<directory>: " + value;
+    return false;
+  }
+  c.cgroup.v1[value.substr(0, colon)] = value.substr(colon + 1);
+  return true;
+}
+
+constexpr std::array<Field<ShimConfig>, 30> kConfigFields{{
     {"container_id", textField<&ShimConfig::container_id>},
     {"pod_uid", textField<&ShimConfig::pod_uid>},
     {"pod_name", textField<&ShimConfig::pod_name>},
@@ -244,6 +260,10 @@ constexpr std::array<Field<ShimConfig>, 26> kConfigFields{{
     {"grace_period_seconds", intField<&ShimConfig::grace_period_seconds>},
     {"termination_message_path", textField<&ShimConfig::termination_message_path>},
     {"termination_message_fallback", intField<&ShimConfig::termination_message_fallback>},
+    {"cgroup", textField<&ShimConfig::cgroup_name>},
+    {"cgroup_unified", cgroupUnifiedField},
+    {"cgroup_v1", cgroupV1Field},
+    {"oom_score_adj", intField<&ShimConfig::oom_score_adj>},
 }};
 
 bool statusField(ShimState& s, std::string_view, std::string& value, std::string& error) {
@@ -312,6 +332,10 @@ std::string encodeShimConfig(const ShimConfig& c) {
     put(out, "termination_message_path", c.termination_message_path);
     putInt(out, "termination_message_fallback", c.termination_message_fallback ? 1 : 0);
   }
+  if (!c.cgroup_name.empty()) put(out, "cgroup", c.cgroup_name);
+  if (!c.cgroup.unified_dir.empty()) put(out, "cgroup_unified", c.cgroup.unified_dir);
+  for (const auto& [controller, dir] : c.cgroup.v1) put(out, "cgroup_v1", controller + ":" + dir);
+  if (c.oom_score_adj) putInt(out, "oom_score_adj", *c.oom_score_adj);
   return out;
 }
 

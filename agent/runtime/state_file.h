@@ -2,9 +2,11 @@
 // `<root-dir>/containers/<container-id>/`:
 //   config   written once by the agent before it spawns the shim: identity (pod, container,
 //            attempt, spec hash, image), the exact argv/env/cwd/credentials, log file and limits,
-//            the preStop command and grace period (so a restarted agent can kill without the pod)
+//            the preStop command and grace period (so a restarted agent can kill without the pod),
+//            the container's cgroup (its name and its directory in each hierarchy) and OOM score
 //   state    written by the shim (and by the agent only when it finds a dead shim): shim pid and
 //            start time, container pid, created/running/exited, times, exit code, signal, reason
+//            ("OOMKilled" when the kernel's OOM killer ended it)
 //   shim.log the shim's own stderr (diagnostics only)
 //   termination-log  the container's termination message file (created by the shim, owned by
 //            the container's user), read when it exits
@@ -14,8 +16,11 @@
 // shim's created and running states are only atomic: a machine crash that loses them has also
 // ended the container.
 //
+// Configs written before a field existed decode with its default (containers adopted after an
+// agent upgrade keep working): no cgroup, no OOM score adjustment.
+//
 // Pure code with no dependency beyond the C++ standard library and libc: nodeagent-shim compiles
-// it too.
+// it too (with agent/cm/cgroup_fs.cpp, which is as pure).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +28,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "agent/cm/cgroup_fs.h"
 
 namespace nodeagent::runtime {
 
@@ -64,6 +71,16 @@ struct ShimConfig {
   std::string termination_message_path;
   // terminationMessagePolicy FallbackToLogsOnError.
   bool termination_message_fallback = false;
+  // The container's own cgroup, which the agent made before spawning the shim: its cgroupfs name
+  // ("/kubepods/burstable/pod<uid>/<container-id>") and its directories. The container's process
+  // joins it before exec (so do exec'd probes and hooks), kills go through it, and its OOM-kill
+  // count tells an OOM kill. Empty: the container stays in the shim's cgroups.
+  //   config lines: cgroup=<name>, cgroup_unified=<dir>, cgroup_v1=<controller>:<dir> (repeated)
+  std::string cgroup_name;
+  cm::CgroupPaths cgroup;
+  // Written to the container's /proc/<pid>/oom_score_adj before exec (kubelet's value). Absent:
+  // an inherited negative value is reset to 0.
+  std::optional<int> oom_score_adj;
 };
 
 enum class ShimStatus { kCreated, kRunning, kExited };
@@ -79,6 +96,8 @@ struct ShimState {
   int64_t finished_at = 0;  // unix nanoseconds, 0 while running
   int exit_code = 0;
   int signal = 0;  // the signal that ended it, 0 if it exited
+  // kubelet's: "Completed", "Error", "ContainerCannotRun", "OOMKilled" (exit code 137 when the
+  // OOM killer took the main process), ...
   std::string reason;
   std::string message;
 };
@@ -127,5 +146,7 @@ bool containerProcessAlive(const ShimState& state);
 // signal death.
 int exitCodeForSignal(int signal);
 std::string exitReason(int exit_code);
+// The reason of a container the kernel's OOM killer hit (kubelet's and containerd's).
+inline constexpr std::string_view kOomKilledReason = "OOMKilled";
 
 }  // namespace nodeagent::runtime

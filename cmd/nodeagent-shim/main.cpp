@@ -5,20 +5,34 @@
 //   nodeagent-shim run <state-dir>            (fd 3: a pipe to report the start to the agent)
 //     Reads <state-dir>/config, starts the container in a new session and process group with the
 //     configured env, working dir and credentials, relays its stdout/stderr into the CRI log file
-//     (rotating it by size), forwards SIGTERM (as SIGTERM) and SIGUSR1 (as SIGKILL) from the agent
-//     to the container's process group, and records the start, the exit code or signal and the
-//     times in <state-dir>/state, replaced atomically. It writes "ok <pid>\n" or "error <msg>\n"
-//     on fd 3 once the container has started (exec succeeded) or failed to start.
+//     (rotating it by size), forwards SIGTERM (as SIGTERM, to the container's process group) and
+//     SIGUSR1 (as SIGKILL, to every process of the container) from the agent, and records the
+//     start, the exit code or signal and the times in <state-dir>/state, replaced atomically. It
+//     writes "ok <pid>\n" or "error <msg>\n" on fd 3 once the container has started (exec
+//     succeeded) or failed to start.
 //   nodeagent-shim exec <state-dir> <argv...>
-//     Runs argv with the container's env, working dir and credentials (exec hooks and probes).
+//     Runs argv with the container's env, working dir, credentials and cgroup (exec hooks and
+//     probes).
+//
+// The container's cgroup (config: cgroup_unified / cgroup_v1, made by the agent): the forked child
+// joins it before exec, so that no process of the container ever runs outside it (a join failure
+// fails the start, ContainerCannotRun). Every process of the container is then in it, including
+// ones that called setsid or double-forked: a SIGKILL from the agent, and the end of the main
+// process, kill the whole cgroup (agent/cm/cgroup_fs.h: cgroup.kill, or freeze, kill, thaw), not
+// only the process group. The cgroup's OOM-kill count, read before the start and again at the
+// exit, tells an OOM kill: the exit is recorded with reason OOMKilled (exit code 137 when a signal
+// ended the main process), as kubelet reports it. The empty cgroup is removed at the end (a few
+// short retries while the kernel finishes the kills; else the agent removes it later). Without a
+// cgroup, kills go to the process group as before. The configured oom_score_adj (kubelet's) is
+// written before exec; when that is refused, an inherited negative value is reset to 0.
 //
 // When the container exits, its termination message (the file
 // <state-dir>/termination-log, given to it as NODEAGENT_TERMINATION_MESSAGE_PATH, or the tail of
 // its log under FallbackToLogsOnError) goes into the state's message.
 //
-// Single-threaded by design (so fork is safe here), and small: it links only the two pure
-// runtime files, no Asio and no logging library. It reads the real wall clock itself, as it is a
-// separate program outside the agent's injected-clock domain.
+// Single-threaded by design (so fork is safe here), and small: it links only the pure runtime and
+// cgroup files (cri_log, state_file, cgroup_fs), no Asio and no logging library. It reads the real
+// wall clock itself, as it is a separate program outside the agent's injected-clock domain.
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -41,9 +55,11 @@
 #include <string>
 #include <vector>
 
+#include "agent/cm/cgroup_fs.h"
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/state_file.h"
 
+namespace cm = nodeagent::cm;
 namespace rt = nodeagent::runtime;
 
 namespace {
@@ -52,6 +68,13 @@ constexpr int kReadyFd = 3;
 // After the container's main process ends, how long to keep draining output that its leftover
 // children (killed with the group) may still flush.
 constexpr int kDrainTimeoutMs = 500;
+// Removing the container's cgroup after the kill: the kernel may still be ending the killed
+// processes (EBUSY), so up to this many tries (about a second in all).
+constexpr int kCgroupRemoveAttempts = 60;
+// The exec-stage report of a cgroup join failure; its exit code (runc's for a container that
+// could not be set up).
+constexpr const char* kCgroupStage = "cgroup";
+constexpr int kCgroupJoinExitCode = 128;
 
 int64_t wallNanos() {
   struct timespec ts {};
@@ -159,6 +182,22 @@ void resetOomScoreAdj() {
   ::close(fd);
 }
 
+// kubelet's OOM score for the container (-998 for Guaranteed pods, up to 1000 for BestEffort),
+// before the identity changes: lowering it below the inherited value needs CAP_SYS_RESOURCE. Best
+// effort: when it is refused, resetOomScoreAdj's default.
+void applyOomScoreAdj(const rt::ShimConfig& c) {
+  if (!c.oom_score_adj) {
+    resetOomScoreAdj();
+    return;
+  }
+  const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  const std::string value = std::to_string(*c.oom_score_adj);
+  const bool written =
+      fd >= 0 && ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
+  if (fd >= 0) ::close(fd);
+  if (!written) resetOomScoreAdj();
+}
+
 // Applies the capability bounding set, groups, gid, uid, the other capability sets and
 // no_new_privs, in that order: each step needs the privileges the next one removes. Returns false
 // on failure, with errno set and `stage` naming the step that failed.
@@ -222,14 +261,23 @@ void execSearchingPath(const std::string& file, char* const* args, char* const* 
   errno = saved;
 }
 
-// Applies the capability bounding set, groups, gid, uid, the other capability sets,
-// no_new_privs and the working dir (in that order: each step needs the privileges the next
-// one removes), then execs argv resolving a bare name against the container's PATH (not the
-// shim's). Returns only on failure, with errno set and `stage` naming the step that failed.
-// Probes and hooks (exec mode) go through the same steps, so they run as the container does.
+// Joins the container's cgroup, sets its OOM score, applies the capability bounding set, groups,
+// gid, uid, the other capability sets, no_new_privs and the working dir (in that order: each step
+// needs the privileges the next one removes), then execs argv resolving a bare name against the
+// container's PATH (not the shim's). Returns only on failure, with errno set, `stage` naming the
+// step that failed and `detail` saying more when it can (the cgroup file). Probes and hooks (exec
+// mode) go through the same steps, so they run as the container does, in its cgroup.
 void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv,
-                   const char*& stage) {
-  resetOomScoreAdj();
+                   const char*& stage, std::string& detail) {
+  if (!c.cgroup.empty()) {
+    stage = kCgroupStage;
+    errno = 0;
+    if (!cm::joinCgroup(c.cgroup, detail)) {
+      if (errno == 0) errno = EIO;
+      return;
+    }
+  }
+  applyOomScoreAdj(c);
   if (!switchIdentity(c, stage)) return;
   if (!c.working_dir.empty()) {
     stage = "chdir";
@@ -246,8 +294,8 @@ void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv
 }
 
 // In the forked child: the container gets default signal handling, its own session and process
-// group, and fds 0-2 only (plus `report_fd` as fd 3, close-on-exec, to tell the shim why exec
-// failed as "<stage>:<errno>"). Never returns.
+// group, its cgroup, and fds 0-2 only (plus `report_fd` as fd 3, close-on-exec, to tell the shim
+// why exec failed as "<stage>:<errno>[:<detail>]"). Never returns.
 [[noreturn]] void runContainerChild(const rt::ShimConfig& config, const sigset_t& old_mask,
                                     int null_fd, int out_fd, int err_fd, int report_fd) {
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
@@ -264,9 +312,11 @@ void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv
   ::fcntl(report, F_SETFD, FD_CLOEXEC);
   ::syscall(SYS_close_range, 4U, ~0U, 0U);
   const char* stage = "exec";
-  execContainer(config, config.argv, stage);
+  std::string detail;
+  execContainer(config, config.argv, stage, detail);
   int err = errno;
   std::string msg = std::string(stage) + ":" + std::to_string(err);
+  if (!detail.empty()) msg += ":" + detail;
   writeAll(report, msg.data(), msg.size());
   _exit(err == ENOENT ? 127 : 126);
 }
@@ -278,24 +328,31 @@ struct ExecFailure {
 
 // Reads the child's exec report and closes the pipe. EOF on the close-on-exec pipe means exec
 // succeeded (nullopt); otherwise the failure in the runtime's words, with the exit code a shell
-// would give (127: not found, 126: could not run).
+// would give (127: not found, 126: could not run; 128 when the cgroup could not be joined).
 std::optional<ExecFailure> readExecFailure(int exec_fd, const std::string& argv0) {
-  char ebuf[128];
+  char ebuf[1024];
   ssize_t en;
   do {
     en = ::read(exec_fd, ebuf, sizeof ebuf - 1);
   } while (en < 0 && errno == EINTR);
   ::close(exec_fd);
   if (en <= 0) return std::nullopt;
-  ebuf[en] = '\0';
-  char* colon = std::strchr(ebuf, ':');
-  int err = colon ? std::atoi(colon + 1) : 0;
-  if (colon) *colon = '\0';
-  std::string what = std::string(ebuf) == "exec"
-                         ? "exec: \"" + argv0 + "\": " +
-                               (err == ENOENT ? std::string("executable file not found")
-                                              : std::string(std::strerror(err)))
-                         : std::string(ebuf) + ": " + std::strerror(err);
+  const std::string report(ebuf, static_cast<size_t>(en));
+  const size_t colon = report.find(':');
+  const std::string stage = report.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? "" : report.substr(colon + 1);
+  const int err = std::atoi(rest.c_str());
+  const size_t detail_at = rest.find(':');
+  const std::string detail = detail_at == std::string::npos ? "" : rest.substr(detail_at + 1);
+  if (stage == kCgroupStage) {
+    return ExecFailure{"cannot put the container into its cgroup: " +
+                           (detail.empty() ? std::string(std::strerror(err)) : detail),
+                       kCgroupJoinExitCode};
+  }
+  std::string what = stage == "exec" ? "exec: \"" + argv0 + "\": " +
+                                           (err == ENOENT ? std::string("executable file not found")
+                                                          : std::string(std::strerror(err)))
+                                     : stage + ": " + std::strerror(err);
   return ExecFailure{std::move(what), err == ENOENT ? 127 : 126};
 }
 
@@ -333,9 +390,19 @@ class Shim {
   void relayUntilExit(int sfd, int out_fd, int err_fd);
   bool handleSignals(int sfd);
   bool reapContainer();
+  void recordOomKill();
   void finish();
-  // The whole process group; the main process alone if it moved to a group of its own.
+  void removeCgroup();
+  // SIGTERM: the whole process group; the main process alone if it moved to a group of its own.
+  // SIGKILL: with a cgroup, every process in it, then the group as well (call it before the main
+  // process is reaped: until then its group id cannot be reused).
   void signalContainer(int sig) {
+    if (sig == SIGKILL && !config_.cgroup.empty()) {
+      std::string error;
+      if (cm::killCgroup(config_.cgroup, error) < 0) {
+        logf("nodeagent-shim: kill the container's cgroup: %s\n", error.c_str());
+      }
+    }
     if (::kill(-child_, sig) != 0) ::kill(child_, sig);
   }
 
@@ -349,6 +416,9 @@ class Shim {
   std::string out_;
   pid_t child_ = -1;
   bool child_done_ = false;
+  // The cgroup's OOM-kill count before the container started (nullopt: no cgroup, or a kernel
+  // that does not count).
+  std::optional<uint64_t> oom_kills_before_;
 };
 
 void Shim::openLog() {
@@ -582,7 +652,8 @@ bool Shim::handleSignals(int sfd) {
   return exited;
 }
 
-// Reaps the container's main process if it has exited, killing what is left of its group first.
+// Reaps the container's main process if it has exited, killing what is left of the container
+// first (its cgroup, else its process group).
 bool Shim::reapContainer() {
   siginfo_t info{};
   // Peek first: while the exited leader is unreaped its process group id cannot be
@@ -591,11 +662,24 @@ bool Shim::reapContainer() {
       info.si_pid != child_) {
     return false;
   }
-  ::kill(-child_, SIGKILL);
+  signalContainer(SIGKILL);
   int wstatus = 0;
   ::waitpid(child_, &wstatus, 0);
   onChildExit(wstatus);
+  recordOomKill();
   return true;
+}
+
+// An OOM kill in the container's cgroup while it ran, and an exit that is not a success: kubelet's
+// OOMKilled, exit code 137 when a signal (the OOM killer's SIGKILL) ended the main process. An OOM
+// kill of another of its processes that made the main process fail counts too (as containerd
+// reports it).
+void Shim::recordOomKill() {
+  if (!oom_kills_before_ || state_.exit_code == 0) return;
+  const std::optional<uint64_t> now = cm::oomKillCount(config_.cgroup);
+  if (!now || *now <= *oom_kills_before_) return;
+  state_.reason = std::string(rt::kOomKilledReason);
+  if (state_.signal != 0) state_.exit_code = rt::exitCodeForSignal(SIGKILL);
 }
 
 // Writes what is left of partial lines and the final state.
@@ -610,6 +694,15 @@ void Shim::finish() {
   saveState();
 }
 
+// Removes the container's cgroup once its processes are gone (killed: the kernel may take a moment
+// to end them). One that stays is the agent's to remove (with the container, or the pod's cgroup).
+void Shim::removeCgroup() {
+  if (config_.cgroup.empty()) return;
+  std::string error;
+  if (cm::removeCgroupWaiting(config_.cgroup, kCgroupRemoveAttempts, error)) return;
+  logf("nodeagent-shim: remove the container's cgroup: %s\n", error.c_str());
+}
+
 int Shim::run() {
   recordShimIdentity();
   sigset_t old_mask;
@@ -620,11 +713,15 @@ int Shim::run() {
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
       ::pipe2(exec_pipe, O_CLOEXEC) != 0 || sfd < 0) {
     failStart(errnoText("pipe"), 128);
+    removeCgroup();
     return 1;
   }
+  // The cgroup is the container's alone (new, made by the agent): OOM kills from here on are its.
+  if (!config_.cgroup.empty()) oom_kills_before_ = cm::oomKillCount(config_.cgroup);
   const pid_t pid = forkContainer(old_mask, out_pipe, err_pipe, exec_pipe);
   if (pid < 0) {
     failStart(errnoText("fork"), 128);
+    removeCgroup();
     return 1;
   }
   child_ = pid;
@@ -632,11 +729,13 @@ int Shim::run() {
     int wstatus = 0;
     ::waitpid(pid, &wstatus, 0);
     failStart(failure->message, failure->exit_code);
+    removeCgroup();
     return 0;
   }
   markRunning(pid);
   relayUntilExit(sfd, out_pipe[0], err_pipe[0]);
   finish();
+  removeCgroup();
   return 0;
 }
 
@@ -664,10 +763,12 @@ int execMode(const std::string& dir, std::vector<std::string> argv) {
     return 126;
   }
   const char* stage = "exec";
-  execContainer(config, argv, stage);
+  std::string detail;
+  execContainer(config, argv, stage, detail);
+  const int err = errno;
   std::fprintf(stderr, "nodeagent-shim exec: %s %s: %s\n", stage, argv[0].c_str(),
-               std::strerror(errno));
-  return errno == ENOENT ? 127 : 126;
+               detail.empty() ? std::strerror(err) : detail.c_str());
+  return err == ENOENT ? 127 : 126;
 }
 
 }  // namespace

@@ -229,3 +229,34 @@ TEST_CASE("fake runtime: log paths follow the CRI layout", "[unit][runtime]") {
   CHECK(h.runtime.containerLogsPath("ns", "web", "u1", "main", 2) ==
         "/var/log/pods/ns_web_u1/main/2.log");
 }
+
+TEST_CASE("fake runtime: records the cgroup parent and resources a container started with",
+          "[unit][runtime]") {
+  Harness h;
+  auto pod = makePod("u1");
+  StartContainerOptions options;
+  options.cgroup_parent = "/kubepods/burstable/podu1";
+  options.resources.cpu_shares = 256;
+  options.resources.cpu_quota = 20000;
+  options.resources.cpu_period = 100000;
+  options.resources.memory_limit_in_bytes = 64 << 20;
+  options.resources.oom_score_adj = 900;
+  auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, options));
+  REQUIRE(id.ok());
+  auto actions = h.runtime.actions();
+  REQUIRE(actions.size() == 1);
+  CHECK(actions[0].cgroup_parent == "/kubepods/burstable/podu1");
+  CHECK(actions[0].resources == options.resources);
+  auto started = h.runtime.startedResources("u1", "main");
+  REQUIRE(started);
+  CHECK(started->cgroup_parent == options.cgroup_parent);
+  CHECK(started->resources == options.resources);
+  CHECK_FALSE(h.runtime.startedResources("u1", "other"));
+
+  // A restart without them: the newest container's (none) are answered.
+  REQUIRE(h.runtime.exitContainer("u1", "main", 1));
+  REQUIRE(h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 1, {})).ok());
+  started = h.runtime.startedResources("u1", "main");
+  REQUIRE(started);
+  CHECK(*started == FakeRuntime::StartedResources{});
+}
