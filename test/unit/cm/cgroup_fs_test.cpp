@@ -56,7 +56,7 @@ TEST_CASE("oomKillCount reads memory.events (v2) and memory.oom_control (v1)", "
   CHECK_FALSE(cm::oomKillCount(no_memory).has_value());
 }
 
-TEST_CASE("cgroupPids reads cgroup.procs recursively; killCgroup never signals outside a cgroupfs",
+TEST_CASE("cgroupPids reads cgroup.procs recursively, killCgroup never signals outside a cgroupfs",
           "[unit][cm]") {
   testing::TempDir tmp("cm-fs");
   fs::create_directories(tmp / "freezer" / "pod" / "ctr");
