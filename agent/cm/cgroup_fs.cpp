@@ -148,8 +148,7 @@ std::optional<uint64_t> keyedValue(const std::string& text, std::string_view key
     if (nl == std::string::npos) nl = text.size();
     std::string_view line(text.data() + pos, nl - pos);
     pos = nl + 1;
-    if (line.size() > key.size() && line.substr(0, key.size()) == key &&
-        line[key.size()] == ' ') {
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
       std::string num(line.substr(key.size() + 1));
       char* end = nullptr;
       errno = 0;

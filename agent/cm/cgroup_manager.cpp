@@ -52,8 +52,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 std::string unescapeMountField(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7' && s[i + 2] >= '0' && s[i + 2] <= '7' &&
-        s[i + 3] >= '0' && s[i + 3] <= '7') {
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7' && s[i + 2] >= '0' &&
+        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
       out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
       i += 3;
     } else {
@@ -165,12 +165,11 @@ base::Status writeControl(const CgroupName& name, const std::string& dir, std::s
   int err = errno;
   ::close(fd);
   if (n < 0) {
-    return errnoStatus(err, cgroupLabel(name) + ": write \"" + value + "\" to " + path + ": " +
-                                errnoText(err));
+    return errnoStatus(
+        err, cgroupLabel(name) + ": write \"" + value + "\" to " + path + ": " + errnoText(err));
   }
   if (static_cast<size_t>(n) != value.size()) {
-    return base::internalError(cgroupLabel(name) + ": short write of \"" + value + "\" to " +
-                               path);
+    return base::internalError(cgroupLabel(name) + ": short write of \"" + value + "\" to " + path);
   }
   return base::okStatus();
 }
@@ -214,8 +213,8 @@ base::StatusOr<CgroupMounts> parseMounts(std::string_view mountinfo, const Memor
   // A controller lives in one hierarchy only: memory mounted as v1 means the v1 driver, and a
   // hybrid system's cgroup2 mount then holds no controller of ours.
   const bool memory_v1 = mounts.v1_roots.contains("memory");
-  bool use_v2 = !unified.empty() && (mounts.v1_roots.empty() ||
-                                     (!memory_v1 && probe && probe(unified)));
+  bool use_v2 =
+      !unified.empty() && (mounts.v1_roots.empty() || (!memory_v1 && probe && probe(unified)));
   if (use_v2) {
     mounts.version = CgroupVersion::kV2;
     mounts.unified_root = unified;
@@ -325,8 +324,8 @@ base::Status CgroupManager::create(const CgroupName& name, const ResourceConfig&
         std::error_code ec;
         fs::create_directory(dir, ec);
         if (ec) {
-          return errnoStatus(ec.value(), cgroupLabel(name) + ": mkdir " + dir + ": " +
-                                             ec.message());
+          return errnoStatus(ec.value(),
+                             cgroupLabel(name) + ": mkdir " + dir + ": " + ec.message());
         }
       }
       std::string enabled = readTrimmed(dir, "cgroup.subtree_control").value_or("");
@@ -345,8 +344,7 @@ base::Status CgroupManager::create(const CgroupName& name, const ResourceConfig&
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
-      return errnoStatus(ec.value(),
-                         cgroupLabel(name) + ": mkdir " + dir + ": " + ec.message());
+      return errnoStatus(ec.value(), cgroupLabel(name) + ": mkdir " + dir + ": " + ec.message());
     }
   }
   return update(name, config);
@@ -357,13 +355,14 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
   if (p.unified()) {
     const std::string& dir = p.unified_dir;
     if (config.memory_limit) {
-      RETURN_IF_ERROR(writeControl(name, dir, "memory.max",
-                                   *config.memory_limit < 0 ? std::string("max")
-                                                            : std::to_string(*config.memory_limit)));
+      RETURN_IF_ERROR(writeControl(
+          name, dir, "memory.max",
+          *config.memory_limit < 0 ? std::string("max") : std::to_string(*config.memory_limit)));
     }
     if (config.cpu_shares) {
       uint64_t weight = cpuSharesToWeight(*config.cpu_shares);
-      if (weight != 0) RETURN_IF_ERROR(writeControl(name, dir, "cpu.weight", std::to_string(weight)));
+      if (weight != 0)
+        RETURN_IF_ERROR(writeControl(name, dir, "cpu.weight", std::to_string(weight)));
     }
     if (config.cpu_quota || config.cpu_period) {
       std::string value = config.cpu_quota && *config.cpu_quota > 0
@@ -373,9 +372,9 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
       RETURN_IF_ERROR(writeControl(name, dir, "cpu.max", value));
     }
     if (config.pids_limit) {
-      RETURN_IF_ERROR(writeControl(name, dir, "pids.max",
-                                   *config.pids_limit < 0 ? std::string("max")
-                                                          : std::to_string(*config.pids_limit)));
+      RETURN_IF_ERROR(writeControl(
+          name, dir, "pids.max",
+          *config.pids_limit < 0 ? std::string("max") : std::to_string(*config.pids_limit)));
     }
     return base::okStatus();
   }
@@ -384,9 +383,9 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
   const std::string cpu = p.dirFor("cpu");
   const std::string pids = p.dirFor("pids");
   if (config.memory_limit && !memory.empty()) {
-    RETURN_IF_ERROR(writeControl(name, memory, "memory.limit_in_bytes",
-                                 *config.memory_limit < 0 ? std::string("-1")
-                                                          : std::to_string(*config.memory_limit)));
+    RETURN_IF_ERROR(writeControl(
+        name, memory, "memory.limit_in_bytes",
+        *config.memory_limit < 0 ? std::string("-1") : std::to_string(*config.memory_limit)));
   }
   if (!cpu.empty()) {
     if (config.cpu_shares) {
@@ -403,9 +402,9 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
     }
   }
   if (config.pids_limit && !pids.empty()) {
-    RETURN_IF_ERROR(writeControl(name, pids, "pids.max",
-                                 *config.pids_limit < 0 ? std::string("max")
-                                                        : std::to_string(*config.pids_limit)));
+    RETURN_IF_ERROR(writeControl(
+        name, pids, "pids.max",
+        *config.pids_limit < 0 ? std::string("max") : std::to_string(*config.pids_limit)));
   }
   return base::okStatus();
 }
@@ -434,7 +433,9 @@ std::vector<std::string> CgroupManager::children(const CgroupName& name) const {
   return {names.begin(), names.end()};
 }
 
-std::vector<int> CgroupManager::pids(const CgroupName& name) const { return cgroupPids(paths(name)); }
+std::vector<int> CgroupManager::pids(const CgroupName& name) const {
+  return cgroupPids(paths(name));
+}
 
 base::StatusOr<CgroupStats> CgroupManager::stats(const CgroupName& name) const {
   if (!exists(name)) return base::notFoundError(cgroupLabel(name) + ": does not exist");

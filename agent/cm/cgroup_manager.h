@@ -40,8 +40,8 @@ struct CgroupMounts {
 // hybrid system's controller-less cgroup2 mount is then ignored), else v2 on the cgroup2 mount.
 // FailedPrecondition when neither is mounted. Pure: it reads no file.
 base::StatusOr<CgroupMounts> parseCgroupMounts(std::string_view mountinfo);
-// parseCgroupMounts of the file, except that a system with the memory controller on no v1 hierarchy is
-// v2 when the cgroup2 mount's cgroup.controllers lists memory (say, a v1 freezer hierarchy next
+// parseCgroupMounts of the file, except that a system with the memory controller on no v1 hierarchy
+// is v2 when the cgroup2 mount's cgroup.controllers lists memory (say, a v1 freezer hierarchy next
 // to a v2 memory controller). Errors name the file.
 base::StatusOr<CgroupMounts> detectCgroupMounts(
     const std::string& mountinfo_path = "/proc/self/mountinfo");
@@ -57,7 +57,7 @@ struct CgroupStats {
   std::optional<uint64_t> memory_usage_bytes;        // v2 memory.current; v1 usage_in_bytes
   std::optional<uint64_t> memory_working_set_bytes;  // usage minus inactive_file (cadvisor's)
   std::optional<uint64_t> memory_rss_bytes;          // anon (v2) / total_rss (v1)
-  std::optional<uint64_t> cpu_usage_nanos;           // v2 cpu.stat usage_usec*1000; v1 cpuacct.usage
+  std::optional<uint64_t> cpu_usage_nanos;  // v2 cpu.stat usage_usec*1000; v1 cpuacct.usage
   std::optional<uint64_t> pids_current;
   std::optional<uint64_t> oom_kills;
 };

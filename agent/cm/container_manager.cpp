@@ -26,7 +26,8 @@ ContainerManager::ContainerManager(CgroupManager cgroups, ContainerManagerOption
 
 base::StatusOr<std::unique_ptr<ContainerManager>> ContainerManager::start(
     CgroupManager cgroups, ContainerManagerOptions options) {
-  std::unique_ptr<ContainerManager> cm(new ContainerManager(std::move(cgroups), std::move(options)));
+  std::unique_ptr<ContainerManager> cm(
+      new ContainerManager(std::move(cgroups), std::move(options)));
   const CgroupName root = parseCgroupPath(cm->options_.cgroup_root);
   if (!cm->options_.cgroups_per_qos) {
     // Containers go straight under the cgroup root, which gets no limits of its own (the root

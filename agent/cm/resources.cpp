@@ -195,8 +195,8 @@ int64_t containerOomScoreAdjust(const api::Pod& pod, const api::Container& conta
   auto it = container.resources.requests.find(std::string(kMemory));
   const int64_t request = it == container.resources.requests.end() ? 0 : it->second.value();
   if (memory_capacity <= 0) return kBestEffortOomScoreAdj - 1;
-  const int64_t adjust = 1000 - static_cast<int64_t>((static_cast<__int128>(1000) * request) /
-                                                     memory_capacity);
+  const int64_t adjust =
+      1000 - static_cast<int64_t>((static_cast<__int128>(1000) * request) / memory_capacity);
   // Above Guaranteed (a Guaranteed container using all of memory scores 2), below BestEffort.
   if (adjust < 1000 + kGuaranteedOomScoreAdj) return 1000 + kGuaranteedOomScoreAdj;
   if (adjust == kBestEffortOomScoreAdj) return adjust - 1;

@@ -83,8 +83,8 @@ std::string joinScript(const cm::CgroupPaths& paths) {
 pid_t spawnSh(const std::string& script) {
   pid_t pid = -1;
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
-  int rc = ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv),
-                         environ);
+  int rc =
+      ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ);
   REQUIRE(rc == 0);
   return pid;
 }
@@ -310,8 +310,8 @@ TEST_CASE("cgroups (real): ContainerManager makes kubepods, QoS and pod cgroups"
   auto kubepods = mgr.cgroups().readConfig(mgr.kubepods());
   REQUIRE(kubepods.ok());
   CHECK(kubepods->memory_limit == std::optional<int64_t>(int64_t{1} << 30));
-  CHECK(mgr.podCgroups() == std::map<std::string, cm::CgroupName>{
-                                {"0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0", name}});
+  CHECK(mgr.podCgroups() ==
+        std::map<std::string, cm::CgroupName>{{"0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0", name}});
   REQUIRE(mgr.destroyPodCgroup(name).ok());
   CHECK(mgr.podCgroups().empty());
 }

@@ -53,12 +53,11 @@ TEST_CASE("parseCgroupMounts: v1 per controller, combined, hybrid, pure v2, none
     REQUIRE(m.ok());
     CHECK(m->version == cm::CgroupVersion::kV1);
     CHECK(m->unified_root.empty());
-    CHECK(m->v1_roots == std::map<std::string, std::string>{
-                             {"cpu", "/sys/fs/cgroup/cpu"},
-                             {"cpuacct", "/sys/fs/cgroup/cpuacct"},
-                             {"freezer", "/sys/fs/cgroup/freezer"},
-                             {"memory", "/sys/fs/cgroup/memory"},
-                             {"pids", "/sys/fs/cgroup/pids"}});
+    CHECK(m->v1_roots == std::map<std::string, std::string>{{"cpu", "/sys/fs/cgroup/cpu"},
+                                                            {"cpuacct", "/sys/fs/cgroup/cpuacct"},
+                                                            {"freezer", "/sys/fs/cgroup/freezer"},
+                                                            {"memory", "/sys/fs/cgroup/memory"},
+                                                            {"pids", "/sys/fs/cgroup/pids"}});
   }
   SECTION("cpu,cpuacct mounted together, systemd-style options") {
     auto m = cm::parseCgroupMounts(
@@ -117,7 +116,8 @@ TEST_CASE("detectCgroupMounts reads the file and names it on error", "[unit][cm]
   testing::writeFile(tmp / "cg2" / "cgroup.controllers", "cpu io memory pids\n");
   testing::writeFile(tmp / "mountinfo2",
                      "37 31 0:34 / /sys/fs/cgroup/freezer rw - cgroup cgroup rw,freezer\n"
-                     "41 31 0:38 / " + (tmp / "cg2").string() + " rw - cgroup2 cgroup2 rw\n");
+                     "41 31 0:38 / " +
+                         (tmp / "cg2").string() + " rw - cgroup2 cgroup2 rw\n");
   auto m2 = cm::detectCgroupMounts((tmp / "mountinfo2").string());
   REQUIRE(m2.ok());
   CHECK(m2->version == cm::CgroupVersion::kV2);

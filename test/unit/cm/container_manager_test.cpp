@@ -103,10 +103,9 @@ TEST_CASE("ContainerManager: kubepods with node allocatable, QoS cgroups, pod cg
   // A container cgroup below a pod is not a pod.
   REQUIRE(mgr.cgroups().create({"kubepods", "podg1", "ctr1"}, {}).ok());
   auto pods = mgr.podCgroups();
-  CHECK(pods == std::map<std::string, cm::CgroupName>{
-                    {"g1", {"kubepods", "podg1"}},
-                    {"b1", {"kubepods", "burstable", "podb1"}},
-                    {"e1", {"kubepods", "besteffort", "pode1"}}});
+  CHECK(pods == std::map<std::string, cm::CgroupName>{{"g1", {"kubepods", "podg1"}},
+                                                      {"b1", {"kubepods", "burstable", "podb1"}},
+                                                      {"e1", {"kubepods", "besteffort", "pode1"}}});
 
   REQUIRE(mgr.destroyPodCgroup({"kubepods", "podg1"}).ok());
   CHECK_FALSE(fs::exists(tmp / "memory" / g));
@@ -137,9 +136,8 @@ TEST_CASE("ContainerManager: a cgroup root and a restart keep existing cgroups",
   auto again = cm::ContainerManager::start(cm::CgroupManager(fakeV1(tmp)), options);
   REQUIRE(again.ok());
   CHECK(read(tmp / "cpu" / "nodeagent" / "kubepods" / "besteffort" / "cpu.shares") == "2");
-  CHECK((*again)->podCgroups() ==
-        std::map<std::string, cm::CgroupName>{
-            {"u1", {"nodeagent", "kubepods", "besteffort", "podu1"}}});
+  CHECK((*again)->podCgroups() == std::map<std::string, cm::CgroupName>{
+                                      {"u1", {"nodeagent", "kubepods", "besteffort", "podu1"}}});
 }
 
 TEST_CASE("ContainerManager: without cgroups per QoS pods use the cgroup root", "[unit][cm]") {

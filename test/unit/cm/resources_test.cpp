@@ -48,8 +48,8 @@ TEST_CASE("milliCpuToShares: kubelet's conversion with its clamp", "[unit][cm]")
     int64_t milli;
     int64_t shares;
   };
-  const Case cases[] = {{0, 2},      {1, 2},       {2, 2},          {5, 5},
-                        {100, 102},  {500, 512},   {1000, 1024},    {1500, 1536},
+  const Case cases[] = {{0, 2},       {1, 2},           {2, 2},          {5, 5},
+                        {100, 102},   {500, 512},       {1000, 1024},    {1500, 1536},
                         {2000, 2048}, {256000, 262144}, {300000, 262144}};
   for (const auto& c : cases) {
     INFO("milli " << c.milli);
@@ -63,9 +63,14 @@ TEST_CASE("milliCpuToQuota: helpers_linux_test.go TestMilliCPUToQuota", "[unit][
     int64_t quota;
     int64_t period;
   };
-  const Case cases[] = {{0, 0, 0},           {5, 1000, 100000},    {9, 1000, 100000},
-                        {10, 1000, 100000},  {200, 20000, 100000}, {500, 50000, 100000},
-                        {1000, 100000, 100000}, {1500, 150000, 100000}};
+  const Case cases[] = {{0, 0, 0},
+                        {5, 1000, 100000},
+                        {9, 1000, 100000},
+                        {10, 1000, 100000},
+                        {200, 20000, 100000},
+                        {500, 50000, 100000},
+                        {1000, 100000, 100000},
+                        {1500, 150000, 100000}};
   for (const auto& c : cases) {
     INFO("milli " << c.milli);
     CHECK(cm::milliCpuToQuota(c.milli, c.period) == c.quota);
