@@ -5,6 +5,8 @@
 // deliberately when even its config file is, so that a container is never started twice.
 #include <poll.h>
 
+#include <thread>
+
 #include "agent/runtime/process_runtime_state.h"
 #include "agent/runtime/shim_processes.h"
 
@@ -145,10 +147,23 @@ void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shim
     }
     pidfdSendSignal(t.pidfd->fd, SIGKILL);
   }
+  // The container processes SIGKILLed above end soon after (the kernel has yet to run them):
+  // recovery returns once they are gone, so that a container is never running twice.
+  std::vector<const LiveShim*> killed;
+  for (const auto& t : targets) killed.push_back(&t.u->shim);
   waitEnded(seconds(options_.minimum_grace_seconds));
   for (const auto& t : targets) {
     log()->error("A container shim that cannot be adopted survived SIGKILL id={} shimPid={}",
                  t.u->id, t.u->shim.pid);
+  }
+  // Real time, as poll's timeouts above: a kernel's work, not the agent's clock.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(options_.minimum_grace_seconds);
+  for (const LiveShim* shim : killed) {
+    while (shim->container_pid > 0 &&
+           processAlive(shim->container_pid, shim->container_start_ticks) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 }
 

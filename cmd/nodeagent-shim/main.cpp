@@ -768,7 +768,8 @@ int execMode(const std::string& dir, std::vector<std::string> argv) {
   const int err = errno;
   std::fprintf(stderr, "nodeagent-shim exec: %s %s: %s\n", stage, argv[0].c_str(),
                detail.empty() ? std::strerror(err) : detail.c_str());
-  return err == ENOENT ? 127 : 126;
+  // 127 only for a command that is not there (a missing cgroup is not a missing command).
+  return err == ENOENT && std::strcmp(stage, kCgroupStage) != 0 ? 127 : 126;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // guard kills and removes even when the case fails, and is bounded: small limits (32 MiB of
 // memory, 64 pids), timeouts on every wait. Cases that need cgroups skip when not root or when
 // the cgroup filesystem is not writable.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/wait.h>
@@ -178,6 +179,11 @@ class Env {
     io_.start(1);
     runtime_ = testing::makeProcessRuntime(io_.executor(), options_);
   }
+  // An agent restart: a new runtime recovers what the old one left running.
+  void restart() {
+    runtime_.reset();
+    runtime_ = testing::makeProcessRuntime(io_.executor(), options_);
+  }
   ~Env() {
     try {
       auto pods = sync(runtime_->getPods(false));
@@ -289,7 +295,7 @@ TEST_CASE(
   // sleep.
   auto pod = makePod("u-join", {shContainer("main",
                                             "while read -r l; do echo \"cg $l\"; done "
-                                            "< /proc/self/cgroup; exec sleep " +
+                                            "< /proc/self/cgroup; echo cg-end; exec sleep " +
                                                 sleep)});
   cm::LinuxContainerResources resources;
   resources.memory_limit_in_bytes = 256 << 20;
@@ -316,8 +322,8 @@ TEST_CASE(
   CHECK(config->memory_limit == std::optional<int64_t>(256 << 20));
 
   // What the shell saw of itself before exec.
-  REQUIRE(
-      testing::eventually([&] { return logText(cs->log_path).find("cg ") != std::string::npos; }));
+  REQUIRE(testing::eventually(
+      [&] { return logText(cs->log_path).find("cg-end\n") != std::string::npos; }));
   std::string seen;
   {
     std::istringstream in(logText(cs->log_path));
@@ -586,4 +592,149 @@ TEST_CASE(
   auto plain = env.tryStart(pod, {});
   INFO(plain.status().toString());
   CHECK(plain.ok());
+}
+
+TEST_CASE(
+    "process runtime cgroups: containers adopted after a restart keep their cgroups and are "
+    "still killed whole",
+    "[integration][runtime][cgroups]") {
+  auto manager = requireCgroups();
+  CgroupRoot root(manager);
+  REQUIRE(root.create().ok());
+  Env env(manager);
+  const std::string parent = makePodCgroup(root, "u-adopt");
+  const std::string escaped = uniqueSleep();
+  auto pod = makePod("u-adopt", {shContainer("main", "(setsid sleep " + escaped +
+                                                         " &) ; exec sleep " + uniqueSleep())});
+  cm::LinuxContainerResources resources;
+  resources.memory_limit_in_bytes = 64 << 20;
+  auto id = env.start(pod, inCgroup(parent, resources));
+  REQUIRE(testing::eventually([&] { return countSleeps(escaped) == 1; }));
+  const cm::CgroupName name = containerCgroup(parent, id);
+  const auto pids_before = manager->pids(name);
+
+  env.restart();
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  CHECK(cs->state == ContainerState::kRunning);
+  // Where it was, with its limit, nothing moved.
+  CHECK(manager->pids(name) == pids_before);
+  auto config = manager->readConfig(name);
+  REQUIRE(config.ok());
+  CHECK(config->memory_limit == std::optional<int64_t>(64 << 20));
+
+  env.kill(pod, id, 0);
+  CHECK(env.exited(pod, id));
+  CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
+  CHECK(testing::eventually([&] { return cgroupGone(*manager, name); }));
+}
+
+TEST_CASE(
+    "process runtime cgroups: a container that cannot join its cgroup does not run: "
+    "ContainerCannotRun, and exec'd commands fail the same way",
+    "[integration][runtime][cgroups]") {
+  // The shim alone, with a config whose cgroup does not exist (no root needed).
+  testing::TempDir dir("nodeagent-shim-cgroup");
+  const std::string marker = (dir / "ran").string();
+  ShimConfig config;
+  config.container_id = "c-nojoin";
+  config.container_name = "main";
+  config.argv = {"/bin/sh", "-c", "touch " + marker};
+  config.log_path = (dir / "0.log").string();
+  config.cgroup_name = "/missing/c-nojoin";
+  config.cgroup.unified_dir = (dir / "no-such-cgroup").string();
+  std::string error;
+  REQUIRE(writeFileAtomic((dir / "config").string(), encodeShimConfig(config), error));
+
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const std::string shim = testing::binaryPath("nodeagent-shim").string();
+  const std::string state_dir = dir.path().string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(ready[1], 3);
+    ::execl(shim.c_str(), "nodeagent-shim", "run", state_dir.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  REQUIRE(pid > 0);
+  ::close(ready[1]);
+  std::string line;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(ready[0], buf, sizeof buf)) > 0) line.append(buf, static_cast<size_t>(n));
+  ::close(ready[0]);
+  int wstatus = 0;
+  REQUIRE(::waitpid(pid, &wstatus, 0) == pid);
+  INFO(line);
+  CHECK(line.rfind("error cannot put the container into its cgroup: ", 0) == 0);
+  CHECK(line.find((dir / "no-such-cgroup" / "cgroup.procs").string()) != std::string::npos);
+  ShimState st;
+  std::string text;
+  REQUIRE(readWholeFile((dir / "state").string(), text, error));
+  REQUIRE(decodeShimState(text, st, error));
+  CHECK(st.status == ShimStatus::kExited);
+  CHECK(st.reason == "ContainerCannotRun");
+  CHECK(st.exit_code == 128);
+  CHECK(st.message.find("cgroup") != std::string::npos);
+  CHECK_FALSE(fs::exists(marker));  // the command never ran
+
+  // exec mode (probes, hooks): the command does not run outside the container's cgroup either.
+  const std::string out = (dir / "exec.out").string();
+  const pid_t exec = ::fork();
+  if (exec == 0) {
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::execl(shim.c_str(), "nodeagent-shim", "exec", state_dir.c_str(), "/bin/sh", "-c",
+            ("touch " + marker).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  REQUIRE(exec > 0);
+  REQUIRE(::waitpid(exec, &wstatus, 0) == exec);
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 126);
+  CHECK(testing::readFile(out).find("cgroup.procs") != std::string::npos);
+  CHECK_FALSE(fs::exists(marker));
+}
+
+TEST_CASE(
+    "process runtime cgroups: on a cgroup v2 hierarchy a container joins its cgroup and is "
+    "killed whole through cgroup.kill",
+    "[integration][runtime][cgroups]") {
+  if (::geteuid() != 0) testing::skipTest("needs root to make cgroups");
+  // The machine's cgroup2 mount, controllers or not (a v1 machine's "unified" one has none: the
+  // join and the kill need none).
+  auto mounts = cm::detectCgroupMounts();
+  std::string unified;
+  if (mounts.ok() && mounts->version == cm::CgroupVersion::kV2) {
+    unified = mounts->unified_root;
+  } else if (fs::exists("/sys/fs/cgroup/unified/cgroup.procs")) {
+    unified = "/sys/fs/cgroup/unified";
+  }
+  if (unified.empty()) testing::skipTest("no cgroup v2 hierarchy");
+  cm::CgroupMounts v2;
+  v2.version = cm::CgroupVersion::kV2;
+  v2.unified_root = unified;
+  auto manager = std::make_shared<cm::CgroupManager>(v2);
+  CgroupRoot root(manager);
+  if (auto s = root.create(); !s.ok()) {
+    testing::skipTest("the cgroup v2 hierarchy is not writable: " + s.message());
+  }
+  Env env(manager);
+  const std::string parent = makePodCgroup(root, "u-v2");
+  const std::string escaped = uniqueSleep();
+  auto pod = makePod("u-v2", {shContainer("main", "(setsid sleep " + escaped + " &) ; exec sleep " +
+                                                      uniqueSleep())});
+  auto id = env.start(pod, inCgroup(parent, {}));
+  const cm::CgroupName name = containerCgroup(parent, id);
+  const std::string path = cm::cgroupNameToPath(name);
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  const std::string proc_cgroup = testing::readFile("/proc/" + std::to_string(cs->pid) + "/cgroup");
+  INFO(proc_cgroup);
+  CHECK(inCgroup(proc_cgroup, manager->paths(name), path));
+  REQUIRE(testing::eventually([&] { return countSleeps(escaped) == 1; }));
+  env.kill(pod, id, 0);
+  CHECK(env.exited(pod, id));
+  CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
+  CHECK(testing::eventually([&] { return cgroupGone(*manager, name); }));
 }
