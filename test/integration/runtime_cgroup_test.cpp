@@ -184,8 +184,11 @@ class Env {
     runtime_.reset();
     runtime_ = testing::makeProcessRuntime(io_.executor(), options_);
   }
+  // The agent stops (its containers keep running); restart() starts the next one.
+  void dropRuntime() { runtime_.reset(); }
   ~Env() {
     try {
+      if (!runtime_) runtime_ = testing::makeProcessRuntime(io_.executor(), options_);
       auto pods = sync(runtime_->getPods(false));
       if (pods.ok()) {
         for (auto& p : *pods) (void)sync(runtime_->killPod(nullptr, p, 0));
@@ -737,4 +740,41 @@ TEST_CASE(
   CHECK(env.exited(pod, id));
   CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
   CHECK(testing::eventually([&] { return cgroupGone(*manager, name); }));
+}
+
+TEST_CASE(
+    "process runtime cgroups: a container whose shim died while no agent ran is killed whole "
+    "through its cgroup at recovery",
+    "[integration][runtime][cgroups]") {
+  auto manager = requireCgroups();
+  CgroupRoot root(manager);
+  REQUIRE(root.create().ok());
+  Env env(manager);
+  const std::string parent = makePodCgroup(root, "u-orphan");
+  const std::string escaped = uniqueSleep();
+  const std::string main_sleep = uniqueSleep();
+  auto pod =
+      makePod("u-orphan",
+              {shContainer("main", "(setsid sleep " + escaped + " &) ; exec sleep " + main_sleep)});
+  auto id = env.start(pod, inCgroup(parent, {}));
+  REQUIRE(testing::eventually([&] { return countSleeps(escaped) == 1; }));
+  REQUIRE(testing::eventually([&] { return countSleeps(main_sleep) == 1; }));
+  const int shim = env.runtime().shimPidForTest(id);
+  REQUIRE(shim > 0);
+  const cm::CgroupName name = containerCgroup(parent, id);
+
+  env.dropRuntime();
+  ::kill(shim, SIGKILL);
+  ::waitpid(shim, nullptr, 0);  // this process started it
+  env.restart();
+
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  CHECK(cs->state == ContainerState::kExited);
+  CHECK(cs->exit_code == 137);
+  CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
+  CHECK(testing::eventually([&] { return countSleeps(main_sleep) == 0; }));
+  CHECK(testing::eventually([&] { return manager->pids(name).empty(); }));
+  REQUIRE(env.sync(env.runtime().removeContainer(id)).ok());
+  CHECK(cgroupGone(*manager, name));
 }
