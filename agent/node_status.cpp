@@ -38,12 +38,15 @@ std::string goArch(const std::string& machine) {
   return machine;
 }
 
-nlohmann::json resources(const NodeStatusOptions& o, int64_t cpu_milli, int64_t memory,
+nlohmann::json resources(int64_t cpu_milli, int64_t memory, int64_t ephemeral_storage,
                          int64_t pods) {
-  (void)o;
-  return {{"cpu", api::Quantity::fromMilli(cpu_milli).toString()},
-          {"memory", api::Quantity::fromBytes(memory).toString()},
-          {"pods", std::to_string(pods)}};
+  nlohmann::json j = {{"cpu", api::Quantity::fromMilli(cpu_milli).toString()},
+                      {"memory", api::Quantity::fromBytes(memory).toString()},
+                      {"pods", std::to_string(pods)}};
+  if (ephemeral_storage > 0) {
+    j["ephemeral-storage"] = api::Quantity::fromBytes(ephemeral_storage).toString();
+  }
+  return j;
 }
 
 }  // namespace
@@ -149,9 +152,27 @@ void NodeStatusController::reRegister() {
   });
 }
 
+void NodeStatusController::requestUpdate() {
+  asio::post(strand_, [self = shared_from_this()] {
+    // Before registration the registration sends the status anyway.
+    if (self->stopped_ || !self->timer_ || !self->registered_) return;
+    if (self->busy_) {
+      self->update_requested_ = true;
+      return;
+    }
+    // Between steps: the armed timer is the next step; run it now (registration when not yet
+    // registered).
+    self->schedule(base::Duration(0), false);
+  });
+}
+
 void NodeStatusController::schedule(base::Duration d, bool registering) {
   busy_ = false;
   if (stopped_) return;
+  if (update_requested_) {
+    update_requested_ = false;
+    d = base::Duration(0);
+  }
   if (reregister_) {
     reregister_ = false;
     d = base::Duration(0);
@@ -188,7 +209,18 @@ nlohmann::json NodeStatusController::computeStatus() {
     ready_ = healthy;
     ready_transition_ = now;
   }
-  if (pressure_transition_.empty()) pressure_transition_ = now;
+  const eviction::PressureConditions pressure =
+      o.pressure ? o.pressure() : eviction::PressureConditions{};
+  auto track = [&](ConditionState& state, bool value) -> const std::string& {
+    if (!state.status || *state.status != value) {
+      state.status = value;
+      state.transition = now;
+    }
+    return state.transition;
+  };
+  const std::string& memory_transition = track(memory_pressure_, pressure.memory);
+  const std::string& disk_transition = track(disk_pressure_, pressure.disk);
+  const std::string& pid_transition = track(pid_pressure_, pressure.pid);
   auto cond = [&](const char* type, const char* status, const char* reason, std::string message,
                   const std::string& transition) {
     return nlohmann::json{
@@ -196,12 +228,18 @@ nlohmann::json NodeStatusController::computeStatus() {
         {"message", message}, {"lastHeartbeatTime", now}, {"lastTransitionTime", transition}};
   };
   nlohmann::json conditions = nlohmann::json::array({
-      cond("MemoryPressure", "False", "KubeletHasSufficientMemory",
-           "kubelet has sufficient memory available", pressure_transition_),
-      cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure",
-           pressure_transition_),
-      cond("PIDPressure", "False", "KubeletHasSufficientPID",
-           "kubelet has sufficient PID available", pressure_transition_),
+      pressure.memory ? cond("MemoryPressure", "True", "KubeletHasInsufficientMemory",
+                             "kubelet has insufficient memory available", memory_transition)
+                      : cond("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                             "kubelet has sufficient memory available", memory_transition),
+      pressure.disk ? cond("DiskPressure", "True", "KubeletHasDiskPressure",
+                           "kubelet has disk pressure", disk_transition)
+                    : cond("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                           "kubelet has no disk pressure", disk_transition),
+      pressure.pid ? cond("PIDPressure", "True", "KubeletHasInsufficientPID",
+                          "kubelet has insufficient PID available", pid_transition)
+                   : cond("PIDPressure", "False", "KubeletHasSufficientPID",
+                          "kubelet has sufficient PID available", pid_transition),
       healthy ? cond("Ready", "True", "KubeletReady", "kubelet is posting ready status",
                      ready_transition_)
               : cond("Ready", "False", "KubeletNotReady",
@@ -211,9 +249,10 @@ nlohmann::json NodeStatusController::computeStatus() {
   if (!o.node_ip.empty()) addresses.push_back({{"type", "InternalIP"}, {"address", o.node_ip}});
   addresses.push_back({{"type", "Hostname"}, {"address", o.node_name}});
   return {
-      {"capacity", resources(o, o.capacity.cpu_milli, o.capacity.memory_bytes, o.allocatable.pods)},
-      {"allocatable",
-       resources(o, o.allocatable.cpu_milli, o.allocatable.memory_bytes, o.allocatable.pods)},
+      {"capacity", resources(o.capacity.cpu_milli, o.capacity.memory_bytes,
+                             o.capacity.ephemeral_storage_bytes, o.allocatable.pods)},
+      {"allocatable", resources(o.allocatable.cpu_milli, o.allocatable.memory_bytes,
+                                o.allocatable.ephemeral_storage_bytes, o.allocatable.pods)},
       {"conditions", conditions},
       {"addresses", addresses},
       {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", o.daemon_port}}}}},

@@ -2,9 +2,12 @@
 // object when the agent starts (POST; when it already exists, GET it and reconcile the labels the
 // agent owns), then computes the node status every `update_frequency` (10 s) and PATCHes
 // nodes/<name>/status when it changed or every `report_frequency` (5 min) as a heartbeat.
-// The status carries capacity/allocatable (cpu, memory, pods), addresses (InternalIP, Hostname),
-// nodeInfo, daemonEndpoints and the conditions: Ready from the agent's health (KubeletReady /
-// KubeletNotReady with the reason), MemoryPressure/DiskPressure/PIDPressure False.
+// The status carries capacity/allocatable (cpu, memory, ephemeral-storage when known, pods),
+// addresses (InternalIP, Hostname), nodeInfo, daemonEndpoints and the conditions: Ready from the
+// agent's health (KubeletReady / KubeletNotReady with the reason), and MemoryPressure,
+// DiskPressure and PIDPressure from the eviction manager (`pressure`) with kubelet's reasons
+// (KubeletHasInsufficientMemory, KubeletHasDiskPressure, KubeletHasInsufficientPID, and the
+// False ones), each with its own lastTransitionTime. requestUpdate() sends a change at once.
 //
 // The Node answering 404 to the status PATCH after it was registered means the apiserver lost its
 // state: the controller reports it (`on_state_lost`) and registers again at once, as it does when
@@ -26,6 +29,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "agent/admission.h"
+#include "agent/eviction/eviction_manager.h"
 #include "api/async_rest_client.h"
 #include "base/asio.h"
 #include "base/clock.h"
@@ -69,6 +73,9 @@ struct NodeStatusOptions {
   base::Duration register_backoff_max = std::chrono::seconds(7);
   // The agent's health; `why` gets the reason when unhealthy. Any thread. Unset: healthy.
   std::function<bool(std::string* why)> healthy;
+  // The node's pressure conditions now (EvictionManager::conditions). Any thread; must not
+  // block. Unset: no pressure.
+  std::function<eviction::PressureConditions()> pressure;
   // Called on the strand when the registered Node is gone from the apiserver. Optional.
   std::function<void(const std::string& reason)> on_state_lost;
 };
@@ -90,6 +97,9 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
   // Registers the Node again as soon as the step in flight (if any) is done: the apiserver lost
   // its state. Any thread.
   void reRegister();
+  // Computes the status and sends it if it changed, as soon as the step in flight (if any) is
+  // done, instead of at the next update period (the pressure conditions changed). Any thread.
+  void requestUpdate();
 
   // The registered Node's UID; "" until registration succeeded. Any thread.
   std::string nodeUid() const;
@@ -122,7 +132,14 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
   bool reregister_ = false;  // register once the running step is done
   std::optional<bool> ready_;
   std::string ready_transition_;  // formatted time of the Ready condition's last transition
-  std::string pressure_transition_;
+  struct ConditionState {
+    std::optional<bool> status;
+    std::string transition;  // formatted time of its last transition
+  };
+  ConditionState memory_pressure_;
+  ConditionState disk_pressure_;
+  ConditionState pid_pressure_;
+  bool update_requested_ = false;  // an update to run once the step in flight is done
   std::string last_sent_;  // the last status sent, without heartbeat times
   std::optional<base::MonotonicTime> last_report_;
 };
