@@ -168,7 +168,8 @@ HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
   const std::string& path = request.path;
   const bool known =
       path == "/healthz" || (!options_.healthz_only &&
-                             (path == "/pods" || path == "/metrics" || path == "/manifest-errors"));
+                             (path == "/pods" || path == "/metrics" || path == "/manifest-errors" ||
+                              (path == "/stats/summary" && options_.stats_summary_json)));
   if (!known) return HttpResponse{404, "text/plain", "404 page not found\n", nullptr};
   if (request.method != "GET" && request.method != "HEAD") {
     return HttpResponse{405, "text/plain", "method not allowed\n", nullptr};
@@ -183,6 +184,14 @@ HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
     auto answer = healthzAnswer(health_checks_, request.query.find("verbose") != std::string::npos);
     res.status = answer.status;
     res.body = std::move(answer.body);
+  } else if (path == "/stats/summary") {
+    res.body = options_.stats_summary_json();
+    if (res.body.empty()) {
+      res.status = 503;
+      res.body = "stats not yet available\n";
+    } else {
+      res.content_type = "application/json";
+    }
   } else if (path == "/metrics") {
     res.content_type = "text/plain; version=0.0.4";
     res.body = agent_.metricsText();

@@ -1,6 +1,7 @@
 // The agent's read-only HTTP endpoints (kubelet's read-only port), on 127.0.0.1 by default:
-// GET /pods (a PodList with live statuses), /healthz, /metrics (Prometheus text) and
-// /manifest-errors (the current errors of the file and HTTP sources, as JSON). Served by an
+// GET /pods (a PodList with live statuses), /healthz, /metrics (Prometheus text),
+// /manifest-errors (the current errors of the file and HTTP sources, as JSON) and /stats/summary
+// (kubelet's stats/v1alpha1 Summary, from stats::SummaryProvider's last collection). Served by an
 // HttpServer on the agent's io_context; handlers only read thread-safe state.
 #pragma once
 
@@ -34,6 +35,9 @@ struct ReadOnlyServerOptions {
   std::function<std::string()> extra_metrics;
   // /healthz checks after the server's own `ping` and the agent's `pleg`.
   std::vector<HealthCheck> health_checks;
+  // /stats/summary: the last summary's JSON (stats::SummaryProvider::json). Must not block.
+  // Unset: 404; "" (nothing collected yet): 503.
+  std::function<std::string()> stats_summary_json;
   // Serve /healthz alone (kubelet's healthz port); everything else is 404.
   bool healthz_only = false;
 };
