@@ -186,6 +186,13 @@ int killInRounds(const std::string& dir, std::set<int>& signalled) {
   return total;
 }
 
+// Writes `thawed` to `file` in every cgroup below `dir` (best effort).
+void thawDescendants(const std::string& dir, const char* file, const char* thawed) {
+  std::vector<std::string> tree;
+  collectTree(dir, tree);
+  for (size_t i = 1; i < tree.size(); ++i) (void)writeOnce(joinPath(tree[i], file), thawed);
+}
+
 // v1: freeze (FROZEN), kill each process, thaw. A frozen task cannot fork, so none escapes; the
 // SIGKILLs take effect on thaw.
 int killV1Frozen(const std::string& freezer_dir, std::string& error) {
@@ -208,6 +215,9 @@ int killV1Frozen(const std::string& freezer_dir, std::string& error) {
     error = "write THAWED to " + state_file + ": " + errnoText(errno);
     return -1;
   }
+  // A cgroup below that was frozen by itself (a shim killed in the middle of its own kill) stays
+  // frozen when its parent thaws, and its killed tasks with it: thaw every one.
+  thawDescendants(freezer_dir, "freezer.state", "THAWED");
   // Processes that escaped the freeze (it never completed) are caught by further rounds.
   n += killInRounds(freezer_dir, signalled);
   return n;
@@ -241,6 +251,7 @@ int killV2(const std::string& dir, std::string& error) {
     error = "write 0 to " + freeze_file + ": " + errnoText(errno);
     return -1;
   }
+  if (frozen) thawDescendants(dir, "cgroup.freeze", "0");
   n += killInRounds(dir, signalled);
   return n;
 }

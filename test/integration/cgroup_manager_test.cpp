@@ -247,6 +247,30 @@ TEST_CASE("cgroups (real): killCgroup empties a cgroup that stays", "[integratio
   }
 }
 
+TEST_CASE(
+    "cgroups (real): destroy kills processes of a child cgroup left frozen (a shim killed in the "
+    "middle of its own kill)",
+    "[integration][cm]") {
+  auto mounts = requireWritableCgroups();
+  if (!mounts.v1_roots.contains("freezer")) testing::skipTest("no v1 freezer hierarchy");
+  cm::CgroupManager cgroups(mounts);
+  RootGuard guard{cgroups, {uniqueRoot()}};
+  const cm::CgroupName pod{guard.root[0], "podfrozen"};
+  const cm::CgroupName ctr{guard.root[0], "podfrozen", "ctr"};
+  REQUIRE(cgroups.create(pod, {}).ok());
+  REQUIRE(cgroups.create(ctr, {}).ok());
+  pid_t pid = spawnSh(joinScript(cgroups.paths(ctr)) + "exec sleep 300");
+  REQUIRE(testing::eventually([&] { return cgroups.pids(ctr).size() == 1; }, 5s));
+  const std::string state = cgroups.paths(ctr).dirFor("freezer") + "/freezer.state";
+  testing::writeFile(state, "FROZEN");
+  REQUIRE(testing::eventually(
+      [&] { return testing::readFile(state).rfind("FROZEN", 0) == 0; }, 5s));
+
+  REQUIRE(cgroups.destroy(pod).ok());
+  CHECK_FALSE(cgroups.exists(pod));
+  CHECK(waitChild(pid, 5s) != -1);
+}
+
 TEST_CASE("cgroups (real): oomKillCount rises after an OOM kill", "[integration][cm]") {
   auto mounts = requireWritableCgroups();
   cm::CgroupManager cgroups(mounts);

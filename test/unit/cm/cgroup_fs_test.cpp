@@ -103,7 +103,7 @@ TEST_CASE("joinCgroup writes 0 to every hierarchy's cgroup.procs and names a fai
   CHECK(error.find((tmp / "pids" / "x" / "cgroup.procs").string()) != std::string::npos);
 }
 
-TEST_CASE("removeCgroup removes a fake hierarchy deepest first; missing ones are fine",
+TEST_CASE("removeCgroup removes a fake hierarchy deepest first, and missing ones are fine",
           "[unit][cm]") {
   testing::TempDir tmp("cm-fs");
   fs::create_directories(tmp / "memory" / "pod" / "ctr1");
