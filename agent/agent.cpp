@@ -44,6 +44,7 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max),
       pod_dirs_(options_.root_dir),
       volumes_(pod_dirs_, options_.allow_root_api_pods),
+      pod_cgroups_(options_.container_manager, options_.memory_capacity),
       probe_handler_(options_.probe_handler ? options_.probe_handler
                                             : std::make_shared<RealProbeHandler>(runtime, clock)),
       sync_loop_(std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,
@@ -72,7 +73,7 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
   lifecycle_ = std::make_unique<PodLifecycle>(
       PodLifecycle::Deps{
           clock, runtime, status_manager, pod_manager, crash_backoff_, *prober_, *probe_handler_,
-          pod_dirs_, volumes_, metrics_, blocking_, options_.record_event,
+          pod_dirs_, volumes_, pod_cgroups_, metrics_, blocking_, options_.record_event,
           [this](const std::string& uid, base::Duration delay) { scheduleSync(uid, delay); }},
       lo);
   pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *lifecycle_,

@@ -23,6 +23,7 @@
 #include "agent/crash_backoff.h"
 #include "agent/housekeeping.h"
 #include "agent/pleg.h"
+#include "agent/pod_cgroups.h"
 #include "agent/pod_directories.h"
 #include "agent/pod_lifecycle.h"
 #include "agent/prober/prober.h"
@@ -65,6 +66,10 @@ struct AgentOptions {
   // so the right to create a pod in the cluster is not root on the node. Static pods (file,
   // http) always run as their spec says.
   bool allow_root_api_pods = false;
+  // Pod cgroups (kubepods and below); null when limits are not enforced.
+  std::shared_ptr<cm::ContainerManager> container_manager;
+  // The node's memory capacity in bytes (the containers' OOM score adjustment).
+  int64_t memory_capacity = 0;
   // Where file work runs (pod directories, volumes, orphaned directories): the daemon's blocking
   // pool. Empty: the agent's own executor (single-threaded tests that drain their io_context).
   asio::any_io_executor blocking_executor;
@@ -145,8 +150,8 @@ class Agent final : public SyncHandler, public AgentView {
                           base::MonotonicTime started);
   void killWorkersOfRemovedPods(const std::map<std::string, podworkers::PodWorkerSync>& working,
                                 CleanupResult& result);
-  // Kills runtime pods nothing wants and removes pod directories nothing knows; true when it
-  // acted (or must look again).
+  // Kills runtime pods nothing wants and removes pod directories and pod cgroups nothing knows;
+  // true when it acted (or must look again).
   asio::awaitable<bool> cleanupRuntimePods(std::map<std::string, podworkers::PodWorkerSync> working,
                                            std::set<std::string> keep);
   asio::awaitable<bool> deleteOrphanedMirrorPods();
@@ -164,6 +169,7 @@ class Agent final : public SyncHandler, public AgentView {
   AgentMetrics metrics_;
   PodDirectories pod_dirs_;
   VolumePreparer volumes_;
+  PodCgroups pod_cgroups_;
 
   std::shared_ptr<ProbeHandler> probe_handler_;
   std::shared_ptr<SyncLoop> sync_loop_;

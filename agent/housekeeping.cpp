@@ -124,8 +124,12 @@ asio::awaitable<bool> Agent::cleanupRuntimePods(
   }
   bool acted = false;
   std::unordered_set<std::string> in_runtime;
+  // Pods with running containers keep their cgroups until their kill (with its grace period)
+  // is done.
+  std::set<std::string> keep_cgroups = keep;
   for (const auto& rp : *runtime_pods) {
     in_runtime.insert(rp.uid);
+    if (anyRunning(rp)) keep_cgroups.insert(rp.uid);
     // Runtime pods nobody wants: kill them through the workers.
     if (!anyRunning(rp) || working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
     auto pod = api::podWithIdentity(rp.uid, rp.name, rp.namespace_);
@@ -134,9 +138,13 @@ asio::awaitable<bool> Agent::cleanupRuntimePods(
     acted = true;
     killPod(*pod, true);
   }
-  // Pod directories of pods that are gone everywhere (file work: on the blocking pool).
-  auto remove = [this, keep = std::move(keep), in_runtime = std::move(in_runtime)] {
-    return pod_dirs_.removeOrphans(keep, in_runtime);
+  // Pod directories and pod cgroups of pods that are gone everywhere (file work: on the blocking
+  // pool). A cgroup nothing knows may still hold processes (a previous agent's pod): they are
+  // killed with it.
+  auto remove = [this, keep = std::move(keep), in_runtime = std::move(in_runtime),
+                 keep_cgroups = std::move(keep_cgroups)] {
+    const bool dirs = pod_dirs_.removeOrphans(keep, in_runtime);
+    return pod_cgroups_.removeOrphans(keep_cgroups) > 0 || dirs;
   };
   const bool removed = co_await base::runBlocking(blocking_, std::move(remove));
   co_return acted || removed;

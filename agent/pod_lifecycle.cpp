@@ -61,7 +61,7 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   // pods at once has them all waiting for the blocking pool here. Its outcome is acted on in
   // kubelet's order, after the status and the mirror pod.
   auto names = VolumePreparer::checkPodPathNames(*pod);
-  PreparedPod prepared{names, std::vector<runtime::PodVolume>{}};
+  PreparedPod prepared{base::okStatus(), names, std::vector<runtime::PodVolume>{}};
   if (names.ok()) {
     prepared = co_await preparePod(pod);
   } else {
@@ -76,6 +76,7 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   }
   if (publishStatus(*pod, *status)) co_return true;  // terminal
   if (cancel.stop_requested()) co_return cancelled();
+  if (!prepared.cgroup.ok()) co_return refuseWithoutCgroup(*pod, prepared.cgroup);
 
   if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod, cancel);
   if (cancel.stop_requested()) co_return cancelled();
@@ -142,16 +143,38 @@ base::Status PodLifecycle::refuseBadNames(const api::Pod& pod, base::Status name
 }
 
 asio::awaitable<PodLifecycle::PreparedPod> PodLifecycle::preparePod(api::PodPtr pod) {
-  // A periodic sync of a pod without volumes whose directories exist has no file work to do.
-  if (pod->spec.volumes.empty() && deps_.dirs.made(pod->metadata.uid)) {
-    co_return PreparedPod{base::okStatus(), std::vector<runtime::PodVolume>{}};
+  // A periodic sync of a pod without volumes whose cgroup and directories exist has no file work
+  // to do.
+  const auto& uid = pod->metadata.uid;
+  if (pod->spec.volumes.empty() && deps_.dirs.made(uid) && deps_.cgroups.made(uid)) {
+    co_return PreparedPod{base::okStatus(), base::okStatus(), std::vector<runtime::PodVolume>{}};
   }
   auto prepare = [this, pod]() -> PreparedPod {
+    auto cgroup = deps_.cgroups.ensure(pod);
     auto dirs = deps_.dirs.ensure(pod->metadata.uid);
-    if (!dirs.ok()) return {dirs, dirs};
-    return {dirs, deps_.volumes.prepare(*pod)};
+    if (!dirs.ok()) return {cgroup, dirs, dirs};
+    return {cgroup, dirs, deps_.volumes.prepare(*pod)};
   };
   co_return co_await base::runBlocking(deps_.blocking, std::move(prepare));
+}
+
+base::Status PodLifecycle::refuseWithoutCgroup(const api::Pod& pod, base::Status cgroup) {
+  ++deps_.metrics.sync_pod_errors;
+  log()->warn("Cannot make the pod's cgroup pod={} err={}", api::podRef(pod), cgroup.toString());
+  recordEvent(pod, "Warning", "FailedToCreatePodContainer",
+              "unable to ensure pod container exists: " + cgroup.message(), "");
+  return cgroup;
+}
+
+asio::awaitable<void> PodLifecycle::destroyPodCgroup(api::PodPtr pod) {
+  if (!deps_.cgroups.enabled()) co_return;
+  auto destroy = [this, uid = pod->metadata.uid] { return deps_.cgroups.destroy(uid); };
+  auto destroyed = co_await base::runBlocking(deps_.blocking, std::move(destroy));
+  if (!destroyed.ok()) {
+    // Housekeeping tries again once no source wants the pod.
+    log()->warn("Cannot remove the pod's cgroup pod={} err={}", api::podRef(*pod),
+                destroyed.toString());
+  }
 }
 
 asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod, PodActions actions,
@@ -334,6 +357,8 @@ asio::awaitable<base::Status> PodLifecycle::syncTerminatedPod(api::PodPtr pod) {
     started_once_.erase(uid);
   }
   deps_.dirs.forget(uid);
+  // Nothing of the pod may run on (a container's forked children included): its cgroup goes.
+  co_await destroyPodCgroup(pod);
   // A pod config no longer has: drop its exited containers (state and logs go with them) and its
   // sandbox.
   if (!deps_.pod_manager.getPodByUID(uid)) {

@@ -19,6 +19,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/crash_backoff.h"
 #include "agent/pod_actions.h"
+#include "agent/pod_cgroups.h"
 #include "agent/pod_directories.h"
 #include "agent/prober/probe_handler.h"
 #include "agent/prober/prober.h"
@@ -69,6 +70,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
     ProbeHandler& hooks;  // runs postStart hooks
     PodDirectories& dirs;
     VolumePreparer& volumes;
+    PodCgroups& cgroups;
     AgentMetrics& metrics;
     asio::any_io_executor blocking;  // the pool for file work
     EventSink record_event;          // may be empty
@@ -101,13 +103,18 @@ class PodLifecycle final : public podworkers::PodSyncer {
   void setStatusReason(const api::Pod& pod, std::string reason, std::string message);
   // Records why the pod is refused (`names` is the failed path-name check) and returns it.
   base::Status refuseBadNames(const api::Pod& pod, base::Status names);
-  // The pod's directories (`dirs`) and then its volumes, made on the blocking pool (skipped, with
-  // no hop, for a pod without volumes whose directories exist).
+  // The pod's cgroup, its directories (`dirs`) and then its volumes, made on the blocking pool
+  // (skipped, with no hop, for a pod without volumes whose cgroup and directories exist).
   struct PreparedPod {
+    base::Status cgroup;
     base::Status dirs;
     base::StatusOr<std::vector<runtime::PodVolume>> volumes;
   };
   asio::awaitable<PreparedPod> preparePod(api::PodPtr pod);
+  // Records why the pod's cgroup could not be made (kubelet's FailedToCreatePodContainer).
+  base::Status refuseWithoutCgroup(const api::Pod& pod, base::Status cgroup);
+  // A terminated pod's cgroup is killed and removed (on the blocking pool).
+  asio::awaitable<void> destroyPodCgroup(api::PodPtr pod);
   // (Coroutines take their parameters by value: a reference would outlive its caller only by
   // luck.)
   asio::awaitable<base::Status> killForActions(api::PodPtr pod, PodActions actions,

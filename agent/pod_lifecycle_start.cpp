@@ -87,6 +87,8 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
   options.pod_ip = options_.node_ip;
   options.host_ip = options_.node_ip;
   options.refuse_root = !options_.allow_root_api_pods && !api::isStaticPod(pod);
+  options.cgroup_parent = deps_.cgroups.parent(pod);
+  options.resources = deps_.cgroups.resources(pod, container);
   return options;
 }
 

@@ -38,6 +38,12 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"kubeAPIBurst", {"kube-api-burst", Kind::kInt}},
       // nodeagent's own (not a kubelet field): see README, "Pod security context".
       {"allowRootAPIPods", {"allow-root-api-pods", Kind::kBool}},
+      {"cgroupRoot", {"cgroup-root", Kind::kString}},
+      {"cgroupsPerQOS", {"cgroups-per-qos", Kind::kBool}},
+      {"cgroupDriver", {"cgroup-driver", Kind::kString}},
+      {"podPidsLimit", {"pod-max-pids", Kind::kInt}},
+      {"evictionPressureTransitionPeriod", {"eviction-pressure-transition-period", Kind::kDuration}},
+      {"evictionMaxPodGracePeriod", {"eviction-max-pod-grace-period", Kind::kInt}},
   };
   return keys;
 }
@@ -49,9 +55,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "allowedUnsafeSysctls",
       "authentication",
       "authorization",
-      "cgroupDriver",
-      "cgroupRoot",
-      "cgroupsPerQOS",
       "clusterDNS",
       "clusterDomain",
       "configMapAndSecretChangeDetectionStrategy",
@@ -73,15 +76,8 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "enableServer",
       "enableSystemLogHandler",
       "enableSystemLogQuery",
-      "enforceNodeAllocatable",
       "eventBurst",
       "eventRecordQPS",
-      "evictionHard",
-      "evictionMaxPodGracePeriod",
-      "evictionMinimumReclaim",
-      "evictionPressureTransitionPeriod",
-      "evictionSoft",
-      "evictionSoftGracePeriod",
       "failCgroupV1",
       "failSwapOn",
       "featureGates",
@@ -95,7 +91,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "iptablesDropBit",
       "iptablesMasqueradeBit",
       "kernelMemcgNotification",
-      "kubeReserved",
       "kubeReservedCgroup",
       "kubeletCgroups",
       "localStorageCapacityIsolation",
@@ -112,7 +107,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "nodeStatusReportFrequency",
       "oomScoreAdj",
       "podCIDR",
-      "podPidsLimit",
       "podsPerCore",
       "port",
       "protectKernelDefaults",
@@ -249,19 +243,48 @@ base::Status applyUrlHeaders(FlagSet& fs, const ConfigText& text, const std::str
   return base::okStatus();
 }
 
-// systemReserved: map[string]string of resource quantities, as one --system-reserved.
-base::Status applySystemReserved(FlagSet& fs, const ConfigText& text, const std::string& key,
-                                 const nlohmann::json& value) {
+// The map[string]string keys, each as one list flag: `name<sep>value,...`.
+struct MapKey {
+  const char* flag;
+  const char* separator;
+};
+const std::map<std::string, MapKey, std::less<>>& mapKeys() {
+  static const std::map<std::string, MapKey, std::less<>> keys = {
+      {"systemReserved", {"system-reserved", "="}},
+      {"kubeReserved", {"kube-reserved", "="}},
+      {"evictionHard", {"eviction-hard", "<"}},
+      {"evictionSoft", {"eviction-soft", "<"}},
+      {"evictionSoftGracePeriod", {"eviction-soft-grace-period", "="}},
+      {"evictionMinimumReclaim", {"eviction-minimum-reclaim", "="}},
+  };
+  return keys;
+}
+
+base::Status applyMapKey(FlagSet& fs, const ConfigText& text, const std::string& key,
+                         const nlohmann::json& value, const MapKey& spec) {
   if (!value.is_object())
-    return text.fail(key, "expected a mapping of resources to quantities, got " + typeName(value));
-  if (fs.isSet("system-reserved")) return base::okStatus();
+    return text.fail(key, "expected a mapping of names to strings, got " + typeName(value));
+  if (fs.isSet(spec.flag)) return base::okStatus();
   std::string joined;
-  for (const auto& [res, q] : value.items()) {
-    if (!q.is_string())
-      return text.fail(key, res + ": expected a quantity string, got " + typeName(q));
-    joined += (joined.empty() ? "" : ",") + res + "=" + q.get<std::string>();
+  for (const auto& [name, v] : value.items()) {
+    if (!v.is_string()) return text.fail(key, name + ": expected a string, got " + typeName(v));
+    joined += (joined.empty() ? "" : ",") + name + spec.separator + v.get<std::string>();
   }
-  return fs.setValue("system-reserved", joined).withContext(text.at(key) + key);
+  return fs.setValue(spec.flag, joined).withContext(text.at(key) + key);
+}
+
+// enforceNodeAllocatable: a list of strings, as one --enforce-node-allocatable.
+base::Status applyEnforceNodeAllocatable(FlagSet& fs, const ConfigText& text,
+                                         const std::string& key, const nlohmann::json& value) {
+  if (!value.is_array())
+    return text.fail(key, "expected a list of strings, got " + typeName(value));
+  if (fs.isSet("enforce-node-allocatable")) return base::okStatus();
+  std::string joined;
+  for (const auto& v : value) {
+    if (!v.is_string()) return text.fail(key, "expected a list of strings, got " + typeName(v));
+    joined += (joined.empty() ? "" : ",") + v.get<std::string>();
+  }
+  return fs.setValue("enforce-node-allocatable", joined).withContext(text.at(key) + key);
 }
 
 // A scalar key's value as the text of its flag, checked against the key's kind.
@@ -310,8 +333,12 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
       RETURN_IF_ERROR(applyUrlHeaders(fs, text, key, value));
       continue;
     }
-    if (key == "systemReserved") {
-      RETURN_IF_ERROR(applySystemReserved(fs, text, key, value));
+    if (auto map_key = mapKeys().find(key); map_key != mapKeys().end()) {
+      RETURN_IF_ERROR(applyMapKey(fs, text, key, value, map_key->second));
+      continue;
+    }
+    if (key == "enforceNodeAllocatable") {
+      RETURN_IF_ERROR(applyEnforceNodeAllocatable(fs, text, key, value));
       continue;
     }
     auto it = supportedKeys().find(key);

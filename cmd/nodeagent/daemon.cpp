@@ -32,7 +32,7 @@ constexpr base::Duration kSyncLoopTickSlack = std::chrono::seconds(2);
 NODEAGENT_LOGGER("nodeagent")
 
 std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_context& ioc,
-                                              base::Clock& clock) {
+                                              base::Clock& clock, const NodeCgroups& cgroups) {
   if (c.flags.runtime == "fake") {
     return std::make_unique<runtime::FakeRuntime>(ioc.get_executor(), clock);
   }
@@ -41,12 +41,16 @@ std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_co
   ro.pod_log_dir = c.flags.pod_log_dir;
   ro.log_max_size = c.log_max_size;
   ro.log_max_files = static_cast<int>(c.flags.container_log_max_files);
+  ro.cgroups = cgroups.cgroups();
   return std::make_unique<runtime::ProcessRuntime>(ioc.get_executor(), clock, ro);
 }
 
 agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor blocking,
-                                 const std::shared_ptr<agent::EventRecorder>& events) {
+                                 const std::shared_ptr<agent::EventRecorder>& events,
+                                 const NodeCgroups& cgroups) {
   agent::AgentOptions ao;
+  ao.container_manager = cgroups.manager;
+  ao.memory_capacity = c.capacity.memory_bytes;
   ao.node_name = c.node_name;
   ao.node_ip = c.node_ip;
   ao.root_dir = c.flags.root_dir;
@@ -123,7 +127,8 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       started_(clock_.now()),
       clients_(std::move(clients)),
       work_(asio::make_work_guard(ioc_)),
-      runtime_(makeRuntime(config, ioc_, clock_)),
+      cgroups_(startNodeCgroups(config)),
+      runtime_(makeRuntime(config, ioc_, clock_, cgroups_)),
       instrumented_(*runtime_),
       api_state_loss_(clock_),
       node_status_(makeNodeStatus()),
@@ -141,7 +146,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
           ioc_.get_executor(), clock_, random_, instrumented_, pod_manager_, status_manager_,
           [this](const std::string& source) { return pod_config_.sourceSeen(source); },
           [this] { return pod_config_.seenAllSources(pod_config_.sources()); },
-          agentOptions(config, blocking_.get_executor(), events_)),
+          agentOptions(config, blocking_.get_executor(), events_, cgroups_)),
       systemd_(
           ioc_.get_executor(), clock_, [this] { return localSourcesAnswered(); },
           [this](std::string* why) { return watchdogAlive(why); }),
@@ -300,6 +305,8 @@ std::vector<agent::HealthCheck> Daemon::healthChecks() {
                       }
                       return false;
                     }});
+  checks.push_back({"cgroups", [this](std::string* why) { return cgroups_.enforced(why); },
+                    /*informational=*/true});
   for (const auto& source : pod_config_.sources()) {
     checks.push_back({"source/" + source,
                       [this, source](std::string* why) {
@@ -327,7 +334,8 @@ void Daemon::buildServers() {
     ro.extra_metrics = [this] {
       std::ostringstream runtime_metrics;
       instrumented_.writeMetrics(runtime_metrics);
-      return runtime_metrics.str() + manifestErrorsMetrics(manifest_errors_);
+      return runtime_metrics.str() + manifestErrorsMetrics(manifest_errors_) +
+             cgroups_.metricsText();
     };
     ro.health_checks = healthChecks();
     read_only_ = std::make_unique<agent::ReadOnlyServer>(ioc_.get_executor(), clock_, agent_, ro);

@@ -32,6 +32,7 @@
 #include "cmd/nodeagent/daemon_config.h"
 #include "cmd/nodeagent/daemon_support.h"
 #include "cmd/nodeagent/lock_file.h"
+#include "cmd/nodeagent/node_cgroups.h"
 #include "config/manifest_errors.h"
 #include "config/pod_config.h"
 #include "config/pod_source.h"
@@ -93,6 +94,8 @@ class Daemon {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::thread_pool blocking_{2};
   asio::thread_pool api_pool_{kApiPoolThreads};
+  // kubepods and below; the runtime makes each container's cgroup under its pod's.
+  NodeCgroups cgroups_;
   std::unique_ptr<runtime::Runtime> runtime_;
   // Everything the agent asks of the runtime is counted (kubelet_runtime_operations_total).
   runtime::InstrumentedRuntime instrumented_;

@@ -1,6 +1,9 @@
 #include "cmd/nodeagent/daemon_command.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <vector>
 
@@ -14,6 +17,29 @@ namespace nodeagent::cmd {
 namespace {
 
 NODEAGENT_LOGGER("nodeagent")
+
+// Two agents with different root dirs but one cgroup root would each take the other's pod
+// cgroups for orphans and kill what runs in them: the cgroup root is locked too, through a file
+// under /run/nodeagent named after it. An agent that cannot make that directory (not root) makes
+// no cgroups either.
+std::optional<std::string> cgroupRootLockPath(const DaemonFlags& f) {
+  if (f.runtime != "process") return std::nullopt;
+  const std::filesystem::path dir = "/run/nodeagent";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || ::access(dir.c_str(), W_OK) != 0) return std::nullopt;
+  std::string name = "cgroup-root-";
+  for (char c : f.cgroup_root) {
+    if (c == '/') {
+      name += "%2F";
+    } else if (c == '%') {
+      name += "%25";
+    } else {
+      name += c;
+    }
+  }
+  return (dir / (name + ".lock")).string();
+}
 
 // Before anything that reads or changes the root dir: two agents on one root dir would each take
 // the other's containers for orphans. The root dir itself is made first (the lock lives in it).
@@ -32,6 +58,19 @@ base::StatusOr<std::vector<LockFile>> lockRootDir(const DaemonFlags& f) {
   for (const auto& path : paths) {
     if (f.exit_on_lock_contention) log()->info("Waiting for the lock file path={}", path);
     auto lock = LockFile::acquire(path, f.exit_on_lock_contention);
+    if (!lock.ok()) return lock.status();
+    locks.push_back(std::move(*lock));
+  }
+  if (auto path = cgroupRootLockPath(f)) {
+    auto lock = LockFile::acquire(*path, f.exit_on_lock_contention);
+    if (!lock.ok() && lock.status().code() == base::StatusCode::kFailedPrecondition) {
+      const int holder = lockHolderPid(*path);
+      return base::failedPreconditionError(
+          "--cgroup-root " + f.cgroup_root + " is used by another nodeagent" +
+          (holder > 0 ? " (pid " + std::to_string(holder) + ")" : std::string()) +
+          ": two agents on one cgroup root would kill each other's pods; give each agent its "
+          "own --cgroup-root");
+    }
     if (!lock.ok()) return lock.status();
     locks.push_back(std::move(*lock));
   }

@@ -37,7 +37,28 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addDuration("node-status-update-frequency", &f.node_status_update_frequency,
                  "how often the node status is computed and posted when changed");
   fs.addString("system-reserved", &f.system_reserved,
-               "resources kept from pods, e.g. cpu=500m,memory=1Gi");
+               "resources kept from pods for the system, e.g. cpu=500m,memory=1Gi,pid=1000");
+  fs.addString("kube-reserved", &f.kube_reserved,
+               "resources kept from pods for the node's daemons, e.g. cpu=100m,memory=256Mi");
+  fs.addString("enforce-node-allocatable", &f.enforce_node_allocatable,
+               "what the kubepods cgroup's limits enforce: pods, or none (\"\")");
+  fs.addString("cgroup-root", &f.cgroup_root, "the parent cgroup of kubepods");
+  fs.addBool("cgroups-per-qos", &f.cgroups_per_qos,
+             "make the kubepods, QoS and pod cgroups (off: containers go under --cgroup-root)");
+  fs.addString("cgroup-driver", &f.cgroup_driver, "how cgroups are made: cgroupfs");
+  fs.addInt("pod-max-pids", &f.pod_max_pids, "processes a pod may have (-1: unlimited)");
+  fs.addString("eviction-hard", &f.eviction_hard,
+               "signal<threshold list that evicts pods at once, e.g. memory.available<100Mi");
+  fs.addString("eviction-soft", &f.eviction_soft,
+               "signal<threshold list that evicts pods after its grace period");
+  fs.addString("eviction-soft-grace-period", &f.eviction_soft_grace_period,
+               "signal=duration list: how long a soft threshold must hold before evicting");
+  fs.addString("eviction-minimum-reclaim", &f.eviction_minimum_reclaim,
+               "signal=quantity list: how much below the threshold eviction reclaims");
+  fs.addDuration("eviction-pressure-transition-period", &f.eviction_pressure_transition_period,
+                 "how long a pressure condition stays after its threshold is no longer met");
+  fs.addInt("eviction-max-pod-grace-period", &f.eviction_max_pod_grace_period,
+            "the longest grace period a soft eviction gives a pod, seconds (0: the pod's own)");
   fs.addString("container-log-max-size", &f.container_log_max_size,
                "rotate a container log at this size");
   fs.addInt("container-log-max-files", &f.container_log_max_files, "log files kept per container");
@@ -111,6 +132,22 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
     return UsageError{"--runtime: \"" + f.runtime + "\" is not process or fake"};
   }
   if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
+  if (f.cgroup_driver != "cgroupfs") {
+    return UsageError{"--cgroup-driver: \"" + f.cgroup_driver +
+                      "\" is not supported (cgroupfs; under systemd give the unit Delegate=yes)"};
+  }
+  if (f.cgroup_root.empty() || f.cgroup_root.front() != '/') {
+    return UsageError{"--cgroup-root: \"" + f.cgroup_root + "\" is not an absolute cgroup path"};
+  }
+  if (f.pod_max_pids == 0 || f.pod_max_pids < -1) {
+    return UsageError{"--pod-max-pids must be positive or -1 (unlimited)"};
+  }
+  if (f.enforce_node_allocatable != "pods" && !f.enforce_node_allocatable.empty() &&
+      f.enforce_node_allocatable != "none") {
+    return UsageError{"--enforce-node-allocatable: \"" + f.enforce_node_allocatable +
+                      "\" is not supported (pods, or none; system-reserved and kube-reserved "
+                      "need cgroups of their own that nodeagent does not make)"};
+  }
   return std::nullopt;
 }
 
@@ -129,6 +166,8 @@ std::optional<UsageError> derive(DaemonConfig& c) {
       agent::computeAllocatable(c.capacity, f.system_reserved, f.max_pods, c.node_name);
   if (!allocatable.ok()) return UsageError{allocatable.status().message()};
   c.allocatable = std::move(*allocatable);
+  c.kubepods_limits.memory_limit = c.allocatable.memory_bytes;
+  c.kubepods_limits.cpu_shares = static_cast<uint64_t>(cm::milliCpuToShares(c.allocatable.cpu_milli));
   if (!f.manifest_url.empty()) {
     if (auto url = config::parseHttpUrl(f.manifest_url); !url.ok()) {
       return UsageError{url.status().message()};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/admission.h"
+#include "agent/cm/resources.h"
 #include "api/kubeconfig.h"
 #include "base/clock.h"
 
@@ -30,6 +31,19 @@ struct DaemonFlags {
   std::string runtime = "process";
   std::string address = "127.0.0.1";
   std::string system_reserved;
+  std::string kube_reserved;
+  std::string enforce_node_allocatable = "pods";
+  std::string cgroup_root = "/";
+  bool cgroups_per_qos = true;
+  std::string cgroup_driver = "cgroupfs";
+  int64_t pod_max_pids = -1;
+  std::string eviction_hard =
+      "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%";
+  std::string eviction_soft;
+  std::string eviction_soft_grace_period;
+  std::string eviction_minimum_reclaim;
+  base::Duration eviction_pressure_transition_period = std::chrono::minutes(5);
+  int64_t eviction_max_pod_grace_period = 0;
   std::string node_labels;
   std::string container_log_max_size = "10Mi";
   int64_t container_log_max_files = 5;
@@ -65,6 +79,9 @@ struct DaemonConfig {
   int64_t log_max_size = 0;
   agent::NodeCapacity capacity;
   agent::NodeAllocatable allocatable;
+  // The kubepods cgroup's limits (capacity minus what is reserved) with
+  // --enforce-node-allocatable=pods.
+  cm::ResourceConfig kubepods_limits;
   std::map<std::string, std::string> node_labels;
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;
   std::optional<api::RestConfig> kubeconfig;  // with --kubeconfig

@@ -49,6 +49,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/runtime/state_file.h"
+#include "test/support/cgroup_root.h"
 #include "test/support/test_util.h"
 
 extern char** environ;
@@ -301,7 +302,7 @@ class Daemon {
          "--pod-manifest-path=" + (base_ / "manifests").string(),
          "--root-dir=" + (base_ / "root").string(), "--pod-log-dir=" + (base_ / "logs").string(),
          "--read-only-port=" + std::to_string(port_), "--healthz-port=0",
-         "--hostname-override=bench", "--max-pods=100000"},
+         "--hostname-override=bench", "--max-pods=100000", testing::cgroupRootFlag()},
         base_ / "agent.log");
     std::lock_guard lock(g_cleanup_mu);
     g_agent = pid_;

@@ -18,6 +18,7 @@
 
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/cgroup_root.h"
 #include "test/support/skip.h"
 #include "test/support/test_util.h"
 
@@ -49,6 +50,7 @@ struct Env {
   fs::path kubeconfig;
   fs::path manifests;
   std::unique_ptr<testing::ChildProcess> agent;
+  std::string cgroup_root = testing::isolatedCgroupRoot();  // --cgroup-root
 
   explicit Env(testapiserver::ServerOptions options = {}) {
     server = testapiserver::TestApiServer::start(std::move(options)).value();
@@ -64,6 +66,7 @@ struct Env {
     }
     // The process runtime's containers outlive the agent by design: stop them here.
     killContainers();
+    testing::removeCgroupTree(cgroup_root);
     server->stop();
   }
 
@@ -82,6 +85,7 @@ struct Env {
         "--healthz-port=0",
         "--node-labels=e2e=yes",
         "--node-status-update-frequency=1s",
+        "--cgroup-root=" + cgroup_root,
         "--v=1",
     };
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/runtime/state_file.h"
+#include "test/support/cgroup_root.h"
 #include "test/support/integration_env.h"
 #include "test/support/test_util.h"
 
@@ -110,6 +111,7 @@ class Daemon {
         root_(dir_ / "root"),
         logs_(dir_ / "logs"),
         work_(dir_ / "work"),
+        cgroup_root_(testing::isolatedCgroupRoot()),
         port_(testing::unusedLoopbackPort()) {
     fs::create_directories(manifests_);
     fs::create_directories(work_);
@@ -121,6 +123,7 @@ class Daemon {
       ::waitpid(pid_, &status, 0);
     }
     killContainers();
+    testing::removeCgroupTree(cgroup_root_);
   }
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -136,6 +139,7 @@ class Daemon {
                                   "--healthz-port=0",
                                   "--hostname-override=" + std::string(kNode),
                                   "--crashloop-backoff-initial=1s",
+                                  "--cgroup-root=" + cgroup_root_,
                                   "--v=1"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
@@ -249,6 +253,7 @@ class Daemon {
   const fs::path& logs() const { return logs_; }
   const fs::path& manifests() const { return manifests_; }
   const fs::path& root() const { return root_; }
+  const std::string& cgroupRoot() const { return cgroup_root_; }
   const fs::path& dir() const { return dir_.path(); }
   pid_t pid() const { return pid_; }
   int port() const { return port_; }
@@ -259,6 +264,7 @@ class Daemon {
   fs::path root_;
   fs::path logs_;
   fs::path work_;
+  std::string cgroup_root_;  // --cgroup-root
   int port_;
   pid_t pid_ = 0;
 };

@@ -100,7 +100,8 @@ TEST_CASE(
   Daemon new_agent;
   new_agent.start({"--exit-on-lock-contention", "--root-dir=" + old_agent.root().string(),
                    "--pod-manifest-path=" + old_agent.manifests().string(),
-                   "--pod-log-dir=" + old_agent.logs().string()});
+                   "--pod-log-dir=" + old_agent.logs().string(),
+                   "--cgroup-root=" + old_agent.cgroupRoot()});
   CHECK(old_agent.waitExit(15s) == 0);
   REQUIRE_EVENTUALLY(
       new_agent, [&] { return new_agent.running("web"); }, 15s);

@@ -10,6 +10,7 @@
 #include <httplib.h>
 
 #include "agent/agent.h"
+#include "agent/cm/container_manager.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
 #include "agent/status/pod_status.h"
@@ -68,7 +69,8 @@ struct Harness {
   std::mutex events_mu;
   std::vector<Event> events;
 
-  explicit Harness(int64_t max_pods = 110) {
+  explicit Harness(int64_t max_pods = 110,
+                   const std::function<void(agent::AgentOptions&)>& configure = {}) {
     agent::AgentOptions o;
     o.node_name = "node1";
     o.node_ip = "10.0.0.1";
@@ -79,6 +81,7 @@ struct Harness {
       std::lock_guard lock(events_mu);
       events.push_back({pod.metadata.name, type, reason, message});
     };
+    if (configure) configure(o);
     agent = std::make_unique<agent::Agent>(
         ioc.get_executor(), clock, random, runtime, pod_manager, status_manager,
         [this](const std::string&) { return sources_ready; }, [this] { return sources_ready; }, o);
@@ -1047,4 +1050,83 @@ TEST_CASE("agent: a mirror pod that vanished from the apiserver is re-created at
   // Gone without a deletion through the apiserver (its state was lost): made again at once.
   h.update(api::PodOperation::kRemove, {mirror}, "api");
   CHECK(h.mirror_client.created() == created + 1);
+}
+
+namespace {
+
+// A cgroup v1 layout in a temp dir: one plain directory per controller, as the cgroup manager
+// expects them mounted.
+cm::CgroupMounts fakeV1Mounts(const std::filesystem::path& root) {
+  cm::CgroupMounts mounts;
+  mounts.version = cm::CgroupVersion::kV1;
+  for (const char* controller : {"memory", "cpu", "cpuacct", "pids", "freezer"}) {
+    std::filesystem::create_directories(root / controller);
+    mounts.v1_roots[controller] = (root / controller).string();
+  }
+  return mounts;
+}
+
+// From the apiserver: a static pod would be critical (OOM score -998 whatever its QoS).
+api::PodPtr burstablePod(const std::string& uid) {
+  return testing::PodBuilder()
+      .name("web-node1")
+      .uid(uid)
+      .nodeName("node1")
+      .annotation("kubernetes.io/config.source", "api")
+      .container("web", {"sleep", "1000"})
+      .edit([](nlohmann::json& j) {
+        j["spec"]["containers"][0]["resources"] = {
+            {"requests", {{"cpu", "100m"}, {"memory", "64Mi"}}},
+            {"limits", {{"memory", "128Mi"}}}};
+      })
+      .build();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "agent: a pod's cgroup is made before its containers start, they get kubelet's resources "
+    "under it, and it goes with the pod",
+    "[unit][agent][cgroups]") {
+  testing::TempDir fs_root;
+  auto manager = cm::ContainerManager::start(cm::CgroupManager(fakeV1Mounts(fs_root.path())),
+                                             cm::ContainerManagerOptions{});
+  REQUIRE(manager.ok());
+  std::shared_ptr<cm::ContainerManager> cgroups = std::move(*manager);
+  Harness h(110, [&](agent::AgentOptions& o) {
+    o.container_manager = cgroups;
+    o.memory_capacity = int64_t{8} << 30;
+  });
+  const auto pod_dir = fs_root.path() / "memory" / "kubepods" / "burstable" / "poduid-b";
+
+  h.update(api::PodOperation::kAdd, {burstablePod("uid-b")}, "api");
+  CHECK(h.phase("uid-b") == "Running");
+  auto started = h.runtime.startedResources("uid-b", "web");
+  REQUIRE(started.has_value());
+  CHECK(started->cgroup_parent == "/kubepods/burstable/poduid-b");
+  CHECK(started->resources.cpu_shares == 102);  // 100m * 1024 / 1000
+  CHECK(started->resources.memory_limit_in_bytes == int64_t{128} << 20);
+  CHECK(started->resources.cpu_quota == 0);  // no CPU limit
+  // 1000 - 1000 * 64Mi / 8Gi
+  CHECK(started->resources.oom_score_adj == 993);
+  CHECK(testing::readFile(pod_dir / "memory.limit_in_bytes").find("134217728") == 0);
+  CHECK(testing::readFile(fs_root.path() / "cpu" / "kubepods" / "burstable" / "cpu.shares")
+            .find("102") == 0);
+
+  SECTION("removing the pod removes its cgroup") {
+    h.update(api::PodOperation::kRemove, {burstablePod("uid-b")}, "api");
+    h.advance(3s);
+    CHECK_FALSE(std::filesystem::exists(pod_dir));
+  }
+  SECTION("a pod cgroup nothing knows is removed by housekeeping; a known one stays") {
+    const auto orphan = fs_root.path() / "memory" / "kubepods" / "besteffort" / "podorphan";
+    std::filesystem::create_directories(orphan);
+    for (const char* c : {"cpu", "cpuacct", "pids", "freezer"}) {
+      std::filesystem::create_directories(fs_root.path() / c / "kubepods" / "besteffort" /
+                                          "podorphan");
+    }
+    h.advance(3s);
+    CHECK_FALSE(std::filesystem::exists(orphan));
+    CHECK(std::filesystem::exists(pod_dir));
+  }
 }
