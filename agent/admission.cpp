@@ -279,23 +279,6 @@ base::StatusOr<NodeAllocatable> computeAllocatable(const NodeCapacity& capacity,
   return alloc;
 }
 
-base::StatusOr<NodeAllocatable> computeAllocatable(const NodeCapacity& capacity,
-                                                   const std::string& system_reserved,
-                                                   int64_t max_pods, std::string node_name) {
-  auto reserved = parseReservedResources("--system-reserved", system_reserved);
-  if (!reserved.ok()) return reserved.status();
-  NodeAllocatable alloc;
-  alloc.node_name = std::move(node_name);
-  alloc.cpu_milli = nonNegative(capacity.cpu_milli - reserved->cpu_milli);
-  alloc.memory_bytes = nonNegative(capacity.memory_bytes - reserved->memory_bytes);
-  alloc.ephemeral_storage_bytes =
-      capacity.ephemeral_storage_bytes == 0
-          ? 0
-          : nonNegative(capacity.ephemeral_storage_bytes - reserved->ephemeral_storage_bytes);
-  alloc.pods = max_pods;
-  return alloc;
-}
-
 base::StatusOr<NodeCapacity> nodeAllocatableAbsolute(const NodeCapacity& capacity,
                                                      const AllocatableConfig& config) {
   auto parsed = parseReservations(config);

@@ -125,10 +125,6 @@ base::StatusOr<ReservedResources> nodeAllocatableReservation(const NodeCapacity&
 base::StatusOr<NodeAllocatable> computeAllocatable(const NodeCapacity& capacity,
                                                    const AllocatableConfig& config,
                                                    int64_t max_pods, std::string node_name);
-// The former form: `system_reserved` alone, no kube-reserved and no eviction reservation.
-base::StatusOr<NodeAllocatable> computeAllocatable(const NodeCapacity& capacity,
-                                                   const std::string& system_reserved,
-                                                   int64_t max_pods, std::string node_name);
 
 // GetNodeAllocatableAbsolute: capacity - system-reserved - kube-reserved (each at least 0),
 // without the eviction thresholds. `pid_max` is the pids left for pods.

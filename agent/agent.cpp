@@ -168,7 +168,9 @@ std::vector<api::PodPtr> Agent::activePodsBefore(const std::set<std::string>& ba
 
 void Agent::admitAndDispatch(const api::PodPtr& pod, std::vector<api::PodPtr>& active) {
   if (!pod_workers_->isPodTerminationRequested(pod->metadata.uid)) {
-    auto result = canAdmitPod(*pod, active, options_.allocatable);
+    AdmitResult result;
+    if (options_.admit_handler) result = options_.admit_handler(*pod);
+    if (result.admit) result = canAdmitPod(*pod, active, options_.allocatable);
     if (!result.admit) {
       rejectPod(*pod, result.reason, result.message);
       return;
@@ -309,6 +311,46 @@ void Agent::killPod(api::PodPtr pod, bool runtime_pod) {
   options.pod = std::move(pod);
   options.runtime_pod = runtime_pod;
   pod_workers_->updatePod(std::move(options));
+}
+
+std::vector<api::PodPtr> Agent::activePods() const {
+  std::vector<api::PodPtr> out;
+  for (auto& pod : pod_manager_.getPods()) {
+    const auto& uid = pod->metadata.uid;
+    auto phase = status_manager_.getPodPhase(uid);
+    if (phase.empty()) phase = pod->status.phase;
+    if (api::isTerminalPhase(phase) || pod_workers_->isPodTerminationRequested(uid) ||
+        pod_workers_->isPodKnownTerminated(uid)) {
+      continue;
+    }
+    out.push_back(std::move(pod));
+  }
+  return out;
+}
+
+void Agent::evictPod(api::PodPtr pod, api::PodStatus status,
+                     std::optional<int64_t> grace_override) {
+  log()->info("Evicting pod pod={} uid={} reason={} message={}", api::podRef(*pod),
+              pod->metadata.uid, status.reason, status.message);
+  podworkers::UpdatePodOptions options;
+  options.update_type = api::SyncPodType::kKill;
+  options.pod = std::move(pod);
+  podworkers::KillPodOptions kill;
+  kill.evict = true;
+  kill.grace_period_seconds_override = grace_override;
+  kill.pod_status_fn = [status = std::move(status)](api::PodStatus& s) {
+    s.phase = status.phase;
+    s.reason = status.reason;
+    s.message = status.message;
+  };
+  options.kill_pod_options = std::move(kill);
+  pod_workers_->updatePod(std::move(options));
+}
+
+bool Agent::podCleanedUp(const api::Pod& pod) const {
+  const auto& uid = pod.metadata.uid;
+  return !pod_workers_->couldHaveRunningContainers(uid) &&
+         (!pod_cgroups_.enabled() || !pod_cgroups_.made(uid));
 }
 
 void Agent::rejectPod(const api::Pod& pod, const std::string& reason, const std::string& message) {

@@ -66,6 +66,9 @@ struct AgentOptions {
   // so the right to create a pod in the cluster is not root on the node. Static pods (file,
   // http) always run as their spec says.
   bool allow_root_api_pods = false;
+  // Admission that runs before the resource predicates (kubelet's eviction admit handler). Any
+  // thread; must not block. Optional.
+  std::function<AdmitResult(const api::Pod&)> admit_handler;
   // Pod cgroups (kubepods and below); null when limits are not enforced.
   std::shared_ptr<cm::ContainerManager> container_manager;
   // The node's memory capacity in bytes (the containers' OOM score adjustment).
@@ -112,6 +115,19 @@ class Agent final : public SyncHandler, public AgentView {
   bool healthy(std::string* why) const override;
   std::string metricsText() const override;
 
+  // For the eviction manager (any thread):
+  // kubelet's activePods: the pods config wants that are neither terminated nor terminating.
+  std::vector<api::PodPtr> activePods() const;
+  // kubelet's killPodNow: kills the pod through its worker, `status` (phase, reason, message)
+  // becoming its final status, with the grace period override.
+  void evictPod(api::PodPtr pod, api::PodStatus status, std::optional<int64_t> grace_override);
+  // No container of the pod can run any more and its cgroup is gone.
+  bool podCleanedUp(const api::Pod& pod) const;
+  // Node-level reclaim (kubelet's container GC): removes exited containers (their state and
+  // logs), keeping only the newest of each container of a pod config still wants and that is
+  // not terminated. Blocking (it waits for the runtime): call it on the blocking pool.
+  base::Status removeDeadContainers();
+
   const AgentMetrics& metrics() const { return metrics_; }
   const std::string& nodeName() const { return options_.node_name; }
   podworkers::BasicPodWorkers& podWorkers() { return *pod_workers_; }
@@ -155,6 +171,7 @@ class Agent final : public SyncHandler, public AgentView {
   asio::awaitable<bool> cleanupRuntimePods(std::map<std::string, podworkers::PodWorkerSync> working,
                                            std::set<std::string> keep);
   asio::awaitable<bool> deleteOrphanedMirrorPods();
+  asio::awaitable<size_t> garbageCollectContainers();
 
   asio::any_io_executor executor_;
   base::Clock& clock_;

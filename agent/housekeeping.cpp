@@ -2,6 +2,8 @@
 // what runs without a config, restart workers a config still wants, remove orphaned pod
 // directories and mirror pods. A pass is skipped while nothing it looks at changed.
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <unordered_set>
 
 #include "agent/agent.h"
@@ -9,6 +11,7 @@
 #include "api/pod_phase.h"
 #include "api/pod_update.h"
 #include "base/blocking.h"
+#include "base/status.h"
 #include "base/log.h"
 #include "podmanager/mirror_client.h"
 
@@ -163,6 +166,41 @@ asio::awaitable<bool> Agent::deleteOrphanedMirrorPods() {
     }
   }
   co_return acted;
+}
+
+asio::awaitable<size_t> Agent::garbageCollectContainers() {
+  auto pods = co_await runtime_.getPods(true);
+  if (!pods.ok()) co_return 0;
+  size_t removed = 0;
+  for (const auto& rp : *pods) {
+    auto status = co_await runtime_.getPodStatus(rp.uid, rp.name, rp.namespace_);
+    if (!status.ok()) continue;
+    const auto wanted = pod_manager_.getPodByUID(rp.uid);
+    const bool keep_newest = wanted && !api::isTerminalPhase(status_manager_.getPodPhase(rp.uid));
+    std::set<std::string> kept;
+    // Newest first: the first exited container of each name is the one a status still shows.
+    for (const auto& cs : status->container_statuses) {
+      if (cs.state != runtime::ContainerState::kExited) continue;
+      if (keep_newest && kept.insert(cs.name).second) continue;
+      auto done = co_await runtime_.removeContainer(cs.id);
+      if (done.ok()) {
+        ++removed;
+      } else {
+        log()->warn("Cannot remove a dead container pod={}/{} container={} err={}", rp.namespace_,
+                    rp.name, cs.name, done.toString());
+      }
+    }
+  }
+  co_return removed;
+}
+
+base::Status Agent::removeDeadContainers() {
+  auto removed = asio::co_spawn(executor_, garbageCollectContainers(), asio::use_future);
+  if (removed.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
+    return base::deadlineExceededError("removing dead containers took longer than a minute");
+  }
+  log()->info("Removed dead containers to reclaim node resources count={}", removed.get());
+  return base::okStatus();
 }
 
 }  // namespace nodeagent::agent

@@ -74,8 +74,20 @@ api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
     return s;
   }
   s.phase = getPhase(pod.spec, s.init_container_statuses, s.container_statuses);
-  if (api::isTerminalPhase(pod.status.phase) && s.phase != pod.status.phase) {
-    s.phase = pod.status.phase;  // the API's terminal phase is final
+  // kubelet's three-way merge: a terminal phase the status manager or the API has is final (an
+  // evicted pod stays Failed), and the reason and message that came with a phase stay with it.
+  if (!api::isTerminalPhase(s.phase)) {
+    if (api::isTerminalPhase(old.phase)) {
+      s.phase = old.phase;
+    } else if (api::isTerminalPhase(pod.status.phase)) {
+      s.phase = pod.status.phase;
+    }
+  }
+  if (s.phase == old.phase) {
+    // (The API's, only when it is about the same phase.)
+    const bool api_same = pod.status.phase == s.phase;
+    s.reason = old.reason.empty() && api_same ? pod.status.reason : old.reason;
+    s.message = old.message.empty() && api_same ? pod.status.message : old.message;
   }
   s.conditions.push_back(
       generatePodInitializedCondition(pod.spec, s.init_container_statuses, true, s.phase));

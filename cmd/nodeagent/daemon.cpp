@@ -47,8 +47,10 @@ std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_co
 
 agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor blocking,
                                  const std::shared_ptr<agent::EventRecorder>& events,
-                                 const NodeCgroups& cgroups) {
+                                 const NodeCgroups& cgroups,
+                                 std::function<agent::AdmitResult(const api::Pod&)> admit) {
   agent::AgentOptions ao;
+  ao.admit_handler = std::move(admit);
   ao.container_manager = cgroups.manager;
   ao.memory_capacity = c.capacity.memory_bytes;
   ao.node_name = c.node_name;
@@ -146,7 +148,12 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
           ioc_.get_executor(), clock_, random_, instrumented_, pod_manager_, status_manager_,
           [this](const std::string& source) { return pod_config_.sourceSeen(source); },
           [this] { return pod_config_.seenAllSources(pod_config_.sources()); },
-          agentOptions(config, blocking_.get_executor(), events_, cgroups_)),
+          agentOptions(config, blocking_.get_executor(), events_, cgroups_,
+                       [this](const api::Pod& pod) {
+                         return eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
+                       })),
+      summary_(makeSummary()),
+      eviction_(makeEvictionManager()),
       systemd_(
           ioc_.get_executor(), clock_, [this] { return localSourcesAnswered(); },
           [this](std::string* why) { return watchdogAlive(why); }),
@@ -178,6 +185,7 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
   no.update_frequency = flags_.node_status_update_frequency;
   if (config_.node_status_frequency_set) no.report_frequency = flags_.node_status_update_frequency;
   no.healthy = [this](std::string* why) { return nodeHealthy(why); };
+  no.pressure = [this] { return eviction_ ? eviction_->conditions() : eviction::PressureConditions{}; };
   no.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
   auto node_status = std::make_shared<agent::NodeStatusController>(ioc_.get_executor(), clock_,
                                                                    api(*clients_.rest), no);
@@ -203,6 +211,67 @@ std::shared_ptr<agent::EventRecorder> Daemon::makeEventRecorder() {
   manifest_errors_.setListener(
       [events](const config::ManifestError& e) { agent::recordManifestError(*events, e); });
   return events;
+}
+
+std::shared_ptr<stats::SummaryProvider> Daemon::makeSummary() {
+  stats::SummaryOptions so;
+  so.node_name = config_.node_name;
+  so.root_dir = flags_.root_dir;
+  so.pod_log_dir = flags_.pod_log_dir;
+  so.container_manager = cgroups_.manager;
+  so.blocking_executor = blocking_.get_executor();
+  so.pods = [this] {
+    std::vector<stats::SummaryPod> out;
+    for (auto& pod : pod_manager_.getPods()) {
+      auto status = status_manager_.getPodStatus(pod->metadata.uid);
+      out.push_back({std::move(pod), std::move(status)});
+    }
+    return out;
+  };
+  return std::make_shared<stats::SummaryProvider>(ioc_.get_executor(), clock_, std::move(so));
+}
+
+std::shared_ptr<eviction::EvictionManager> Daemon::makeEvictionManager() {
+  eviction::RealSignalSourceOptions signals;
+  signals.root_dir = flags_.root_dir;
+  signals.pod_log_dir = flags_.pod_log_dir;
+  if (auto manager = cgroups_.manager) {
+    // allocatableMemory.available: what kubepods may still use of its limit.
+    signals.kubepods_working_set = [manager]() -> std::optional<int64_t> {
+      auto stats = manager->cgroups().stats(manager->kubepods());
+      if (!stats.ok() || !stats->memory_working_set_bytes) return std::nullopt;
+      return static_cast<int64_t>(*stats->memory_working_set_bytes);
+    };
+    signals.allocatable_memory_bytes = config_.kubepods_limits.memory_limit.value_or(0);
+  }
+  eviction::EvictionManagerOptions eo;
+  eo.thresholds = config_.eviction_thresholds;
+  eo.pressure_transition_period = flags_.eviction_pressure_transition_period;
+  eo.max_pod_grace_period_seconds = flags_.eviction_max_pod_grace_period;
+  eo.signals = std::make_shared<eviction::RealSignalSource>(std::move(signals));
+  eo.active_pods = [this] { return agent_.activePods(); };
+  eo.pod_usage = [summary = summary_](const std::vector<api::PodPtr>& pods) {
+    return summary->podUsage(pods);
+  };
+  eo.kill_pod = [this](api::PodPtr pod, api::PodStatus status,
+                       std::optional<int64_t> grace) -> asio::awaitable<bool> {
+    agent_.evictPod(std::move(pod), std::move(status), grace);
+    co_return true;
+  };
+  eo.reclaim_node_level = [this](eviction::Signal) { return agent_.removeDeadContainers(); };
+  eo.pod_cleaned_up = [this](const api::Pod& pod) { return agent_.podCleanedUp(pod); };
+  if (events_) {
+    eo.record_pod_event = [events = events_](const api::Pod& pod, const std::string& type,
+                                             const std::string& reason, const std::string& message,
+                                             const std::string& field_path) {
+      events->record(pod, type, reason, message, field_path);
+    };
+  }
+  eo.on_conditions_changed = [this](const eviction::PressureConditions&) {
+    if (node_status_) node_status_->requestUpdate();
+  };
+  eo.blocking_executor = blocking_.get_executor();
+  return std::make_shared<eviction::EvictionManager>(ioc_.get_executor(), clock_, std::move(eo));
 }
 
 void Daemon::buildSources() {
@@ -338,6 +407,7 @@ void Daemon::buildServers() {
              cgroups_.metricsText();
     };
     ro.health_checks = healthChecks();
+    ro.stats_summary_json = [summary = summary_] { return summary->json(); };
     read_only_ = std::make_unique<agent::ReadOnlyServer>(ioc_.get_executor(), clock_, agent_, ro);
   }
   if (flags_.healthz_port > 0 && flags_.healthz_port != flags_.read_only_port) {
@@ -383,6 +453,8 @@ void Daemon::start() {
   if (node_lease_) node_lease_->start();
   if (status_syncer_) status_syncer_->start();
   agent_.start();
+  summary_->start();
+  eviction_->start();
   for (auto& s : sources_) s->start();
   systemd_.start();
   trimmer_.start();
@@ -400,6 +472,8 @@ void Daemon::stop() {
   trimmer_.stop();
   if (read_only_) read_only_->stop();
   if (healthz_) healthz_->stop();
+  eviction_->stop();
+  summary_->stop();
   agent_.stop([this] {
     work_.reset();
     ioc_.stop();

@@ -1,8 +1,9 @@
 // The daemon's composition root: every component of a running agent, owned here in construction
-// order (each member is built from the ones above it) and destroyed in reverse. Three runtime
+// order (each member is built from the ones above it) and destroyed in reverse. Some runtime
 // dependencies point forward, to members built later; they are only followed once run() starts
 // the components: PodConfig hands its updates to the agent, the Node status reports the agent's
-// health, and the status syncer asks the agent's pod workers whether a pod's resources are gone.
+// health and the eviction manager's pressure, the agent's admission asks the eviction manager,
+// and the status syncer asks the agent's pod workers whether a pod's resources are gone.
 //
 // Threads: two io_context threads run every strand; a blocking pool of 2 threads takes file work
 // (checkpoints, pod directories, the HTTP source's fetches); a pool of kApiPoolThreads takes
@@ -17,11 +18,14 @@
 #include "agent/api_mirror_client.h"
 #include "agent/api_state_loss.h"
 #include "agent/event_recorder.h"
+#include "agent/eviction/eviction_manager.h"
+#include "agent/eviction/signal_source.h"
 #include "agent/health_checks.h"
 #include "agent/node_lease.h"
 #include "agent/node_status.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/instrumented_runtime.h"
+#include "agent/stats/summary.h"
 #include "agent/status/status_manager.h"
 #include "agent/status/status_syncer.h"
 #include "api/async_rest_client.h"
@@ -72,6 +76,8 @@ class Daemon {
   std::shared_ptr<agent::NodeStatusController> makeNodeStatus();
   std::unique_ptr<agent::ApiMirrorClient> makeMirrorClient();
   std::shared_ptr<agent::EventRecorder> makeEventRecorder();
+  std::shared_ptr<stats::SummaryProvider> makeSummary();
+  std::shared_ptr<eviction::EvictionManager> makeEvictionManager();
   void buildApiControllers();
   void buildSources();
   void buildServers();
@@ -111,6 +117,10 @@ class Daemon {
   std::shared_ptr<agent::EventRecorder> events_;  // with --kubeconfig
   config::PodConfig pod_config_;
   agent::Agent agent_;
+  // /stats/summary and the eviction manager's pod usage.
+  std::shared_ptr<stats::SummaryProvider> summary_;
+  // Node pressure: the agent's admission and the Node's conditions ask it (built after both).
+  std::shared_ptr<eviction::EvictionManager> eviction_;
   std::vector<std::unique_ptr<config::PodSource>> sources_;
   std::shared_ptr<agent::NodeLeaseController> node_lease_;  // with --kubeconfig
   std::shared_ptr<agent::StatusSyncer> status_syncer_;      // with --kubeconfig

@@ -5,6 +5,7 @@
 #include <net/if.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "agent/node_status.h"
 #include "api/quantity.h"
@@ -151,6 +152,41 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   return std::nullopt;
 }
 
+// The eviction thresholds, node allocatable and the kubepods cgroup's limits.
+std::optional<UsageError> deriveResources(DaemonConfig& c) {
+  const auto& f = c.flags;
+  eviction::ThresholdFlags tf;
+  tf.eviction_hard = f.eviction_hard;
+  tf.eviction_soft = f.eviction_soft;
+  tf.eviction_soft_grace_period = f.eviction_soft_grace_period;
+  tf.eviction_minimum_reclaim = f.eviction_minimum_reclaim;
+  tf.enforce_pods_allocatable = f.enforce_node_allocatable == "pods";
+  tf.has_image_fs = false;  // the runtimes have no image filesystem of their own
+  auto thresholds = eviction::parseThresholdConfig(tf);
+  if (!thresholds.ok()) return UsageError{thresholds.status().message()};
+  c.eviction_thresholds = std::move(*thresholds);
+  const agent::AllocatableConfig ac{f.system_reserved, f.kube_reserved,
+                                    eviction::hardThresholds(c.eviction_thresholds)};
+  auto allocatable = agent::computeAllocatable(c.capacity, ac, f.max_pods, c.node_name);
+  if (!allocatable.ok()) return UsageError{allocatable.status().message()};
+  c.allocatable = std::move(*allocatable);
+  auto kubepods = agent::kubepodsResourceConfig(c.capacity, ac);
+  if (!kubepods.ok()) return UsageError{kubepods.status().message()};
+  c.kubepods_limits = *kubepods;
+  return std::nullopt;
+}
+
+// The root dir, or the nearest directory above it that exists (it is made later): the node
+// filesystem whose size is the node's ephemeral-storage.
+std::string existingRootDir(const std::string& root_dir) {
+  std::filesystem::path p = std::filesystem::absolute(root_dir);
+  std::error_code ec;
+  while (!std::filesystem::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) {
+    p = p.parent_path();
+  }
+  return p.string();
+}
+
 // What follows from the flags: node identity, allocatable, labels, headers, the kubeconfig.
 std::optional<UsageError> derive(DaemonConfig& c) {
   const auto& f = c.flags;
@@ -162,12 +198,7 @@ std::optional<UsageError> derive(DaemonConfig& c) {
   c.log_max_size = log_size->value();
   c.node_name = config::resolveNodeName(f.hostname_override);
   c.node_ip = f.node_ip.empty() ? detectNodeIp() : f.node_ip;
-  auto allocatable =
-      agent::computeAllocatable(c.capacity, f.system_reserved, f.max_pods, c.node_name);
-  if (!allocatable.ok()) return UsageError{allocatable.status().message()};
-  c.allocatable = std::move(*allocatable);
-  c.kubepods_limits.memory_limit = c.allocatable.memory_bytes;
-  c.kubepods_limits.cpu_shares = static_cast<uint64_t>(cm::milliCpuToShares(c.allocatable.cpu_milli));
+  if (auto bad = deriveResources(c)) return bad;
   if (!f.manifest_url.empty()) {
     if (auto url = config::parseHttpUrl(f.manifest_url); !url.ok()) {
       return UsageError{url.status().message()};
@@ -214,7 +245,7 @@ LoadedConfig loadDaemonConfig(int argc, char** argv) {
   base::initLogging({.verbosity = static_cast<int>(c.flags.verbosity),
                      .format = c.flags.logging_format == "json" ? base::LogFormat::kJson
                                                                 : base::LogFormat::kText});
-  auto capacity = agent::readHostCapacity();
+  auto capacity = agent::readHostCapacity("/proc", existingRootDir(c.flags.root_dir));
   if (!capacity.ok()) {
     log()->error("Cannot read the host's capacity err={}", capacity.status().toString());
     return LoadedConfig{std::nullopt, 1};

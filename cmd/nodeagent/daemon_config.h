@@ -13,6 +13,7 @@
 
 #include "agent/admission.h"
 #include "agent/cm/resources.h"
+#include "agent/eviction/thresholds.h"
 #include "api/kubeconfig.h"
 #include "base/clock.h"
 
@@ -82,6 +83,8 @@ struct DaemonConfig {
   // The kubepods cgroup's limits (capacity minus what is reserved) with
   // --enforce-node-allocatable=pods.
   cm::ResourceConfig kubepods_limits;
+  // --eviction-hard and --eviction-soft, parsed.
+  std::vector<eviction::Threshold> eviction_thresholds;
   std::map<std::string, std::string> node_labels;
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;
   std::optional<api::RestConfig> kubeconfig;  // with --kubeconfig

@@ -732,3 +732,90 @@ TEST_CASE("API pods whose names would escape the agent's directories are refused
   // The agent stays healthy and keeps serving the good pod.
   CHECK(env.agent->running());
 }
+
+TEST_CASE(
+    "under memory pressure a BestEffort pod is evicted first, a Guaranteed pod is kept, the Node "
+    "reports MemoryPressure and admission refuses a new BestEffort pod",
+    "[e2e][apiserver][eviction]") {
+  if (::geteuid() != 0) testing::skipTest("needs root for the kubepods cgroup");
+  // The pods may use 200Mi (kubepods' limit: capacity - system-reserved), and eviction starts
+  // when less than 100Mi of that is left (allocatableMemory.available, kubelet's signal with
+  // --enforce-node-allocatable=pods): the pressure comes from the test's own pod, whatever the
+  // rest of the machine does, and nothing near the node's memory is used.
+  const std::string meminfo = testing::readFile("/proc/meminfo");
+  const int64_t total_kib = std::stoll(meminfo.substr(meminfo.find("MemTotal:") + 9));
+  const int64_t reserved = total_kib * 1024 - (int64_t{200} << 20);
+  Env env;
+  env.startAgent({"--allow-root-api-pods", "--system-reserved=memory=" + std::to_string(reserved),
+                  "--eviction-hard=memory.available<100Mi",
+                  "--eviction-pressure-transition-period=2m"});
+  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); },
+                              30s));
+  auto create = [&](const std::string& name, const std::string& command,
+                    const std::string& resources) {
+    const std::string yaml =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+        "\n  namespace: default\nspec:\n  nodeName: " + std::string(kNode) +
+        "\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: debian\n"
+        "    command: [\"sh\", \"-c\", " +
+        json(command).dump() + "]\n" + resources;
+    testing::writeFile(env.dir / (name + ".yaml"), yaml);
+    auto created =
+        env.kubectl({"create", "--validate=false", "-f", (env.dir / (name + ".yaml")).string()});
+    INFO(created.err);
+    REQUIRE(created.exit_code == 0);
+  };
+  auto phase = [&](const std::string& name) {
+    auto p = env.pod(name);
+    return p ? (*p)["status"].value("phase", "") : std::string();
+  };
+  create("guaranteed", "exec sleep 3600",
+         "    resources:\n      requests: {cpu: 10m, memory: 32Mi}\n      limits: {cpu: 10m, "
+         "memory: 32Mi}\n");
+  REQUIRE(testing::eventually([&] { return phase("guaranteed") == "Running"; }, 30s));
+  // perl-base is essential on Debian: 130 MB held in one (zero-filled) string, well below
+  // kubepods' limit.
+  create("hog", "exec perl -e 'vec($x, 130000000, 8) = 1; sleep 3600'", "");
+
+  std::optional<json> hog;
+  const bool evicted = testing::eventually(
+      [&] {
+        hog = env.pod("hog");
+        return hog && (*hog)["status"].value("phase", "") == "Failed";
+      },
+      60s);
+  if (!evicted) FAIL("not evicted: " << (hog ? hog->dump() : "") << "\n" << env.diagnostics());
+  CHECK((*hog)["status"].value("reason", "") == "Evicted");
+  CHECK_THAT((*hog)["status"].value("message", ""),
+             Catch::Contains("The node was low on resource: memory"));
+  CHECK(phase("guaranteed") == "Running");
+  auto node = env.kubectlJson({"get", "node", kNode});
+  REQUIRE(node.has_value());
+  CHECK(condition(*node, "MemoryPressure") == "True");
+  CHECK(testing::eventually(
+      [&] {
+        auto events = env.kubectlJson({"get", "events", "-n", "default"});
+        if (!events) return false;
+        for (const auto& e : (*events)["items"]) {
+          if (e.value("reason", "") == "Evicted" &&
+              e["involvedObject"].value("name", "") == "hog") {
+            return true;
+          }
+        }
+        return false;
+      },
+      20s));
+
+  // The condition holds for the transition period: a new BestEffort pod is refused.
+  create("late", "exec sleep 3600", "");
+  std::optional<json> late;
+  REQUIRE(testing::eventually(
+      [&] {
+        late = env.pod("late");
+        return late && (*late)["status"].value("phase", "") == "Failed";
+      },
+      30s));
+  CHECK((*late)["status"].value("reason", "") == "Evicted");
+  CHECK_THAT((*late)["status"].value("message", ""), Catch::Contains("MemoryPressure"));
+  CHECK(phase("guaranteed") == "Running");
+}

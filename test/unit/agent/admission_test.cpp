@@ -69,15 +69,18 @@ TEST_CASE("admission: allocatable is the host's capacity minus --system-reserved
   REQUIRE(cap.ok());
   CHECK(cap->memory_bytes == int64_t{8000000} * 1024);
   CHECK(cap->cpu_milli >= 1000);
-  auto alloc = agent::computeAllocatable({4000, int64_t{8} << 30}, "cpu=500m,memory=1Gi", 110, "n");
+  auto alloc = agent::computeAllocatable({4000, int64_t{8} << 30},
+                                         agent::AllocatableConfig{"cpu=500m,memory=1Gi", "", {}},
+                                         110, "n");
   REQUIRE(alloc.ok());
   CHECK(alloc->cpu_milli == 3500);
   CHECK(alloc->memory_bytes == int64_t{7} << 30);
   CHECK(alloc->pods == 110);
-  auto bad = agent::computeAllocatable({4000, 1}, "gpu=1", 110, "n");
+  auto bad = agent::computeAllocatable({4000, 1}, agent::AllocatableConfig{"gpu=1", "", {}}, 110, "n");
   CHECK_FALSE(bad.ok());
   CHECK(bad.status().message() == "--system-reserved: unknown resource \"gpu\"");
-  CHECK_FALSE(agent::computeAllocatable({4000, 1}, "cpu", 110, "n").ok());
+  CHECK_FALSE(
+      agent::computeAllocatable({4000, 1}, agent::AllocatableConfig{"cpu", "", {}}, 110, "n").ok());
 }
 
 namespace {

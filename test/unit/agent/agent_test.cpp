@@ -1130,3 +1130,48 @@ TEST_CASE(
     CHECK(std::filesystem::exists(pod_dir));
   }
 }
+
+TEST_CASE(
+    "agent: an evicted pod is killed, stays Failed with the eviction's reason and message, and "
+    "is no longer active",
+    "[unit][agent][eviction]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  REQUIRE(h.phase("uid-web") == "Running");
+  REQUIRE(h.agent->activePods().size() == 1);
+  CHECK_FALSE(h.agent->podCleanedUp(*webPod()));
+
+  api::PodStatus evicted;
+  evicted.phase = "Failed";
+  evicted.reason = "Evicted";
+  evicted.message = "The node was low on resource: memory. ";
+  h.agent->evictPod(webPod(), evicted, 0);
+  h.advance(3s);
+  CHECK(h.runtime.runningContainerCount() == 0);
+  auto status = h.status_manager.getPodStatus("uid-web");
+  REQUIRE(status.has_value());
+  CHECK(status->phase == "Failed");
+  CHECK(status->reason == "Evicted");
+  CHECK(status->message == "The node was low on resource: memory. ");
+  CHECK(h.agent->activePods().empty());
+  CHECK(h.agent->podCleanedUp(*webPod()));
+  // A periodic sync later does not bring it back.
+  h.advance(2min);
+  CHECK(h.phase("uid-web") == "Failed");
+  CHECK(h.actions(Action::Kind::kStart).size() == 1);
+}
+
+TEST_CASE("agent: an admit handler refuses a pod before the resource checks", "[unit][agent]") {
+  Harness h(110, [](agent::AgentOptions& o) {
+    o.admit_handler = [](const api::Pod&) {
+      return agent::AdmitResult{false, "Evicted", "The node had condition: [MemoryPressure]. "};
+    };
+  });
+  h.update(api::PodOperation::kAdd, {webPod()});
+  CHECK(h.actions(Action::Kind::kStart).empty());
+  auto status = h.status_manager.getPodStatus("uid-web");
+  REQUIRE(status.has_value());
+  CHECK(status->phase == "Failed");
+  CHECK(status->reason == "Evicted");
+  CHECK(status->message == "Pod The node had condition: [MemoryPressure]. ");
+}
