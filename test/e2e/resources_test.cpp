@@ -126,6 +126,35 @@ TEST_CASE(
   CHECK(readTrimmed(cgroupDir(cgroups, root + "/kubepods/besteffort", "cpu") / "cpu.shares") ==
         "2");
 
+  // kubepods holds the node allocatable (nothing reserved here: the node's memory).
+  const std::string meminfo = testing::readFile("/proc/meminfo");
+  const int64_t total = std::stoll(meminfo.substr(meminfo.find("MemTotal:") + 9)) * 1024;
+  CHECK(readTrimmed(cgroupDir(cgroups, root + "/kubepods", "memory") / "memory.limit_in_bytes") ==
+        std::to_string(total / 4096 * 4096));
+  CHECK_THAT(d.get("/metrics").value_or(""), Catch::Contains("\nnodeagent_cgroups_enforced 1\n"));
+  CHECK_THAT(d.get("/healthz?verbose").value_or(""), Catch::Contains("[+]cgroups ok"));
+  // /stats/summary: the node and each pod with its cgroup's memory.
+  json summary;
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto body = d.get("/stats/summary");
+        if (!body) return false;
+        summary = json::parse(*body, nullptr, false);
+        if (!summary.is_object() || !summary.contains("pods")) return false;
+        for (const auto& p : summary["pods"]) {
+          if (p["podRef"].value("name", "") == "g-" + std::string(kNode) &&
+              p.contains("memory") && p["memory"].contains("workingSetBytes")) {
+            return true;
+          }
+        }
+        return false;
+      },
+      30s);
+  CHECK(summary["node"].value("nodeName", "") == kNode);
+  CHECK(summary["node"]["memory"].value("availableBytes", int64_t{0}) > 0);
+  CHECK(summary["node"]["fs"].value("capacityBytes", int64_t{0}) > 0);
+
   for (const char* file : {"g.yaml", "b.yaml", "e.yaml"}) d.removeManifest(file);
   for (const auto& p : pods) {
     INFO(p.name);
@@ -237,4 +266,47 @@ TEST_CASE("a second agent on the same cgroup root refuses to start and harms not
   CHECK_THAT(second.err, Catch::Contains("pid " + std::to_string(first.pid())));
   CHECK(alive(pid));
   CHECK(first.running("web"));
+}
+
+TEST_CASE("--pod-max-pids holds a pod's processes and the node keeps working", "[e2e][cgroups]") {
+  auto cgroups = realCgroups();
+  Daemon d;
+  d.start({"--pod-max-pids=64"});
+  const auto m = marker("pids-limit");
+  // 200 processes asked for (bounded even if the limit failed); forks past 64 fail.
+  d.writeManifest("forks.yaml",
+                  resourcePod("forks", m,
+                              "i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done; "
+                              "exec sleep 1000",
+                              ""));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return onePid(m) != 0; }, 20s);
+  const std::string pod_cgroup =
+      d.cgroupRoot() + "/kubepods/besteffort/pod" + podUid(d, "forks");
+  const auto pids_dir = cgroupDir(cgroups, pod_cgroup, "pids");
+  CHECK(readTrimmed(pids_dir / "pids.max") == "64");
+  // The loop reaches the limit and stays there.
+  REQUIRE_EVENTUALLY(
+      d, [&] { return readTrimmed(pids_dir / "pids.current") == "64"; }, 20s);
+  CHECK(cgroups.pids(cm::parseCgroupPath(pod_cgroup)).size() <= 64);
+  // The node still forks, and another pod still starts.
+  const auto other = marker("pids-other");
+  d.writeManifest("other.yaml", resourcePod("other", other, "sleep 1000", ""));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("other"); }, 20s);
+  d.removeManifest("forks.yaml");
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !std::filesystem::exists(pids_dir); }, 20s);
+}
+
+TEST_CASE("an agent whose runtime runs no processes says limits are not enforced",
+          "[e2e][cgroups]") {
+  Daemon d;
+  d.start({"--runtime=fake"});
+  CHECK_THAT(d.get("/metrics").value_or(""), Catch::Contains("\nnodeagent_cgroups_enforced 0\n"));
+  const auto verbose = d.get("/healthz?verbose").value_or("");
+  CHECK_THAT(verbose, Catch::Contains("[-]cgroups resource limits are not enforced: the fake "
+                                      "runtime runs no processes (informational"));
+  CHECK_THAT(verbose, Catch::Contains("healthz check passed"));
+  CHECK_THAT(d.logTail(), Catch::Contains("Resource limits are not enforced"));
 }
