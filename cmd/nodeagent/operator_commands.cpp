@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/cm/cgroup_fs.h"
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/state_file.h"
 #include "base/clock.h"
@@ -22,6 +23,15 @@
 
 namespace nodeagent::cmd {
 namespace {
+
+// Kills every process left in a container's cgroup (best effort: a cgroup already removed is
+// fine).
+void killContainerCgroup(const cm::CgroupPaths& cgroup) {
+  std::string error;
+  if (cm::killCgroup(cgroup, error) < 0) {
+    std::fprintf(stderr, "nodeagent stop-all: %s\n", error.c_str());
+  }
+}
 
 namespace fs = std::filesystem;
 constexpr const char* kDefaultRootDir = "/var/lib/nodeagent";
@@ -264,9 +274,16 @@ int runStopAll(int argc, char** argv) {
     const auto t = clock.now();
     std::erase_if(targets, [&](Target& target) {
       const auto& st = *target.c.state;
-      if (!runtime::processAlive(st.pid, st.pid_start_ticks)) return true;
+      // What the container left (a child in a session of its own) goes with it: through its
+      // cgroup when it has one (its shim does the same, unless it is gone too).
+      const auto& cgroup = target.c.config.cgroup;
+      if (!runtime::processAlive(st.pid, st.pid_start_ticks)) {
+        if (!cgroup.empty()) killContainerCgroup(cgroup);
+        return true;
+      }
       if (t < target.deadline) return false;
       ::kill(-st.pid, SIGKILL);
+      if (!cgroup.empty()) killContainerCgroup(cgroup);
       ++killed;
       return true;
     });

@@ -3,6 +3,7 @@
 // `nodeagent stop-all` refuses while the agent runs and stops every container once it is gone.
 #include "test/e2e/daemon_fixture.h"
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/skip.h"
 
 using namespace nodeagent;
 using namespace nodeagent::e2e;
@@ -99,4 +100,37 @@ TEST_CASE("daemon: --logging-format=json writes one JSON object per line, text q
       {testing::binaryPath("nodeagent").string(), "--logging-format=xml"}, out, 30s);
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--logging-format: \"xml\" is not text or json"));
+}
+
+TEST_CASE("stop-all ends what a container left in its cgroup even when its shim is gone",
+          "[e2e][daemon][cli][cgroups]") {
+  if (::geteuid() != 0) testing::skipTest("needs root for container cgroups");
+  Daemon d;
+  const auto m = marker("cli-setsid");
+  const auto child = marker("cli-setsid-child");
+  d.writeManifest("web.yaml", shPod("web", m,
+                                    "(setsid sh -c 'sleep 1000' " + child + " &); sleep 1000",
+                                    "  terminationGracePeriodSeconds: 2\n"));
+  d.start();
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web") && onePid(child) != 0; }, 20s);
+  REQUIRE(d.stop(SIGTERM) == 0);
+  // The shim dies: nothing would kill the session it does not know about.
+  for (const auto& entry : fs::directory_iterator(d.root() / "containers")) {
+    std::string text, error;
+    runtime::ShimState st;
+    if (runtime::readWholeFile((entry.path() / "state").string(), text, error) &&
+        runtime::decodeShimState(text, st, error) && st.shim_pid > 0 &&
+        runtime::processAlive(st.shim_pid, st.shim_start_ticks)) {
+      ::kill(st.shim_pid, SIGKILL);
+    }
+  }
+  testing::TempDir out("nodeagent-e2e-cli");
+  auto stopped = testing::runCommand(
+      {testing::binaryPath("nodeagent").string(), "stop-all", "--root-dir=" + d.root().string()},
+      out, 60s);
+  INFO(stopped.out << stopped.err);
+  CHECK(stopped.exit_code == 0);
+  CHECK(testing::eventually([&] { return pidsWithArg(m).empty() && pidsWithArg(child).empty(); },
+                            10s));
 }
