@@ -138,13 +138,7 @@ SummaryProvider::SummaryProvider(asio::any_io_executor executor, base::Clock& cl
 
 SummaryProvider::~SummaryProvider() = default;
 
-void SummaryProvider::start() {
-  asio::post(strand_, [self = shared_from_this()] {
-    if (self->stopped_) return;
-    self->timer_ = self->clock_.makeTimer(self->strand_);
-    self->refresh();
-  });
-}
+void SummaryProvider::start() { started_ = true; }
 
 void SummaryProvider::stop() {
   stopped_ = true;
@@ -155,11 +149,22 @@ void SummaryProvider::stop() {
 
 void SummaryProvider::schedule(base::Duration d) {
   if (stopped_ || !timer_) return;
-  timer_->asyncWaitFor(d, [self = shared_from_this()] { self->refresh(); });
+  timer_->asyncWaitFor(d, [self = shared_from_this()] { self->tick(); });
+}
+
+void SummaryProvider::tick() {
+  if (stopped_) return;
+  // Idle first, then look: a request in between either sees idle_ and starts a refresh itself,
+  // or is seen here.
+  idle_ = true;
+  const auto since = clock_.now().time_since_epoch().count() - last_request_ns_.load();
+  if (since > options_.idle_after.count() || !idle_.exchange(false)) return;
+  refresh();
 }
 
 void SummaryProvider::refresh() {
   if (stopped_) return;
+  if (!timer_) timer_ = clock_.makeTimer(strand_);
   asio::co_spawn(
       strand_,
       [](std::shared_ptr<SummaryProvider> s) -> asio::awaitable<void> {
@@ -177,8 +182,14 @@ void SummaryProvider::refresh() {
       asio::detached);
 }
 
-std::string SummaryProvider::json() const {
+std::string SummaryProvider::json() {
+  const auto now = clock_.now();
+  last_request_ns_ = now.time_since_epoch().count();
+  if (started_ && !stopped_ && idle_.exchange(false)) {
+    asio::post(strand_, [self = shared_from_this()] { self->refresh(); });
+  }
   std::lock_guard lock(mu_);
+  if (json_.empty() || now - collected_at_ > 2 * options_.refresh_period) return "";
   return json_;
 }
 
@@ -373,6 +384,7 @@ nlohmann::json SummaryProvider::collect() {
   {
     std::lock_guard lock(mu_);
     json_ = std::move(text);
+    collected_at_ = clock_.now();
   }
   return summary;
 }

@@ -22,7 +22,11 @@
 // on the first sample). A figure that cannot be read is left out, as kubelet leaves it nil.
 //
 // The provider refreshes the summary every `refresh_period` on the blocking pool and serves the
-// last one (kubelet's cadvisor also serves cached stats), so the HTTP handler never blocks.
+// last one (kubelet's cadvisor also serves cached stats), so the HTTP handler never blocks. It
+// refreshes only while someone reads it: the first request starts it, after `idle_after`
+// without a request it stops (a node of thousands of pods pays nothing for a summary nobody
+// reads), and the next request starts it again. Until a fresh summary is there (a summary older
+// than two refresh periods is not served) a request gets none: the server answers 503.
 // It also answers the eviction manager's per-pod usage (podUsage).
 //
 // Threading: start/stop/json from any thread; collect() and podUsage() block (blocking pool).
@@ -72,6 +76,8 @@ struct SummaryOptions {
   // The pods to report (the agent's desired pods with their statuses). Any thread, must not block.
   std::function<std::vector<SummaryPod>()> pods;
   base::Duration refresh_period = std::chrono::seconds(10);
+  // Refreshing stops this long after the last json() request.
+  base::Duration idle_after = std::chrono::minutes(5);
   // Where collect() runs; empty: the executor given to the constructor (tests).
   asio::any_io_executor blocking_executor;
   // Reads a cgroup's counters; default: container_manager->cgroups().stats(name). Tests give a
@@ -88,12 +94,14 @@ class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {
   SummaryProvider(asio::any_io_executor executor, base::Clock& clock, SummaryOptions options);
   ~SummaryProvider();
 
-  // Collects at once, then every refresh period. Any thread.
+  // From now on a json() request starts the refreshing (nothing is collected before the first).
+  // Any thread.
   void start();
   void stop();
 
-  // The last summary's JSON text; "" before the first. Any thread.
-  std::string json() const;
+  // The last summary's JSON text; "" before the first, or when it is older than two refresh
+  // periods (refreshing had stopped: this request starts it again). Any thread.
+  std::string json();
 
   // Builds the summary now (and keeps it for json()). Blocking; thread-safe.
   nlohmann::json collect();
@@ -115,6 +123,8 @@ class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {
   std::map<std::string, std::optional<api::PodStatus>> statusesByUid() const;
   void schedule(base::Duration d);
   void refresh();  // strand only
+  // The timer's turn: refresh when read lately, else go idle.
+  void tick();  // strand only
 
   asio::strand<asio::any_io_executor> strand_;
   base::Clock& clock_;
@@ -122,9 +132,15 @@ class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> busy_{false};
   base::TimerPtr timer_;  // strand only
+  // The last json() request (monotonic nanoseconds), and whether refreshing stopped for want of
+  // requests.
+  std::atomic<int64_t> last_request_ns_{0};
+  std::atomic<bool> idle_{true};
+  std::atomic<bool> started_{false};
 
   mutable std::mutex mu_;
   std::string json_;                          // guarded by mu_
+  base::MonotonicTime collected_at_{};         // guarded by mu_
   std::map<std::string, CpuSample> cpu_prev_;  // guarded by mu_
 };
 

@@ -29,6 +29,7 @@ struct Fixture {
   std::map<std::string, cm::CgroupStats> stats;  // by cgroup path
   api::PodPtr pod;
   api::PodStatus status;
+  int collections = 0;  // calls of the pods callback: one per collection
 
   Fixture() {
     testing::writeFile(proc / "stat",
@@ -92,7 +93,10 @@ struct Fixture {
     o.pod_cgroup = [](const api::Pod& p) -> std::optional<cm::CgroupName> {
       return cm::CgroupName{"kubepods", "besteffort", "pod" + p.metadata.uid};
     };
-    o.pods = [this] { return std::vector<stats::SummaryPod>{{pod, status}}; };
+    o.pods = [this] {
+      ++collections;
+      return std::vector<stats::SummaryPod>{{pod, status}};
+    };
     o.cgroup_stats = [this](const cm::CgroupName& name) -> std::optional<cm::CgroupStats> {
       auto it = stats.find(cm::cgroupNameToPath(name));
       if (it == stats.end()) return std::nullopt;
@@ -174,6 +178,10 @@ TEST_CASE("summary: the provider refreshes on its period and answers the evictio
   provider->start();
   for (int i = 0; i < 20 && f.ioc.poll() > 0; ++i) {
   }
+  CHECK(f.collections == 0);  // nothing until someone asks
+  CHECK(provider->json().empty());
+  for (int i = 0; i < 20 && f.ioc.poll() > 0; ++i) {
+  }
   auto first = nlohmann::json::parse(provider->json());
   CHECK(first["pods"].size() == 1);
   f.pod = testing::PodBuilder().name("other").uid("u2").container("c", {"sleep"}).build();
@@ -218,4 +226,42 @@ TEST_CASE("summary: dirUsage counts allocated blocks and inodes like du", "[unit
   CHECK(u.inodes == 4);
   CHECK(u.bytes > 0);
   CHECK(stats::dirUsage((d / "missing").string()).inodes == 0);
+}
+
+TEST_CASE("summary: refreshing stops while nobody reads it and a request starts it again",
+          "[unit][eviction]") {
+  Fixture f;
+  auto provider = f.provider();
+  provider->start();
+  auto drain = [&] {
+    for (int i = 0; i < 20 && f.ioc.poll() > 0; ++i) {
+    }
+  };
+  drain();
+  CHECK(provider->json().empty());
+  drain();
+  REQUIRE(f.collections == 1);
+  CHECK_FALSE(provider->json().empty());
+  // Read at 0 s: refreshed every 10 s for 5 minutes, then no more.
+  for (int i = 0; i < 40; ++i) {
+    f.clock.advance(10s);
+    drain();
+  }
+  const int after_idle = f.collections;
+  CHECK(after_idle >= 30);
+  CHECK(after_idle <= 32);
+  f.clock.advance(10min);
+  drain();
+  CHECK(f.collections == after_idle);
+  // A stale summary is not served; the request starts refreshing again.
+  f.pod = testing::PodBuilder().name("other").uid("u2").container("c", {"sleep"}).build();
+  CHECK(provider->json().empty());
+  drain();
+  CHECK(f.collections == after_idle + 1);
+  CHECK(nlohmann::json::parse(provider->json())["pods"][0]["podRef"]["uid"] == "u2");
+  f.clock.advance(10s);
+  drain();
+  CHECK(f.collections == after_idle + 2);
+  provider->stop();
+  f.ioc.poll();
 }
