@@ -38,8 +38,7 @@ std::string joinPath(const std::string& dir, std::string_view name) {
   return p;
 }
 
-// Reads a whole (small) file; false with errno kept when it cannot be opened or read.
-bool readWhole(const std::string& path, std::string& out) {
+bool readSmallFileImpl(const std::string& path, std::string& out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   out.clear();
@@ -107,7 +106,7 @@ void collectTree(const std::string& dir, std::vector<std::string>& out) {
 
 void appendPids(const std::string& dir, std::vector<int>& out) {
   std::string text;
-  if (!readWhole(joinPath(dir, "cgroup.procs"), text)) return;
+  if (!readSmallFileImpl(joinPath(dir, "cgroup.procs"), text)) return;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
@@ -204,7 +203,7 @@ int killV1Frozen(const std::string& freezer_dir, std::string& error) {
   }
   std::string state;
   for (int i = 0; i < kFreezePolls; ++i) {
-    if (readWhole(state_file, state) && state.rfind("FROZEN", 0) == 0) break;
+    if (readSmallFileImpl(state_file, state) && state.rfind("FROZEN", 0) == 0) break;
     // Writing FROZEN again makes the kernel retry tasks that were busy the first time.
     sleepMillis(1);
     (void)writeOnce(state_file, "FROZEN");
@@ -238,7 +237,7 @@ int killV2(const std::string& dir, std::string& error) {
   if (frozen) {
     std::string events;
     for (int i = 0; i < kFreezePolls; ++i) {
-      if (readWhole(joinPath(dir, "cgroup.events"), events) &&
+      if (readSmallFileImpl(joinPath(dir, "cgroup.events"), events) &&
           keyedValue(events, "frozen") == std::optional<uint64_t>(1)) {
         break;
       }
@@ -356,7 +355,7 @@ std::optional<uint64_t> oomKillCount(const CgroupPaths& paths) {
   std::string dir = paths.dirFor("memory");
   if (dir.empty()) return std::nullopt;
   std::string text;
-  if (!readWhole(joinPath(dir, paths.unified() ? "memory.events" : "memory.oom_control"), text)) {
+  if (!readSmallFileImpl(joinPath(dir, paths.unified() ? "memory.events" : "memory.oom_control"), text)) {
     return std::nullopt;
   }
   return keyedValue(text, "oom_kill");
@@ -379,6 +378,16 @@ bool removeCgroupWaiting(const CgroupPaths& paths, int attempts, std::string& er
     delay_ms = std::min(delay_ms * 2, 20L);
     error.clear();
   }
+}
+
+bool readSmallFile(const std::string& path, std::string& out) {
+  return readSmallFileImpl(path, out);
+}
+
+std::string readSmallFile(const std::string& path) {
+  std::string out;
+  if (!readSmallFileImpl(path, out)) out.clear();
+  return out;
 }
 
 }  // namespace nodeagent::cm

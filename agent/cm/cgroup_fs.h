@@ -57,6 +57,12 @@ int killCgroup(const CgroupPaths& paths, std::string& error);
 // memory.oom_control `oom_kill`); nullopt without a memory controller or on older kernels.
 std::optional<uint64_t> oomKillCount(const CgroupPaths& paths);
 
+// Reads a whole small file (a cgroup control file, a /proc file) into `out`; false, with errno
+// kept, when it cannot be opened or read.
+bool readSmallFile(const std::string& path, std::string& out);
+// The same, "" when it cannot be read.
+std::string readSmallFile(const std::string& path);
+
 // Removes the cgroup's directories (rmdir; child cgroups first, deepest first). A cgroup that
 // still has processes stays (EBUSY): false with `error`. Missing directories are fine. Outside a
 // cgroupfs (a test's fake hierarchy of plain directories) the files in them are removed too.

@@ -85,24 +85,6 @@ base::Status errnoStatus(int err, std::string message) {
 
 std::string cgroupLabel(const CgroupName& name) { return "cgroup " + cgroupNameToPath(name); }
 
-bool readFile(const std::string& path, std::string& out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out.clear();
-  char buf[4096];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      errno = err;
-      return n == 0;
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-}
-
 std::string trim(std::string_view s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -119,7 +101,7 @@ std::optional<T> parseNumber(std::string_view s) {
 
 std::optional<std::string> readTrimmed(const std::string& dir, std::string_view file) {
   std::string text;
-  if (!readFile(dir + "/" + std::string(file), text)) return std::nullopt;
+  if (!readSmallFile(dir + "/" + std::string(file), text)) return std::nullopt;
   return trim(text);
 }
 
@@ -135,7 +117,7 @@ std::optional<uint64_t> readKeyed(const std::string& dir, std::string_view file,
                                   std::string_view key) {
   if (dir.empty()) return std::nullopt;
   std::string text;
-  if (!readFile(dir + "/" + std::string(file), text)) return std::nullopt;
+  if (!readSmallFile(dir + "/" + std::string(file), text)) return std::nullopt;
   for (auto line : split(text, '\n')) {
     if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ') {
       return parseNumber<uint64_t>(line.substr(key.size() + 1));
@@ -242,7 +224,7 @@ base::StatusOr<CgroupMounts> parseCgroupMounts(std::string_view mountinfo) {
 
 base::StatusOr<CgroupMounts> detectCgroupMounts(const std::string& mountinfo_path) {
   std::string text;
-  if (!readFile(mountinfo_path, text)) {
+  if (!readSmallFile(mountinfo_path, text)) {
     int err = errno;
     return errnoStatus(err, "read " + mountinfo_path + ": " + errnoText(err));
   }

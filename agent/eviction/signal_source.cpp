@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/cm/cgroup_fs.h"
 #include "base/log.h"
 
 namespace nodeagent::eviction {
@@ -13,13 +14,6 @@ namespace {
 
 NODEAGENT_LOGGER("eviction")
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -73,7 +67,7 @@ Observations RealSignalSource::observe() {
   Observations out;
   const auto& o = options_;
 
-  auto meminfo = parseMemInfo(readFile(o.proc_root + "/meminfo"));
+  auto meminfo = parseMemInfo(cm::readSmallFile(o.proc_root + "/meminfo"));
   if (meminfo) {
     std::optional<int64_t> ws;
     if (o.root_working_set) ws = o.root_working_set();
@@ -115,7 +109,7 @@ Observations RealSignalSource::observe() {
     std::ifstream in(o.proc_root + "/sys/kernel/pid_max");
     if (!(in >> pid_max)) pid_max = 0;
   }
-  std::string loadavg = readFile(o.proc_root + "/loadavg");
+  std::string loadavg = cm::readSmallFile(o.proc_root + "/loadavg");
   // "0.00 0.01 0.05 1/234 5678": running/total tasks.
   std::istringstream ls(loadavg);
   std::string a, b, c, tasks;

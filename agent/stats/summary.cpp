@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/cm/cgroup_fs.h"
 #include "agent/eviction/signal_source.h"
 #include "agent/runtime/runtime.h"
 #include "api/time.h"
@@ -25,18 +26,11 @@ NODEAGENT_LOGGER("stats")
 
 namespace fs = std::filesystem;
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The node's cumulative CPU time from /proc/stat's "cpu" line (every state but idle and iowait),
 // in nanoseconds.
 std::optional<uint64_t> nodeCpuNanos(const std::string& proc_root) {
-  std::istringstream in(readFile(proc_root + "/stat"));
+  std::istringstream in(cm::readSmallFile(proc_root + "/stat"));
   std::string label;
   if (!(in >> label) || label != "cpu") return std::nullopt;
   uint64_t v[8] = {};
@@ -52,7 +46,7 @@ std::optional<uint64_t> nodeCpuNanos(const std::string& proc_root) {
 
 // The boot time (btime of /proc/stat), the node's startTime.
 std::optional<api::Timestamp> bootTime(const std::string& proc_root) {
-  std::istringstream in(readFile(proc_root + "/stat"));
+  std::istringstream in(cm::readSmallFile(proc_root + "/stat"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("btime ", 0) == 0) {
@@ -237,14 +231,14 @@ nlohmann::json SummaryProvider::collect() {
   node["startTime"] = start_time;
 
   if (auto cpu = nodeCpuNanos(o.proc_root)) node["cpu"] = cpuJson("node", *cpu, time);
-  if (auto mem = eviction::parseMemInfo(readFile(o.proc_root + "/meminfo"))) {
+  if (auto mem = eviction::parseMemInfo(cm::readSmallFile(o.proc_root + "/meminfo"))) {
     const int64_t ws = eviction::memInfoWorkingSet(*mem);
     node["memory"] = {{"time", time},
                       {"availableBytes", std::max<int64_t>(0, mem->total - ws)},
                       {"usageBytes", mem->total - mem->free},
                       {"workingSetBytes", ws}};
     // rssBytes: anonymous memory (AnonPages).
-    std::istringstream in(readFile(o.proc_root + "/meminfo"));
+    std::istringstream in(cm::readSmallFile(o.proc_root + "/meminfo"));
     std::string key;
     int64_t kib = 0;
     std::string line;
@@ -275,7 +269,7 @@ nlohmann::json SummaryProvider::collect() {
     std::ifstream in(o.proc_root + "/sys/kernel/pid_max");
     if (in >> pid_max) {
       nlohmann::json rl = {{"time", time}, {"maxpid", pid_max}};
-      std::istringstream ls(readFile(o.proc_root + "/loadavg"));
+      std::istringstream ls(cm::readSmallFile(o.proc_root + "/loadavg"));
       std::string a, b, c, tasks;
       if ((ls >> a >> b >> c >> tasks) && tasks.find('/') != std::string::npos) {
         rl["curproc"] = std::strtoll(tasks.c_str() + tasks.find('/') + 1, nullptr, 10);
