@@ -1,5 +1,6 @@
 // Process runtime benchmark (prints figures; run by hand:
-//   build/bench/process_runtime_bench [N=1000] [samples=200] [--no-supervisord]).
+//   build/bench/process_runtime_bench [N=1000] [samples=200] [--no-supervisord]
+//                                     [--cgroups=on|off|on,off|off,on]).
 // The real daemon (build/nodeagent, process runtime, one nodeagent-shim per container):
 //  - time from the daemon's start until N pods (`sleep`) are Running in GET /pods,
 //  - agent RSS/PSS (anonymous and file-backed), agent CPU per second while idle with N pods
@@ -13,16 +14,30 @@
 // when it is not installed): time until `supervisorctl status` shows all RUNNING (startsecs=0, so
 // RUNNING means started, as in /pods), RSS/PSS, idle CPU, pick-up of one more program through
 // `supervisorctl update`, and exit -> first restart (autorestart).
+//
+// Cgroups: each agent run gets a cgroup root of its own (--cgroup-root=/nodeagent-test-<pid>-<n>,
+// removed with everything in it when the run ends), so as root pods get real cgroups ("on", the
+// default). "off" runs the agent (and so its shims and containers) in a private mount namespace in
+// which every cgroup file system, and /sys/fs/cgroup, is remounted read-only: the agent cannot
+// make kubepods, says "Resource limits are not enforced" and runs pods without cgroups, as on a
+// machine without cgroup access; no product flag is involved. `--cgroups=on,off` runs the agent
+// once in each mode, one after the other (in that order), and prints them side by side with the
+// difference. Each run checks the mode it got (GET /metrics nodeagent_cgroups_enforced, the
+// agent's log, the pod and container cgroups under the root) and says which one ran; an "off" run
+// that still enforces limits fails.
+//
 // Every process the bench starts (the agent, shims, containers, supervisord and its programs) is
-// killed when it ends, also on failure or SIGINT/SIGTERM.
+// killed when it ends, and the cgroup roots are removed, also on failure or SIGINT/SIGTERM.
 // State, manifests and logs go to $TMPDIR (default /dev/shm) so a busy disk does not dominate.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -48,6 +63,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/cm/cgroup_manager.h"
 #include "agent/runtime/state_file.h"
 #include "test/support/cgroup_root.h"
 #include "test/support/test_util.h"
@@ -156,12 +172,107 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
   return pid;
 }
 
+// A mount point read-only in a private mount namespace: its mountinfo path and per-mount flags.
+struct ReadOnlyMount {
+  std::string path;
+  unsigned long flags = 0;  // MS_NOSUID, MS_NODEV, MS_NOEXEC and the atime flags it has now
+};
+
+// Every cgroup (v1) and cgroup2 mount, and /sys/fs/cgroup itself, from /proc/self/mountinfo.
+std::vector<ReadOnlyMount> cgroupMounts() {
+  std::vector<ReadOnlyMount> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // id parent major:minor root mount-point options [optional...] - fstype source super-options
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, options, f;
+    fields >> id >> parent >> dev >> root >> point >> options;
+    while (fields >> f && f != "-") {
+    }
+    std::string fstype;
+    fields >> fstype;
+    if (fstype != "cgroup" && fstype != "cgroup2" && point != "/sys/fs/cgroup") continue;
+    ReadOnlyMount m;
+    m.path = point;  // cgroup mount points have no characters mountinfo escapes here
+    std::istringstream opts(options);
+    for (std::string o; std::getline(opts, o, ',');) {
+      if (o == "nosuid") m.flags |= MS_NOSUID;
+      if (o == "nodev") m.flags |= MS_NODEV;
+      if (o == "noexec") m.flags |= MS_NOEXEC;
+      if (o == "relatime") m.flags |= MS_RELATIME;
+      if (o == "noatime") m.flags |= MS_NOATIME;
+      if (o == "nodiratime") m.flags |= MS_NODIRATIME;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// spawn(), but the program runs in a mount namespace of its own (private propagation) in which
+// `read_only` are remounted read-only (MS_REMOUNT | MS_BIND: the mount's flag in that namespace
+// only, never the file system's, so the rest of the machine is not affected). Everything the
+// program starts inherits the namespace. Only async-signal-safe calls after fork: the bench has
+// other threads.
+pid_t spawnWithReadOnlyMounts(const std::vector<std::string>& args, const fs::path& log,
+                              const std::vector<ReadOnlyMount>& read_only) {
+  std::vector<std::string> a = args;
+  std::vector<char*> argv;
+  for (auto& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open " + log.string() + ": " + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fd);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(err));
+  }
+  if (pid == 0) {
+    auto fail = [](const char* what) {
+      char num[16];
+      int n = sizeof num, err = errno;
+      do {
+        num[--n] = static_cast<char>('0' + err % 10);
+        err /= 10;
+      } while (err > 0 && n > 0);
+      (void)!::write(2, "process_runtime_bench: ", 23);
+      (void)!::write(2, what, std::strlen(what));
+      (void)!::write(2, " failed, errno ", 15);
+      (void)!::write(2, num + n, sizeof num - static_cast<size_t>(n));
+      (void)!::write(2, "\n", 1);
+      ::_exit(127);
+    };
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    if (::unshare(CLONE_NEWNS) != 0) fail("unshare(CLONE_NEWNS)");
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      fail("mount --make-rprivate /");
+    }
+    for (const auto& m : read_only) {
+      if (::mount(nullptr, m.path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | m.flags,
+                  nullptr) != 0) {
+        fail(m.path.c_str());
+      }
+    }
+    ::execve(argv[0], argv.data(), environ);
+    fail(argv[0]);
+  }
+  ::close(fd);
+  return pid;
+}
+
 // ---- cleanup: every process the bench started goes, whichever way the bench ends ----------------
 
 std::mutex g_cleanup_mu;
-fs::path g_base;          // the bench's temp dir
-pid_t g_agent = 0;        // the daemon while it runs
-pid_t g_supervisord = 0;  // supervisord while it runs
+fs::path g_base;                          // the bench's temp dir
+std::vector<fs::path> g_root_dirs;        // each agent run's --root-dir
+std::vector<std::string> g_cgroup_roots;  // each agent run's --cgroup-root, until removed
+pid_t g_agent = 0;                        // the daemon while it runs
+pid_t g_supervisord = 0;                  // supervisord while it runs
 
 void killAndReap(pid_t pid) {
   if (pid <= 0) return;
@@ -240,14 +351,18 @@ void killEverything() {
     for (pid_t c : childrenOf(sup)) ::kill(-c, SIGKILL), ::kill(c, SIGKILL);
     killAndReap(sup);
   }
-  if (g_base.empty()) return;
-  killContainersUnder(g_base / "root");
-  for (int round = 0; round < 3; ++round) {
-    auto left = processesUnder(g_base);
-    if (left.empty()) break;
-    for (pid_t pid : left) ::kill(pid, SIGKILL);
-    std::this_thread::sleep_for(100ms);
+  if (!g_base.empty()) {
+    for (const auto& root : g_root_dirs) killContainersUnder(root);
+    for (int round = 0; round < 3; ++round) {
+      auto left = processesUnder(g_base);
+      if (left.empty()) break;
+      for (pid_t pid : left) ::kill(pid, SIGKILL);
+      std::this_thread::sleep_for(100ms);
+    }
   }
+  // The agents' cgroup roots, with whatever still runs in them (a signal ends the bench with
+  // _Exit: the test support's atexit removal would not run).
+  for (const auto& root : std::exchange(g_cgroup_roots, {})) testing::removeCgroupTree(root);
   // Our own unreaped children (shims the daemon left are init's).
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -295,17 +410,33 @@ void renameIn(const fs::path& dir, const std::string& file, const std::string& c
 
 class Daemon {
  public:
-  Daemon(const fs::path& base, int port) : base_(base), port_(port) {}
-  void start() {
-    pid_ = spawn(
-        {testing::binaryPath("nodeagent").string(),
-         "--pod-manifest-path=" + (base_ / "manifests").string(),
-         "--root-dir=" + (base_ / "root").string(), "--pod-log-dir=" + (base_ / "logs").string(),
-         "--read-only-port=" + std::to_string(port_), "--healthz-port=0",
-         "--hostname-override=bench", "--max-pods=100000", testing::cgroupRootFlag()},
-        base_ / "agent.log");
+  // `cgroups_off`: the agent runs with every cgroup file system read-only (see the top).
+  Daemon(const fs::path& base, int port, bool cgroups_off)
+      : base_(base), port_(port), cgroups_off_(cgroups_off) {
+    cgroup_root_ = testing::isolatedCgroupRoot();
     std::lock_guard lock(g_cleanup_mu);
+    g_root_dirs.push_back(base_ / "root");
+    g_cgroup_roots.push_back(cgroup_root_);
+  }
+  const std::string& cgroupRoot() const { return cgroup_root_; }
+  void start() {
+    const std::vector<std::string> args = {testing::binaryPath("nodeagent").string(),
+                                           "--pod-manifest-path=" + (base_ / "manifests").string(),
+                                           "--root-dir=" + (base_ / "root").string(),
+                                           "--pod-log-dir=" + (base_ / "logs").string(),
+                                           "--read-only-port=" + std::to_string(port_),
+                                           "--healthz-port=0",
+                                           "--hostname-override=bench",
+                                           "--max-pods=100000",
+                                           "--cgroup-root=" + cgroup_root_};
+    std::lock_guard lock(g_cleanup_mu);
+    pid_ = cgroups_off_ ? spawnWithReadOnlyMounts(args, base_ / "agent.log", read_only_)
+                        : spawn(args, base_ / "agent.log");
     g_agent = pid_;
+  }
+  // Read before start (so the fork does not parse mountinfo).
+  void prepare() {
+    if (cgroups_off_) read_only_ = cgroupMounts();
   }
   void stop() {
     if (pid_ <= 0) return;
@@ -316,10 +447,11 @@ class Daemon {
     g_agent = 0;
     pid_ = 0;
   }
-  // The body of GET /pods, read as curl or a log shipper would (large reads). httplib's client
-  // reads 4 KiB per poll(2)+recv(2) pair: about 2 ms for the 1.5 MB list, which would make this
-  // client's reading, not the agent, the resolution of the exit -> status figure.
-  std::optional<std::string> podsBody() const {
+  // The body of GET `path` (200 only), read as curl or a log shipper would (large reads).
+  // httplib's client reads 4 KiB per poll(2)+recv(2) pair: about 2 ms for the 1.5 MB list of
+  // /pods, which would make this client's reading, not the agent, the resolution of the exit ->
+  // status figure.
+  std::optional<std::string> getBody(std::string_view path) const {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return std::nullopt;
     timeval tv{30, 0};
@@ -329,10 +461,10 @@ class Daemon {
     addr.sin_port = htons(static_cast<uint16_t>(port_));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     std::string response;
-    constexpr std::string_view kRequest =
-        "GET /pods HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    const std::string request =
+        "GET " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        ::write(fd, kRequest.data(), kRequest.size()) == static_cast<ssize_t>(kRequest.size())) {
+        ::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       response.resize(4 << 20);
       size_t n = 0;
       ssize_t r;
@@ -349,6 +481,16 @@ class Daemon {
     }
     response.erase(0, header_end + 4);
     return response;
+  }
+  std::optional<std::string> podsBody() const { return getBody("/pods"); }
+  // nodeagent_cgroups_enforced from GET /metrics; nullopt when it is not there.
+  std::optional<int> cgroupsEnforced() const {
+    auto body = getBody("/metrics");
+    if (!body) return std::nullopt;
+    constexpr std::string_view kName = "\nnodeagent_cgroups_enforced ";
+    const size_t at = body->find(kName);
+    if (at == std::string::npos) return std::nullopt;
+    return std::atoi(body->c_str() + at + kName.size());
   }
   // Pods by name from GET /pods.
   std::optional<json> pods() const {
@@ -436,6 +578,9 @@ class Daemon {
  private:
   fs::path base_;
   int port_;
+  bool cgroups_off_;
+  std::string cgroup_root_;
+  std::vector<ReadOnlyMount> read_only_;
   pid_t pid_ = 0;
 };
 
@@ -468,6 +613,7 @@ bool release(const fs::path& fifo) {
 struct Figures {
   std::optional<double> all_running_ms, rss_kib, pss_kib, anon_kib, idle_cpu_pct, pickup_p50,
       pickup_p99, exit_status_p50, exit_status_p99, restart_p50, restart_p99, per_container_kib;
+  std::optional<bool> cgroups_enforced;  // what the agent's /metrics said
 };
 
 long smapsRollupKb(int pid, const std::string& key) {
@@ -636,7 +782,99 @@ void benchSupervisord(size_t n, size_t samples, const fs::path& base, Figures& f
   g_supervisord = 0;
 }
 
-void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
+// The last `lines` lines of a file (the temp dir goes when the bench ends).
+std::string logTail(const fs::path& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
+    out += "  " + all[i] + "\n";
+  }
+  return out;
+}
+
+std::string describeWaitStatus(int st) {
+  if (WIFEXITED(st)) return "exit " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("signal ") + strsignal(WTERMSIG(st));
+  return "status " + std::to_string(st);
+}
+
+// Which mode the agent runs in, from GET /metrics (nodeagent_cgroups_enforced), its log ("Resource
+// limits are not enforced: <why>") and, when enforced, the pod and container cgroups under its
+// cgroup root (the sleep pods are BestEffort). An "off" run that enforces limits fails: its figures
+// would be labelled wrongly. An "on" run that does not (not root) is said loudly.
+void checkCgroupMode(const Daemon& d, const fs::path& base, size_t n, bool cgroups_off,
+                     const char* who, Figures& f) {
+  const auto enforced = d.cgroupsEnforced();
+  if (!enforced) {
+    throw std::runtime_error(std::string(who) +
+                             ": GET /metrics has no nodeagent_cgroups_enforced gauge");
+  }
+  f.cgroups_enforced = *enforced == 1;
+  std::string said;
+  {
+    std::ifstream in(base / "agent.log");
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find("Resource limits are not enforced");
+      if (at != std::string::npos) {
+        said = line.substr(at);
+        break;
+      }
+    }
+  }
+  std::error_code ec;
+  const bool own_mount_ns = fs::read_symlink("/proc/self/ns/mnt", ec) !=
+                            fs::read_symlink("/proc/" + std::to_string(d.pid()) + "/ns/mnt", ec);
+  if (*enforced == 1) {
+    if (cgroups_off) {
+      throw std::runtime_error(std::string(who) +
+                               ": nodeagent_cgroups_enforced is 1 with cgroups off requested");
+    }
+    size_t pods = 0, containers = 0;
+    std::string version = "?";
+    if (auto mounts = cm::detectCgroupMounts(); mounts.ok()) {
+      cm::CgroupManager cgroups(std::move(*mounts));
+      version = cm::cgroupVersionName(cgroups.version());
+      cm::CgroupName besteffort = cm::parseCgroupPath(d.cgroupRoot());
+      besteffort.push_back("kubepods");
+      besteffort.push_back("besteffort");
+      for (const auto& pod : cgroups.children(besteffort)) {
+        cm::CgroupName name = besteffort;
+        name.push_back(pod);
+        containers += cgroups.children(name).size();
+        ++pods;
+      }
+    }
+    std::printf(
+        "%s: cgroups ENFORCED (GET /metrics nodeagent_cgroups_enforced 1, cgroup %s): %zu pod "
+        "cgroups with %zu container cgroups under %s/kubepods/besteffort for %zu pods\n",
+        who, version.c_str(), pods, containers, d.cgroupRoot().c_str(), n);
+    if (pods < n || containers < n) {
+      std::printf("%s: WARNING: fewer pod or container cgroups than pods\n", who);
+    }
+    return;
+  }
+  std::printf(
+      "%s: cgroups NOT enforced (GET /metrics nodeagent_cgroups_enforced 0; agent in %s mount "
+      "namespace); the agent logged: %s\n",
+      who, own_mount_ns ? "its own" : "the bench's", said.empty() ? "(nothing)" : said.c_str());
+  if (cgroups_off && said.empty()) {
+    throw std::runtime_error(std::string(who) +
+                             ": the agent did not log \"Resource limits are not enforced\"");
+  }
+  if (!cgroups_off) {
+    std::printf(
+        "%s: WARNING: cgroups on was asked for but the agent does not enforce them (not root?): "
+        "this run is without cgroups too\n",
+        who);
+  }
+}
+
+// One agent run with cgroups on or off, in its own directory below `base`.
+void runNodeagent(size_t n, size_t samples, const fs::path& base, bool cgroups_off, Figures& f) {
+  const std::string label = std::string("nodeagent [cgroups ") + (cgroups_off ? "off" : "on") + "]";
+  const char* who = label.c_str();
   fs::create_directories(base / "manifests");
   fs::create_directories(base / "work");
   const int port = freePort();
@@ -645,7 +883,8 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
     testing::writeFile(base / "manifests" / ("pod-" + std::to_string(i) + ".yaml"),
                        sleepPod("pod-" + std::to_string(i)));
   }
-  Daemon d(base, port);
+  Daemon d(base, port, cgroups_off);
+  d.prepare();
   auto t0 = SteadyClock::now();
   d.start();
   size_t running = 0;
@@ -654,15 +893,21 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
     if (running >= n) break;
     int st;
     if (::waitpid(d.pid(), &st, WNOHANG) == d.pid()) {
-      throw std::runtime_error("nodeagent exited early; see " + (base / "agent.log").string());
+      {
+        std::lock_guard lock(g_cleanup_mu);
+        g_agent = 0;
+      }
+      throw std::runtime_error("nodeagent exited early (" + describeWaitStatus(st) +
+                               "); the end of its log:\n" + logTail(base / "agent.log", 10));
     }
     std::this_thread::sleep_for(20ms);
   }
   auto took = SteadyClock::now() - t0;
-  std::printf("nodeagent: %zu/%zu pods Running in /pods after %.0f ms\n", running, n, ms(took));
+  std::printf("%s: %zu/%zu pods Running in /pods after %.0f ms\n", who, running, n, ms(took));
   if (running >= n) f.all_running_ms = ms(took);
+  checkCgroupMode(d, base, n, cgroups_off, who, f);
   std::this_thread::sleep_for(3s);
-  printMemory("nodeagent", d.pid(), f);
+  printMemory(who, d.pid(), f);
   {
     auto shims = d.shimPids();
     long pss = 0, rss = 0;
@@ -672,13 +917,13 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
     }
     if (!shims.empty()) {
       f.per_container_kib = static_cast<double>(pss) / static_cast<double>(shims.size());
-      std::printf("nodeagent: %zu shims, mean PSS %.0f KiB, mean RSS %.0f KiB\n", shims.size(),
+      std::printf("%s: %zu shims, mean PSS %.0f KiB, mean RSS %.0f KiB\n", who, shims.size(),
                   *f.per_container_kib,
                   static_cast<double>(rss) / static_cast<double>(shims.size()));
     }
   }
   f.idle_cpu_pct = idleCpuPercent(d.pid(), 20s);
-  std::printf("nodeagent: agent idle CPU %.3f%% of a core with %zu pods (20 s)\n", *f.idle_cpu_pct,
+  std::printf("%s: agent idle CPU %.3f%% of a core with %zu pods (20 s)\n", who, *f.idle_cpu_pct,
               n);
   {
     // What a /pods poll costs the agent on an unchanged node (a monitoring system's poll).
@@ -689,7 +934,7 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
       if (auto body = d.podsBody()) bytes = body->size();
     }
     const double per_poll_ms = static_cast<double>(procCpuNanos(d.pid()) - c0) / kPolls / 1e6;
-    std::printf("nodeagent: /pods with %zu pods (%zu KiB): agent CPU %.3f ms per poll (%d polls)\n",
+    std::printf("%s: /pods with %zu pods (%zu KiB): agent CPU %.3f ms per poll (%d polls)\n", who,
                 n, bytes / 1024, per_poll_ms, kPolls);
   }
 
@@ -707,9 +952,9 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
   f.pickup_p50 = percentile(pickup, 0.5);
   f.pickup_p99 = percentile(pickup, 0.99);
   std::printf(
-      "nodeagent: pick-up (rename -> process started) with %zu+ pods: p50 %.1f ms, p99 %.1f ms "
+      "%s: pick-up (rename -> process started) with %zu+ pods: p50 %.1f ms, p99 %.1f ms "
       "(%zu samples)\n",
-      n, *f.pickup_p50, *f.pickup_p99, samples);
+      who, n, *f.pickup_p50, *f.pickup_p99, samples);
 
   // Exit -> status in /pods, and exit -> first restart: 100 samples each, so that p99 is not
   // simply the largest of a handful.
@@ -744,12 +989,12 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
   std::vector<double> exit_lat, restart_lat;
   for (size_t i = 0; i < k; ++i) {
     if (!usable[i]) {
-      std::printf("nodeagent: exit-%zu is not running (killed from outside?); skipped\n", i);
+      std::printf("%s: exit-%zu is not running (killed from outside?); skipped\n", who, i);
       continue;
     }
     auto t = SteadyClock::now();
     if (!release(base / "work" / ("exit-" + std::to_string(i)))) {
-      std::printf("nodeagent: exit-%zu never opened its FIFO; skipped\n", i);
+      std::printf("%s: exit-%zu never opened its FIFO; skipped\n", who, i);
       continue;
     }
     // Until the answer that shows it arrived (this client's JSON parsing is not the agent's time).
@@ -766,7 +1011,7 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
     waitFileLines(starts, 1, SteadyClock::now() + 30s);
     t = SteadyClock::now();
     if (!release(base / "work" / ("restart-" + std::to_string(i)))) {
-      std::printf("nodeagent: restart-%zu never opened its FIFO; skipped\n", i);
+      std::printf("%s: restart-%zu never opened its FIFO; skipped\n", who, i);
       continue;
     }
     waitFileLines(starts, 2, t + 30s);
@@ -777,13 +1022,13 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, Figures& f) {
   f.restart_p50 = percentile(restart_lat, 0.5);
   f.restart_p99 = percentile(restart_lat, 0.99);
   std::printf(
-      "nodeagent: exit -> terminated in /pods: p50 %.1f ms, p99 %.1f ms (%zu samples, /pods "
+      "%s: exit -> terminated in /pods: p50 %.1f ms, p99 %.1f ms (%zu samples, /pods "
       "polled every 1 ms)\n",
-      *f.exit_status_p50, *f.exit_status_p99, exit_lat.size());
-  std::printf("nodeagent: exit -> first restart started: p50 %.1f ms, p99 %.1f ms (%zu samples)\n",
+      who, *f.exit_status_p50, *f.exit_status_p99, exit_lat.size());
+  std::printf("%s: exit -> first restart started: p50 %.1f ms, p99 %.1f ms (%zu samples)\n", who,
               *f.restart_p50, *f.restart_p99, restart_lat.size());
-  std::printf("nodeagent: agent RSS at the end %ld KiB (%zu pods)\n",
-              procStatusKb(d.pid(), "VmRSS"), n + samples + 2 * k);
+  std::printf("%s: agent RSS at the end %ld KiB (%zu pods)\n", who, procStatusKb(d.pid(), "VmRSS"),
+              n + samples + 2 * k);
 
   d.stop();
   d.killContainers();
@@ -796,7 +1041,7 @@ std::string cell(const std::optional<double>& v, const char* fmt) {
   return buf;
 }
 
-void printSummary(size_t n, const Figures& na, const Figures& sv) {
+void printSummary(size_t n, const std::vector<std::pair<std::string, Figures>>& columns) {
   struct Row {
     const char* what;
     const char* goal;
@@ -817,56 +1062,142 @@ void printSummary(size_t n, const Figures& na, const Figures& sv) {
       {"first restart p50 (ms)", "", &Figures::restart_p50, "%.1f"},
       {"first restart p99 (ms)", "< 10", &Figures::restart_p99, "%.1f"},
   };
-  std::printf("\nsummary with %zu pods/programs            goal       nodeagent  supervisord\n", n);
-  for (const auto& r : rows) {
-    std::printf("  %-36s %-10s %-10s %s\n", r.what, r.goal, cell(na.*r.field, r.fmt).c_str(),
-                cell(sv.*r.field, r.fmt).c_str());
+  std::printf("\nsummary with %zu pods/programs            goal      ", n);
+  for (const auto& [name, f] : columns) std::printf(" %-18s", name.c_str());
+  std::printf("\n  %-36s %-10s", "cgroups enforced (/metrics)", "");
+  for (const auto& [name, f] : columns) {
+    std::printf(" %-18s", !f.cgroups_enforced ? "-" : *f.cgroups_enforced ? "yes" : "no");
   }
+  std::printf("\n");
+  for (const auto& r : rows) {
+    std::printf("  %-36s %-10s", r.what, r.goal);
+    for (const auto& [name, f] : columns) std::printf(" %-18s", cell(f.*r.field, r.fmt).c_str());
+    std::printf("\n");
+  }
+  // What cgroups cost: the "on" run minus the "off" run.
+  const Figures* on = nullptr;
+  const Figures* off = nullptr;
+  for (const auto& [name, f] : columns) {
+    if (name == "cgroups on") on = &f;
+    if (name == "cgroups off") off = &f;
+  }
+  if (on == nullptr || off == nullptr) return;
+  auto delta = [](const std::optional<double>& a, const std::optional<double>& b, double per) {
+    if (!a || !b) return std::string("-");
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%+.1f ms", *a - *b);
+    std::string out = buf;
+    if (per > 1) {
+      std::snprintf(buf, sizeof buf, " (%+.3f ms per pod)", (*a - *b) / per);
+      out += buf;
+    }
+    return out;
+  };
+  std::printf("cgroups on - off (goal: < 1 ms per container at p99, 1,000 pods Running < 2 s):\n");
+  std::printf("  all %zu Running: %s\n", n,
+              delta(on->all_running_ms, off->all_running_ms, static_cast<double>(n)).c_str());
+  std::printf("  pick-up p50: %s, p99: %s\n", delta(on->pickup_p50, off->pickup_p50, 1).c_str(),
+              delta(on->pickup_p99, off->pickup_p99, 1).c_str());
+  std::printf("  first restart p50: %s, p99: %s\n",
+              delta(on->restart_p50, off->restart_p50, 1).c_str(),
+              delta(on->restart_p99, off->restart_p99, 1).c_str());
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: process_runtime_bench [pods=1000] [samples=200] [--no-supervisord] "
+               "[--cgroups=on|off|on,off|off,on]\n"
+               "  --cgroups: on (default) gives pods real cgroups (as root); off runs the agent "
+               "with the cgroup file systems read-only in a mount namespace of its own; a list "
+               "runs the agent once per mode, in that order\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 1000;
-  const size_t samples = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 200;
-  const bool supervisord = !(argc > 3 && std::string_view(argv[3]) == "--no-supervisord");
+  size_t n = 1000, samples = 200;
+  bool supervisord = true;
+  std::vector<std::string> modes = {"on"};
+  int positional = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--no-supervisord") {
+      supervisord = false;
+    } else if (arg.starts_with("--cgroups=")) {
+      modes.clear();
+      std::istringstream list(std::string(arg.substr(10)));
+      for (std::string m; std::getline(list, m, ',');) modes.push_back(m);
+      for (const auto& m : modes) {
+        if (m != "on" && m != "off") {
+          usage();
+          return 2;
+        }
+      }
+      if (modes.empty()) {
+        usage();
+        return 2;
+      }
+    } else if (!arg.empty() && arg[0] != '-' && positional < 2) {
+      (positional++ == 0 ? n : samples) = std::strtoul(argv[i], nullptr, 10);
+    } else {
+      usage();
+      return 2;
+    }
+  }
   if (n == 0 || samples == 0) {
-    std::fprintf(stderr,
-                 "usage: process_runtime_bench [pods=1000] [samples=200] [--no-supervisord]\n");
+    usage();
     return 2;
+  }
+  if (::geteuid() != 0) {
+    std::printf(
+        "process_runtime_bench: not root: the agent cannot make cgroups, so \"cgroups on\" runs "
+        "without them too (each run says which mode it got)\n");
   }
   setenv("TMPDIR", "/dev/shm", 0);
   startSignalThread();
   int rc = 0;
-  Figures na, sv;
+  std::vector<std::pair<std::string, Figures>> columns;
   try {
     testing::TempDir base("nodeagent-procbench");
     {
       std::lock_guard lock(g_cleanup_mu);
       g_base = base.path();
     }
-    try {
-      runNodeagent(n, samples, base.path(), na);
-    } catch (const std::exception& e) {
-      std::printf("nodeagent: failed: %s\n", e.what());
-      rc = 1;
+    for (const auto& mode : modes) {
+      columns.emplace_back("cgroups " + mode, Figures{});
+      const fs::path dir =
+          base.path() / ("nodeagent-cgroups-" + mode + "-" + std::to_string(columns.size()));
+      std::printf("\n=== nodeagent, cgroups %s: %zu pods, %zu samples ===\n", mode.c_str(), n,
+                  samples);
+      try {
+        runNodeagent(n, samples, dir, mode == "off", columns.back().second);
+      } catch (const std::exception& e) {
+        std::printf("nodeagent [cgroups %s]: failed: %s\n", mode.c_str(), e.what());
+        rc = 1;
+      }
+      // Before the next run: no process, and no cgroup, of this one is left.
+      killEverything();
     }
-    killEverything();
-    try {
-      if (supervisord) benchSupervisord(n, samples, base.path(), sv);
-    } catch (const std::exception& e) {
-      std::printf("supervisord: failed: %s\n", e.what());
-      rc = 1;
+    if (supervisord) {
+      columns.emplace_back("supervisord", Figures{});
+      std::printf("\n=== supervisord: %zu programs ===\n", n);
+      try {
+        benchSupervisord(n, samples, base.path(), columns.back().second);
+      } catch (const std::exception& e) {
+        std::printf("supervisord: failed: %s\n", e.what());
+        rc = 1;
+      }
+      killEverything();
     }
-    killEverything();
     std::lock_guard lock(g_cleanup_mu);
     g_base.clear();
+    g_root_dirs.clear();
   } catch (const std::exception& e) {
     std::printf("process_runtime_bench: %s\n", e.what());
     killEverything();
     rc = 1;
   }
-  printSummary(n, na, sv);
+  printSummary(n, columns);
   return rc;
 }
