@@ -74,6 +74,7 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     ++deps_.metrics.sync_pod_errors;
     co_return status.status();
   }
+  reportOomKills(*pod, *status);
   if (publishStatus(*pod, *status)) co_return true;  // terminal
   if (cancel.stop_requested()) co_return cancelled();
   if (!prepared.cgroup.ok()) co_return refuseWithoutCgroup(*pod, prepared.cgroup);
@@ -252,6 +253,27 @@ asio::awaitable<void> PodLifecycle::publishStatusAfterStarts(api::PodPtr pod) {
   deps_.status_manager.setPodStatus(*pod, std::move(s));
 }
 
+void PodLifecycle::reportOomKills(const api::Pod& pod, const runtime::PodStatus& status) {
+  for (const auto& cs : status.container_statuses) {
+    if (cs.state != runtime::ContainerState::kExited || cs.reason != "OOMKilled") continue;
+    {
+      std::lock_guard lock(mu_);
+      if (!oom_reported_[pod.metadata.uid].insert(cs.id.id).second) continue;
+    }
+    const auto* spec = runtime::findSpecContainer(pod, cs.name);
+    std::string message = "Container " + cs.name + " was killed by the kernel's OOM killer";
+    if (spec != nullptr) {
+      auto limit = spec->resources.limits.find("memory");
+      if (limit != spec->resources.limits.end()) {
+        message += " (memory limit " + limit->second.toString() + ")";
+      }
+    }
+    log()->warn("Container OOM-killed pod={} container={} id={}", api::podRef(pod), cs.name,
+                cs.id.id);
+    recordEvent(pod, "Warning", "OOMKilled", message, "spec.containers{" + cs.name + "}");
+  }
+}
+
 void PodLifecycle::observeFirstRunning(const api::Pod& pod) {
   {
     std::lock_guard lock(mu_);
@@ -355,6 +377,7 @@ asio::awaitable<base::Status> PodLifecycle::syncTerminatedPod(api::PodPtr pod) {
     std::lock_guard lock(mu_);
     start_failures_.erase(uid);
     started_once_.erase(uid);
+    oom_reported_.erase(uid);
   }
   deps_.dirs.forget(uid);
   // Nothing of the pod may run on (a container's forked children included): its cgroup goes.

@@ -127,6 +127,8 @@ class PodLifecycle final : public podworkers::PodSyncer {
                                                 std::stop_token cancel);
   asio::awaitable<void> publishStatusAfterStarts(api::PodPtr pod);
   void observeFirstRunning(const api::Pod& pod);
+  // A Warning OOMKilled event for each container the kernel's OOM killer ended, once.
+  void reportOomKills(const api::Pod& pod, const runtime::PodStatus& status);
 
   // Container start with crash backoff (kubelet's doBackOff + startContainer).
   struct StartRequest {
@@ -165,6 +167,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID
   std::set<std::string> started_once_;                   // pods whose start latency was observed
+  std::map<std::string, std::set<std::string>> oom_reported_;  // by pod UID: container IDs
 };
 
 // kubelet's lifecycle HandlerRunner for preStop hooks, installed in the runtime

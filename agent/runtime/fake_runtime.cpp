@@ -338,7 +338,8 @@ void FakeRuntime::setRecordActions(bool record) {
   record_actions_ = record;
 }
 
-bool FakeRuntime::exitContainer(const std::string& uid, const std::string& name, int exit_code) {
+bool FakeRuntime::exitContainer(const std::string& uid, const std::string& name, int exit_code,
+                                std::string reason) {
   ContainerId id;
   {
     std::lock_guard lock(mu_);
@@ -352,7 +353,7 @@ bool FakeRuntime::exitContainer(const std::string& uid, const std::string& name,
     c->state = ContainerState::kExited;
     c->finished_at = clock_.wallNow();
     c->exit_code = exit_code;
-    c->reason = exit_code == 0 ? "Completed" : "Error";
+    c->reason = !reason.empty() ? std::move(reason) : exit_code == 0 ? "Completed" : "Error";
     id = c->id;
     ++version_;
   }

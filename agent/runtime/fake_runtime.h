@@ -83,8 +83,10 @@ class FakeRuntime final : public Runtime {
   // Stops recording actions (hollow nodes with many pods).
   void setRecordActions(bool record);
   // Makes the newest running container `name` of pod `uid` exit with `exit_code` (emits a died
-  // event). False when no such container runs.
-  bool exitContainer(const std::string& uid, const std::string& name, int exit_code);
+  // event), with `reason` (default: kubelet's "Completed" for 0, else "Error"). False when no
+  // such container runs.
+  bool exitContainer(const std::string& uid, const std::string& name, int exit_code,
+                     std::string reason = "");
   // Every later start of container `name` in pod `uid` ("" matches any pod) fails with `status`
   // until cleared. InvalidArgument leaves nothing behind; other errors leave an exited container
   // with reason ContainerCannotRun, as ProcessRuntime does.

@@ -1175,3 +1175,24 @@ TEST_CASE("agent: an admit handler refuses a pod before the resource checks", "[
   CHECK(status->reason == "Evicted");
   CHECK(status->message == "Pod The node had condition: [MemoryPressure]. ");
 }
+
+TEST_CASE("agent: a container the OOM killer ended is OOMKilled with one Warning event",
+          "[unit][agent][cgroups]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 137, "OOMKilled"));
+  h.advance(15s);  // the crash backoff (10 s) passes: restarted by its policy
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+  auto status = h.status_manager.getPodStatus("uid-web");
+  REQUIRE(status.has_value());
+  REQUIRE(status->container_statuses.size() == 1);
+  const auto& last = status->container_statuses[0].last_state.terminated;
+  REQUIRE(last.has_value());
+  CHECK(last->reason == "OOMKilled");
+  CHECK(last->exit_code == 137);
+  h.advance(2min);  // more syncs: still one event
+  auto events = h.eventsWithReason("OOMKilled");
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].type == "Warning");
+  CHECK(events[0].message == "Container web was killed by the kernel's OOM killer");
+}
