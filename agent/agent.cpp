@@ -44,7 +44,8 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max),
       pod_dirs_(options_.root_dir),
       volumes_(pod_dirs_, options_.allow_root_api_pods),
-      pod_cgroups_(options_.container_manager, options_.memory_capacity),
+      pod_cgroups_(options_.container_manager, options_.memory_capacity,
+                   options_.root_dir / "pod-cgroups"),
       probe_handler_(options_.probe_handler ? options_.probe_handler
                                             : std::make_shared<RealProbeHandler>(runtime, clock)),
       sync_loop_(std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,

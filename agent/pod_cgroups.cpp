@@ -1,8 +1,12 @@
 #include "agent/pod_cgroups.h"
 
-#include <optional>
-#include <vector>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
+#include "agent/admission.h"
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -10,20 +14,52 @@ namespace {
 
 NODEAGENT_LOGGER("agent")
 
+// The CPU a Burstable pod adds to the Burstable QoS cgroup's shares (its requests as the
+// scheduler counts them); 0 for the other classes.
+int64_t burstableMilli(const api::Pod& pod) {
+  return cm::podQos(pod) == cm::QosClass::kBurstable ? podRequests(pod).cpu_milli : 0;
+}
+
 }  // namespace
+
+bool PodCgroups::claim(std::unique_lock<std::mutex>& lock, const std::string& uid,
+                       bool skip_made) {
+  released_.wait(lock, [&] { return busy_.count(uid) == 0; });
+  if (skip_made && made_.count(uid) > 0) return false;
+  busy_.insert(uid);
+  return true;
+}
+
+void PodCgroups::release(const std::string& uid) {
+  {
+    std::lock_guard lock(mu_);
+    busy_.erase(uid);
+  }
+  released_.notify_all();
+}
 
 base::Status PodCgroups::ensure(const api::PodPtr& pod) {
   if (!manager_) return base::okStatus();
   const auto& uid = pod->metadata.uid;
-  std::lock_guard lock(mu_);
-  if (made_.count(uid) > 0) return base::okStatus();
-  auto made = manager_->ensurePodCgroup(*pod);
+  {
+    std::unique_lock lock(mu_);
+    if (made_.count(uid) > 0 || !claim(lock, uid, /*skip_made=*/true)) return base::okStatus();
+  }
+  base::Status made = podCgroupsOn() ? writeRecord(uid) : base::okStatus();
+  if (made.ok()) made = manager_->ensurePodCgroup(*pod);
+  int64_t burstable = 0;
+  if (made.ok()) {
+    burstable = burstableMilli(*pod);
+    std::lock_guard lock(mu_);
+    made_.emplace(uid, pod);
+    burstable_milli_ += burstable;
+  }
+  release(uid);
   if (!made.ok()) {
     return made.withContext("pod " + api::podRef(*pod) + ": cgroup " +
                             manager_->podCgroupParent(*pod));
   }
-  made_.emplace(uid, pod);
-  if (cm::podQos(*pod) == cm::QosClass::kBurstable) updateQosLocked();
+  if (burstable > 0) updateQos();
   return base::okStatus();
 }
 
@@ -33,56 +69,109 @@ bool PodCgroups::made(const std::string& uid) const {
   return made_.count(uid) > 0;
 }
 
-void PodCgroups::updateQosLocked() {
-  std::vector<api::PodPtr> pods;
-  pods.reserve(made_.size());
-  for (const auto& [uid, pod] : made_) pods.push_back(pod);
-  if (auto s = manager_->updateQosCgroups(pods); !s.ok()) {
-    log()->warn("Cannot update the QoS cgroups err={}", s.toString());
+void PodCgroups::updateQos() {
+  std::lock_guard io(qos_mu_);
+  int64_t milli = 0;
+  {
+    std::lock_guard lock(mu_);
+    milli = burstable_milli_;
   }
+  cm::ResourceConfig burstable;
+  burstable.cpu_shares = static_cast<uint64_t>(cm::milliCpuToShares(milli));
+  auto s = manager_->cgroups().update(manager_->qosCgroup(cm::QosClass::kBurstable), burstable);
+  if (!s.ok()) log()->warn("Cannot update the Burstable QoS cgroup err={}", s.toString());
 }
 
 base::Status PodCgroups::destroy(const std::string& uid) {
   if (!manager_) return base::okStatus();
-  std::lock_guard lock(mu_);
-  std::optional<cm::CgroupName> name;
-  bool burstable = false;
-  if (auto it = made_.find(uid); it != made_.end()) {
-    name = manager_->podCgroupName(*it->second);
-    burstable = cm::podQos(*it->second) == cm::QosClass::kBurstable;
-    made_.erase(it);
-  } else {
-    auto all = manager_->podCgroups();
-    if (auto found = all.find(uid); found != all.end()) name = found->second;
+  api::PodPtr pod;
+  {
+    std::unique_lock lock(mu_);
+    claim(lock, uid, /*skip_made=*/false);
+    if (auto it = made_.find(uid); it != made_.end()) {
+      pod = it->second;
+      burstable_milli_ -= burstableMilli(*pod);
+      made_.erase(it);
+    }
   }
-  if (!name) return base::okStatus();
-  auto destroyed = manager_->destroyPodCgroup(*name);
-  if (burstable) updateQosLocked();
-  if (!destroyed.ok()) return destroyed.withContext("pod cgroup " + cm::cgroupNameToPath(*name));
-  log()->info("Removed pod cgroup uid={} cgroup={}", uid, cm::cgroupNameToPath(*name));
+  auto destroyed = podCgroupsOn() ? destroyClaimed(uid, pod) : base::okStatus();
+  release(uid);
+  if (pod && burstableMilli(*pod) > 0) updateQos();
+  return destroyed;
+}
+
+base::Status PodCgroups::destroyClaimed(const std::string& uid, const api::PodPtr& pod) {
+  auto name = pod ? std::optional(manager_->podCgroupName(*pod)) : findPodCgroup(uid);
+  if (name) {
+    auto destroyed = manager_->destroyPodCgroup(*name);
+    if (!destroyed.ok()) {
+      return destroyed.withContext("pod cgroup " + cm::cgroupNameToPath(*name));
+    }
+    log()->info("Removed pod cgroup uid={} cgroup={}", uid, cm::cgroupNameToPath(*name));
+  }
+  removeRecord(uid);
   return base::okStatus();
 }
 
 size_t PodCgroups::removeOrphans(const std::set<std::string>& keep) {
-  if (!manager_) return 0;
-  std::map<std::string, cm::CgroupName> all;
-  {
-    // A pod added after `keep` was read may have its cgroup already: made_ has it then.
-    std::lock_guard lock(mu_);
-    all = manager_->podCgroups();
-    std::erase_if(all, [&](const auto& entry) { return made_.count(entry.first) > 0; });
-  }
+  if (!podCgroupsOn()) return 0;
   size_t removed = 0;
-  for (const auto& [uid, name] : all) {
+  for (const auto& uid : recordedUids()) {
     if (keep.count(uid) > 0) continue;
-    log()->info("Removing orphaned pod cgroup uid={} cgroup={}", uid, cm::cgroupNameToPath(name));
-    if (auto s = destroy(uid); !s.ok()) {
-      log()->warn("Cannot remove orphaned pod cgroup uid={} err={}", uid, s.toString());
+    {
+      // Skipped when ensure() made it meanwhile (a pod added after `keep` was read) or works on
+      // it now; claimed otherwise, so that no ensure() of it runs until it is gone.
+      std::unique_lock lock(mu_);
+      if (made_.count(uid) > 0 || busy_.count(uid) > 0) continue;
+      busy_.insert(uid);
+    }
+    log()->info("Removing orphaned pod cgroup uid={}", uid);
+    auto destroyed = destroyClaimed(uid, nullptr);
+    release(uid);
+    if (!destroyed.ok()) {
+      log()->warn("Cannot remove orphaned pod cgroup uid={} err={}", uid, destroyed.toString());
       continue;
     }
     ++removed;
   }
   return removed;
+}
+
+std::optional<cm::CgroupName> PodCgroups::findPodCgroup(const std::string& uid) const {
+  for (auto qos : {cm::QosClass::kGuaranteed, cm::QosClass::kBurstable, cm::QosClass::kBestEffort}) {
+    cm::CgroupName name = manager_->qosCgroup(qos);
+    name.push_back("pod" + uid);
+    if (manager_->cgroups().exists(name)) return name;
+  }
+  return std::nullopt;
+}
+
+base::Status PodCgroups::writeRecord(const std::string& uid) const {
+  // Durable enough: a record lost in a machine crash is a pod cgroup gone with the boot too.
+  std::error_code ec;
+  std::filesystem::create_directories(record_dir_, ec);
+  const auto path = record_dir_ / uid;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return base::internalError("cannot record the pod cgroup in " + path.string() + ": " +
+                               std::strerror(errno));
+  }
+  ::close(fd);
+  return base::okStatus();
+}
+
+void PodCgroups::removeRecord(const std::string& uid) const {
+  std::error_code ec;
+  std::filesystem::remove(record_dir_ / uid, ec);
+}
+
+std::vector<std::string> PodCgroups::recordedUids() const {
+  std::vector<std::string> uids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(record_dir_, ec)) {
+    uids.push_back(entry.path().filename().string());
+  }
+  return uids;
 }
 
 std::string PodCgroups::parent(const api::Pod& pod) const {

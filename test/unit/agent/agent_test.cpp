@@ -1113,20 +1113,32 @@ TEST_CASE(
   CHECK(testing::readFile(fs_root.path() / "cpu" / "kubepods" / "burstable" / "cpu.shares")
             .find("102") == 0);
 
-  SECTION("removing the pod removes its cgroup") {
+  SECTION("removing the pod removes its cgroup and its record") {
     h.update(api::PodOperation::kRemove, {burstablePod("uid-b")}, "api");
     h.advance(3s);
     CHECK_FALSE(std::filesystem::exists(pod_dir));
+    CHECK_FALSE(std::filesystem::exists(h.root.path() / "pod-cgroups" / "uid-b"));
+    CHECK(testing::readFile(fs_root.path() / "cpu" / "kubepods" / "burstable" / "cpu.shares")
+              .find("2") == 0);
   }
-  SECTION("a pod cgroup nothing knows is removed by housekeeping; a known one stays") {
-    const auto orphan = fs_root.path() / "memory" / "kubepods" / "besteffort" / "podorphan";
-    std::filesystem::create_directories(orphan);
-    for (const char* c : {"cpu", "cpuacct", "pids", "freezer"}) {
-      std::filesystem::create_directories(fs_root.path() / c / "kubepods" / "besteffort" /
-                                          "podorphan");
-    }
+  SECTION(
+      "a pod cgroup this agent made for a pod nothing knows is removed by housekeeping; a known "
+      "one and one it did not make (another node agent's) stay") {
+    auto makePodCgroup = [&](const std::string& name) {
+      for (const char* c : {"memory", "cpu", "cpuacct", "pids", "freezer"}) {
+        std::filesystem::create_directories(fs_root.path() / c / "kubepods" / "besteffort" /
+                                            name);
+      }
+      return fs_root.path() / "memory" / "kubepods" / "besteffort" / name;
+    };
+    const auto orphan = makePodCgroup("podorphan");
+    testing::writeFile(h.root.path() / "pod-cgroups" / "orphan", "");
+    const auto foreign = makePodCgroup("podforeign");
+    CHECK(std::filesystem::exists(h.root.path() / "pod-cgroups" / "uid-b"));
     h.advance(3s);
     CHECK_FALSE(std::filesystem::exists(orphan));
+    CHECK_FALSE(std::filesystem::exists(h.root.path() / "pod-cgroups" / "orphan"));
+    CHECK(std::filesystem::exists(foreign));
     CHECK(std::filesystem::exists(pod_dir));
   }
 }
