@@ -125,8 +125,9 @@ class Agent final : public SyncHandler, public AgentView {
   bool podCleanedUp(const api::Pod& pod) const;
   // Node-level reclaim (kubelet's container GC): removes exited containers (their state and
   // logs), keeping only the newest of each container of a pod config still wants and that is
-  // not terminated. Blocking (it waits for the runtime): call it on the blocking pool.
-  base::Status removeDeadContainers();
+  // not terminated. A coroutine for any executor: the collection runs on the agent's executor and
+  // the caller resumes on its own; no thread waits for it.
+  asio::awaitable<base::Status> removeDeadContainers();
 
   const AgentMetrics& metrics() const { return metrics_; }
   const std::string& nodeName() const { return options_.node_name; }

@@ -3,7 +3,6 @@
 // directories and mirror pods. A pass is skipped while nothing it looks at changed.
 #include <algorithm>
 #include <chrono>
-#include <future>
 #include <unordered_set>
 
 #include "agent/agent.h"
@@ -194,13 +193,14 @@ asio::awaitable<size_t> Agent::garbageCollectContainers() {
   co_return removed;
 }
 
-base::Status Agent::removeDeadContainers() {
-  auto removed = asio::co_spawn(executor_, garbageCollectContainers(), asio::use_future);
-  if (removed.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
-    return base::deadlineExceededError("removing dead containers took longer than a minute");
-  }
-  log()->info("Removed dead containers to reclaim node resources count={}", removed.get());
-  return base::okStatus();
+asio::awaitable<base::Status> Agent::removeDeadContainers() {
+  // On the agent's executor, as housekeeping's own collection: the caller (the eviction manager's
+  // strand) only waits for it, without holding a thread.
+  asio::awaitable<size_t> collecting =
+      asio::co_spawn(executor_, garbageCollectContainers(), asio::use_awaitable);
+  const size_t removed = co_await std::move(collecting);
+  log()->info("Removed dead containers to reclaim node resources count={}", removed);
+  co_return base::okStatus();
 }
 
 }  // namespace nodeagent::agent

@@ -298,8 +298,8 @@ asio::awaitable<bool> EvictionManager::reclaimNodeLevel(Signal signal) {
   // Raw pointers into the manager, which the pass's coroutine keeps alive: GCC 12 destroys
   // some copied shared_ptr locals of a coroutine twice.
   const auto* reclaim = &options_.reclaim_node_level;
-  base::Status status = co_await base::runBlocking(
-      blockingExecutor(), [reclaim, signal] { return (*reclaim)(signal); });
+  asio::awaitable<base::Status> reclaiming = (*reclaim)(signal);
+  base::Status status = co_await std::move(reclaiming);
   if (!status.ok()) {
     log()->warn("Unexpected error when attempting to reduce pressure resource={} err={}",
                 resourceForSignal(signal), status.toString());
@@ -437,11 +437,10 @@ asio::awaitable<std::optional<api::PodPtr>> EvictionManager::synchronize() {
     log()->error("No way to kill pods: cannot evict pod={}", api::podRef(*victim));
     co_return std::nullopt;
   }
+  // kubelet 1.18: 0 for a hard threshold, --eviction-max-pod-grace-period as it is for a soft one
+  // (the pod's terminationGracePeriodSeconds plays no part).
   std::optional<int64_t> grace = 0;
-  if (!to_reclaim.hard()) {
-    const int64_t pod_grace = victim->spec.termination_grace_period_seconds.value_or(30);
-    grace = std::min(options_.max_pod_grace_period_seconds, pod_grace);
-  }
+  if (!to_reclaim.hard()) grace = options_.max_pod_grace_period_seconds;
   api::PodStatus status;
   status.phase = "Failed";
   status.reason = kReason;

@@ -12,8 +12,8 @@
 // Critical pods (static, mirror, priority >= 2000000000: cm::isCriticalPod) are never evicted.
 // The evicted pod gets phase Failed, reason "Evicted", kubelet's message ("The node was low on
 // resource: memory. Container c was using 123Mi, which exceeds its request of 0. "), a Warning
-// "Evicted" event, and grace period 0 (hard threshold) or min(the pod's,
-// `max_pod_grace_period_seconds`) (soft). After an eviction the next pass runs as soon as the
+// "Evicted" event, and grace period 0 (hard threshold) or `max_pod_grace_period_seconds` as it is
+// (soft; kubelet 1.18 ignores the pod's own). After an eviction the next pass runs as soon as the
 // pod is cleaned up (`pod_cleaned_up`, polled every second for at most 30 s), as kubelet's.
 //
 // Admission (kubelet's eviction admit handler, run before the resource predicates): under any
@@ -28,8 +28,9 @@
 // thresholdsMet / thresholdsFirstObservedAt / nodeConditionsObservedSince.
 //
 // Threading: start/stop/admitPod/conditions/lastObservations from any thread. The passes run on
-// the manager's own strand; SignalSource::observe, `pod_usage` and `reclaim_node_level` run on
-// `blocking_executor` (never on a strand). Create with std::make_shared; the Clock must outlive it.
+// the manager's own strand; SignalSource::observe and `pod_usage` run on `blocking_executor`
+// (never on a strand); `reclaim_node_level`'s coroutine is awaited on the strand. Create with
+// std::make_shared; the Clock must outlive it.
 #pragma once
 
 #include <atomic>
@@ -109,7 +110,9 @@ struct EvictionManagerOptions {
   std::vector<Threshold> thresholds;  // parseThresholdConfig
   base::Duration monitoring_period = kDefaultEvictionMonitoringPeriod;              // --eviction-monitoring (10s)
   base::Duration pressure_transition_period = kDefaultPressureTransitionPeriod;     // 5m
-  int64_t max_pod_grace_period_seconds = 0;  // --eviction-max-pod-grace-period
+  // --eviction-max-pod-grace-period: the grace period of a soft eviction, whatever the pod's
+  // (kubelet 1.18's gracePeriodOverride). Not negative.
+  int64_t max_pod_grace_period_seconds = 0;
   // After an eviction: how often and how long to wait for `pod_cleaned_up`.
   base::Duration cleanup_poll = std::chrono::seconds(1);
   base::Duration cleanup_timeout = std::chrono::seconds(30);
@@ -122,9 +125,10 @@ struct EvictionManagerOptions {
   // evicting the pod for which no stats were found"). Blocking: runs on the blocking pool.
   std::function<PodUsageMap(const std::vector<api::PodPtr>& pods)> pod_usage;
   KillPodFunc kill_pod;  // required to evict
-  // Node-level reclaim for a disk signal (remove dead containers' logs and state). Blocking: runs
-  // on the blocking pool. Optional.
-  std::function<base::Status(Signal signal)> reclaim_node_level;
+  // Node-level reclaim for a disk signal (remove dead containers' logs and state). A coroutine
+  // awaited on the manager's strand: it must not block (it may hop to another executor and back).
+  // Optional.
+  std::function<asio::awaitable<base::Status>(Signal signal)> reclaim_node_level;
   PodEventFunc record_pod_event;    // optional
   NodeEventFunc record_node_event;  // optional: Warning EvictionThresholdMet "Attempting to reclaim memory"
   // Called (on the manager's strand) when the reported conditions change. Optional.

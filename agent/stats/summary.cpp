@@ -193,7 +193,8 @@ std::optional<cm::CgroupStats> SummaryProvider::cgroupStats(const cm::CgroupName
 }
 
 nlohmann::json SummaryProvider::cpuJson(const std::string& key, uint64_t usage_nanos,
-                                        const std::string& time) {
+                                        const std::string& time, std::set<std::string>& seen) {
+  seen.insert(key);
   nlohmann::json j = {{"time", time}, {"usageCoreNanoSeconds", usage_nanos}};
   const auto now = clock_.now();
   std::lock_guard lock(mu_);
@@ -229,8 +230,10 @@ nlohmann::json SummaryProvider::collect() {
   const auto boot = bootTime(o.proc_root);
   const std::string start_time = boot ? api::formatTime(*boot) : time;
   node["startTime"] = start_time;
+  // The CPU samples this collection takes; those of cgroups gone since are dropped at the end.
+  std::set<std::string> cpu_seen;
 
-  if (auto cpu = nodeCpuNanos(o.proc_root)) node["cpu"] = cpuJson("node", *cpu, time);
+  if (auto cpu = nodeCpuNanos(o.proc_root)) node["cpu"] = cpuJson("node", *cpu, time, cpu_seen);
   if (auto mem = eviction::parseMemInfo(cm::readSmallFile(o.proc_root + "/meminfo"))) {
     const int64_t ws = eviction::memInfoWorkingSet(*mem);
     node["memory"] = {{"time", time},
@@ -282,7 +285,8 @@ nlohmann::json SummaryProvider::collect() {
     if (auto s = cgroupStats(kubepods)) {
       nlohmann::json pods_container = {{"name", "pods"}, {"startTime", start_time}};
       if (s->cpu_usage_nanos) {
-        pods_container["cpu"] = cpuJson(cm::cgroupNameToPath(kubepods), *s->cpu_usage_nanos, time);
+        pods_container["cpu"] =
+            cpuJson(cm::cgroupNameToPath(kubepods), *s->cpu_usage_nanos, time, cpu_seen);
       }
       pods_container["memory"] = memoryJson(time, *s);
       node["systemContainers"] = nlohmann::json::array({pods_container});
@@ -305,7 +309,8 @@ nlohmann::json SummaryProvider::collect() {
     if (pod_cgroup) {
       if (auto s = cgroupStats(*pod_cgroup)) {
         if (s->cpu_usage_nanos) {
-          p["cpu"] = cpuJson(cm::cgroupNameToPath(*pod_cgroup), *s->cpu_usage_nanos, time);
+          p["cpu"] =
+              cpuJson(cm::cgroupNameToPath(*pod_cgroup), *s->cpu_usage_nanos, time, cpu_seen);
         }
         p["memory"] = memoryJson(time, *s);
         if (s->pids_current) p["process_stats"] = {{"process_count", *s->pids_current}};
@@ -335,7 +340,7 @@ nlohmann::json SummaryProvider::collect() {
         name.push_back(containerId(cs->container_id));
         if (auto s = cgroupStats(name)) {
           if (s->cpu_usage_nanos) {
-            cj["cpu"] = cpuJson(cm::cgroupNameToPath(name), *s->cpu_usage_nanos, time);
+            cj["cpu"] = cpuJson(cm::cgroupNameToPath(name), *s->cpu_usage_nanos, time, cpu_seen);
           }
           cj["memory"] = memoryJson(time, *s);
         }
@@ -379,8 +384,14 @@ nlohmann::json SummaryProvider::collect() {
     std::lock_guard lock(mu_);
     json_ = std::move(text);
     collected_at_ = clock_.now();
+    std::erase_if(cpu_prev_, [&](const auto& entry) { return !cpu_seen.contains(entry.first); });
   }
   return summary;
+}
+
+size_t SummaryProvider::cpuSamples() const {
+  std::lock_guard lock(mu_);
+  return cpu_prev_.size();
 }
 
 eviction::PodUsageMap SummaryProvider::podUsage(const std::vector<api::PodPtr>& pods) {

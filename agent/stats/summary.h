@@ -39,6 +39,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,13 +112,19 @@ class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {
   // Blocking; thread-safe.
   eviction::PodUsageMap podUsage(const std::vector<api::PodPtr>& pods);
 
+  // How many CPU samples (node, kubepods, pod and container cgroups) are kept for the next
+  // usageNanoCores: those of the latest collect() only. Any thread.
+  size_t cpuSamples() const;
+
  private:
   struct CpuSample {
     uint64_t usage_nanos = 0;
     base::MonotonicTime at;
   };
-  // {"time", "usageNanoCores"?, "usageCoreNanoSeconds"} for a cumulative usage of `key`.
-  nlohmann::json cpuJson(const std::string& key, uint64_t usage_nanos, const std::string& time);
+  // {"time", "usageNanoCores"?, "usageCoreNanoSeconds"} for a cumulative usage of `key`; adds
+  // `key` to `seen` (the collection's keys: the others' samples are dropped at its end).
+  nlohmann::json cpuJson(const std::string& key, uint64_t usage_nanos, const std::string& time,
+                         std::set<std::string>& seen);
   std::optional<cm::CgroupStats> cgroupStats(const cm::CgroupName& name) const;
   std::optional<cm::CgroupName> podCgroup(const api::Pod& pod) const;
   std::map<std::string, std::optional<api::PodStatus>> statusesByUid() const;
@@ -141,6 +148,7 @@ class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {
   mutable std::mutex mu_;
   std::string json_;                          // guarded by mu_
   base::MonotonicTime collected_at_{};         // guarded by mu_
+  // The latest collection's samples by cgroup path ("node" for /proc/stat).
   std::map<std::string, CpuSample> cpu_prev_;  // guarded by mu_
 };
 

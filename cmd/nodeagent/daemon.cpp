@@ -258,7 +258,9 @@ std::shared_ptr<eviction::EvictionManager> Daemon::makeEvictionManager() {
     agent_.evictPod(std::move(pod), std::move(status), grace);
     co_return true;
   };
-  eo.reclaim_node_level = [this](eviction::Signal) { return agent_.removeDeadContainers(); };
+  eo.reclaim_node_level = [this](eviction::Signal) -> asio::awaitable<base::Status> {
+    return agent_.removeDeadContainers();
+  };
   eo.pod_cleaned_up = [this](const api::Pod& pod) { return agent_.podCleanedUp(pod); };
   if (events_) {
     eo.record_pod_event = [events = events_](const api::Pod& pod, const std::string& type,

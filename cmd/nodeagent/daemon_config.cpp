@@ -59,7 +59,7 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addDuration("eviction-pressure-transition-period", &f.eviction_pressure_transition_period,
                  "how long a pressure condition stays after its threshold is no longer met");
   fs.addInt("eviction-max-pod-grace-period", &f.eviction_max_pod_grace_period,
-            "the longest grace period a soft eviction gives a pod, seconds (0: the pod's own)");
+            "grace period of a pod evicted for a soft threshold, seconds, whatever the pod's own");
   fs.addString("container-log-max-size", &f.container_log_max_size,
                "rotate a container log at this size");
   fs.addInt("container-log-max-files", &f.container_log_max_files, "log files kept per container");
@@ -133,6 +133,10 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
     return UsageError{"--runtime: \"" + f.runtime + "\" is not process or fake"};
   }
   if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
+  if (f.eviction_max_pod_grace_period < 0) {
+    return UsageError{"--eviction-max-pod-grace-period must not be negative: " +
+                      std::to_string(f.eviction_max_pod_grace_period)};
+  }
   if (f.cgroup_driver != "cgroupfs") {
     return UsageError{"--cgroup-driver: \"" + f.cgroup_driver +
                       "\" is not supported (cgroupfs; under systemd give the unit Delegate=yes)"};

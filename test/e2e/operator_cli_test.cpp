@@ -102,6 +102,16 @@ TEST_CASE("daemon: --logging-format=json writes one JSON object per line, text q
   CHECK_THAT(bad.err, Catch::Contains("--logging-format: \"xml\" is not text or json"));
 }
 
+TEST_CASE("daemon: a negative --eviction-max-pod-grace-period is a usage error naming the flag",
+          "[e2e][flags]") {
+  testing::TempDir out("nodeagent-e2e-evictgrace");
+  auto bad = testing::runCommand({testing::binaryPath("nodeagent").string(), "--allow-no-sources",
+                                  "--eviction-max-pod-grace-period=-1"},
+                                 out, 30s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--eviction-max-pod-grace-period must not be negative: -1"));
+}
+
 TEST_CASE("stop-all ends what a container left in its cgroup even when its shim is gone",
           "[e2e][daemon][cli][cgroups]") {
   if (::geteuid() != 0) testing::skipTest("needs root for container cgroups");

@@ -121,10 +121,10 @@ struct Harness {
       killed.push_back({pod, status, grace});
       co_return true;
     };
-    o.reclaim_node_level = [this](Signal s) {
+    o.reclaim_node_level = [this](Signal s) -> asio::awaitable<base::Status> {
       reclaims.push_back(s);
       if (on_reclaim) on_reclaim();
-      return base::okStatus();
+      co_return base::okStatus();
     };
     o.record_pod_event = [this](const api::Pod& pod, const std::string& type,
                                 const std::string& reason, const std::string& message,
@@ -379,8 +379,10 @@ TEST_CASE("eviction: critical pods (static, mirror, system-critical priority) ar
   CHECK(h.killed[0].status.message == "The node was low on resource: memory. ");
 }
 
-TEST_CASE("eviction: a soft threshold evicts after its grace period with the capped pod grace",
-          "[unit][eviction]") {
+TEST_CASE(
+    "eviction: a soft threshold evicts after its grace period with --eviction-max-pod-grace-period "
+    "as it is (kubelet 1.18), whatever the pod's own",
+    "[unit][eviction]") {
   Harness h;
   eviction::Threshold soft = hardMemory(100 * kMi);
   soft.grace_period = 30s;
@@ -410,11 +412,21 @@ TEST_CASE("eviction: a soft threshold evicts after its grace period with the cap
   h.advance(10s);  // 30s since first observed
   REQUIRE(h.killed.size() == 1);
   CHECK(h.killed[0].pod->metadata.name == "p");
-  CHECK(h.killed[0].grace == 20);  // min(60, --eviction-max-pod-grace-period)
+  CHECK(h.killed[0].grace == 20);  // --eviction-max-pod-grace-period, not the pod's 60
   h.pods = {short_grace};
   h.advance(10s);
   REQUIRE(h.killed.size() == 2);
-  CHECK(h.killed[1].grace == 3);  // min(3, 20)
+  CHECK(h.killed[1].grace == 20);  // not the pod's 3 either
+
+  // The default (0): a soft eviction gives no grace period, as a hard one.
+  Harness h0;
+  h0.pods = {pod};
+  h0.usage["p"] = memoryUsage("c", 300 * kMi);
+  h0.setMemoryAvailable(50 * kMi);
+  h0.start(h0.options({soft}));
+  h0.advance(30s);
+  REQUIRE(h0.killed.size() == 1);
+  CHECK(h0.killed[0].grace == 0);
 
   // The pressure goes away before the grace period: nothing is evicted.
   Harness h2;
@@ -457,6 +469,47 @@ TEST_CASE("eviction: disk pressure reclaims node-level resources first", "[unit]
   CHECK(h.killed[0].status.message ==
         "The node was low on resource: ephemeral-storage. Container writer was using 5Gi, which "
         "exceeds its request of 0. ");
+}
+
+TEST_CASE(
+    "eviction: node-level reclaim is a coroutine the pass awaits without holding a thread; a "
+    "failed reclaim still lets the pass evict",
+    "[unit][eviction]") {
+  Harness h;  // one thread: a reclaim that blocked it waiting for the collection would hang here
+  eviction::Threshold disk;
+  disk.signal = Signal::kNodeFsAvailable;
+  disk.value.percentage = 0.1f;
+  auto pod = makePod("writer", 0, "");
+  h.pods = {pod};
+  h.usage["writer"].disk_bytes = 5 * kGi;
+  h.signals->observations[Signal::kNodeFsAvailable] = {5 * kGi, 100 * kGi};
+  auto o = h.options({disk});
+  // Like the agent's: the collection runs on another executor; the pass resumes when it is done.
+  asio::strand<asio::io_context::executor_type> elsewhere(h.ioc.get_executor());
+  bool frees = true;
+  base::Status result = base::okStatus();
+  o.reclaim_node_level = [&h, &frees, &result,
+                          elsewhere](Signal s) -> asio::awaitable<base::Status> {
+    h.reclaims.push_back(s);
+    auto collect = [&h, &frees]() -> asio::awaitable<void> {
+      if (frees) h.signals->observations[Signal::kNodeFsAvailable] = {20 * kGi, 100 * kGi};
+      co_return;
+    };
+    auto collecting = asio::co_spawn(elsewhere, collect, asio::use_awaitable);
+    co_await std::move(collecting);
+    co_return result;
+  };
+  h.start(std::move(o));
+  CHECK(h.reclaims == std::vector<Signal>{Signal::kNodeFsAvailable});
+  CHECK(h.killed.empty());  // the pass saw what the reclaim freed
+
+  frees = false;
+  result = base::unavailableError("runtime down");
+  h.signals->observations[Signal::kNodeFsAvailable] = {5 * kGi, 100 * kGi};
+  h.advance(10s);
+  CHECK(h.reclaims.size() == 2);
+  REQUIRE(h.killed.size() == 1);
+  CHECK(h.killed[0].pod->metadata.name == "writer");
 }
 
 TEST_CASE("eviction: PID pressure and minimum reclaim", "[unit][eviction]") {

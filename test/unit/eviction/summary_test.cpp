@@ -265,3 +265,41 @@ TEST_CASE("summary: refreshing stops while nobody reads it and a request starts 
   provider->stop();
   f.ioc.poll();
 }
+
+TEST_CASE("summary: CPU samples are kept only for the cgroups of the latest collection",
+          "[unit][eviction]") {
+  Fixture f;
+  auto provider = f.provider();
+  provider->collect();
+  // node, kubepods, the pod and its container.
+  CHECK(provider->cpuSamples() == 4);
+
+  // Containers come and go (a restart is a new ID): only the current ones' samples stay.
+  const std::string pod_path = "/kubepods/besteffort/podu1";
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = "c" + std::to_string(i);
+    f.status.container_statuses[0].container_id = "process://" + id;
+    f.stats[pod_path + "/" + id] = Fixture::counters(1'000'000, 1 << 20);
+    f.clock.advance(10s);
+    provider->collect();
+    CHECK(provider->cpuSamples() == 4);
+  }
+
+  // The pod goes: its and its container's samples go with it.
+  f.pod = nullptr;
+  f.clock.advance(10s);
+  provider->collect();
+  CHECK(provider->cpuSamples() == 2);
+
+  // It comes back: the first collection has no earlier sample to compute a rate from.
+  f.pod =
+      testing::PodBuilder().name("web").ns("default").uid("u1").container("c1", {"sleep"}).build();
+  f.clock.advance(10s);
+  auto s = provider->collect();
+  REQUIRE(s["pods"].size() == 1);
+  CHECK_FALSE(s["pods"][0]["cpu"].contains("usageNanoCores"));
+  CHECK(s["node"]["cpu"].contains("usageNanoCores"));  // the node's sample was kept
+  f.clock.advance(10s);
+  s = provider->collect();
+  CHECK(s["pods"][0]["cpu"].contains("usageNanoCores"));
+}

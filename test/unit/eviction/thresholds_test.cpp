@@ -190,3 +190,37 @@ TEST_CASE("thresholds: quantity of a percentage is kubelet's float arithmetic", 
   CHECK(eviction::formatThreshold(hard(Signal::kMemoryAvailable, qty(100 * kMi))) ==
         "threshold(signal=memory.available, operator=LessThan, value=100Mi, gracePeriod=0s)");
 }
+
+// kubelet's parseThresholdStatement refuses a zero quantity as well as a negative one
+// (quantity.Sign() < 0 || quantity.IsZero(): "must be positive"), ignores "0%" and "100%", takes
+// any other percentage from 0 to 100; parseMinimumReclaims takes a zero quantity but not a zero
+// percentage; parseGracePeriods takes 0s.
+TEST_CASE("thresholds: zero values are judged as kubelet's", "[unit][eviction]") {
+  using std::chrono::seconds;
+  auto error = [](const eviction::ThresholdFlags& f) {
+    auto r = eviction::parseThresholdConfig(f);
+    REQUIRE_FALSE(r.ok());
+    return r.status().message();
+  };
+  CHECK(error(flags("memory.available<0")) ==
+        "--eviction-hard: \"memory.available<0\": eviction threshold memory.available must be "
+        "positive: 0");
+  CHECK(error(flags("pid.available<0")) ==
+        "--eviction-hard: \"pid.available<0\": eviction threshold pid.available must be "
+        "positive: 0");
+  CHECK(error(flags("", "memory.available<0Mi", "memory.available=30s")) ==
+        "--eviction-soft: \"memory.available<0Mi\": eviction threshold memory.available must be "
+        "positive: 0Mi");
+  CHECK(error(flags("memory.available<150Mi", "", "", "memory.available=0%")) ==
+        "--eviction-minimum-reclaim: \"memory.available=0%\": eviction percentage minimum "
+        "reclaim memory.available must be positive: 0%");
+
+  auto r = eviction::parseThresholdConfig(flags("memory.available<0%,nodefs.available<100%"));
+  REQUIRE(r.ok());
+  CHECK(r->empty());
+  r = eviction::parseThresholdConfig(flags("memory.available<0.0%", "nodefs.available<1Gi",
+                                           "nodefs.available=0s", "memory.available=0"));
+  REQUIRE(r.ok());
+  checkSame(*r, {hard(Signal::kMemoryAvailable, pct(0), qty(0)),
+                 soft(Signal::kNodeFsAvailable, qty(kGi), seconds(0))});
+}
