@@ -282,7 +282,13 @@ base::Status applyEnforceNodeAllocatable(FlagSet& fs, const ConfigText& text,
   std::string joined;
   for (const auto& v : value) {
     if (!v.is_string()) return text.fail(key, "expected a list of strings, got " + typeName(v));
-    joined += (joined.empty() ? "" : ",") + v.get<std::string>();
+    const auto entry = v.get<std::string>();
+    if (entry != "pods" && entry != "none") {
+      return text.fail(key, "\"" + entry +
+                                "\" is not supported: nodeagent enforces pods only "
+                                "(system-reserved and kube-reserved need cgroups of their own)");
+    }
+    joined += (joined.empty() ? "" : ",") + entry;
   }
   return fs.setValue("enforce-node-allocatable", joined).withContext(text.at(key) + key);
 }
@@ -339,6 +345,13 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
     }
     if (key == "enforceNodeAllocatable") {
       RETURN_IF_ERROR(applyEnforceNodeAllocatable(fs, text, key, value));
+      continue;
+    }
+    // kubeadm writes cgroupDriver: systemd; nodeagent has the cgroupfs driver only, so a kubelet's
+    // file still works (with a warning) instead of stopping the agent.
+    if (key == "cgroupDriver" && value.is_string() && value.get<std::string>() != "cgroupfs") {
+      result.ignored_keys.push_back(key + ": " + value.get<std::string>() +
+                                    " (nodeagent uses the cgroupfs driver)");
       continue;
     }
     auto it = supportedKeys().find(key);

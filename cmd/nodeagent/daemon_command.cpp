@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "agent/cm/cgroup_manager.h"
 #include "base/log.h"
 #include "cmd/nodeagent/daemon.h"
 #include "cmd/nodeagent/daemon_config.h"
@@ -29,7 +30,8 @@ std::optional<std::string> cgroupRootLockPath(const DaemonFlags& f) {
   std::filesystem::create_directories(dir, ec);
   if (ec || ::access(dir.c_str(), W_OK) != 0) return std::nullopt;
   std::string name = "cgroup-root-";
-  for (char c : f.cgroup_root) {
+  // "/a", "/a/" and "//a" are one cgroup root.
+  for (char c : cm::cgroupNameToPath(cm::parseCgroupPath(f.cgroup_root))) {
     if (c == '/') {
       name += "%2F";
     } else if (c == '%') {

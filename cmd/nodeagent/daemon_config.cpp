@@ -4,9 +4,11 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "agent/cm/cgroup_manager.h"
 #include "agent/node_status.h"
 #include "api/quantity.h"
 #include "base/log.h"
@@ -141,11 +143,15 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
     return UsageError{"--cgroup-driver: \"" + f.cgroup_driver +
                       "\" is not supported (cgroupfs; under systemd give the unit Delegate=yes)"};
   }
-  if (f.cgroup_root.empty() || f.cgroup_root.front() != '/') {
-    return UsageError{"--cgroup-root: \"" + f.cgroup_root + "\" is not an absolute cgroup path"};
+  const auto cgroup_root = cm::parseCgroupPath(f.cgroup_root);
+  if (f.cgroup_root.empty() || f.cgroup_root.front() != '/' ||
+      std::any_of(cgroup_root.begin(), cgroup_root.end(),
+                  [](const std::string& c) { return c == "." || c == ".."; })) {
+    return UsageError{"--cgroup-root: \"" + f.cgroup_root +
+                      "\" is not an absolute cgroup path without . or .. components"};
   }
-  if (f.pod_max_pids == 0 || f.pod_max_pids < -1) {
-    return UsageError{"--pod-max-pids must be positive or -1 (unlimited)"};
+  if (f.pod_max_pids < -1) {
+    return UsageError{"--pod-max-pids must be positive, or 0 or -1 (unlimited)"};
   }
   if (f.enforce_node_allocatable != "pods" && !f.enforce_node_allocatable.empty() &&
       f.enforce_node_allocatable != "none") {

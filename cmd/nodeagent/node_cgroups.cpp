@@ -41,7 +41,14 @@ NodeCgroups startNodeCgroups(const DaemonConfig& config) {
   options.cgroup_root = f.cgroup_root;
   options.cgroups_per_qos = f.cgroups_per_qos;
   options.pod_pids_limit = f.pod_max_pids;
-  if (f.enforce_node_allocatable == "pods") options.node_allocatable = config.kubepods_limits;
+  if (f.enforce_node_allocatable == "pods") {
+    options.node_allocatable = config.kubepods_limits;
+  } else {
+    // Not enforced, but kubepods still gets the node's CPU as shares, as kubelet does: the
+    // default shares would starve pods next to the node's other services.
+    options.node_allocatable.cpu_shares =
+        static_cast<uint64_t>(cm::milliCpuToShares(config.capacity.cpu_milli));
+  }
   auto manager = cm::ContainerManager::start(cm::CgroupManager(std::move(*mounts)), options);
   if (!manager.ok()) return notEnforced(manager.status().message());
   return NodeCgroups{std::shared_ptr<cm::ContainerManager>(std::move(*manager)), ""};

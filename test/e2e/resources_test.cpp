@@ -310,3 +310,40 @@ TEST_CASE("an agent whose runtime runs no processes says limits are not enforced
   CHECK_THAT(verbose, Catch::Contains("healthz check passed"));
   CHECK_THAT(d.logTail(), Catch::Contains("Resource limits are not enforced"));
 }
+
+TEST_CASE(
+    "resource settings in the configuration file: a kubeadm cgroupDriver is a warning, an "
+    "unsupported enforceNodeAllocatable or a bad --cgroup-root is an error naming it",
+    "[e2e][cgroups][config]") {
+  Daemon d;
+  const std::string head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+  testing::writeFile(d.dir() / "config.yaml",
+                     head + "cgroupDriver: systemd\nenforceNodeAllocatable: [pods]\n"
+                            "podPidsLimit: 0\nevictionHard:\n  memory.available: 50Mi\n"
+                            "kubeReserved:\n  memory: 64Mi\n");
+  d.start({"--config=" + (d.dir() / "config.yaml").string(), "--runtime=fake"});
+  CHECK_THAT(d.logTail(), Catch::Contains("cgroupDriver: systemd"));
+
+  testing::TempDir dir("e2e-resource-config");
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {testing::binaryPath("nodeagent").string(),
+                               "--root-dir=" + (dir / "root").string(), "--runtime=fake",
+                               "--read-only-port=0", "--healthz-port=0", "--allow-no-sources"});
+    return testing::runCommand(args, dir, 15s);
+  };
+  testing::writeFile(dir / "config.yaml",
+                     head + "enforceNodeAllocatable: [pods, kube-reserved]\n");
+  auto reserved = run({"--config=" + (dir / "config.yaml").string()});
+  REQUIRE(reserved.exit_code.has_value());
+  CHECK(*reserved.exit_code == 2);
+  CHECK_THAT(reserved.err, Catch::Contains("config.yaml:3: enforceNodeAllocatable") &&
+                               Catch::Contains("kube-reserved"));
+  auto bad_root = run({"--cgroup-root=/a/../b"});
+  REQUIRE(bad_root.exit_code.has_value());
+  CHECK(*bad_root.exit_code == 2);
+  CHECK_THAT(bad_root.err, Catch::Contains("--cgroup-root"));
+  auto bad_eviction = run({"--eviction-hard=memory.available<lots"});
+  REQUIRE(bad_eviction.exit_code.has_value());
+  CHECK(*bad_eviction.exit_code == 2);
+  CHECK_THAT(bad_eviction.err, Catch::Contains("--eviction-hard"));
+}
