@@ -283,10 +283,26 @@ bool removeTree(const std::string& dir, bool real_cgroupfs, std::string& error, 
   return true;
 }
 
+// A cgroup whose directory is the root of a mount (a hierarchy's root cgroup, "/", ...) is never
+// a container's or a pod's: killing it would kill every process of the host, removing it every
+// empty cgroup. False with `error` naming the directory and `what` was refused.
+bool refuseMountRoots(const CgroupPaths& paths, std::string_view what, std::string& error) {
+  for (const auto& dir : paths.dirs()) {
+    if (isMountRoot(dir)) {
+      error = "refusing to " + std::string(what) + " " + dir +
+              ": it is the root of a mounted file system (a cgroup hierarchy's root), not a "
+              "container's or pod's cgroup";
+      return false;
+    }
+  }
+  return true;
+}
+
 // removeCgroup; `busy` tells whether what failed was EBUSY (processes not yet gone).
 bool removeAll(const CgroupPaths& paths, std::string& error, bool& busy) {
   bool ok = true;
   busy = false;
+  if (!refuseMountRoots(paths, "remove", error)) return false;
   for (const auto& dir : paths.dirs()) {
     if (!isDir(dir)) continue;
     std::string err;
@@ -323,6 +339,26 @@ bool onCgroupFs(const std::string& path) {
   return st.f_type == CGROUP_SUPER_MAGIC || st.f_type == CGROUP2_SUPER_MAGIC;
 }
 
+bool isMountRoot(const std::string& dir) {
+  if (dir.empty()) return false;
+  struct stat self;
+  if (::stat(dir.c_str(), &self) != 0) return false;
+  struct stat parent;
+  // Unreadable parent: say "root", so that kills and removals refuse rather than guess.
+  if (::stat(joinPath(dir, "..").c_str(), &parent) != 0) return true;
+  if (self.st_dev != parent.st_dev) return true;
+  if (self.st_ino == parent.st_ino) return true;  // "/": its own parent
+#ifdef STATX_ATTR_MOUNT_ROOT
+  struct statx sx;
+  if (::statx(AT_FDCWD, dir.c_str(), AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &sx) == 0 &&
+      (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 &&
+      (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0) {
+    return true;
+  }
+#endif
+  return false;
+}
+
 bool joinCgroup(const CgroupPaths& paths, std::string& error) {
   for (const auto& dir : paths.dirs()) {
     std::string file = joinPath(dir, "cgroup.procs");
@@ -341,6 +377,7 @@ std::vector<int> cgroupPids(const CgroupPaths& paths) {
 }
 
 int killCgroup(const CgroupPaths& paths, std::string& error) {
+  if (!refuseMountRoots(paths, "kill the processes of", error)) return -1;
   std::string dir = procsDir(paths);
   // A missing cgroup has nothing to kill. Outside a cgroupfs (a test's fake hierarchy)
   // cgroup.procs is just a file: its numbers are never signalled.

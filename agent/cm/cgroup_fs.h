@@ -50,7 +50,8 @@ std::vector<int> cgroupPids(const CgroupPaths& paths);
 // thaws; without a freezer it SIGKILLs in rounds until cgroup.procs is empty. Returns the number
 // of processes signalled (v2 cgroup.kill: the count seen before), or -1 with `error`. Waits
 // (bounded, about 200 ms) for the freezer. A cgroup that is missing, or not on a cgroupfs, has
-// nothing to kill: 0.
+// nothing to kill: 0. Refuses (-1, nothing signalled) when any directory of `paths` is the root
+// of a mount (see isMountRoot): a hierarchy's root cgroup holds every process of the host.
 int killCgroup(const CgroupPaths& paths, std::string& error);
 
 // The kernel's count of OOM kills in this cgroup (v2: memory.events `oom_kill`; v1:
@@ -66,6 +67,8 @@ std::string readSmallFile(const std::string& path);
 // Removes the cgroup's directories (rmdir; child cgroups first, deepest first). A cgroup that
 // still has processes stays (EBUSY): false with `error`. Missing directories are fine. Outside a
 // cgroupfs (a test's fake hierarchy of plain directories) the files in them are removed too.
+// Refuses (false, nothing removed) when any directory is the root of a mount (see isMountRoot):
+// it would remove every empty cgroup of the hierarchy.
 bool removeCgroup(const CgroupPaths& paths, std::string& error);
 
 // removeCgroup, tried up to `attempts` times a few milliseconds apart (1, 2, 4... capped at
@@ -76,5 +79,14 @@ bool removeCgroupWaiting(const CgroupPaths& paths, int attempts, std::string& er
 // True when `path` is on a cgroup (v1) or cgroup2 file system (statfs magic). killCgroup never
 // signals pids read from anywhere else.
 bool onCgroupFs(const std::string& path);
+
+// True when the directory `dir` is the root of a mounted file system, such as a cgroup
+// hierarchy's root (/sys/fs/cgroup/memory, /sys/fs/cgroup on v2) or "/": it is on another device
+// than `dir`/.. (a different superblock; ".." of "/" is "/" itself, which counts too), or statx
+// reports STATX_ATTR_MOUNT_ROOT (Linux 5.8+; also catches a bind mount of a directory of the same
+// file system). Two stats and a statx, no /proc/self/mountinfo parse: cheap enough for every kill
+// and removal. The path is taken as written, ".." components resolved by the kernel, so
+// "<root>/kubepods/.." counts as the root. False when `dir` cannot be stat'ed (missing).
+bool isMountRoot(const std::string& dir);
 
 }  // namespace nodeagent::cm

@@ -69,11 +69,10 @@ base::Status errnoStatus(int err, std::string message) {
   switch (err) {
     case EACCES:
     case EPERM:
+    case EROFS:
       return base::permissionDeniedError(std::move(message));
     case ENOENT:
       return base::notFoundError(std::move(message));
-    case EROFS:
-      return base::failedPreconditionError(std::move(message));
     case EBUSY:
       return base::unavailableError(std::move(message));
     case EINVAL:
@@ -156,6 +155,39 @@ base::Status writeControl(const CgroupName& name, const std::string& dir, std::s
   return base::okStatus();
 }
 
+bool controlFileExists(const std::string& dir, std::string_view file) {
+  return ::access((dir + "/" + std::string(file)).c_str(), F_OK) == 0;
+}
+
+// v1 memory.limit_in_bytes = `limit` (-1: none) and, where swap is accounted
+// (memory.memsw.limit_in_bytes exists: swapaccount on), memory+swap = the same: the container
+// cannot swap past its limit (containerd's and runc's default with kubelet: swap = limit). The
+// kernel keeps memsw >= memory limit (EINVAL otherwise): raising, memsw goes first; lowering, the
+// memory limit does. The order comes from memsw's current value; should that be stale (another
+// writer), EINVAL retries in the other order.
+base::Status writeV1MemoryLimit(const CgroupName& name, const std::string& dir, int64_t limit) {
+  const std::string value = limit < 0 ? std::string("-1") : std::to_string(limit);
+  constexpr std::string_view kMemory = "memory.limit_in_bytes";
+  constexpr std::string_view kMemsw = "memory.memsw.limit_in_bytes";
+  if (!controlFileExists(dir, kMemsw)) return writeControl(name, dir, kMemory, value);
+  const uint64_t target = limit < 0 ? UINT64_MAX : static_cast<uint64_t>(limit);
+  std::optional<uint64_t> current;
+  if (auto text = readTrimmed(dir, "memory.memsw.limit_in_bytes")) {
+    current = parseNumber<uint64_t>(*text);
+    if (!current && *text == "-1") current = UINT64_MAX;
+  }
+  const bool raising = current && target > *current;
+  const std::string_view first = raising ? kMemsw : kMemory;
+  const std::string_view second = raising ? kMemory : kMemsw;
+  base::Status s = writeControl(name, dir, first, value);
+  if (s.code() == base::StatusCode::kInvalidArgument) {
+    RETURN_IF_ERROR(writeControl(name, dir, second, value));
+    return writeControl(name, dir, first, value);
+  }
+  RETURN_IF_ERROR(s);
+  return writeControl(name, dir, second, value);
+}
+
 std::string joinDir(const std::string& root, const std::string& cgroupfs_path) {
   if (cgroupfs_path == "/") return root;
   std::string out = root;
@@ -213,6 +245,10 @@ base::StatusOr<CgroupMounts> parseMounts(std::string_view mountinfo, const Memor
 }
 
 }  // namespace
+
+base::Status cgroupErrnoStatus(int err, std::string message) {
+  return errnoStatus(err, std::move(message));
+}
 
 std::string_view cgroupVersionName(CgroupVersion v) {
   return v == CgroupVersion::kV1 ? "v1" : "v2";
@@ -340,6 +376,12 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
       RETURN_IF_ERROR(writeControl(
           name, dir, "memory.max",
           *config.memory_limit < 0 ? std::string("max") : std::to_string(*config.memory_limit)));
+      // No swap with a limit (containerd's and runc's default with kubelet: swap = limit), so
+      // that the limit holds; only where the kernel accounts swap (the file exists).
+      if (controlFileExists(dir, "memory.swap.max")) {
+        RETURN_IF_ERROR(writeControl(name, dir, "memory.swap.max",
+                                     *config.memory_limit < 0 ? std::string("max") : "0"));
+      }
     }
     if (config.cpu_shares) {
       uint64_t weight = cpuSharesToWeight(*config.cpu_shares);
@@ -365,9 +407,7 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
   const std::string cpu = p.dirFor("cpu");
   const std::string pids = p.dirFor("pids");
   if (config.memory_limit && !memory.empty()) {
-    RETURN_IF_ERROR(writeControl(
-        name, memory, "memory.limit_in_bytes",
-        *config.memory_limit < 0 ? std::string("-1") : std::to_string(*config.memory_limit)));
+    RETURN_IF_ERROR(writeV1MemoryLimit(name, memory, *config.memory_limit));
   }
   if (!cpu.empty()) {
     if (config.cpu_shares) {
@@ -392,6 +432,19 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
 }
 
 base::Status CgroupManager::destroy(const CgroupName& name) {
+  // The root of each hierarchy holds every process of the host: never a kill target. Nor is a
+  // name that climbs back up to it (or anywhere else).
+  if (name.empty()) {
+    return base::invalidArgumentError(
+        "refusing to destroy the root cgroup \"/\" (it holds every process of the host)");
+  }
+  for (const auto& component : name) {
+    if (component.empty() || component == "." || component == ".." ||
+        component.find('/') != std::string::npos) {
+      return base::invalidArgumentError("refusing to destroy " + cgroupLabel(name) +
+                                        ": component \"" + component + "\" is not a cgroup name");
+    }
+  }
   const auto p = paths(name);
   std::string error;
   if (killCgroup(p, error) < 0) {

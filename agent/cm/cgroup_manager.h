@@ -10,6 +10,14 @@
 // Threading: const methods and the mutating ones may run on any thread concurrently (they are
 // file operations on distinct cgroups); they block on the filesystem: call them on a blocking
 // pool, never on a strand.
+//
+// Errors of a failed file operation carry a status code from its errno (cgroupErrnoStatus):
+//   PermissionDenied   EACCES, EPERM, EROFS: the cgroupfs cannot be written at all by this
+//                      process (unprivileged, a read-only mount, a container without delegation)
+//   Unavailable        EBUSY (say, a memory limit below what the cgroup uses now)
+//   InvalidArgument    EINVAL (a value the kernel refuses)
+//   NotFound           ENOENT (a controller's file or a parent that is not there)
+//   Internal           anything else
 #pragma once
 
 #include <cstdint>
@@ -46,6 +54,9 @@ base::StatusOr<CgroupMounts> parseCgroupMounts(std::string_view mountinfo);
 base::StatusOr<CgroupMounts> detectCgroupMounts(
     const std::string& mountinfo_path = "/proc/self/mountinfo");
 
+// The status of a cgroup file operation that failed with errno `err` (table above).
+base::Status cgroupErrnoStatus(int err, std::string message);
+
 // kubelet's CgroupName.
 using CgroupName = std::vector<std::string>;
 // "/a/b/c" (the root is "/"); ParseCgroupfsToCgroupName is its inverse.
@@ -77,11 +88,17 @@ class CgroupManager {
   // Error names the cgroup and the file that could not be written.
   base::Status create(const CgroupName& name, const ResourceConfig& config);
   // Writes the set fields of `config` (v1: memory.limit_in_bytes, cpu.shares, cpu.cfs_quota_us,
-  // cpu.cfs_period_us, pids.max; v2: memory.max, cpu.weight, cpu.max, pids.max).
+  // cpu.cfs_period_us, pids.max; v2: memory.max, cpu.weight, cpu.max, pids.max). A memory limit
+  // also forbids swap, as containerd and runc do for kubelet (swap = limit), where the kernel
+  // accounts swap: v1 memory.memsw.limit_in_bytes = the limit (kept >= memory.limit_in_bytes
+  // throughout: raised first, lowered last), v2 memory.swap.max = 0; no limit (-1) writes -1 /
+  // "max" there too. Without those files (swap accounting off) only the limit is written.
   base::Status update(const CgroupName& name, const ResourceConfig& config);
   // Kills every process in the cgroup and its children (killCgroup), then removes them
   // (deepest first), retrying briefly while the kernel finishes the kills. OK when it is gone
-  // (or was never there); Unavailable when a directory stays busy.
+  // (or was never there); Unavailable when a directory stays busy. InvalidArgument, touching
+  // nothing, for the root (an empty name) or a component "", ".", ".." or with a '/'; Internal
+  // when a directory is the root of a mount (killCgroup refuses it).
   base::Status destroy(const CgroupName& name);
   // The names of its child cgroups (directory names, the union over its hierarchies), sorted.
   std::vector<std::string> children(const CgroupName& name) const;

@@ -45,8 +45,16 @@ struct ContainerManagerOptions {
 class ContainerManager {
  public:
   // Makes kubepods (with the node allocatable limits) and the burstable and besteffort cgroups.
-  // An error (EACCES, EROFS: an unprivileged agent, a read-only cgroupfs) names the cgroup and
-  // file; the caller then runs without cgroups.
+  // An error names the cgroup and file, and its code tells why (CgroupManager's, from errno):
+  //   PermissionDenied  the cgroupfs cannot be written at all (EACCES, EPERM: an unprivileged
+  //                     agent or a container without cgroup delegation; EROFS: a read-only
+  //                     cgroupfs). Running without cgroups is then the only way to run.
+  //   anything else     the cgroupfs is writable but this configuration failed: Unavailable
+  //                     (EBUSY, e.g. kubepods' memory limit below what its pods use now),
+  //                     InvalidArgument (EINVAL, a value the kernel refuses), NotFound (ENOENT,
+  //                     a controller missing), FailedPrecondition (no hierarchy), Internal.
+  //                     Limits were not all applied; silently running without them would hide
+  //                     a misconfiguration.
   static base::StatusOr<std::unique_ptr<ContainerManager>> start(CgroupManager cgroups,
                                                                  ContainerManagerOptions options);
 

@@ -233,6 +233,50 @@ bool cgroupV1Field(ShimConfig& c, std::string_view key, std::string& value, std:
   return true;
 }
 
+// `path` ends with "/<id>" and climbs nowhere: no "." or ".." component. `absolute`: it starts
+// with '/' as well.
+bool endsWithContainer(std::string_view path, std::string_view id, bool absolute) {
+  if (absolute && !path.starts_with('/')) return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view component = path.substr(start, end - start);
+    if (component == "." || component == "..") return false;
+    start = end + 1;
+  }
+  return path.size() > id.size() && path.ends_with(id) && path[path.size() - id.size() - 1] == '/';
+}
+
+// The agent names a container's cgroup `<cgroup_parent>/<container-id>`: a cgroup name or
+// directory that is anything else (a hierarchy's root, "/", a pod's cgroup, another container's)
+// is never this container's, and kills and removals through it would hit what is not the
+// container's. Such a config is unusable, like any malformed one.
+bool checkContainerCgroup(const ShimConfig& c, std::string& error) {
+  if (c.cgroup_name.empty() && c.cgroup.empty()) return true;
+  const std::string& id = c.container_id;
+  if (id == "." || id == ".." || id.find('/') != std::string::npos) {
+    error = "container_id: not usable as a cgroup name: " + id;
+    return false;
+  }
+  const std::string expected = " (a container's cgroup ends with /" + id + ")";
+  if (!c.cgroup_name.empty() && !endsWithContainer(c.cgroup_name, id, true)) {
+    error = "cgroup: not the container's cgroup: " + c.cgroup_name + expected;
+    return false;
+  }
+  if (!c.cgroup.unified_dir.empty() && !endsWithContainer(c.cgroup.unified_dir, id, true)) {
+    error = "cgroup_unified: not the container's cgroup: " + c.cgroup.unified_dir + expected;
+    return false;
+  }
+  for (const auto& [controller, dir] : c.cgroup.v1) {
+    if (!endsWithContainer(dir, id, true)) {
+      error = "cgroup_v1: not the container's cgroup: " + controller + ":" + dir + expected;
+      return false;
+    }
+  }
+  return true;
+}
+
 constexpr std::array<Field<ShimConfig>, 30> kConfigFields{{
     {"container_id", textField<&ShimConfig::container_id>},
     {"pod_uid", textField<&ShimConfig::pod_uid>},
@@ -350,7 +394,7 @@ bool decodeShimConfig(std::string_view text, ShimConfig& c, std::string& error) 
     error = "arg: missing (the container has no command)";
     return false;
   }
-  return true;
+  return checkContainerCgroup(c, error);
 }
 
 std::string encodeShimState(const ShimState& s) {

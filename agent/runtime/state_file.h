@@ -103,7 +103,11 @@ struct ShimState {
 };
 
 std::string encodeShimConfig(const ShimConfig& config);
-// False with `error` naming the field on malformed input.
+// False with `error` naming the field on malformed input. A config with a cgroup must name the
+// container's own: `cgroup`, `cgroup_unified` and every `cgroup_v1` directory end with
+// "/<container_id>" (the agent names it `<cgroup_parent>/<container-id>`), are absolute and have
+// no "." or ".." component; anything else (say cgroup=/ or cgroup_unified=/sys/fs/cgroup, whose
+// kill would hit every process of the host) makes the config unusable.
 bool decodeShimConfig(std::string_view text, ShimConfig& config, std::string& error);
 std::string encodeShimState(const ShimState& state);
 bool decodeShimState(std::string_view text, ShimState& state, std::string& error);

@@ -339,3 +339,87 @@ TEST_CASE("cgroups (real): ContainerManager makes kubepods, QoS and pod cgroups"
   REQUIRE(mgr.destroyPodCgroup(name).ok());
   CHECK(mgr.podCgroups().empty());
 }
+
+TEST_CASE(
+    "cgroups (real): a memory limit forbids swap (v1 memsw = limit, v2 swap.max 0), raised and "
+    "lowered in an order the kernel accepts",
+    "[integration][cm]") {
+  auto mounts = requireWritableCgroups();
+  cm::CgroupManager cgroups(mounts);
+  RootGuard guard{cgroups, {uniqueRoot()}};
+  const cm::CgroupName name{guard.root[0], "swap"};
+  const std::string dir = cgroups.paths(name).dirFor("memory");
+  const bool v2 = mounts.version == cm::CgroupVersion::kV2;
+  const std::string swap_file = v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes";
+  cm::ResourceConfig config;
+  config.memory_limit = 64 << 20;
+  REQUIRE(cgroups.create(name, config).ok());
+  if (!fs::exists(dir + "/" + swap_file)) {
+    WARN("swap is not accounted on this machine (no " << swap_file << "); nothing to check");
+    return;
+  }
+  auto swapLimit = [&] {
+    std::string text = testing::readFile(dir + "/" + swap_file);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  };
+  const std::string limited = v2 ? "0" : std::to_string(64 << 20);
+  CHECK(swapLimit() == limited);
+  // Up (memsw must be raised first), down (the limit must go first), unlimited.
+  for (int64_t limit : {int64_t{256} << 20, int64_t{32} << 20, int64_t{128} << 20}) {
+    config.memory_limit = limit;
+    auto s = cgroups.update(name, config);
+    INFO(limit << ": " << s.toString());
+    REQUIRE(s.ok());
+    CHECK(cgroups.readConfig(name)->memory_limit == std::optional<int64_t>(limit));
+    CHECK(swapLimit() == (v2 ? "0" : std::to_string(limit)));
+  }
+  config.memory_limit = -1;
+  REQUIRE(cgroups.update(name, config).ok());
+  CHECK(cgroups.readConfig(name)->memory_limit == std::optional<int64_t>(-1));
+  if (v2) {
+    CHECK(swapLimit() == "max");
+  } else {
+    CHECK(std::stoull(swapLimit()) >= (uint64_t{1} << 62));
+  }
+}
+
+TEST_CASE(
+    "cgroups (real): ContainerManager::start lowering kubepods' memory below its use fails "
+    "Unavailable (EBUSY), not PermissionDenied",
+    "[integration][cm]") {
+  auto mounts = requireWritableCgroups();
+  // v2's memory.max takes a limit below the usage (the kernel reclaims, then OOM-kills).
+  if (mounts.version == cm::CgroupVersion::kV2) testing::skipTest("v1 only: EBUSY from v1");
+  cm::CgroupManager root_cgroups(mounts);
+  RootGuard guard{root_cgroups, {uniqueRoot()}};
+  cm::ContainerManagerOptions options;
+  options.cgroup_root = "/" + guard.root[0];
+  auto first = cm::ContainerManager::start(cm::CgroupManager(mounts), options);
+  REQUIRE(first.ok());
+  const cm::CgroupName kubepods = (*first)->kubepods();
+  // 32 MiB of tmpfs charged to kubepods: no process needed to keep it, and without swap (or with
+  // memsw = limit) the kernel cannot reclaim it.
+  const std::string shm = "/dev/shm/nodeagent-test-charge-" + guard.root[0];
+  struct RemoveFile {
+    std::string path;
+    ~RemoveFile() { ::unlink(path.c_str()); }
+  } remove_shm{shm};
+  pid_t pid = spawnSh(joinScript(root_cgroups.paths(kubepods)) + "head -c 33554432 /dev/zero > '" +
+                      shm + "'");
+  int status = waitChild(pid, 20s);
+  REQUIRE(status != -1);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  auto stats = root_cgroups.stats(kubepods);
+  REQUIRE(stats.ok());
+  REQUIRE(stats->memory_usage_bytes.value_or(0) >= (uint64_t{30} << 20));
+
+  options.node_allocatable.memory_limit = 4 << 20;
+  auto second = cm::ContainerManager::start(cm::CgroupManager(mounts), options);
+  REQUIRE_FALSE(second.ok());
+  INFO(second.status().toString());
+  CHECK(second.status().code() == base::StatusCode::kUnavailable);
+  CHECK(second.status().code() != base::StatusCode::kPermissionDenied);
+  CHECK(second.status().message().find("kubepods") != std::string::npos);
+}

@@ -645,7 +645,7 @@ TEST_CASE(
   config.argv = {"/bin/sh", "-c", "touch " + marker};
   config.log_path = (dir / "0.log").string();
   config.cgroup_name = "/missing/c-nojoin";
-  config.cgroup.unified_dir = (dir / "no-such-cgroup").string();
+  config.cgroup.unified_dir = (dir / "no-such-cgroup" / "c-nojoin").string();
   std::string error;
   REQUIRE(writeFileAtomic((dir / "config").string(), encodeShimConfig(config), error));
 
@@ -670,7 +670,8 @@ TEST_CASE(
   REQUIRE(::waitpid(pid, &wstatus, 0) == pid);
   INFO(line);
   CHECK(line.rfind("error cannot put the container into its cgroup: ", 0) == 0);
-  CHECK(line.find((dir / "no-such-cgroup" / "cgroup.procs").string()) != std::string::npos);
+  CHECK(line.find((dir / "no-such-cgroup" / "c-nojoin" / "cgroup.procs").string()) !=
+        std::string::npos);
   ShimState st;
   std::string text;
   REQUIRE(readWholeFile((dir / "state").string(), text, error));

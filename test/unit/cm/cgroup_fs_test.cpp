@@ -121,3 +121,57 @@ TEST_CASE("removeCgroup removes a fake hierarchy deepest first, and missing ones
   CHECK(cm::removeCgroup(paths, error));
   CHECK(cm::removeCgroupWaiting(paths, 3, error));
 }
+
+TEST_CASE("isMountRoot: a mount's root (a hierarchy's root, /proc, /) but not a directory in one",
+          "[unit][cm]") {
+  testing::TempDir tmp("cm-fs");
+  fs::create_directories(tmp / "a" / "b");
+  CHECK(cm::isMountRoot("/"));
+  CHECK(cm::isMountRoot("/proc"));
+  CHECK(cm::isMountRoot("/proc/"));
+  CHECK_FALSE(cm::isMountRoot((tmp / "a" / "b").string()));
+  CHECK_FALSE(cm::isMountRoot((tmp / "missing").string()));
+  CHECK_FALSE(cm::isMountRoot(""));
+  // ".." is resolved by the kernel: a path climbing back to a root is that root.
+  CHECK(cm::isMountRoot("/proc/self/.."));
+  // A cgroup hierarchy's root, where this machine has one mounted.
+  for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/freezer"}) {
+    if (cm::onCgroupFs(root)) {
+      INFO(root);
+      CHECK(cm::isMountRoot(root));
+    }
+  }
+}
+
+TEST_CASE("killCgroup and removeCgroup refuse a mount's root and touch nothing", "[unit][cm]") {
+  // /proc stands in for a hierarchy's root (killing or removing that one for real would hit
+  // the host): a mount point, whose files cannot be removed anyway.
+  testing::TempDir tmp("cm-fs");
+  fs::create_directories(tmp / "memory" / "pod");
+  cm::CgroupPaths v2;
+  v2.unified_dir = "/proc";
+  std::string error;
+  CHECK(cm::killCgroup(v2, error) == -1);
+  CHECK(error.find("refusing") != std::string::npos);
+  CHECK(error.find("/proc") != std::string::npos);
+  error.clear();
+  CHECK_FALSE(cm::removeCgroup(v2, error));
+  CHECK(error.find("refusing") != std::string::npos);
+  error.clear();
+  CHECK_FALSE(cm::removeCgroupWaiting(v2, 5, error));
+  CHECK(error.find("refusing") != std::string::npos);
+
+  // One root among a cgroup's v1 directories refuses the whole cgroup: the other directories
+  // stay too.
+  cm::CgroupPaths v1;
+  v1.v1 = {{"memory", (tmp / "memory" / "pod").string()}, {"freezer", "/proc/self/.."}};
+  error.clear();
+  CHECK(cm::killCgroup(v1, error) == -1);
+  CHECK(error.find("/proc/self/..") != std::string::npos);
+  error.clear();
+  CHECK_FALSE(cm::removeCgroup(v1, error));
+  CHECK(fs::is_directory(tmp / "memory" / "pod"));
+  v1.v1.erase("freezer");
+  CHECK(cm::removeCgroup(v1, error));
+  CHECK_FALSE(fs::exists(tmp / "memory" / "pod"));
+}

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <filesystem>
 
 #include "agent/cm/cgroup_manager.h"
@@ -220,6 +221,28 @@ TEST_CASE("CgroupManager v1: create, update, readConfig, children, stats, destro
   CHECK(mgr.readConfig(name).status().code() == base::StatusCode::kNotFound);
 }
 
+TEST_CASE("CgroupManager::destroy refuses the root and names that climb up, touching nothing",
+          "[unit][cm]") {
+  testing::TempDir tmp("cm-mgr");
+  cm::CgroupManager mgr(fakeV1(tmp));
+  REQUIRE(mgr.create({"kubepods", "poda"}, {}).ok());
+  auto s = mgr.destroy({});
+  CHECK(s.code() == base::StatusCode::kInvalidArgument);
+  CHECK(s.message().find("root") != std::string::npos);
+  CHECK(mgr.destroy(cm::parseCgroupPath("/")).code() == base::StatusCode::kInvalidArgument);
+  CHECK(mgr.destroy(cm::parseCgroupPath("")).code() == base::StatusCode::kInvalidArgument);
+  CHECK(mgr.destroy({"kubepods", ".."}).code() == base::StatusCode::kInvalidArgument);
+  CHECK(mgr.destroy({"."}).code() == base::StatusCode::kInvalidArgument);
+  CHECK(mgr.destroy({"kubepods", ""}).code() == base::StatusCode::kInvalidArgument);
+  CHECK(mgr.destroy({"kubepods/poda"}).code() == base::StatusCode::kInvalidArgument);
+  CHECK(mgr.exists({"kubepods", "poda"}));
+  for (const char* c : {"cpu", "cpuacct", "freezer", "memory", "pids"}) {
+    CHECK(fs::is_directory(tmp / c));
+  }
+  CHECK(mgr.destroy({"kubepods", "poda"}).ok());
+  CHECK_FALSE(mgr.exists({"kubepods", "poda"}));
+}
+
 TEST_CASE("CgroupManager v1: a controller that is not mounted is left out", "[unit][cm]") {
   testing::TempDir tmp("cm-mgr");
   auto mounts = fakeV1(tmp);
@@ -345,4 +368,99 @@ TEST_CASE("CgroupManager v2: only offered controllers are enabled, enabled ones 
   auto s = cm::CgroupManager(m).create({"x"}, {});
   REQUIRE_FALSE(s.ok());
   CHECK(s.message().find("cgroup.controllers") != std::string::npos);
+}
+
+TEST_CASE("CgroupManager v1: a memory limit forbids swap where swap is accounted (memsw = limit)",
+          "[unit][cm]") {
+  testing::TempDir tmp("cm-mgr");
+  cm::CgroupManager mgr(fakeV1(tmp));
+  const fs::path mem = tmp / "memory";
+  cm::ResourceConfig limit;
+  limit.memory_limit = 64 << 20;
+
+  SECTION("swap accounting off (no memsw file): only the limit is written") {
+    REQUIRE(mgr.create({"nosw"}, limit).ok());
+    CHECK(read(mem / "nosw" / "memory.limit_in_bytes") == "67108864");
+    CHECK_FALSE(fs::exists(mem / "nosw" / "memory.memsw.limit_in_bytes"));
+  }
+  SECTION("swap accounting on: memsw follows the limit, up, down and unlimited") {
+    fs::create_directories(mem / "sw");
+    testing::writeFile(mem / "sw" / "memory.limit_in_bytes", "9223372036854771712\n");
+    testing::writeFile(mem / "sw" / "memory.memsw.limit_in_bytes", "9223372036854771712\n");
+    REQUIRE(mgr.update({"sw"}, limit).ok());
+    CHECK(read(mem / "sw" / "memory.limit_in_bytes") == "67108864");
+    CHECK(read(mem / "sw" / "memory.memsw.limit_in_bytes") == "67108864");
+    limit.memory_limit = 128 << 20;
+    REQUIRE(mgr.update({"sw"}, limit).ok());
+    CHECK(read(mem / "sw" / "memory.limit_in_bytes") == "134217728");
+    CHECK(read(mem / "sw" / "memory.memsw.limit_in_bytes") == "134217728");
+    limit.memory_limit = -1;
+    REQUIRE(mgr.update({"sw"}, limit).ok());
+    CHECK(read(mem / "sw" / "memory.limit_in_bytes") == "-1");
+    CHECK(read(mem / "sw" / "memory.memsw.limit_in_bytes") == "-1");
+    // Other fields leave both alone.
+    cm::ResourceConfig cpu;
+    cpu.cpu_shares = 2;
+    fs::create_directories(tmp / "cpu" / "sw");
+    REQUIRE(mgr.update({"sw"}, cpu).ok());
+    CHECK(read(mem / "sw" / "memory.memsw.limit_in_bytes") == "-1");
+  }
+  SECTION("the order keeps memsw >= the limit: raising writes memsw first, lowering last") {
+    // memsw that cannot be written (a directory in its place) shows which went first.
+    fs::create_directories(mem / "ord" / "memory.memsw.limit_in_bytes");
+    testing::writeFile(mem / "ord" / "memory.limit_in_bytes", "33554432\n");
+    // Lowering (below the current memsw, which reads as nothing: the limit goes first).
+    limit.memory_limit = 16 << 20;
+    auto s = mgr.update({"ord"}, limit);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.message().find("memory.memsw.limit_in_bytes") != std::string::npos);
+    CHECK(read(mem / "ord" / "memory.limit_in_bytes") == "16777216");
+  }
+  SECTION("raising above the current memsw writes memsw first") {
+    fs::create_directories(mem / "up");
+    testing::writeFile(mem / "up" / "memory.limit_in_bytes", "33554432\n");
+    testing::writeFile(mem / "up" / "memory.memsw.limit_in_bytes", "33554432\n");
+    // The limit file cannot be written: memsw was raised before it.
+    fs::remove(mem / "up" / "memory.limit_in_bytes");
+    fs::create_directories(mem / "up" / "memory.limit_in_bytes");
+    limit.memory_limit = 128 << 20;
+    auto s = mgr.update({"up"}, limit);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.message().find("memory.limit_in_bytes") != std::string::npos);
+    CHECK(read(mem / "up" / "memory.memsw.limit_in_bytes") == "134217728");
+  }
+}
+
+TEST_CASE("CgroupManager v2: a memory limit sets memory.swap.max 0 where it exists, none max",
+          "[unit][cm]") {
+  testing::TempDir tmp("cm-mgr");
+  cm::CgroupManager mgr(fakeV2(tmp, "cpu memory pids"));
+  const fs::path root = tmp / "unified";
+  cm::ResourceConfig limit;
+  limit.memory_limit = 64 << 20;
+  REQUIRE(mgr.create({"nosw"}, limit).ok());
+  CHECK(read(root / "nosw" / "memory.max") == "67108864");
+  CHECK_FALSE(fs::exists(root / "nosw" / "memory.swap.max"));
+
+  fs::create_directories(root / "sw");
+  testing::writeFile(root / "sw" / "memory.swap.max", "max\n");
+  REQUIRE(mgr.update({"sw"}, limit).ok());
+  CHECK(read(root / "sw" / "memory.max") == "67108864");
+  CHECK(read(root / "sw" / "memory.swap.max") == "0");
+  limit.memory_limit = -1;
+  REQUIRE(mgr.update({"sw"}, limit).ok());
+  CHECK(read(root / "sw" / "memory.max") == "max");
+  CHECK(read(root / "sw" / "memory.swap.max") == "max");
+}
+
+TEST_CASE("cgroupErrnoStatus: EACCES, EPERM and EROFS say PermissionDenied (not writable)",
+          "[unit][cm]") {
+  CHECK(cm::cgroupErrnoStatus(EACCES, "x").code() == base::StatusCode::kPermissionDenied);
+  CHECK(cm::cgroupErrnoStatus(EPERM, "x").code() == base::StatusCode::kPermissionDenied);
+  CHECK(cm::cgroupErrnoStatus(EROFS, "x").code() == base::StatusCode::kPermissionDenied);
+  CHECK(cm::cgroupErrnoStatus(EBUSY, "x").code() == base::StatusCode::kUnavailable);
+  CHECK(cm::cgroupErrnoStatus(EINVAL, "x").code() == base::StatusCode::kInvalidArgument);
+  CHECK(cm::cgroupErrnoStatus(ENOENT, "x").code() == base::StatusCode::kNotFound);
+  CHECK(cm::cgroupErrnoStatus(EISDIR, "x").code() == base::StatusCode::kInternal);
+  CHECK(cm::cgroupErrnoStatus(EACCES, "the message").message() == "the message");
 }

@@ -1,3 +1,6 @@
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -173,4 +176,43 @@ TEST_CASE("ContainerManager::start names the cgroup and file it cannot write", "
   REQUIRE_FALSE(started.ok());
   CHECK(started.status().message().find("cgroup /kubepods") != std::string::npos);
   CHECK(started.status().message().find("memory.limit_in_bytes") != std::string::npos);
+  // Writable cgroups whose configuration failed: not "cannot write cgroups at all".
+  CHECK(started.status().code() != base::StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("ContainerManager::start says PermissionDenied when the cgroupfs cannot be written",
+          "[unit][cm]") {
+  testing::TempDir tmp("cm-cm");
+  auto mounts = fakeV1(tmp);
+  // Directories this process may not write into: as an unprivileged user (root: a child that
+  // becomes nobody, for whom the hierarchies are read-only).
+  fs::permissions(tmp.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  for (const auto& [controller, root] : mounts.v1_roots) {
+    fs::permissions(root, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  }
+  auto code = [&]() -> int {
+    auto started = cm::ContainerManager::start(cm::CgroupManager(mounts), {});
+    if (started.ok()) return 100;
+    return static_cast<int>(started.status().code());
+  };
+  int result = 0;
+  if (::geteuid() != 0) {
+    result = code();
+  } else {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
+        ::_exit(101);
+      }
+      ::_exit(code());
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    result = WEXITSTATUS(status);
+  }
+  CHECK(result == static_cast<int>(base::StatusCode::kPermissionDenied));
 }

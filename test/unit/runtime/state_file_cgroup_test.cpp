@@ -2,6 +2,9 @@
 // malformed lines.
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "agent/runtime/state_file.h"
 
 using namespace nodeagent;
@@ -61,7 +64,7 @@ TEST_CASE("state file: a v2 container cgroup round-trips, and a directory may ho
 
   // A v1 directory with a colon in it splits at the first one (controller names have none).
   ShimConfig v1 = minimalConfig();
-  v1.cgroup.v1 = {{"memory", "/sys/fs/cgroup/memory/a:b"}};
+  v1.cgroup.v1 = {{"memory", "/sys/fs/cgroup/memory/a:b/c0ffee"}};
   REQUIRE(decodeShimConfig(encodeShimConfig(v1), d, error));
   CHECK(d.cgroup == v1.cgroup);
 }
@@ -128,6 +131,65 @@ TEST_CASE("state file: malformed cgroup and OOM score lines name the field", "[u
   CHECK(error.find("cgroup_v1") != std::string::npos);
   CHECK_FALSE(decodeShimConfig(base + "oom_score_adj=low\n", d, error));
   CHECK(error.find("oom_score_adj") != std::string::npos);
+}
+
+TEST_CASE(
+    "state file: a cgroup that is not the container's own (a hierarchy root, /, a parent, a "
+    "sibling, a path climbing up) makes the config unusable, naming the field",
+    "[unit][runtime]") {
+  // container_id is c0ffee.
+  const std::string base = encodeShimConfig(minimalConfig());
+  ShimConfig d;
+  std::string error;
+  struct Case {
+    std::string line;
+    std::string field;
+  };
+  const std::vector<Case> bad = {
+      {"cgroup=/", "cgroup:"},
+      {"cgroup=/kubepods/burstable/poduid-1", "cgroup:"},
+      {"cgroup=/kubepods/burstable/poduid-1/other", "cgroup:"},
+      {"cgroup=/kubepods/xc0ffee", "cgroup:"},
+      {"cgroup=c0ffee", "cgroup:"},
+      {"cgroup=/kubepods/../c0ffee", "cgroup:"},
+      {"cgroup_unified=/sys/fs/cgroup", "cgroup_unified:"},
+      {"cgroup_unified=/sys/fs/cgroup/", "cgroup_unified:"},
+      {"cgroup_unified=/", "cgroup_unified:"},
+      {"cgroup_unified=sys/fs/cgroup/c0ffee", "cgroup_unified:"},
+      {"cgroup_unified=/sys/fs/cgroup/c0ffee/..", "cgroup_unified:"},
+      {"cgroup_unified=/sys/fs/cgroup/kubepods/../c0ffee", "cgroup_unified:"},
+      {"cgroup_v1=memory:/sys/fs/cgroup/memory", "cgroup_v1:"},
+      {"cgroup_v1=freezer:/sys/fs/cgroup/freezer/kubepods/pod1", "cgroup_v1:"},
+  };
+  for (const auto& c : bad) {
+    INFO(c.line);
+    CHECK_FALSE(decodeShimConfig(base + c.line + "\n", d, error));
+    CHECK(error.rfind(c.field, 0) == 0);
+    CHECK(error.find("/c0ffee") != std::string::npos);
+  }
+  // One bad directory among good ones is enough.
+  CHECK_FALSE(decodeShimConfig(base +
+                                   "cgroup=/kubepods/pod1/c0ffee\n"
+                                   "cgroup_v1=memory:/sys/fs/cgroup/memory/kubepods/pod1/c0ffee\n"
+                                   "cgroup_v1=freezer:/sys/fs/cgroup/freezer\n",
+                               d, error));
+  CHECK(error.find("freezer:/sys/fs/cgroup/freezer ") != std::string::npos);
+
+  // The container's own, directly under a hierarchy's root (cgroup parent "/") too.
+  REQUIRE(decodeShimConfig(base + "cgroup=/c0ffee\n"
+                                  "cgroup_unified=/sys/fs/cgroup/c0ffee\n",
+                           d, error));
+  CHECK(d.cgroup.unified_dir == "/sys/fs/cgroup/c0ffee");
+
+  // An id that would climb up is no cgroup name.
+  ShimConfig dots = minimalConfig();
+  dots.container_id = "..";
+  dots.cgroup_name = "/kubepods/..";
+  CHECK_FALSE(decodeShimConfig(encodeShimConfig(dots), d, error));
+  CHECK(error.rfind("container_id:", 0) == 0);
+  // ... but without a cgroup the id is not checked (as before).
+  dots.cgroup_name.clear();
+  CHECK(decodeShimConfig(encodeShimConfig(dots), d, error));
 }
 
 TEST_CASE("state file: an OOMKilled exit round-trips", "[unit][runtime]") {
