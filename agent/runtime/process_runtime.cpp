@@ -56,6 +56,7 @@ ProcessRuntime::ProcessRuntime(asio::any_io_executor executor, base::Clock& cloc
   } else {
     files_ = own_files_.emplace(2).get_executor();
   }
+  state_->setFiles(files_);
 }
 
 ProcessRuntime::~ProcessRuntime() { state_->stop(); }

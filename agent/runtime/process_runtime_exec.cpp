@@ -224,9 +224,9 @@ asio::awaitable<base::Status> ProcessRuntime::State::kill(api::PodPtr pod, Conta
   log()->info("Killing container pod={}/{} container={} id={} gracePeriod={} reason={}",
               config.pod_namespace, config.pod_name, config.container_name, id.id, grace, reason);
 
-  signalContainer(id.id, grace == 0 ? SIGKILL : SIGTERM);
+  co_await signalContainer(id.id, grace == 0 ? SIGKILL : SIGTERM);
   if (grace > 0 && co_await waitExit(id.id, seconds(grace))) co_return base::okStatus();
-  signalContainer(id.id, SIGKILL);
+  co_await signalContainer(id.id, SIGKILL);
   if (co_await waitExit(id.id, kKillTimeout)) co_return base::okStatus();
   co_return base::deadlineExceededError("container " + id.toString() + " is still running " +
                                         std::to_string(kKillTimeout.count()) + "s after SIGKILL");

@@ -39,6 +39,53 @@ ShimState stateFromShim(const LiveShim& shim) {
   return st;
 }
 
+// The cgroup the live process `pid` (started at `start_ticks`) runs in, read from the kernel
+// (/proc/<pid>/cgroup: v2's "0::" line, v1's freezer line, else its memory line), when it is
+// named as the runtime names a container's: `<cgroup_parent>/<id>`. Empty without a cgroup
+// manager, when the process is gone, or in any other cgroup (never a pod's, a hierarchy's root or
+// another container's).
+cm::CgroupPaths containerCgroupOf(const cm::CgroupManager* cgroups, int pid, uint64_t start_ticks,
+                                  const std::string& id) {
+  if (cgroups == nullptr || pid <= 0 || id.empty()) return {};
+  std::string text;
+  if (!cm::readSmallFile("/proc/" + std::to_string(pid) + "/cgroup", text)) return {};
+  // Read from the process that was recorded, not one that reused its pid.
+  if (!processAlive(pid, start_ticks)) return {};
+  std::map<std::string, std::string> by_controller;  // "" : the v2 line
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    const size_t first = line.find(':');
+    const size_t second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    if (controllers.empty()) {
+      by_controller[""] = path;
+      continue;
+    }
+    size_t start = 0;
+    while (start <= controllers.size()) {
+      size_t comma = controllers.find(',', start);
+      if (comma == std::string::npos) comma = controllers.size();
+      by_controller[controllers.substr(start, comma - start)] = path;
+      start = comma + 1;
+    }
+  }
+  std::string path;
+  if (cgroups->version() == cm::CgroupVersion::kV2) {
+    path = by_controller[""];
+  } else {
+    path = by_controller.contains("freezer") ? by_controller["freezer"] : by_controller["memory"];
+  }
+  const cm::CgroupName name = cm::parseCgroupPath(path);
+  if (name.empty() || name.back() != id) return {};
+  return cgroups->paths(name);
+}
+
 }  // namespace
 
 void ProcessRuntime::State::saveState(const std::string& id, const ShimState& st) {
@@ -102,14 +149,29 @@ void ProcessRuntime::State::adopt(const std::string& id, ShimConfig config, Shim
 }
 
 // SIGTERM through each shim (it forwards it to its container's process group), up to the minimum
-// grace period; then SIGKILL to the container's group and to the shim. Returns once they ended, or
-// after a bounded wait (logged).
+// grace period; then SIGKILL to the container's group and to the shim, and to every process of the
+// container's cgroup when it is known. Returns once they ended, or after a bounded wait (logged).
+//
+// The cgroup: an unadoptable shim's config is unreadable or unusable (or its directory is gone),
+// so no recorded cgroup can be trusted. The kernel's is: the cgroup the container's live main
+// process runs in (/proc/<pid>/cgroup), taken only when it is named as the runtime names a
+// container's (`<cgroup_parent>/<id>`) and the agent has a cgroup manager to find its directories.
+// Otherwise (no cgroup manager, the main process already gone, a cgroup named otherwise) only the
+// process group is killed, as before: a child of the container in a session of its own may then
+// survive, and the pod's cgroup cleanup is what kills it.
 void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shims) {
   struct Target {
     const Unadoptable* u;
     std::unique_ptr<Fd> pidfd;
   };
   std::vector<Target> targets;
+  // Found before any signal, while the container's main process still runs in its cgroup.
+  std::vector<std::pair<std::string, cm::CgroupPaths>> cgroups;
+  for (const auto& u : shims) {
+    cm::CgroupPaths cgroup = containerCgroupOf(options_.cgroups.get(), u.shim.container_pid,
+                                               u.shim.container_start_ticks, u.id);
+    if (!cgroup.empty()) cgroups.emplace_back(u.id, std::move(cgroup));
+  }
   for (const auto& u : shims) {
     log()->warn("Killing a container shim that cannot be adopted id={} shimPid={} pid={} reason={}",
                 u.id, u.shim.pid, u.shim.container_pid, u.reason);
@@ -147,6 +209,10 @@ void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shim
     }
     pidfdSendSignal(t.pidfd->fd, SIGKILL);
   }
+  // What the containers left in their cgroups (a child in a session of its own), also of shims
+  // that ended on SIGTERM: the shim kills its cgroup as its container ends, unless it is killed
+  // first.
+  for (const auto& [id, cgroup] : cgroups) killContainerCgroup(id, cgroup);
   // The container processes SIGKILLed above end soon after (the kernel has yet to run them):
   // recovery returns once they are gone, so that a container is never running twice.
   std::vector<const LiveShim*> killed;
@@ -204,7 +270,8 @@ void ProcessRuntime::State::recoverContainer(const fs::path& dir,
   }
   std::optional<ShimConfig> config = recoverConfig(dir, id, live, recovery);
   if (!config) return;
-  adopt(id, std::move(*config), recoverState(dir, id, live));
+  ShimState state = recoverState(dir, id, live, config->cgroup);
+  adopt(id, std::move(*config), std::move(state));
   std::lock_guard lock(mu_);
   if (records_[id].state.status == ShimStatus::kExited) {
     ++recovery.exited;
@@ -242,9 +309,11 @@ std::optional<ShimConfig> ProcessRuntime::State::recoverConfig(const fs::path& d
 
 // The container's state: its state file when that is usable (and describes its live shim, if
 // any), else rebuilt from the live shim, else settled as a container that never started (no
-// state file) or whose exit is unknown (an unusable one), and recorded so.
+// state file) or whose exit is unknown (an unusable one), and recorded so. Settled ones have what
+// runs in their cgroup `cgroup` (from their config) killed: nothing supervises it any more.
 ShimState ProcessRuntime::State::recoverState(const fs::path& dir, const std::string& id,
-                                              const std::optional<LiveShim>& live) {
+                                              const std::optional<LiveShim>& live,
+                                              const cm::CgroupPaths& cgroup) {
   std::string text, error;
   ShimState state;
   const fs::path state_path = dir / kStateFileName;
@@ -269,14 +338,17 @@ ShimState ProcessRuntime::State::recoverState(const fs::path& dir, const std::st
   state = ShimState{};
   state.boot_id = currentBootId();
   // No shim ever recorded anything: it never started.
-  if (!state_present) return settleDeadShim(id, state, {});
+  if (!state_present) return settleDeadShim(id, state, cgroup);
+  // The container may still run (its pid is not known: only its cgroup tells).
+  const int killed = killContainerCgroup(id, cgroup);
   state.status = ShimStatus::kExited;
   state.finished_at = toNanos(clock_.wallNow());
   state.exit_code = kUnknownExitCode;
   state.reason = "ContainerStatusUnknown";
   state.message = "the container's state file is unusable (" + error +
                   ") and its shim is gone: its exit code is unknown";
-  log()->warn("Container state file is unusable and its shim is gone id={} error={}", id, error);
+  log()->warn("Container state file is unusable and its shim is gone id={} killed={} error={}", id,
+              killed, error);
   saveState(id, state);
   return state;
 }

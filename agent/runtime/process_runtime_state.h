@@ -222,33 +222,45 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     });
   }
 
-  // On the strand: the shim `id` ended (its pidfd is readable).
+  // On the strand: the shim `id` ended (its pidfd is readable). It is reaped here; what the
+  // exit needs then blocks (its state file, and for a shim that died without recording an exit,
+  // the kill of its cgroup: a v1 freeze waits up to ~200 ms) and runs on the file pool, which
+  // records the exit back on the strand (finishExit).
   void onShimExit(const std::string& id, int pidfd) {
     siginfo_t info{};
     // Reap it when it is our child; an adopted shim belongs to init (ECHILD).
     ::waitid(kPPidfd, static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG);
+    postBlocking([self = shared_from_this(), id] {
+      std::optional<ShimState> st = self->readExit(id);
+      if (!st) return;
+      asio::post(self->strand_, [self, id, st = *st] { self->finishExit(id, st); });
+    });
+  }
+
+  // Blocking: how the container `id` whose shim ended exited: its state file, or, when the shim
+  // recorded no exit, settleDeadShim's. nullopt when its record is gone.
+  std::optional<ShimState> readExit(const std::string& id) {
     std::string text, error;
     ShimState st;
     bool have_state = readWholeFile((containerDir(id) / kStateFileName).string(), text, error) &&
                       decodeShimState(text, st, error);
-    if (!have_state || st.status != ShimStatus::kExited) {
-      ShimState previous;
-      cm::CgroupPaths cgroup;
-      {
-        std::lock_guard lock(mu_);
-        auto it = records_.find(id);
-        if (it == records_.end()) return;
-        previous = it->second.state;
-        cgroup = it->second.config.cgroup;
-      }
-      st = settleDeadShim(id, have_state ? st : previous, cgroup);
+    if (have_state && st.status == ShimStatus::kExited) return st;
+    ShimState previous;
+    cm::CgroupPaths cgroup;
+    {
+      std::lock_guard lock(mu_);
+      auto it = records_.find(id);
+      if (it == records_.end()) return std::nullopt;
+      previous = it->second.state;
+      cgroup = it->second.config.cgroup;
     }
-    finishExit(id, st);
+    return settleDeadShim(id, have_state ? st : previous, cgroup);
   }
 
-  // The shim ended without recording an exit: kill what it left (nothing supervises it any
-  // more: every process of its cgroup `cgroup`, if it has one, and its process group) and record
-  // the loss so that later agents see it too.
+  // Blocking (the cgroup kill, the state file): never on the strand. The shim ended without
+  // recording an exit: kill what it left (nothing supervises it any more: every process of its
+  // cgroup `cgroup`, if it has one, and its process group) and record the loss so that later
+  // agents see it too.
   ShimState settleDeadShim(const std::string& id, ShimState st, const cm::CgroupPaths& cgroup) {
     bool killed = killContainerCgroup(id, cgroup) > 0;
     if (containerProcessAlive(st)) {
@@ -348,8 +360,9 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   }
 
   // SIGKILL to every process of a container's cgroup (none: nothing to do), without its shim.
-  // Returns how many were signalled (-1 on an error, logged). Blocks briefly (a v1 cgroup is
-  // frozen for the kill).
+  // Returns how many were signalled (-1 on an error, logged). Blocks (a v1 cgroup is frozen for
+  // the kill, up to ~200 ms; kill rounds sleep): on the file pool or in recovery, never on a
+  // strand.
   int killContainerCgroup(const std::string& id, const cm::CgroupPaths& cgroup) {
     if (cgroup.empty() || cm::cgroupPids(cgroup).empty()) return 0;
     std::string error;
@@ -360,22 +373,63 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
 
   // SIGTERM to the container's process group or SIGKILL to all of it (its cgroup when it has
   // one), through its shim (which knows whether the container still exists); directly when the
-  // shim is gone.
-  void signalContainer(const std::string& id, int sig) {
+  // shim is gone, the cgroup kill then on the file pool (it blocks).
+  asio::awaitable<void> signalContainer(std::string id, int sig) {
     std::shared_ptr<Fd> pidfd;
     ShimState st;
     cm::CgroupPaths cgroup;
     {
       std::lock_guard lock(mu_);
       auto it = records_.find(id);
-      if (it == records_.end()) return;
+      if (it == records_.end()) co_return;
       pidfd = it->second.pidfd;
       st = it->second.state;
       cgroup = it->second.config.cgroup;
     }
-    if (pidfd && pidfdSendSignal(pidfd->fd, sig == SIGKILL ? SIGUSR1 : SIGTERM) == 0) return;
-    if (sig == SIGKILL) killContainerCgroup(id, cgroup);
+    if (pidfd && pidfdSendSignal(pidfd->fd, sig == SIGKILL ? SIGUSR1 : SIGTERM) == 0) co_return;
+    if (sig == SIGKILL && !cgroup.empty()) {
+      auto kill_cgroup = [self = shared_from_this(), id, cgroup] {
+        return self->killContainerCgroup(id, cgroup);
+      };
+      co_await runOnFiles(std::move(kill_cgroup));
+    }
     if (st.pid > 0 && processAlive(st.pid, st.pid_start_ticks)) ::kill(-st.pid, sig);
+  }
+
+  // The runtime's file pool (ProcessRuntime's files_), for blocking work that must stay off the
+  // strands. Cleared by stop(), before the runtime's own pool is destroyed: work then runs
+  // inline (posting to a destroyed pool is not an option).
+  void setFiles(asio::any_io_executor files) {
+    std::lock_guard lock(files_mu_);
+    files_ = std::move(files);
+  }
+  // Runs `fn` on the file pool (inline once the runtime is gone).
+  template <typename F>
+  void postBlocking(F fn) {
+    std::unique_lock lock(files_mu_);
+    if (files_) {
+      asio::post(files_, std::move(fn));
+      return;
+    }
+    lock.unlock();
+    fn();
+  }
+  // base::runBlocking on the file pool: `fn()` there, the awaiting coroutine resumed on its own
+  // executor with the result.
+  template <typename F>
+  auto runOnFiles(F fn) -> asio::awaitable<std::invoke_result_t<F&>> {
+    using R = std::invoke_result_t<F&>;
+    auto init = [self = shared_from_this(), fn = std::move(fn)](auto handler) mutable {
+      auto ex = asio::get_associated_executor(handler);
+      self->postBlocking([ex, fn = std::move(fn), handler = std::move(handler)]() mutable {
+        R result = fn();
+        asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
+          std::move(handler)(std::move(result));
+        });
+      });
+    };
+    return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(std::move(init),
+                                                                        asio::use_awaitable);
   }
 
   // A container start in two parts: launch() (synchronous) writes the config and spawns the shim;
@@ -454,12 +508,13 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   std::optional<ShimConfig> recoverConfig(const fs::path& dir, const std::string& id,
                                           const std::optional<LiveShim>& live, Recovery& recovery);
   ShimState recoverState(const fs::path& dir, const std::string& id,
-                         const std::optional<LiveShim>& live);
+                         const std::optional<LiveShim>& live, const cm::CgroupPaths& cgroup);
   void killUnadoptable(const std::vector<Unadoptable>& shims);
   // Writes the state file of `id` (an exit the agent records itself); logs a failure.
   void saveState(const std::string& id, const ShimState& st);
   void stop() {
     stopped_ = true;
+    setFiles({});
     asio::post(strand_, [self = shared_from_this()] {
       for (auto& [id, sd] : self->watchers_) {
         boost::system::error_code ec;
@@ -484,6 +539,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   std::map<std::string, PodSandboxStatus> sandboxes_;
   // Strand only.
   std::map<std::string, std::shared_ptr<asio::posix::stream_descriptor>> watchers_;
+  std::mutex files_mu_;
+  asio::any_io_executor files_;  // guarded by files_mu_; see setFiles
 };
 
 }  // namespace nodeagent::runtime

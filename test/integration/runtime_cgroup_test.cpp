@@ -779,3 +779,76 @@ TEST_CASE(
   REQUIRE(env.sync(env.runtime().removeContainer(id)).ok());
   CHECK(cgroupGone(*manager, name));
 }
+
+TEST_CASE(
+    "process runtime cgroups: a container whose state file is unusable and whose shim died is "
+    "killed whole through its config's cgroup at recovery (ContainerStatusUnknown)",
+    "[integration][runtime][cgroups]") {
+  auto manager = requireCgroups();
+  CgroupRoot root(manager);
+  REQUIRE(root.create().ok());
+  Env env(manager);
+  const std::string parent = makePodCgroup(root, "u-unknown");
+  const std::string escaped = uniqueSleep();
+  const std::string main_sleep = uniqueSleep();
+  auto pod =
+      makePod("u-unknown",
+              {shContainer("main", "(setsid sleep " + escaped + " &) ; exec sleep " + main_sleep)});
+  auto id = env.start(pod, inCgroup(parent, {}));
+  REQUIRE(testing::eventually([&] { return countSleeps(escaped) == 1; }));
+  REQUIRE(testing::eventually([&] { return countSleeps(main_sleep) == 1; }));
+  const int shim = env.runtime().shimPidForTest(id);
+  REQUIRE(shim > 0);
+  const cm::CgroupName name = containerCgroup(parent, id);
+
+  env.dropRuntime();
+  ::kill(shim, SIGKILL);
+  ::waitpid(shim, nullptr, 0);  // this process started it
+  testing::writeFile(env.options().root_dir / "containers" / id.id / "state", "not a state file\n");
+  env.restart();
+
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  CHECK(cs->state == ContainerState::kExited);
+  CHECK(cs->reason == "ContainerStatusUnknown");
+  CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
+  CHECK(testing::eventually([&] { return countSleeps(main_sleep) == 0; }));
+  CHECK(testing::eventually([&] { return manager->pids(name).empty(); }));
+  REQUIRE(env.sync(env.runtime().removeContainer(id)).ok());
+  CHECK(cgroupGone(*manager, name));
+}
+
+TEST_CASE(
+    "process runtime cgroups: a live shim whose config is unusable is killed at recovery with "
+    "everything in its container's cgroup, a child in a session of its own too",
+    "[integration][runtime][cgroups]") {
+  auto manager = requireCgroups();
+  CgroupRoot root(manager);
+  REQUIRE(root.create().ok());
+  Env env(manager);
+  const std::string parent = makePodCgroup(root, "u-unadoptable");
+  const std::string escaped = uniqueSleep();
+  // The main process ignores SIGTERM (so do its children): the shim is SIGKILLed after the grace
+  // period, before it could kill its cgroup itself.
+  auto pod =
+      makePod("u-unadoptable", {shContainer("main", "trap '' TERM; (setsid sleep " + escaped +
+                                                        " &) ; while :; do sleep 1; done")});
+  auto id = env.start(pod, inCgroup(parent, {}));
+  REQUIRE(testing::eventually([&] { return countSleeps(escaped) == 1; }));
+  const cm::CgroupName name = containerCgroup(parent, id);
+  auto cs = env.status(pod, id);
+  REQUIRE(cs);
+  const int main_pid = cs->pid;
+  REQUIRE(main_pid > 0);
+
+  env.dropRuntime();
+  testing::writeFile(env.options().root_dir / "containers" / id.id / "config", "not a config\n");
+  env.restart();
+
+  CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
+  CHECK(testing::eventually([&] {
+    auto st = readProcStat(main_pid);
+    return !st || st->state == 'Z';
+  }));
+  CHECK(testing::eventually([&] { return manager->pids(name).empty(); }));
+}
