@@ -424,6 +424,7 @@ void Daemon::buildServers() {
 }
 
 base::Status Daemon::init() {
+  if (!cgroups_.error.ok()) return cgroups_.error.withContext("cannot set up the node's cgroups");
   if (auto s = runtime_->recover(); !s.ok()) {
     return s.withContext("cannot recover containers from a previous run");
   }

@@ -9,7 +9,7 @@ NODEAGENT_LOGGER("cm")
 
 NodeCgroups notEnforced(std::string why) {
   log()->warn("Resource limits are not enforced: {}; pods run without cgroups of their own", why);
-  return NodeCgroups{nullptr, std::move(why)};
+  return NodeCgroups{nullptr, std::move(why), {}};
 }
 
 }  // namespace
@@ -50,8 +50,13 @@ NodeCgroups startNodeCgroups(const DaemonConfig& config) {
         static_cast<uint64_t>(cm::milliCpuToShares(config.capacity.cpu_milli));
   }
   auto manager = cm::ContainerManager::start(cm::CgroupManager(std::move(*mounts)), options);
-  if (!manager.ok()) return notEnforced(manager.status().message());
-  return NodeCgroups{std::shared_ptr<cm::ContainerManager>(std::move(*manager)), ""};
+  if (!manager.ok()) {
+    if (manager.status().code() == base::StatusCode::kPermissionDenied) {
+      return notEnforced(manager.status().message());
+    }
+    return NodeCgroups{nullptr, manager.status().message(), manager.status()};
+  }
+  return NodeCgroups{std::shared_ptr<cm::ContainerManager>(std::move(*manager)), "", {}};
 }
 
 }  // namespace nodeagent::cmd

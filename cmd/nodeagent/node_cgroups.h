@@ -16,6 +16,9 @@ namespace nodeagent::cmd {
 struct NodeCgroups {
   std::shared_ptr<cm::ContainerManager> manager;  // null: limits are not enforced
   std::string not_enforced;                       // why, when manager is null
+  // Cgroups can be written but kubepods cannot be set up as asked (e.g. its memory limit below
+  // what its pods use after the reservations grew): the agent does not start, as kubelet.
+  base::Status error;
 
   // The manager's cgroup driver, for the runtime's container cgroups (null when not enforced).
   std::shared_ptr<cm::CgroupManager> cgroups() const {
@@ -27,7 +30,8 @@ struct NodeCgroups {
 };
 
 // Detects the hierarchies (logging the version) and makes kubepods, burstable and besteffort.
-// Blocking (cgroupfs IO); never fails: a problem leaves limits unenforced.
+// Blocking (cgroupfs IO). No hierarchy or no right to write it leaves limits unenforced; any
+// other problem is `error`.
 NodeCgroups startNodeCgroups(const DaemonConfig& config);
 
 }  // namespace nodeagent::cmd
