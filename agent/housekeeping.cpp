@@ -10,8 +10,8 @@
 #include "api/pod_phase.h"
 #include "api/pod_update.h"
 #include "base/blocking.h"
-#include "base/status.h"
 #include "base/log.h"
+#include "base/status.h"
 #include "podmanager/mirror_client.h"
 
 namespace nodeagent::agent {

@@ -22,8 +22,7 @@ int64_t burstableMilli(const api::Pod& pod) {
 
 }  // namespace
 
-bool PodCgroups::claim(std::unique_lock<std::mutex>& lock, const std::string& uid,
-                       bool skip_made) {
+bool PodCgroups::claim(std::unique_lock<std::mutex>& lock, const std::string& uid, bool skip_made) {
   released_.wait(lock, [&] { return busy_.count(uid) == 0; });
   if (skip_made && made_.count(uid) > 0) return false;
   busy_.insert(uid);
@@ -138,7 +137,8 @@ size_t PodCgroups::removeOrphans(const std::set<std::string>& keep) {
 }
 
 std::optional<cm::CgroupName> PodCgroups::findPodCgroup(const std::string& uid) const {
-  for (auto qos : {cm::QosClass::kGuaranteed, cm::QosClass::kBurstable, cm::QosClass::kBestEffort}) {
+  for (auto qos :
+       {cm::QosClass::kGuaranteed, cm::QosClass::kBurstable, cm::QosClass::kBestEffort}) {
     cm::CgroupName name = manager_->qosCgroup(qos);
     name.push_back("pod" + uid);
     if (manager_->cgroups().exists(name)) return name;

@@ -66,8 +66,7 @@ class PodCgroups {
   // The pod's cgroup as the runtime's cgroup_parent; "" when cgroups are not enforced.
   std::string parent(const api::Pod& pod) const;
   // The container's CRI resources (shares, quota, memory limit, OOM score adjustment).
-  cm::LinuxContainerResources resources(const api::Pod& pod,
-                                        const api::Container& container) const;
+  cm::LinuxContainerResources resources(const api::Pod& pod, const api::Container& container) const;
 
  private:
   bool podCgroupsOn() const { return manager_ && manager_->options().cgroups_per_qos; }

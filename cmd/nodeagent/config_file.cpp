@@ -42,7 +42,8 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"cgroupsPerQOS", {"cgroups-per-qos", Kind::kBool}},
       {"cgroupDriver", {"cgroup-driver", Kind::kString}},
       {"podPidsLimit", {"pod-max-pids", Kind::kInt}},
-      {"evictionPressureTransitionPeriod", {"eviction-pressure-transition-period", Kind::kDuration}},
+      {"evictionPressureTransitionPeriod",
+       {"eviction-pressure-transition-period", Kind::kDuration}},
       {"evictionMaxPodGracePeriod", {"eviction-max-pod-grace-period", Kind::kInt}},
   };
   return keys;

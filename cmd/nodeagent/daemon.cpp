@@ -185,7 +185,9 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
   no.update_frequency = flags_.node_status_update_frequency;
   if (config_.node_status_frequency_set) no.report_frequency = flags_.node_status_update_frequency;
   no.healthy = [this](std::string* why) { return nodeHealthy(why); };
-  no.pressure = [this] { return eviction_ ? eviction_->conditions() : eviction::PressureConditions{}; };
+  no.pressure = [this] {
+    return eviction_ ? eviction_->conditions() : eviction::PressureConditions{};
+  };
   no.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
   auto node_status = std::make_shared<agent::NodeStatusController>(ioc_.get_executor(), clock_,
                                                                    api(*clients_.rest), no);

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "agent/cm/cgroup_manager.h"

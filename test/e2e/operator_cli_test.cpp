@@ -118,9 +118,9 @@ TEST_CASE("stop-all ends what a container left in its cgroup even when its shim 
   Daemon d;
   const auto m = marker("cli-setsid");
   const auto child = marker("cli-setsid-child");
-  d.writeManifest("web.yaml", shPod("web", m,
-                                    "(setsid sh -c 'sleep 1000' " + child + " &); sleep 1000",
-                                    "  terminationGracePeriodSeconds: 2\n"));
+  d.writeManifest("web.yaml",
+                  shPod("web", m, "(setsid sh -c 'sleep 1000' " + child + " &); sleep 1000",
+                        "  terminationGracePeriodSeconds: 2\n"));
   d.start();
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("web") && onePid(child) != 0; }, 20s);

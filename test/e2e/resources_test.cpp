@@ -54,8 +54,8 @@ std::string cgroupOf(int pid, const std::string& controller) {
     auto second = line.find(':', first + 1);
     if (first == std::string::npos || second == std::string::npos) continue;
     const std::string controllers = line.substr(first + 1, second - first - 1);
-    if (controllers.empty() || ("," + controllers + ",").find("," + controller + ",") !=
-                                   std::string::npos) {
+    if (controllers.empty() ||
+        ("," + controllers + ",").find("," + controller + ",") != std::string::npos) {
       return line.substr(second + 1);
     }
   }
@@ -81,9 +81,8 @@ std::filesystem::path cgroupDir(const cm::CgroupManager& cgroups, const std::str
 
 }  // namespace
 
-TEST_CASE(
-    "pods run in kubelet's QoS cgroups with their limits, and their cgroups go with them",
-    "[e2e][cgroups]") {
+TEST_CASE("pods run in kubelet's QoS cgroups with their limits, and their cgroups go with them",
+          "[e2e][cgroups]") {
   auto cgroups = realCgroups();
   Daemon d;
   d.start();
@@ -143,8 +142,8 @@ TEST_CASE(
         summary = json::parse(*body, nullptr, false);
         if (!summary.is_object() || !summary.contains("pods")) return false;
         for (const auto& p : summary["pods"]) {
-          if (p["podRef"].value("name", "") == "g-" + std::string(kNode) &&
-              p.contains("memory") && p["memory"].contains("workingSetBytes")) {
+          if (p["podRef"].value("name", "") == "g-" + std::string(kNode) && p.contains("memory") &&
+              p["memory"].contains("workingSetBytes")) {
             return true;
           }
         }
@@ -268,7 +267,8 @@ TEST_CASE("a second agent on the same cgroup root refuses to start and harms not
   CHECK(first.running("web"));
 }
 
-TEST_CASE("--pod-max-pids holds a pod's processes and the node keeps working", "[e2e][cgroups]") {
+TEST_CASE("a pod under --pod-max-pids is held at its processes limit and the node keeps working",
+          "[e2e][cgroups]") {
   auto cgroups = realCgroups();
   Daemon d;
   d.start({"--pod-max-pids=64"});
@@ -281,8 +281,7 @@ TEST_CASE("--pod-max-pids holds a pod's processes and the node keeps working", "
                               ""));
   REQUIRE_EVENTUALLY(
       d, [&] { return onePid(m) != 0; }, 20s);
-  const std::string pod_cgroup =
-      d.cgroupRoot() + "/kubepods/besteffort/pod" + podUid(d, "forks");
+  const std::string pod_cgroup = d.cgroupRoot() + "/kubepods/besteffort/pod" + podUid(d, "forks");
   const auto pids_dir = cgroupDir(cgroups, pod_cgroup, "pids");
   CHECK(readTrimmed(pids_dir / "pids.max") == "64");
   // The loop reaches the limit and stays there.
@@ -316,23 +315,24 @@ TEST_CASE(
     "unsupported enforceNodeAllocatable or a bad --cgroup-root is an error naming it",
     "[e2e][cgroups][config]") {
   Daemon d;
-  const std::string head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+  const std::string head =
+      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
   testing::writeFile(d.dir() / "config.yaml",
-                     head + "cgroupDriver: systemd\nenforceNodeAllocatable: [pods]\n"
-                            "podPidsLimit: 0\nevictionHard:\n  memory.available: 50Mi\n"
-                            "kubeReserved:\n  memory: 64Mi\n");
+                     head +
+                         "cgroupDriver: systemd\nenforceNodeAllocatable: [pods]\n"
+                         "podPidsLimit: 0\nevictionHard:\n  memory.available: 50Mi\n"
+                         "kubeReserved:\n  memory: 64Mi\n");
   d.start({"--config=" + (d.dir() / "config.yaml").string(), "--runtime=fake"});
   CHECK_THAT(d.logTail(), Catch::Contains("cgroupDriver: systemd"));
 
   testing::TempDir dir("e2e-resource-config");
   auto run = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {testing::binaryPath("nodeagent").string(),
-                               "--root-dir=" + (dir / "root").string(), "--runtime=fake",
-                               "--read-only-port=0", "--healthz-port=0", "--allow-no-sources"});
+    args.insert(args.begin(),
+                {testing::binaryPath("nodeagent").string(), "--root-dir=" + (dir / "root").string(),
+                 "--runtime=fake", "--read-only-port=0", "--healthz-port=0", "--allow-no-sources"});
     return testing::runCommand(args, dir, 15s);
   };
-  testing::writeFile(dir / "config.yaml",
-                     head + "enforceNodeAllocatable: [pods, kube-reserved]\n");
+  testing::writeFile(dir / "config.yaml", head + "enforceNodeAllocatable: [pods, kube-reserved]\n");
   auto reserved = run({"--config=" + (dir / "config.yaml").string()});
   REQUIRE(reserved.exit_code.has_value());
   CHECK(*reserved.exit_code == 2);

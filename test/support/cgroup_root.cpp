@@ -47,8 +47,8 @@ std::string isolatedCgroupRoot() {
   static std::atomic<int> counter{0};
   static std::once_flag registered;
   std::call_once(registered, [] { std::atexit(removeAll); });
-  std::string root = "/nodeagent-test-" + std::to_string(::getpid()) + "-" +
-                     std::to_string(counter.fetch_add(1));
+  std::string root =
+      "/nodeagent-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
   std::lock_guard lock(rootsMutex());
   roots().push_back(root);
   return root;

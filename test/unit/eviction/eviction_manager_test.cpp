@@ -472,7 +472,7 @@ TEST_CASE("eviction: disk pressure reclaims node-level resources first", "[unit]
 }
 
 TEST_CASE(
-    "eviction: node-level reclaim is a coroutine the pass awaits without holding a thread; a "
+    "eviction: node-level reclaim is a coroutine the pass awaits without holding a thread, and a "
     "failed reclaim still lets the pass evict",
     "[unit][eviction]") {
   Harness h;  // one thread: a reclaim that blocked it waiting for the collection would hang here
