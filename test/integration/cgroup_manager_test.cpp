@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -234,7 +235,15 @@ TEST_CASE("cgroups (real): killCgroup empties a cgroup that stays", "[integratio
   REQUIRE(cgroups.create(name, {}).ok());
   const auto paths = cgroups.paths(name);
   pid_t pid = spawnSh(joinScript(paths) + "( setsid sleep 300 & ) ; sleep 300 & exec sleep 300");
-  REQUIRE(testing::eventually([&] { return cgroups.pids(name).size() >= 3; }, 5s));
+  // The three sleeps, once the subshell that started one of them is gone.
+  REQUIRE(testing::eventually(
+      [&] {
+        const auto pids = cgroups.pids(name);
+        return pids.size() == 3 && std::all_of(pids.begin(), pids.end(), [](int p) {
+                 return testing::readFile("/proc/" + std::to_string(p) + "/comm") == "sleep\n";
+               });
+      },
+      5s));
   std::string error;
   CHECK(cm::killCgroup(paths, error) >= 3);
   CHECK(error.empty());
