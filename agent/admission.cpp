@@ -13,21 +13,6 @@
 namespace nodeagent::agent {
 namespace {
 
-int64_t requestMilli(const api::Container& c, const std::string& resource) {
-  auto it = c.resources.requests.find(resource);
-  if (it != c.resources.requests.end()) return it->second.milliValue();
-  // A limit without a request defaults the request to the limit (API defaulting).
-  auto lim = c.resources.limits.find(resource);
-  return lim == c.resources.limits.end() ? 0 : lim->second.milliValue();
-}
-
-int64_t requestValue(const api::Container& c, const std::string& resource) {
-  auto it = c.resources.requests.find(resource);
-  if (it != c.resources.requests.end()) return it->second.value();
-  auto lim = c.resources.limits.find(resource);
-  return lim == c.resources.limits.end() ? 0 : lim->second.value();
-}
-
 using HostPort = std::tuple<std::string, std::string, int32_t>;  // ip, protocol, port
 
 std::vector<HostPort> hostPorts(const api::Pod& pod) {
@@ -62,22 +47,6 @@ AdmitResult insufficient(const std::string& resource, int64_t requested, int64_t
 
 }  // namespace
 
-PodRequests podRequests(const api::Pod& pod) {
-  PodRequests r;
-  for (const auto& c : pod.spec.containers) {
-    r.cpu_milli += requestMilli(c, "cpu");
-    r.memory_bytes += requestValue(c, "memory");
-    r.ephemeral_storage_bytes += requestValue(c, "ephemeral-storage");
-  }
-  for (const auto& c : pod.spec.init_containers) {
-    r.cpu_milli = std::max(r.cpu_milli, requestMilli(c, "cpu"));
-    r.memory_bytes = std::max(r.memory_bytes, requestValue(c, "memory"));
-    r.ephemeral_storage_bytes =
-        std::max(r.ephemeral_storage_bytes, requestValue(c, "ephemeral-storage"));
-  }
-  return r;
-}
-
 AdmitResult canAdmitPod(const api::Pod& pod, const std::vector<api::PodPtr>& active_pods,
                         const NodeAllocatable& node) {
   if (!pod.spec.node_name.empty() && pod.spec.node_name != node.node_name) {
@@ -108,7 +77,8 @@ AdmitResult canAdmitPod(const api::Pod& pod, const std::vector<api::PodPtr>& act
     return insufficient("memory", wanted.memory_bytes, used.memory_bytes, node.memory_bytes);
   }
   if (node.ephemeral_storage_bytes > 0 && wanted.ephemeral_storage_bytes > 0 &&
-      used.ephemeral_storage_bytes + wanted.ephemeral_storage_bytes > node.ephemeral_storage_bytes) {
+      used.ephemeral_storage_bytes + wanted.ephemeral_storage_bytes >
+          node.ephemeral_storage_bytes) {
     return insufficient("ephemeral-storage", wanted.ephemeral_storage_bytes,
                         used.ephemeral_storage_bytes, node.ephemeral_storage_bytes);
   }

@@ -36,13 +36,11 @@ struct NodeAllocatable {
   int64_t ephemeral_storage_bytes = 0;
 };
 
-struct AdmitResult {
-  bool admit = true;
-  // "OutOfcpu", "OutOfmemory", "OutOfephemeral-storage", "OutOfpods", "HostName",
-  // "PodFitsHostPorts"; the eviction manager's "Evicted".
-  std::string reason;
-  std::string message;  // kubelet's wording, e.g. "Node didn't have enough resource: cpu, ..."
-};
+// kubelet's PodAdmitResult and the scheduler's pod requests live with the resource arithmetic
+// (agent/cm/resources.h), where the eviction manager uses them too.
+using cm::AdmitResult;
+using cm::PodRequests;
+using cm::podRequests;
 
 // The pods admission counts as active, kept from one batch of additions to the next while nothing
 // that decides it changed (the pod manager's, the pod workers' and the terminal statuses'
@@ -72,15 +70,6 @@ class ActivePodsCache {
 // `active_pods` are the admitted, non-terminated pods (the pod itself is not among them).
 AdmitResult canAdmitPod(const api::Pod& pod, const std::vector<api::PodPtr>& active_pods,
                         const NodeAllocatable& node);
-
-// The effective requests of a pod as the scheduler counts them: the sum over app containers, or
-// the largest init container request when that is bigger (milli-CPU and bytes).
-struct PodRequests {
-  int64_t cpu_milli = 0;
-  int64_t memory_bytes = 0;
-  int64_t ephemeral_storage_bytes = 0;
-};
-PodRequests podRequests(const api::Pod& pod);
 
 // The host's capacity: CPUs this process may run on, MemTotal (/proc/meminfo), the size of the
 // filesystem holding `root_dir` (statvfs; "" or an unreadable dir leaves it 0) and

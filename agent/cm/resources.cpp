@@ -239,4 +239,39 @@ ResourceConfig toResourceConfig(const LinuxContainerResources& resources) {
 
 bool isCriticalPod(const api::Pod& pod) { return api::isCriticalPod(pod); }
 
+namespace {
+
+int64_t requestMilli(const api::Container& c, const std::string& resource) {
+  auto it = c.resources.requests.find(resource);
+  if (it != c.resources.requests.end()) return it->second.milliValue();
+  // A limit without a request defaults the request to the limit (API defaulting).
+  auto lim = c.resources.limits.find(resource);
+  return lim == c.resources.limits.end() ? 0 : lim->second.milliValue();
+}
+
+int64_t requestValue(const api::Container& c, const std::string& resource) {
+  auto it = c.resources.requests.find(resource);
+  if (it != c.resources.requests.end()) return it->second.value();
+  auto lim = c.resources.limits.find(resource);
+  return lim == c.resources.limits.end() ? 0 : lim->second.value();
+}
+
+}  // namespace
+
+PodRequests podRequests(const api::Pod& pod) {
+  PodRequests r;
+  for (const auto& c : pod.spec.containers) {
+    r.cpu_milli += requestMilli(c, "cpu");
+    r.memory_bytes += requestValue(c, "memory");
+    r.ephemeral_storage_bytes += requestValue(c, "ephemeral-storage");
+  }
+  for (const auto& c : pod.spec.init_containers) {
+    r.cpu_milli = std::max(r.cpu_milli, requestMilli(c, "cpu"));
+    r.memory_bytes = std::max(r.memory_bytes, requestValue(c, "memory"));
+    r.ephemeral_storage_bytes =
+        std::max(r.ephemeral_storage_bytes, requestValue(c, "ephemeral-storage"));
+  }
+  return r;
+}
+
 }  // namespace nodeagent::cm

@@ -83,4 +83,23 @@ ResourceConfig toResourceConfig(const LinuxContainerResources& resources);
 bool isCriticalPod(const api::Pod& pod);
 inline constexpr int32_t kSystemCriticalPriority = 2000000000;
 
+// The effective requests of a pod as the scheduler counts them: the sum over app containers, or
+// the largest init container request when that is bigger (milli-CPU and bytes); a limit without
+// a request counts as the request (API defaulting).
+struct PodRequests {
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+  int64_t ephemeral_storage_bytes = 0;
+};
+PodRequests podRequests(const api::Pod& pod);
+
+// kubelet's PodAdmitResult: whether a pod may run on the node, and why not.
+struct AdmitResult {
+  bool admit = true;
+  // "OutOfcpu", "OutOfmemory", "OutOfephemeral-storage", "OutOfpods", "HostName",
+  // "PodFitsHostPorts"; the eviction manager's "Evicted".
+  std::string reason;
+  std::string message;  // kubelet's wording, e.g. "Node didn't have enough resource: cpu, ..."
+};
+
 }  // namespace nodeagent::cm

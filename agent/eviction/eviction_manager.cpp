@@ -13,9 +13,8 @@ namespace {
 NODEAGENT_LOGGER("eviction")
 
 constexpr char kReason[] = "Evicted";
-constexpr NodeCondition kConditionOrder[] = {NodeCondition::kMemoryPressure,
-                                             NodeCondition::kDiskPressure,
-                                             NodeCondition::kPidPressure};
+constexpr NodeCondition kConditionOrder[] = {
+    NodeCondition::kMemoryPressure, NodeCondition::kDiskPressure, NodeCondition::kPidPressure};
 
 // Threshold identity as kubelet's mergeThresholds/thresholdsFirstObservedAt compare them.
 bool sameThreshold(const Threshold& a, const Threshold& b) {
@@ -24,10 +23,8 @@ bool sameThreshold(const Threshold& a, const Threshold& b) {
 
 int32_t priorityOf(const api::Pod& pod) { return pod.spec.priority.value_or(0); }
 
-int64_t memoryRequest(const api::Pod& pod) { return agent::podRequests(pod).memory_bytes; }
-int64_t storageRequest(const api::Pod& pod) {
-  return agent::podRequests(pod).ephemeral_storage_bytes;
-}
+int64_t memoryRequest(const api::Pod& pod) { return cm::podRequests(pod).memory_bytes; }
+int64_t storageRequest(const api::Pod& pod) { return cm::podRequests(pod).ephemeral_storage_bytes; }
 
 // cmpBool: true first.
 int cmpBool(bool a, bool b) {
@@ -56,9 +53,9 @@ int priorityCmp(const api::Pod& a, const api::Pod& b) {
 }
 
 // Wraps a comparison of two pods that both have stats; a pod without stats goes first.
-CmpFunc withStats(const PodUsageLookup& usage,
-                  std::function<int(const api::Pod&, const PodUsage&, const api::Pod&,
-                                    const PodUsage&)> fn) {
+CmpFunc withStats(
+    const PodUsageLookup& usage,
+    std::function<int(const api::Pod&, const PodUsage&, const api::Pod&, const PodUsage&)> fn) {
   return [usage, fn](const api::Pod& a, const api::Pod& b) {
     const PodUsage* ua = usage(a);
     const PodUsage* ub = usage(b);
@@ -124,21 +121,21 @@ std::vector<Threshold> thresholdsMet(const std::vector<Threshold>& thresholds,
 }
 
 void rankMemoryPressure(std::vector<api::PodPtr>& pods, const PodUsageLookup& usage) {
-  auto exceeds = withStats(usage, [](const api::Pod& a, const PodUsage& ua, const api::Pod& b,
-                                     const PodUsage& ub) {
-    return cmpBool(memoryUsage(ua) > memoryRequest(a), memoryUsage(ub) > memoryRequest(b));
-  });
-  auto memory = withStats(usage, [](const api::Pod& a, const PodUsage& ua, const api::Pod& b,
-                                    const PodUsage& ub) {
-    return cmpInt(memoryUsage(ub) - memoryRequest(b), memoryUsage(ua) - memoryRequest(a));
-  });
+  auto exceeds = withStats(
+      usage, [](const api::Pod& a, const PodUsage& ua, const api::Pod& b, const PodUsage& ub) {
+        return cmpBool(memoryUsage(ua) > memoryRequest(a), memoryUsage(ub) > memoryRequest(b));
+      });
+  auto memory = withStats(
+      usage, [](const api::Pod& a, const PodUsage& ua, const api::Pod& b, const PodUsage& ub) {
+        return cmpInt(memoryUsage(ub) - memoryRequest(b), memoryUsage(ua) - memoryRequest(a));
+      });
   orderedBy(pods, {exceeds, priorityCmp, memory});
 }
 
 void rankDiskPressure(std::vector<api::PodPtr>& pods, const PodUsageLookup& usage, Signal signal) {
   const bool inodes = resourceForSignal(signal) == "inodes";
-  auto exceeds = withStats(usage, [inodes](const api::Pod& a, const PodUsage& ua,
-                                           const api::Pod& b, const PodUsage& ub) {
+  auto exceeds = withStats(usage, [inodes](const api::Pod& a, const PodUsage& ua, const api::Pod& b,
+                                           const PodUsage& ub) {
     // Nothing requests inodes: any use of them exceeds the request of 0.
     auto request = [inodes](const api::Pod& p) { return inodes ? 0 : storageRequest(p); };
     return cmpBool(diskUsage(ua, inodes) > request(a), diskUsage(ub, inodes) > request(b));
@@ -153,10 +150,10 @@ void rankDiskPressure(std::vector<api::PodPtr>& pods, const PodUsageLookup& usag
 }
 
 void rankPidPressure(std::vector<api::PodPtr>& pods, const PodUsageLookup& usage) {
-  auto processes = withStats(usage, [](const api::Pod&, const PodUsage& ua, const api::Pod&,
-                                       const PodUsage& ub) {
-    return cmpInt(ub.processes.value_or(0), ua.processes.value_or(0));
-  });
+  auto processes = withStats(
+      usage, [](const api::Pod&, const PodUsage& ua, const api::Pod&, const PodUsage& ub) {
+        return cmpInt(ub.processes.value_or(0), ua.processes.value_or(0));
+      });
   orderedBy(pods, {priorityCmp, processes});
 }
 
@@ -179,8 +176,8 @@ std::string evictionMessage(std::string_view resource, const api::Pod& pod, cons
           req == c.resources.requests.end() ? "0" : req->second.toString();
       if (*used > request) {
         message += "Container " + c.name + " was using " +
-                   api::Quantity::fromBytes(*used).toString() +
-                   ", which exceeds its request of " + request_text + ". ";
+                   api::Quantity::fromBytes(*used).toString() + ", which exceeds its request of " +
+                   request_text + ". ";
       }
     }
   }
@@ -217,7 +214,7 @@ void EvictionManager::stop() {
   });
 }
 
-agent::AdmitResult EvictionManager::admitPod(const api::Pod& pod) const {
+cm::AdmitResult EvictionManager::admitPod(const api::Pod& pod) const {
   PressureConditions c = conditions();
   if (!c.any()) return {};
   // Critical pods are needed for the node's stability.
@@ -381,7 +378,8 @@ asio::awaitable<std::optional<api::PodPtr>> EvictionManager::synchronize() {
   log()->warn("Attempting to reclaim resource={} threshold={}", resource,
               formatThreshold(to_reclaim));
   if (options_.record_node_event) {
-    options_.record_node_event("Warning", "EvictionThresholdMet", "Attempting to reclaim " + resource);
+    options_.record_node_event("Warning", "EvictionThresholdMet",
+                               "Attempting to reclaim " + resource);
   }
   // (GCC 12 mishandles temporaries and conditions around co_await: plain statements only.)
   const bool relieved = co_await reclaimNodeLevel(to_reclaim.signal);
@@ -401,8 +399,8 @@ asio::awaitable<std::optional<api::PodPtr>> EvictionManager::synchronize() {
   if (options_.pod_usage) {
     const auto* fn = &options_.pod_usage;
     const auto* pods_ptr = &pods;
-    usage = co_await base::runBlocking(blockingExecutor(),
-                                       [fn, pods_ptr] { return (*fn)(*pods_ptr); });
+    usage =
+        co_await base::runBlocking(blockingExecutor(), [fn, pods_ptr] { return (*fn)(*pods_ptr); });
   }
   PodUsageLookup lookup = [&usage](const api::Pod& pod) -> const PodUsage* {
     auto it = usage.find(pod.metadata.uid);

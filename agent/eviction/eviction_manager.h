@@ -44,7 +44,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/admission.h"
+#include "agent/cm/resources.h"
 #include "agent/eviction/thresholds.h"
 #include "api/pod.h"
 #include "base/asio.h"
@@ -100,16 +100,17 @@ struct PressureConditions {
 using KillPodFunc = std::function<asio::awaitable<bool>(api::PodPtr pod, api::PodStatus status,
                                                         std::optional<int64_t> grace_override)>;
 // Same signature as agent::EventSink (type, reason, message, field path "").
-using PodEventFunc = std::function<void(const api::Pod&, const std::string& type,
-                                        const std::string& reason, const std::string& message,
-                                        const std::string& field_path)>;
-using NodeEventFunc =
-    std::function<void(const std::string& type, const std::string& reason, const std::string& message)>;
+using PodEventFunc =
+    std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
+                       const std::string& message, const std::string& field_path)>;
+using NodeEventFunc = std::function<void(const std::string& type, const std::string& reason,
+                                         const std::string& message)>;
 
 struct EvictionManagerOptions {
   std::vector<Threshold> thresholds;  // parseThresholdConfig
-  base::Duration monitoring_period = kDefaultEvictionMonitoringPeriod;              // --eviction-monitoring (10s)
-  base::Duration pressure_transition_period = kDefaultPressureTransitionPeriod;     // 5m
+  base::Duration monitoring_period =
+      kDefaultEvictionMonitoringPeriod;  // --eviction-monitoring (10s)
+  base::Duration pressure_transition_period = kDefaultPressureTransitionPeriod;  // 5m
   // --eviction-max-pod-grace-period: the grace period of a soft eviction, whatever the pod's
   // (kubelet 1.18's gracePeriodOverride). Not negative.
   int64_t max_pod_grace_period_seconds = 0;
@@ -129,8 +130,9 @@ struct EvictionManagerOptions {
   // awaited on the manager's strand: it must not block (it may hop to another executor and back).
   // Optional.
   std::function<asio::awaitable<base::Status>(Signal signal)> reclaim_node_level;
-  PodEventFunc record_pod_event;    // optional
-  NodeEventFunc record_node_event;  // optional: Warning EvictionThresholdMet "Attempting to reclaim memory"
+  PodEventFunc record_pod_event;  // optional
+  NodeEventFunc
+      record_node_event;  // optional: Warning EvictionThresholdMet "Attempting to reclaim memory"
   // Called (on the manager's strand) when the reported conditions change. Optional.
   std::function<void(const PressureConditions&)> on_conditions_changed;
   // Whether an evicted pod's resources are released (containers gone, cgroup removed). Called on
@@ -152,7 +154,7 @@ class EvictionManager : public std::enable_shared_from_this<EvictionManager> {
   void stop();
 
   // The eviction admit handler. Any thread.
-  agent::AdmitResult admitPod(const api::Pod& pod) const;
+  cm::AdmitResult admitPod(const api::Pod& pod) const;
   // The node conditions to report now. Any thread.
   PressureConditions conditions() const;
   // The last pass's observations. Any thread.
@@ -177,7 +179,7 @@ class EvictionManager : public std::enable_shared_from_this<EvictionManager> {
   std::atomic<uint64_t> passes_{0};
 
   mutable std::mutex mu_;
-  PressureConditions conditions_;  // guarded by mu_
+  PressureConditions conditions_;   // guarded by mu_
   Observations last_observations_;  // guarded by mu_
 
   // Strand only.
