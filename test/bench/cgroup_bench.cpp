@@ -21,10 +21,15 @@
 // Prints p50 / p99 / max of each, and of the setup per container (create + join) and per pod
 // (pod cgroup + create + join): the figure the goal "cgroup setup adds < 1 ms per container at
 // p99" is about. Sequential, one thread: it measures the cgroupfs work itself, not contention.
+// Then lone starts on a cgroup2 hierarchy: the child joining its cgroup before exec versus being
+// forked straight into it (clone3 with CLONE_INTO_CGROUP, as nodeagent-shim does on cgroup v2).
 // Not root, or no cgroup hierarchy mounted: says so and exits 0 without measuring.
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -329,6 +334,70 @@ int run(size_t n) {
   return 0;
 }
 
+// On a cgroup2 hierarchy (the v2 mount, or a v1 machine's controller-less "unified" one: a move
+// takes the same kernel lock either way), 100 lone starts one every 50 ms, alternating: fork, the
+// child writes cgroup.procs and execs /bin/true, versus clone3 with CLONE_INTO_CGROUP (what
+// nodeagent-shim does on cgroup v2), each timed from fork to the exit being reaped.
+void compareForkIntoCgroup() {
+#ifdef CLONE_INTO_CGROUP
+  auto mounts = cm::detectCgroupMounts();
+  std::string unified;
+  if (mounts.ok() && mounts->version == cm::CgroupVersion::kV2) {
+    unified = mounts->unified_root;
+  } else if (::access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0) {
+    unified = "/sys/fs/cgroup/unified";
+  }
+  if (unified.empty()) {
+    std::printf("cgroup_bench: no cgroup2 hierarchy: clone3 into a cgroup not measured\n");
+    return;
+  }
+  const std::string dir = unified + "/nodeagent-bench-" + std::to_string(::getpid());
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    std::printf("cgroup_bench: mkdir %s: %s\n", dir.c_str(), std::strerror(errno));
+    return;
+  }
+  std::vector<double> join, into;
+  for (int i = 0; i < 100; ++i) {
+    for (int mode = 0; mode < 2; ++mode) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const auto t0 = SteadyClock::now();
+      pid_t pid = -1;
+      if (mode == 0) {
+        pid = ::fork();
+        if (pid == 0) {
+          const int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+          if (fd < 0 || ::write(fd, "0", 1) != 1) _exit(3);
+          ::execl("/bin/true", "true", nullptr);
+          _exit(2);
+        }
+      } else {
+        const int cg = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct clone_args args {};
+        args.flags = CLONE_INTO_CGROUP;
+        args.exit_signal = SIGCHLD;
+        args.cgroup = static_cast<uint64_t>(cg);
+        pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+        if (pid == 0) {
+          ::execl("/bin/true", "true", nullptr);
+          _exit(2);
+        }
+        ::close(cg);
+      }
+      if (pid < 0) break;
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      (mode == 0 ? join : into).push_back(ms(SteadyClock::now() - t0));
+    }
+  }
+  ::rmdir(dir.c_str());
+  std::printf("\nlone starts on the cgroup2 hierarchy %s (one per 50 ms)\n", unified.c_str());
+  printRow("fork + join (cgroup.procs) + exec + wait", join);
+  printRow("clone3 CLONE_INTO_CGROUP + exec + wait", into);
+#else
+  std::printf("cgroup_bench: built without CLONE_INTO_CGROUP: not measured\n");
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -346,6 +415,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     rc = run(n);
+    compareForkIntoCgroup();
   } catch (const std::exception& e) {
     std::printf("cgroup_bench: failed: %s\n", e.what());
     rc = 1;
