@@ -26,7 +26,6 @@ NODEAGENT_LOGGER("stats")
 
 namespace fs = std::filesystem;
 
-
 // The node's cumulative CPU time from /proc/stat's "cpu" line (every state but idle and iowait),
 // in nanoseconds.
 std::optional<uint64_t> nodeCpuNanos(const std::string& proc_root) {
@@ -222,17 +221,45 @@ std::map<std::string, std::optional<api::PodStatus>> SummaryProvider::statusesBy
   return out;
 }
 
+// One collection's shared inputs: its time, the node's start and filesystem, and the CPU samples
+// it took (those of cgroups gone since are dropped at the end).
+struct SummaryProvider::Collection {
+  std::string time;
+  std::string start_time;
+  std::optional<eviction::FsInfo> node_fs;
+  std::set<std::string> cpu_seen;
+};
+
 nlohmann::json SummaryProvider::collect() {
   const auto& o = options_;
-  const std::string time =
-      api::formatTime(api::Timestamp(clock_.wallNow().time_since_epoch()));
-  nlohmann::json node = {{"nodeName", o.node_name}};
+  Collection c;
+  c.time = api::formatTime(api::Timestamp(clock_.wallNow().time_since_epoch()));
   const auto boot = bootTime(o.proc_root);
-  const std::string start_time = boot ? api::formatTime(*boot) : time;
-  node["startTime"] = start_time;
-  // The CPU samples this collection takes; those of cgroups gone since are dropped at the end.
-  std::set<std::string> cpu_seen;
+  c.start_time = boot ? api::formatTime(*boot) : c.time;
+  c.node_fs = eviction::statFs(o.root_dir);
+  nlohmann::json node = nodeJson(c);
+  nlohmann::json pods = nlohmann::json::array();
+  std::vector<SummaryPod> summary_pods = o.pods ? o.pods() : std::vector<SummaryPod>{};
+  for (const auto& sp : summary_pods) {
+    if (sp.pod) pods.push_back(podJson(sp, c));
+  }
+  nlohmann::json summary = {{"node", std::move(node)}, {"pods", std::move(pods)}};
+  std::string text = summary.dump();
+  {
+    std::lock_guard lock(mu_);
+    json_ = std::move(text);
+    collected_at_ = clock_.now();
+    std::erase_if(cpu_prev_, [&](const auto& entry) { return !c.cpu_seen.contains(entry.first); });
+  }
+  return summary;
+}
 
+nlohmann::json SummaryProvider::nodeJson(Collection& run) {
+  const auto& o = options_;
+  const std::string& time = run.time;
+  auto& cpu_seen = run.cpu_seen;
+  const auto& node_fs = run.node_fs;
+  nlohmann::json node = {{"nodeName", o.node_name}, {"startTime", run.start_time}};
   if (auto cpu = nodeCpuNanos(o.proc_root)) node["cpu"] = cpuJson("node", *cpu, time, cpu_seen);
   if (auto mem = eviction::parseMemInfo(cm::readSmallFile(o.proc_root + "/meminfo"))) {
     const int64_t ws = eviction::memInfoWorkingSet(*mem);
@@ -250,7 +277,6 @@ nlohmann::json SummaryProvider::collect() {
       if ((ls >> key >> kib) && key == "AnonPages:") node["memory"]["rssBytes"] = kib * 1024;
     }
   }
-  const auto node_fs = eviction::statFs(o.root_dir);
   if (node_fs) {
     node["fs"] = {{"time", time},
                   {"availableBytes", node_fs->available_bytes},
@@ -262,8 +288,8 @@ nlohmann::json SummaryProvider::collect() {
     // usedBytes / inodesUsed of the node fs (f_blocks - f_bfree as df counts).
     struct ::statvfs s {};
     if (!o.root_dir.empty() && ::statvfs(o.root_dir.c_str(), &s) == 0 && node.contains("fs")) {
-      node["fs"]["usedBytes"] = static_cast<int64_t>(s.f_blocks - s.f_bfree) *
-                                static_cast<int64_t>(s.f_frsize);
+      node["fs"]["usedBytes"] =
+          static_cast<int64_t>(s.f_blocks - s.f_bfree) * static_cast<int64_t>(s.f_frsize);
       node["fs"]["inodesUsed"] = static_cast<int64_t>(s.f_files - s.f_ffree);
     }
   }
@@ -283,7 +309,7 @@ nlohmann::json SummaryProvider::collect() {
   if (o.kubepods) {
     const auto& kubepods = *o.kubepods;
     if (auto s = cgroupStats(kubepods)) {
-      nlohmann::json pods_container = {{"name", "pods"}, {"startTime", start_time}};
+      nlohmann::json pods_container = {{"name", "pods"}, {"startTime", run.start_time}};
       if (s->cpu_usage_nanos) {
         pods_container["cpu"] =
             cpuJson(cm::cgroupNameToPath(kubepods), *s->cpu_usage_nanos, time, cpu_seen);
@@ -293,100 +319,94 @@ nlohmann::json SummaryProvider::collect() {
     }
   }
 
-  nlohmann::json pods = nlohmann::json::array();
-  std::vector<SummaryPod> summary_pods = o.pods ? o.pods() : std::vector<SummaryPod>{};
-  for (const auto& sp : summary_pods) {
-    if (!sp.pod) continue;
-    const api::Pod& pod = *sp.pod;
-    const auto& meta = pod.metadata;
-    nlohmann::json p = {{"podRef", {{"name", meta.name}, {"namespace", meta.namespace_}, {"uid", meta.uid}}}};
-    if (sp.status && sp.status->start_time) {
-      p["startTime"] = api::formatTime(*sp.status->start_time);
-    } else if (meta.creation_timestamp) {
-      p["startTime"] = api::formatTime(*meta.creation_timestamp);
+  return node;
+}
+
+nlohmann::json SummaryProvider::podJson(const SummaryPod& sp, Collection& run) {
+  const auto& o = options_;
+  const std::string& time = run.time;
+  auto& cpu_seen = run.cpu_seen;
+  const auto& node_fs = run.node_fs;
+  const api::Pod& pod = *sp.pod;
+  const auto& meta = pod.metadata;
+  nlohmann::json p = {
+      {"podRef", {{"name", meta.name}, {"namespace", meta.namespace_}, {"uid", meta.uid}}}};
+  if (sp.status && sp.status->start_time) {
+    p["startTime"] = api::formatTime(*sp.status->start_time);
+  } else if (meta.creation_timestamp) {
+    p["startTime"] = api::formatTime(*meta.creation_timestamp);
+  }
+  std::optional<cm::CgroupName> pod_cgroup = podCgroup(pod);
+  if (pod_cgroup) {
+    if (auto s = cgroupStats(*pod_cgroup)) {
+      if (s->cpu_usage_nanos) {
+        p["cpu"] = cpuJson(cm::cgroupNameToPath(*pod_cgroup), *s->cpu_usage_nanos, time, cpu_seen);
+      }
+      p["memory"] = memoryJson(time, *s);
+      if (s->pids_current) p["process_stats"] = {{"process_count", *s->pids_current}};
     }
-    std::optional<cm::CgroupName> pod_cgroup = podCgroup(pod);
-    if (pod_cgroup) {
-      if (auto s = cgroupStats(*pod_cgroup)) {
+  }
+  std::filesystem::path pod_logs;
+  if (!o.pod_log_dir.empty()) {
+    pod_logs = runtime::buildPodLogsDirectory(o.pod_log_dir, meta.namespace_, meta.name, meta.uid);
+  }
+  DirUsage total;
+  nlohmann::json containers = nlohmann::json::array();
+  for (const auto& c : pod.spec.containers) {
+    nlohmann::json cj = {{"name", c.name}};
+    const api::ContainerStatus* cs = nullptr;
+    if (sp.status) {
+      for (const auto& s : sp.status->container_statuses) {
+        if (s.name == c.name) cs = &s;
+      }
+    }
+    if (cs && cs->state.running && cs->state.running->started_at) {
+      cj["startTime"] = api::formatTime(*cs->state.running->started_at);
+    } else if (p.contains("startTime")) {
+      cj["startTime"] = p["startTime"];
+    }
+    if (pod_cgroup && cs && !cs->container_id.empty()) {
+      auto name = *pod_cgroup;
+      name.push_back(containerId(cs->container_id));
+      if (auto s = cgroupStats(name)) {
         if (s->cpu_usage_nanos) {
-          p["cpu"] =
-              cpuJson(cm::cgroupNameToPath(*pod_cgroup), *s->cpu_usage_nanos, time, cpu_seen);
+          cj["cpu"] = cpuJson(cm::cgroupNameToPath(name), *s->cpu_usage_nanos, time, cpu_seen);
         }
-        p["memory"] = memoryJson(time, *s);
-        if (s->pids_current) p["process_stats"] = {{"process_count", *s->pids_current}};
+        cj["memory"] = memoryJson(time, *s);
       }
     }
-    std::filesystem::path pod_logs;
-    if (!o.pod_log_dir.empty()) {
-      pod_logs = runtime::buildPodLogsDirectory(o.pod_log_dir, meta.namespace_, meta.name, meta.uid);
-    }
-    DirUsage total;
-    nlohmann::json containers = nlohmann::json::array();
-    for (const auto& c : pod.spec.containers) {
-      nlohmann::json cj = {{"name", c.name}};
-      const api::ContainerStatus* cs = nullptr;
-      if (sp.status) {
-        for (const auto& s : sp.status->container_statuses) {
-          if (s.name == c.name) cs = &s;
-        }
-      }
-      if (cs && cs->state.running && cs->state.running->started_at) {
-        cj["startTime"] = api::formatTime(*cs->state.running->started_at);
-      } else if (p.contains("startTime")) {
-        cj["startTime"] = p["startTime"];
-      }
-      if (pod_cgroup && cs && !cs->container_id.empty()) {
-        auto name = *pod_cgroup;
-        name.push_back(containerId(cs->container_id));
-        if (auto s = cgroupStats(name)) {
-          if (s->cpu_usage_nanos) {
-            cj["cpu"] = cpuJson(cm::cgroupNameToPath(name), *s->cpu_usage_nanos, time, cpu_seen);
-          }
-          cj["memory"] = memoryJson(time, *s);
-        }
-      }
-      if (!pod_logs.empty()) {
-        auto dir = base::childPath(pod_logs, "container name", c.name);
-        if (dir.ok()) {
-          DirUsage logs = dirUsage(dir->string());
-          total.bytes += logs.bytes;
-          total.inodes += logs.inodes;
-          cj["logs"] = fsJson(time, node_fs, logs);
-        }
-      }
-      containers.push_back(std::move(cj));
-    }
-    p["containers"] = std::move(containers);
-    nlohmann::json volumes = nlohmann::json::array();
-    if (!o.root_dir.empty()) {
-      for (const auto& v : pod.spec.volumes) {
-        if (v.source_type != "emptyDir") continue;
-        auto pod_dir = base::childPath(fs::path(o.root_dir) / "pods", "pod UID", meta.uid);
-        if (!pod_dir.ok()) break;
-        auto dir = base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir", "volume name",
-                                   v.name);
-        if (!dir.ok()) continue;
-        DirUsage used = dirUsage(dir->string());
-        total.bytes += used.bytes;
-        total.inodes += used.inodes;
-        auto vj = fsJson(time, node_fs, used);
-        vj["name"] = v.name;
-        volumes.push_back(std::move(vj));
+    if (!pod_logs.empty()) {
+      auto dir = base::childPath(pod_logs, "container name", c.name);
+      if (dir.ok()) {
+        DirUsage logs = dirUsage(dir->string());
+        total.bytes += logs.bytes;
+        total.inodes += logs.inodes;
+        cj["logs"] = fsJson(time, node_fs, logs);
       }
     }
-    if (!volumes.empty()) p["volume"] = std::move(volumes);
-    p["ephemeral-storage"] = fsJson(time, node_fs, total);
-    pods.push_back(std::move(p));
+    containers.push_back(std::move(cj));
   }
-  nlohmann::json summary = {{"node", std::move(node)}, {"pods", std::move(pods)}};
-  std::string text = summary.dump();
-  {
-    std::lock_guard lock(mu_);
-    json_ = std::move(text);
-    collected_at_ = clock_.now();
-    std::erase_if(cpu_prev_, [&](const auto& entry) { return !cpu_seen.contains(entry.first); });
+  p["containers"] = std::move(containers);
+  nlohmann::json volumes = nlohmann::json::array();
+  if (!o.root_dir.empty()) {
+    for (const auto& v : pod.spec.volumes) {
+      if (v.source_type != "emptyDir") continue;
+      auto pod_dir = base::childPath(fs::path(o.root_dir) / "pods", "pod UID", meta.uid);
+      if (!pod_dir.ok()) break;
+      auto dir =
+          base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir", "volume name", v.name);
+      if (!dir.ok()) continue;
+      DirUsage used = dirUsage(dir->string());
+      total.bytes += used.bytes;
+      total.inodes += used.inodes;
+      auto vj = fsJson(time, node_fs, used);
+      vj["name"] = v.name;
+      volumes.push_back(std::move(vj));
+    }
   }
-  return summary;
+  if (!volumes.empty()) p["volume"] = std::move(volumes);
+  p["ephemeral-storage"] = fsJson(time, node_fs, total);
+  return p;
 }
 
 size_t SummaryProvider::cpuSamples() const {
@@ -413,11 +433,13 @@ eviction::PodUsageMap SummaryProvider::podUsage(const std::vector<api::PodPtr>& 
       }
     }
     const api::PodStatus* status = nullptr;
-    if (auto it = statuses.find(meta.uid); it != statuses.end() && it->second) status = &*it->second;
+    if (auto it = statuses.find(meta.uid); it != statuses.end() && it->second)
+      status = &*it->second;
     DirUsage total;
     std::filesystem::path pod_logs;
     if (!o.pod_log_dir.empty()) {
-      pod_logs = runtime::buildPodLogsDirectory(o.pod_log_dir, meta.namespace_, meta.name, meta.uid);
+      pod_logs =
+          runtime::buildPodLogsDirectory(o.pod_log_dir, meta.namespace_, meta.name, meta.uid);
     }
     for (const auto& c : pod.spec.containers) {
       eviction::ContainerUsage cu;
@@ -449,8 +471,8 @@ eviction::PodUsageMap SummaryProvider::podUsage(const std::vector<api::PodPtr>& 
         if (v.source_type != "emptyDir" || v.empty_dir_medium == "Memory") continue;
         auto pod_dir = base::childPath(fs::path(o.root_dir) / "pods", "pod UID", meta.uid);
         if (!pod_dir.ok()) break;
-        auto dir = base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir",
-                                   "volume name", v.name);
+        auto dir = base::childPath(*pod_dir / "volumes" / "kubernetes.io~empty-dir", "volume name",
+                                   v.name);
         if (!dir.ok()) continue;
         DirUsage used = dirUsage(dir->string());
         total.bytes += used.bytes;

@@ -70,7 +70,7 @@ DirUsage dirUsage(const std::string& path);
 struct SummaryOptions {
   std::string node_name;
   std::string proc_root = "/proc";
-  std::string root_dir;     // --root-dir: the node fs, and pods' volumes (<root>/pods/<uid>/volumes)
+  std::string root_dir;  // --root-dir: the node fs, and pods' volumes (<root>/pods/<uid>/volumes)
   std::string pod_log_dir;  // --pod-log-dir (<dir>/<ns>_<name>_<uid>/<container>/)
   // Pod and container cgroups; null: no cgroup figures (pods then report fs figures only).
   std::shared_ptr<const cm::ContainerManager> container_manager;
@@ -125,6 +125,9 @@ class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {
   // `key` to `seen` (the collection's keys: the others' samples are dropped at its end).
   nlohmann::json cpuJson(const std::string& key, uint64_t usage_nanos, const std::string& time,
                          std::set<std::string>& seen);
+  struct Collection;
+  nlohmann::json nodeJson(Collection& run);
+  nlohmann::json podJson(const SummaryPod& sp, Collection& run);
   std::optional<cm::CgroupStats> cgroupStats(const cm::CgroupName& name) const;
   std::optional<cm::CgroupName> podCgroup(const api::Pod& pod) const;
   std::map<std::string, std::optional<api::PodStatus>> statusesByUid() const;
@@ -146,8 +149,8 @@ class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {
   std::atomic<bool> started_{false};
 
   mutable std::mutex mu_;
-  std::string json_;                          // guarded by mu_
-  base::MonotonicTime collected_at_{};         // guarded by mu_
+  std::string json_;                    // guarded by mu_
+  base::MonotonicTime collected_at_{};  // guarded by mu_
   // The latest collection's samples by cgroup path ("node" for /proc/stat).
   std::map<std::string, CpuSample> cpu_prev_;  // guarded by mu_
 };
