@@ -311,12 +311,9 @@ asio::awaitable<bool> EvictionManager::reclaimNodeLevel(Signal signal) {
   co_return thresholdsMet(options_.thresholds, observations, false).empty();
 }
 
-asio::awaitable<std::optional<api::PodPtr>> EvictionManager::synchronize() {
-  if (options_.thresholds.empty() || !options_.signals) co_return std::nullopt;
-  SignalSource* source = options_.signals.get();
-  Observations observations =
-      co_await base::runBlocking(blockingExecutor(), [source] { return source->observe(); });
-  if (stopped_) co_return std::nullopt;
+// thresholdsMet, first-observed times, the pressure conditions (reported when they change) and
+// the thresholds whose grace period has passed, which drive eviction. Strand only.
+std::vector<Threshold> EvictionManager::updateThresholds(const Observations& observations) {
   const auto now = clock_.now();
 
   // The thresholds met now, and those met before that have not reclaimed their minimum yet.
@@ -365,6 +362,16 @@ asio::awaitable<std::optional<api::PodPtr>> EvictionManager::synchronize() {
     log()->info("Node conditions changed conditions={}", conditionList(conditions));
     if (options_.on_conditions_changed) options_.on_conditions_changed(conditions);
   }
+  return graced;
+}
+
+asio::awaitable<std::optional<api::PodPtr>> EvictionManager::synchronize() {
+  if (options_.thresholds.empty() || !options_.signals) co_return std::nullopt;
+  SignalSource* source = options_.signals.get();
+  Observations observations =
+      co_await base::runBlocking(blockingExecutor(), [source] { return source->observe(); });
+  if (stopped_) co_return std::nullopt;
+  std::vector<Threshold> graced = updateThresholds(observations);
   if (graced.empty()) {
     log()->debug("No resources are starved");
     co_return std::nullopt;

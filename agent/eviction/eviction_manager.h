@@ -165,6 +165,7 @@ class EvictionManager : public std::enable_shared_from_this<EvictionManager> {
 
  private:
   asio::awaitable<std::optional<api::PodPtr>> synchronize();
+  std::vector<Threshold> updateThresholds(const Observations& observations);
   asio::awaitable<bool> reclaimNodeLevel(Signal signal);
   void schedule(base::Duration d);
   void runPass();
