@@ -5,13 +5,35 @@
 // deliberately when even its config file is, so that a container is never started twice.
 #include <poll.h>
 
-#include <thread>
-
 #include "agent/runtime/process_runtime_state.h"
 #include "agent/runtime/shim_processes.h"
 
 namespace nodeagent::runtime {
 namespace {
+
+// Waits until the process of each of `items` (its pidfd: `pidfd_of(item)`) has ended or `timeout`
+// passed, reaping those that are this process's children; the ended ones are dropped from `items`.
+template <class T, class PidfdOf>
+void waitUntilEnded(std::vector<T>& items, PidfdOf pidfd_of, base::Clock& clock,
+                    base::Duration timeout) {
+  const auto deadline = clock.now() + timeout;
+  while (!items.empty()) {
+    std::vector<pollfd> fds;
+    for (const auto& item : items) fds.push_back({pidfd_of(item), POLLIN, 0});
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.now());
+    const int rc =
+        ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) return;
+    for (size_t i = fds.size(); i-- > 0;) {
+      if (fds[i].revents == 0) continue;
+      siginfo_t info{};
+      // Reap it when it is our child (the agent process survived, e.g. tests).
+      ::waitid(kPPidfd, static_cast<id_t>(fds[i].fd), &info, WEXITED | WNOHANG);
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+}
 
 // The state file says what the live shim is (same boot, same shim, same container process).
 bool stateMatches(const ShimState& state, const LiveShim& shim) {
@@ -181,25 +203,9 @@ void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shim
     pidfdSendSignal(pidfd->fd, SIGTERM);
     targets.push_back({&u, std::move(pidfd)});
   }
-  // Waits until every target's shim ended or `timeout` passed; drops the ended ones.
   auto waitEnded = [&](base::Duration timeout) {
-    const auto deadline = clock_.now() + timeout;
-    while (!targets.empty()) {
-      std::vector<pollfd> fds;
-      for (const auto& t : targets) fds.push_back({t.pidfd->fd, POLLIN, 0});
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock_.now());
-      const int rc =
-          ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, left.count())));
-      if (rc < 0 && errno == EINTR) continue;
-      if (rc <= 0) return;
-      for (size_t i = fds.size(); i-- > 0;) {
-        if (fds[i].revents == 0) continue;
-        siginfo_t info{};
-        // Reap it when it is our child (the agent process survived, e.g. tests).
-        ::waitid(kPPidfd, static_cast<id_t>(targets[i].pidfd->fd), &info, WEXITED | WNOHANG);
-        targets.erase(targets.begin() + static_cast<std::ptrdiff_t>(i));
-      }
-    }
+    waitUntilEnded(
+        targets, [](const Target& t) { return t.pidfd->fd; }, clock_, timeout);
   };
   waitEnded(seconds(options_.minimum_grace_seconds));
   for (const auto& t : targets) {
@@ -215,22 +221,24 @@ void ProcessRuntime::State::killUnadoptable(const std::vector<Unadoptable>& shim
   for (const auto& [id, cgroup] : cgroups) killContainerCgroup(id, cgroup);
   // The container processes SIGKILLed above end soon after (the kernel has yet to run them):
   // recovery returns once they are gone, so that a container is never running twice.
-  std::vector<const LiveShim*> killed;
-  for (const auto& t : targets) killed.push_back(&t.u->shim);
+  std::vector<std::unique_ptr<Fd>> killed;
+  for (const auto& t : targets) {
+    const LiveShim& shim = t.u->shim;
+    if (shim.container_pid <= 0) continue;
+    auto pidfd = std::make_unique<Fd>(pidfdOpen(shim.container_pid));
+    // Checked with the pidfd held: the pid is still the container's, not a reused one.
+    if (pidfd->fd >= 0 && processAlive(shim.container_pid, shim.container_start_ticks)) {
+      killed.push_back(std::move(pidfd));
+    }
+  }
   waitEnded(seconds(options_.minimum_grace_seconds));
   for (const auto& t : targets) {
     log()->error("A container shim that cannot be adopted survived SIGKILL id={} shimPid={}",
                  t.u->id, t.u->shim.pid);
   }
-  // Real time, as poll's timeouts above: a kernel's work, not the agent's clock.
-  const auto deadline = std::chrono::steady_clock::now() + seconds(options_.minimum_grace_seconds);
-  for (const LiveShim* shim : killed) {
-    while (shim->container_pid > 0 &&
-           processAlive(shim->container_pid, shim->container_start_ticks) &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
+  waitUntilEnded(
+      killed, [](const std::unique_ptr<Fd>& fd) { return fd->fd; }, clock_,
+      seconds(options_.minimum_grace_seconds));
 }
 
 base::Status ProcessRuntime::State::recover() {
