@@ -282,6 +282,48 @@ bool cgroupGone(cm::CgroupManager& manager, const cm::CgroupName& name) {
   return true;
 }
 
+// A running container whose shell leaves a sleep in a session of its own (`escaped`) and execs
+// its main sleep, in a pod cgroup of its own (`uid`).
+struct EscapingContainer {
+  api::PodPtr pod;
+  ContainerId id;
+  cm::CgroupName cgroup;  // the container's
+  std::string escaped;
+  std::string main_sleep;
+};
+
+EscapingContainer startEscaping(Env& env, CgroupRoot& root, const std::string& uid) {
+  EscapingContainer c;
+  const std::string parent = makePodCgroup(root, uid);
+  c.escaped = uniqueSleep();
+  c.main_sleep = uniqueSleep();
+  c.pod = makePod(uid, {shContainer("main", "(setsid sleep " + c.escaped + " &) ; exec sleep " +
+                                                c.main_sleep)});
+  c.id = env.start(c.pod, inCgroup(parent, {}));
+  REQUIRE(testing::eventually([&] { return countSleeps(c.escaped) == 1; }));
+  REQUIRE(testing::eventually([&] { return countSleeps(c.main_sleep) == 1; }));
+  c.cgroup = containerCgroup(parent, c.id);
+  return c;
+}
+
+// The container's shim dies while no agent runs (this process started it: it is reaped here).
+void killShimWithoutAgent(Env& env, const ContainerId& id) {
+  const int shim = env.runtime().shimPidForTest(id);
+  REQUIRE(shim > 0);
+  env.dropRuntime();
+  ::kill(shim, SIGKILL);
+  ::waitpid(shim, nullptr, 0);
+}
+
+// Nothing of the container runs any more, and its removal removes its cgroup.
+void checkKilledWhole(Env& env, cm::CgroupManager& manager, const EscapingContainer& c) {
+  CHECK(testing::eventually([&] { return countSleeps(c.escaped) == 0; }));
+  CHECK(testing::eventually([&] { return countSleeps(c.main_sleep) == 0; }));
+  CHECK(testing::eventually([&] { return manager.pids(c.cgroup).empty(); }));
+  REQUIRE(env.sync(env.runtime().removeContainer(c.id)).ok());
+  CHECK(cgroupGone(manager, c.cgroup));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -751,33 +793,15 @@ TEST_CASE(
   CgroupRoot root(manager);
   REQUIRE(root.create().ok());
   Env env(manager);
-  const std::string parent = makePodCgroup(root, "u-orphan");
-  const std::string escaped = uniqueSleep();
-  const std::string main_sleep = uniqueSleep();
-  auto pod =
-      makePod("u-orphan",
-              {shContainer("main", "(setsid sleep " + escaped + " &) ; exec sleep " + main_sleep)});
-  auto id = env.start(pod, inCgroup(parent, {}));
-  REQUIRE(testing::eventually([&] { return countSleeps(escaped) == 1; }));
-  REQUIRE(testing::eventually([&] { return countSleeps(main_sleep) == 1; }));
-  const int shim = env.runtime().shimPidForTest(id);
-  REQUIRE(shim > 0);
-  const cm::CgroupName name = containerCgroup(parent, id);
-
-  env.dropRuntime();
-  ::kill(shim, SIGKILL);
-  ::waitpid(shim, nullptr, 0);  // this process started it
+  auto c = startEscaping(env, root, "u-orphan");
+  killShimWithoutAgent(env, c.id);
   env.restart();
 
-  auto cs = env.status(pod, id);
+  auto cs = env.status(c.pod, c.id);
   REQUIRE(cs);
   CHECK(cs->state == ContainerState::kExited);
   CHECK(cs->exit_code == 137);
-  CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
-  CHECK(testing::eventually([&] { return countSleeps(main_sleep) == 0; }));
-  CHECK(testing::eventually([&] { return manager->pids(name).empty(); }));
-  REQUIRE(env.sync(env.runtime().removeContainer(id)).ok());
-  CHECK(cgroupGone(*manager, name));
+  checkKilledWhole(env, *manager, c);
 }
 
 TEST_CASE(
@@ -788,34 +812,17 @@ TEST_CASE(
   CgroupRoot root(manager);
   REQUIRE(root.create().ok());
   Env env(manager);
-  const std::string parent = makePodCgroup(root, "u-unknown");
-  const std::string escaped = uniqueSleep();
-  const std::string main_sleep = uniqueSleep();
-  auto pod =
-      makePod("u-unknown",
-              {shContainer("main", "(setsid sleep " + escaped + " &) ; exec sleep " + main_sleep)});
-  auto id = env.start(pod, inCgroup(parent, {}));
-  REQUIRE(testing::eventually([&] { return countSleeps(escaped) == 1; }));
-  REQUIRE(testing::eventually([&] { return countSleeps(main_sleep) == 1; }));
-  const int shim = env.runtime().shimPidForTest(id);
-  REQUIRE(shim > 0);
-  const cm::CgroupName name = containerCgroup(parent, id);
-
-  env.dropRuntime();
-  ::kill(shim, SIGKILL);
-  ::waitpid(shim, nullptr, 0);  // this process started it
-  testing::writeFile(env.options().root_dir / "containers" / id.id / "state", "not a state file\n");
+  auto c = startEscaping(env, root, "u-unknown");
+  killShimWithoutAgent(env, c.id);
+  testing::writeFile(env.options().root_dir / "containers" / c.id.id / "state",
+                     "not a state file\n");
   env.restart();
 
-  auto cs = env.status(pod, id);
+  auto cs = env.status(c.pod, c.id);
   REQUIRE(cs);
   CHECK(cs->state == ContainerState::kExited);
   CHECK(cs->reason == "ContainerStatusUnknown");
-  CHECK(testing::eventually([&] { return countSleeps(escaped) == 0; }));
-  CHECK(testing::eventually([&] { return countSleeps(main_sleep) == 0; }));
-  CHECK(testing::eventually([&] { return manager->pids(name).empty(); }));
-  REQUIRE(env.sync(env.runtime().removeContainer(id)).ok());
-  CHECK(cgroupGone(*manager, name));
+  checkKilledWhole(env, *manager, c);
 }
 
 TEST_CASE(
