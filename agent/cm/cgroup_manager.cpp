@@ -287,6 +287,20 @@ std::string cgroupNameToPath(const CgroupName& name) {
   return out;
 }
 
+std::string cgroupRootLockPath(std::string_view cgroup_root) {
+  std::string path = std::string(kCgroupRootLockDir) + "/cgroup-root-";
+  for (char c : cgroupNameToPath(parseCgroupPath(cgroup_root))) {
+    if (c == '/') {
+      path += "%2F";
+    } else if (c == '%') {
+      path += "%25";
+    } else {
+      path += c;
+    }
+  }
+  return path + ".lock";
+}
+
 CgroupName parseCgroupPath(std::string_view path) {
   CgroupName name;
   for (auto c : split(path, '/')) {

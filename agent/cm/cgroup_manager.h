@@ -61,6 +61,10 @@ base::Status cgroupErrnoStatus(int err, std::string message);
 using CgroupName = std::vector<std::string>;
 // "/a/b/c" (the root is "/"); ParseCgroupfsToCgroupName is its inverse.
 std::string cgroupNameToPath(const CgroupName& name);
+// The directory of the node agents' cgroup-root locks, and the lock file of one cgroup root
+// ("/a", "/a/" and "//a" are one root): <dir>/cgroup-root-<root, '/' and '%' escaped>.lock.
+inline constexpr const char* kCgroupRootLockDir = "/run/nodeagent";
+std::string cgroupRootLockPath(std::string_view cgroup_root);
 CgroupName parseCgroupPath(std::string_view path);
 
 // What a cgroup's counters say now (unset when the controller is missing).

@@ -25,22 +25,11 @@ NODEAGENT_LOGGER("nodeagent")
 // no cgroups either.
 std::optional<std::string> cgroupRootLockPath(const DaemonFlags& f) {
   if (f.runtime != "process") return std::nullopt;
-  const std::filesystem::path dir = "/run/nodeagent";
+  const std::filesystem::path dir = cm::kCgroupRootLockDir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || ::access(dir.c_str(), W_OK) != 0) return std::nullopt;
-  std::string name = "cgroup-root-";
-  // "/a", "/a/" and "//a" are one cgroup root.
-  for (char c : cm::cgroupNameToPath(cm::parseCgroupPath(f.cgroup_root))) {
-    if (c == '/') {
-      name += "%2F";
-    } else if (c == '%') {
-      name += "%25";
-    } else {
-      name += c;
-    }
-  }
-  return (dir / (name + ".lock")).string();
+  return cm::cgroupRootLockPath(f.cgroup_root);
 }
 
 // Before anything that reads or changes the root dir: two agents on one root dir would each take

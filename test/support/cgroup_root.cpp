@@ -31,12 +31,8 @@ void removeAll() {
 }  // namespace
 
 void removeCgroupTree(const std::string& root) {
-  // The agents' lock file for this cgroup root (cmd/nodeagent/daemon_command.cpp names it).
-  std::string lock = "/run/nodeagent/cgroup-root-";
-  for (char c : cm::cgroupNameToPath(cm::parseCgroupPath(root))) {
-    lock += c == '/' ? std::string("%2F") : c == '%' ? std::string("%25") : std::string(1, c);
-  }
-  ::unlink((lock + ".lock").c_str());
+  // The agents' lock file for this cgroup root.
+  ::unlink(cm::cgroupRootLockPath(root).c_str());
   auto mounts = cm::detectCgroupMounts();
   if (!mounts.ok()) return;
   cm::CgroupManager cgroups(std::move(*mounts));

@@ -464,3 +464,13 @@ TEST_CASE("cgroupErrnoStatus: EACCES, EPERM and EROFS say PermissionDenied (not 
   CHECK(cm::cgroupErrnoStatus(EISDIR, "x").code() == base::StatusCode::kInternal);
   CHECK(cm::cgroupErrnoStatus(EACCES, "the message").message() == "the message");
 }
+
+TEST_CASE("cgroupRootLockPath: one lock file per cgroup root however it is spelled",
+          "[unit][cm]") {
+  CHECK(cm::cgroupRootLockPath("/") == "/run/nodeagent/cgroup-root-%2F.lock");
+  CHECK(cm::cgroupRootLockPath("/a/b") == "/run/nodeagent/cgroup-root-%2Fa%2Fb.lock");
+  CHECK(cm::cgroupRootLockPath("/a/b/") == cm::cgroupRootLockPath("/a/b"));
+  CHECK(cm::cgroupRootLockPath("//a//b") == cm::cgroupRootLockPath("/a/b"));
+  // '%' is escaped too, so no two roots share a file.
+  CHECK(cm::cgroupRootLockPath("/a%2Fb") == "/run/nodeagent/cgroup-root-%2Fa%252Fb.lock");
+}
