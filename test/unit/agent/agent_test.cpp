@@ -1076,8 +1076,7 @@ api::PodPtr burstablePod(const std::string& uid) {
       .container("web", {"sleep", "1000"})
       .edit([](nlohmann::json& j) {
         j["spec"]["containers"][0]["resources"] = {
-            {"requests", {{"cpu", "100m"}, {"memory", "64Mi"}}},
-            {"limits", {{"memory", "128Mi"}}}};
+            {"requests", {{"cpu", "100m"}, {"memory", "64Mi"}}}, {"limits", {{"memory", "128Mi"}}}};
       })
       .build();
 }
@@ -1126,8 +1125,7 @@ TEST_CASE(
       "one and one it did not make (another node agent's) stay") {
     auto makePodCgroup = [&](const std::string& name) {
       for (const char* c : {"memory", "cpu", "cpuacct", "pids", "freezer"}) {
-        std::filesystem::create_directories(fs_root.path() / c / "kubepods" / "besteffort" /
-                                            name);
+        std::filesystem::create_directories(fs_root.path() / c / "kubepods" / "besteffort" / name);
       }
       return fs_root.path() / "memory" / "kubepods" / "besteffort" / name;
     };
@@ -1207,4 +1205,69 @@ TEST_CASE("agent: a container the OOM killer ended is OOMKilled with one Warning
   REQUIRE(events.size() == 1);
   CHECK(events[0].type == "Warning");
   CHECK(events[0].message == "Container web was killed by the kernel's OOM killer");
+}
+
+namespace {
+
+// Runs the agent's node-level reclaim from `caller` (the eviction manager's strand in the daemon)
+// on the harness' one thread.
+std::optional<base::Status> reclaimFrom(Harness& h, asio::any_io_executor caller) {
+  std::optional<base::Status> out;
+  asio::co_spawn(
+      caller,
+      [&h, &out]() -> asio::awaitable<void> {
+        asio::awaitable<base::Status> removing = h.agent->removeDeadContainers();
+        base::Status status = co_await std::move(removing);
+        out = status;
+      },
+      asio::detached);
+  h.drain();
+  return out;
+}
+
+api::PodPtr namedPod(const std::string& uid, const std::string& policy) {
+  return testing::PodBuilder()
+      .name("web-" + uid)
+      .uid(uid)
+      .annotation("kubernetes.io/config.source", "file")
+      .container("web", {"sleep", "1000"})
+      .restartPolicy(policy)
+      .build();
+}
+
+}  // namespace
+
+// One thread and the FakeRuntime: a reclaim that waited for the collection on that thread would
+// never finish.
+TEST_CASE(
+    "agent: removeDeadContainers is a coroutine: it completes on a single thread, keeps the newest "
+    "exited container of a running pod and removes a finished pod's",
+    "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {namedPod("u-run", "Always"), namedPod("u-done", "Never")});
+  // u-run: two exits (restarted at once, then after a 10 s backoff); u-done: exited and finished.
+  REQUIRE(h.runtime.exitContainer("u-run", "web", 1));
+  h.drain();
+  REQUIRE(h.runtime.exitContainer("u-run", "web", 1));
+  h.drain();
+  REQUIRE(h.runtime.exitContainer("u-done", "web", 0));
+  h.drain();
+  h.advance(11s);
+  REQUIRE(h.status_manager.getPodStatus("u-done")->phase == "Succeeded");
+  const size_t before = h.actions(Action::Kind::kRemove).size();
+
+  asio::strand<asio::io_context::executor_type> caller(h.ioc.get_executor());
+  auto status = reclaimFrom(h, caller);
+  REQUIRE(status.has_value());
+  CHECK(status->ok());
+  // u-run's older exited container and u-done's only one.
+  CHECK(h.actions(Action::Kind::kRemove).size() == before + 2);
+  CHECK_FALSE(h.runtime.containerStatus("u-done", "web").has_value());
+  REQUIRE(h.runtime.containerStatus("u-run", "web").has_value());
+
+  // Nothing left to remove: the next reclaim removes nothing and still completes.
+  status = reclaimFrom(h, h.ioc.get_executor());
+  REQUIRE(status.has_value());
+  CHECK(status->ok());
+  CHECK(h.actions(Action::Kind::kRemove).size() == before + 2);
 }
