@@ -1,48 +1,77 @@
 #include "test/support/tls_cert.h"
 
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/rsa.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <utility>
 
 namespace nodeagent::testing {
 
-void writeSelfSignedCert(const std::filesystem::path& dir) {
-  EVP_PKEY* key = EVP_RSA_gen(2048);
-  REQUIRE(key != nullptr);
-  X509* cert = X509_new();
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
-  X509_set_pubkey(cert, key);
-  X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
-  X509_set_issuer_name(cert, name);
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
-  for (auto [nid, value] : {std::pair{NID_subject_alt_name, "IP:127.0.0.1"},
-                            std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
-    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-    REQUIRE(ext != nullptr);
-    X509_add_ext(cert, ext, -1);
-    X509_EXTENSION_free(ext);
+namespace {
+
+std::string fileNameFor(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-';
+    if (!keep) c = '_';
   }
-  REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
-  FILE* f = std::fopen((dir / "cert.pem").c_str(), "w");
-  PEM_write_X509(f, cert);
-  std::fclose(f);
-  f = std::fopen((dir / "key.pem").c_str(), "w");
-  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
-  std::fclose(f);
-  X509_free(cert);
-  EVP_PKEY_free(key);
+  return out.empty() ? "cert" : out;
+}
+
+void write(const certificate::KeyPair& pair, const std::filesystem::path& cert_file,
+           const std::filesystem::path& key_file) {
+  base::Status st = certificate::writeKeyPair(pair, cert_file, key_file);
+  INFO(st.toString());
+  REQUIRE(st.ok());
+}
+
+}  // namespace
+
+void writeSelfSignedCert(const std::filesystem::path& dir) {
+  certificate::CertificateRequest request;
+  request.common_name = "127.0.0.1";
+  request.ip_addresses = {"127.0.0.1"};
+  request.server_auth = true;
+  auto pair = certificate::generateSelfSigned(request);
+  INFO(pair.status().toString());
+  REQUIRE(pair.ok());
+  write(*pair, dir / "cert.pem", dir / "key.pem");
+}
+
+TestPki::TestPki(std::filesystem::path dir, const std::string& ca_name) : dir_(std::move(dir)) {
+  auto ca = certificate::generateCa(ca_name);
+  INFO(ca.status().toString());
+  REQUIRE(ca.ok());
+  ca_ = std::move(*ca);
+  write(ca_, dir_ / "ca.crt", dir_ / "ca.key");
+}
+
+TestPki::Files TestPki::issue(const certificate::CertificateRequest& request,
+                              const std::string& file_name) {
+  auto pair = certificate::issueCertificate(ca_, request);
+  INFO(pair.status().toString());
+  REQUIRE(pair.ok());
+  Files files{dir_ / (file_name + ".crt"), dir_ / (file_name + ".key")};
+  write(*pair, files.cert_file, files.key_file);
+  return files;
+}
+
+TestPki::Files TestPki::issueClient(const std::string& user, const std::vector<std::string>& groups,
+                                    const std::string& file_name) {
+  certificate::CertificateRequest request;
+  request.common_name = user;
+  request.organizations = groups;
+  request.client_auth = true;
+  return issue(request, file_name.empty() ? fileNameFor(user) : file_name);
+}
+
+TestPki::Files TestPki::issueServing(const std::string& name, const std::vector<std::string>& ips,
+                                     const std::vector<std::string>& dns_names) {
+  certificate::CertificateRequest request;
+  request.common_name = name;
+  request.ip_addresses = ips;
+  request.dns_names = dns_names;
+  request.server_auth = true;
+  return issue(request, fileNameFor(name));
 }
 
 }  // namespace nodeagent::testing

@@ -1,0 +1,433 @@
+#include "agent/certificate/pki.h"
+
+#include <fcntl.h>
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "base/log.h"
+
+namespace nodeagent::certificate {
+namespace {
+
+NODEAGENT_LOGGER("certificate");
+
+// Nothing here runs before main(): OpenSSL initialises itself on the first call into it (the
+// daemon defers that until TLS is first used, cmd/nodeagent/lazy_openssl.h).
+
+template <auto Fn>
+struct Deleter {
+  template <typename T>
+  void operator()(T* p) const {
+    Fn(p);
+  }
+};
+using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY_free>>;
+using X509Ptr = std::unique_ptr<X509, Deleter<X509_free>>;
+using BioPtr = std::unique_ptr<BIO, Deleter<BIO_free_all>>;
+using BnPtr = std::unique_ptr<BIGNUM, Deleter<BN_free>>;
+using NamesPtr = std::unique_ptr<GENERAL_NAMES, Deleter<GENERAL_NAMES_free>>;
+using NamePtr = std::unique_ptr<GENERAL_NAME, Deleter<GENERAL_NAME_free>>;
+using ExtPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION_free>>;
+
+// The queued OpenSSL errors as one line (the queue is emptied).
+std::string opensslErrors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "unknown OpenSSL error" : out;
+}
+
+base::Status sslError(std::string_view what) {
+  return base::internalError(std::string(what) + ": " + opensslErrors());
+}
+
+base::StatusOr<PkeyPtr> generateKey() {
+  PkeyPtr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
+  if (!key) return sslError("generating an ECDSA P-256 key");
+  return key;
+}
+
+std::string bioText(BIO* bio) {
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio, &data);
+  return std::string(data, static_cast<size_t>(n));
+}
+
+base::StatusOr<std::string> keyPem(EVP_PKEY* key) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  // PKCS#8 ("PRIVATE KEY"), unencrypted.
+  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1)
+    return sslError("encoding a private key");
+  return bioText(bio.get());
+}
+
+base::StatusOr<std::string> certPem(X509* cert) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_X509(bio.get(), cert) != 1) return sslError("encoding a certificate");
+  return bioText(bio.get());
+}
+
+// The first certificate of a PEM text (a chain may follow it).
+X509Ptr parseCert(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) return nullptr;
+  return X509Ptr(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+}
+
+PkeyPtr parseKey(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) return nullptr;
+  return PkeyPtr(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+}
+
+// A positive random 127-bit serial number (RFC 5280 allows up to 20 octets).
+base::Status setRandomSerial(X509* cert) {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) return sslError("drawing a serial number");
+  bytes[0] &= 0x7f;
+  bytes[0] |= 0x40;  // never zero, always 16 octets
+  BnPtr bn(BN_bin2bn(bytes, sizeof(bytes), nullptr));
+  if (!bn || BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert)) == nullptr)
+    return sslError("setting a serial number");
+  return base::okStatus();
+}
+
+base::Status setSubject(X509* cert, const std::string& common_name,
+                        const std::vector<std::string>& organizations) {
+  X509_NAME* name = X509_get_subject_name(cert);
+  auto add = [&](const char* field, const std::string& value) {
+    return X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8,
+                                      reinterpret_cast<const unsigned char*>(value.c_str()),
+                                      static_cast<int>(value.size()), -1, 0) == 1;
+  };
+  for (const auto& o : organizations) {
+    if (!add("O", o)) return base::invalidArgumentError("bad organization \"" + o + "\"");
+  }
+  if (!common_name.empty() && !add("CN", common_name))
+    return base::invalidArgumentError("bad common name \"" + common_name + "\"");
+  return base::okStatus();
+}
+
+// notBefore is `backdate` before now (clock skew between hosts), notAfter `validity` after that.
+base::Status setValidity(X509* cert, std::chrono::seconds backdate, std::chrono::seconds validity) {
+  long before = -static_cast<long>(backdate.count());
+  long after = before + static_cast<long>(validity.count());
+  if (X509_gmtime_adj(X509_getm_notBefore(cert), before) == nullptr ||
+      X509_gmtime_adj(X509_getm_notAfter(cert), after) == nullptr)
+    return sslError("setting the validity");
+  return base::okStatus();
+}
+
+base::Status addSubjectAltNames(X509* cert, const std::vector<std::string>& dns_names,
+                                const std::vector<std::string>& ip_addresses) {
+  if (dns_names.empty() && ip_addresses.empty()) return base::okStatus();
+  NamesPtr names(GENERAL_NAMES_new());
+  for (const auto& dns : dns_names) {
+    if (dns.empty()) return base::invalidArgumentError("empty DNS name");
+    NamePtr gn(GENERAL_NAME_new());
+    ASN1_IA5STRING* s = ASN1_IA5STRING_new();
+    if (!gn || s == nullptr || ASN1_STRING_set(s, dns.data(), static_cast<int>(dns.size())) != 1) {
+      ASN1_IA5STRING_free(s);
+      return sslError("adding DNS name " + dns);
+    }
+    GENERAL_NAME_set0_value(gn.get(), GEN_DNS, s);
+    sk_GENERAL_NAME_push(names.get(), gn.release());
+  }
+  for (const auto& ip : ip_addresses) {
+    NamePtr gn(GENERAL_NAME_new());
+    ASN1_OCTET_STRING* addr = a2i_IPADDRESS(ip.c_str());
+    if (addr == nullptr) {
+      ERR_clear_error();
+      return base::invalidArgumentError("\"" + ip + "\" is not an IP address");
+    }
+    GENERAL_NAME_set0_value(gn.get(), GEN_IPADD, addr);
+    sk_GENERAL_NAME_push(names.get(), gn.release());
+  }
+  if (X509_add1_ext_i2d(cert, NID_subject_alt_name, names.get(), 0, X509V3_ADD_DEFAULT) != 1)
+    return sslError("adding subjectAltName");
+  return base::okStatus();
+}
+
+// Adds extensions in OpenSSL's config syntax; `issuer` supplies the authority key identifier.
+base::Status addExtensions(X509* cert, X509* issuer,
+                           const std::vector<std::pair<int, std::string>>& extensions) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  for (const auto& [nid, value] : extensions) {
+    ExtPtr ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str()));
+    if (!ext || X509_add_ext(cert, ext.get(), -1) != 1)
+      return sslError(std::string("adding ") + OBJ_nid2sn(nid) + "=" + value);
+  }
+  return base::okStatus();
+}
+
+std::string extendedKeyUsage(const CertificateRequest& request) {
+  std::string eku;
+  if (request.server_auth) eku = "serverAuth";
+  if (request.client_auth) eku += eku.empty() ? "clientAuth" : ",clientAuth";
+  return eku;
+}
+
+struct Signer {
+  X509* cert;  // nullptr: self-signed
+  EVP_PKEY* key;
+};
+
+// Builds and signs a certificate for `key` (the subject's), as `request` and `is_ca` say.
+base::StatusOr<X509Ptr> buildCertificate(const CertificateRequest& request, bool is_ca,
+                                         EVP_PKEY* key, Signer signer) {
+  X509Ptr cert(X509_new());
+  if (!cert || X509_set_version(cert.get(), 2) != 1) return sslError("making a certificate");
+  RETURN_IF_ERROR(setRandomSerial(cert.get()));
+  RETURN_IF_ERROR(setSubject(cert.get(), request.common_name, request.organizations));
+  X509_NAME* issuer_name = signer.cert != nullptr ? X509_get_subject_name(signer.cert)
+                                                  : X509_get_subject_name(cert.get());
+  if (X509_set_issuer_name(cert.get(), issuer_name) != 1 || X509_set_pubkey(cert.get(), key) != 1)
+    return sslError("setting the issuer and key");
+  RETURN_IF_ERROR(setValidity(cert.get(), request.backdate, request.validity));
+  std::vector<std::pair<int, std::string>> exts = {
+      {NID_basic_constraints, is_ca ? "critical,CA:TRUE" : "critical,CA:FALSE"},
+      {NID_key_usage, is_ca ? "critical,digitalSignature,keyEncipherment,keyCertSign"
+                            : "critical,digitalSignature,keyEncipherment"},
+      {NID_subject_key_identifier, "hash"},
+  };
+  if (std::string eku = extendedKeyUsage(request); !eku.empty())
+    exts.emplace_back(NID_ext_key_usage, eku);
+  X509* issuer = signer.cert != nullptr ? signer.cert : cert.get();
+  RETURN_IF_ERROR(addExtensions(cert.get(), issuer, exts));
+  // After the subject key identifier: a self-signed certificate is its own authority.
+  const std::vector<std::pair<int, std::string>> authority = {
+      {NID_authority_key_identifier, "keyid:always"}};
+  RETURN_IF_ERROR(addExtensions(cert.get(), issuer, authority));
+  RETURN_IF_ERROR(addSubjectAltNames(cert.get(), request.dns_names, request.ip_addresses));
+  EVP_PKEY* signing_key = signer.key != nullptr ? signer.key : key;
+  if (X509_sign(cert.get(), signing_key, EVP_sha256()) <= 0) return sslError("signing");
+  return cert;
+}
+
+base::StatusOr<KeyPair> makePair(X509* cert, EVP_PKEY* key) {
+  auto cert_pem = certPem(cert);
+  if (!cert_pem.ok()) return cert_pem.status();
+  auto key_pem = keyPem(key);
+  if (!key_pem.ok()) return key_pem.status();
+  return KeyPair{std::move(*cert_pem), std::move(*key_pem)};
+}
+
+}  // namespace
+
+base::StatusOr<KeyPair> generateSelfSigned(const CertificateRequest& request) {
+  auto key = generateKey();
+  if (!key.ok()) return key.status();
+  auto cert = buildCertificate(request, /*is_ca=*/true, key->get(), Signer{nullptr, nullptr});
+  if (!cert.ok()) return cert.status().withContext("certificate " + request.common_name);
+  return makePair(cert->get(), key->get());
+}
+
+base::StatusOr<KeyPair> generateCa(const std::string& common_name, std::chrono::seconds validity) {
+  CertificateRequest request;
+  request.common_name = common_name;
+  request.validity = validity;
+  return generateSelfSigned(request);
+}
+
+base::StatusOr<KeyPair> issueCertificate(const KeyPair& ca, const CertificateRequest& request) {
+  X509Ptr ca_cert = parseCert(ca.cert_pem);
+  PkeyPtr ca_key = parseKey(ca.key_pem);
+  if (!ca_cert || !ca_key) {
+    ERR_clear_error();
+    return base::invalidArgumentError("the CA's certificate or key does not parse");
+  }
+  auto key = generateKey();
+  if (!key.ok()) return key.status();
+  auto cert =
+      buildCertificate(request, /*is_ca=*/false, key->get(), Signer{ca_cert.get(), ca_key.get()});
+  if (!cert.ok()) return cert.status().withContext("certificate " + request.common_name);
+  return makePair(cert->get(), key->get());
+}
+
+base::StatusOr<KeyPair> generateSelfSignedServing(const std::string& host,
+                                                  const std::vector<std::string>& ip_addresses,
+                                                  const std::vector<std::string>& dns_names) {
+  // Certificate names carry the wall time, as kubelet's do; OpenSSL reads the same clock for the
+  // validity period.
+  const auto unix_now = static_cast<long long>(std::time(nullptr));
+  auto ca = generateCa(host + "-ca@" + std::to_string(unix_now));
+  if (!ca.ok()) return ca.status();
+  CertificateRequest request;
+  request.common_name = host + "@" + std::to_string(unix_now);
+  request.server_auth = true;
+  ASN1_OCTET_STRING* host_ip = a2i_IPADDRESS(host.c_str());
+  ERR_clear_error();
+  if (host_ip != nullptr) {
+    request.ip_addresses.push_back(host);
+  } else {
+    request.dns_names.push_back(host);
+  }
+  ASN1_OCTET_STRING_free(host_ip);
+  request.ip_addresses.insert(request.ip_addresses.end(), ip_addresses.begin(), ip_addresses.end());
+  request.dns_names.insert(request.dns_names.end(), dns_names.begin(), dns_names.end());
+  auto serving = issueCertificate(*ca, request);
+  if (!serving.ok()) return serving.status();
+  serving->cert_pem += ca->cert_pem;  // the serving certificate, then its CA
+  return serving;
+}
+
+namespace {
+
+base::Status writeFileAtomically(const std::filesystem::path& file, const std::string& data,
+                                 mode_t mode) {
+  auto fail = [&](std::string_view what) {
+    return base::internalError(std::string(what) + " " + file.string() + ": " +
+                               std::strerror(errno));
+  };
+  std::string tmp = file.string() + ".tmp-XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return fail("creating a temporary file for");
+  bool ok = ::fchmod(fd, mode) == 0;
+  for (size_t off = 0; ok && off < data.size();) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) off += static_cast<size_t>(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {
+    base::Status st = fail("writing");
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  // The rename itself survives a crash once the directory is synced.
+  int dir = ::open(file.parent_path().empty() ? "." : file.parent_path().c_str(),
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return base::okStatus();
+}
+
+base::Status ensureDirectory(const std::filesystem::path& dir) {
+  if (dir.empty()) return base::okStatus();
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) return base::okStatus();
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return base::internalError("creating directory " + dir.string() + ": " + ec.message());
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) return base::internalError("setting the mode of " + dir.string() + ": " + ec.message());
+  return base::okStatus();
+}
+
+base::StatusOr<std::string> readFile(const std::filesystem::path& file, std::string_view what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec))
+    return base::notFoundError(std::string(what) + " " + file.string() + " does not exist");
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof())
+    return base::invalidArgumentError("cannot read " + std::string(what) + " " + file.string());
+  return text.str();
+}
+
+std::string asn1TimeText(const ASN1_TIME* t) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || ASN1_TIME_print(bio.get(), t) != 1) return "?";
+  return bioText(bio.get());
+}
+
+base::Status checkValidity(const std::string& cert_file, X509* cert) {
+  const ASN1_TIME* not_before = X509_get0_notBefore(cert);
+  const ASN1_TIME* not_after = X509_get0_notAfter(cert);
+  if (X509_cmp_current_time(not_before) >= 0)
+    return base::invalidArgumentError("certificate " + cert_file + " is not valid before " +
+                                      asn1TimeText(not_before));
+  if (X509_cmp_current_time(not_after) <= 0)
+    return base::invalidArgumentError("certificate " + cert_file + " expired at " +
+                                      asn1TimeText(not_after));
+  return base::okStatus();
+}
+
+}  // namespace
+
+base::Status writeKeyPair(const KeyPair& pair, const std::filesystem::path& cert_file,
+                          const std::filesystem::path& key_file) {
+  RETURN_IF_ERROR(ensureDirectory(cert_file.parent_path()));
+  RETURN_IF_ERROR(ensureDirectory(key_file.parent_path()));
+  // The key first: a certificate never sits next to a key it does not match for long.
+  RETURN_IF_ERROR(writeFileAtomically(key_file, pair.key_pem, 0600));
+  return writeFileAtomically(cert_file, pair.cert_pem, 0644);
+}
+
+base::StatusOr<KeyPair> loadKeyPair(const std::filesystem::path& cert_file,
+                                    const std::filesystem::path& key_file) {
+  auto cert_pem = readFile(cert_file, "certificate");
+  if (!cert_pem.ok()) return cert_pem.status();
+  auto key_pem = readFile(key_file, "key");
+  if (!key_pem.ok()) return key_pem.status();
+  X509Ptr cert = parseCert(*cert_pem);
+  if (!cert) {
+    return base::invalidArgumentError("certificate " + cert_file.string() +
+                                      " holds no PEM certificate: " + opensslErrors());
+  }
+  PkeyPtr key = parseKey(*key_pem);
+  if (!key) {
+    return base::invalidArgumentError("key " + key_file.string() +
+                                      " holds no PEM private key: " + opensslErrors());
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return base::invalidArgumentError("key " + key_file.string() +
+                                      " does not match the certificate " + cert_file.string());
+  }
+  RETURN_IF_ERROR(checkValidity(cert_file.string(), cert.get()));
+  return KeyPair{std::move(*cert_pem), std::move(*key_pem)};
+}
+
+base::StatusOr<CertificatePaths> ensureSelfSignedServing(const std::filesystem::path& cert_dir,
+                                                         const std::string& node_name,
+                                                         const std::vector<std::string>& ips,
+                                                         const std::vector<std::string>& names) {
+  CertificatePaths paths{cert_dir / "kubelet.crt", cert_dir / "kubelet.key"};
+  auto existing = loadKeyPair(paths.cert_file, paths.key_file);
+  if (existing.ok()) {
+    log()->info("Using the serving certificate cert={} key={}", paths.cert_file.string(),
+                paths.key_file.string());
+    return paths;
+  }
+  if (existing.status().code() != base::StatusCode::kNotFound) {
+    log()->warn("Replacing the self-signed serving certificate error={}",
+                existing.status().message());
+  }
+  auto pair = generateSelfSignedServing(node_name, ips, names);
+  if (!pair.ok()) return pair.status().withContext("generating the serving certificate");
+  RETURN_IF_ERROR(writeKeyPair(*pair, paths.cert_file, paths.key_file));
+  log()->info("Using a self-signed serving certificate cert={} key={}", paths.cert_file.string(),
+              paths.key_file.string());
+  return paths;
+}
+
+}  // namespace nodeagent::certificate
