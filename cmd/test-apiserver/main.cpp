@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "cmd/test-apiserver/kubelet_location.h"
 #include "cmd/test-apiserver/test_api_server.h"
 
 namespace {
@@ -19,6 +20,10 @@ using nodeagent::testapiserver::TestApiServer;
 void usage() {
   std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--port=6443|0]\n"
                "         [--token-auth-file=CSV] [--tls-cert-file=F --tls-private-key-file=K]\n"
+               "         [--authorization-policy-file=ABAC-JSONL]\n"
+               "         [--kubelet-client-certificate=F --kubelet-client-key=K]\n"
+               "         [--kubelet-certificate-authority=CA]\n"
+               "         [--kubelet-preferred-address-types=InternalIP,Hostname,...]\n"
                "         [--write-kubeconfig=PATH] [--history-window=N]\n";
 }
 
@@ -42,6 +47,21 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       options.tls_cert_file = value;
     } else if (arg == "--tls-private-key-file") {
       options.tls_private_key_file = value;
+    } else if (arg == "--authorization-policy-file") {
+      options.authorization_policy_file = value;
+    } else if (arg == "--kubelet-client-certificate") {
+      options.kubelet_client_certificate = value;
+    } else if (arg == "--kubelet-client-key") {
+      options.kubelet_client_key = value;
+    } else if (arg == "--kubelet-certificate-authority") {
+      options.kubelet_certificate_authority = value;
+    } else if (arg == "--kubelet-preferred-address-types") {
+      auto types = nodeagent::testapiserver::parsePreferredAddressTypes(value);
+      if (!types.ok()) {
+        std::cerr << "test-apiserver: " << types.status().message() << "\n";
+        return 2;
+      }
+      options.kubelet_preferred_address_types = std::move(*types);
     } else if (arg == "--write-kubeconfig") {
       flags.kubeconfig_path = value;
     } else if (arg == "--history-window") {

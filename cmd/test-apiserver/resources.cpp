@@ -83,8 +83,40 @@ json apiVersionsDocument(const std::string& server_address) {
 
 namespace {
 
+// What is served besides the stored resources: the kubelet subresources kube-apiserver
+// proxies and the two review kinds, which are only ever created (kubelet_location.h, authz.h).
+struct ConnectResource {
+  std::string group;
+  std::string name;
+  std::string kind;
+  bool namespaced;
+  std::vector<std::string> verbs;
+};
+
+const std::vector<ConnectResource>& connectResources() {
+  static const std::vector<ConnectResource> kResources = {
+      {"", "pods/attach", "PodAttachOptions", true, {"create", "get"}},
+      {"", "pods/exec", "PodExecOptions", true, {"create", "get"}},
+      {"", "pods/log", "Pod", true, {"get"}},
+      {"", "pods/portforward", "PodPortForwardOptions", true, {"create", "get"}},
+      {"",
+       "nodes/proxy",
+       "NodeProxyOptions",
+       false,
+       {"create", "delete", "get", "patch", "update"}},
+      {"authentication.k8s.io", "tokenreviews", "TokenReview", false, {"create"}},
+      {"authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", false, {"create"}},
+  };
+  return kResources;
+}
+
 std::vector<std::string> servedGroups() {
   std::vector<std::string> groups;
+  for (const auto& r : connectResources()) {
+    if (!r.group.empty() && std::find(groups.begin(), groups.end(), r.group) == groups.end()) {
+      groups.push_back(r.group);
+    }
+  }
   for (const auto& r : allResources()) {
     if (!r.group.empty() && std::find(groups.begin(), groups.end(), r.group) == groups.end()) {
       groups.push_back(r.group);
@@ -140,6 +172,14 @@ json apiResourceListDocument(std::string_view group, std::string_view version) {
                            {"kind", r.kind},
                            {"verbs", {"get", "patch", "update"}}});
     }
+  }
+  for (const auto& r : connectResources()) {
+    if (r.group != group) continue;
+    resources.push_back({{"name", r.name},
+                         {"singularName", ""},
+                         {"namespaced", r.namespaced},
+                         {"kind", r.kind},
+                         {"verbs", r.verbs}});
   }
   if (resources.empty()) return json();
   std::string gv =

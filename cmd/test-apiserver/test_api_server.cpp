@@ -1,16 +1,12 @@
 #include "cmd/test-apiserver/test_api_server.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "cmd/test-apiserver/test_api_server_impl.h"
+#include "cmd/test-apiserver/tunnel.h"
 
 namespace nodeagent::testapiserver {
 namespace {
@@ -26,49 +22,6 @@ constexpr int kListenBacklog = 4096;
 // While stopping, connections are shut down again this often until every request thread ended
 // (covers one accepted in the moment the listening socket closed).
 constexpr std::chrono::milliseconds kStopRescan{100};
-
-// True when `fd` is a TCP connection whose local port is `port` and not a listening socket: a
-// connection this process accepted on `port`. A client connection in this process to that
-// port has an ephemeral local port and does not match.
-bool acceptedOnPort(int fd, int port) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
-  int local_port = -1;
-  if (addr.ss_family == AF_INET) {
-    local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-  }
-  if (local_port != port) return false;
-  int type = 0, listening = 1;
-  socklen_t type_len = sizeof(type), listening_len = sizeof(listening);
-  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) == 0 && type == SOCK_STREAM &&
-         ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &listening_len) == 0 &&
-         listening == 0;
-}
-
-// httplib (0.11) gives every accepted connection a thread that waits for the next request up
-// to the keep-alive timeout, and does not wake it on stop(): joining the server would wait out
-// every idle keep-alive client. shutdown() of the server's connections wakes those waits (the
-// read sees end of stream) and fails any blocked write at once; httplib still owns the
-// descriptors and closes them. Each one is checked and shut down through a duplicate, so a
-// descriptor number that httplib closes and something else reuses in between is never touched.
-void shutdownAcceptedConnections(int port) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir) return;
-  const int dir_fd = ::dirfd(dir);
-  while (const dirent* entry = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0' || fd == dir_fd) continue;
-    const int dup = ::fcntl(static_cast<int>(fd), F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) continue;
-    if (acceptedOnPort(dup, port)) ::shutdown(dup, SHUT_RDWR);
-    ::close(dup);
-  }
-  ::closedir(dir);
-}
 
 }  // namespace
 
@@ -116,6 +69,7 @@ base::StatusOr<std::vector<TokenUser>> parseTokenAuthFile(const std::filesystem:
 
 base::Status TestApiServer::Impl::start() {
   RETURN_IF_ERROR(loadTokens());
+  RETURN_IF_ERROR(loadKubeletAccess());
   RETURN_IF_ERROR(createServer());
   configureServer();
   RETURN_IF_ERROR(bindListener());
@@ -144,7 +98,10 @@ void TestApiServer::Impl::stop() {
     }
     server_->stop();
     // The listening socket is closed: no new connection gets a request served. The open ones
-    // are shut down until httplib's request threads (joined by the listener) have ended.
+    // are shut down until httplib's request threads (joined by the listener) have ended:
+    // httplib (0.11) does not wake a thread waiting out the keep-alive timeout on stop(), but a
+    // shutdown makes its read see end of stream and fails a blocked write at once (httplib still
+    // owns and closes the descriptors). A kubelet tunnel sees its client end and ends too.
     do {
       shutdownAcceptedConnections(port_);
     } while (listener_done_.wait_for(kStopRescan) != std::future_status::ready);
@@ -178,7 +135,10 @@ base::Status TestApiServer::Impl::loadTokens() {
                                       " has no tokens");
   }
   first_token_ = tokens.front().token;
-  for (auto& t : tokens) tokens_[t.token] = t.user;
+  for (auto& t : tokens) {
+    tokens_[t.token] = t.user;
+    review_users_[t.token] = {t.user, t.uid, t.groups};
+  }
   return base::okStatus();
 }
 

@@ -5,6 +5,13 @@
 // pod deletion, preconditions), watch (chunked, bookmarks, timeouts, 410 Expired) and
 // meta.k8s.io/v1 Table output. The store lives in memory (store.h).
 //
+// The kubelet API's other half, as kube-apiserver: TokenReview (authentication.k8s.io/v1) from
+// the token file's users, SubjectAccessReview (authorization.k8s.io/v1) from system:masters and
+// an ABAC policy file (authz.h), and the pods/log, pods/exec, pods/attach, pods/portforward and
+// nodes/proxy subresources proxied to the pod's node's kubelet over TLS (kubelet_location.h for
+// where, tunnel.h for how: the client's connection is taken over from httplib and tunnelled to
+// the kubelet, so upgrades (SPDY, WebSocket) and followed logs pass through).
+//
 // Tests run it in-process:
 //
 //   auto server = testapiserver::TestApiServer::start({}).value();   // port 0: any free port
@@ -26,7 +33,7 @@
 //   GET  /_test/status                   {"watches":N,"resourceVersion":"RV"} (tests wait on it)
 //
 // Threading: every public method may be called from any thread. Requests run on a pool of
-// `threads` threads; each open watch holds one of them.
+// `threads` threads; each open watch and each kubelet tunnel holds one of them.
 #pragma once
 
 #include <chrono>
@@ -48,9 +55,22 @@ struct ServerOptions {
   // kube-apiserver's static token file: `token,user,uid[,"group1,group2"]` per line. When set,
   // every request but /healthz, /livez, /readyz and /_test/ needs `Authorization: Bearer <token>`.
   std::string token_auth_file;
+  // kube-apiserver's ABAC policy file (authz.h): what a SubjectAccessReview allows to users
+  // outside system:masters. Empty: only system:masters is allowed anything.
+  std::string authorization_policy_file;
   // Both set: serve HTTPS. The kubeconfig then carries the certificate as its CA data.
   std::string tls_cert_file;
   std::string tls_private_key_file;
+  // The kubelets behind pods/log, pods/exec, pods/attach, pods/portforward and nodes/proxy: the
+  // client certificate and key presented to them (both or neither), the CA their serving
+  // certificates must chain to (empty: not verified, as kube-apiserver), the node address types
+  // in order of preference, and the time to connect and then to finish the TLS handshake.
+  std::string kubelet_client_certificate;
+  std::string kubelet_client_key;
+  std::string kubelet_certificate_authority;
+  std::vector<std::string> kubelet_preferred_address_types = {
+      "InternalIP", "Hostname", "InternalDNS", "ExternalDNS", "ExternalIP"};
+  std::chrono::milliseconds kubelet_dial_timeout{std::chrono::seconds(10)};
   StoreOptions store;
   // Request threads; every open watch holds one, so keep it well above the watcher count.
   int threads = 256;
@@ -120,8 +140,9 @@ class TestApiServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// One line of a token auth file. Groups are read but grant nothing: every authenticated user
-// may do everything (the server has no authorization).
+// One line of a token auth file. Every authenticated user may do everything on this server (it
+// does not authorize its own requests); the groups count in TokenReview answers, which kubelets
+// pass on to their SubjectAccessReviews.
 struct TokenUser {
   std::string token;
   std::string user;

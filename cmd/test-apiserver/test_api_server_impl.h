@@ -1,7 +1,8 @@
 // TestApiServer::Impl, private to cmd/test-apiserver/. test_api_server.cpp holds the server's
 // lifecycle, authentication, request limits, fault injection and the /_test/ endpoints;
 // test_api_server_routes.cpp the REST routing (discovery, get, list, create, update, patch,
-// delete); test_api_server_watch.cpp the watch streams.
+// delete); test_api_server_watch.cpp the watch streams; test_api_server_kubelet.cpp the reviews
+// and the kubelet proxy.
 #pragma once
 
 #include <httplib.h>
@@ -21,11 +22,15 @@
 #include <vector>
 
 #include "cmd/test-apiserver/api_status.h"
+#include "cmd/test-apiserver/authz.h"
+#include "cmd/test-apiserver/kubelet_location.h"
 #include "cmd/test-apiserver/table.h"
 #include "cmd/test-apiserver/test_api_server.h"
 #include "cmd/test-apiserver/util.h"
 
 namespace nodeagent::testapiserver {
+
+class KubeletDialer;
 
 using nlohmann::json;
 
@@ -116,6 +121,9 @@ class TestApiServer::Impl {
   // The --token-auth-file's tokens; the first one goes into the written kubeconfig.
   base::Status loadTokens();
 
+  // The --authorization-policy-file's policies and the kubelet client's TLS context.
+  base::Status loadKubeletAccess();
+
   // An HTTPS server when a certificate and key are given (the certificate is also the CA the
   // written kubeconfig trusts), plain HTTP otherwise.
   base::Status createServer();
@@ -192,6 +200,25 @@ class TestApiServer::Impl {
   };
 
   void route(const httplib::Request& req, httplib::Response& res);
+
+  // TokenReview, SubjectAccessReview and the kubelet subresources. True when the request was
+  // answered.
+  bool serveKubeletApi(const httplib::Request& req, httplib::Response& res);
+
+  void serveReview(const httplib::Request& req, httplib::Response& res, bool token_review);
+
+  // pods/log, pods/exec, pods/attach, pods/portforward of pod `ns`/`name`.
+  void servePodSubresource(const httplib::Request& req, httplib::Response& res,
+                           const std::string& ns, const std::string& name, const std::string& sub);
+
+  // nodes/<id>/proxy[/path...].
+  void serveNodeProxy(const httplib::Request& req, httplib::Response& res, const std::string& id);
+
+  // Connects to `node`'s kubelet, sends it the request with `path_and_query` and tunnels the
+  // client's connection to it until either side ends. Answers a Status itself when the kubelet
+  // cannot be reached; otherwise the client's connection is shut down when it returns.
+  void proxyToKubelet(const httplib::Request& req, httplib::Response& res,
+                      const nlohmann::json& node, const std::string& path_and_query);
 
   // Health checks, /version, /api and /apis. True when the request was answered.
   bool serveDiscovery(const httplib::Request& req, httplib::Response& res);
@@ -288,7 +315,10 @@ class TestApiServer::Impl {
   bool tls_ = false;
   std::string ca_pem_;
   std::string first_token_;
-  std::map<std::string, std::string> tokens_;  // token -> user; read-only after start()
+  std::map<std::string, std::string> tokens_;       // token -> user; read-only after start()
+  std::map<std::string, ReviewUser> review_users_;  // token -> user; read-only after start()
+  std::vector<AbacPolicy> policies_;                // read-only after start()
+  std::shared_ptr<KubeletDialer> kubelet_dialer_;   // set by start()
   std::atomic<bool> stopping_{false};
 
   mutable std::mutex mu_;
