@@ -73,6 +73,29 @@ std::string urlEncode(std::string_view s) {
   return out;
 }
 
+std::optional<std::string> urlDecode(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out.push_back(' ');
+    } else if (s[i] != '%') {
+      out.push_back(s[i]);
+    } else {
+      if (i + 2 >= s.size() || hex(s[i + 1]) < 0 || hex(s[i + 2]) < 0) return std::nullopt;
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    }
+  }
+  return out;
+}
+
 Query toQuery(const ListOptions& o, bool watch) {
   Query q;
   if (watch) q.emplace_back("watch", "true");

@@ -96,6 +96,9 @@ std::string eventsPath(std::string_view ns);
 
 // Percent-encodes a query component (RFC 3986 unreserved characters stay).
 std::string urlEncode(std::string_view s);
+// Decodes a query component as Go's url.QueryUnescape does: "%XX" escapes, '+' as a space.
+// nullopt when an escape is malformed.
+std::optional<std::string> urlDecode(std::string_view s);
 
 class RestClient {
  public:
