@@ -224,15 +224,23 @@ TEST_CASE("writeKeyPair writes the key 0600, the certificate 0644, a new directo
   CHECK(loaded.ok());
 }
 
-TEST_CASE("loadKeyPair names the file and the problem", "[pki]") {
+// A CA, a leaf it issued and two file names to write them under.
+struct LoadFixture {
   testing::TempDir tmp;
   KeyPair ca = mustCa();
-  CertificateRequest request;
-  request.common_name = "leaf";
+  CertificateRequest request = leafRequest();
   KeyPair leaf = mustIssue(ca, request);
-  auto crt = tmp / "a.crt";
-  auto key = tmp / "a.key";
+  std::filesystem::path crt = tmp / "a.crt";
+  std::filesystem::path key = tmp / "a.key";
 
+  static CertificateRequest leafRequest() {
+    CertificateRequest r;
+    r.common_name = "leaf";
+    return r;
+  }
+};
+
+TEST_CASE_METHOD(LoadFixture, "loadKeyPair names the file and the problem", "[pki]") {
   SECTION("missing file") {
     auto r = loadKeyPair(crt, key);
     REQUIRE_FALSE(r.ok());
@@ -254,6 +262,11 @@ TEST_CASE("loadKeyPair names the file and the problem", "[pki]") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find(key.string()) != std::string::npos);
   }
+}
+
+TEST_CASE_METHOD(LoadFixture,
+                 "loadKeyPair checks that the key matches and the certificate is valid now",
+                 "[pki]") {
   SECTION("key of another certificate") {
     REQUIRE(writeKeyPair(KeyPair{leaf.cert_pem, ca.key_pem}, crt, key).ok());
     auto r = loadKeyPair(crt, key);
