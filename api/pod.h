@@ -238,6 +238,7 @@ struct Container {
   std::string termination_message_policy;
   std::optional<SecurityContext> security_context;
   bool stdin = false;
+  bool stdin_once = false;  // stdinOnce
   bool tty = false;
   // Hash of this container's canonical JSON (kubelet's container hash: a change restarts it).
   Hash128 hash;

@@ -145,6 +145,7 @@ base::Status decodeContainer(const json& j, const Path& p, Container* c) {
         return readBool(e, ep, "readOnlyRootFilesystem", &s->read_only_root_filesystem);
       }));
   RETURN_IF_ERROR(readBool(j, p, "stdin", &c->stdin));
+  RETURN_IF_ERROR(readBool(j, p, "stdinOnce", &c->stdin_once));
   // c->hash is set by decodeChecked, from the pod's canonical JSON.
   return readBool(j, p, "tty", &c->tty);
 }

@@ -1,6 +1,15 @@
 // FakeRuntime: an in-memory Runtime for unit tests and hollow nodes (`--runtime=fake`). Starting
 // a container makes it "running" at once, killing makes it exit at once (or after a delay on the
 // injected clock, see setKillDelay); nothing is executed.
+// Exec and attach sessions are scripted (agent/runtime/fake_stream_session.cpp), for tests of the
+// kubelet API's /exec and /attach handlers:
+//   execStream on a running container: stdout first gets the command joined by spaces + "\n";
+//     `exit N` then ends with exit code N; without stdin it ends with 0; with stdin every
+//     writeStdin comes back on stdout (echo) until closeStdin ends it with 0.
+//   attach on a running container: echoes stdin to stdout the same way (nothing first);
+//     without stdin it ends at once with 0.
+//   With tty, resize(w, h) writes "resize <w>x<h>\n" to stdout. With stdout false the echo is
+//   dropped. Errors as the process runtime's (NotFound, FailedPrecondition, InvalidArgument).
 // Every start/kill/remove is recorded, and tests can make containers exit with a code or make
 // starts fail. It holds only a few small structs per container, so 50,000 pods are cheap.
 //
@@ -71,6 +80,11 @@ class FakeRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
                                                               std::vector<std::string> command,
                                                               base::Duration timeout) override;
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> execStream(ContainerId id,
+                                                               std::vector<std::string> command,
+                                                               StreamOptions options) override;
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
+                                                           StreamOptions options) override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
@@ -117,6 +131,8 @@ class FakeRuntime final : public Runtime {
   void setExecHandler(ExecFn fn);
   // Commands run through execInContainer, as (container name, argv).
   std::vector<std::pair<std::string, std::vector<std::string>>> execs() const;
+  // Commands run through execStream, as (container name, argv).
+  std::vector<std::pair<std::string, std::vector<std::string>>> streamExecs() const;
 
  private:
   struct PodRecord {
@@ -128,6 +144,8 @@ class FakeRuntime final : public Runtime {
 
   void emit(ContainerEvent event);
   ContainerStatus* findLocked(const std::string& id, std::string* uid);
+  // NotFound or FailedPrecondition unless the container runs (mu_ held).
+  base::Status checkRunningLocked(const ContainerId& id);
   void record(Action action);
 
   asio::any_io_executor event_executor_;
@@ -147,6 +165,7 @@ class FakeRuntime final : public Runtime {
   base::Duration kill_delay_{0};
   ExecFn exec_fn_;
   std::vector<std::pair<std::string, std::vector<std::string>>> execs_;
+  std::vector<std::pair<std::string, std::vector<std::string>>> stream_execs_;
   uint64_t next_id_ = 1;
   uint64_t version_ = 0;  // bumped by every change of pods_
   size_t get_pods_calls_ = 0;

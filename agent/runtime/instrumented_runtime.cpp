@@ -8,9 +8,17 @@ namespace nodeagent::runtime {
 namespace {
 
 // By Op. killPod stops a pod's containers: counted as one stop_container.
-constexpr const char* kOpNames[] = {"list_containers", "container_status", "start_container",
-                                    "stop_container",  "exec_sync",        "remove_container",
-                                    "run_podsandbox",  "stop_podsandbox",  "remove_podsandbox"};
+constexpr const char* kOpNames[] = {"list_containers",
+                                    "container_status",
+                                    "start_container",
+                                    "stop_container",
+                                    "exec_sync",
+                                    "remove_container",
+                                    "run_podsandbox",
+                                    "stop_podsandbox",
+                                    "remove_podsandbox",
+                                    "exec",
+                                    "attach"};
 static_assert(std::size(kOpNames) == InstrumentedRuntime::kOpCount);
 
 }  // namespace
@@ -83,6 +91,22 @@ asio::awaitable<base::StatusOr<ExecResult>> InstrumentedRuntime::execInContainer
   auto call = inner_.execInContainer(std::move(id), std::move(command), timeout);
   auto r = co_await std::move(call);
   count(kExec, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<StreamSessionPtr>> InstrumentedRuntime::execStream(
+    ContainerId id, std::vector<std::string> command, StreamOptions options) {
+  auto call = inner_.execStream(std::move(id), std::move(command), options);
+  auto r = co_await std::move(call);
+  count(kExecStream, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<StreamSessionPtr>> InstrumentedRuntime::attach(
+    ContainerId id, StreamOptions options) {
+  auto call = inner_.attach(std::move(id), options);
+  auto r = co_await std::move(call);
+  count(kAttach, r.ok());
   co_return r;
 }
 

@@ -2,8 +2,8 @@
 // kubelet_runtime_operations_total{operation_type} and
 // kubelet_runtime_operations_errors_total{operation_type}, with CRI's operation names
 // (list_containers, container_status, start_container, stop_container, exec_sync,
-// remove_container, run_podsandbox, stop_podsandbox, remove_podsandbox). Calls pass straight
-// through.
+// remove_container, run_podsandbox, stop_podsandbox, remove_podsandbox, exec, attach). Calls pass
+// straight through.
 #pragma once
 
 #include <array>
@@ -43,6 +43,11 @@ class InstrumentedRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
                                                               std::vector<std::string> command,
                                                               base::Duration timeout) override;
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> execStream(ContainerId id,
+                                                               std::vector<std::string> command,
+                                                               StreamOptions options) override;
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
+                                                           StreamOptions options) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override {
@@ -68,6 +73,8 @@ class InstrumentedRuntime final : public Runtime {
     kRunSandbox,
     kStopSandbox,
     kRemoveSandbox,
+    kExecStream,
+    kAttach,
     kOpCount
   };
 

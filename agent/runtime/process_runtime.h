@@ -91,6 +91,17 @@ class ProcessRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
                                                               std::vector<std::string> command,
                                                               base::Duration timeout) override;
+  // `nodeagent-shim exec` with pipes, or with a pseudo-terminal that becomes the command's
+  // controlling terminal. Destroying the session kills the command's process group if it still
+  // runs; the runtime reaps it.
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> execStream(ContainerId id,
+                                                               std::vector<std::string> command,
+                                                               StreamOptions options) override;
+  // Through the shim's attach socket (kAttachSocketName in the container's directory), so adopted
+  // containers are attachable too. Containers run without a terminal: tty is InvalidArgument.
+  // Containers started by a shim without attach support: Unavailable.
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
+                                                           StreamOptions options) override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,

@@ -222,6 +222,8 @@ base::StatusOr<ShimConfig> ProcessRuntime::State::shimConfig(
   config.log_max_files = options_.log_max_files;
   config.pre_stop = preStopCommand(container);
   config.grace_period_seconds = podGracePeriodSeconds(pod);
+  config.stdin = container.stdin;
+  config.stdin_once = container.stdin && container.stdin_once;
   if (options.resources.oom_score_adj != 0) {
     config.oom_score_adj = static_cast<int>(options.resources.oom_score_adj);
   }

@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 
+#include "agent/runtime/exec_process.h"
 #include "agent/runtime/process_runtime.h"
 #include "agent/runtime/shim_processes.h"
 #include "agent/runtime/state_file.h"
@@ -485,6 +486,16 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
                                                    base::Duration timeout);
   asio::awaitable<std::optional<base::StatusOr<ExecResult>>> execOnStrand(
       std::string id, std::vector<std::string> command, base::Duration timeout);
+  // Starts `nodeagent-shim exec` for container `id` on the file pool (posix_spawn blocks).
+  asio::awaitable<base::StatusOr<ExecChild>> spawnExec(std::string id,
+                                                       std::vector<std::string> command,
+                                                       ExecStdio stdio);
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> execStream(std::string id,
+                                                               std::vector<std::string> command,
+                                                               StreamOptions options);
+  asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(std::string id, StreamOptions options);
+  // The container `id` runs (FailedPrecondition when not, NotFound when unknown); its config.
+  base::StatusOr<ShimConfig> runningConfig(const std::string& id) const;
   base::Status recover();
   void adopt(const std::string& id, ShimConfig config, ShimState state);
   // A live shim of this root dir that recover() cannot adopt (its config is unusable or its

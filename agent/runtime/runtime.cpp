@@ -272,4 +272,27 @@ const PodSandboxStatus* readySandbox(const std::vector<PodSandboxStatus>& sandbo
   return nullptr;
 }
 
+asio::awaitable<base::StatusOr<StreamSessionPtr>> Runtime::execStream(ContainerId id,
+                                                                      std::vector<std::string>,
+                                                                      StreamOptions) {
+  co_return base::unimplementedError("the " + type() + " runtime cannot exec with streams into " +
+                                     id.toString());
+}
+
+asio::awaitable<base::StatusOr<StreamSessionPtr>> Runtime::attach(ContainerId id, StreamOptions) {
+  co_return base::unimplementedError("the " + type() + " runtime cannot attach to " +
+                                     id.toString());
+}
+
+base::Status checkStreamOptions(const StreamOptions& options) {
+  if (options.tty && options.stderr) {
+    return base::invalidArgumentError(
+        "tty and stderr cannot both be set: a terminal has one output");
+  }
+  if (!options.stdin && !options.stdout && !options.stderr) {
+    return base::invalidArgumentError("at least one of stdin, stdout and stderr must be set");
+  }
+  return base::okStatus();
+}
+
 }  // namespace nodeagent::runtime

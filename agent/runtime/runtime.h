@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "agent/cm/resources.h"
+#include "agent/runtime/stream_session.h"
 #include "api/hash.h"
 #include "api/pod.h"
 #include "base/asio.h"
@@ -334,6 +335,19 @@ class Runtime {
   // NotFound for an unknown container.
   virtual asio::awaitable<base::StatusOr<ExecResult>> execInContainer(
       ContainerId id, std::vector<std::string> command, base::Duration timeout) = 0;
+
+  // kubelet's exec with streams (CRI Exec): runs `command` in the running container's context as
+  // execInContainer does, connected to the session's streams (StreamOptions: separate pipes, or
+  // one pseudo-terminal). Completes once the command runs. FailedPrecondition when the container
+  // is not running, NotFound when unknown, InvalidArgument for an empty command, tty with
+  // stderr, or no stream at all. Default: Unimplemented.
+  virtual asio::awaitable<base::StatusOr<StreamSessionPtr>> execStream(
+      ContainerId id, std::vector<std::string> command, StreamOptions options);
+  // kubelet's attach (CRI Attach): connects to the running container's own stdio (stdin only for
+  // a container whose spec says stdin: true). Errors as execStream's; InvalidArgument for stdin
+  // on a container without stdin: true. Default: Unimplemented.
+  virtual asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
+                                                                   StreamOptions options);
 
   // Drops an exited container's state and logs (container GC). FailedPrecondition while it runs.
   virtual asio::awaitable<base::Status> removeContainer(ContainerId id) = 0;

@@ -81,7 +81,26 @@ struct ShimConfig {
   // Written to the container's /proc/<pid>/oom_score_adj before exec (kubelet's value). Absent:
   // an inherited negative value is reset to 0.
   std::optional<int> oom_score_adj;
+  // The container's stdin (spec stdin: true): a pipe whose write end the shim keeps for attached
+  // clients (else /dev/null); with stdin_once (stdinOnce: true) the shim closes it once the first
+  // client that attached with stdin has ended its input or detached.
+  bool stdin = false;
+  bool stdin_once = false;
 };
+
+// The socket in the container's state directory where nodeagent-shim serves attaches (mode 0600).
+// A client first sends one byte of flags (kAttachWantsStdin), then, when it asked for stdin, the
+// bytes for the container's stdin; closing its sending side ends its input. The shim sends every
+// piece of the container's output read after it connected, after writing it to the log, as frames:
+// one byte kAttachStdout or kAttachStderr, the length as 4 bytes big-endian, the bytes. A client
+// that lets more than kAttachClientBuffer bytes queue up is dropped; the shim closes every client
+// once the container exited and its output was read.
+inline constexpr std::string_view kAttachSocketName = "attach.sock";
+inline constexpr unsigned char kAttachWantsStdin = 1;
+inline constexpr unsigned char kAttachStdout = 1;
+inline constexpr unsigned char kAttachStderr = 2;
+inline constexpr size_t kAttachFrameHeader = 5;
+inline constexpr size_t kAttachClientBuffer = 1 << 20;
 
 enum class ShimStatus { kCreated, kRunning, kExited };
 

@@ -10,9 +10,13 @@
 //     start, the exit code or signal and the times in <state-dir>/state, replaced atomically. It
 //     writes "ok <pid>\n" or "error <msg>\n" on fd 3 once the container has started (exec
 //     succeeded) or failed to start.
+//     It serves attaches on <state-dir>/attach.sock (attach.h): clients get the output as it is
+//     read, and with stdin: true in the config they write to the container's stdin pipe, whose
+//     write end the shim keeps (stdin_once: closed after the first client's input ended).
 //   nodeagent-shim exec <state-dir> <argv...>
 //     Runs argv with the container's env, working dir, credentials and cgroup (exec hooks and
-//     probes).
+//     probes, kubelet's exec). When its stdin is a terminal (an interactive exec with a TTY), it
+//     becomes the command's controlling terminal in a session of its own.
 //
 // The container's cgroup (config: cgroup_unified / cgroup_v1, made by the agent): the forked child
 // joins it before exec, so that no process of the container ever runs outside it (a join failure
@@ -40,6 +44,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -59,6 +64,7 @@
 #include "agent/cm/cgroup_fs.h"
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/state_file.h"
+#include "cmd/nodeagent-shim/attach.h"
 
 namespace cm = nodeagent::cm;
 namespace rt = nodeagent::runtime;
@@ -295,15 +301,16 @@ void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv
 }
 
 // In the forked child: the container gets default signal handling, its own session and process
-// group, its cgroup, and fds 0-2 only (plus `report_fd` as fd 3, close-on-exec, to tell the shim
-// why exec failed as "<stage>:<errno>[:<detail>]"). Never returns.
+// group, its cgroup, and fds 0-2 only (stdin: /dev/null or its stdin pipe) (plus `report_fd` as fd
+// 3, close-on-exec, to tell the shim why exec failed as "<stage>:<errno>[:<detail>]"). Never
+// returns.
 [[noreturn]] void runContainerChild(const rt::ShimConfig& config, const sigset_t& old_mask,
-                                    int null_fd, int out_fd, int err_fd, int report_fd,
+                                    int in_fd, int out_fd, int err_fd, int report_fd,
                                     bool in_cgroup) {
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
   ::setsid();
-  ::dup2(null_fd, 0);
+  ::dup2(in_fd, 0);
   ::dup2(out_fd, 1);
   ::dup2(err_fd, 2);
   int report = report_fd;
@@ -388,6 +395,9 @@ class Shim {
   void failStart(const std::string& message, int exit_code);
   pid_t forkContainer(const sigset_t& old_mask, const int out_pipe[2], const int err_pipe[2],
                       const int exec_pipe[2]);
+  // The attach socket and, for a stdin: true container, its stdin pipe (the read end, for the
+  // child, in `in_fd`; -1: /dev/null). Without a socket the container runs, unattachable.
+  void setUpAttach(int& in_fd);
   void markRunning(pid_t pid);
   void relayUntilExit(int sfd, int out_fd, int err_fd);
   bool handleSignals(int sfd);
@@ -418,6 +428,7 @@ class Shim {
   std::string out_;
   pid_t child_ = -1;
   bool child_done_ = false;
+  nodeagent::shim::AttachServer attach_;
   // The cgroup's OOM-kill count before the container started (nullopt: no cgroup, or a kernel
   // that does not count).
   std::optional<uint64_t> oom_kills_before_;
@@ -521,6 +532,7 @@ bool Shim::pumpStream(int idx) {
     return false;
   }
   splitters_[idx].feed(std::string_view(buf, static_cast<size_t>(n)), sink);
+  attach_.broadcast(idx == 0 ? rt::kAttachStdout : rt::kAttachStderr, buf, static_cast<size_t>(n));
   return true;
 }
 
@@ -607,19 +619,36 @@ pid_t forkIntoCgroup(const cm::CgroupPaths& cgroup) {
 // ends. Returns fork's result.
 pid_t Shim::forkContainer(const sigset_t& old_mask, const int out_pipe[2], const int err_pipe[2],
                           const int exec_pipe[2]) {
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int in_fd = -1;
+  setUpAttach(in_fd);
+  if (in_fd < 0) in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   pid_t pid = forkIntoCgroup(config_.cgroup);
   const bool in_cgroup = pid >= 0;
   if (pid < 0) pid = ::fork();
   if (pid == 0) {
-    runContainerChild(config_, old_mask, null_fd, out_pipe[1], err_pipe[1], exec_pipe[1],
-                      in_cgroup);
+    runContainerChild(config_, old_mask, in_fd, out_pipe[1], err_pipe[1], exec_pipe[1], in_cgroup);
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   ::close(exec_pipe[1]);
-  if (null_fd >= 0) ::close(null_fd);
+  if (in_fd >= 0) ::close(in_fd);
   return pid;
+}
+
+void Shim::setUpAttach(int& in_fd) {
+  std::string error;
+  if (!attach_.listen(dir_, error)) {
+    logf("nodeagent-shim: %s\n", error.c_str());
+    return;
+  }
+  int stdin_pipe[2];
+  if (!config_.stdin) return;
+  if (::pipe2(stdin_pipe, O_CLOEXEC) != 0) {
+    logf("nodeagent-shim: %s\n", errnoText("stdin pipe").c_str());
+    return;
+  }
+  in_fd = stdin_pipe[0];
+  attach_.setStdin(stdin_pipe[1], config_.stdin_once);
 }
 
 void Shim::markRunning(pid_t pid) {
@@ -639,32 +668,29 @@ void Shim::relayUntilExit(int sfd, int out_fd, int err_fd) {
   splitters_[0] = rt::LineSplitter();
   splitters_[1] = rt::LineSplitter();
   int64_t drain_deadline = 0;
+  std::vector<pollfd> pfds;
   while (true) {
     if (child_done_ && fds_[0] < 0 && fds_[1] < 0) break;
-    struct pollfd pfds[3];
-    int n = 0;
-    pfds[n++] = {sfd, POLLIN, 0};
-    int idx_of[3] = {-1, -1, -1};
-    for (int i = 0; i < 2; ++i) {
-      if (fds_[i] >= 0) {
-        idx_of[n] = i;
-        pfds[n++] = {fds_[i], POLLIN, 0};
-      }
-    }
+    // The signals, the two output pipes (a closed one, -1, is skipped by poll), the attaches.
+    pfds.assign({{sfd, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}});
+    attach_.addPollFds(pfds);
     int timeout = -1;
     if (child_done_) {
       int64_t left_ms = (drain_deadline - wallNanos()) / 1'000'000;
       if (left_ms <= 0) break;
       timeout = static_cast<int>(left_ms);
     }
-    int r = ::poll(pfds, static_cast<nfds_t>(n), timeout);
+    int r = ::poll(pfds.data(), static_cast<nfds_t>(pfds.size()), timeout);
     if (r < 0) {
       if (errno == EINTR) continue;
       break;
     }
-    for (int i = 1; i < n; ++i) {
-      if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) pumpStream(idx_of[i]);
+    for (int i = 0; i < 2; ++i) {
+      if (pfds[1 + i].fd >= 0 && (pfds[1 + i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        pumpStream(i);
+      }
     }
+    attach_.handle(pfds, 3);
     if ((pfds[0].revents & POLLIN) && handleSignals(sfd)) {
       drain_deadline = wallNanos() + int64_t{kDrainTimeoutMs} * 1'000'000;
     }
@@ -726,6 +752,7 @@ void Shim::finish() {
   };
   flush(0);
   flush(1);
+  attach_.close();
   recordTerminationMessage();
   saveState();
 }
@@ -800,6 +827,14 @@ int execMode(const std::string& dir, std::vector<std::string> argv) {
   }
   const char* stage = "exec";
   std::string detail;
+  // A terminal on stdin (the agent's pseudo-terminal of an exec with a TTY): the command's
+  // controlling terminal, in a session of its own (the agent spawned the shim in one already).
+  if (::isatty(0)) {
+    ::setsid();
+    if (::ioctl(0, TIOCSCTTY, 0) != 0) {
+      std::fprintf(stderr, "nodeagent-shim exec: TIOCSCTTY: %s\n", std::strerror(errno));
+    }
+  }
   execContainer(config, argv, stage, detail);
   const int err = errno;
   std::fprintf(stderr, "nodeagent-shim exec: %s %s: %s\n", stage, argv[0].c_str(),
