@@ -9,6 +9,7 @@
 #include <limits>
 #include <shared_mutex>
 
+#include "agent/server/http_transport.h"
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -85,6 +86,7 @@ HttpConnection::HttpConnection(std::shared_ptr<HttpServer::State> state, tcp::so
       socket_(std::move(socket)),
       timer_(state_->clock.makeTimer(socket_.get_executor())),
       buffer_(state_->options.max_header_bytes + kReadSize) {
+  if (state_->tls_context) tls_ = std::make_unique<TlsTransport>(socket_, *state_->tls_context);
   parser_.emplace(state_->options);
 }
 
@@ -94,6 +96,23 @@ void HttpConnection::start() {
   // The first request's deadline counts from the accept: a peer that connects and sends
   // nothing, or sends slowly, is closed when it passes.
   arm(state_->options.header_timeout);
+  if (tls_) {
+    tls_->stream.async_handshake(
+        asio::ssl::stream_base::server,
+        [self = shared_from_this()](const error_code& ec) { self->onHandshake(ec); });
+    return;
+  }
+  readMore();
+}
+
+void HttpConnection::onHandshake(const error_code& ec) {
+  if (closed_) return;
+  if (ec) {
+    log()->debug("TLS handshake failed port={} err={}", state_->port, ec.message());
+    close();
+    return;
+  }
+  peer_ = verifiedPeer(*tls_);
   readMore();
 }
 
@@ -124,9 +143,11 @@ void HttpConnection::readMore() {
     return;
   }
   const size_t want = buffer_.size() == 0 ? kFirstReadSize : kReadSize;
-  socket_.async_read_some(
-      buffer_.prepare(std::min(room, want)),
-      [self = shared_from_this()](const error_code& ec, size_t n) { self->onRead(ec, n); });
+  withStream(socket_, tls_.get(), [&](auto& stream) {
+    stream.async_read_some(
+        buffer_.prepare(std::min(room, want)),
+        [self = shared_from_this()](const error_code& ec, size_t n) { self->onRead(ec, n); });
+  });
 }
 
 void HttpConnection::onRead(const error_code& ec, size_t n) {
@@ -183,9 +204,16 @@ void HttpConnection::respond() {
   state_->setPhase(*this, ConnectionPhase::kBusy);
   arm(state_->options.write_timeout);
   HttpRequest& request = parser_->request();
+  request.peer = peer_;
   HttpResponse response;
   {
     std::shared_lock lock(state_->handler_mu);
+    if (state_->coroutine_handler) {
+      HttpCoroutineHandler handler = state_->coroutine_handler;
+      lock.unlock();
+      startCall(std::move(handler));
+      return;
+    }
     if (!state_->handler) {
       close();  // stopping
       return;
@@ -217,23 +245,7 @@ void HttpConnection::write(HttpResponse response, bool keep_alive, bool head_onl
     length = 0;
     for (std::string_view p : *pieces) length += p.size();
   }
-  head_.clear();
-  head_ += "HTTP/1.1 ";
-  head_ += std::to_string(response_.status);
-  head_ += ' ';
-  const auto reason =
-      http::obsolete_reason(http::int_to_status(static_cast<unsigned>(response_.status)));
-  head_.append(reason.data(), reason.size());
-  head_ += "\r\nContent-Type: ";
-  head_ += response_.content_type;
-  head_ += "\r\nContent-Length: ";
-  head_ += std::to_string(length);
-  if (!keep_alive) {
-    head_ += "\r\nConnection: close";
-  } else if (parser_->version() < 11) {
-    head_ += "\r\nConnection: keep-alive";
-  }
-  head_ += "\r\n\r\n";
+  head_ = responseHead(response_.status, response_.content_type, length, keep_alive);
   keep_alive_ = keep_alive;
   if (pieces != nullptr && !head_only) {
     // The head and the first pieces go out in the first chunk.
@@ -245,9 +257,35 @@ void HttpConnection::write(HttpResponse response, bool keep_alive, bool head_onl
   }
   const std::array<asio::const_buffer, 2> buffers{
       asio::buffer(head_), asio::buffer(head_only ? std::string_view() : response_.body)};
-  asio::async_write(socket_, buffers, [self = shared_from_this()](const error_code& ec, size_t) {
-    self->onWritten(ec);
+  withStream(socket_, tls_.get(), [&](auto& stream) {
+    asio::async_write(stream, buffers, [self = shared_from_this()](const error_code& ec, size_t) {
+      self->onWritten(ec);
+    });
   });
+}
+
+std::string HttpConnection::responseHead(int status, const std::string& content_type,
+                                         std::optional<size_t> length, bool keep_alive) const {
+  std::string head = "HTTP/1.1 ";
+  head += std::to_string(status);
+  head += ' ';
+  const auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)));
+  head.append(reason.data(), reason.size());
+  head += "\r\nContent-Type: ";
+  head += content_type;
+  if (length) {
+    head += "\r\nContent-Length: ";
+    head += std::to_string(*length);
+  } else {
+    head += "\r\nTransfer-Encoding: chunked";
+  }
+  if (!keep_alive) {
+    head += "\r\nConnection: close";
+  } else if (parser_->version() < 11) {
+    head += "\r\nConnection: keep-alive";
+  }
+  head += "\r\n\r\n";
+  return head;
 }
 
 // Copies the next pieces into the chunk (after what it holds) up to kChunk and writes it.
@@ -265,15 +303,17 @@ void HttpConnection::writeChunk() {
       piece_offset_ = 0;
     }
   }
-  asio::async_write(
-      socket_, asio::buffer(chunk_), [self = shared_from_this()](const error_code& ec, size_t) {
-        if (ec || self->closed_ || self->next_piece_ == self->response_.body_pieces->size()) {
-          self->onWritten(ec);
-          return;
-        }
-        self->chunk_.clear();
-        self->writeChunk();
-      });
+  auto done = [self = shared_from_this()](const error_code& ec, size_t) {
+    if (ec || self->closed_ || self->next_piece_ == self->response_.body_pieces->size()) {
+      self->onWritten(ec);
+      return;
+    }
+    self->chunk_.clear();
+    self->writeChunk();
+  };
+  withStream(socket_, tls_.get(), [&](auto& stream) {
+    asio::async_write(stream, asio::buffer(chunk_), std::move(done));
+  });
 }
 
 void HttpConnection::onWritten(const error_code& ec) {
@@ -298,6 +338,10 @@ void HttpConnection::onWritten(const error_code& ec) {
     readMore();
     return;
   }
+  nextRequest();
+}
+
+void HttpConnection::nextRequest() {
   // The next request on this connection; its bytes may be here already (pipelining).
   parser_.emplace(state_->options);
   between_requests_ = true;

@@ -54,6 +54,9 @@ class HttpRequestParser final : public boost::beast::http::basic_parser<true> {
   HttpRequest request_;
 };
 
+struct TlsTransport;
+class HttpCallImpl;
+
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   HttpConnection(std::shared_ptr<HttpServer::State> state, asio::ip::tcp::socket socket);
@@ -61,7 +64,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   asio::any_io_executor executor() { return socket_.get_executor(); }
 
-  // On the connection's strand from here on.
+  // On the connection's strand from here on. With TLS, the handshake comes first.
   void start();
   void close();
 
@@ -70,7 +73,20 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   ConnectionList::iterator where;
 
  private:
+  friend class HttpCallImpl;
   using error_code = boost::system::error_code;
+
+  void onHandshake(const error_code& ec);
+  // Hands the request to the coroutine handler (HttpServer's second kind of handler).
+  void startCall(HttpCoroutineHandler handler);
+  // After the coroutine handler: the next request when it answered whole and the connection
+  // stays open, else the connection ends.
+  void finishCall(bool answered_whole);
+  // Ready for the next request on this connection (keep-alive).
+  void nextRequest();
+  // The response head; `length` nullopt: a chunked body.
+  std::string responseHead(int status, const std::string& content_type,
+                           std::optional<size_t> length, bool keep_alive) const;
 
   // The deadline: the connection closes once `d` passes (replacing the one before).
   void arm(base::Duration d);
@@ -88,6 +104,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   const std::shared_ptr<HttpServer::State> state_;
   asio::ip::tcp::socket socket_;
+  std::unique_ptr<TlsTransport> tls_;  // HTTPS
+  std::optional<TlsPeer> peer_;        // the verified client certificate
   base::TimerPtr timer_;
   boost::beast::flat_buffer buffer_;
   std::optional<HttpRequestParser> parser_;

@@ -10,6 +10,7 @@
 
 #include "agent/server/http_connection.h"
 #include "agent/server/http_server_state.h"
+#include "agent/server/http_transport.h"
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -48,6 +49,20 @@ std::string hostPort(const std::string& address, int port) {
 }
 
 }  // namespace
+
+std::string_view HttpRequest::header(std::string_view name) const {
+  for (const auto& [n, v] : headers) {
+    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return v;
+    }
+  }
+  return {};
+}
+
+HttpServer::State::~State() = default;
 
 void HttpServer::State::setPhase(HttpConnection& c, ConnectionPhase to) {
   std::lock_guard lock(mu);
@@ -161,6 +176,11 @@ void HttpServer::State::dropOldestIdle() {
 HttpServer::HttpServer(asio::any_io_executor executor, base::Clock& clock,
                        HttpServerOptions options, HttpHandler handler)
     : state_(std::make_shared<State>(std::move(executor), clock, std::move(options),
+                                     std::move(handler), nullptr)) {}
+
+HttpServer::HttpServer(asio::any_io_executor executor, base::Clock& clock,
+                       HttpServerOptions options, HttpCoroutineHandler handler)
+    : state_(std::make_shared<State>(std::move(executor), clock, std::move(options), nullptr,
                                      std::move(handler))) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -175,6 +195,14 @@ base::Status HttpServer::start() {
     return base::unavailableError("cannot serve the " + s.options.name + " port " + where + ": " +
                                   why);
   };
+  if (s.options.tls) {
+    auto context = makeTlsServerContext(*s.options.tls);
+    if (!context.ok()) {
+      return base::invalidArgumentError("cannot serve the " + s.options.name + " port " + where +
+                                        ": " + context.status().message());
+    }
+    s.tls_context = std::move(*context);
+  }
   error_code ec;
   tcp::endpoint endpoint;
   const auto ip = asio::ip::make_address(address, ec);
@@ -207,8 +235,8 @@ base::Status HttpServer::start() {
   if (ec) return fail(ec.message());
   s.port = local.port();
   s.max_connections = connectionCap(s.options.max_connections);
-  log()->info("Serving HTTP port={} address={} max_connections={}", s.options.name, where,
-              s.max_connections.load());
+  log()->info("Serving {} port={} address={} max_connections={}", s.tls_context ? "HTTPS" : "HTTP",
+              s.options.name, where, s.max_connections.load());
   asio::post(s.acceptor_strand, [state = state_] { state->accept(); });
   return base::okStatus();
 }
@@ -218,6 +246,7 @@ void HttpServer::stop() {
   {
     std::unique_lock lock(s.handler_mu);
     s.handler = nullptr;
+    s.coroutine_handler = nullptr;
   }
   std::vector<std::shared_ptr<HttpConnection>> open;
   {
@@ -235,6 +264,11 @@ void HttpServer::stop() {
     state->acceptor.close(ignored);
   });
   for (const auto& c : open) asio::post(c->executor(), [c] { c->close(); });
+}
+
+size_t HttpServer::activeCalls() const {
+  std::lock_guard lock(state_->calls_mu);
+  return static_cast<size_t>(state_->calls);
 }
 
 int HttpServer::port() const { return state_->port.load(); }

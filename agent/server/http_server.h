@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,12 @@
 
 namespace nodeagent::agent {
 
+// A client certificate the TLS handshake verified against the server's client CA.
+struct TlsPeer {
+  std::string common_name;
+  std::vector<std::string> organizations;
+};
+
 struct HttpRequest {
   std::string method;                                        // as received: "GET"
   std::string target;                                        // "/pods?verbose"
@@ -29,6 +36,10 @@ struct HttpRequest {
   std::string query;                                         // "verbose" (without the '?')
   std::vector<std::pair<std::string, std::string>> headers;  // in order, names as received
   std::string body;
+  std::optional<TlsPeer> peer;  // HTTPS with a verified client certificate
+
+  // The first header named `name` (case-insensitive), or "".
+  std::string_view header(std::string_view name) const;
 };
 
 struct HttpResponse {
@@ -44,6 +55,58 @@ struct HttpResponse {
 // Runs on the connection's strand, on any of the io_context's threads, concurrently with the
 // requests of other connections: it must be thread-safe and must not block.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+// A WebSocket a request was upgraded to (HttpCall::acceptWebSocket): whole messages in and out.
+// On the connection's strand; one read() and one write() may be outstanding at the same time.
+class WebSocket {
+ public:
+  virtual ~WebSocket() = default;
+  // The subprotocol agreed in the handshake.
+  virtual const std::string& protocol() const = 0;
+  // The next message (binary or text); nullopt once the peer closed or the connection failed.
+  virtual asio::awaitable<std::optional<std::string>> read() = 0;
+  // Sends one binary message; false when the connection failed (or took longer than the
+  // server's write timeout).
+  virtual asio::awaitable<bool> write(std::string_view message) = 0;
+  // A close frame (normal closure), then the connection ends.
+  virtual asio::awaitable<void> close() = 0;
+};
+
+// One request answered by a coroutine (HttpCoroutineHandler), with a whole response, a streamed
+// body or an upgrade to WebSocket. Only on the connection's strand (where the handler runs).
+// Writes are each bounded by the server's write timeout; between writes nothing is (a followed
+// log may be quiet for hours), but a peer that closes its end is noticed (closed()).
+class HttpCall {
+ public:
+  virtual ~HttpCall() = default;
+  virtual const HttpRequest& request() const = 0;
+  // Answers the request; the connection then serves the next one (keep-alive).
+  virtual asio::awaitable<void> respond(HttpResponse response) = 0;
+  // Starts a chunked body with `status`; false when the connection failed.
+  virtual asio::awaitable<bool> beginStream(int status, std::string content_type) = 0;
+  // Writes one piece of the body (an empty piece is skipped); false when the connection failed.
+  virtual asio::awaitable<bool> writeStream(std::string_view data) = 0;
+  // True when the request asks for a WebSocket upgrade.
+  virtual bool isWebSocketRequest() const = 0;
+  // Completes the WebSocket handshake with the first subprotocol the client offers that is in
+  // `protocols` (none offered or none in common: the handshake uses none, as Kubernetes'
+  // wsstream does, and protocol() is ""); null when the handshake failed.
+  virtual asio::awaitable<std::unique_ptr<WebSocket>> acceptWebSocket(
+      std::vector<std::string> protocols) = 0;
+  // The peer closed its end or the connection failed.
+  virtual bool closed() const = 0;
+};
+using HttpCoroutineHandler = std::function<asio::awaitable<void>(std::shared_ptr<HttpCall>)>;
+
+// HTTPS: the server's certificate (the file may hold its chain) and key, PEM. With a client CA,
+// clients are asked for a certificate; one that verifies against the CA (and allows client
+// authentication) becomes HttpRequest::peer. Handshakes failing or without a certificate are
+// not refused: the handler decides (kubelet's x509 authenticator).
+struct HttpTlsServerOptions {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+};
 
 struct HttpServerOptions {
   std::string name = "http";  // names the port in logs and errors ("read-only", "healthz")
@@ -63,29 +126,38 @@ struct HttpServerOptions {
   // 0: 4096, or a quarter of the process's descriptor limit (RLIMIT_NOFILE) when that is less,
   // so that connections to one port never leave the agent without descriptors.
   size_t max_connections = 0;
+  // Set: HTTPS only.
+  std::optional<HttpTlsServerOptions> tls;
 };
 
 class HttpServer {
  public:
   HttpServer(asio::any_io_executor executor, base::Clock& clock, HttpServerOptions options,
              HttpHandler handler);
+  // Each request is answered by `handler`, a coroutine spawned on the connection's strand.
+  HttpServer(asio::any_io_executor executor, base::Clock& clock, HttpServerOptions options,
+             HttpCoroutineHandler handler);
   // Stops the server.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds exclusively and starts accepting on the executor. An address:port that cannot be
-  // bound (in use, no permission, bad address) is an unavailable error naming it and why.
-  // Call once.
+  // bound (in use, no permission, bad address) is an unavailable error naming it and why; a
+  // certificate, key or client CA that cannot be loaded is an error naming the file. Call once.
   base::Status start();
-  // Stops accepting, closes every connection and waits for handlers that are running; no
-  // handler runs once it returns. Any thread, but never from a handler. Idempotent.
+  // Stops accepting, closes every connection and waits for (plain) handlers that are running;
+  // no plain handler runs once it returns. Coroutine handlers end once their reads and writes
+  // fail on the closed connection (activeCalls() counts them down); the io_context must run
+  // for that. Any thread, but never from a handler. Idempotent.
   void stop();
   // The bound port (the chosen one when options.port was 0), 0 before start().
   int port() const;
   // Open connections (for tests and metrics), and those of them waiting for a request.
   size_t connectionCount() const;
   size_t idleConnectionCount() const;
+  // Coroutine handlers still running.
+  size_t activeCalls() const;
   // The connection cap in force (options.max_connections, or the one derived from the
   // descriptor limit), once started.
   size_t maxConnections() const;

@@ -11,6 +11,10 @@
 
 #include "agent/server/http_server.h"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace nodeagent::agent {
 
 class HttpConnection;
@@ -21,11 +25,13 @@ enum class ConnectionPhase { kIdle, kReading, kBusy, kDropped };
 using ConnectionList = std::list<HttpConnection*>;
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
-  State(asio::any_io_executor ex, base::Clock& c, HttpServerOptions o, HttpHandler h)
+  State(asio::any_io_executor ex, base::Clock& c, HttpServerOptions o, HttpHandler h,
+        HttpCoroutineHandler ch)
       : executor(ex),
         clock(c),
         options(std::move(o)),
         handler(std::move(h)),
+        coroutine_handler(std::move(ch)),
         acceptor_strand(asio::make_strand(ex)),
         acceptor(acceptor_strand),
         accept_retry(c.makeTimer(acceptor_strand)) {}
@@ -53,9 +59,17 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   const HttpServerOptions options;
   std::atomic<size_t> max_connections{0};  // set by start()
 
-  // Cleared by stop(); held shared while a handler runs.
+  ~State();
+
+  // Cleared by stop(); held shared while a handler runs (or a coroutine handler is copied).
   std::shared_mutex handler_mu;
   HttpHandler handler;
+  HttpCoroutineHandler coroutine_handler;
+  // Coroutine handlers running (they end once their connection closed).
+  mutable std::mutex calls_mu;
+  int calls = 0;
+  // HTTPS (made by start()).
+  std::unique_ptr<asio::ssl::context> tls_context;
 
   const asio::any_io_executor acceptor_strand;
   asio::ip::tcp::acceptor acceptor;
