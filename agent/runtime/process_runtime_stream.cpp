@@ -35,12 +35,12 @@ class ExecCore : public std::enable_shared_from_this<ExecCore> {
     output_event_.expires_at(asio::steady_timer::time_point::max());
     exit_event_.expires_at(asio::steady_timer::time_point::max());
     if (child.in >= 0) in_.emplace(strand_, child.in);
-    // A terminal's output is read even when not asked for (dropped), so the command never blocks.
-    addPipe(child.out, LogStream::kStdout, options.stdout);
-    addPipe(child.err, LogStream::kStderr, true);
   }
 
-  void start() {
+  // A terminal's output is read even when not asked for (dropped), so the command never blocks.
+  void start(const ExecChild& child, const StreamOptions& options) {
+    addPipe(child.out, LogStream::kStdout, options.stdout);
+    addPipe(child.err, LogStream::kStderr, true);
     for (const auto& p : pipes_) asio::co_spawn(strand_, OutputPipe::pump(p), asio::detached);
     asio::co_spawn(strand_, watchExit(shared_from_this()), asio::detached);
   }
@@ -117,18 +117,23 @@ class ExecCore : public std::enable_shared_from_this<ExecCore> {
   }
 
  private:
+  // The pipes' pumps may end after the core (their last completion comes after the command was
+  // reaped): they hold it weakly.
   void addPipe(int fd, LogStream stream, bool wanted) {
     if (fd < 0) return;
-    auto sink = [this, stream, wanted](std::string_view piece) {
-      if (!wanted) return true;
-      queue_.push_back({stream, std::string(piece)});
-      queued_ += piece.size();
-      output_event_.cancel();
-      return queued_ < kSessionQueueLimit;
+    std::weak_ptr<ExecCore> weak = weak_from_this();
+    auto sink = [weak, stream, wanted](std::string_view piece) {
+      auto self = weak.lock();
+      if (!wanted || !self) return true;
+      self->queue_.push_back({stream, std::string(piece)});
+      self->queued_ += piece.size();
+      self->output_event_.cancel();
+      return self->queued_ < kSessionQueueLimit;
     };
-    // The pipes live in the core (pipes_), so `this` outlives them.
-    pipes_.push_back(std::make_shared<OutputPipe>(strand_, fd, std::move(sink),
-                                                  [this] { output_event_.cancel(); }));
+    auto on_end = [weak] {
+      if (auto self = weak.lock()) self->output_event_.cancel();
+    };
+    pipes_.push_back(std::make_shared<OutputPipe>(strand_, fd, std::move(sink), std::move(on_end)));
   }
 
   bool outputEnded() const {
@@ -326,7 +331,7 @@ asio::awaitable<base::StatusOr<StreamSessionPtr>> ProcessRuntime::State::execStr
   if (!child.ok()) co_return child.status();
   auto ex = co_await asio::this_coro::executor;
   auto core = std::make_shared<ExecCore>(ex, clock_, shared_from_this(), *child, options);
-  core->start();
+  core->start(*child, options);
   co_return StreamSessionPtr(std::make_unique<ExecSession>(std::move(core)));
 }
 
