@@ -110,18 +110,16 @@ const std::vector<ConnectResource>& connectResources() {
   return kResources;
 }
 
+// The stored resources' groups first, then the reviews'.
 std::vector<std::string> servedGroups() {
   std::vector<std::string> groups;
-  for (const auto& r : connectResources()) {
-    if (!r.group.empty() && std::find(groups.begin(), groups.end(), r.group) == groups.end()) {
-      groups.push_back(r.group);
+  auto add = [&groups](const std::string& group) {
+    if (!group.empty() && std::find(groups.begin(), groups.end(), group) == groups.end()) {
+      groups.push_back(group);
     }
-  }
-  for (const auto& r : allResources()) {
-    if (!r.group.empty() && std::find(groups.begin(), groups.end(), r.group) == groups.end()) {
-      groups.push_back(r.group);
-    }
-  }
+  };
+  for (const auto& r : allResources()) add(r.group);
+  for (const auto& r : connectResources()) add(r.group);
   return groups;
 }
 
