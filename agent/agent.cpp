@@ -410,6 +410,13 @@ void Agent::visitPodsWithStatus(const PodVisitor& fn) const {
   }
 }
 
+AgentView::PodWithStatus Agent::podByName(std::string_view ns, std::string_view name) const {
+  PodWithStatus found;
+  found.pod = pod_manager_.getPodByName(ns, name);
+  if (found.pod) found.status = status_manager_.getPodStatus(found.pod->metadata.uid);
+  return found;
+}
+
 bool Agent::healthy(std::string* why) const { return pleg_->healthy(why); }
 
 std::string Agent::metricsText() const {

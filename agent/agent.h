@@ -112,6 +112,7 @@ class Agent final : public SyncHandler, public AgentView {
   // AgentView (any thread).
   void visitPodsWithStatus(const PodVisitor& fn) const override;
   uint64_t podsWithStatusVersion() const override;
+  PodWithStatus podByName(std::string_view ns, std::string_view name) const override;
   bool healthy(std::string* why) const override;
   std::string metricsText() const override;
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/pod.h"
 
@@ -29,6 +30,14 @@ class AgentView {
   virtual bool healthy(std::string* why) const = 0;
   // The Prometheus text of the agent's metrics.
   virtual std::string metricsText() const = 0;
+
+  // The desired pod `ns`/`name` (kubelet's GetPodByName) and its live status (nullopt before
+  // its first sync); a null pod when there is none.
+  struct PodWithStatus {
+    api::PodPtr pod;
+    std::optional<api::PodStatus> status;
+  };
+  virtual PodWithStatus podByName(std::string_view ns, std::string_view name) const = 0;
 };
 
 }  // namespace nodeagent::agent

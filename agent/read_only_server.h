@@ -55,8 +55,11 @@ class ReadOnlyServer {
   void stop();
   int port() const { return server_.port(); }
 
- private:
+  // The answer to `request` as this port gives it; the kubelet API serves these paths too
+  // (after authenticating them), also when this port itself is not served.
   HttpResponse handle(const HttpRequest& request);
+
+ private:
   // The /pods answer: the last one while the agent's pods and statuses are unchanged, else
   // made anew (writing only the statuses that changed).
   std::shared_ptr<const PodsText> podsText();

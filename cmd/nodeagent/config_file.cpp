@@ -31,6 +31,9 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"readOnlyPort", {"read-only-port", Kind::kInt}},
       {"healthzPort", {"healthz-port", Kind::kInt}},
       {"address", {"address", Kind::kString}},
+      {"port", {"port", Kind::kInt}},
+      {"tlsCertFile", {"tls-cert-file", Kind::kString}},
+      {"tlsPrivateKeyFile", {"tls-private-key-file", Kind::kString}},
       {"podLogsDir", {"pod-log-dir", Kind::kString}},
       {"containerLogMaxSize", {"container-log-max-size", Kind::kQuantity}},
       {"containerLogMaxFiles", {"container-log-max-files", Kind::kInt}},
@@ -54,8 +57,6 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
 const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
   static const std::set<std::string, std::less<>> keys = {
       "allowedUnsafeSysctls",
-      "authentication",
-      "authorization",
       "clusterDNS",
       "clusterDomain",
       "configMapAndSecretChangeDetectionStrategy",
@@ -109,7 +110,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "oomScoreAdj",
       "podCIDR",
       "podsPerCore",
-      "port",
       "protectKernelDefaults",
       "providerID",
       "qosReserved",
@@ -133,10 +133,8 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "streamingConnectionIdleTimeout",
       "systemCgroups",
       "systemReservedCgroup",
-      "tlsCertFile",
       "tlsCipherSuites",
       "tlsMinVersion",
-      "tlsPrivateKeyFile",
       "topologyManagerPolicy",
       "topologyManagerPolicyOptions",
       "topologyManagerScope",
@@ -294,6 +292,52 @@ base::Status applyEnforceNodeAllocatable(FlagSet& fs, const ConfigText& text,
   return fs.setValue("enforce-node-allocatable", joined).withContext(text.at(key) + key);
 }
 
+// authentication and authorization: mappings whose leaves (dotted paths below the key) are
+// flags.
+const std::map<std::string, std::map<std::string, Key, std::less<>>, std::less<>>& nestedKeys() {
+  static const std::map<std::string, std::map<std::string, Key, std::less<>>, std::less<>> keys = {
+      {"authentication",
+       {{"anonymous.enabled", {"anonymous-auth", Kind::kBool}},
+        {"webhook.enabled", {"authentication-token-webhook", Kind::kBool}},
+        {"webhook.cacheTTL", {"authentication-token-webhook-cache-ttl", Kind::kDuration}},
+        {"x509.clientCAFile", {"client-ca-file", Kind::kString}}}},
+      {"authorization",
+       {{"mode", {"authorization-mode", Kind::kString}},
+        {"webhook.cacheAuthorizedTTL",
+         {"authorization-webhook-cache-authorized-ttl", Kind::kDuration}},
+        {"webhook.cacheUnauthorizedTTL",
+         {"authorization-webhook-cache-unauthorized-ttl", Kind::kDuration}}}},
+  };
+  return keys;
+}
+
+base::StatusOr<std::string> flagValueText(const ConfigText& text, const std::string& key,
+                                          const nlohmann::json& value, Kind kind);
+
+// The leaves of a nested key, each applied as its flag unless the flag was given.
+base::Status applyNested(FlagSet& fs, const ConfigText& text, const std::string& path,
+                         const nlohmann::json& value,
+                         const std::map<std::string, Key, std::less<>>& leaves,
+                         const std::string& prefix = "") {
+  if (!value.is_object()) return text.fail(path, "expected a mapping, got " + typeName(value));
+  for (const auto& [name, v] : value.items()) {
+    const std::string leaf = prefix.empty() ? name : prefix + "." + name;
+    const std::string where = path + "." + name;
+    if (auto it = leaves.find(leaf); it != leaves.end()) {
+      ASSIGN_OR_RETURN(std::string flag_text, flagValueText(text, name, v, it->second.kind));
+      if (fs.isSet(it->second.flag)) continue;
+      RETURN_IF_ERROR(fs.setValue(it->second.flag, flag_text).withContext(text.at(name) + where));
+      continue;
+    }
+    const bool inner = std::any_of(leaves.begin(), leaves.end(), [&](const auto& entry) {
+      return entry.first.rfind(leaf + ".", 0) == 0;
+    });
+    if (!inner) return text.fail(name, "unknown field " + where + " (is it misspelled?)");
+    RETURN_IF_ERROR(applyNested(fs, text, where, v, leaves, leaf));
+  }
+  return base::okStatus();
+}
+
 // A scalar key's value as the text of its flag, checked against the key's kind.
 base::StatusOr<std::string> flagValueText(const ConfigText& text, const std::string& key,
                                           const nlohmann::json& value, Kind kind) {
@@ -342,6 +386,10 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
     }
     if (auto map_key = mapKeys().find(key); map_key != mapKeys().end()) {
       RETURN_IF_ERROR(applyMapKey(fs, text, key, value, map_key->second));
+      continue;
+    }
+    if (auto nested = nestedKeys().find(key); nested != nestedKeys().end()) {
+      RETURN_IF_ERROR(applyNested(fs, text, key, value, nested->second));
       continue;
     }
     if (key == "enforceNodeAllocatable") {

@@ -1,4 +1,5 @@
 #include "cmd/nodeagent/daemon.h"
+#include "cmd/nodeagent/kubelet_api.h"
 #include "cmd/nodeagent/local_sources.h"
 
 #include <signal.h>
@@ -181,7 +182,7 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
   no.capacity = config_.capacity;
   no.allocatable = config_.allocatable;
   no.info = agent::readNodeInfo(runtime_->type() + "://" + NODEAGENT_VERSION);
-  no.daemon_port = flags_.read_only_port > 0 ? static_cast<int>(flags_.read_only_port) : 10250;
+  no.daemon_port = static_cast<int>(flags_.port);
   no.update_frequency = flags_.node_status_update_frequency;
   if (config_.node_status_frequency_set) no.report_frequency = flags_.node_status_update_frequency;
   no.healthy = [this](std::string* why) { return nodeHealthy(why); };
@@ -398,10 +399,11 @@ std::vector<agent::HealthCheck> Daemon::healthChecks() {
   return checks;
 }
 
-void Daemon::buildServers() {
-  if (flags_.read_only_port > 0) {
+base::Status Daemon::buildServers() {
+  const std::string local_address = flags_.address.empty() ? "127.0.0.1" : flags_.address;
+  {
     agent::ReadOnlyServerOptions ro;
-    ro.http.address = flags_.address;
+    ro.http.address = local_address;
     ro.http.port = static_cast<int>(flags_.read_only_port);
     ro.manifest_errors_json = [this] { return manifestErrorsJson(manifest_errors_); };
     ro.extra_metrics = [this] {
@@ -414,15 +416,27 @@ void Daemon::buildServers() {
     ro.stats_summary_json = [summary = summary_] { return summary->json(); };
     read_only_ = std::make_unique<agent::ReadOnlyServer>(ioc_.get_executor(), clock_, agent_, ro);
   }
+  if (flags_.port > 0) {
+    ASSIGN_OR_RETURN(agent::KubeletServerOptions ko, kubeletServerOptions(config_));
+    ko.read_only = [ro = read_only_.get()](const agent::HttpRequest& r) { return ro->handle(r); };
+    ko.configz_json = [this] { return configzJson(config_); };
+    ko.spec_json = [this] { return machineSpecJson(config_); };
+    ko.file_pool = blocking_.get_executor();
+    if (clients_.rest) kubelet_webhooks_.emplace(api(*clients_.rest));
+    kubelet_ = std::make_unique<agent::KubeletServer>(
+        ioc_.get_executor(), clock_, agent_, instrumented_,
+        kubelet_webhooks_ ? &*kubelet_webhooks_ : nullptr, std::move(ko));
+  }
   if (flags_.healthz_port > 0 && flags_.healthz_port != flags_.read_only_port) {
     agent::ReadOnlyServerOptions ho;
     ho.http.name = "healthz";
-    ho.http.address = flags_.address;
+    ho.http.address = local_address;
     ho.http.port = static_cast<int>(flags_.healthz_port);
     ho.health_checks = healthChecks();
     ho.healthz_only = true;
     healthz_ = std::make_unique<agent::ReadOnlyServer>(ioc_.get_executor(), clock_, agent_, ho);
   }
+  return base::okStatus();
 }
 
 base::Status Daemon::init() {
@@ -431,10 +445,13 @@ base::Status Daemon::init() {
     return s.withContext("cannot recover containers from a previous run");
   }
   // Every port the agent serves is its own: one it cannot bind is fatal.
-  buildServers();
-  if (read_only_) {
+  RETURN_IF_ERROR(buildServers());
+  if (flags_.read_only_port > 0) {
     if (auto s = read_only_->start(); !s.ok())
       return s.withContext("cannot serve the read-only port");
+  }
+  if (kubelet_) {
+    if (auto s = kubelet_->start(); !s.ok()) return s.withContext("cannot serve the kubelet API");
   }
   if (healthz_) {
     if (auto s = healthz_->start(); !s.ok()) return s.withContext("cannot serve the healthz port");
@@ -477,12 +494,21 @@ void Daemon::stop() {
   trimmer_.stop();
   if (read_only_) read_only_->stop();
   if (healthz_) healthz_->stop();
+  if (kubelet_) kubelet_->stop();
   eviction_->stop();
   summary_->stop();
-  agent_.stop([this] {
-    work_.reset();
-    ioc_.stop();
-  });
+  agent_.stop([this] { stopWhenServersIdle(100); });
+}
+
+void Daemon::stopWhenServersIdle(int attempts_left) {
+  if (kubelet_ && kubelet_->activeCalls() > 0 && attempts_left > 0) {
+    if (!idle_wait_) idle_wait_ = clock_.makeTimer(ioc_.get_executor());
+    idle_wait_->asyncWaitFor(std::chrono::milliseconds(50),
+                             [this, attempts_left] { stopWhenServersIdle(attempts_left - 1); });
+    return;
+  }
+  work_.reset();
+  ioc_.stop();
 }
 
 int Daemon::run() {
@@ -506,6 +532,7 @@ int Daemon::run() {
 void Daemon::joinAndRelease() {
   if (read_only_) read_only_->stop();
   if (healthz_) healthz_->stop();
+  if (kubelet_) kubelet_->stop();
   if (clients_.rest) clients_.rest->shutdown();
   if (clients_.events) clients_.events->shutdown();
   api_pool_.join();

@@ -25,6 +25,7 @@
 #include "agent/node_status.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/instrumented_runtime.h"
+#include "agent/server/kubelet_server.h"
 #include "agent/stats/summary.h"
 #include "agent/status/status_manager.h"
 #include "agent/status/status_syncer.h"
@@ -80,7 +81,9 @@ class Daemon {
   std::shared_ptr<eviction::EvictionManager> makeEvictionManager();
   void buildApiControllers();
   void buildSources();
-  void buildServers();
+  base::Status buildServers();
+  // Stops the io_context once the kubelet API's streams have ended (or after a few seconds).
+  void stopWhenServersIdle(int attempts_left);
   std::vector<agent::HealthCheck> healthChecks();
   bool nodeHealthy(std::string* why) const;
   bool watchdogAlive(std::string* why) const;
@@ -124,8 +127,13 @@ class Daemon {
   std::vector<std::unique_ptr<config::PodSource>> sources_;
   std::shared_ptr<agent::NodeLeaseController> node_lease_;  // with --kubeconfig
   std::shared_ptr<agent::StatusSyncer> status_syncer_;      // with --kubeconfig
-  std::unique_ptr<agent::ReadOnlyServer> read_only_;        // --read-only-port
-  std::unique_ptr<agent::ReadOnlyServer> healthz_;          // --healthz-port
+  // --read-only-port's answers, also served (authenticated) by the kubelet API; started only
+  // with --read-only-port.
+  std::unique_ptr<agent::ReadOnlyServer> read_only_;
+  std::unique_ptr<agent::KubeletServer> kubelet_;         // --port
+  std::optional<api::AsyncRestClient> kubelet_webhooks_;  // with --kubeconfig
+  base::TimerPtr idle_wait_;                              // stopWhenServersIdle's
+  std::unique_ptr<agent::ReadOnlyServer> healthz_;        // --healthz-port
   SystemdNotifier systemd_;
   LockContentionWatch lock_watch_;
   HeapTrimmer trimmer_;

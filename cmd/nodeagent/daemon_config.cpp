@@ -34,7 +34,33 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("root-dir", &f.root_dir, "state directory");
   fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
   fs.addString("runtime", &f.runtime, "container runtime: process or fake");
-  fs.addString("address", &f.address, "address of the read-only and healthz ports");
+  fs.addString("address", &f.address,
+               "address of the kubelet API (default 0.0.0.0) and, when given, of the read-only "
+               "and healthz ports (default 127.0.0.1)");
+  fs.addInt("port", &f.port, "kubelet API HTTPS port (0 disables)");
+  fs.addString("tls-cert-file", &f.tls_cert_file,
+               "kubelet API certificate, PEM (default: self-signed under --cert-dir)");
+  fs.addString("tls-private-key-file", &f.tls_private_key_file, "kubelet API private key, PEM");
+  fs.addString("cert-dir", &f.cert_dir,
+               "where the self-signed kubelet API certificate is kept (default <root-dir>/pki)");
+  fs.addString("client-ca-file", &f.client_ca_file,
+               "CA bundle that kubelet API client certificates are verified against");
+  fs.addBool("anonymous-auth", &f.anonymous_auth,
+             "let unauthenticated kubelet API requests through as system:anonymous");
+  fs.addBool("authentication-token-webhook", &f.authentication_token_webhook,
+             "check bearer tokens with a TokenReview against the apiserver");
+  fs.addDuration("authentication-token-webhook-cache-ttl",
+                 &f.authentication_token_webhook_cache_ttl,
+                 "how long TokenReview answers are cached");
+  fs.addString("authorization-mode", &f.authorization_mode,
+               "kubelet API authorization: Webhook (SubjectAccessReview) or AlwaysAllow (default "
+               "Webhook with --kubeconfig, else AlwaysAllow)");
+  fs.addDuration("authorization-webhook-cache-authorized-ttl",
+                 &f.authorization_webhook_cache_authorized_ttl,
+                 "how long allowing SubjectAccessReview answers are cached");
+  fs.addDuration("authorization-webhook-cache-unauthorized-ttl",
+                 &f.authorization_webhook_cache_unauthorized_ttl,
+                 "how long denying SubjectAccessReview answers are cached");
   fs.addString("node-labels", &f.node_labels,
                "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
   fs.addDuration("node-status-update-frequency", &f.node_status_update_frequency,
@@ -116,6 +142,28 @@ struct UsageError {
   std::string message;
 };
 
+// The kubelet API's flags.
+std::optional<UsageError> checkServingFlags(const DaemonFlags& f) {
+  if (f.port < 0 || f.port > 65535) {
+    return UsageError{"--port: " + std::to_string(f.port) + " is not a port (0 disables)"};
+  }
+  if (f.tls_cert_file.empty() != f.tls_private_key_file.empty()) {
+    return UsageError{"--tls-cert-file and --tls-private-key-file go together"};
+  }
+  if (!f.authorization_mode.empty() && f.authorization_mode != "Webhook" &&
+      f.authorization_mode != "AlwaysAllow") {
+    return UsageError{"--authorization-mode: \"" + f.authorization_mode +
+                      "\" is not Webhook or AlwaysAllow"};
+  }
+  if (f.kubeconfig.empty() &&
+      (f.authorization_mode == "Webhook" || f.authentication_token_webhook)) {
+    return UsageError{
+        "--authorization-mode=Webhook and --authentication-token-webhook ask the apiserver: "
+        "they need --kubeconfig"};
+  }
+  return std::nullopt;
+}
+
 // The checks of the flags alone (no file or host lookups).
 std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   if (f.logging_format != "text" && f.logging_format != "json") {
@@ -135,6 +183,7 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
     return UsageError{"--runtime: \"" + f.runtime + "\" is not process or fake"};
   }
   if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
+  if (auto bad = checkServingFlags(f)) return bad;
   if (f.eviction_max_pod_grace_period < 0) {
     return UsageError{"--eviction-max-pod-grace-period must not be negative: " +
                       std::to_string(f.eviction_max_pod_grace_period)};

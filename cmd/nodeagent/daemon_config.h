@@ -30,7 +30,20 @@ struct DaemonFlags {
   std::string root_dir = "/var/lib/nodeagent";
   std::string pod_log_dir = "/var/log/pods";
   std::string runtime = "process";
-  std::string address = "127.0.0.1";
+  // The kubelet API's address (0.0.0.0 when unset) and, when set, the read-only and healthz
+  // ports' (127.0.0.1 when unset: they are not authenticated).
+  std::string address;
+  int64_t port = 10250;
+  std::string tls_cert_file;
+  std::string tls_private_key_file;
+  std::string cert_dir;  // "": <root-dir>/pki
+  std::string client_ca_file;
+  bool anonymous_auth = false;
+  bool authentication_token_webhook = false;
+  base::Duration authentication_token_webhook_cache_ttl = std::chrono::minutes(2);
+  std::string authorization_mode;  // "": Webhook with --kubeconfig, else AlwaysAllow
+  base::Duration authorization_webhook_cache_authorized_ttl = std::chrono::minutes(5);
+  base::Duration authorization_webhook_cache_unauthorized_ttl = std::chrono::seconds(30);
   std::string system_reserved;
   std::string kube_reserved;
   std::string enforce_node_allocatable = "pods";

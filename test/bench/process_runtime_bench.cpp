@@ -424,7 +424,7 @@ class Daemon {
                                            "--pod-manifest-path=" + (base_ / "manifests").string(),
                                            "--root-dir=" + (base_ / "root").string(),
                                            "--pod-log-dir=" + (base_ / "logs").string(),
-                                           "--read-only-port=" + std::to_string(port_),
+                                           "--read-only-port=" + std::to_string(port_), "--port=0",
                                            "--healthz-port=0",
                                            "--hostname-override=bench",
                                            "--max-pods=100000",

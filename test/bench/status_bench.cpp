@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       {testing::binaryPath("nodeagent").string(), "--kubeconfig=" + (dir / "kubeconfig").string(),
        "--hostname-override=" + std::string(kNode), "--node-ip=127.0.0.1", "--runtime=fake",
        "--root-dir=" + (dir / "root").string(), "--pod-log-dir=" + (dir / "logs").string(),
-       "--read-only-port=0", "--healthz-port=0", "--max-pods=" + std::to_string(pods + 10),
+       "--read-only-port=0", "--port=0", "--healthz-port=0", "--max-pods=" + std::to_string(pods + 10),
        "--kube-api-qps=" + qps, "--kube-api-burst=100"},
       dir / "agent.out", dir / "agent.err");
   if (!testing::eventually([&] { return server->store().get("nodes", "", kNode).ok(); },

@@ -81,7 +81,7 @@ struct Env {
         "--root-dir=" + (dir / "root").string(),
         "--pod-log-dir=" + (dir / "logs").string(),
         "--runtime=process",
-        "--read-only-port=0",
+        "--read-only-port=0", "--port=0",
         "--healthz-port=0",
         "--node-labels=e2e=yes",
         "--node-status-update-frequency=1s",
@@ -649,7 +649,7 @@ users: [{name: eks, user: {exec: {apiVersion: client.authentication.k8s.io/v1, c
   auto daemon =
       testing::runCommand({testing::binaryPath("nodeagent").string(), kubeconfig,
                            "--hostname-override=n1", "--root-dir=" + (dir / "root").string(),
-                           "--read-only-port=0", "--healthz-port=0", "--runtime=fake"},
+                           "--read-only-port=0", "--port=0", "--healthz-port=0", "--runtime=fake"},
                           dir, 20s);
   REQUIRE(daemon.exit_code.has_value());
   CHECK(*daemon.exit_code == 2);

@@ -135,7 +135,7 @@ class Daemon {
                                   "--pod-manifest-path=" + manifests_.string(),
                                   "--root-dir=" + root_.string(),
                                   "--pod-log-dir=" + logs_.string(),
-                                  "--read-only-port=" + std::to_string(port_),
+                                  "--read-only-port=" + std::to_string(port_), "--port=0",
                                   "--healthz-port=0",
                                   "--hostname-override=" + std::string(kNode),
                                   "--crashloop-backoff-initial=1s",

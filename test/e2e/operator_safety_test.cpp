@@ -56,7 +56,7 @@ TEST_CASE(
   auto second = runAgent(
       other, {"--pod-manifest-path=" + (other / "manifests").string(),
               "--root-dir=" + first.root().string(), "--pod-log-dir=" + (other / "logs").string(),
-              "--read-only-port=0", "--healthz-port=0"});
+              "--read-only-port=0", "--port=0", "--healthz-port=0"});
   INFO("second agent stderr:\n" << second.err);
   REQUIRE(second.exit_code.has_value());
   CHECK(*second.exit_code != 0);
@@ -76,7 +76,7 @@ TEST_CASE("the --lock-file is held too: two agents with their own root dirs but 
   std::filesystem::create_directories(other / "manifests");
   auto second = runAgent(other, {"--pod-manifest-path=" + (other / "manifests").string(),
                                  "--root-dir=" + (other / "root").string(), "--lock-file=" + lock,
-                                 "--runtime=fake", "--read-only-port=0", "--healthz-port=0"});
+                                 "--runtime=fake", "--read-only-port=0", "--port=0", "--healthz-port=0"});
   INFO("second agent stderr:\n" << second.err);
   REQUIRE(second.exit_code.has_value());
   CHECK(*second.exit_code != 0);
@@ -115,7 +115,7 @@ TEST_CASE("a typo in the --config file is an error naming the key and its line, 
     testing::writeFile(dir / "config.yaml", text);
     return runAgent(
         dir, {"--config=" + (dir / "config.yaml").string(), "--root-dir=" + (dir / "root").string(),
-              "--runtime=fake", "--read-only-port=0", "--healthz-port=0"});
+              "--runtime=fake", "--read-only-port=0", "--port=0", "--healthz-port=0"});
   };
   const std::string head =
       "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
@@ -162,7 +162,7 @@ TEST_CASE(
 TEST_CASE("an agent with no pod source refuses to start unless told to", "[e2e][safety]") {
   testing::TempDir dir("e2e-nosource");
   auto refused = runAgent(dir, {"--root-dir=" + (dir / "root").string(), "--runtime=fake",
-                                "--read-only-port=0", "--healthz-port=0"});
+                                "--read-only-port=0", "--port=0", "--healthz-port=0"});
   REQUIRE(refused.exit_code.has_value());
   CHECK(*refused.exit_code == 2);
   CHECK_THAT(refused.err, Catch::Contains("no pod source"));

@@ -256,7 +256,7 @@ TEST_CASE("a second agent on the same cgroup root refuses to start and harms not
       {testing::binaryPath("nodeagent").string(),
        "--pod-manifest-path=" + (other / "manifests").string(),
        "--root-dir=" + (other / "root").string(), "--pod-log-dir=" + (other / "logs").string(),
-       "--read-only-port=0", "--healthz-port=0", "--cgroup-root=" + first.cgroupRoot()},
+       "--read-only-port=0", "--port=0", "--healthz-port=0", "--cgroup-root=" + first.cgroupRoot()},
       other, 15s);
   INFO("second agent stderr:\n" << second.err);
   REQUIRE(second.exit_code.has_value());
@@ -338,7 +338,7 @@ TEST_CASE(
   auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(),
                 {testing::binaryPath("nodeagent").string(), "--root-dir=" + (dir / "root").string(),
-                 "--runtime=fake", "--read-only-port=0", "--healthz-port=0", "--allow-no-sources"});
+                 "--runtime=fake", "--read-only-port=0", "--port=0", "--healthz-port=0", "--allow-no-sources"});
     return testing::runCommand(args, dir, 15s);
   };
   testing::writeFile(dir / "config.yaml", head + "enforceNodeAllocatable: [pods, kube-reserved]\n");

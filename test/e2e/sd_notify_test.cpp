@@ -58,7 +58,7 @@ class NotifiedDaemon {
                                   "--root-dir=" + (dir_ / "root").string(),
                                   "--pod-log-dir=" + (dir_ / "logs").string(),
                                   "--runtime=fake",
-                                  "--read-only-port=0",
+                                  "--read-only-port=0", "--port=0",
                                   "--healthz-port=0",
                                   "--hostname-override=node1"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());

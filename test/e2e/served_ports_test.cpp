@@ -55,7 +55,7 @@ class Agent {
                                   "--pod-manifest-path=" + (dir_ / "manifests").string(),
                                   "--root-dir=" + (dir_ / "root").string(),
                                   "--pod-log-dir=" + (dir_ / "logs").string(),
-                                  "--read-only-port=" + std::to_string(read_only_port),
+                                  "--read-only-port=" + std::to_string(read_only_port), "--port=0",
                                   "--healthz-port=" + std::to_string(healthz_port),
                                   "--hostname-override=node1"};
     std::vector<char*> argv;

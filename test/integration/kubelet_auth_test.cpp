@@ -182,7 +182,7 @@ TEST_CASE("kubelet auth webhook: a TokenReview names the user, cached for the TT
   CHECK(f.apiserver.calls("token:good") == 2);
 }
 
-TEST_CASE("kubelet auth webhook: a rejected token is unauthenticated and cached; errors are not",
+TEST_CASE("kubelet auth webhook: a rejected token is unauthenticated and cached, errors are not",
           "[integration][kubelet_auth]") {
   Fixture f(tokenOptions());
   SECTION("rejected") {

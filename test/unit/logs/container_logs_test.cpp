@@ -187,7 +187,7 @@ TEST_CASE("validateContainerLogStatus: kubelet's choice of container and its mes
               "container \"pull\" in pod \"web\" is waiting to start: ContainerCreating");
 }
 
-TEST_CASE("readLogs: rotated files oldest first, then the live one; other files ignored",
+TEST_CASE("readLogs: rotated files oldest first, then the live one, other files ignored",
           "[unit][logs]") {
   testing::TempDir dir("logs-test");
   testing::writeFile(dir / "0.log.20240102-030401", record(1, "one"));
@@ -206,7 +206,7 @@ TEST_CASE("readLogs: rotated files oldest first, then the live one; other files 
   CHECK(missing.status.message().find((dir / "2.log").string()) != std::string::npos);
 }
 
-TEST_CASE("readLogs: partial records join up; timestamps are kubelet's fixed nanoseconds",
+TEST_CASE("readLogs: partial records join up, timestamps are kubelet's fixed nanoseconds",
           "[unit][logs]") {
   testing::TempDir dir("logs-test");
   testing::writeFile(dir / "0.log",
@@ -262,7 +262,7 @@ TEST_CASE("readLogs: tailLines counts lines from the end across files", "[unit][
   CHECK(tail(1) == "b\n");
 }
 
-TEST_CASE("readLogs: a large log reaches the sink in bounded pieces; a sink that stops ends it",
+TEST_CASE("readLogs: a large log reaches the sink in bounded pieces, a sink that stops ends it",
           "[unit][logs]") {
   testing::TempDir dir("logs-test");
   std::string content;
