@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/stats/resource_metrics.h"
 #include "api/canonical_json.h"
 #include "api/pod_json.h"
 #include "base/printable.h"
@@ -169,7 +170,8 @@ HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
   const bool known =
       path == "/healthz" || (!options_.healthz_only &&
                              (path == "/pods" || path == "/metrics" || path == "/manifest-errors" ||
-                              (path == "/stats/summary" && options_.stats_summary_json)));
+                              ((path == "/stats/summary" || path == "/metrics/resource") &&
+                               options_.stats_summary_json)));
   if (!known) return HttpResponse{404, "text/plain", "404 page not found\n", nullptr};
   if (request.method != "GET" && request.method != "HEAD") {
     return HttpResponse{405, "text/plain", "method not allowed\n", nullptr};
@@ -192,6 +194,9 @@ HttpResponse ReadOnlyServer::handle(const HttpRequest& request) {
     } else {
       res.content_type = "application/json";
     }
+  } else if (path == "/metrics/resource") {
+    res.content_type = "text/plain; version=0.0.4";
+    res.body = stats::resourceMetricsText(options_.stats_summary_json());
   } else if (path == "/metrics") {
     res.content_type = "text/plain; version=0.0.4";
     res.body = agent_.metricsText();
