@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libboost-dev libcpp-httplib-dev libyaml-cpp-dev libyaml-dev libspdlog-dev catch2 nlohmann-json3-dev
   libssl-dev zlib1g-dev libbrotli-dev libbenchmark-dev
-  openssl python3 python3-kubernetes procps
+  openssl python3 python3-kubernetes procps tmux curl
 )
 if [[ "${NODEAGENT_WITH_BENCH_PEERS:-}" == 1 ]]; then
   packages+=(supervisor)
