@@ -17,10 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "cmd/test-apiserver/test_api_server.h"
 #include "test/integration/apiserver_test_util.h"
-#include "test/support/cgroup_root.h"
-#include "test/support/integration_env.h"
+#include "test/support/kubelet_env.h"
 #include "test/support/test_util.h"
 #include "test/support/tls_cert.h"
 #include "test/support/ws_client.h"
@@ -28,11 +26,11 @@
 using namespace nodeagent;
 using namespace std::chrono_literals;
 using nlohmann::json;
-namespace fs = std::filesystem;
+using testing::KubeletEnv;
 
 namespace {
 
-constexpr char kNode[] = "node-kubelet";
+constexpr const char* kNode = KubeletEnv::kNode;
 
 // Two containers: main counts lines (and reads stdin when attached), side says hello once.
 constexpr char kWebPod[] = R"(apiVersion: v1
@@ -68,124 +66,7 @@ int countEntries(const std::string& dir) {
   return n - 2;
 }
 
-struct Env {
-  testing::TempDir dir{"nodeagent-e2e-kubelet"};
-  testing::TestPki pki{dir / "pki"};
-  std::unique_ptr<testapiserver::TestApiServer> server;
-  fs::path kubeconfig = dir / "kubeconfig";
-  fs::path manifests = dir / "manifests";
-  std::unique_ptr<testing::ChildProcess> agent;
-  std::string cgroup_root = testing::isolatedCgroupRoot();
-  int port = testing::unusedLoopbackPort();
-
-  Env() {
-    testing::writeFile(dir / "tokens.csv",
-                       "admin-token,admin,1,\"system:masters\"\nnobody-token,nobody,2\n");
-    testing::writeSelfSignedCert(dir / "apiserver");
-    auto client = pki.issueClient("kube-apiserver-kubelet-client", {"system:masters"});
-    testapiserver::ServerOptions o;
-    o.token_auth_file = (dir / "tokens.csv").string();
-    o.tls_cert_file = (dir / "apiserver" / "cert.pem").string();
-    o.tls_private_key_file = (dir / "apiserver" / "key.pem").string();
-    o.kubelet_client_certificate = client.cert_file.string();
-    o.kubelet_client_key = client.key_file.string();
-    o.kubelet_certificate_authority = pki.caFile().string();
-    server = testapiserver::TestApiServer::start(std::move(o)).value();
-    REQUIRE(server->writeKubeconfig(kubeconfig).ok());
-    fs::create_directories(manifests);
-  }
-  ~Env() {
-    if (agent) {
-      agent->signal(SIGTERM);
-      agent->wait(10s);
-    }
-    killContainers();
-    testing::removeCgroupTree(cgroup_root);
-    server->stop();
-  }
-
-  void startAgent() {
-    auto serving = pki.issueServing(kNode, {"127.0.0.1"}, {kNode});
-    std::vector<std::string> argv = {
-        testing::binaryPath("nodeagent").string(),
-        "--kubeconfig=" + kubeconfig.string(),
-        "--hostname-override=" + std::string(kNode),
-        "--node-ip=127.0.0.1",
-        "--address=127.0.0.1",
-        "--port=" + std::to_string(port),
-        "--tls-cert-file=" + serving.cert_file.string(),
-        "--tls-private-key-file=" + serving.key_file.string(),
-        "--client-ca-file=" + pki.caFile().string(),
-        "--authentication-token-webhook",
-        "--pod-manifest-path=" + manifests.string(),
-        "--file-check-frequency=1s",
-        "--root-dir=" + (dir / "root").string(),
-        "--pod-log-dir=" + (dir / "logs").string(),
-        "--read-only-port=0",
-        "--healthz-port=0",
-        "--crashloop-backoff-initial=1s",
-        "--node-status-update-frequency=1s",
-        "--cgroup-root=" + cgroup_root,
-        "--v=1",
-    };
-    agent = std::make_unique<testing::ChildProcess>(argv, dir / "agent.out", dir / "agent.err");
-    REQUIRE(agent->started());
-  }
-
-  void killContainers() {
-    const std::string root = (dir / "root").string();
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const std::string name = e.path().filename().string();
-      if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-      std::string cmdline;
-      try {
-        cmdline = testing::readFile(e.path() / "cmdline");
-      } catch (...) {
-        continue;
-      }
-      if (cmdline.find(root) != std::string::npos) ::kill(std::stoi(name), SIGKILL);
-    }
-  }
-
-  testing::RunResult kubectl(std::vector<std::string> args,
-                             std::chrono::milliseconds deadline = 30s) {
-    std::vector<std::string> argv = {"kubectl", "--kubeconfig=" + kubeconfig.string(),
-                                     "--request-timeout=60s"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::runCommand(argv, dir, deadline);
-  }
-
-  // A shell pipeline with kubectl (stdin from a pipe).
-  testing::RunResult shell(const std::string& script, std::chrono::milliseconds deadline = 30s) {
-    return testing::runCommand({"sh", "-c", script}, dir, deadline);
-  }
-  std::string kubectlCommand() const {
-    return "kubectl --kubeconfig=" + kubeconfig.string() + " --request-timeout=60s";
-  }
-
-  // Waits until kubectl logs of the pod's container answers with `text` in it.
-  bool logsShow(const std::string& pod, const std::string& container, const std::string& text) {
-    return testing::eventually(
-        [&] {
-          auto r = kubectl({"logs", pod, "-c", container}, 10s);
-          return r.exit_code == 0 && r.out.find(text) != std::string::npos;
-        },
-        40s);
-  }
-
-  std::string diagnostics() { return "agent stderr:\n" + agent->err(); }
-
-  std::unique_ptr<httplib::SSLClient> direct(const testing::TestPki::Files* cert = nullptr) {
-    auto c = cert ? std::make_unique<httplib::SSLClient>(
-                        "127.0.0.1", port, cert->cert_file.string(), cert->key_file.string())
-                  : std::make_unique<httplib::SSLClient>("127.0.0.1", port);
-    c->enable_server_certificate_verification(false);
-    c->set_read_timeout(10, 0);
-    return c;
-  }
-};
-
-std::string mirrorName(const std::string& pod) { return pod + "-" + kNode; }
+std::string mirrorName(const std::string& pod) { return KubeletEnv::mirrorName(pod); }
 
 }  // namespace
 
@@ -193,7 +74,7 @@ TEST_CASE(
     "kubectl logs reads a container's log through the apiserver: plain, tail, timestamps, "
     "since, a chosen container, follow and previous",
     "[e2e][kubelet-api]") {
-  Env env;
+  KubeletEnv env;
   testing::writeFile(env.manifests / "web.yaml", kWebPod);
   testing::writeFile(env.manifests / "crash.yaml", kCrashPod);
   env.startAgent();
@@ -258,7 +139,7 @@ TEST_CASE(
     "kubectl exec runs a command in a container through the apiserver: output, exit code, "
     "stdin, and kubectl cp copies both ways",
     "[e2e][kubelet-api]") {
-  Env env;
+  KubeletEnv env;
   testing::writeFile(env.manifests / "web.yaml", kWebPod);
   env.startAgent();
   const std::string web = mirrorName("web");
@@ -301,7 +182,7 @@ TEST_CASE(
     "the kubelet API refuses a request without credentials (401) and a user without rights "
     "(403), and serves a verified client certificate and a reviewed token",
     "[e2e][kubelet-api]") {
-  Env env;
+  KubeletEnv env;
   testing::writeFile(env.manifests / "web.yaml", kWebPod);
   env.startAgent();
   REQUIRE(testing::eventually([&] { return env.direct()->Get("/healthz") != nullptr; }, 20s));
@@ -364,7 +245,7 @@ TEST_CASE(
     "50 followed logs and 20 exec sessions at once all complete and leave no descriptors "
     "or threads behind in the agent",
     "[e2e][kubelet-api][slow]") {
-  Env env;
+  KubeletEnv env;
   testing::writeFile(env.manifests / "web.yaml", kWebPod);
   env.startAgent();
   const std::string web = mirrorName("web");
