@@ -22,21 +22,8 @@ namespace {
 
 NODEAGENT_LOGGER("nodeagent")
 
-void registerFlags(FlagSet& fs, DaemonFlags& f) {
-  fs.addString("config", &f.config, "KubeletConfiguration YAML file (flags override it)");
-  fs.addString("pod-manifest-path", &f.pod_manifest_path, "static pod manifest directory or file");
-  fs.addString("manifest-url", &f.manifest_url, "URL serving static pod manifests");
-  fs.addStringList("manifest-url-header", &f.manifest_url_header,
-                   "HTTP header for --manifest-url, Key:Value (repeatable)");
-  fs.addString("kubeconfig", &f.kubeconfig, "kubeconfig of the apiserver (enables the api source)");
-  fs.addString("hostname-override", &f.hostname_override, "node name (default: the host name)");
-  fs.addString("node-ip", &f.node_ip, "the node's IP (default: the first non-loopback IPv4)");
-  fs.addString("root-dir", &f.root_dir, "state directory");
-  fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
-  fs.addString("runtime", &f.runtime, "container runtime: process or fake");
-  fs.addString("address", &f.address,
-               "address of the kubelet API (default 0.0.0.0) and, when given, of the read-only "
-               "and healthz ports (default 127.0.0.1)");
+// The kubelet API's flags (port, TLS, authentication, authorization).
+void registerServingFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addInt("port", &f.port, "kubelet API HTTPS port (0 disables)");
   fs.addString("tls-cert-file", &f.tls_cert_file,
                "kubelet API certificate, PEM (default: self-signed under --cert-dir)");
@@ -61,6 +48,24 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addDuration("authorization-webhook-cache-unauthorized-ttl",
                  &f.authorization_webhook_cache_unauthorized_ttl,
                  "how long denying SubjectAccessReview answers are cached");
+}
+
+void registerFlags(FlagSet& fs, DaemonFlags& f) {
+  fs.addString("config", &f.config, "KubeletConfiguration YAML file (flags override it)");
+  fs.addString("pod-manifest-path", &f.pod_manifest_path, "static pod manifest directory or file");
+  fs.addString("manifest-url", &f.manifest_url, "URL serving static pod manifests");
+  fs.addStringList("manifest-url-header", &f.manifest_url_header,
+                   "HTTP header for --manifest-url, Key:Value (repeatable)");
+  fs.addString("kubeconfig", &f.kubeconfig, "kubeconfig of the apiserver (enables the api source)");
+  fs.addString("hostname-override", &f.hostname_override, "node name (default: the host name)");
+  fs.addString("node-ip", &f.node_ip, "the node's IP (default: the first non-loopback IPv4)");
+  fs.addString("root-dir", &f.root_dir, "state directory");
+  fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
+  fs.addString("runtime", &f.runtime, "container runtime: process or fake");
+  fs.addString("address", &f.address,
+               "address of the kubelet API (default 0.0.0.0) and, when given, of the read-only "
+               "and healthz ports (default 127.0.0.1)");
+  registerServingFlags(fs, f);
   fs.addString("node-labels", &f.node_labels,
                "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
   fs.addDuration("node-status-update-frequency", &f.node_status_update_frequency,
