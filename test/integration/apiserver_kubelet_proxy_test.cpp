@@ -281,6 +281,14 @@ class RawClient {
     }
     return false;
   }
+  // Reads until `n` bytes in all have arrived, the stream ends or the deadline passes.
+  bool readAtLeast(size_t n, std::chrono::milliseconds deadline = 10s) {
+    const auto until = SteadyClock::now() + deadline;
+    while (received_.size() < n) {
+      if (SteadyClock::now() >= until || !readSome(until)) return false;
+    }
+    return true;
+  }
   // Reads until one HTTP response (with a Content-Length) has arrived whole.
   bool readResponse(std::chrono::milliseconds deadline = 10s) {
     const auto until = SteadyClock::now() + deadline;
@@ -770,4 +778,25 @@ TEST_CASE("kubelet API: kubectl logs, logs -f and get --raw nodes/proxy through 
   follow.signal(SIGINT);  // kubectl's Ctrl-C: the kubelet's stream ends
   CHECK(follow.wait(10s));
   CHECK(eventually([&] { return kubelet.streamsEnded() == 1; }));
+}
+
+TEST_CASE(
+    "kubelet API: an exec tunnel moves 8 MiB each way in order while the client writes "
+    "and reads at once",
+    "[integration][apiserver]") {
+  ProxySetup setup(false);
+  auto exec = openExec(setup, "start");
+  const size_t from = exec->received().size();
+  // 8 MiB, far more than the tunnel's buffers (64 KiB a direction) and the sockets hold: both
+  // directions fill and drain many times over, and every byte arrives in order.
+  std::string data(8 * 1024 * 1024, '\0');
+  uint32_t x = 12345;
+  for (char& c : data) c = static_cast<char>((x = x * 1103515245 + 12345) >> 24);
+  std::atomic<bool> sent{false};
+  std::thread writer([&] { sent = exec->send(data); });
+  const bool echoed = exec->readAtLeast(from + data.size(), 60s);
+  writer.join();
+  CHECK(sent);
+  REQUIRE(echoed);
+  CHECK(exec->received().substr(from) == data);
 }
