@@ -1,9 +1,10 @@
-// HttpCall: a request answered by a coroutine handler (a whole response, a chunked stream or an
-// upgrade to WebSocket), and how a connection runs one.
+// HttpCall: a request answered by a coroutine handler (a whole response, a chunked stream, an
+// upgrade to WebSocket or a raw upgrade after a 101), and how a connection runs one.
 #include <array>
 #include <cstdio>
 #include <exception>
 #include <shared_mutex>
+#include <utility>
 
 #include "agent/server/http_connection.h"
 #include "agent/server/http_transport.h"
@@ -94,6 +95,39 @@ class HttpCallImpl final : public HttpCall {
     co_return co_await std::move(task);
   }
 
+  std::string upgradeProtocol() const override {
+    if (!containsToken(request_.header("Connection"), "upgrade")) return "";
+    std::string_view value = request_.header("Upgrade");
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    return std::string(value);
+  }
+
+  asio::awaitable<std::unique_ptr<ByteStream>> acceptUpgrade(
+      std::vector<std::pair<std::string, std::string>> headers) override {
+    if (phase_ != Phase::kFresh) co_return nullptr;
+    phase_ = Phase::kUpgraded;
+    std::string head = "HTTP/1.1 101 Switching Protocols\r\n";
+    for (const auto& [name, value] : headers) {
+      // A name or value that could end the head early is the caller's bug; never sent.
+      if (name.find_first_of("\r\n:") != std::string::npos ||
+          value.find_first_of("\r\n") != std::string::npos) {
+        continue;
+      }
+      head += name + ": " + value + "\r\n";
+    }
+    head += "\r\n";
+    const std::array<asio::const_buffer, 1> buffers{asio::buffer(head)};
+    const bool ok = co_await writeAll(buffers);
+    if (!ok) co_return nullptr;
+    // What the client sent after the request (it may not wait for the 101) comes first.
+    std::string early(static_cast<const char*>(conn_->buffer_.data().data()),
+                      conn_->buffer_.size());
+    conn_->buffer_.consume(conn_->buffer_.size());
+    co_return std::make_unique<RawStream>(conn_, std::move(early));
+  }
+
   bool closed() const override { return conn_->closed_; }
 
   // After the handler: a handler that did not answer gets a 500; a stream ends with its last
@@ -145,6 +179,53 @@ class HttpCallImpl final : public HttpCall {
                              });
     });
   }
+
+  // The connection's bytes after a raw upgrade. Holds the connection, which ends with the call.
+  class RawStream final : public ByteStream {
+   public:
+    RawStream(std::shared_ptr<HttpConnection> conn, std::string early)
+        : conn_(std::move(conn)), early_(std::move(early)) {}
+
+    asio::awaitable<std::optional<std::string>> read() override {
+      if (!early_.empty()) co_return std::exchange(early_, std::string());
+      if (conn_->closed_) co_return std::nullopt;
+      std::string data(kRawReadSize, '\0');
+      error_code ec;
+      size_t n = 0;
+      auto task = withStream(conn_->socket_, conn_->tls_.get(), [&](auto& stream) {
+        return stream.async_read_some(asio::buffer(data),
+                                      asio::redirect_error(asio::use_awaitable, ec));
+      });
+      n = co_await std::move(task);
+      if (ec || n == 0) co_return std::nullopt;
+      data.resize(n);
+      co_return data;
+    }
+
+    asio::awaitable<bool> write(std::string_view data) override {
+      if (conn_->closed_) co_return false;
+      conn_->arm(conn_->state_->options.write_timeout);
+      error_code ec;
+      auto task = withStream(conn_->socket_, conn_->tls_.get(), [&](auto& stream) {
+        return asio::async_write(stream, asio::buffer(data.data(), data.size()),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      });
+      co_await std::move(task);
+      conn_->timer_->cancel();
+      if (ec) conn_->close();
+      co_return !ec && !conn_->closed_;
+    }
+
+    asio::awaitable<void> close() override {
+      conn_->close();
+      co_return;
+    }
+
+   private:
+    static constexpr size_t kRawReadSize = 16 * 1024;
+    std::shared_ptr<HttpConnection> conn_;
+    std::string early_;
+  };
 
   std::shared_ptr<HttpConnection> conn_;
   HttpRequest request_;

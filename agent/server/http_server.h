@@ -56,20 +56,27 @@ struct HttpResponse {
 // requests of other connections: it must be thread-safe and must not block.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
-// A WebSocket a request was upgraded to (HttpCall::acceptWebSocket): whole messages in and out.
+// The two-way byte channel of an upgraded request: a WebSocket (whole messages) or the raw
+// connection after a 101 (chunks of the byte stream as they arrive, HttpCall::acceptUpgrade).
 // On the connection's strand; one read() and one write() may be outstanding at the same time.
-class WebSocket {
+class ByteStream {
  public:
-  virtual ~WebSocket() = default;
+  virtual ~ByteStream() = default;
+  // The next message, or the next bytes (never empty for a raw stream); nullopt once the peer
+  // closed or the connection failed.
+  virtual asio::awaitable<std::optional<std::string>> read() = 0;
+  // Sends `data` (one binary message on a WebSocket); false when the connection failed (or took
+  // longer than the server's write timeout).
+  virtual asio::awaitable<bool> write(std::string_view data) = 0;
+  // Ends the connection (a WebSocket sends its close frame, normal closure, first).
+  virtual asio::awaitable<void> close() = 0;
+};
+
+// A WebSocket a request was upgraded to (HttpCall::acceptWebSocket): whole messages in and out.
+class WebSocket : public ByteStream {
+ public:
   // The subprotocol agreed in the handshake.
   virtual const std::string& protocol() const = 0;
-  // The next message (binary or text); nullopt once the peer closed or the connection failed.
-  virtual asio::awaitable<std::optional<std::string>> read() = 0;
-  // Sends one binary message; false when the connection failed (or took longer than the
-  // server's write timeout).
-  virtual asio::awaitable<bool> write(std::string_view message) = 0;
-  // A close frame (normal closure), then the connection ends.
-  virtual asio::awaitable<void> close() = 0;
 };
 
 // One request answered by a coroutine (HttpCoroutineHandler), with a whole response, a streamed
@@ -93,6 +100,14 @@ class HttpCall {
   // wsstream does, and protocol() is ""); null when the handshake failed.
   virtual asio::awaitable<std::unique_ptr<WebSocket>> acceptWebSocket(
       std::vector<std::string> protocols) = 0;
+  // The protocol the request asks to switch to (its Upgrade header, with Connection: Upgrade),
+  // e.g. "SPDY/3.1"; "" when it asks for none.
+  virtual std::string upgradeProtocol() const = 0;
+  // Answers 101 Switching Protocols with `headers` and hands over the connection's bytes (those
+  // the client sent after the request first); null when the 101 could not be written. The
+  // call's write timeout bounds each write; reads have no deadline (the caller keeps its own).
+  virtual asio::awaitable<std::unique_ptr<ByteStream>> acceptUpgrade(
+      std::vector<std::pair<std::string, std::string>> headers) = 0;
   // The peer closed its end or the connection failed.
   virtual bool closed() const = 0;
 };

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/logs/container_logs.h"
+#include "agent/server/kubelet_port_forward.h"
 #include "agent/server/kubelet_remote_command.h"
 #include "agent/server/kubelet_request.h"
 #include "base/log.h"
@@ -44,6 +45,7 @@ struct KubeletServer::Impl {
   asio::awaitable<void> route(std::shared_ptr<HttpCall> call);
   asio::awaitable<void> containerLogs(std::shared_ptr<HttpCall> call);
   asio::awaitable<void> remoteCommand(std::shared_ptr<HttpCall> call, bool attach);
+  asio::awaitable<void> portForward(std::shared_ptr<HttpCall> call);
   asio::awaitable<HttpResponse> runningPods();
 
   // The pod `ns`/`name` and its container `container`, or the answer that says why not.
@@ -114,6 +116,11 @@ asio::awaitable<void> KubeletServer::Impl::route(std::shared_ptr<HttpCall> call)
   }
   if (starts("/exec/") || starts("/attach/")) {
     auto task = remoteCommand(call, starts("/attach/"));
+    co_await std::move(task);
+    co_return;
+  }
+  if (starts("/portForward/")) {
+    auto task = portForward(call);
     co_await std::move(task);
     co_return;
   }
@@ -256,6 +263,30 @@ asio::awaitable<void> KubeletServer::Impl::remoteCommand(std::shared_ptr<HttpCal
     co_return;
   }
   auto task = serveRemoteCommand(call, runtime, *id, std::move(command), *streams);
+  co_await std::move(task);
+}
+
+asio::awaitable<void> KubeletServer::Impl::portForward(std::shared_ptr<HttpCall> call) {
+  // /portForward/{namespace}/{pod}, or with the pod's UID after it (kubelet's two routes).
+  const auto parts = pathSegments(call->request().path, "/portForward/");
+  std::optional<HttpResponse> refusal;
+  AgentView::PodWithStatus pod;
+  if (!parts || (parts->size() != 2 && parts->size() != 3)) {
+    refusal = statusResponse(400, "the path must be /portForward/{namespace}/{pod}[/{uid}]");
+  } else {
+    pod = agent.podByName((*parts)[0], (*parts)[1]);
+    if (!pod.pod) {
+      refusal = statusResponse(404, "pod does not exist");
+    } else if (parts->size() == 3 && (*parts)[2] != pod.pod->metadata.uid) {
+      refusal = statusResponse(404, "pod not found");
+    }
+  }
+  if (refusal) {
+    auto respond = call->respond(std::move(*refusal));
+    co_await std::move(respond);
+    co_return;
+  }
+  auto task = servePortForward(call, clock, pod.pod->metadata.uid);
   co_await std::move(task);
 }
 
