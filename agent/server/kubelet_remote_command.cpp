@@ -141,8 +141,8 @@ asio::awaitable<void> serveRemoteCommand(std::shared_ptr<HttpCall> call, runtime
                                          runtime::StreamOptions options) {
   if (!call->isWebSocketRequest()) {
     auto refuse = call->respond(statusResponse(
-        400, "nodeagent serves exec, attach and port-forward over WebSocket only (" +
-                 std::string(kV5) + ", " + std::string(kV4) + "); SPDY is not supported"));
+        400, "nodeagent serves exec and attach over WebSocket only (" + std::string(kV5) + ", " +
+                 std::string(kV4) + "); SPDY is not supported for them"));
     co_await std::move(refuse);
     co_return;
   }
