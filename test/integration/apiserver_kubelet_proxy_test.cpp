@@ -9,6 +9,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,6 +42,15 @@ using SteadyClock = std::chrono::steady_clock;
 void setReceiveTimeout(int fd) {
   timeval tv{0, 50 * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+// OpenSSL writes to a socket whose peer left raise SIGPIPE: the test's threads that write
+// through TLS block it (it then stays pending, harmless).
+void blockSigpipe() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 // SSL_read or SSL_write on a socket with a receive timeout: retries a timed-out wait while
@@ -138,6 +149,7 @@ class FakeKubelet {
   }
 
   void serve(int fd) {
+    blockSigpipe();
     SSL* ssl = SSL_new(ctx_);
     SSL_set_fd(ssl, fd);
     auto keep_going = [this] { return !stop_.load(); };
@@ -261,6 +273,7 @@ class RawClient {
   bool connected() const { return connected_; }
 
   bool send(const std::string& data) {
+    blockSigpipe();
     if (ssl_) return sslWriteAll(ssl_, data, [] { return true; });
     return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
   }
