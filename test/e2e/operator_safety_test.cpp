@@ -74,9 +74,10 @@ TEST_CASE("the --lock-file is held too: two agents with their own root dirs but 
   const auto lock = (other / "shared.lock").string();
   first.start({"--lock-file=" + lock});
   std::filesystem::create_directories(other / "manifests");
-  auto second = runAgent(other, {"--pod-manifest-path=" + (other / "manifests").string(),
-                                 "--root-dir=" + (other / "root").string(), "--lock-file=" + lock,
-                                 "--runtime=fake", "--read-only-port=0", "--port=0", "--healthz-port=0"});
+  auto second =
+      runAgent(other, {"--pod-manifest-path=" + (other / "manifests").string(),
+                       "--root-dir=" + (other / "root").string(), "--lock-file=" + lock,
+                       "--runtime=fake", "--read-only-port=0", "--port=0", "--healthz-port=0"});
   INFO("second agent stderr:\n" << second.err);
   REQUIRE(second.exit_code.has_value());
   CHECK(*second.exit_code != 0);
@@ -140,6 +141,14 @@ TEST_CASE("a typo in the --config file is an error naming the key and its line, 
   CHECK(*duplicate.exit_code == 2);
   CHECK_THAT(duplicate.err, Catch::Contains("duplicate key \"staticPodPath\""));
   CHECK_THAT(duplicate.err, Catch::Contains("line 4"));
+
+  auto nested_typo = run(head +
+                         "staticPodPath: /tmp\nauthentication:\n  anonymus:\n    enabled: "
+                         "true\n");
+  REQUIRE(nested_typo.exit_code.has_value());
+  CHECK(*nested_typo.exit_code == 2);
+  CHECK_THAT(nested_typo.err,
+             Catch::Contains("config.yaml:5: anonymus: unknown field authentication.anonymus"));
 
   auto other_kind = run("apiVersion: v1\nkind: Pod\n");
   REQUIRE(other_kind.exit_code.has_value());
