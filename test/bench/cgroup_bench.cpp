@@ -53,6 +53,7 @@
 #include "agent/cm/container_manager.h"
 #include "agent/cm/resources.h"
 #include "api/pod_json.h"
+#include "test/support/bench_signals.h"
 #include "test/support/cgroup_root.h"
 
 extern char** environ;
@@ -115,23 +116,6 @@ void cleanUp() {
   }
   if (!g_root.empty()) testing::removeCgroupTree(g_root);
   g_root.clear();
-}
-
-void startSignalThread() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    std::fprintf(stderr, "cgroup_bench: signal %d, removing its cgroups\n", sig);
-    std::lock_guard lock(g_mu);
-    cleanUp();
-    std::_Exit(128 + sig);
-  }).detach();
 }
 
 std::string podJson(size_t i) {
@@ -411,7 +395,10 @@ int main(int argc, char** argv) {
     std::printf("cgroup_bench: skipped: not root (making cgroups needs root)\n");
     return 0;
   }
-  startSignalThread();
+  testing::cleanUpOnSignal("cgroup_bench", "removing its cgroups", [] {
+    std::lock_guard lock(g_mu);
+    cleanUp();
+  });
   int rc = 0;
   try {
     rc = run(n);

@@ -65,6 +65,7 @@
 
 #include "agent/cm/cgroup_manager.h"
 #include "agent/runtime/state_file.h"
+#include "test/support/bench_signals.h"
 #include "test/support/cgroup_root.h"
 #include "test/support/test_util.h"
 
@@ -368,25 +369,6 @@ void killEverything() {
   }
 }
 
-// SIGINT/SIGTERM/SIGHUP are blocked in every bench thread and taken here: clean up, then exit.
-void startSignalThread() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    std::fprintf(stderr, "process_runtime_bench: signal %d, killing what it started\n", sig);
-    killEverything();
-    std::error_code ec;
-    if (!g_base.empty()) fs::remove_all(g_base, ec);
-    std::_Exit(128 + sig);
-  }).detach();
-}
-
 std::string shPod(const std::string& name, const std::string& script,
                   const std::string& restart = "Always") {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
@@ -424,7 +406,8 @@ class Daemon {
                                            "--pod-manifest-path=" + (base_ / "manifests").string(),
                                            "--root-dir=" + (base_ / "root").string(),
                                            "--pod-log-dir=" + (base_ / "logs").string(),
-                                           "--read-only-port=" + std::to_string(port_), "--port=0",
+                                           "--read-only-port=" + std::to_string(port_),
+                                           "--port=0",
                                            "--healthz-port=0",
                                            "--hostname-override=bench",
                                            "--max-pods=100000",
@@ -1155,7 +1138,11 @@ int main(int argc, char** argv) {
         "without them too (each run says which mode it got)\n");
   }
   setenv("TMPDIR", "/dev/shm", 0);
-  startSignalThread();
+  testing::cleanUpOnSignal("process_runtime_bench", "killing what it started", [] {
+    killEverything();
+    std::error_code ec;
+    if (!g_base.empty()) fs::remove_all(g_base, ec);
+  });
   int rc = 0;
   std::vector<std::pair<std::string, Figures>> columns;
   try {

@@ -1,6 +1,6 @@
 #include "test/support/integration_env.h"
 
-#include <catch2/catch.hpp>
+#include <stdexcept>
 
 #include "base/clock.h"
 #include "test/support/test_util.h"
@@ -34,7 +34,8 @@ std::unique_ptr<runtime::ProcessRuntime> makeProcessRuntime(
     asio::any_io_executor executor, const runtime::ProcessRuntimeOptions& options) {
   auto rt =
       std::make_unique<runtime::ProcessRuntime>(std::move(executor), base::realClock(), options);
-  REQUIRE(rt->recover().ok());
+  if (auto st = rt->recover(); !st.ok())
+    throw std::runtime_error("ProcessRuntime::recover: " + st.toString());
   return rt;
 }
 

@@ -40,7 +40,8 @@ class IoThreads {
 runtime::ProcessRuntimeOptions processRuntimeOptions(const std::filesystem::path& dir,
                                                      runtime::ProcessRuntimeOptions options = {});
 
-// A ProcessRuntime on the real clock whose recover() succeeded (REQUIREd).
+// A ProcessRuntime on the real clock whose recover() succeeded (else std::runtime_error, which
+// fails the current test; no Catch here, so benches link this file too).
 std::unique_ptr<runtime::ProcessRuntime> makeProcessRuntime(
     asio::any_io_executor executor, const runtime::ProcessRuntimeOptions& options);
 

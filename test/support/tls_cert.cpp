@@ -1,6 +1,6 @@
 #include "test/support/tls_cert.h"
 
-#include <catch2/catch.hpp>
+#include <stdexcept>
 #include <utility>
 
 namespace nodeagent::testing {
@@ -17,11 +17,14 @@ std::string fileNameFor(const std::string& name) {
   return out.empty() ? "cert" : out;
 }
 
+// Throws (a test reports it as its failure; a bench stops) when `status` is an error.
+void check(const base::Status& status) {
+  if (!status.ok()) throw std::runtime_error("test TLS material: " + status.toString());
+}
+
 void write(const certificate::KeyPair& pair, const std::filesystem::path& cert_file,
            const std::filesystem::path& key_file) {
-  base::Status st = certificate::writeKeyPair(pair, cert_file, key_file);
-  INFO(st.toString());
-  REQUIRE(st.ok());
+  check(certificate::writeKeyPair(pair, cert_file, key_file));
 }
 
 }  // namespace
@@ -32,15 +35,13 @@ void writeSelfSignedCert(const std::filesystem::path& dir) {
   request.ip_addresses = {"127.0.0.1"};
   request.server_auth = true;
   auto pair = certificate::generateSelfSigned(request);
-  INFO(pair.status().toString());
-  REQUIRE(pair.ok());
+  check(pair.status());
   write(*pair, dir / "cert.pem", dir / "key.pem");
 }
 
 TestPki::TestPki(std::filesystem::path dir, const std::string& ca_name) : dir_(std::move(dir)) {
   auto ca = certificate::generateCa(ca_name);
-  INFO(ca.status().toString());
-  REQUIRE(ca.ok());
+  check(ca.status());
   ca_ = std::move(*ca);
   write(ca_, dir_ / "ca.crt", dir_ / "ca.key");
 }
@@ -48,8 +49,7 @@ TestPki::TestPki(std::filesystem::path dir, const std::string& ca_name) : dir_(s
 TestPki::Files TestPki::issue(const certificate::CertificateRequest& request,
                               const std::string& file_name) {
   auto pair = certificate::issueCertificate(ca_, request);
-  INFO(pair.status().toString());
-  REQUIRE(pair.ok());
+  check(pair.status());
   Files files{dir_ / (file_name + ".crt"), dir_ / (file_name + ".key")};
   write(*pair, files.cert_file, files.key_file);
   return files;

@@ -11,12 +11,12 @@
 namespace nodeagent::testing {
 
 // A self-signed certificate for 127.0.0.1 (also its own CA), written as `dir`/cert.pem and
-// `dir`/key.pem. Fails the current test when it cannot be made.
+// `dir`/key.pem. Throws std::runtime_error when it cannot be made (as TestPki does).
 void writeSelfSignedCert(const std::filesystem::path& dir);
 
 // A CA in `dir` (ca.crt, ca.key) that issues client and serving certificates as PEM files
 // there, for tests of TLS servers that verify client certificates (the kubelet API). Every
-// failure fails the current test.
+// failure throws std::runtime_error (the current test fails with its message).
 class TestPki {
  public:
   struct Files {
