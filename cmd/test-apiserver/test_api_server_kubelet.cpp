@@ -162,11 +162,24 @@ void TestApiServer::Impl::proxyToKubelet(const httplib::Request& req, httplib::R
   const int client_fd = client_ssl ? SSL_get_fd(client_ssl)
                                    : dupAcceptedConnection(port_, req.remote_addr, req.remote_port);
   if (client_fd < 0) return sendCode(res, 500, "cannot find the client's connection");
-  std::string to_kubelet =
-      kubeletRequestHead(req.method, path_and_query, *host + ":" + std::to_string(port),
-                         headersOf(req), req.body.size(), req.remote_addr) +
-      req.body;
-  runTunnel({client_fd, client_ssl}, (*kubelet)->end(), std::move(to_kubelet), stopping_);
+  const std::string address = *host + ":" + std::to_string(port);
+  std::string to_kubelet = kubeletRequestHead(req.method, path_and_query, address, headersOf(req),
+                                              req.body.size(), req.remote_addr) +
+                           req.body;
+  const TunnelResult result =
+      runTunnel({client_fd, client_ssl}, (*kubelet)->end(), std::move(to_kubelet), stopping_);
+  if (result.to_client == 0 && !stopping_) {
+    // Nothing reached the client (e.g. a kubelet that refused the client certificate after a
+    // TLS 1.3 handshake): it gets a Status, as from kube-apiserver's failed round trip, written
+    // by httplib on the connection, which it then closes.
+    if (!client_ssl) ::close(client_fd);
+    sendCode(res, 500,
+             "error trying to reach the kubelet at " + address + " (node " + node_name + "): " +
+                 (result.backend_error.empty() ? "it closed the connection without an answer"
+                                               : result.backend_error));
+    res.set_header("Connection", "close");
+    return;
+  }
   // httplib writes its own response after this returns: to a shut-down socket it fails, and
   // httplib closes the connection instead of reading another request from it.
   ::shutdown(client_fd, SHUT_RDWR);

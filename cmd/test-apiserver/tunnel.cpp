@@ -279,6 +279,7 @@ struct Side {
   short write_wait = 0;
   bool eof = false;
   bool failed = false;
+  std::string error;  // why its read or write failed
 };
 
 // Bytes read from one side and not yet written to the other. `retry` is the length of a TLS
@@ -287,6 +288,7 @@ struct Pipe {
   std::string buf;
   size_t off = 0;
   int retry = 0;
+  uint64_t moved = 0;  // bytes written to the other side
   size_t pending() const { return buf.size() - off; }
 };
 
@@ -314,8 +316,12 @@ Io readSome(Side& s, char* data, size_t cap, size_t& n) {
       return Io::kDone;
     }
     const Io io = sslResult(s.end.ssl, r, s.read_wait);
+    if (io != Io::kError) return io;
     // A peer that closes the TCP connection without close_notify ends the stream all the same.
-    return io == Io::kError ? Io::kEof : io;
+    const int err = errno;
+    s.error = opensslErrors();
+    if (s.error.empty() && err != 0) s.error = errnoText(err);
+    return Io::kEof;
   }
   const ssize_t r = ::recv(s.end.fd, data, cap, 0);
   if (r > 0) {
@@ -326,6 +332,7 @@ Io readSome(Side& s, char* data, size_t cap, size_t& n) {
     s.read_wait = POLLIN;
     return Io::kBlocked;
   }
+  if (r < 0) s.error = errnoText(errno);
   return Io::kEof;
 }
 
@@ -337,7 +344,13 @@ Io writeSome(Side& s, const char* data, size_t len, size_t& n) {
       n = static_cast<size_t>(r);
       return Io::kDone;
     }
-    return sslResult(s.end.ssl, r, s.write_wait);
+    const Io io = sslResult(s.end.ssl, r, s.write_wait);
+    if (io == Io::kError) {
+      const int err = errno;
+      s.error = opensslErrors();
+      if (s.error.empty() && err != 0) s.error = errnoText(err);
+    }
+    return io;
   }
   const ssize_t r = ::send(s.end.fd, data, len, MSG_NOSIGNAL);
   if (r >= 0) {
@@ -348,6 +361,7 @@ Io writeSome(Side& s, const char* data, size_t len, size_t& n) {
     s.write_wait = POLLOUT;
     return Io::kBlocked;
   }
+  s.error = errnoText(errno);
   return Io::kError;
 }
 
@@ -380,6 +394,7 @@ bool drain(Pipe& p, Side& dst) {
   if (io != Io::kDone) return false;
   p.retry = 0;
   p.off += n;
+  p.moved += n;
   if (p.off >= kTunnelBuffer) {
     p.buf.erase(0, p.off);
     p.off = 0;
@@ -408,13 +423,15 @@ class NonBlocking {
 
 }  // namespace
 
-void runTunnel(TunnelEnd client, TunnelEnd backend, std::string to_backend,
-               const std::atomic<bool>& stopping) {
+TunnelResult runTunnel(TunnelEnd client, TunnelEnd backend, std::string to_backend,
+                       const std::atomic<bool>& stopping) {
   NonBlocking client_mode(client.fd), backend_mode(backend.fd);
   if (client.ssl) {
     SSL_set_mode(client.ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   }
-  Side c{client}, b{backend};
+  Side c, b;
+  c.end = client;
+  b.end = backend;
   Pipe up{std::move(to_backend)}, down;
   // The client's hangup is watched even while its reads wait for room (a kubelet that reads
   // nothing must not keep the tunnel of a client that left); it ends the tunnel once nothing
@@ -437,6 +454,7 @@ void runTunnel(TunnelEnd client, TunnelEnd backend, std::string to_backend,
     if (::poll(fds, 2, kTunnelPollMs) < 0 && errno != EINTR) break;
     hangup = (fds[0].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
   }
+  return {down.moved, b.error};
 }
 
 }  // namespace nodeagent::testapiserver

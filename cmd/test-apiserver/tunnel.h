@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -87,7 +88,11 @@ class KubeletDialer {
 // poll() loop, at most kTunnelBuffer bytes buffered per direction: a side that does not read holds
 // the other back. Closes neither end.
 inline constexpr size_t kTunnelBuffer = 64 * 1024;
-void runTunnel(TunnelEnd client, TunnelEnd backend, std::string to_backend,
-               const std::atomic<bool>& stopping);
+struct TunnelResult {
+  uint64_t to_client = 0;     // bytes the client got from the backend
+  std::string backend_error;  // why reading or writing the backend failed ("" if it did not)
+};
+TunnelResult runTunnel(TunnelEnd client, TunnelEnd backend, std::string to_backend,
+                       const std::atomic<bool>& stopping);
 
 }  // namespace nodeagent::testapiserver

@@ -154,6 +154,13 @@ class FakeKubelet {
     SSL_set_fd(ssl, fd);
     auto keep_going = [this] { return !stop_.load(); };
     if (sslRetry(ssl, keep_going, [&] { return SSL_accept(ssl); }) != 1) {
+      // Read until the client leaves: closing with its request unread would reset the
+      // connection, and the reset can overtake the alert that says why.
+      char buf[4096];
+      while (!stop_) {
+        const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN)) break;
+      }
       ++handshake_failures_;
     } else {
       respond(ssl);
@@ -702,6 +709,27 @@ TEST_CASE("kubelet API: a kubelet certificate from another CA fails the TLS hand
   CHECK_THAT(status["message"].get<std::string>(),
              Catch::Contains("certificate verify failed") && Catch::Contains("node n1"));
   CHECK(setup.kubelet->seen().empty());
+}
+
+TEST_CASE("kubelet API: a kubelet that refuses the apiserver without a client certificate",
+          "[integration][apiserver]") {
+  ProxySetup setup(false);
+  ServerOptions opts;  // no --kubelet-client-certificate
+  opts.kubelet_certificate_authority = setup.pki.caFile();
+  auto server = TestApiServer::start(opts);
+  REQUIRE(server.ok());
+  setup.server = std::move(*server);
+  setup.addNode("n1", setup.kubelet->port());
+  setup.addPod("web", "n1", {"app"});
+  auto c = setup.checkedClient();
+  REQUIRE(c->send(request("GET", "/api/v1/namespaces/default/pods/web/log")));
+  REQUIRE(c->readResponse());
+  const json status = statusOf(*c);
+  CHECK(status["code"] == 500);
+  CHECK_THAT(status["message"].get<std::string>(),
+             Catch::Contains("error trying to reach the kubelet at 127.0.0.1:") &&
+                 Catch::Contains("(node n1)") && Catch::Contains("certificate required"));
+  CHECK(eventually([&] { return setup.kubelet->handshakeFailures() == 1; }));
 }
 
 TEST_CASE(
