@@ -685,17 +685,12 @@ TEST_CASE("kubelet API: proxy errors are Status objects as kube-apiserver's",
   CHECK_THAT(status["message"].get<std::string>(), Catch::Contains(row.message));
 }
 
-TEST_CASE("kubelet API: a kubelet certificate from another CA fails the TLS handshake",
-          "[integration][apiserver]") {
-  ProxySetup setup(false);
-  TempDir other_dir("apiserver-other-ca");
-  TestPki other(other_dir.path(), "other-ca");
+namespace {
+
+// The Status a log request gets from an apiserver started anew with `opts` (n1 and web added
+// again).
+json logStatusWith(ProxySetup& setup, const ServerOptions& opts) {
   setup.server->stop();
-  ServerOptions opts;
-  const auto client = setup.pki.issueClient("kube-apiserver-kubelet-client");
-  opts.kubelet_client_certificate = client.cert_file;
-  opts.kubelet_client_key = client.key_file;
-  opts.kubelet_certificate_authority = other.caFile();
   auto server = TestApiServer::start(opts);
   REQUIRE(server.ok());
   setup.server = std::move(*server);
@@ -704,7 +699,22 @@ TEST_CASE("kubelet API: a kubelet certificate from another CA fails the TLS hand
   auto c = setup.checkedClient();
   REQUIRE(c->send(request("GET", "/api/v1/namespaces/default/pods/web/log")));
   REQUIRE(c->readResponse());
-  const json status = statusOf(*c);
+  return statusOf(*c);
+}
+
+}  // namespace
+
+TEST_CASE("kubelet API: a kubelet certificate from another CA fails the TLS handshake",
+          "[integration][apiserver]") {
+  ProxySetup setup(false);
+  TempDir other_dir("apiserver-other-ca");
+  TestPki other(other_dir.path(), "other-ca");
+  ServerOptions opts;
+  const auto client = setup.pki.issueClient("kube-apiserver-kubelet-client");
+  opts.kubelet_client_certificate = client.cert_file;
+  opts.kubelet_client_key = client.key_file;
+  opts.kubelet_certificate_authority = other.caFile();
+  const json status = logStatusWith(setup, opts);
   CHECK(status["code"] == 500);
   CHECK_THAT(status["message"].get<std::string>(),
              Catch::Contains("certificate verify failed") && Catch::Contains("node n1"));
@@ -716,15 +726,7 @@ TEST_CASE("kubelet API: a kubelet that refuses the apiserver without a client ce
   ProxySetup setup(false);
   ServerOptions opts;  // no --kubelet-client-certificate
   opts.kubelet_certificate_authority = setup.pki.caFile();
-  auto server = TestApiServer::start(opts);
-  REQUIRE(server.ok());
-  setup.server = std::move(*server);
-  setup.addNode("n1", setup.kubelet->port());
-  setup.addPod("web", "n1", {"app"});
-  auto c = setup.checkedClient();
-  REQUIRE(c->send(request("GET", "/api/v1/namespaces/default/pods/web/log")));
-  REQUIRE(c->readResponse());
-  const json status = statusOf(*c);
+  const json status = logStatusWith(setup, opts);
   CHECK(status["code"] == 500);
   CHECK_THAT(status["message"].get<std::string>(),
              Catch::Contains("error trying to reach the kubelet at 127.0.0.1:") &&
