@@ -20,6 +20,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "base/duration.h"
+#include "base/strings.h"
 
 namespace nodeagent::api {
 namespace {
@@ -81,13 +82,6 @@ std::string formatMs(std::chrono::milliseconds d) {
   return base::formatDuration(std::chrono::duration_cast<base::Duration>(d));
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 }  // namespace
 
 std::string HttpEndpoint::hostPort() const {
@@ -97,7 +91,7 @@ std::string HttpEndpoint::hostPort() const {
 
 std::string HttpResponse::header(std::string_view name) const {
   for (const auto& [k, v] : headers) {
-    if (iequals(k, name)) return v;
+    if (base::iequals(k, name)) return v;
   }
   return {};
 }

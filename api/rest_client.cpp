@@ -96,6 +96,24 @@ std::optional<std::string> urlDecode(std::string_view s) {
   return out;
 }
 
+base::StatusOr<Query> parseQuery(std::string_view query) {
+  Query out;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    auto name = urlDecode(pair.substr(0, eq));
+    auto value = urlDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    if (!name || !value) {
+      return base::invalidArgumentError("bad escape in \"" + std::string(pair) + "\"");
+    }
+    out.emplace_back(std::move(*name), std::move(*value));
+  }
+  return out;
+}
+
 Query toQuery(const ListOptions& o, bool watch) {
   Query q;
   if (watch) q.emplace_back("watch", "true");

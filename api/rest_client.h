@@ -6,8 +6,9 @@
 // (api/api_errors.h). 429 answers are retried after their Retry-After.
 //
 // Every call blocks: never call it on an io_context thread. Use AsyncRestClient
-// (api/async_rest_client.h) from strands and coroutines; the long watch GET runs on a dedicated thread (config/reflector.h).
-// RestClient is thread-safe: calls from several threads use separate keep-alive connections.
+// (api/async_rest_client.h) from strands and coroutines; the long watch GET runs on a dedicated
+// thread (config/reflector.h). RestClient is thread-safe: calls from several threads use separate
+// keep-alive connections.
 #pragma once
 
 #include <chrono>
@@ -99,6 +100,9 @@ std::string urlEncode(std::string_view s);
 // Decodes a query component as Go's url.QueryUnescape does: "%XX" escapes, '+' as a space.
 // nullopt when an escape is malformed.
 std::optional<std::string> urlDecode(std::string_view s);
+// The decoded `name=value` pairs of a query string, in order, as Go's url.ParseQuery reads them
+// (a name without '=' has value ""); InvalidArgument quoting the pair whose escape is malformed.
+base::StatusOr<Query> parseQuery(std::string_view query);
 
 class RestClient {
  public:

@@ -16,6 +16,7 @@
 #include "api/rest_client.h"
 #include "base/log.h"
 #include "base/printable.h"
+#include "base/strings.h"
 #include "config/pod_validation.h"
 
 namespace nodeagent::config {
@@ -251,9 +252,7 @@ std::string resolveNodeName(std::string_view hostname_override) {
   size_t start = 0;
   while (start < name.size() && std::isspace(static_cast<unsigned char>(name[start]))) ++start;
   name = name.substr(start);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return name;
+  return base::asciiLower(name);
 }
 
 std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,

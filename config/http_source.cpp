@@ -10,6 +10,7 @@
 #include "api/http_client.h"
 #include "base/duration.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "config/static_pod.h"
 
 namespace nodeagent::config {
@@ -90,9 +91,7 @@ base::StatusOr<ParsedUrl> parseHttpUrl(std::string_view url) {
   auto sep = url.find("://");
   if (sep == std::string_view::npos) return bad("expected http:// or https://");
   ParsedUrl out;
-  out.scheme = std::string(url.substr(0, sep));
-  std::transform(out.scheme.begin(), out.scheme.end(), out.scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  out.scheme = base::asciiLower(url.substr(0, sep));
   if (out.scheme != "http" && out.scheme != "https") {
     return bad("unsupported scheme \"" + out.scheme + "\"");
   }

@@ -18,6 +18,7 @@
 #include "api/time.h"
 #include "base/blocking.h"
 #include "base/readable_wait.h"
+#include "base/strings.h"
 
 namespace nodeagent::logs {
 namespace {
@@ -36,20 +37,12 @@ std::string goQuote(std::string_view s) {
 using QueryValues = std::map<std::string, std::string, std::less<>>;
 
 base::StatusOr<QueryValues> splitQuery(std::string_view query) {
+  auto pairs = api::parseQuery(query);
+  if (!pairs.ok())
+    return base::invalidArgumentError("Unable to decode query: " + pairs.status().message());
   QueryValues values;
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    auto eq = pair.find('=');
-    auto key = api::urlDecode(pair.substr(0, eq));
-    auto value = api::urlDecode(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
-    if (!key || !value) {
-      return base::invalidArgumentError("Unable to decode query: bad escape in " + goQuote(pair));
-    }
-    values.emplace(std::move(*key), std::move(*value));  // the first value wins
-  }
+  for (auto& [key, value] : *pairs)
+    values.emplace(std::move(key), std::move(value));  // the first value wins
   return values;
 }
 
@@ -62,9 +55,7 @@ const std::string* find(const QueryValues& values, std::string_view key) {
 bool flag(const QueryValues& values, std::string_view key) {
   const std::string* v = find(values, key);
   if (v == nullptr || *v == "0") return false;
-  return !std::equal(
-      v->begin(), v->end(), std::string_view("false").begin(), std::string_view("false").end(),
-      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+  return !base::iequals(*v, "false");
 }
 
 // strconv.ParseInt(v, 10, 64).

@@ -9,6 +9,7 @@
 
 #include "agent/status/pod_status.h"
 #include "base/printable.h"
+#include "base/strings.h"
 
 namespace nodeagent::agent {
 
@@ -33,13 +34,6 @@ std::string joinArgs(const std::vector<std::string>& args) {
     out += a;
   }
   return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
 }
 
 // kubelet's extractPort: a name is looked up among the container's ports (a numeric string is
@@ -191,9 +185,9 @@ std::string requestText(const std::string& host, int port, const std::string& pa
   bool have_host = false, have_agent = false, have_accept = false;
   std::string extra;
   for (const auto& h : headers) {
-    if (iequals(h.name, "Host")) have_host = true;
-    if (iequals(h.name, "User-Agent")) have_agent = true;
-    if (iequals(h.name, "Accept")) have_accept = true;
+    if (base::iequals(h.name, "Host")) have_host = true;
+    if (base::iequals(h.name, "User-Agent")) have_agent = true;
+    if (base::iequals(h.name, "Accept")) have_accept = true;
     extra += h.name + ": " + h.value + "\r\n";
   }
   if (!have_host) request += "Host: " + hostPort(host, port) + "\r\n";
@@ -218,8 +212,8 @@ void parseHeaderLine(std::string_view line, ResponseHead& head) {
   auto name = line.substr(0, colon);
   auto value = line.substr(colon + 1);
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  if (iequals(name, "Location")) head.location = std::string(value);
-  if (iequals(name, "Content-Length")) {
+  if (base::iequals(name, "Location")) head.location = std::string(value);
+  if (base::iequals(name, "Content-Length")) {
     size_t length = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
     if (ec == std::errc()) head.body_limit = std::min(head.body_limit, length);
@@ -389,7 +383,7 @@ base::StatusOr<Url> httpUrl(const api::HTTPGetAction& get, const ProbeTarget& ta
   auto port = resolvePort(get.port, target.ports);
   if (!port.ok()) return port.status();
   Url url;
-  url.https = iequals(get.scheme, "HTTPS");
+  url.https = base::iequals(get.scheme, "HTTPS");
   url.host = get.host.empty() ? target.pod_ip : get.host;
   if (url.host.empty()) url.host = "127.0.0.1";
   url.port = *port;

@@ -9,6 +9,7 @@
 #include "agent/server/http_connection.h"
 #include "agent/server/http_transport.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -23,13 +24,7 @@ bool containsToken(std::string_view list, std::string_view token) {
     std::string_view item = list.substr(0, comma);
     while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
     while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    if (item.size() == token.size() &&
-        std::equal(item.begin(), item.end(), token.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        })) {
-      return true;
-    }
+    if (base::iequals(item, token)) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }

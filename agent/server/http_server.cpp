@@ -12,6 +12,7 @@
 #include "agent/server/http_server_state.h"
 #include "agent/server/http_transport.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -52,12 +53,7 @@ std::string hostPort(const std::string& address, int port) {
 
 std::string_view HttpRequest::header(std::string_view name) const {
   for (const auto& [n, v] : headers) {
-    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        })) {
-      return v;
-    }
+    if (base::iequals(n, name)) return v;
   }
   return {};
 }

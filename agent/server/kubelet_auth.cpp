@@ -15,6 +15,7 @@
 #include "api/async_rest_client.h"
 #include "api/rest_client.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -55,10 +56,7 @@ std::string bearerToken(std::string_view header) {
   while (!header.empty() && is_space(header.back())) header.remove_suffix(1);
   size_t sp = header.find(' ');
   if (sp == std::string_view::npos) return "";
-  std::string scheme(header.substr(0, sp));
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (scheme != "bearer") return "";
+  if (!base::iequals(header.substr(0, sp), "bearer")) return "";
   std::string_view rest = header.substr(sp + 1);
   return std::string(rest.substr(0, rest.find(' ')));
 }

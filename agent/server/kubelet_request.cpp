@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "api/rest_client.h"
+#include "base/strings.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -34,19 +35,8 @@ std::string_view reasonFor(int code) {
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> parseQuery(std::string_view query) {
-  std::vector<std::pair<std::string, std::string>> out;
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view item = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    auto name = api::urlDecode(item.substr(0, eq));
-    auto value =
-        api::urlDecode(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
-    if (name && value) out.emplace_back(std::move(*name), std::move(*value));
-  }
-  return out;
+  auto pairs = api::parseQuery(query);
+  return pairs.ok() ? std::move(*pairs) : api::Query{};
 }
 
 std::optional<std::string> queryValue(const std::vector<std::pair<std::string, std::string>>& q,
@@ -60,10 +50,7 @@ std::optional<std::string> queryValue(const std::vector<std::pair<std::string, s
 bool queryFlag(const std::vector<std::pair<std::string, std::string>>& q, std::string_view name) {
   auto v = queryValue(q, name);
   if (!v) return false;
-  std::string lower = *v;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower == "1" || lower == "true";
+  return *v == "1" || base::iequals(*v, "true");
 }
 
 std::optional<std::vector<std::string>> pathSegments(std::string_view path,

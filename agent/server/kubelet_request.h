@@ -12,8 +12,8 @@
 
 namespace nodeagent::agent {
 
-// The decoded `name=value` pairs of a query string, in order (a name without '=' has value "");
-// pairs that do not decode are left out.
+// The decoded `name=value` pairs of a query string, in order (api::parseQuery); a query with a
+// malformed escape counts as empty.
 std::vector<std::pair<std::string, std::string>> parseQuery(std::string_view query);
 // The first value of `name`, or nullopt.
 std::optional<std::string> queryValue(const std::vector<std::pair<std::string, std::string>>& q,
