@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "agent/server/kubelet_request.h"
+#include "agent/server/spdy_upgrade.h"
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -18,7 +19,6 @@ NODEAGENT_LOGGER("server")
 
 constexpr std::string_view kPortForwardProtocol = "portforward.k8s.io";
 constexpr std::string_view kTunnelProtocol = "SPDY/3.1+portforward.k8s.io";
-constexpr std::string_view kSpdyUpgrade = "SPDY/3.1";
 // Pairs waiting for their second stream, at most (each holds an open stream, so the session's
 // stream limit bounds them too).
 constexpr size_t kMaxPendingPairs = 64;
@@ -26,38 +26,6 @@ constexpr size_t kPumpChunk = 32 * 1024;
 
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-// Whether a comma-separated header list (all the request's headers named `name`) has `token`.
-bool offers(const HttpRequest& request, std::string_view name, std::string_view token) {
-  for (const auto& [n, value] : request.headers) {
-    if (!equalsIgnoreCase(n, name)) continue;
-    std::string_view list = value;
-    while (!list.empty()) {
-      const size_t comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
-      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-      if (item == token) return true;
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
-  }
-  return false;
-}
-
-bool hasHeader(const HttpRequest& request, std::string_view name) {
-  for (const auto& [n, value] : request.headers) {
-    if (equalsIgnoreCase(n, name)) return true;
-  }
-  return false;
-}
 
 std::optional<uint16_t> parsePort(std::string_view s) {
   unsigned value = 0;
@@ -219,49 +187,31 @@ asio::awaitable<void> Forwarder::fromPod(std::shared_ptr<tcp::socket> socket,
   }
 }
 
-// Upgrades the call to a SPDY byte stream (plain or tunnelled in a WebSocket); null when it was
+// Upgrades the call to a SPDY byte stream (plain, or tunnelled in a WebSocket); null when it was
 // answered instead.
 asio::awaitable<std::unique_ptr<ByteStream>> upgrade(HttpCall& call) {
-  const HttpRequest& request = call.request();
   if (call.isWebSocketRequest()) {
-    if (!offers(request, "Sec-WebSocket-Protocol", kTunnelProtocol)) {
-      auto refusing = call.respond(statusResponse(
-          400, "unable to upgrade: port forwarding over WebSocket needs the subprotocol " +
-                   std::string(kTunnelProtocol)));
-      co_await std::move(refusing);
-      co_return nullptr;
-    }
     auto accepting = call.acceptWebSocket({std::string(kTunnelProtocol)});
     co_return co_await std::move(accepting);
   }
-  if (!equalsIgnoreCase(call.upgradeProtocol(), kSpdyUpgrade)) {
-    auto refusing =
-        call.respond(statusResponse(400, "unable to upgrade: missing upgrade headers in request"));
-    co_await std::move(refusing);
-    co_return nullptr;
-  }
-  // httpstream's handshake: a client that names protocols must name ours; one that names none
-  // is an old client, served all the same.
-  std::vector<std::pair<std::string, std::string>> headers{{"Connection", "Upgrade"},
-                                                           {"Upgrade", std::string(kSpdyUpgrade)}};
-  if (hasHeader(request, "X-Stream-Protocol-Version")) {
-    if (!offers(request, "X-Stream-Protocol-Version", kPortForwardProtocol)) {
-      auto refusing = call.respond(
-          statusResponse(403, "unable to upgrade: unable to negotiate protocol: server supports [" +
-                                  std::string(kPortForwardProtocol) + "]"));
-      co_await std::move(refusing);
-      co_return nullptr;
-    }
-    headers.emplace_back("X-Stream-Protocol-Version", std::string(kPortForwardProtocol));
-  }
-  auto accepting = call.acceptUpgrade(std::move(headers));
-  co_return co_await std::move(accepting);
+  // A client that names no protocol is an old one, served all the same.
+  auto upgrading = acceptSpdyUpgrade(call, {std::string(kPortForwardProtocol)});
+  SpdyUpgrade upgraded = co_await std::move(upgrading);
+  co_return std::move(upgraded.transport);
 }
 
 }  // namespace
 
 asio::awaitable<void> servePortForward(std::shared_ptr<HttpCall> call, base::Clock& clock,
                                        std::string pod_uid, SpdyLimits limits) {
+  if (call->isWebSocketRequest() &&
+      !headerOffers(call->request(), "Sec-WebSocket-Protocol", kTunnelProtocol)) {
+    auto refusing = call->respond(statusResponse(
+        400, "unable to upgrade: port forwarding over WebSocket needs the subprotocol " +
+                 std::string(kTunnelProtocol)));
+    co_await std::move(refusing);
+    co_return;
+  }
   auto upgrading = upgrade(*call);
   std::unique_ptr<ByteStream> transport = co_await std::move(upgrading);
   if (!transport) co_return;

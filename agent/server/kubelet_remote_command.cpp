@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/server/kubelet_remote_command_spdy.h"
 #include "agent/server/kubelet_request.h"
+#include "agent/server/spdy_upgrade.h"
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -35,83 +37,7 @@ std::string joinCommand(const std::vector<std::string>& command) {
   return out + "]";
 }
 
-// One session's shared state: the session and the socket, held by both pumps.
-struct Pumps {
-  runtime::StreamSessionPtr session;
-  std::unique_ptr<WebSocket> socket;
-  bool v5 = false;
-};
-
-void resize(runtime::StreamSession& session, std::string_view data) {
-  const auto size = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
-  if (!size.is_object()) return;
-  const auto width = size.value("Width", 0);
-  const auto height = size.value("Height", 0);
-  if (width <= 0 || height <= 0 || width > 0xffff || height > 0xffff) return;
-  session.resize({static_cast<uint16_t>(width), static_cast<uint16_t>(height)});
-}
-
-// The client's messages: stdin, resizes, v5's close of stdin. Ends when the socket does (the
-// client went away, or the server closed it after the exit): the session is then cancelled.
-asio::awaitable<void> pumpInput(std::shared_ptr<Pumps> p) {
-  while (true) {
-    auto message = co_await p->socket->read();
-    if (!message) break;
-    if (message->empty()) continue;
-    const auto channel = static_cast<unsigned char>((*message)[0]);
-    const std::string_view data = std::string_view(*message).substr(1);
-    if (channel == kStdin && !data.empty()) {
-      auto task = p->session->writeStdin(std::string(data));
-      auto written = co_await std::move(task);
-      if (!written.ok()) log()->debug("Stdin write failed err={}", written.message());
-    } else if (channel == kResize) {
-      resize(*p->session, data);
-    } else if (channel == kClose && p->v5 && data.size() == 1 &&
-               static_cast<unsigned char>(data[0]) == kStdin) {
-      p->session->closeStdin();
-    }
-  }
-  p->session->cancel();
-}
-
-asio::awaitable<void> pumpOutput(std::shared_ptr<Pumps> p) {
-  while (true) {
-    auto output = co_await p->session->read();
-    if (!output) co_return;
-    const unsigned char channel = output->stream == runtime::LogStream::kStderr ? kStderr : kStdout;
-    const std::string message = frame(channel, output->data);
-    const bool written = co_await p->socket->write(message);
-    if (!written) {
-      p->session->cancel();
-      co_return;
-    }
-  }
-}
-
-// kubelet's first message: an empty one on the lowest channel the client reads.
-unsigned char readyChannel(const runtime::StreamOptions& options) {
-  if (options.stdout) return kStdout;
-  if (options.stderr) return kStderr;
-  return kError;
-}
-
-}  // namespace
-
-base::StatusOr<runtime::StreamOptions> remoteCommandOptions(const HttpRequest& request) {
-  const auto query = parseQuery(request.query);
-  runtime::StreamOptions options;
-  options.stdin = queryFlag(query, "input") || queryFlag(query, "stdin");
-  options.stdout = queryFlag(query, "output") || queryFlag(query, "stdout");
-  options.stderr = queryFlag(query, "error") || queryFlag(query, "stderr");
-  options.tty = queryFlag(query, "tty");
-  if (options.tty) options.stderr = false;
-  if (!options.stdin && !options.stdout && !options.stderr) {
-    return base::invalidArgumentError("you must specify at least 1 of stdin, stdout, stderr");
-  }
-  return options;
-}
-
-std::string exitStatusJson(const std::vector<std::string>& command, base::StatusOr<int> exit) {
+nlohmann::json exitStatus(const std::vector<std::string>& command, base::StatusOr<int> exit) {
   nlohmann::json status{{"metadata", nlohmann::json::object()}};
   if (!exit.ok()) {
     status.update({{"kind", "Status"},
@@ -133,57 +59,199 @@ std::string exitStatusJson(const std::vector<std::string>& command, base::Status
                    {"reason", "NonZeroExitCode"},
                    {"details", {{"causes", {{{"reason", "ExitCode"}, {"message", code}}}}}}});
   }
-  return status.dump();
+  return status;
 }
 
-asio::awaitable<void> serveRemoteCommand(std::shared_ptr<HttpCall> call, runtime::Runtime& runtime,
-                                         runtime::ContainerId id, std::vector<std::string> command,
-                                         runtime::StreamOptions options) {
-  if (!call->isWebSocketRequest()) {
-    auto refuse = call->respond(statusResponse(
-        400, "nodeagent serves exec and attach over WebSocket only (" + std::string(kV5) + ", " +
-                 std::string(kV4) + "); SPDY is not supported for them"));
-    co_await std::move(refuse);
-    co_return;
+// The WebSocket channels (kubelet's wsstream connection).
+class WebSocketStreams final : public RemoteCommandStreams {
+ public:
+  explicit WebSocketStreams(std::unique_ptr<WebSocket> socket)
+      : socket_(std::move(socket)), v5_(socket_->protocol() == kV5) {}
+
+  // The client's messages: stdin, resizes, v5's close of stdin. Ends when the socket does (the
+  // client went away, or the server closed it after the exit).
+  asio::awaitable<void> pumpInput(runtime::StreamSession& session) override {
+    while (true) {
+      auto reading = socket_->read();
+      auto message = co_await std::move(reading);
+      if (!message) break;
+      if (message->empty()) continue;
+      const auto channel = static_cast<unsigned char>((*message)[0]);
+      const std::string_view data = std::string_view(*message).substr(1);
+      if (channel == kStdin && !data.empty()) {
+        auto writing = sendStdin(session, std::string(data));
+        co_await std::move(writing);
+      } else if (channel == kResize) {
+        applyResize(session, data);
+      } else if (channel == kClose && v5_ && data.size() == 1 &&
+                 static_cast<unsigned char>(data[0]) == kStdin) {
+        session.closeStdin();
+      }
+    }
   }
-  auto p = std::make_shared<Pumps>();
-  auto accept = call->acceptWebSocket({std::string(kV5), std::string(kV4), std::string(kV1)});
-  p->socket = co_await std::move(accept);
-  if (!p->socket) co_return;
-  p->v5 = p->socket->protocol() == kV5;
-  const bool status_json = p->v5 || p->socket->protocol() == kV4;
+
+  asio::awaitable<bool> writeOutput(runtime::LogStream stream, std::string_view data) override {
+    const unsigned char channel = stream == runtime::LogStream::kStderr ? kStderr : kStdout;
+    const std::string message = frame(channel, data);
+    auto writing = socket_->write(message);
+    co_return co_await std::move(writing);
+  }
+
+  bool statusJson() const override { return v5_ || socket_->protocol() == kV4; }
+
+  asio::awaitable<void> finish(std::string status) override {
+    if (!status.empty()) {
+      const std::string message = frame(kError, status);
+      auto writing = socket_->write(message);
+      co_await std::move(writing);
+    }
+    auto closing = socket_->close();
+    co_await std::move(closing);
+  }
+
+ private:
+  std::unique_ptr<WebSocket> socket_;
+  const bool v5_;
+};
+
+// kubelet's first message: an empty one on the lowest channel the client reads.
+unsigned char readyChannel(const runtime::StreamOptions& options) {
+  if (options.stdout) return kStdout;
+  if (options.stderr) return kStderr;
+  return kError;
+}
+
+asio::awaitable<std::shared_ptr<RemoteCommandStreams>> acceptWebSocketStreams(
+    HttpCall& call, const runtime::StreamOptions& options) {
+  auto accepting = call.acceptWebSocket({std::string(kV5), std::string(kV4), std::string(kV1)});
+  std::unique_ptr<WebSocket> socket = co_await std::move(accepting);
+  if (!socket) co_return nullptr;
+  const std::string ready = frame(readyChannel(options), "");
+  auto writing = socket->write(ready);
+  co_await std::move(writing);
+  co_return std::make_shared<WebSocketStreams>(std::move(socket));
+}
+
+// One session and the client's streams, held by both pumps.
+struct Pumps {
+  std::shared_ptr<RemoteCommandStreams> streams;
+  runtime::StreamSessionPtr session;
+};
+
+asio::awaitable<void> pumpInput(std::shared_ptr<Pumps> p) {
+  auto pumping = p->streams->pumpInput(*p->session);
+  co_await std::move(pumping);
+  p->session->cancel();
+}
+
+asio::awaitable<void> pumpOutput(std::shared_ptr<Pumps> p) {
+  while (true) {
+    auto reading = p->session->read();
+    auto output = co_await std::move(reading);
+    if (!output) co_return;
+    auto writing = p->streams->writeOutput(output->stream, output->data);
+    const bool written = co_await std::move(writing);
+    if (!written) {
+      p->session->cancel();
+      co_return;
+    }
+  }
+}
+
+std::string statusFor(const RemoteCommandStreams& streams, const std::vector<std::string>& command,
+                      base::StatusOr<int> exit) {
+  return streams.statusJson() ? exitStatusJson(command, std::move(exit))
+                              : exitStatusMessage(command, std::move(exit));
+}
+
+// The transport-agnostic part: the session started, pumped both ways, its exit reported.
+asio::awaitable<void> runRemoteCommand(std::shared_ptr<RemoteCommandStreams> streams,
+                                       runtime::Runtime& runtime, runtime::ContainerId id,
+                                       std::vector<std::string> command,
+                                       runtime::StreamOptions options) {
   auto start =
       command.empty() ? runtime.attach(id, options) : runtime.execStream(id, command, options);
   auto session = co_await std::move(start);
   if (!session.ok()) {
-    const std::string status =
-        status_json ? exitStatusJson(command, session.status()) : session.status().message();
-    const std::string message = frame(kError, status);
-    co_await p->socket->write(message);
-    co_await p->socket->close();
+    auto finishing = streams->finish(statusFor(*streams, command, session.status()));
+    co_await std::move(finishing);
     co_return;
   }
-  p->session = std::move(*session);
-  const std::string ready = frame(readyChannel(options), "");
-  co_await p->socket->write(ready);
+  auto p = std::make_shared<Pumps>(Pumps{streams, std::move(*session)});
   auto executor = co_await asio::this_coro::executor;
   asio::co_spawn(executor, pumpInput(p), asio::detached);
   auto output = pumpOutput(p);
   co_await std::move(output);
   auto wait = p->session->wait();
   auto exit = co_await std::move(wait);
-  std::string status;
-  if (status_json) {
-    status = exitStatusJson(command, exit);
-  } else if (!exit.ok() || *exit != 0) {
-    status = exit.ok() ? "command terminated with exit code " + std::to_string(*exit)
-                       : exit.status().message();
+  auto finishing = streams->finish(statusFor(*streams, command, std::move(exit)));
+  co_await std::move(finishing);
+}
+
+}  // namespace
+
+base::StatusOr<runtime::StreamOptions> remoteCommandOptions(const HttpRequest& request) {
+  const auto query = parseQuery(request.query);
+  runtime::StreamOptions options;
+  options.stdin = queryFlag(query, "input") || queryFlag(query, "stdin");
+  options.stdout = queryFlag(query, "output") || queryFlag(query, "stdout");
+  options.stderr = queryFlag(query, "error") || queryFlag(query, "stderr");
+  options.tty = queryFlag(query, "tty");
+  if (options.tty) options.stderr = false;
+  if (!options.stdin && !options.stdout && !options.stderr) {
+    return base::invalidArgumentError("you must specify at least 1 of stdin, stdout, stderr");
   }
-  if (!status.empty()) {
-    const std::string message = frame(kError, status);
-    co_await p->socket->write(message);
+  return options;
+}
+
+std::string exitStatusJson(const std::vector<std::string>& command, base::StatusOr<int> exit) {
+  return exitStatus(command, std::move(exit)).dump();
+}
+
+std::string exitStatusMessage(const std::vector<std::string>& command, base::StatusOr<int> exit) {
+  const nlohmann::json status = exitStatus(command, std::move(exit));
+  return status.value("status", "") == "Success" ? "" : status.value("message", "");
+}
+
+asio::awaitable<void> sendStdin(runtime::StreamSession& session, std::string data) {
+  auto writing = session.writeStdin(std::move(data));
+  const base::Status written = co_await std::move(writing);
+  if (!written.ok()) log()->debug("Stdin write failed err={}", written.message());
+}
+
+void applyResize(runtime::StreamSession& session, std::string_view json) {
+  const auto size = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!size.is_object()) return;
+  const auto width = size.value("Width", 0);
+  const auto height = size.value("Height", 0);
+  if (width <= 0 || height <= 0 || width > 0xffff || height > 0xffff) return;
+  session.resize({static_cast<uint16_t>(width), static_cast<uint16_t>(height)});
+}
+
+asio::awaitable<void> serveRemoteCommand(std::shared_ptr<HttpCall> call, base::Clock& clock,
+                                         runtime::Runtime& runtime, runtime::ContainerId id,
+                                         std::vector<std::string> command,
+                                         runtime::StreamOptions options,
+                                         RemoteCommandLimits limits) {
+  std::shared_ptr<RemoteCommandStreams> streams;
+  if (call->isWebSocketRequest()) {
+    auto accepting = acceptWebSocketStreams(*call, options);
+    streams = co_await std::move(accepting);
+  } else if (isSpdyUpgrade(*call)) {
+    auto accepting = acceptSpdyCommandStreams(*call, clock, options, limits);
+    streams = co_await std::move(accepting);
+  } else {
+    auto refusing = call->respond(statusResponse(
+        400, "unable to upgrade: exec and attach need a WebSocket (" + std::string(kV5) + ", " +
+                 std::string(kV4) + ", " + std::string(kV1) + ") or an Upgrade to SPDY/3.1 (" +
+                 spdyRemoteCommandProtocols() + ")"));
+    co_await std::move(refusing);
+    co_return;
   }
-  co_await p->socket->close();
+  if (!streams) co_return;
+  auto running =
+      runRemoteCommand(std::move(streams), runtime, std::move(id), std::move(command), options);
+  co_await std::move(running);
 }
 
 }  // namespace nodeagent::agent

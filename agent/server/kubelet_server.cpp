@@ -262,7 +262,7 @@ asio::awaitable<void> KubeletServer::Impl::remoteCommand(std::shared_ptr<HttpCal
     co_await std::move(respond);
     co_return;
   }
-  auto task = serveRemoteCommand(call, runtime, *id, std::move(command), *streams);
+  auto task = serveRemoteCommand(call, clock, runtime, *id, std::move(command), *streams);
   co_await std::move(task);
 }
 

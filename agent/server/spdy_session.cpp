@@ -4,6 +4,7 @@
 #include <deque>
 #include <utility>
 
+#include "agent/server/strand_event.h"
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -11,22 +12,7 @@ namespace {
 
 NODEAGENT_LOGGER("server")
 
-// A wake-up for coroutines on one strand: wait() returns once notify() ran (waiters check
-// their condition again). A timer that never expires, as an event.
-class Event {
- public:
-  explicit Event(const asio::any_io_executor& ex) : timer_(ex) {
-    timer_.expires_at(asio::steady_timer::time_point::max());
-  }
-  void notify() { timer_.cancel(); }
-  asio::awaitable<void> wait() {
-    boost::system::error_code ec;
-    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-
- private:
-  asio::steady_timer timer_;
-};
+using Event = StrandEvent;
 
 asio::awaitable<void> runWriter(std::shared_ptr<SpdySession> session,
                                 asio::awaitable<void> (SpdySession::*loop)()) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/kubectl_transport.h"
 #include "test/support/kubelet_env.h"
 #include "test/support/test_util.h"
 #include "test/support/tls_cert.h"
@@ -137,42 +138,47 @@ TEST_CASE(
 
 TEST_CASE(
     "kubectl exec runs a command in a container through the apiserver: output, exit code, "
-    "stdin, and kubectl cp copies both ways",
+    "stdin, and kubectl cp copies both ways, over WebSocket and over SPDY",
     "[e2e][kubelet-api]") {
+  const auto transport =
+      GENERATE(testing::KubectlTransport::kWebSocket, testing::KubectlTransport::kSpdy);
+  INFO("kubectl over " << testing::transportName(transport));
   KubeletEnv env;
+  auto kubectl = [&](const std::vector<std::string>& args) {
+    return testing::kubectlOver(env, transport, args);
+  };
   testing::writeFile(env.manifests / "web.yaml", kWebPod);
   env.startAgent();
   const std::string web = mirrorName("web");
   if (!env.logsShow(web, "side", "side-hello")) FAIL(env.diagnostics());
 
-  auto exec = env.kubectl(
+  auto exec = kubectl(
       {"exec", web, "-c", "side", "--", "sh", "-c", "echo to-out; echo to-err >&2; exit 3"});
   INFO(exec.err);
   CHECK(exec.exit_code == 3);
   CHECK(exec.out == "to-out\n");
   CHECK_THAT(exec.err, Catch::Contains("to-err"));
 
-  auto ok = env.kubectl({"exec", web, "-c", "side", "--", "true"});
+  auto ok = kubectl({"exec", web, "-c", "side", "--", "true"});
   CHECK(ok.exit_code == 0);
 
-  auto piped = env.shell("printf 'abc\\ndef\\n' | " + env.kubectlCommand() + " exec -i " + web +
-                         " -c side -- sh -c 'tr a-z A-Z'");
+  auto piped = env.shell("printf 'abc\\ndef\\n' | " + testing::kubectlCommandOver(env, transport) +
+                         " exec -i " + web + " -c side -- sh -c 'tr a-z A-Z'");
   INFO(piped.err);
   CHECK(piped.exit_code == 0);
   CHECK(piped.out == "ABC\nDEF\n");
 
-  auto missing = env.kubectl({"exec", web, "-c", "nope", "--", "true"});
+  auto missing = kubectl({"exec", web, "-c", "nope", "--", "true"});
   CHECK(missing.exit_code != 0);
 
   // cp: into the container's filesystem (the process runtime's is the host's) and back.
   testing::writeFile(env.dir / "up.txt", "payload-123\n");
   const std::string remote = (env.dir / "remote.txt").string();
-  auto up = env.kubectl({"cp", (env.dir / "up.txt").string(), web + ":" + remote, "-c", "side"});
+  auto up = kubectl({"cp", (env.dir / "up.txt").string(), web + ":" + remote, "-c", "side"});
   INFO(up.err);
   CHECK(up.exit_code == 0);
   CHECK(testing::readFile(remote) == "payload-123\n");
-  auto down =
-      env.kubectl({"cp", web + ":" + remote, (env.dir / "down.txt").string(), "-c", "side"});
+  auto down = kubectl({"cp", web + ":" + remote, (env.dir / "down.txt").string(), "-c", "side"});
   INFO(down.err);
   CHECK(down.exit_code == 0);
   CHECK(testing::readFile(env.dir / "down.txt") == "payload-123\n");

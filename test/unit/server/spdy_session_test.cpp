@@ -5,10 +5,10 @@
 
 #include <catch2/catch.hpp>
 
-#include <deque>
 #include <vector>
 
 #include "test/support/fake_clock.h"
+#include "test/support/memory_byte_stream.h"
 
 using namespace nodeagent;
 using namespace nodeagent::agent;
@@ -16,57 +16,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The client's end: what the test sends is read by the session in the chunks it was sent in;
-// what the session writes collects in `written`.
-class MemoryStream final : public ByteStream {
- public:
-  explicit MemoryStream(asio::io_context& ioc) : event_(ioc) {
-    event_.expires_at(asio::steady_timer::time_point::max());
-  }
-  asio::awaitable<std::optional<std::string>> read() override {
-    while (in.empty() && !eof) {
-      boost::system::error_code ec;
-      co_await event_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-    if (in.empty()) co_return std::nullopt;
-    std::string chunk = std::move(in.front());
-    in.pop_front();
-    co_return chunk;
-  }
-  asio::awaitable<bool> write(std::string_view data) override {
-    if (closed) co_return false;
-    written.append(data);
-    co_return true;
-  }
-  asio::awaitable<void> close() override {
-    closed = true;
-    eof = true;
-    event_.cancel();
-    co_return;
-  }
-  void send(std::string bytes) {
-    in.push_back(std::move(bytes));
-    event_.cancel();
-  }
-  void hangUp() {
-    eof = true;
-    event_.cancel();
-  }
-
-  std::deque<std::string> in;
-  std::string written;
-  bool eof = false;
-  bool closed = false;
-
- private:
-  asio::steady_timer event_;
-};
-
 struct Fixture {
   explicit Fixture(SpdyLimits limits = {}) {
-    auto owned = std::make_unique<MemoryStream>(ioc);
-    wire = owned.get();
-    session = std::make_shared<SpdySession>(std::move(owned), ioc.get_executor(), clock, limits);
+    session = std::make_shared<SpdySession>(std::make_unique<testing::MemoryByteStream>(wire),
+                                            ioc.get_executor(), clock, limits);
     asio::co_spawn(ioc, session->run([this](std::shared_ptr<SpdyStream> s) {
       streams.push_back(s);
       if (auto_reply) s->reply();
@@ -117,7 +70,7 @@ struct Fixture {
 
   asio::io_context ioc;
   testing::FakeClock clock;
-  MemoryStream* wire = nullptr;
+  std::shared_ptr<testing::MemoryWire> wire = std::make_shared<testing::MemoryWire>(ioc);
   std::shared_ptr<SpdySession> session;
   std::vector<std::shared_ptr<SpdyStream>> streams;
   bool auto_reply = true;
