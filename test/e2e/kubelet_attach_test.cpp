@@ -116,9 +116,10 @@ TEST_CASE(
       30s));
 }
 
-TEST_CASE("an agent stopped while logs are followed and an exec session is open exits promptly, "
-          "and its clients see the end",
-          "[e2e][kubelet-api]") {
+TEST_CASE(
+    "an agent stopped while logs are followed and an exec session is open exits promptly, "
+    "and its clients see the end",
+    "[e2e][kubelet-api]") {
   testing::KubeletEnv env;
   testing::writeFile(env.manifests / "talk.yaml", kAttachPod);
   env.startAgent();
@@ -131,12 +132,13 @@ TEST_CASE("an agent stopped while logs are followed and an exec session is open 
   testing::ChildProcess exec(
       env.kubectlArgv({"exec", pod, "-c", "shell", "--", "sh", "-c", "sleep 600; : " + marker}),
       env.dir / "exec.out", env.dir / "exec.err");
-  REQUIRE(testing::eventually([&] { return follow.out().find("ready") != std::string::npos; },
-                              30s));
-  // The exec'd command runs (its command line carries the marker).
+  REQUIRE(
+      testing::eventually([&] { return follow.out().find("ready") != std::string::npos; }, 30s));
+  // The exec'd command runs (its command line, not kubectl's, starts with sh).
+  const std::string command = "^sh -c sleep 600; : " + marker;
   REQUIRE(testing::eventually(
       [&] {
-        return testing::runCommand({"pgrep", "-f", marker}, env.dir, 5s).exit_code == 0;
+        return testing::runCommand({"pgrep", "-f", command}, env.dir, 5s).exit_code == 0;
       },
       30s));
 
@@ -146,6 +148,8 @@ TEST_CASE("an agent stopped while logs are followed and an exec session is open 
   CHECK(exec.wait(30s).has_value());
   // The exec'd command went with its session.
   CHECK(testing::eventually(
-      [&] { return testing::runCommand({"pgrep", "-f", marker}, env.dir, 5s).exit_code != 0; },
+      [&] {
+        return testing::runCommand({"pgrep", "-f", command}, env.dir, 5s).exit_code != 0;
+      },
       30s));
 }
