@@ -48,17 +48,22 @@ std::vector<std::string> rotatedFiles(const std::filesystem::path& dir, const st
 }
 
 // kubelet writes timestamps as RFC3339NanoFixed: the record's time with all nine fraction
-// digits, then a space. `ts` already parsed as RFC 3339, so it is
-// "YYYY-MM-DDTHH:MM:SS[.digits]<zone>"; returns the length written to `buf`.
+// digits, then a space. `ts` has at least the shape of RFC 3339 (looksLikeRfc3339 or a parse),
+// "YYYY-MM-DDTHH:MM:SS[.digits]<zone>", but the file is not trusted: any number of fraction
+// digits (only nine are kept, as a parse keeps nanoseconds) and a zone of any length (cut) fit
+// in `buf`. Returns the length written to `buf`.
 constexpr size_t kPrefixMax = 48;
 size_t fixedTimestampPrefix(std::string_view ts, char (&buf)[kPrefixMax]) {
   std::memcpy(buf, ts.data(), 19);
   size_t n = 19;
   buf[n++] = '.';
   size_t pos = 19;
-  if (ts[pos] == '.') {
+  if (pos < ts.size() && ts[pos] == '.') {
     ++pos;
-    while (pos < ts.size() && ts[pos] >= '0' && ts[pos] <= '9') buf[n++] = ts[pos++];
+    while (pos < ts.size() && ts[pos] >= '0' && ts[pos] <= '9') {
+      if (n < 29) buf[n++] = ts[pos];
+      ++pos;
+    }
   }
   while (n < 29) buf[n++] = '0';  // "YYYY-MM-DDTHH:MM:SS." and nine digits
   std::string_view zone = ts.substr(pos);

@@ -228,6 +228,20 @@ TEST_CASE("readLogs: partial records join up, timestamps are kubelet's fixed nan
         "2024-01-02T03:04:10.000000000Z unterminated");
 }
 
+TEST_CASE("readLogs: a record's overlong fraction and zone stay within the timestamp prefix",
+          "[unit][logs]") {
+  testing::TempDir dir("logs-test");
+  const std::string digits(200, '7');
+  const std::string zone(200, 'Z');
+  testing::writeFile(dir / "0.log", "2024-01-02T03:04:05." + digits + "Z stdout F a\n" +
+                                        "2024-01-02T03:04:06" + zone + " stdout F b\n");
+  logs::LogOptions ts;
+  ts.timestamps = true;
+  const std::string out = readLogsOnce(dir / "0.log", ts).out;
+  CHECK(out.rfind("2024-01-02T03:04:05.777777777Z a\n2024-01-02T03:04:06.000000000Z", 0) == 0);
+  CHECK(out.size() < 2 * 48 + 4);
+}
+
 TEST_CASE("readLogs: sinceTime skips older records, limitBytes cuts the output", "[unit][logs]") {
   testing::TempDir dir("logs-test");
   testing::writeFile(dir / "0.log.20240102-030401", record(1, "a") + record(2, "b"));
