@@ -8,6 +8,9 @@ packages=(
   libboost-dev libcpp-httplib-dev libyaml-cpp-dev libyaml-dev libspdlog-dev catch2 nlohmann-json3-dev
   libssl-dev zlib1g-dev libbrotli-dev libbenchmark-dev
   openssl python3 python3-kubernetes procps tmux curl
+  # The CRI runtime (agent/runtime/cri/): gRPC/protobuf to build its client, and containerd with
+  # runc for the tests, which start a containerd of their own (never the system one).
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc containerd runc
 )
 if [[ "${NODEAGENT_WITH_BENCH_PEERS:-}" == 1 ]]; then
   packages+=(supervisor)
