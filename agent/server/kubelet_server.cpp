@@ -109,6 +109,20 @@ asio::awaitable<void> KubeletServer::Impl::route(std::shared_ptr<HttpCall> call)
   const std::string& path = call->request().path;
   auto starts = [&](std::string_view prefix) { return path.rfind(prefix, 0) == 0; };
   HttpResponse answer;
+  // kubelet's routes take only these methods (anything else is a 405 there): the authorizer's
+  // verb follows the method, so a handler reached with another method would let a user allowed
+  // only to update, patch or delete nodes/proxy read logs, exec, attach or forward ports.
+  const std::string& method = call->request().method;
+  const bool streams = starts("/exec/") || starts("/attach/") || starts("/portForward/");
+  const bool logs = starts("/containerLogs/");
+  const bool allowed = method == "GET" || (streams && method == "POST") ||
+                       (!streams && !logs && method == "HEAD");
+  if (!allowed) {
+    auto respond = call->respond(statusResponse(405, "the server does not allow this method on "
+                                                     "the requested resource"));
+    co_await std::move(respond);
+    co_return;
+  }
   if (starts("/containerLogs/")) {
     auto task = containerLogs(call);
     co_await std::move(task);

@@ -216,6 +216,16 @@ TEST_CASE(
   CHECK(with_cert->status == 200);
   CHECK(json::parse(with_cert->body)["kind"] == "PodList");
 
+  // Only kubelet's methods reach a handler: the verb the authorizer saw follows the method.
+  auto deleted = env.direct(&ops)->Delete("/containerLogs/default/" + mirrorName("web") + "/side");
+  REQUIRE(deleted);
+  CHECK(deleted->status == 405);
+  CHECK(json::parse(deleted->body)["reason"] == "MethodNotAllowed");
+  auto put = env.direct(&ops)->Put("/exec/default/" + mirrorName("web") + "/side?command=true",
+                                   "", "text/plain");
+  REQUIRE(put);
+  CHECK(put->status == 405);
+
   // A certificate of another CA is no user.
   testing::TestPki other(env.dir / "other", "other-ca");
   auto forged = other.issueClient("ops", {"system:masters"});
