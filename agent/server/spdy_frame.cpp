@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdlib>
 #include <limits>
+
+#include "base/strings.h"
 
 namespace nodeagent::agent::spdy {
 namespace {
@@ -111,19 +112,6 @@ std::string controlFrame(FrameType type, uint8_t flags, std::string_view body) {
   return out;
 }
 
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // SYN_REPLY and HEADERS: the stream id, then the header block.
 std::string streamHeadersFrame(FrameType type, HeaderCompressor& c, uint32_t stream_id,
                                uint8_t flags, const Headers& headers) {
@@ -142,7 +130,7 @@ constexpr int kDeflateMemLevel = 4;
 
 std::string_view headerValue(const Headers& headers, std::string_view name) {
   for (const auto& [n, v] : headers) {
-    if (equalsIgnoreCase(n, name)) return v;
+    if (base::iequals(n, name)) return v;
   }
   return {};
 }
@@ -165,7 +153,7 @@ std::string encodeHeaderBlock(const Headers& headers) {
   put32(out, static_cast<uint32_t>(headers.size()));
   for (const auto& [name, value] : headers) {
     put32(out, static_cast<uint32_t>(name.size()));
-    out.append(lower(name));
+    out.append(base::asciiLower(name));
     put32(out, static_cast<uint32_t>(value.size()));
     out.append(value);
   }

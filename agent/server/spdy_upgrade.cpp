@@ -1,10 +1,10 @@
 #include "agent/server/spdy_upgrade.h"
 
 #include <algorithm>
-#include <cctype>
 #include <utility>
 
 #include "agent/server/kubelet_request.h"
+#include "base/strings.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -12,18 +12,11 @@ namespace {
 constexpr std::string_view kSpdyUpgrade = "SPDY/3.1";
 constexpr std::string_view kProtocolHeader = "X-Stream-Protocol-Version";
 
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // Every item of the comma-separated lists of the headers named `name`, trimmed, in order.
 std::vector<std::string_view> headerItems(const HttpRequest& request, std::string_view name) {
   std::vector<std::string_view> items;
   for (const auto& [n, value] : request.headers) {
-    if (!equalsIgnoreCase(n, name)) continue;
+    if (!base::iequals(n, name)) continue;
     std::string_view list = value;
     while (true) {
       const size_t comma = list.find(',');
@@ -53,11 +46,11 @@ bool headerOffers(const HttpRequest& request, std::string_view name, std::string
 
 bool hasHeader(const HttpRequest& request, std::string_view name) {
   return std::any_of(request.headers.begin(), request.headers.end(),
-                     [&](const auto& h) { return equalsIgnoreCase(h.first, name); });
+                     [&](const auto& h) { return base::iequals(h.first, name); });
 }
 
 bool isSpdyUpgrade(const HttpCall& call) {
-  return equalsIgnoreCase(call.upgradeProtocol(), kSpdyUpgrade);
+  return base::iequals(call.upgradeProtocol(), kSpdyUpgrade);
 }
 
 asio::awaitable<SpdyUpgrade> acceptSpdyUpgrade(HttpCall& call,
