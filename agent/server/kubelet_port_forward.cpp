@@ -1,14 +1,12 @@
 #include "agent/server/kubelet_port_forward.h"
 
-#include <fmt/format.h>
-
-#include <cctype>
-#include <charconv>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "agent/server/kubelet_port_forward_websocket.h"
 #include "agent/server/kubelet_request.h"
+#include "agent/server/pod_port.h"
 #include "agent/server/spdy_upgrade.h"
 #include "base/log.h"
 
@@ -22,26 +20,9 @@ constexpr std::string_view kTunnelProtocol = "SPDY/3.1+portforward.k8s.io";
 // Pairs waiting for their second stream, at most (each holds an open stream, so the session's
 // stream limit bounds them too).
 constexpr size_t kMaxPendingPairs = 64;
-constexpr size_t kPumpChunk = 32 * 1024;
 
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-std::optional<uint16_t> parsePort(std::string_view s) {
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || value < 1 || value > 65535) {
-    return std::nullopt;
-  }
-  return static_cast<uint16_t>(value);
-}
-
-// Go's error text for a failed dial ("connect: connection refused").
-std::string dialError(uint16_t port, const error_code& ec) {
-  std::string why = ec.message();
-  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
-  return fmt::format("dial tcp4 127.0.0.1:{}: connect: {}", port, why);
-}
 
 // The streams of one session, paired by request, and the connections their forwards made.
 class Forwarder : public std::enable_shared_from_this<Forwarder> {
@@ -62,8 +43,6 @@ class Forwarder : public std::enable_shared_from_this<Forwarder> {
   static asio::awaitable<void> forward(std::shared_ptr<Forwarder> self, Pair pair, uint16_t port);
   static asio::awaitable<void> toPod(std::shared_ptr<SpdyStream> data,
                                      std::shared_ptr<tcp::socket> socket);
-  static asio::awaitable<void> fromPod(std::shared_ptr<tcp::socket> socket,
-                                       std::shared_ptr<SpdyStream> data);
   std::string requestId(const SpdyStream& stream, std::string_view type) const;
 
   asio::any_io_executor executor_;
@@ -82,7 +61,7 @@ std::string Forwarder::requestId(const SpdyStream& stream, std::string_view type
 }
 
 void Forwarder::onStream(std::shared_ptr<SpdyStream> stream) {
-  const auto port = parsePort(stream->header("port"));
+  const auto port = parsePodPort(stream->header("port"));
   const std::string_view type = stream->header("streamType");
   if (!port || (type != "error" && type != "data") || stopped_) {
     log()->debug("Port-forward stream refused id={} port={} streamType={}", stream->id(),
@@ -132,19 +111,15 @@ asio::awaitable<void> Forwarder::forward(std::shared_ptr<Forwarder> self, Pair p
                                          uint16_t port) {
   auto socket = std::make_shared<tcp::socket>(self->executor_);
   self->sockets_.insert(socket);
-  error_code ec;
-  const tcp::endpoint pod(asio::ip::address_v4::loopback(), port);
-  co_await socket->async_connect(pod, asio::redirect_error(asio::use_awaitable, ec));
-  if (!ec && self->stopped_) ec = asio::error::operation_aborted;
-  if (ec) {
-    const std::string message = fmt::format("error forwarding port {} to pod {}, uid : {}", port,
-                                            self->pod_uid_, dialError(port, ec));
-    log()->debug("Port forward failed err={}", message);
-    auto writing = pair.error->write(message);
+  auto dialing = dialPodPort(*socket, port, self->pod_uid_);
+  const std::optional<std::string> failure = co_await std::move(dialing);
+  if (failure) {
+    auto writing = pair.error->write(*failure);
     co_await std::move(writing);
-  } else {
+  } else if (!self->stopped_) {
     asio::co_spawn(self->executor_, toPod(pair.data, socket), asio::detached);
-    auto pumping = fromPod(socket, pair.data);
+    auto pumping = pumpFromPod(
+        *socket, [data = pair.data](std::string_view bytes) { return data->write(bytes); });
     co_await std::move(pumping);
   }
   pair.data->closeWrite();
@@ -173,20 +148,6 @@ asio::awaitable<void> Forwarder::toPod(std::shared_ptr<SpdyStream> data,
   }
 }
 
-asio::awaitable<void> Forwarder::fromPod(std::shared_ptr<tcp::socket> socket,
-                                         std::shared_ptr<SpdyStream> data) {
-  std::string buffer(kPumpChunk, '\0');
-  while (true) {
-    error_code ec;
-    const size_t n = co_await socket->async_read_some(
-        asio::buffer(buffer), asio::redirect_error(asio::use_awaitable, ec));
-    if (ec || n == 0) break;
-    auto writing = data->write(std::string_view(buffer).substr(0, n));
-    const bool written = co_await std::move(writing);
-    if (!written) break;
-  }
-}
-
 // Upgrades the call to a SPDY byte stream (plain, or tunnelled in a WebSocket); null when it was
 // answered instead.
 asio::awaitable<std::unique_ptr<ByteStream>> upgrade(HttpCall& call) {
@@ -200,16 +161,38 @@ asio::awaitable<std::unique_ptr<ByteStream>> upgrade(HttpCall& call) {
   co_return std::move(upgraded.transport);
 }
 
+// A WebSocket without the SPDY tunnel: kubelet's channel protocol, or a 400 saying why not.
+asio::awaitable<void> serveChannels(std::shared_ptr<HttpCall> call, std::string pod_uid) {
+  const HttpRequest& request = call->request();
+  auto ports = webSocketForwardPorts(request);
+  std::optional<HttpResponse> refusal;
+  if (!ports.ok()) {
+    refusal = statusResponse(400, ports.status().message());
+  } else if (hasHeader(request, "Sec-WebSocket-Protocol") &&
+             !headerOffers(request, "Sec-WebSocket-Protocol", kPortForwardChannelProtocol)) {
+    refusal = statusResponse(400,
+                             "unable to upgrade: port forwarding over WebSocket needs the "
+                             "subprotocol " +
+                                 std::string(kPortForwardChannelProtocol) + " or " +
+                                 std::string(kTunnelProtocol));
+  }
+  if (refusal) {
+    auto refusing = call->respond(std::move(*refusal));
+    co_await std::move(refusing);
+    co_return;
+  }
+  auto serving = serveWebSocketPortForward(std::move(call), std::move(pod_uid), std::move(*ports));
+  co_await std::move(serving);
+}
+
 }  // namespace
 
 asio::awaitable<void> servePortForward(std::shared_ptr<HttpCall> call, base::Clock& clock,
                                        std::string pod_uid, SpdyLimits limits) {
   if (call->isWebSocketRequest() &&
       !headerOffers(call->request(), "Sec-WebSocket-Protocol", kTunnelProtocol)) {
-    auto refusing = call->respond(statusResponse(
-        400, "unable to upgrade: port forwarding over WebSocket needs the subprotocol " +
-                 std::string(kTunnelProtocol)));
-    co_await std::move(refusing);
+    auto serving = serveChannels(std::move(call), std::move(pod_uid));
+    co_await std::move(serving);
     co_return;
   }
   auto upgrading = upgrade(*call);

@@ -6,6 +6,8 @@
 // `port` and `requestID` headers; the data stream is connected to 127.0.0.1:<port> and pumped
 // both ways, a failure is written to the error stream
 // ("error forwarding port P to pod <uid>, uid : <why>").
+// A WebSocket without that subprotocol gets kubelet's own channel protocol instead
+// (kubelet_port_forward_websocket.h): the ports in the query, a pair of channels each.
 //
 // Security: the process runtime's containers share the host's network, so the port is any port
 // on the host's loopback, including the agent's own and other services bound to 127.0.0.1.
@@ -24,8 +26,8 @@ namespace nodeagent::agent {
 
 // Serves a port-forward request for the pod `pod_uid` (already found and authorized): upgrades
 // the call, runs the SPDY session and its forwards until the client goes away, closing every
-// connection it made. A request that asks for neither upgrade is answered 400. On the call's
-// strand.
+// connection it made. A request that asks for neither upgrade, or a WebSocket whose ports or
+// subprotocol are not served, is answered 400. On the call's strand.
 asio::awaitable<void> servePortForward(std::shared_ptr<HttpCall> call, base::Clock& clock,
                                        std::string pod_uid, SpdyLimits limits = {});
 

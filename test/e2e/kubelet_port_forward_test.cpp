@@ -2,6 +2,8 @@
 // nodeagent binary's /portForward, both with kubectl's default (SPDY tunnelled in a WebSocket)
 // and with the plain SPDY upgrade (KUBECTL_PORT_FORWARD_WEBSOCKETS=false), to a pod whose
 // container serves files over HTTP on a loopback port; curl fetches them through the forward.
+// kubelet's own WebSocket channel protocol, which kubectl does not speak, is driven straight
+// against the agent's port.
 #include <dirent.h>
 #include <signal.h>
 
@@ -9,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -19,6 +22,7 @@
 #include "test/support/integration_env.h"
 #include "test/support/kubelet_env.h"
 #include "test/support/test_util.h"
+#include "test/support/ws_client.h"
 
 using namespace nodeagent;
 using namespace std::chrono_literals;
@@ -197,5 +201,113 @@ TEST_CASE(
   auto got = s.fetch(good_local, "hello.txt");
   REQUIRE(got);
   CHECK(*got == "hello through the forward\n");
+  CHECK(s.env.agent->running());
+}
+
+namespace {
+
+// What a kubelet port-forward WebSocket sent until it closed: each channel's first message (the
+// port) and the rest of its data.
+struct ChannelCapture {
+  std::map<int, std::string> first;
+  std::map<int, std::string> data;
+  bool closed = false;  // by the server, not at the read deadline
+};
+
+ChannelCapture readUntilClosed(testing::WsClient& ws) {
+  ChannelCapture out;
+  while (auto message = ws.read()) {
+    if (message->empty()) continue;
+    const int channel = static_cast<unsigned char>((*message)[0]);
+    if (out.first.emplace(channel, message->substr(1)).second) continue;
+    out.data[channel] += message->substr(1);
+  }
+  out.closed = ws.error().empty();
+  return out;
+}
+
+std::string littleEndian(int port) {
+  return {static_cast<char>(port & 0xff), static_cast<char>((port >> 8) & 0xff)};
+}
+
+// A large body arrives whole on the data channel.
+void checkBigFile(Setup& s, const testing::WsClientOptions& options, const std::string& target) {
+  testing::WsClient big;
+  REQUIRE(big.connect(s.env.port, target + "?port=" + std::to_string(s.pod_port), options));
+  REQUIRE(big.send(std::string(1, '\0') + "GET /big.bin HTTP/1.0\r\n\r\n"));
+  auto one = readUntilClosed(big);
+  CHECK(one.closed);
+  const size_t body = one.data[0].find("\r\n\r\n");
+  REQUIRE(body != std::string::npos);
+  CHECK(one.data[0].size() - body - 4 == s.big.size());
+  CHECK(one.data[0].substr(body + 4) == s.big);
+}
+
+// Refusals: no port, a port that is none, a subprotocol of neither protocol.
+void checkRefusals(Setup& s, testing::WsClientOptions options, const std::string& target) {
+  testing::WsClient refused;
+  CHECK_FALSE(refused.connect(s.env.port, target, options));
+  CHECK(refused.httpStatus() == 400);
+  CHECK_THAT(refused.httpBody(), Catch::Contains("query parameter \\\"port\\\" is required"));
+  CHECK_FALSE(refused.connect(s.env.port, target + "?port=http", options));
+  CHECK(refused.httpStatus() == 400);
+  CHECK_THAT(refused.httpBody(), Catch::Contains("unable to parse \\\"http\\\" as a port"));
+  options.protocols = {"v4.base64.channel.k8s.io"};
+  CHECK_FALSE(refused.connect(s.env.port, target + "?port=80", options));
+  CHECK(refused.httpStatus() == 400);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "kubelet's WebSocket port-forward protocol straight to the agent: the port first on both of "
+    "its channels, an HTTP exchange and a 4 MiB file on the data channel, kubelet's error on the "
+    "error channel of a closed port, the socket closed once every forward ended, and the pod's "
+    "connection closed when the client leaves",
+    "[e2e][kubelet-api][port-forward]") {
+  Setup s;
+  const auto ops = s.env.pki.issueClient("ops", {"system:masters"});
+  testing::WsClientOptions options;
+  options.client_cert = ops.cert_file;
+  options.client_key = ops.key_file;
+  options.protocols = {"v4.channel.k8s.io"};
+  options.timeout = 30s;
+  const std::string target = "/portForward/default/" + s.pod;
+  const int dead_port = testing::unusedLoopbackPort();
+  const int fds_before = s.fds();
+
+  testing::WsClient ws;
+  REQUIRE(ws.connect(
+      s.env.port, target + "?port=" + std::to_string(s.pod_port) + "," + std::to_string(dead_port),
+      options));
+  CHECK(ws.protocol() == "v4.channel.k8s.io");
+  REQUIRE(ws.send(std::string(1, '\0') + "GET /hello.txt HTTP/1.0\r\n\r\n"));
+  auto two = readUntilClosed(ws);
+  CHECK(two.closed);
+  CHECK(two.first == std::map<int, std::string>{{0, littleEndian(s.pod_port)},
+                                                {1, littleEndian(s.pod_port)},
+                                                {2, littleEndian(dead_port)},
+                                                {3, littleEndian(dead_port)}});
+  CHECK_THAT(two.data[0], Catch::StartsWith("HTTP/1.0 200"));
+  CHECK_THAT(two.data[0], Catch::EndsWith("\r\n\r\nhello through the forward\n"));
+  CHECK_THAT(two.data[3],
+             Catch::Contains("error forwarding port " + std::to_string(dead_port) + " to pod "));
+  CHECK_THAT(two.data[3], Catch::Contains("connection refused"));
+  CHECK(two.data[1].empty());
+  CHECK(two.data.count(2) == 0);
+
+  options.protocols.clear();  // no subprotocol: the same binary protocol
+  checkBigFile(s, options, target);
+
+  // A client that leaves while its forward is open: the agent closes the pod's connection.
+  testing::WsClient idle;
+  REQUIRE(idle.connect(s.env.port, target + "?port=" + std::to_string(s.pod_port), options));
+  CHECK(idle.read() == std::string(1, '\0') + littleEndian(s.pod_port));
+  CHECK(idle.read() == std::string(1, '\1') + littleEndian(s.pod_port));
+  idle.close();
+  CHECK(testing::eventually([&] { return s.fds() <= fds_before + 2; }, 30s));
+  INFO("agent descriptors before " << fds_before << " after " << s.fds());
+
+  checkRefusals(s, options, target);
   CHECK(s.env.agent->running());
 }
