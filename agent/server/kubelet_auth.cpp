@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -30,6 +31,9 @@ constexpr char kAnonymousUser[] = "system:anonymous";
 // client-go's caches hold about this many answers (older entries make room).
 constexpr size_t kMaxTokenEntries = 4096;
 constexpr size_t kMaxAuthzEntries = 8192;
+// Webhook calls waiting at once, and how long one may take.
+constexpr int kMaxReviewsInFlight = 32;
+constexpr std::chrono::seconds kReviewTimeout{10};
 
 // kubelet's isSubpath: `path` itself or anything below it, never "/statsfoo".
 bool isSubpath(std::string_view subpath, std::string_view path) {
@@ -161,6 +165,34 @@ struct KubeletAuth::Impl {
   std::array<unsigned char, 32> hmac_key{};
   ExpiringCache<AuthnResult> tokens{kMaxTokenEntries};
   ExpiringCache<AuthzResult> decisions{kMaxAuthzEntries};
+  // Reviews waiting for the apiserver. Past kMaxReviewsInFlight a request is refused at once: a
+  // flood of made-up tokens must not queue up behind it (or in front of the node's own calls).
+  std::atomic<int> in_flight{0};
+
+  // Holds a place among the reviews in flight, if one is free.
+  struct Slot {
+    std::atomic<int>* count = nullptr;
+    explicit Slot(std::atomic<int>& c) {
+      if (c.fetch_add(1) < kMaxReviewsInFlight) {
+        count = &c;
+      } else {
+        c.fetch_sub(1);
+      }
+    }
+    ~Slot() {
+      if (count != nullptr) count->fetch_sub(1);
+    }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    bool held() const { return count != nullptr; }
+  };
+  // A webhook call on the API pool, ended after kReviewTimeout.
+  template <typename Call>
+  asio::awaitable<base::StatusOr<std::string>> callWebhook(const Call& call) {
+    const base::StatusOr<std::string> timed_out = base::deadlineExceededError(
+        "the apiserver did not answer within " + std::to_string(kReviewTimeout.count()) + "s");
+    return api::runWithTimeout(*client, clock, kReviewTimeout, call, timed_out);
+  }
 
   std::string tokenKey(const std::string& token) const;
   asio::awaitable<AuthnResult> reviewToken(std::string token);
@@ -217,6 +249,17 @@ std::string KubeletAuth::Impl::tokenKey(const std::string& token) const {
 
 namespace {
 
+// A member of the peer's JSON, of the expected type, else the fallback (an answer of the wrong
+// shape is no answer, never an exception).
+bool boolField(const nlohmann::json& o, const char* name) {
+  auto it = o.find(name);
+  return it != o.end() && it->is_boolean() && it->get<bool>();
+}
+std::string stringField(const nlohmann::json& o, const char* name) {
+  auto it = o.find(name);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // The TokenReview answer as kubelet's webhook authenticator reads it. `cacheable` is false for
 // an answer carrying status.error (client-go caches no errors).
 AuthnResult tokenReviewResult(const std::string& body, bool& cacheable) {
@@ -226,16 +269,18 @@ AuthnResult tokenReviewResult(const std::string& body, bool& cacheable) {
     return AuthnResult{std::nullopt, "token review: the answer holds no status"};
   }
   const nlohmann::json& status = review["status"];
-  if (!status.value("authenticated", false)) {
-    std::string error = status.value("error", "");
+  if (!boolField(status, "authenticated")) {
+    std::string error = stringField(status, "error");
     cacheable = error.empty();
     return AuthnResult{std::nullopt,
                        error.empty() ? "invalid bearer token" : "token review: " + error};
   }
   UserInfo user;
-  const nlohmann::json user_json = status.value("user", nlohmann::json::object());
-  user.name = user_json.value("username", "");
-  user.uid = user_json.value("uid", "");
+  auto found = status.find("user");
+  const nlohmann::json user_json =
+      found != status.end() && found->is_object() ? *found : nlohmann::json::object();
+  user.name = stringField(user_json, "username");
+  user.uid = stringField(user_json, "uid");
   if (user_json.contains("groups") && user_json["groups"].is_array()) {
     for (const auto& g : user_json["groups"]) {
       if (g.is_string()) user.groups.push_back(g.get<std::string>());
@@ -258,7 +303,10 @@ asio::awaitable<AuthnResult> KubeletAuth::Impl::reviewToken(std::string token) {
   auto call = [body](api::RestClient& c) {
     return c.request("POST", kTokenReviewPath, {}, *body, "application/json");
   };
-  auto answer = co_await api::runOnPool(*client, call);
+  Slot slot(in_flight);
+  if (!slot.held()) co_return AuthnResult{std::nullopt, "too many token reviews in flight"};
+  auto task = callWebhook(call);
+  auto answer = co_await std::move(task);
   if (!answer.ok()) {
     log()->warn("Token review failed err={}", answer.status().toString());
     co_return AuthnResult{std::nullopt, "token review failed: " + answer.status().toString()};
@@ -300,9 +348,9 @@ AuthzResult accessReviewResult(const std::string& body, bool& cacheable) {
     return AuthzResult{false, "", "subject access review: the answer holds no status"};
   }
   const nlohmann::json& status = review["status"];
-  bool allowed = status.value("allowed", false);
-  bool denied = status.value("denied", false);
-  std::string reason = status.value("reason", "");
+  bool allowed = boolField(status, "allowed");
+  bool denied = boolField(status, "denied");
+  std::string reason = stringField(status, "reason");
   if (allowed && denied) {
     return AuthzResult{false, reason,
                        "webhook subject access review returned both allow and deny response"};
@@ -324,7 +372,12 @@ asio::awaitable<AuthzResult> KubeletAuth::Impl::reviewAccess(RequestAttributes a
   auto call = [body](api::RestClient& c) {
     return c.request("POST", kSubjectAccessReviewPath, {}, *body, "application/json");
   };
-  auto answer = co_await api::runOnPool(*client, call);
+  Slot slot(in_flight);
+  if (!slot.held()) {
+    co_return AuthzResult{false, "", "too many subject access reviews in flight"};
+  }
+  auto task = callWebhook(call);
+  auto answer = co_await std::move(task);
   if (!answer.ok()) {
     log()->warn("Subject access review failed user={} verb={} subresource={} err={}",
                 attributes.user.name, attributes.verb, attributes.subresource,

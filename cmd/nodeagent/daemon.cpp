@@ -116,8 +116,11 @@ base::StatusOr<ApiClients> makeApiClients(const DaemonConfig& c, base::Clock& cl
   eco.burst = 100;
   auto events = api::RestClient::create(*c.kubeconfig, eco, clock);
   if (!events.ok()) return events.status().withContext("--kubeconfig");
+  auto webhooks = api::RestClient::create(*c.kubeconfig, eco, clock);
+  if (!webhooks.ok()) return webhooks.status().withContext("--kubeconfig");
   clients.rest = std::move(*rest);
   clients.events = std::move(*events);
+  clients.webhooks = std::move(*webhooks);
   return clients;
 }
 
@@ -422,7 +425,9 @@ base::Status Daemon::buildServers() {
     ko.configz_json = [this] { return configzJson(config_); };
     ko.spec_json = [this] { return machineSpecJson(config_); };
     ko.file_pool = blocking_.get_executor();
-    if (clients_.rest) kubelet_webhooks_.emplace(api(*clients_.rest));
+    if (clients_.webhooks) {
+      kubelet_webhooks_.emplace(*clients_.webhooks, webhook_pool_.get_executor());
+    }
     kubelet_ = std::make_unique<agent::KubeletServer>(
         ioc_.get_executor(), clock_, agent_, instrumented_,
         kubelet_webhooks_ ? &*kubelet_webhooks_ : nullptr, std::move(ko));
@@ -535,7 +540,9 @@ void Daemon::joinAndRelease() {
   if (kubelet_) kubelet_->stop();
   if (clients_.rest) clients_.rest->shutdown();
   if (clients_.events) clients_.events->shutdown();
+  if (clients_.webhooks) clients_.webhooks->shutdown();
   api_pool_.join();
+  webhook_pool_.join();
   blocking_.join();
 }
 

@@ -52,6 +52,9 @@ namespace nodeagent::cmd {
 struct ApiClients {
   std::unique_ptr<api::RestClient> rest;
   std::unique_ptr<api::RestClient> events;
+  // The kubelet API's TokenReviews and SubjectAccessReviews: a client and rate limit of their
+  // own, so that requests to the port never hold up the node's lease and statuses.
+  std::unique_ptr<api::RestClient> webhooks;
 };
 
 class Daemon {
@@ -103,6 +106,7 @@ class Daemon {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::thread_pool blocking_{2};
   asio::thread_pool api_pool_{kApiPoolThreads};
+  asio::thread_pool webhook_pool_{2};  // the kubelet API's reviews
   // kubepods and below; the runtime makes each container's cgroup under its pod's.
   NodeCgroups cgroups_;
   std::unique_ptr<runtime::Runtime> runtime_;
