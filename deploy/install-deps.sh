@@ -11,6 +11,8 @@ packages=(
   # The CRI runtime (agent/runtime/cri/): gRPC/protobuf to build its client, and containerd with
   # runc for the tests, which start a containerd of their own (never the system one).
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc containerd runc
+  # The CRI tests' images are built from busybox (test/images/make-test-images.sh).
+  busybox-static
 )
 if [[ "${NODEAGENT_WITH_BENCH_PEERS:-}" == 1 ]]; then
   packages+=(supervisor)

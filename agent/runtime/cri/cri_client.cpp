@@ -105,6 +105,26 @@ base::StatusOr<RuntimeStatus> CriClient::status() {
   return result;
 }
 
+base::StatusOr<std::optional<ImageInfo>> CriClient::imageStatus(const std::string& image) {
+  grpc::ClientContext context;
+  impl_->prepare(context);
+  ::runtime::v1::ImageStatusRequest request;
+  request.mutable_image()->set_image(image);
+  ::runtime::v1::ImageStatusResponse response;
+  grpc::Status status = impl_->image->ImageStatus(&context, request, &response);
+  if (!status.ok()) return impl_->failure("runtime.v1.ImageService/ImageStatus", status);
+  if (!response.has_image() || response.image().id().empty()) return std::optional<ImageInfo>();
+  const auto& found = response.image();
+  ImageInfo info{found.id(),
+                 {found.repo_tags().begin(), found.repo_tags().end()},
+                 {found.repo_digests().begin(), found.repo_digests().end()},
+                 found.size(),
+                 std::nullopt,
+                 found.username()};
+  if (found.has_uid()) info.uid = found.uid().value();
+  return std::optional<ImageInfo>(std::move(info));
+}
+
 base::Status checkRuntimeVersion(const CriEndpoint& endpoint, const RuntimeVersion& version) {
   if (version.runtime_api_version == kCriApiVersion) return base::okStatus();
   return base::failedPreconditionError(

@@ -16,7 +16,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,16 @@ struct RuntimeStatus {
   const RuntimeCondition* find(const std::string& type) const;
 };
 
+// An image as ImageStatus and ListImages describe it.
+struct ImageInfo {
+  std::string id;  // "sha256:<config digest>"
+  std::vector<std::string> repo_tags;
+  std::vector<std::string> repo_digests;
+  uint64_t size = 0;
+  std::optional<int64_t> uid;  // the image's User when it is a number ("1000")
+  std::string username;        // the image's User when it is a name
+};
+
 class CriClient {
  public:
   // Parses the endpoint and sets up the channel; connects lazily (on the first call), so a
@@ -76,6 +88,10 @@ class CriClient {
   // RuntimeService.Status (blocking): the RuntimeReady and NetworkReady conditions that feed
   // the node's Ready condition.
   base::StatusOr<RuntimeStatus> status();
+
+  // ImageService.ImageStatus (blocking): the image `image` names (a reference such as
+  // "nodeagent.test/busybox:1", or an image ID), or nullopt when the runtime does not have it.
+  base::StatusOr<std::optional<ImageInfo>> imageStatus(const std::string& image);
 
  private:
   struct Impl;

@@ -105,11 +105,10 @@ base::Status criCallError(const CriEndpoint& endpoint, const CallFailure& failur
   std::string message =
       "CRI runtime at " + endpoint.uri + ": " + std::string(failure.method) + ": ";
   if (what.empty()) {
-    message += std::string(failure.grpc_message);
+    message += failure.grpc_message;
   } else {
     message += what;
-    if (!failure.grpc_message.empty())
-      message += " (gRPC: " + std::string(failure.grpc_message) + ")";
+    if (!failure.grpc_message.empty()) message += " (gRPC: " + failure.grpc_message + ")";
   }
   auto code = static_cast<base::StatusCode>(failure.grpc_code);
   if (failure.grpc_code <= 0 || failure.grpc_code > 16) code = base::StatusCode::kUnknown;

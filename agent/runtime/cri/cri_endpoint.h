@@ -56,7 +56,7 @@ inline constexpr int kGrpcUnavailable = 14;
 struct CallFailure {
   std::string_view method;  // "runtime.v1.RuntimeService/Version"
   int grpc_code = 0;
-  std::string_view grpc_message;
+  std::string grpc_message;
   std::chrono::milliseconds timeout{0};  // the call's deadline, for DEADLINE_EXCEEDED
   SocketProbe probe;                     // consulted for UNAVAILABLE only
 };

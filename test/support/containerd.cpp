@@ -1,0 +1,330 @@
+#include "test/support/containerd.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "test/support/skip.h"
+#include "test/support/test_util.h"
+
+extern char** environ;
+
+namespace nodeagent::testing {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(10);
+
+std::string findExecutable(const std::string& name) {
+  for (const char* dir :
+       {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
+    fs::path path = fs::path(dir) / name;
+    if (::access(path.c_str(), X_OK) == 0) return path.string();
+  }
+  return "";
+}
+
+// Something accepts connections on the Unix socket `path`.
+bool socketAccepts(const fs::path& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool hasOverlayFs() {
+  std::ifstream in("/proc/filesystems");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.ends_with("\toverlay")) return true;
+  }
+  return false;
+}
+
+std::string makeTempDir() {
+  std::string templ = (fs::temp_directory_path() / "nodeagent-containerd-XXXXXX").string();
+  if (::mkdtemp(templ.data()) == nullptr) {
+    throw std::runtime_error("containerd test harness: mkdtemp " + templ + ": " +
+                             std::strerror(errno));
+  }
+  return templ;
+}
+
+std::string configToml(const fs::path& dir, const fs::path& socket,
+                       const TestContainerdOptions& options) {
+  const std::string d = dir.string();
+  std::ostringstream out;
+  out << "version = 2\n"
+      << "root = \"" << d << "/root\"\n"
+      << "state = \"" << d << "/state\"\n"
+      << "disabled_plugins = [\"io.containerd.snapshotter.v1.btrfs\", "
+         "\"io.containerd.snapshotter.v1.zfs\", \"io.containerd.snapshotter.v1.devmapper\", "
+         "\"io.containerd.snapshotter.v1.aufs\", \"io.containerd.tracing.processor.v1.otlp\", "
+         "\"io.containerd.internal.v1.tracing\"]\n\n"
+      << "[grpc]\n  address = \"" << socket.string() << "\"\n"
+      << "[ttrpc]\n  address = \"" << socket.string() << ".ttrpc\"\n"
+      << "[debug]\n  address = \"\"\n  level = \"info\"\n"
+      << "[metrics]\n  address = \"\"\n\n"
+      << "[plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"" << d << "/opt\"\n"
+      << "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+      << "  disable_tcp_service = true\n"
+      << "  stream_server_address = \"127.0.0.1\"\n  stream_server_port = \"0\"\n"
+      << "  sandbox_image = \"" << options.sandbox_image << "\"\n"
+      << "  [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n"
+      << "    snapshotter = \"overlayfs\"\n    default_runtime_name = \"runc\"\n"
+      << "    [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n"
+      << "      runtime_type = \"io.containerd.runc.v2\"\n"
+      << "      [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n"
+      << "        SystemdCgroup = false\n        Root = \"" << d << "/runc\"\n"
+      << "  [plugins.\"io.containerd.grpc.v1.cri\".cni]\n"
+      << "    bin_dir = \"" << d << "/cni/bin\"\n    conf_dir = \"" << d << "/cni/conf\"\n";
+  return out.str();
+}
+
+// Waits for our child `pid` to exit, up to `deadline`. True when it has been reaped.
+bool waitChild(pid_t pid, std::chrono::milliseconds deadline) {
+  auto end = Clock::now() + deadline;
+  for (;;) {
+    int status = 0;
+    pid_t rc = ::waitpid(pid, &status, WNOHANG);
+    if (rc == pid || (rc < 0 && errno == ECHILD)) return true;
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+// pid -> parent pid, and pid -> command line, of every process.
+struct ProcessTable {
+  std::map<pid_t, pid_t> parent;
+  std::map<pid_t, std::string> cmdline;
+};
+
+ProcessTable readProcessTable() {
+  ProcessTable table;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    pid_t pid = std::stoi(name);
+    std::string stat = readFile(entry.path() / "stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (state == 'Z') continue;  // already dead
+    table.parent[pid] = ppid;
+    std::string cmd = readFile(entry.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    table.cmdline[pid] = cmd;
+  }
+  return table;
+}
+
+// The shims of the containerd serving `socket` (their -address argument) and every process
+// under them (the containers).
+std::vector<pid_t> shimProcesses(const fs::path& socket) {
+  ProcessTable table = readProcessTable();
+  std::vector<pid_t> found;
+  const std::string address = "-address " + socket.string() + " ";
+  for (const auto& [pid, cmd] : table.cmdline) {
+    if ((cmd + " ").find(address) != std::string::npos) found.push_back(pid);
+  }
+  for (size_t i = 0; i < found.size(); ++i) {  // grows while we walk it: descendants
+    for (const auto& [pid, ppid] : table.parent) {
+      if (ppid == found[i] && std::find(found.begin(), found.end(), pid) == found.end()) {
+        found.push_back(pid);
+      }
+    }
+  }
+  return found;
+}
+
+void killShims(const fs::path& socket, std::chrono::milliseconds deadline) {
+  auto end = Clock::now() + deadline;
+  for (;;) {
+    std::vector<pid_t> pids = shimProcesses(socket);
+    if (pids.empty()) return;
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    if (Clock::now() >= end) return;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+// Mount points under `dir` in this mount namespace, deepest first, lazily unmounted (normally
+// none: containerd's mounts live in its own namespace).
+void unmountUnder(const fs::path& dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  std::vector<std::string> points;
+  const std::string prefix = dir.string() + "/";
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, point;
+    fields >> id >> parent >> devno >> root >> point;
+    if (point.starts_with(prefix)) points.push_back(point);
+  }
+  std::sort(points.begin(), points.end(), std::greater<>());
+  for (const auto& point : points) ::umount2(point.c_str(), MNT_DETACH);
+}
+
+}  // namespace
+
+std::string containerdUnavailableReason() {
+  if (::geteuid() != 0)
+    return "containerd needs root (this test runs as uid " + std::to_string(::geteuid()) + ")";
+  for (const char* tool :
+       {"containerd", "containerd-shim-runc-v2", "runc", "unshare", "setpriv", "ctr"}) {
+    if (findExecutable(tool).empty()) {
+      return std::string("no ") + tool + " on this machine (deploy/install-deps.sh installs it)";
+    }
+  }
+  if (!hasOverlayFs()) return "the kernel has no overlay file system (containerd's overlayfs)";
+  return "";
+}
+
+void skipUnlessContainerdCanRun() {
+  std::string why = containerdUnavailableReason();
+  if (!why.empty()) skipTest("containerd cannot run here: " + why);
+}
+
+TestContainerd::TestContainerd(TestContainerdOptions options) : options_(std::move(options)) {
+  dir_ = makeTempDir();
+  socket_path_ = dir_ / "containerd.sock";
+  try {
+    launch();
+    waitReady();
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+TestContainerd::~TestContainerd() { stop(); }
+
+void TestContainerd::launch() {
+  if (socket_path_.string().size() >= sizeof(sockaddr_un::sun_path)) {
+    throw std::runtime_error("containerd test harness: socket path too long: " +
+                             socket_path_.string() + " (set TMPDIR to a shorter path)");
+  }
+  fs::create_directories(dir_ / "run");
+  fs::create_directories(dir_ / "cni" / "conf");
+  writeFile(dir_ / "config.toml", configToml(dir_, socket_path_, options_));
+  // setpriv: SIGKILL when the starting thread dies; unshare: a mount namespace of its own whose
+  // mounts do not reach the machine's; then <dir>/run over /run (see the header).
+  std::vector<std::string> args = {findExecutable("setpriv"),
+                                   "--pdeathsig",
+                                   "KILL",
+                                   "--",
+                                   findExecutable("unshare"),
+                                   "--mount",
+                                   "--propagation",
+                                   "slave",
+                                   "--",
+                                   "/bin/sh",
+                                   "-c",
+                                   "mount --bind \"$1\" /run && exec \"$2\" --config \"$3\"",
+                                   "sh",
+                                   (dir_ / "run").string(),
+                                   findExecutable("containerd"),
+                                   (dir_ / "config.toml").string()};
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string log = (dir_ / "containerd.log").string();
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    pid_ = -1;
+    throw std::runtime_error("containerd test harness: spawn " + args[0] + ": " +
+                             std::strerror(rc));
+  }
+}
+
+void TestContainerd::waitReady() {
+  auto end = Clock::now() + options_.start_deadline;
+  for (;;) {
+    if (socketAccepts(socket_path_)) return;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("containerd exited before serving " + socket_path_.string() +
+                               " (wait status " + std::to_string(status) + "); its log:\n" +
+                               logTail());
+    }
+    if (Clock::now() >= end) {
+      throw std::runtime_error("containerd did not serve " + socket_path_.string() + " within " +
+                               std::to_string(options_.start_deadline.count()) + " ms; its log:\n" +
+                               logTail());
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+std::string TestContainerd::logTail(size_t bytes) const {
+  std::string log = readFile(dir_ / "containerd.log");
+  return log.size() <= bytes ? log : log.substr(log.size() - bytes);
+}
+
+std::string TestContainerd::ctrCommand() const {
+  return "ctr --address '" + socket_path_.string() + "' --namespace k8s.io";
+}
+
+void TestContainerd::importTestImages() {
+  const fs::path script = testDataPath("../images/make-test-images.sh");
+  const fs::path out = dir_ / "images.log";
+  const std::string command = "'" + script.string() + "' '" + socket_path_.string() + "' '" +
+                              (dir_ / "images").string() + "' >'" + out.string() + "' 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    throw std::runtime_error("importing the test images failed (" + command + "):\n" +
+                             readFile(out));
+  }
+}
+
+void TestContainerd::stop() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    if (!waitChild(pid_, options_.stop_grace)) {
+      ::kill(pid_, SIGKILL);
+      waitChild(pid_, std::chrono::seconds(10));
+    }
+    pid_ = -1;
+  }
+  if (dir_.empty()) return;
+  killShims(socket_path_, std::chrono::seconds(10));
+  unmountUnder(dir_);
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+  dir_.clear();
+}
+
+}  // namespace nodeagent::testing

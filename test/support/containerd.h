@@ -1,0 +1,93 @@
+// A containerd of the test's own, for the CRI runtime's integration and e2e tests.
+//
+// Everything lives under a fresh temp dir (<tmp>/nodeagent-containerd-XXXXXX): the config, root,
+// state, runc's root, the gRPC socket (<dir>/containerd.sock) and containerd's log. containerd
+// runs in a mount namespace of its own (slave propagation) where <dir>/run is bound over /run:
+// containerd 1.6 keeps its shims' sockets in /run/containerd/s whatever its config says, and this
+// keeps them, and every mount containerd and its shims make (rootfs overlays, shm, netns), out of
+// the machine's /run and mount table. The machine's containerd (/run/containerd,
+// /var/lib/containerd) is never touched.
+//
+// The config enables the CRI plugin with the overlayfs snapshotter, runc (io.containerd.runc.v2)
+// and the cgroupfs driver (SystemdCgroup = false), no CNI config (host-network pods only; the
+// runtime reports NetworkReady false) and the streaming server on 127.0.0.1.
+//
+//   TEST_CASE("...") {
+//     nodeagent::testing::skipUnlessContainerdCanRun();  // first: a loud SKIPPED otherwise
+//     nodeagent::testing::TestContainerd containerd;      // throws if it does not come up
+//     ... CriClient on containerd.endpoint() ...
+//   }                                                     // stopped and removed, even on failure
+//
+// Stopping: SIGTERM, then SIGKILL after the grace; then every shim of this containerd (found by
+// its -address argument) and the processes under it are killed, whatever is still mounted under
+// the dir is unmounted, and the dir is removed. containerd gets SIGKILL if the thread that
+// started it dies (PR_SET_PDEATHSIG), so a test process killed by ctest leaves no containerd
+// behind (its shims, which daemonise, can outlive it in that case).
+//
+// Not thread-safe: one test thread starts, uses and stops it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+namespace nodeagent::testing {
+
+// Why containerd cannot run here (not root, a missing binary: containerd, containerd-shim-runc-v2,
+// runc, unshare, setpriv, ctr; no overlay file system), or "" when it can.
+std::string containerdUnavailableReason();
+
+// skipTest() with that reason when containerd cannot run here. Call it first thing in a TEST_CASE.
+void skipUnlessContainerdCanRun();
+
+struct TestContainerdOptions {
+  // How long containerd may take until its socket accepts connections.
+  std::chrono::milliseconds start_deadline = std::chrono::seconds(30);
+  // How long containerd may take to exit after SIGTERM before it gets SIGKILL.
+  std::chrono::milliseconds stop_grace = std::chrono::seconds(10);
+  // The CRI plugin's sandbox (pause) image; this machine reaches no registry, so a test that
+  // runs a sandbox imports an image of this name first.
+  std::string sandbox_image = "nodeagent.test/pause:1";
+};
+
+class TestContainerd {
+ public:
+  // Starts containerd and waits until its socket accepts connections. Throws std::runtime_error
+  // naming what failed, with the end of containerd's log, after cleaning up.
+  explicit TestContainerd(TestContainerdOptions options = {});
+  ~TestContainerd();
+  TestContainerd(const TestContainerd&) = delete;
+  TestContainerd& operator=(const TestContainerd&) = delete;
+
+  // "unix://<dir>/containerd.sock", for --container-runtime-endpoint.
+  std::string endpoint() const { return "unix://" + socket_path_.string(); }
+  const std::filesystem::path& socketPath() const { return socket_path_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  pid_t pid() const { return pid_; }
+  // The last `bytes` of containerd's log (for failure messages).
+  std::string logTail(size_t bytes = 4000) const;
+  // `ctr --address <socket> --namespace k8s.io <args>` as a shell command line prefix.
+  std::string ctrCommand() const;
+
+  // Builds the test images (test/images/make-test-images.sh: nodeagent.test/busybox:1,
+  // nodeagent.test/busybox-nonroot:1, nodeagent.test/pause:1) and imports them into this
+  // containerd's k8s.io namespace. Throws std::runtime_error with the script's output on failure.
+  void importTestImages();
+
+  // Stops containerd, kills its shims and their processes, unmounts and removes the dir.
+  // Idempotent.
+  void stop();
+
+ private:
+  void launch();
+  void waitReady();
+
+  TestContainerdOptions options_;
+  std::filesystem::path dir_;
+  std::filesystem::path socket_path_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace nodeagent::testing
