@@ -68,7 +68,9 @@ class TestContainerd {
   pid_t pid() const { return pid_; }
   // The last `bytes` of containerd's log (for failure messages).
   std::string logTail(size_t bytes = 4000) const;
-  // `ctr --address <socket> --namespace k8s.io <args>` as a shell command line prefix.
+  // `ctr --address <socket> --namespace k8s.io` as a shell command line prefix. `ctr run` must be
+  // given `--fifo-dir <dir>/fifo`: ctr makes its fifos on the client side (by default in the
+  // machine's /run/containerd/fifo), and the shim must see them under the same path.
   std::string ctrCommand() const;
 
   // Builds the test images (test/images/make-test-images.sh: nodeagent.test/busybox:1,
