@@ -113,6 +113,7 @@ void HttpConnection::onHandshake(const error_code& ec) {
     return;
   }
   peer_ = verifiedPeer(*tls_);
+  peer_rejected_ = !peer_ && presentedCertificate(*tls_);
   readMore();
 }
 
@@ -205,6 +206,7 @@ void HttpConnection::respond() {
   arm(state_->options.write_timeout);
   HttpRequest& request = parser_->request();
   request.peer = peer_;
+  request.peer_rejected = peer_rejected_;
   HttpResponse response;
   {
     std::shared_lock lock(state_->handler_mu);

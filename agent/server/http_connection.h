@@ -106,6 +106,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   asio::ip::tcp::socket socket_;
   std::unique_ptr<TlsTransport> tls_;  // HTTPS
   std::optional<TlsPeer> peer_;        // the verified client certificate
+  bool peer_rejected_ = false;         // a certificate was presented and did not verify
   base::TimerPtr timer_;
   boost::beast::flat_buffer buffer_;
   std::optional<HttpRequestParser> parser_;

@@ -37,6 +37,9 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // in order, names as received
   std::string body;
   std::optional<TlsPeer> peer;  // HTTPS with a verified client certificate
+  // HTTPS: the client presented a certificate that did not verify (another CA, expired, not for
+  // client authentication). kubelet's authenticator refuses such a request outright.
+  bool peer_rejected = false;
 
   // The first header named `name` (case-insensitive), or "".
   std::string_view header(std::string_view name) const;

@@ -72,6 +72,13 @@ base::StatusOr<std::unique_ptr<asio::ssl::context>> makeTlsServerContext(
   return ctx;
 }
 
+bool presentedCertificate(TlsTransport& tls) {
+  X509* cert = SSL_get1_peer_certificate(tls.stream.native_handle());
+  if (cert == nullptr) return false;
+  X509_free(cert);
+  return true;
+}
+
 std::optional<TlsPeer> verifiedPeer(TlsTransport& tls) {
   SSL* ssl = tls.stream.native_handle();
   X509* cert = SSL_get1_peer_certificate(ssl);

@@ -35,6 +35,8 @@ base::StatusOr<std::unique_ptr<asio::ssl::context>> makeTlsServerContext(
 // The client certificate the handshake verified against the client CA, when it allows client
 // authentication.
 std::optional<TlsPeer> verifiedPeer(TlsTransport& tls);
+// The client presented a certificate (verified or not).
+bool presentedCertificate(TlsTransport& tls);
 
 // Makes the WebSocket of an upgraded request (agent/server/websocket.cpp): the handshake with
 // the request, the subprotocol chosen from `protocols`. `keep` holds the connection (which owns

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <exception>
+
 #include "agent/server/kubelet_remote_command_spdy.h"
 #include "agent/server/kubelet_request.h"
 #include "agent/server/spdy_upgrade.h"
@@ -138,9 +140,15 @@ struct Pumps {
   runtime::StreamSessionPtr session;
 };
 
+// The client's input until it ends; whatever ends it (the client's close, or an error), the
+// session is cancelled, so a command never outlives its client.
 asio::awaitable<void> pumpInput(std::shared_ptr<Pumps> p) {
-  auto pumping = p->streams->pumpInput(*p->session);
-  co_await std::move(pumping);
+  try {
+    auto pumping = p->streams->pumpInput(*p->session);
+    co_await std::move(pumping);
+  } catch (const std::exception& e) {
+    log()->warn("Reading a remote command's input failed err={}", e.what());
+  }
   p->session->cancel();
 }
 
@@ -222,8 +230,12 @@ asio::awaitable<void> sendStdin(runtime::StreamSession& session, std::string dat
 void applyResize(runtime::StreamSession& session, std::string_view json) {
   const auto size = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!size.is_object()) return;
-  const auto width = size.value("Width", 0);
-  const auto height = size.value("Height", 0);
+  auto dimension = [&](const char* name) -> int64_t {
+    auto it = size.find(name);
+    return it != size.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+  };
+  const int64_t width = dimension("Width");
+  const int64_t height = dimension("Height");
   if (width <= 0 || height <= 0 || width > 0xffff || height > 0xffff) return;
   session.resize({static_cast<uint16_t>(width), static_cast<uint16_t>(height)});
 }

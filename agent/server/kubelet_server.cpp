@@ -6,6 +6,7 @@
 #include "agent/server/kubelet_port_forward.h"
 #include "agent/server/kubelet_remote_command.h"
 #include "agent/server/kubelet_request.h"
+#include "agent/server/pod_port.h"
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -79,6 +80,10 @@ asio::awaitable<bool> KubeletServer::Impl::admit(HttpCall& call) {
   auto authenticate =
       auth.authenticate(certificateUser(request), std::string(request.header("Authorization")));
   AuthnResult who = co_await std::move(authenticate);
+  if (request.peer_rejected) {
+    // kubelet's authenticators fail on a certificate that does not verify, anonymous or not.
+    who = AuthnResult{std::nullopt, "the client certificate does not verify"};
+  }
   if (!who.user) {
     log()->debug("Unauthorized kubelet API request path={} err={}", request.path, who.error);
     HttpResponse answer{401, "application/json", unauthorizedBody(), nullptr};
@@ -115,11 +120,12 @@ asio::awaitable<void> KubeletServer::Impl::route(std::shared_ptr<HttpCall> call)
   const std::string& method = call->request().method;
   const bool streams = starts("/exec/") || starts("/attach/") || starts("/portForward/");
   const bool logs = starts("/containerLogs/");
-  const bool allowed = method == "GET" || (streams && method == "POST") ||
-                       (!streams && !logs && method == "HEAD");
+  const bool allowed =
+      method == "GET" || (streams && method == "POST") || (!streams && !logs && method == "HEAD");
   if (!allowed) {
-    auto respond = call->respond(statusResponse(405, "the server does not allow this method on "
-                                                     "the requested resource"));
+    auto respond = call->respond(statusResponse(405,
+                                                "the server does not allow this method on "
+                                                "the requested resource"));
     co_await std::move(respond);
     co_return;
   }
@@ -300,7 +306,7 @@ asio::awaitable<void> KubeletServer::Impl::portForward(std::shared_ptr<HttpCall>
     co_await std::move(respond);
     co_return;
   }
-  auto task = servePortForward(call, clock, pod.pod->metadata.uid);
+  auto task = servePortForward(call, clock, PodPortTarget::of(*pod.pod));
   co_await std::move(task);
 }
 

@@ -19,6 +19,7 @@ using boost::system::error_code;
 
 // kubectl sends stdin in messages of at most 32 KiB; a larger message is a protocol error.
 constexpr size_t kMaxMessage = 4 * 1024 * 1024;
+constexpr std::chrono::hours kIdleTimeout{4};
 
 std::string trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -33,7 +34,12 @@ class BeastWebSocket final : public WebSocket {
       : keep_(std::move(keep)), ws_(next), protocol_(std::move(protocol)) {
     ws_.read_message_max(kMaxMessage);
     ws_.binary(true);
-    ws_.set_option(ws::stream_base::timeout::suggested(beast::role_type::server));
+    // kubelet's streamingConnectionIdleTimeout (4h): an exec without stdin or an attach that
+    // only reads sends nothing for long; pings keep such a connection known alive.
+    auto timeout = ws::stream_base::timeout::suggested(beast::role_type::server);
+    timeout.idle_timeout = kIdleTimeout;
+    timeout.keep_alive_pings = true;
+    ws_.set_option(timeout);
     ws_.set_option(ws::stream_base::decorator([p = protocol_](ws::response_type& res) {
       if (!p.empty()) res.set(http::field::sec_websocket_protocol, p);
     }));

@@ -59,6 +59,16 @@ TEST_CASE(
   CHECK(config["authentication"]["webhook"]["cacheTTL"] == "30s");
   CHECK(config["authentication"]["x509"]["clientCAFile"] == pki.caFile().string());
   CHECK(config["authorization"]["mode"] == "AlwaysAllow");
+  // Anonymous requests are let in, but a certificate that does not verify is refused outright
+  // (kubelet's authenticators fail on it rather than fall back to anonymous).
+  testing::TestPki other(dir / "other", "other-ca");
+  auto forged = other.issueClient("mallory", {"system:masters"});
+  httplib::SSLClient forged_client("127.0.0.1", port, forged.cert_file.string(),
+                                   forged.key_file.string());
+  forged_client.enable_server_certificate_verification(false);
+  auto refused = forged_client.Get("/configz");
+  REQUIRE(refused);
+  CHECK(refused->status == 401);
   // A self-signed serving certificate was made under <root-dir>/pki.
   CHECK(std::filesystem::exists(dir / "root" / "pki" / "kubelet.crt"));
   agent.signal(SIGTERM);
