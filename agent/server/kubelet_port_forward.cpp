@@ -27,8 +27,8 @@ using boost::system::error_code;
 // The streams of one session, paired by request, and the connections their forwards made.
 class Forwarder : public std::enable_shared_from_this<Forwarder> {
  public:
-  Forwarder(asio::any_io_executor executor, std::string pod_uid)
-      : executor_(std::move(executor)), pod_uid_(std::move(pod_uid)) {}
+  Forwarder(asio::any_io_executor executor, PodPortTarget pod)
+      : executor_(std::move(executor)), pod_(std::move(pod)) {}
 
   void onStream(std::shared_ptr<SpdyStream> stream);
   // The session ended: every connection still open is closed (its pumps then end).
@@ -46,7 +46,7 @@ class Forwarder : public std::enable_shared_from_this<Forwarder> {
   std::string requestId(const SpdyStream& stream, std::string_view type) const;
 
   asio::any_io_executor executor_;
-  std::string pod_uid_;
+  PodPortTarget pod_;
   std::map<std::string, Pair> pending_;
   std::set<std::shared_ptr<tcp::socket>> sockets_;
   bool stopped_ = false;
@@ -111,7 +111,7 @@ asio::awaitable<void> Forwarder::forward(std::shared_ptr<Forwarder> self, Pair p
                                          uint16_t port) {
   auto socket = std::make_shared<tcp::socket>(self->executor_);
   self->sockets_.insert(socket);
-  auto dialing = dialPodPort(*socket, port, self->pod_uid_);
+  auto dialing = dialPodPort(*socket, port, self->pod_);
   const std::optional<std::string> failure = co_await std::move(dialing);
   if (failure) {
     auto writing = pair.error->write(*failure);
@@ -162,7 +162,7 @@ asio::awaitable<std::unique_ptr<ByteStream>> upgrade(HttpCall& call) {
 }
 
 // A WebSocket without the SPDY tunnel: kubelet's channel protocol, or a 400 saying why not.
-asio::awaitable<void> serveChannels(std::shared_ptr<HttpCall> call, std::string pod_uid) {
+asio::awaitable<void> serveChannels(std::shared_ptr<HttpCall> call, PodPortTarget pod) {
   const HttpRequest& request = call->request();
   auto ports = webSocketForwardPorts(request);
   std::optional<HttpResponse> refusal;
@@ -181,17 +181,17 @@ asio::awaitable<void> serveChannels(std::shared_ptr<HttpCall> call, std::string 
     co_await std::move(refusing);
     co_return;
   }
-  auto serving = serveWebSocketPortForward(std::move(call), std::move(pod_uid), std::move(*ports));
+  auto serving = serveWebSocketPortForward(std::move(call), std::move(pod), std::move(*ports));
   co_await std::move(serving);
 }
 
 }  // namespace
 
 asio::awaitable<void> servePortForward(std::shared_ptr<HttpCall> call, base::Clock& clock,
-                                       std::string pod_uid, SpdyLimits limits) {
+                                       PodPortTarget pod, SpdyLimits limits) {
   if (call->isWebSocketRequest() &&
       !headerOffers(call->request(), "Sec-WebSocket-Protocol", kTunnelProtocol)) {
-    auto serving = serveChannels(std::move(call), std::move(pod_uid));
+    auto serving = serveChannels(std::move(call), std::move(pod));
     co_await std::move(serving);
     co_return;
   }
@@ -200,7 +200,7 @@ asio::awaitable<void> servePortForward(std::shared_ptr<HttpCall> call, base::Clo
   if (!transport) co_return;
   auto executor = co_await asio::this_coro::executor;
   auto session = std::make_shared<SpdySession>(std::move(transport), executor, clock, limits);
-  auto forwarder = std::make_shared<Forwarder>(executor, std::move(pod_uid));
+  auto forwarder = std::make_shared<Forwarder>(executor, std::move(pod));
   auto running = session->run(
       [forwarder](std::shared_ptr<SpdyStream> stream) { forwarder->onStream(std::move(stream)); });
   co_await std::move(running);

@@ -19,16 +19,17 @@
 #include <string>
 
 #include "agent/server/http_server.h"
+#include "agent/server/pod_port.h"
 #include "agent/server/spdy_session.h"
 #include "base/clock.h"
 
 namespace nodeagent::agent {
 
-// Serves a port-forward request for the pod `pod_uid` (already found and authorized): upgrades
+// Serves a port-forward request for the pod `pod` (already found and authorized): upgrades
 // the call, runs the SPDY session and its forwards until the client goes away, closing every
 // connection it made. A request that asks for neither upgrade, or a WebSocket whose ports or
 // subprotocol are not served, is answered 400. On the call's strand.
 asio::awaitable<void> servePortForward(std::shared_ptr<HttpCall> call, base::Clock& clock,
-                                       std::string pod_uid, SpdyLimits limits = {});
+                                       PodPortTarget pod, SpdyLimits limits = {});
 
 }  // namespace nodeagent::agent

@@ -33,10 +33,10 @@ std::string parseError(std::string_view item) {
 class ChannelForwarder : public std::enable_shared_from_this<ChannelForwarder> {
  public:
   ChannelForwarder(const asio::any_io_executor& executor, std::unique_ptr<WebSocket> socket,
-                   std::string pod_uid, const std::vector<uint16_t>& ports)
+                   PodPortTarget pod, const std::vector<uint16_t>& ports)
       : executor_(executor),
         socket_(std::move(socket)),
-        pod_uid_(std::move(pod_uid)),
+        pod_(std::move(pod)),
         changed_(executor),
         writable_(executor) {
     for (const uint16_t port : ports) ports_.push_back(Port{port, tcp::socket(executor)});
@@ -60,7 +60,7 @@ class ChannelForwarder : public std::enable_shared_from_this<ChannelForwarder> {
 
   asio::any_io_executor executor_;
   std::unique_ptr<WebSocket> socket_;
-  std::string pod_uid_;
+  PodPortTarget pod_;
   std::vector<Port> ports_;
   StrandEvent changed_;   // a port connected or ended, the client went away
   StrandEvent writable_;  // a write to the socket ended
@@ -93,7 +93,7 @@ asio::awaitable<void> ChannelForwarder::run(std::shared_ptr<ChannelForwarder> se
 
 asio::awaitable<void> ChannelForwarder::forward(std::shared_ptr<ChannelForwarder> self, size_t i) {
   Port& port = self->ports_[i];
-  auto dialing = dialPodPort(port.connection, port.number, self->pod_uid_);
+  auto dialing = dialPodPort(port.connection, port.number, self->pod_);
   const std::optional<std::string> failure = co_await std::move(dialing);
   port.connecting = false;
   port.open = !failure && !self->client_gone_;
@@ -198,14 +198,14 @@ base::StatusOr<std::vector<uint16_t>> webSocketForwardPorts(const HttpRequest& r
   return ports;
 }
 
-asio::awaitable<void> serveWebSocketPortForward(std::shared_ptr<HttpCall> call, std::string pod_uid,
+asio::awaitable<void> serveWebSocketPortForward(std::shared_ptr<HttpCall> call, PodPortTarget pod,
                                                 std::vector<uint16_t> ports) {
   auto accepting = call->acceptWebSocket({std::string(kPortForwardChannelProtocol)});
   std::unique_ptr<WebSocket> socket = co_await std::move(accepting);
   if (!socket) co_return;
   auto executor = co_await asio::this_coro::executor;
   auto forwarder =
-      std::make_shared<ChannelForwarder>(executor, std::move(socket), std::move(pod_uid), ports);
+      std::make_shared<ChannelForwarder>(executor, std::move(socket), std::move(pod), ports);
   auto running = ChannelForwarder::run(forwarder);
   co_await std::move(running);
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agent/server/http_server.h"
+#include "agent/server/pod_port.h"
 
 namespace nodeagent::agent {
 
@@ -29,7 +30,7 @@ base::StatusOr<std::vector<uint16_t>> webSocketForwardPorts(const HttpRequest& r
 
 // Upgrades the call to a WebSocket and forwards `ports` (from webSocketForwardPorts) until every
 // forward ended or the client went away. On the call's strand.
-asio::awaitable<void> serveWebSocketPortForward(std::shared_ptr<HttpCall> call, std::string pod_uid,
+asio::awaitable<void> serveWebSocketPortForward(std::shared_ptr<HttpCall> call, PodPortTarget pod,
                                                 std::vector<uint16_t> ports);
 
 }  // namespace nodeagent::agent

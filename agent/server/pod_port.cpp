@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -34,11 +35,41 @@ std::optional<uint16_t> parsePodPort(std::string_view s) {
   return static_cast<uint16_t>(value);
 }
 
+PodPortTarget PodPortTarget::of(const api::Pod& pod) {
+  PodPortTarget target;
+  target.uid = pod.metadata.uid;
+  target.host_network = pod.spec.host_network;
+  for (const auto* containers : {&pod.spec.containers, &pod.spec.init_containers}) {
+    for (const auto& c : *containers) {
+      for (const auto& p : c.ports) {
+        if (p.protocol == "TCP" && p.container_port > 0 && p.container_port <= 65535) {
+          target.declared.push_back(static_cast<uint16_t>(p.container_port));
+        }
+      }
+    }
+  }
+  return target;
+}
+
+bool PodPortTarget::allows(uint16_t port) const {
+  return host_network || std::find(declared.begin(), declared.end(), port) != declared.end();
+}
+
 asio::awaitable<std::optional<std::string>> dialPodPort(asio::ip::tcp::socket& socket,
-                                                        uint16_t port, std::string_view pod_uid) {
+                                                        uint16_t port, const PodPortTarget& pod) {
+  const std::string_view pod_uid = pod.uid;
+  if (!pod.allows(port)) {
+    std::string message = fmt::format(
+        "error forwarding port {} to pod {}, uid : port {} is not a containerPort of the pod "
+        "(its containers share the node's network: only declared ports are forwarded, any port "
+        "only for a hostNetwork pod)",
+        port, pod_uid, port);
+    log()->info("Refusing a port forward to an undeclared port port={} pod_uid={}", port, pod_uid);
+    co_return message;
+  }
   error_code ec;
-  const asio::ip::tcp::endpoint pod(asio::ip::address_v4::loopback(), port);
-  co_await socket.async_connect(pod, asio::redirect_error(asio::use_awaitable, ec));
+  const asio::ip::tcp::endpoint endpoint(asio::ip::address_v4::loopback(), port);
+  co_await socket.async_connect(endpoint, asio::redirect_error(asio::use_awaitable, ec));
   if (!ec) co_return std::nullopt;
   std::string message = fmt::format("error forwarding port {} to pod {}, uid : {}", port, pod_uid,
                                     dialError(port, ec));

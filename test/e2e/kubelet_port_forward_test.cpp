@@ -39,13 +39,15 @@ int countEntries(const std::string& dir) {
   return n - 2;
 }
 
-// The pod: python's HTTP server on `port` (loopback) serving `dir`.
-std::string webPod(int port, const std::filesystem::path& dir) {
+// The pod: python's HTTP server on `port` (loopback) serving `dir`; it declares `port` and
+// `closed_port` (where nothing listens), the ports a client may forward to.
+std::string webPod(int port, int closed_port, const std::filesystem::path& dir) {
   return "apiVersion: v1\nkind: Pod\nmetadata: {name: files, namespace: default}\nspec:\n"
          "  containers:\n  - name: http\n    image: python\n"
          "    command: [\"/usr/bin/python3\", \"-m\", \"http.server\", \"" +
          std::to_string(port) + "\", \"--bind\", \"127.0.0.1\", \"--directory\", \"" +
-         dir.string() + "\"]\n";
+         dir.string() + "\"]\n    ports:\n    - containerPort: " + std::to_string(port) +
+         "\n    - containerPort: " + std::to_string(closed_port) + "\n";
 }
 
 std::string randomBytes(size_t n) {
@@ -61,7 +63,7 @@ struct Setup {
     std::filesystem::create_directories(served);
     testing::writeFile(served / "hello.txt", "hello through the forward\n");
     testing::writeFile(served / "big.bin", big);
-    testing::writeFile(env.manifests / "files.yaml", webPod(pod_port, served));
+    testing::writeFile(env.manifests / "files.yaml", webPod(pod_port, closed_port, served));
     env.startAgent();
     // The server answers on its port once the container runs.
     const bool up = testing::eventually(
@@ -79,6 +81,9 @@ struct Setup {
             40s)) {
       FAIL("no mirror pod\n" << env.diagnostics());
     }
+    // The agent's first reviews open its connections to the apiserver for them: before the
+    // descriptors are counted.
+    for (int i = 0; i < 4; ++i) env.kubectl({"logs", pod, "--tail=1"});
   }
 
   std::string direct(const std::string& file) const {
@@ -123,6 +128,7 @@ struct Setup {
   std::filesystem::path served;
   const std::string big = randomBytes(4 * 1024 * 1024 + 123);
   const int pod_port = testing::unusedLoopbackPort();
+  const int closed_port = testing::unusedLoopbackPort();
   const std::string pod = KubeletEnv::mirrorName("files");
   std::atomic<int> fetches{0};
   int forwards = 0;
@@ -177,7 +183,7 @@ TEST_CASE(
   Setup s;
   const bool websockets = GENERATE(true, false);
   INFO("KUBECTL_PORT_FORWARD_WEBSOCKETS=" << websockets);
-  const int dead_port = testing::unusedLoopbackPort();
+  const int dead_port = s.closed_port;
   const int bad_local = testing::unusedLoopbackPort();
   const int good_local = testing::unusedLoopbackPort();
   auto kubectl = s.forward({std::to_string(bad_local) + ":" + std::to_string(dead_port),
@@ -273,7 +279,7 @@ TEST_CASE(
   options.protocols = {"v4.channel.k8s.io"};
   options.timeout = 30s;
   const std::string target = "/portForward/default/" + s.pod;
-  const int dead_port = testing::unusedLoopbackPort();
+  const int dead_port = s.closed_port;
   const int fds_before = s.fds();
 
   testing::WsClient ws;
@@ -295,6 +301,14 @@ TEST_CASE(
   CHECK_THAT(two.data[3], Catch::Contains("connection refused"));
   CHECK(two.data[1].empty());
   CHECK(two.data.count(2) == 0);
+
+  // A port the pod does not declare is not forwarded (its containers share the node's network).
+  const int undeclared = testing::unusedLoopbackPort();
+  testing::WsClient refused_port;
+  REQUIRE(
+      refused_port.connect(s.env.port, target + "?port=" + std::to_string(undeclared), options));
+  auto refused = readUntilClosed(refused_port);
+  CHECK_THAT(refused.data[1], Catch::Contains("is not a containerPort of the pod"));
 
   options.protocols.clear();  // no subprotocol: the same binary protocol
   checkBigFile(s, options, target);
