@@ -91,6 +91,9 @@ std::string configToml(const fs::path& dir, const fs::path& socket,
       << "[plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"" << d << "/opt\"\n"
       << "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
       << "  disable_tcp_service = true\n"
+      // Some machines (this project's VMs) refuse a negative oom_score_adj even to root, and
+      // containerd gives every sandbox -998: clamp to containerd's own score instead.
+      << "  restrict_oom_score_adj = true\n"
       << "  stream_server_address = \"127.0.0.1\"\n  stream_server_port = \"0\"\n"
       << "  sandbox_image = \"" << options.sandbox_image << "\"\n"
       << "  [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n"
@@ -308,6 +311,17 @@ void TestContainerd::importTestImages() {
     throw std::runtime_error("importing the test images failed (" + command + "):\n" +
                              readFile(out));
   }
+}
+
+std::map<pid_t, std::string> TestContainerd::containerProcesses() const {
+  ProcessTable table = readProcessTable();
+  const std::string address = "-address " + socket_path_.string() + " ";
+  std::map<pid_t, std::string> found;
+  for (pid_t pid : shimProcesses(socket_path_)) {
+    const std::string& cmd = table.cmdline[pid];
+    if ((cmd + " ").find(address) == std::string::npos) found[pid] = cmd;
+  }
+  return found;
 }
 
 void TestContainerd::stop() {

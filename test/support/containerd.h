@@ -10,7 +10,9 @@
 //
 // The config enables the CRI plugin with the overlayfs snapshotter, runc (io.containerd.runc.v2)
 // and the cgroupfs driver (SystemdCgroup = false), no CNI config (host-network pods only; the
-// runtime reports NetworkReady false) and the streaming server on 127.0.0.1.
+// runtime reports NetworkReady false), the streaming server on 127.0.0.1, and
+// restrict_oom_score_adj (an oom_score_adj below containerd's own is raised to it: machines that
+// refuse a negative score even to root cannot otherwise start a sandbox, which gets -998).
 //
 //   TEST_CASE("...") {
 //     nodeagent::testing::skipUnlessContainerdCanRun();  // first: a loud SKIPPED otherwise
@@ -31,6 +33,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 
 namespace nodeagent::testing {
@@ -77,6 +80,11 @@ class TestContainerd {
   // nodeagent.test/busybox-nonroot:1, nodeagent.test/pause:1) and imports them into this
   // containerd's k8s.io namespace. Throws std::runtime_error with the script's output on failure.
   void importTestImages();
+
+  // The processes running under this containerd's shims (the containers' processes, the
+  // sandboxes' pause processes), pid -> command line with spaces between the arguments. The
+  // shims themselves are not listed.
+  std::map<pid_t, std::string> containerProcesses() const;
 
   // Stops containerd, kills its shims and their processes, unmounts and removes the dir.
   // Idempotent.

@@ -2,7 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "agent/runtime/cri/api.grpc.pb.h"
+#include "agent/runtime/cri/cri_convert.h"
 
 namespace nodeagent::runtime::cri {
 
@@ -13,6 +16,9 @@ constexpr int kMaxMessageBytes = 16 * 1024 * 1024;
 
 // The CRI API version nodeagent speaks, sent in VersionRequest as kubelet does.
 constexpr const char* kCriApiVersion = "v1";
+
+namespace v1 = ::runtime::v1;
+using std::chrono::milliseconds;
 
 std::shared_ptr<grpc::Channel> makeChannel(const CriEndpoint& endpoint) {
   grpc::ChannelArguments args;
@@ -32,20 +38,27 @@ struct CriClient::Impl {
   std::unique_ptr<::runtime::v1::RuntimeService::Stub> runtime;
   std::unique_ptr<::runtime::v1::ImageService::Stub> image;
 
-  void prepare(grpc::ClientContext& context) const {
-    context.set_deadline(std::chrono::system_clock::now() + options.request_timeout);
-  }
-
-  base::Status failure(std::string_view method, const grpc::Status& status) const {
-    CallFailure failure{method,
-                        static_cast<int>(status.error_code()),
-                        status.error_message(),
-                        options.request_timeout,
-                        {}};
+  base::Status failure(std::string_view method, const grpc::Status& status,
+                       std::chrono::milliseconds timeout) const {
+    CallFailure failure{
+        method, static_cast<int>(status.error_code()), status.error_message(), timeout, {}};
     // gRPC reports every connection failure as UNAVAILABLE; a plain connect() tells them apart.
     if (failure.grpc_code == kGrpcUnavailable)
       failure.probe = probeUnixSocket(endpoint.socket_path);
     return criCallError(endpoint, failure);
+  }
+
+  // One unary call: `rpc(context)` with the request timeout plus `extra` (the part of the call
+  // the runtime spends waiting on purpose: a grace period, an exec's timeout) as its deadline.
+  template <typename Rpc>
+  base::Status call(std::string_view method, Rpc&& rpc,
+                    std::chrono::milliseconds extra = std::chrono::milliseconds::zero()) const {
+    grpc::ClientContext context;
+    const auto timeout = options.request_timeout + extra;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    grpc::Status status = rpc(context);
+    if (!status.ok()) return failure(method, status, timeout);
+    return base::okStatus();
   }
 };
 
@@ -78,13 +91,13 @@ CriClient::~CriClient() = default;
 const CriEndpoint& CriClient::endpoint() const { return impl_->endpoint; }
 
 base::StatusOr<RuntimeVersion> CriClient::version() {
-  grpc::ClientContext context;
-  impl_->prepare(context);
   ::runtime::v1::VersionRequest request;
   request.set_version(kCriApiVersion);
   ::runtime::v1::VersionResponse response;
-  grpc::Status status = impl_->runtime->Version(&context, request, &response);
-  if (!status.ok()) return impl_->failure("runtime.v1.RuntimeService/Version", status);
+  auto status = impl_->call("runtime.v1.RuntimeService/Version", [&](auto& context) {
+    return impl_->runtime->Version(&context, request, &response);
+  });
+  if (!status.ok()) return status;
   RuntimeVersion version{response.version(), response.runtime_name(), response.runtime_version(),
                          response.runtime_api_version()};
   if (auto check = checkRuntimeVersion(impl_->endpoint, version); !check.ok()) return check;
@@ -92,12 +105,12 @@ base::StatusOr<RuntimeVersion> CriClient::version() {
 }
 
 base::StatusOr<RuntimeStatus> CriClient::status() {
-  grpc::ClientContext context;
-  impl_->prepare(context);
   ::runtime::v1::StatusRequest request;
   ::runtime::v1::StatusResponse response;
-  grpc::Status status = impl_->runtime->Status(&context, request, &response);
-  if (!status.ok()) return impl_->failure("runtime.v1.RuntimeService/Status", status);
+  auto status = impl_->call("runtime.v1.RuntimeService/Status", [&](auto& context) {
+    return impl_->runtime->Status(&context, request, &response);
+  });
+  if (!status.ok()) return status;
   RuntimeStatus result;
   for (const auto& c : response.status().conditions()) {
     result.conditions.push_back({c.type(), c.status(), c.reason(), c.message()});
@@ -106,23 +119,194 @@ base::StatusOr<RuntimeStatus> CriClient::status() {
 }
 
 base::StatusOr<std::optional<ImageInfo>> CriClient::imageStatus(const std::string& image) {
-  grpc::ClientContext context;
-  impl_->prepare(context);
   ::runtime::v1::ImageStatusRequest request;
   request.mutable_image()->set_image(image);
   ::runtime::v1::ImageStatusResponse response;
-  grpc::Status status = impl_->image->ImageStatus(&context, request, &response);
-  if (!status.ok()) return impl_->failure("runtime.v1.ImageService/ImageStatus", status);
+  auto status = impl_->call("runtime.v1.ImageService/ImageStatus", [&](auto& context) {
+    return impl_->image->ImageStatus(&context, request, &response);
+  });
+  if (!status.ok()) return status;
   if (!response.has_image() || response.image().id().empty()) return std::optional<ImageInfo>();
-  const auto& found = response.image();
-  ImageInfo info{found.id(),
-                 {found.repo_tags().begin(), found.repo_tags().end()},
-                 {found.repo_digests().begin(), found.repo_digests().end()},
-                 found.size(),
-                 std::nullopt,
-                 found.username()};
-  if (found.has_uid()) info.uid = found.uid().value();
+  ImageInfo info = fromProto(response.image());
   return std::optional<ImageInfo>(std::move(info));
+}
+
+// ---- Pod sandboxes ----
+
+base::StatusOr<std::string> CriClient::runPodSandbox(const PodSandboxConfig& config) {
+  v1::RunPodSandboxRequest request;
+  toProto(config, request.mutable_config());
+  v1::RunPodSandboxResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/RunPodSandbox", [&](auto& context) {
+    return impl_->runtime->RunPodSandbox(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.pod_sandbox_id();
+}
+
+base::Status CriClient::stopPodSandbox(const std::string& sandbox_id) {
+  v1::StopPodSandboxRequest request;
+  request.set_pod_sandbox_id(sandbox_id);
+  v1::StopPodSandboxResponse response;
+  return impl_->call("runtime.v1.RuntimeService/StopPodSandbox", [&](auto& context) {
+    return impl_->runtime->StopPodSandbox(&context, request, &response);
+  });
+}
+
+base::Status CriClient::removePodSandbox(const std::string& sandbox_id) {
+  v1::RemovePodSandboxRequest request;
+  request.set_pod_sandbox_id(sandbox_id);
+  v1::RemovePodSandboxResponse response;
+  return impl_->call("runtime.v1.RuntimeService/RemovePodSandbox", [&](auto& context) {
+    return impl_->runtime->RemovePodSandbox(&context, request, &response);
+  });
+}
+
+base::StatusOr<PodSandboxStatus> CriClient::podSandboxStatus(const std::string& sandbox_id) {
+  v1::PodSandboxStatusRequest request;
+  request.set_pod_sandbox_id(sandbox_id);
+  v1::PodSandboxStatusResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/PodSandboxStatus", [&](auto& context) {
+    return impl_->runtime->PodSandboxStatus(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return fromProto(response.status());
+}
+
+base::StatusOr<std::vector<PodSandbox>> CriClient::listPodSandbox(const PodSandboxFilter& filter) {
+  v1::ListPodSandboxRequest request;
+  toProto(filter, request.mutable_filter());
+  v1::ListPodSandboxResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/ListPodSandbox", [&](auto& context) {
+    return impl_->runtime->ListPodSandbox(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  std::vector<PodSandbox> sandboxes;
+  for (const auto& item : response.items()) sandboxes.push_back(fromProto(item));
+  return sandboxes;
+}
+
+// ---- Containers ----
+
+base::StatusOr<std::string> CriClient::createContainer(const std::string& sandbox_id,
+                                                       const ContainerConfig& config,
+                                                       const PodSandboxConfig& sandbox_config) {
+  v1::CreateContainerRequest request;
+  request.set_pod_sandbox_id(sandbox_id);
+  toProto(config, request.mutable_config());
+  toProto(sandbox_config, request.mutable_sandbox_config());
+  v1::CreateContainerResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/CreateContainer", [&](auto& context) {
+    return impl_->runtime->CreateContainer(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.container_id();
+}
+
+base::Status CriClient::startContainer(const std::string& container_id) {
+  v1::StartContainerRequest request;
+  request.set_container_id(container_id);
+  v1::StartContainerResponse response;
+  return impl_->call("runtime.v1.RuntimeService/StartContainer", [&](auto& context) {
+    return impl_->runtime->StartContainer(&context, request, &response);
+  });
+}
+
+base::Status CriClient::stopContainer(const std::string& container_id,
+                                      std::chrono::seconds timeout) {
+  v1::StopContainerRequest request;
+  request.set_container_id(container_id);
+  request.set_timeout(timeout.count());
+  v1::StopContainerResponse response;
+  return impl_->call(
+      "runtime.v1.RuntimeService/StopContainer",
+      [&](auto& context) { return impl_->runtime->StopContainer(&context, request, &response); },
+      std::max(milliseconds(timeout), milliseconds::zero()));
+}
+
+base::Status CriClient::removeContainer(const std::string& container_id) {
+  v1::RemoveContainerRequest request;
+  request.set_container_id(container_id);
+  v1::RemoveContainerResponse response;
+  return impl_->call("runtime.v1.RuntimeService/RemoveContainer", [&](auto& context) {
+    return impl_->runtime->RemoveContainer(&context, request, &response);
+  });
+}
+
+base::StatusOr<std::vector<Container>> CriClient::listContainers(const ContainerFilter& filter) {
+  v1::ListContainersRequest request;
+  toProto(filter, request.mutable_filter());
+  v1::ListContainersResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/ListContainers", [&](auto& context) {
+    return impl_->runtime->ListContainers(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  std::vector<Container> containers;
+  for (const auto& item : response.containers()) containers.push_back(fromProto(item));
+  return containers;
+}
+
+base::StatusOr<ContainerStatus> CriClient::containerStatus(const std::string& container_id) {
+  v1::ContainerStatusRequest request;
+  request.set_container_id(container_id);
+  v1::ContainerStatusResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/ContainerStatus", [&](auto& context) {
+    return impl_->runtime->ContainerStatus(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return fromProto(response.status());
+}
+
+base::Status CriClient::reopenContainerLog(const std::string& container_id) {
+  v1::ReopenContainerLogRequest request;
+  request.set_container_id(container_id);
+  v1::ReopenContainerLogResponse response;
+  return impl_->call("runtime.v1.RuntimeService/ReopenContainerLog", [&](auto& context) {
+    return impl_->runtime->ReopenContainerLog(&context, request, &response);
+  });
+}
+
+base::StatusOr<ExecSyncResult> CriClient::execSync(const std::string& container_id,
+                                                   const std::vector<std::string>& cmd,
+                                                   std::chrono::seconds timeout) {
+  v1::ExecSyncRequest request;
+  request.set_container_id(container_id);
+  request.mutable_cmd()->Add(cmd.begin(), cmd.end());
+  request.set_timeout(timeout.count());
+  v1::ExecSyncResponse response;
+  auto status = impl_->call(
+      "runtime.v1.RuntimeService/ExecSync",
+      [&](auto& context) { return impl_->runtime->ExecSync(&context, request, &response); },
+      std::max(milliseconds(timeout), milliseconds::zero()));
+  if (!status.ok()) return status;
+  return ExecSyncResult{response.stdout(), response.stderr(), response.exit_code()};
+}
+
+// ---- Images ----
+
+base::StatusOr<std::string> CriClient::pullImage(const std::string& image,
+                                                 const std::optional<AuthConfig>& auth) {
+  v1::PullImageRequest request;
+  request.mutable_image()->set_image(image);
+  if (auth) toProto(*auth, request.mutable_auth());
+  v1::PullImageResponse response;
+  auto status = impl_->call("runtime.v1.ImageService/PullImage", [&](auto& context) {
+    return impl_->image->PullImage(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.image_ref();
+}
+
+base::StatusOr<std::vector<ImageInfo>> CriClient::listImages() {
+  v1::ListImagesRequest request;
+  v1::ListImagesResponse response;
+  auto status = impl_->call("runtime.v1.ImageService/ListImages", [&](auto& context) {
+    return impl_->image->ListImages(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  std::vector<ImageInfo> images;
+  for (const auto& item : response.images()) images.push_back(fromProto(item));
+  return images;
 }
 
 base::Status checkRuntimeVersion(const CriEndpoint& endpoint, const RuntimeVersion& version) {

@@ -12,7 +12,7 @@
 // Errors: every failed call is a base::Status that names the endpoint and the method and says what
 // went wrong (cri_endpoint.h): no socket, nothing listening, not a gRPC server, not a CRI v1
 // runtime (UNIMPLEMENTED), no answer within the timeout; other runtime errors keep gRPC's code and
-// message.
+// message; an id the runtime does not know is NotFound (containerd says so).
 #pragma once
 
 #include <chrono>
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "agent/runtime/cri/cri_endpoint.h"
+#include "agent/runtime/cri/cri_types.h"
 #include "base/status.h"
 
 namespace nodeagent::runtime::cri {
@@ -92,6 +93,52 @@ class CriClient {
   // ImageService.ImageStatus (blocking): the image `image` names (a reference such as
   // "nodeagent.test/busybox:1", or an image ID), or nullopt when the runtime does not have it.
   base::StatusOr<std::optional<ImageInfo>> imageStatus(const std::string& image);
+
+  // ---- Pod sandboxes (all blocking) ----
+
+  // RunPodSandbox: creates and starts the sandbox (its pause container, its namespaces) and
+  // returns its id. The runtime handler is the runtime's default.
+  base::StatusOr<std::string> runPodSandbox(const PodSandboxConfig& config);
+  // StopPodSandbox: stops every container of the sandbox and the sandbox itself (idempotent).
+  base::Status stopPodSandbox(const std::string& sandbox_id);
+  // RemovePodSandbox: removes a stopped sandbox and its containers (idempotent).
+  base::Status removePodSandbox(const std::string& sandbox_id);
+  base::StatusOr<PodSandboxStatus> podSandboxStatus(const std::string& sandbox_id);
+  base::StatusOr<std::vector<PodSandbox>> listPodSandbox(const PodSandboxFilter& filter = {});
+
+  // ---- Containers (all blocking) ----
+
+  // CreateContainer in the sandbox `sandbox_id`, which `sandbox_config` created (the runtime
+  // reads the log directory and namespaces from it). Returns the container's id.
+  base::StatusOr<std::string> createContainer(const std::string& sandbox_id,
+                                              const ContainerConfig& config,
+                                              const PodSandboxConfig& sandbox_config);
+  base::Status startContainer(const std::string& container_id);
+  // StopContainer: SIGTERM (or the image's StopSignal), SIGKILL after `timeout` (the grace
+  // period). The call lasts up to the grace period, so the request deadline is extended by it.
+  base::Status stopContainer(const std::string& container_id, std::chrono::seconds timeout);
+  base::Status removeContainer(const std::string& container_id);
+  base::StatusOr<std::vector<Container>> listContainers(const ContainerFilter& filter = {});
+  base::StatusOr<ContainerStatus> containerStatus(const std::string& container_id);
+  // ReopenContainerLog: the runtime reopens the container's log file (after a rotation moved it).
+  base::Status reopenContainerLog(const std::string& container_id);
+
+  // ExecSync: runs `cmd` in the container and waits for it, up to `timeout` (zero: no limit of
+  // its own, the request deadline still applies; a positive one extends the deadline by it).
+  // A command that runs and exits non-zero is a result, not an error.
+  base::StatusOr<ExecSyncResult> execSync(const std::string& container_id,
+                                          const std::vector<std::string>& cmd,
+                                          std::chrono::seconds timeout);
+
+  // ---- Images (all blocking) ----
+
+  // PullImage: returns the image's ref (its id). `auth` carries registry credentials (never
+  // logged). kubelet pulls without a deadline; here the request timeout bounds a pull too.
+  base::StatusOr<std::string> pullImage(const std::string& image,
+                                        const std::optional<AuthConfig>& auth = std::nullopt);
+  // ListImages: every image the runtime holds (CRI's filter is not offered: containerd 1.6
+  // ignores it; imageStatus finds one image).
+  base::StatusOr<std::vector<ImageInfo>> listImages();
 
  private:
   struct Impl;
