@@ -304,3 +304,56 @@ TEST_CASE("cri client: ListImages shows the imported images and a pull from nowh
   CHECK(contains(pulled.status().message(), "127.0.0.1:1"));
   CHECK_FALSE(contains(pulled.status().message(), "secret"));
 }
+
+TEST_CASE("cri client: a container's env, working dir, mounts, user and read-only root reach it",
+          "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  auto client = makeClient(containerd);
+
+  const fs::path log_dir = containerd.dir() / "pods" / "default_web_uid-1234";
+  fs::create_directories(log_dir / "main");
+  const fs::path data = containerd.dir() / "data";
+  fs::create_directories(data);
+  testing::writeFile(data / "greeting", "from the host\n");
+  const PodSandboxConfig sandbox = hostNetworkSandbox(log_dir);
+  const std::string sandbox_id = runSandbox(*client, sandbox);
+
+  ContainerConfig config = busyboxContainer(sandbox);
+  config.args = {"sleep 3600"};
+  config.working_dir = "/tmp";
+  config.mounts = {{"/data", data.string(), true},
+                   {"/tmp", (containerd.dir() / "scratch").string(), false}};
+  fs::create_directories(containerd.dir() / "scratch");
+  config.security_context.run_as_user = 1000;
+  config.security_context.run_as_group = 2000;
+  config.security_context.readonly_rootfs = true;
+  config.security_context.drop_capabilities = {"ALL"};
+  auto container_id = client->createContainer(sandbox_id, config, sandbox);
+  INFO(container_id.status().message());
+  REQUIRE(container_id.ok());
+  REQUIRE(client->startContainer(*container_id).ok());
+
+  auto run = [&](const std::string& script) {
+    auto result = client->execSync(*container_id, {"sh", "-c", script}, std::chrono::seconds(10));
+    REQUIRE(result.ok());
+    return *result;
+  };
+  CHECK(run("echo $GREETING").stdout_bytes == "hello\n");
+  CHECK(run("pwd").stdout_bytes == "/tmp\n");
+  CHECK(run("id -u; id -g").stdout_bytes == "1000\n2000\n");
+  CHECK(run("cat /data/greeting").stdout_bytes == "from the host\n");
+  CHECK(run("echo x > /data/new").exit_code != 0);  // a read-only mount
+  CHECK(run("echo x > /new").exit_code != 0);       // a read-only root
+  CHECK(run("grep CapEff /proc/self/status").stdout_bytes == "CapEff:\t0000000000000000\n");
+  auto status = client->containerStatus(*container_id);
+  REQUIRE(status.ok());
+  CHECK(std::find(status->mounts.begin(), status->mounts.end(),
+                  Mount{"/data", data.string(), true}) != status->mounts.end());
+
+  REQUIRE(client->stopPodSandbox(sandbox_id).ok());
+  CHECK(stateOf(*client, *container_id) == ContainerState::kExited);
+  REQUIRE(client->removePodSandbox(sandbox_id).ok());
+  CHECK(containerIds(*client).empty());
+}
