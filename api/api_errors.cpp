@@ -10,7 +10,9 @@ namespace {
 constexpr std::string_view kMarker = " [apiserver code=";
 constexpr size_t kMaxBodyInMessage = 512;
 
-std::string defaultReason(int http_code) {
+}  // namespace
+
+std::string statusReasonForCode(int http_code) {
   switch (http_code) {
     case 400:
       return "BadRequest";
@@ -28,6 +30,8 @@ std::string defaultReason(int http_code) {
       return "Conflict";
     case 410:
       return "Expired";
+    case 413:
+      return "RequestEntityTooLarge";
     case 415:
       return "UnsupportedMediaType";
     case 422:
@@ -44,6 +48,8 @@ std::string defaultReason(int http_code) {
       return http_code >= 500 ? "InternalError" : "Unknown";
   }
 }
+
+namespace {
 
 // Reasons end up in a space-separated tail: keep them to one token.
 std::string sanitizeReason(std::string_view reason) {
@@ -124,7 +130,7 @@ base::StatusCode statusCodeForApiError(int http_code, std::string_view reason) {
 
 base::Status makeApiErrorStatus(std::string_view what, const ApiError& error) {
   std::string reason = sanitizeReason(error.reason);
-  if (reason.empty()) reason = defaultReason(error.http_code);
+  if (reason.empty()) reason = statusReasonForCode(error.http_code);
   std::string msg(what);
   if (!msg.empty()) msg += ": ";
   msg += error.message.empty() ? ("HTTP " + std::to_string(error.http_code)) : error.message;

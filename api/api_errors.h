@@ -29,6 +29,10 @@ struct ApiError {
 // The base::StatusCode for an HTTP status and reason.
 base::StatusCode statusCodeForApiError(int http_code, std::string_view reason);
 
+// metav1.StatusReason of an HTTP code as kube-apiserver names it ("NotFound" for 404, ...;
+// "InternalError" for another 5xx, "Unknown" otherwise).
+std::string statusReasonForCode(int http_code);
+
 // Builds the Status for an error response. `body` may be a metav1.Status JSON, any other text or
 // empty; `what` names the request ("GET /api/v1/pods") and prefixes the message.
 base::Status apiErrorStatus(std::string_view what, int http_code, std::string_view body,

@@ -5,34 +5,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/api_errors.h"
 #include "api/rest_client.h"
 #include "base/strings.h"
 
 namespace nodeagent::agent {
-namespace {
-
-std::string_view reasonFor(int code) {
-  switch (code) {
-    case 400:
-      return "BadRequest";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "NotFound";
-    case 405:
-      return "MethodNotAllowed";
-    case 409:
-      return "Conflict";
-    case 503:
-      return "ServiceUnavailable";
-    default:
-      return "InternalError";
-  }
-}
-
-}  // namespace
 
 std::vector<std::pair<std::string, std::string>> parseQuery(std::string_view query) {
   auto pairs = api::parseQuery(query);
@@ -79,8 +56,8 @@ std::string statusJson(int code, std::string_view reason, std::string_view messa
 }
 
 HttpResponse statusResponse(int code, std::string_view message) {
-  return HttpResponse{code, "application/json", statusJson(code, reasonFor(code), message),
-                      nullptr};
+  return HttpResponse{code, "application/json",
+                      statusJson(code, api::statusReasonForCode(code), message), nullptr};
 }
 
 }  // namespace nodeagent::agent
