@@ -58,15 +58,6 @@ spec:
     command: ["sh", "-c", "echo run-$$; exit 1"]
 )";
 
-int countEntries(const std::string& dir) {
-  int n = 0;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n - 2;
-}
-
 std::string mirrorName(const std::string& pod) { return KubeletEnv::mirrorName(pod); }
 
 }  // namespace
@@ -221,8 +212,8 @@ TEST_CASE(
   REQUIRE(deleted);
   CHECK(deleted->status == 405);
   CHECK(json::parse(deleted->body)["reason"] == "MethodNotAllowed");
-  auto put = env.direct(&ops)->Put("/exec/default/" + mirrorName("web") + "/side?command=true",
-                                   "", "text/plain");
+  auto put = env.direct(&ops)->Put("/exec/default/" + mirrorName("web") + "/side?command=true", "",
+                                   "text/plain");
   REQUIRE(put);
   CHECK(put->status == 405);
 
@@ -269,8 +260,8 @@ TEST_CASE(
   const std::string proc = "/proc/" + std::to_string(env.agent->pid());
   // Settle: the first requests open the apiserver connections the agent keeps.
   REQUIRE(env.kubectl({"exec", web, "-c", "side", "--", "true"}).exit_code == 0);
-  const int fds_before = countEntries(proc + "/fd");
-  const int threads_before = countEntries(proc + "/task");
+  const int fds_before = testing::countEntries(proc + "/fd");
+  const int threads_before = testing::countEntries(proc + "/task");
 
   std::vector<std::unique_ptr<testing::ChildProcess>> follows;
   for (int i = 0; i < 50; ++i) {
@@ -305,11 +296,12 @@ TEST_CASE(
   // Closed streams are noticed within the follow check period; descriptors and threads go back.
   CHECK(testing::eventually(
       [&] {
-        return countEntries(proc + "/fd") <= fds_before + 2 &&
-               countEntries(proc + "/task") <= threads_before;
+        return testing::countEntries(proc + "/fd") <= fds_before + 2 &&
+               testing::countEntries(proc + "/task") <= threads_before;
       },
       30s));
-  INFO("fds before " << fds_before << " after " << countEntries(proc + "/fd") << ", threads before "
-                     << threads_before << " after " << countEntries(proc + "/task"));
+  INFO("fds before " << fds_before << " after " << testing::countEntries(proc + "/fd")
+                     << ", threads before " << threads_before << " after "
+                     << testing::countEntries(proc + "/task"));
   CHECK(env.agent->running());
 }

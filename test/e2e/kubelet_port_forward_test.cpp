@@ -30,15 +30,6 @@ using testing::KubeletEnv;
 
 namespace {
 
-int countEntries(const std::string& dir) {
-  int n = 0;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n - 2;
-}
-
 // The pod: python's HTTP server on `port` (loopback) serving `dir`; it declares `port` and
 // `closed_port` (where nothing listens), the ports a client may forward to.
 std::string webPod(int port, int closed_port, const std::filesystem::path& dir) {
@@ -122,7 +113,9 @@ struct Setup {
     return testing::readFile(out);
   }
 
-  int fds() const { return countEntries("/proc/" + std::to_string(env.agent->pid()) + "/fd"); }
+  int fds() const {
+    return testing::countEntries("/proc/" + std::to_string(env.agent->pid()) + "/fd");
+  }
 
   KubeletEnv env;
   std::filesystem::path served;

@@ -63,4 +63,14 @@ std::filesystem::path testDataPath(const std::string& relative) {
   return std::filesystem::path(NODEAGENT_TEST_DATA_DIR) / relative;
 }
 
+int countEntries(const std::filesystem::path& dir) {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace nodeagent::testing

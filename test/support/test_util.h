@@ -31,6 +31,10 @@ bool eventually(const std::function<bool()>& pred,
 void writeFile(const std::filesystem::path& path, const std::string& content);
 std::string readFile(const std::filesystem::path& path);
 
+// The entries of a directory (without . and ..); 0 when it cannot be read. A process's open
+// descriptors are countEntries("/proc/<pid>/fd"), its threads countEntries("/proc/<pid>/task").
+int countEntries(const std::filesystem::path& dir);
+
 // Paths of the built binaries and the checked-in test data.
 std::filesystem::path binaryPath(const std::string& name);
 std::filesystem::path testDataPath(const std::string& relative);
