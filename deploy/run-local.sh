@@ -49,6 +49,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" 
 cmake --build build --target nodeagent nodeagent-shim test-apiserver
 
 port="${NODEAGENT_READ_ONLY_PORT:-10255}"
+# The kubelet API (HTTPS, authenticated: every request is refused until the agent is given a
+# --client-ca-file or a --kubeconfig for token reviews); NODEAGENT_PORT=0 turns it off.
+api_port="${NODEAGENT_PORT:-10250}"
 mkdir -p "$state/root" "$state/logs"
 cat <<MSG
 run-local: nodeagent on $repo/deploy/examples/manifests
@@ -64,6 +67,7 @@ exec ./build/nodeagent \
   --root-dir="$state/root" \
   --pod-log-dir="$state/logs" \
   --read-only-port="$port" \
+  --port="$api_port" \
   --healthz-port=0 \
   --file-check-frequency=20s \
   "$@"
