@@ -1,0 +1,468 @@
+#include "agent/runtime/cri/cri_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <system_error>
+#include <tuple>
+#include <utility>
+
+#include "agent/runtime/process_runtime_state.h"  // runAll
+#include "base/blocking.h"
+
+namespace nodeagent::runtime {
+
+namespace {
+
+base::SystemTime criTime(int64_t nanos) {
+  if (nanos <= 0) return base::SystemTime{};
+  return base::SystemTime(
+      std::chrono::duration_cast<base::SystemTime::duration>(std::chrono::nanoseconds(nanos)));
+}
+
+ContainerState fromCri(cri::ContainerState state) {
+  switch (state) {
+    case cri::ContainerState::kCreated:
+      return ContainerState::kCreated;
+    case cri::ContainerState::kRunning:
+      return ContainerState::kRunning;
+    case cri::ContainerState::kExited:
+      return ContainerState::kExited;
+    case cri::ContainerState::kUnknown:
+      break;
+  }
+  return ContainerState::kUnknown;
+}
+
+std::string valueOr(const cri::StringMap& map, const std::string& key, std::string fallback = {}) {
+  auto it = map.find(key);
+  return it == map.end() ? fallback : it->second;
+}
+
+int64_t intValue(const cri::StringMap& map, const std::string& key, int64_t fallback) {
+  auto it = map.find(key);
+  if (it == map.end()) return fallback;
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+// For now every sandbox, and every container in it, uses the node's namespaces: host-network
+// pods need no CNI. Pods with their own network come with the CNI work.
+cri::NamespaceOptions nodeNamespaces() {
+  cri::NamespaceOptions options;
+  options.network = cri::NamespaceMode::kNode;
+  return options;
+}
+
+cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config) {
+  cri::PodSandboxConfig out;
+  out.metadata = {config.name, config.uid, config.namespace_, config.attempt};
+  out.namespace_options = nodeNamespaces();
+  // kubelet sets a hostname only for a pod with a UTS namespace of its own, which a host-network
+  // pod does not have (runc refuses to set one).
+  if (out.namespace_options.network != cri::NamespaceMode::kNode) out.hostname = config.hostname;
+  out.log_directory = config.log_directory.string();
+  out.labels = cri::StringMap(config.labels.begin(), config.labels.end());
+  out.labels[kPodNameLabel] = config.name;
+  out.labels[kPodNamespaceLabel] = config.namespace_;
+  out.labels[kPodUidLabel] = config.uid;
+  out.annotations = cri::StringMap(config.annotations.begin(), config.annotations.end());
+  return out;
+}
+
+bool isNotFound(const base::Status& status) { return status.code() == base::StatusCode::kNotFound; }
+
+std::string joinErrors(const std::vector<base::Status>& results) {
+  std::string errors;
+  for (const auto& s : results) {
+    if (!s.ok() && !isNotFound(s)) errors += (errors.empty() ? "" : "; ") + s.message();
+  }
+  return errors;
+}
+
+}  // namespace
+
+CriRuntime::CriRuntime(std::shared_ptr<cri::CriClient> client, CriRuntimeOptions options)
+    : client_(std::move(client)), options_(std::move(options)) {}
+
+CriRuntime::~CriRuntime() = default;
+
+std::string CriRuntime::type() const {
+  std::lock_guard lock(mu_);
+  return runtime_name_.empty() ? std::string("remote") : runtime_name_;
+}
+
+std::string CriRuntime::runtimeVersion() const {
+  std::lock_guard lock(mu_);
+  return runtime_version_;
+}
+
+base::Status CriRuntime::recover() {
+  auto version = client_->version();
+  if (!version.ok()) return version.status();
+  std::lock_guard lock(mu_);
+  runtime_name_ = version->runtime_name;
+  runtime_version_ = version->runtime_version;
+  return base::okStatus();
+}
+
+asio::awaitable<base::StatusOr<std::string>> CriRuntime::runPodSandbox(PodSandboxConfig config) {
+  auto client = client_;
+  auto run = [client, config = std::move(config)]() -> base::StatusOr<std::string> {
+    std::error_code ec;
+    std::filesystem::create_directories(config.log_directory, ec);
+    if (ec) {
+      return base::unknownError("creating pod log directory " + config.log_directory.string() +
+                                ": " + ec.message());
+    }
+    return client->runPodSandbox(toCriSandbox(config));
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(run));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::Status> CriRuntime::stopPodSandbox(std::string id) {
+  auto client = client_;
+  auto stop = [client, id = std::move(id)]() -> base::Status {
+    auto status = client->stopPodSandbox(id);
+    return isNotFound(status) ? base::okStatus() : status;
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(stop));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::Status> CriRuntime::removePodSandbox(std::string id) {
+  auto client = client_;
+  auto remove = [client, id = std::move(id)]() -> base::Status {
+    auto status = client->removePodSandbox(id);
+    return isNotFound(status) ? base::okStatus() : status;
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(remove));
+  co_return co_await std::move(task);
+}
+
+void CriRuntime::setEventHandler(ContainerEventHandler handler) {
+  std::lock_guard lock(mu_);
+  event_handler_ = std::move(handler);
+}
+
+void CriRuntime::setPreStopHookRunner(PreStopHookRunner runner) {
+  std::lock_guard lock(mu_);
+  pre_stop_runner_ = std::move(runner);
+}
+
+asio::awaitable<base::StatusOr<std::vector<Pod>>> CriRuntime::getPods(bool all) {
+  auto list = [this, all]() -> base::StatusOr<std::vector<Pod>> {
+    cri::ContainerFilter filter;
+    if (!all) filter.state = cri::ContainerState::kRunning;
+    auto containers = client_->listContainers(filter);
+    if (!containers.ok()) return containers.status();
+    const std::string type_name = type();
+    std::map<std::string, Pod> pods;
+    for (const auto& c : *containers) {
+      const std::string uid = valueOr(c.labels, kPodUidLabel);
+      if (uid.empty()) continue;
+      Pod& pod = pods[uid];
+      pod.uid = uid;
+      pod.name = valueOr(c.labels, kPodNameLabel);
+      pod.namespace_ = valueOr(c.labels, kPodNamespaceLabel);
+      pod.containers.push_back(Container{
+          ContainerId{type_name, c.id}, valueOr(c.labels, kContainerNameLabel, c.metadata.name),
+          c.image, hashFromHex(valueOr(c.annotations, kContainerHashAnnotation)),
+          fromCri(c.state)});
+    }
+    std::vector<Pod> out;
+    for (auto& [uid, pod] : pods) out.push_back(std::move(pod));
+    return out;
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(list));
+  co_return co_await std::move(task);
+}
+
+ContainerStatus CriRuntime::toRuntimeStatus(const cri::ContainerStatus& s) const {
+  ContainerStatus out;
+  out.id = ContainerId{type(), s.id};
+  out.name = valueOr(s.labels, kContainerNameLabel, s.metadata.name);
+  out.state = fromCri(s.state);
+  out.created_at = criTime(s.created_at);
+  out.started_at = criTime(s.started_at);
+  out.finished_at = criTime(s.finished_at);
+  out.exit_code = s.exit_code;
+  out.reason = s.reason;
+  out.message = s.message;
+  out.image = s.image;
+  out.hash = hashFromHex(valueOr(s.annotations, kContainerHashAnnotation));
+  out.restart_count = static_cast<int>(
+      intValue(s.annotations, kContainerRestartCountAnnotation, s.metadata.attempt));
+  out.log_path = s.log_path;
+  return out;
+}
+
+base::StatusOr<PodStatus> CriRuntime::podStatusBlocking(const std::string& uid) {
+  PodStatus status;
+  cri::PodSandboxFilter sandbox_filter;
+  sandbox_filter.label_selector = {{kPodUidLabel, uid}};
+  auto sandboxes = client_->listPodSandbox(sandbox_filter);
+  if (!sandboxes.ok()) return sandboxes.status();
+  for (const auto& sandbox : *sandboxes) {
+    auto s = client_->podSandboxStatus(sandbox.id);
+    if (isNotFound(s.status())) continue;  // removed meanwhile
+    if (!s.ok()) return s.status();
+    status.sandbox_statuses.push_back(PodSandboxStatus{
+        s->id,
+        s->state == cri::PodSandboxState::kReady ? SandboxState::kReady : SandboxState::kNotReady,
+        s->metadata.attempt, criTime(s->created_at)});
+    if (!s->ip.empty() && status.ips.empty()) status.ips.push_back(s->ip);
+  }
+  cri::ContainerFilter container_filter;
+  container_filter.label_selector = {{kPodUidLabel, uid}};
+  auto containers = client_->listContainers(container_filter);
+  if (!containers.ok()) return containers.status();
+  for (const auto& c : *containers) {
+    auto s = client_->containerStatus(c.id);
+    if (isNotFound(s.status())) continue;
+    if (!s.ok()) return s.status();
+    status.container_statuses.push_back(toRuntimeStatus(*s));
+  }
+  return status;
+}
+
+asio::awaitable<base::StatusOr<PodStatus>> CriRuntime::getPodStatus(std::string uid,
+                                                                    std::string name,
+                                                                    std::string namespace_) {
+  auto read = [this, uid]() { return podStatusBlocking(uid); };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(read));
+  auto result = co_await std::move(task);
+  if (!result.ok()) co_return result.status();
+  PodStatus status = *std::move(result);
+  status.uid = std::move(uid);
+  status.name = std::move(name);
+  status.namespace_ = std::move(namespace_);
+  std::sort(status.sandbox_statuses.begin(), status.sandbox_statuses.end(),
+            [](const PodSandboxStatus& a, const PodSandboxStatus& b) {
+              return std::tie(a.created_at, a.attempt) > std::tie(b.created_at, b.attempt);
+            });
+  std::sort(status.container_statuses.begin(), status.container_statuses.end(),
+            [](const ContainerStatus& a, const ContainerStatus& b) {
+              return std::tie(a.created_at, a.restart_count) >
+                     std::tie(b.created_at, b.restart_count);
+            });
+  co_return status;
+}
+
+namespace {
+
+std::vector<std::string> expandAll(const std::vector<std::string>& words,
+                                   const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::string> out;
+  out.reserve(words.size());
+  for (const auto& word : words) out.push_back(expandVars(word, env));
+  return out;
+}
+
+// kubelet's generateContainerConfig, as far as nodeagent goes for now.
+base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
+                                                     const api::Container& container, int attempt,
+                                                     const StartContainerOptions& options) {
+  auto env = buildContainerEnv(pod, container, options);
+  if (!env.ok()) return env.status();
+  cri::ContainerConfig config;
+  config.metadata = {container.name, static_cast<uint32_t>(attempt)};
+  config.image = options.image.empty() ? container.image : options.image;
+  config.command = expandAll(container.command, *env);
+  config.args = expandAll(container.args, *env);
+  config.working_dir = container.working_dir;
+  for (const auto& [name, value] : *env) config.envs.push_back({name, value});
+  for (const auto& m : options.mounts) {
+    config.mounts.push_back({m.container_path, m.host_path.string(), m.read_only});
+  }
+  config.labels = {{kPodNameLabel, pod.metadata.name},
+                   {kPodNamespaceLabel, pod.metadata.namespace_},
+                   {kPodUidLabel, pod.metadata.uid},
+                   {kContainerNameLabel, container.name}};
+  config.annotations = {
+      {kContainerHashAnnotation, hashToHex(container.hash)},
+      {kContainerRestartCountAnnotation, std::to_string(attempt)},
+      {kPodTerminationGracePeriodAnnotation, std::to_string(podGracePeriodSeconds(pod))}};
+  config.log_path = buildContainerLogPath("", container.name, attempt).string();
+  config.stdin_open = container.stdin;
+  config.stdin_once = container.stdin_once;
+  config.tty = container.tty;
+  const auto& r = options.resources;
+  config.resources = {r.cpu_period, r.cpu_quota, r.cpu_shares, r.memory_limit_in_bytes,
+                      r.oom_score_adj};
+  config.security_context.namespace_options = nodeNamespaces();
+  return config;
+}
+
+// The PodSandboxConfig CreateContainer is given (containerd reads the log directory from it), as
+// kubelet regenerates it from the pod.
+cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem::path& log_dir) {
+  PodSandboxConfig config;
+  config.uid = pod.metadata.uid;
+  config.name = pod.metadata.name;
+  config.namespace_ = pod.metadata.namespace_;
+  config.log_directory = log_dir;
+  return toCriSandbox(config);
+}
+
+}  // namespace
+
+base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
+                                                      const api::Container& container, int attempt,
+                                                      const StartContainerOptions& options) {
+  auto config = containerConfig(pod, container, attempt, options);
+  if (!config.ok()) return config.status();
+  const auto log_dir =
+      podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir / container.name, ec);
+  if (ec) {
+    return base::unknownError("creating container log directory " +
+                              (log_dir / container.name).string() + ": " + ec.message());
+  }
+  auto id = client_->createContainer(options.sandbox_id, *config, sandboxConfigOf(pod, log_dir));
+  if (!id.ok()) return id.status();
+  auto started = client_->startContainer(*id);
+  if (!started.ok()) return started;
+  return *id;
+}
+
+asio::awaitable<base::StatusOr<ContainerId>> CriRuntime::startContainer(
+    api::PodPtr pod, api::Container container, int attempt, StartContainerOptions options) {
+  auto names = checkPathNames(*pod, container);
+  if (!names.ok()) co_return names;
+  auto start = [this, pod, container = std::move(container), attempt,
+                options = std::move(options)]() {
+    return startBlocking(*pod, container, attempt, options);
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(start));
+  auto id = co_await std::move(task);
+  if (!id.ok()) co_return id.status();
+  co_return ContainerId{type(), *std::move(id)};
+}
+
+base::Status CriRuntime::killBlocking(const api::Pod* pod, const std::string& id,
+                                      const KillOptions& options) {
+  int64_t grace = kDefaultTerminationGracePeriodSeconds;
+  if (pod != nullptr) {
+    grace = killGracePeriodSeconds(*pod, options.probe_grace);
+  } else if (!options.grace_override) {
+    auto status = client_->containerStatus(id);
+    if (isNotFound(status.status())) return base::okStatus();
+    if (!status.ok()) return status.status();
+    grace = intValue(status->annotations, kPodTerminationGracePeriodAnnotation, grace);
+  }
+  // No preStop hook yet: SIGTERM gets the whole grace period.
+  const int64_t seconds = graceAfterPreStopSeconds(grace, base::Duration::zero(), options,
+                                                   options_.minimum_grace_seconds);
+  auto stopped = client_->stopContainer(id, std::chrono::seconds(seconds));
+  return isNotFound(stopped) ? base::okStatus() : stopped;
+}
+
+asio::awaitable<base::Status> CriRuntime::killContainer(api::PodPtr pod, ContainerId id,
+                                                        KillOptions options, std::string reason) {
+  (void)reason;
+  auto kill = [this, pod, id = std::move(id.id), options]() {
+    return killBlocking(pod.get(), id, options);
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(kill));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::Status> CriRuntime::killPod(api::PodPtr pod, Pod running_pod,
+                                                  std::optional<int64_t> grace_override) {
+  std::vector<asio::awaitable<base::Status>> tasks;
+  for (const auto& c : running_pod.containers) {
+    tasks.push_back(
+        killContainer(pod, c.id, KillOptions::graceOverride(grace_override), "killing pod"));
+  }
+  auto all = runAll(std::move(tasks));
+  auto results = co_await std::move(all);
+  const std::string errors = joinErrors(results);
+  if (!errors.empty()) {
+    co_return base::unknownError("killing pod " + running_pod.namespace_ + "/" + running_pod.name +
+                                 ": " + errors);
+  }
+  co_return base::okStatus();
+}
+
+namespace {
+
+// containerd 1.6 answers an ExecSync whose timeout passed with an error "timeout <d> exceeded".
+bool isExecTimeout(const base::Status& status) {
+  return status.code() == base::StatusCode::kDeadlineExceeded ||
+         (status.message().find("timeout") != std::string::npos &&
+          status.message().find("exceeded") != std::string::npos);
+}
+
+}  // namespace
+
+asio::awaitable<base::StatusOr<ExecResult>> CriRuntime::execInContainer(
+    ContainerId id, std::vector<std::string> command, base::Duration timeout) {
+  auto exec = [this, id = std::move(id), command = std::move(command),
+               timeout]() -> base::StatusOr<ExecResult> {
+    auto status = client_->containerStatus(id.id);
+    if (!status.ok()) return status.status();
+    if (status->state != cri::ContainerState::kRunning) {
+      return base::failedPreconditionError("container " + id.toString() + " is not running");
+    }
+    // CRI's timeout is whole seconds: round up, so a short timeout is not "none".
+    auto seconds = std::chrono::ceil<std::chrono::seconds>(timeout);
+    auto result = client_->execSync(id.id, command, seconds);
+    if (!result.ok() && isExecTimeout(result.status())) {
+      ExecResult timed_out;
+      timed_out.timed_out = true;
+      timed_out.exit_code = 137;
+      return timed_out;
+    }
+    if (!result.ok()) return result.status();
+    ExecResult out;
+    out.exit_code = result->exit_code;
+    out.output = result->stdout_bytes + result->stderr_bytes;
+    if (out.output.size() > kMaxExecOutput) out.output.resize(kMaxExecOutput);
+    return out;
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(exec));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::Status> CriRuntime::removeContainer(ContainerId id) {
+  auto remove = [this, id = std::move(id)]() -> base::Status {
+    auto status = client_->containerStatus(id.id);
+    if (!status.ok()) return status.status();
+    if (status->state == cri::ContainerState::kRunning) {
+      return base::failedPreconditionError("container " + id.toString() + " is still running");
+    }
+    auto removed = client_->removeContainer(id.id);
+    if (!removed.ok()) return removed;
+    // kubelet's removeContainerLog: the runtime leaves the log file behind.
+    if (!status->log_path.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(status->log_path, ec);
+    }
+    return base::okStatus();
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(remove));
+  co_return co_await std::move(task);
+}
+
+std::filesystem::path CriRuntime::podLogsDirectory(std::string_view pod_namespace,
+                                                   std::string_view pod_name,
+                                                   std::string_view pod_uid) const {
+  return buildPodLogsDirectory(options_.pod_log_dir, pod_namespace, pod_name, pod_uid);
+}
+
+std::filesystem::path CriRuntime::containerLogsPath(std::string_view pod_namespace,
+                                                    std::string_view pod_name,
+                                                    std::string_view pod_uid,
+                                                    std::string_view container_name,
+                                                    int restart_count) const {
+  return buildContainerLogPath(podLogsDirectory(pod_namespace, pod_name, pod_uid), container_name,
+                               restart_count);
+}
+
+}  // namespace nodeagent::runtime

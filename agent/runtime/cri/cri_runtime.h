@@ -1,0 +1,135 @@
+// CriRuntime: the Runtime that drives a CRI v1 container runtime (containerd) through CriClient,
+// shaped after kubelet's kuberuntime manager: a pod's sandbox is a CRI pod sandbox, each
+// container a CRI container created and started in it, and the runtime's own lists
+// (ListPodSandbox, ListContainers, ContainerStatus) are the source of truth: nothing is kept in
+// memory that an agent restart would lose. Pods and containers are found again by kubelet's
+// labels (io.kubernetes.pod.{name,namespace,uid}, io.kubernetes.container.name) and annotations
+// (io.kubernetes.container.{hash,restartCount}, io.kubernetes.pod.terminationGracePeriod).
+//
+// Not wired into the daemon yet (no flag). What it does not do yet: every sandbox uses the node's
+// network, PID and IPC namespaces as a host-network pod (no CNI; so no hostname either, which
+// runc refuses without a UTS namespace of its own); no cgroup parent, DNS config, port mappings or
+// security context; no image pulls (the image must be present); killContainer runs no preStop
+// hook (the runner is stored, not called); the event handler is stored and never called (events
+// will come from a relist); execStream and attach are Unimplemented (the base class's default).
+//
+// Threading: as Runtime. Every CriClient call is a blocking gRPC call and runs on the blocking
+// executor given in the options (base::runBlocking), never on the caller's strand; the coroutine
+// resumes on the caller's executor. recover() blocks the calling thread (it runs before the
+// agent's threads do).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "agent/runtime/cri/cri_client.h"
+#include "agent/runtime/runtime.h"
+
+namespace nodeagent::runtime {
+
+// kubelet's label and annotation keys (pkg/kubelet/types/labels.go, kuberuntime/labels.go).
+inline constexpr const char* kPodNameLabel = "io.kubernetes.pod.name";
+inline constexpr const char* kPodNamespaceLabel = "io.kubernetes.pod.namespace";
+inline constexpr const char* kPodUidLabel = "io.kubernetes.pod.uid";
+inline constexpr const char* kContainerNameLabel = "io.kubernetes.container.name";
+inline constexpr const char* kContainerHashAnnotation = "io.kubernetes.container.hash";
+inline constexpr const char* kContainerRestartCountAnnotation =
+    "io.kubernetes.container.restartCount";
+inline constexpr const char* kPodTerminationGracePeriodAnnotation =
+    "io.kubernetes.pod.terminationGracePeriod";
+
+struct CriRuntimeOptions {
+  // --pod-log-dir: sandboxes' log directories are <pod_log_dir>/<ns>_<name>_<uid>.
+  std::filesystem::path pod_log_dir = "/var/log/pods";
+  // Where every blocking CriClient call runs (the agent's blocking pool). Required.
+  asio::any_io_executor blocking_executor;
+  // kubelet's minimumGracePeriodInSeconds.
+  int64_t minimum_grace_seconds = kMinimumGracePeriodSeconds;
+};
+
+class CriRuntime final : public Runtime {
+ public:
+  CriRuntime(std::shared_ptr<cri::CriClient> client, CriRuntimeOptions options);
+  ~CriRuntime() override;
+  CriRuntime(const CriRuntime&) = delete;
+  CriRuntime& operator=(const CriRuntime&) = delete;
+
+  // The runtime's name from Version ("containerd"), as kubelet reports it; "remote" until
+  // recover() has asked.
+  std::string type() const override;
+  // The runtime's version from Version ("1.6.20~ds1"); empty until recover() has asked.
+  std::string runtimeVersion() const;
+
+  // Calls Version (a clear error naming the endpoint when the runtime is missing or speaks
+  // another API) and records the runtime's name and version. There is nothing else to adopt:
+  // every other method asks the runtime's lists. Blocks.
+  base::Status recover() override;
+
+  // RunPodSandbox with kubelet's PodSandboxConfig (metadata, log directory, which it makes first,
+  // labels with kubelet's io.kubernetes.pod.*, annotations), in the node's namespaces for now.
+  asio::awaitable<base::StatusOr<std::string>> runPodSandbox(PodSandboxConfig config) override;
+  // StopPodSandbox / RemovePodSandbox; OK for an unknown ID.
+  asio::awaitable<base::Status> stopPodSandbox(std::string id) override;
+  asio::awaitable<base::Status> removePodSandbox(std::string id) override;
+
+  // Stored only: no events are produced yet (a relist will produce them).
+  void setEventHandler(ContainerEventHandler handler) override;
+  // Stored only: killContainer does not run preStop hooks yet.
+  void setPreStopHookRunner(PreStopHookRunner runner) override;
+
+  // ListContainers grouped by the io.kubernetes.pod.uid label; containers without it (not made
+  // by a kubelet-style agent) are left out.
+  asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
+  // The pod's sandboxes (PodSandboxStatus) and containers (ContainerStatus), newest first; the
+  // newest sandbox's IP as the pod's.
+  asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
+                                                          std::string namespace_) override;
+
+  // CreateContainer + StartContainer in options.sandbox_id: image, command and args with $(VAR)
+  // expanded, env from buildContainerEnv, working dir, options.mounts, resources, log path
+  // <container>/<attempt>.log (its directory made first), kubelet's labels and annotations. A
+  // failed StartContainer leaves the created container (as kubelet does) and is an error.
+  asio::awaitable<base::StatusOr<ContainerId>> startContainer(
+      api::PodPtr pod, api::Container container, int attempt,
+      StartContainerOptions options) override;
+  // StopContainer with graceAfterPreStopSeconds of killGracePeriodSeconds (the pod's, or the
+  // grace period recorded at start when `pod` is null). OK for an exited or unknown container.
+  asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id, KillOptions options,
+                                              std::string reason) override;
+  // killContainer for every container of `running_pod`, in parallel; errors joined.
+  asio::awaitable<base::Status> killPod(api::PodPtr pod, Pod running_pod,
+                                        std::optional<int64_t> grace_override) override;
+  // ExecSync: stdout then stderr, at most kMaxExecOutput bytes.
+  asio::awaitable<base::StatusOr<ExecResult>> execInContainer(ContainerId id,
+                                                              std::vector<std::string> command,
+                                                              base::Duration timeout) override;
+  // RemoveContainer and its log file. NotFound for an unknown container, FailedPrecondition while
+  // it runs.
+  asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+
+  std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
+                                         std::string_view pod_uid) const override;
+  std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
+                                          std::string_view pod_uid, std::string_view container_name,
+                                          int restart_count) const override;
+
+ private:
+  base::StatusOr<std::string> startBlocking(const api::Pod& pod, const api::Container& container,
+                                            int attempt, const StartContainerOptions& options);
+  base::Status killBlocking(const api::Pod* pod, const std::string& id, const KillOptions& options);
+  base::StatusOr<PodStatus> podStatusBlocking(const std::string& uid);
+  ContainerStatus toRuntimeStatus(const cri::ContainerStatus& status) const;
+
+  std::shared_ptr<cri::CriClient> client_;
+  CriRuntimeOptions options_;
+  mutable std::mutex mu_;
+  std::string runtime_name_;
+  std::string runtime_version_;
+  ContainerEventHandler event_handler_;
+  PreStopHookRunner pre_stop_runner_;
+};
+
+}  // namespace nodeagent::runtime

@@ -1,0 +1,248 @@
+// CriRuntime against a containerd of the test's own (test/support/containerd.h): a pod's sandbox
+// and a busybox container started through the Runtime interface, its status from containerd's
+// lists and kubelet's labels, exec, kill, the running-pod list, removal and the sandbox calls.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/runtime/cri/cri_runtime.h"
+#include "test/support/containerd.h"
+#include "test/support/pod_builder.h"
+#include "test/support/run_awaitable.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace nodeagent::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr auto kWait = std::chrono::seconds(20);
+
+// runAwaitable needs a default-constructible result; StatusOr is not.
+template <typename T>
+asio::awaitable<std::optional<T>> asOptional(asio::awaitable<T> aw) {
+  T result = co_await std::move(aw);
+  co_return std::optional<T>(std::move(result));
+}
+
+struct Fixture {
+  testing::TestContainerd containerd;
+  asio::io_context ioc;
+  asio::thread_pool pool{2};
+  std::shared_ptr<cri::CriClient> client;
+  std::unique_ptr<CriRuntime> runtime;
+
+  Fixture() {
+    containerd.importTestImages();
+    auto made = cri::CriClient::create({containerd.endpoint(), std::chrono::seconds(60)});
+    REQUIRE(made.ok());
+    client = *std::move(made);
+    CriRuntimeOptions options;
+    options.pod_log_dir = containerd.dir() / "pods";
+    options.blocking_executor = pool.get_executor();
+    runtime = std::make_unique<CriRuntime>(client, options);
+  }
+  ~Fixture() {
+    // A failed test leaves its sandbox: remove it (and its containers) before containerd stops.
+    auto sandboxes = client->listPodSandbox();
+    if (sandboxes.ok()) {
+      for (const auto& s : *sandboxes) {
+        client->stopPodSandbox(s.id).ignoreError();
+        client->removePodSandbox(s.id).ignoreError();
+      }
+    }
+    pool.join();
+  }
+
+  template <typename T>
+  T run(asio::awaitable<T> aw) {
+    auto result = testing::runAwaitable(ioc, asOptional(std::move(aw)));
+    REQUIRE(result.has_value());
+    return *std::move(result);
+  }
+};
+
+api::PodPtr busyboxPod() {
+  return testing::PodBuilder()
+      .name("web")
+      .ns("default")
+      .uid("uid-1234")
+      .hostNetwork()
+      .terminationGracePeriodSeconds(1)
+      .container("main", {"sh", "-c", "echo hello $(GREETING); sleep 3600"},
+                 "nodeagent.test/busybox:1")
+      .edit([](nlohmann::json& j) {
+        j["spec"]["containers"][0]["env"] = {{{"name", "GREETING"}, {"value", "world"}}};
+      })
+      .build();
+}
+
+PodSandboxConfig sandboxConfig(const CriRuntime& runtime, const api::Pod& pod) {
+  PodSandboxConfig config;
+  config.uid = pod.metadata.uid;
+  config.name = pod.metadata.name;
+  config.namespace_ = pod.metadata.namespace_;
+  config.log_directory =
+      runtime.podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);
+  config.hostname = "web";
+  config.labels = {{"app", "web"}};
+  return config;
+}
+
+ContainerId start(Fixture& f, const api::PodPtr& pod, const std::string& sandbox_id, int attempt) {
+  StartContainerOptions options;
+  options.sandbox_id = sandbox_id;
+  options.image = pod->spec.containers[0].image;
+  auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], attempt, options));
+  INFO(id.status().message());
+  REQUIRE(id.ok());
+  CHECK(id->type == "containerd");
+  return *id;
+}
+
+PodStatus podStatus(Fixture& f) {
+  auto status = f.run(f.runtime->getPodStatus("uid-1234", "web", "default"));
+  REQUIRE(status.ok());
+  return *std::move(status);
+}
+
+// Running, with the attempt and the spec hash read back from kubelet's annotations.
+void expectRunning(Fixture& f, const api::Pod& pod, const ContainerId& id,
+                   const std::string& sandbox_id) {
+  const PodStatus status = podStatus(f);
+  CHECK(status.uid == "uid-1234");
+  REQUIRE(status.sandbox_statuses.size() == 1);
+  CHECK(status.sandbox_statuses[0].id == sandbox_id);
+  CHECK(status.sandbox_statuses[0].state == SandboxState::kReady);
+  REQUIRE(status.container_statuses.size() == 1);
+  const ContainerStatus& c = status.container_statuses[0];
+  CHECK(c.id == id);
+  CHECK(c.name == "main");
+  CHECK(c.state == ContainerState::kRunning);
+  CHECK(c.restart_count == 0);
+  CHECK(c.hash == pod.spec.containers[0].hash);
+  CHECK(c.started_at >= c.created_at);
+  const fs::path log = f.runtime->containerLogsPath("default", "web", "uid-1234", "main", 0);
+  CHECK(c.log_path == log);
+  CHECK(testing::eventually(
+      [&] { return testing::readFile(log).find("stdout F hello world\n") != std::string::npos; },
+      kWait));
+
+  auto pods = f.run(f.runtime->getPods(false));
+  REQUIRE(pods.ok());
+  REQUIRE(pods->size() == 1);
+  CHECK((*pods)[0].uid == "uid-1234");
+  CHECK((*pods)[0].name == "web");
+  CHECK((*pods)[0].namespace_ == "default");
+  REQUIRE((*pods)[0].containers.size() == 1);
+  CHECK((*pods)[0].containers[0].id == id);
+  CHECK((*pods)[0].containers[0].hash == pod.spec.containers[0].hash);
+}
+
+void expectExec(Fixture& f, const ContainerId& id) {
+  auto result = f.run(
+      f.runtime->execInContainer(id, {"sh", "-c", "echo hi; exit 3"}, std::chrono::seconds(10)));
+  INFO(result.status().message());
+  REQUIRE(result.ok());
+  CHECK(result->exit_code == 3);
+  CHECK(result->output == "hi\n");
+  CHECK_FALSE(result->timed_out);
+}
+
+}  // namespace
+
+TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are killed and removed",
+          "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  Fixture f;
+  REQUIRE(f.runtime->recover().ok());
+  CHECK(f.runtime->type() == "containerd");
+  CHECK_FALSE(f.runtime->runtimeVersion().empty());
+
+  const api::PodPtr pod = busyboxPod();
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
+  INFO(sandbox_id.status().message());
+  REQUIRE(sandbox_id.ok());
+  auto sandbox = f.client->podSandboxStatus(*sandbox_id);
+  REQUIRE(sandbox.ok());
+  CHECK(sandbox->labels.at(kPodUidLabel) == "uid-1234");
+  CHECK(sandbox->labels.at(kPodNameLabel) == "web");
+  CHECK(sandbox->labels.at("app") == "web");
+
+  const ContainerId id = start(f, pod, *sandbox_id, 0);
+  expectRunning(f, *pod, id, *sandbox_id);
+  expectExec(f, id);
+  CHECK(f.run(f.runtime->removeContainer(id)).code() == base::StatusCode::kFailedPrecondition);
+
+  // sleep is PID 1 and ignores SIGTERM: SIGKILL after the 1 s grace.
+  REQUIRE(f.run(f.runtime->killContainer(pod, id, KillOptions::graceOverride(1), "test")).ok());
+  PodStatus status = podStatus(f);
+  REQUIRE(status.container_statuses.size() == 1);
+  CHECK(status.container_statuses[0].state == ContainerState::kExited);
+  CHECK(status.container_statuses[0].exit_code == 137);
+  auto exited_exec = f.run(f.runtime->execInContainer(id, {"true"}, std::chrono::seconds(5)));
+  CHECK(exited_exec.status().code() == base::StatusCode::kFailedPrecondition);
+  auto running = f.run(f.runtime->getPods(false));
+  REQUIRE(running.ok());
+  CHECK(running->empty());
+
+  // A restart is a new container, listed first; killPod ends it.
+  const ContainerId second = start(f, pod, *sandbox_id, 1);
+  status = podStatus(f);
+  REQUIRE(status.container_statuses.size() == 2);
+  CHECK(status.container_statuses[0].id == second);
+  CHECK(status.container_statuses[0].restart_count == 1);
+  CHECK(status.container_statuses[1].id == id);
+  auto all = f.run(f.runtime->getPods(true));
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 1);
+  CHECK((*all)[0].containers.size() == 2);
+  running = f.run(f.runtime->getPods(false));
+  REQUIRE(running.ok());
+  REQUIRE(running->size() == 1);
+  REQUIRE(f.run(f.runtime->killPod(pod, (*running)[0], 0)).ok());
+  CHECK(podStatus(f).runningContainerStatuses().empty());
+
+  REQUIRE(f.run(f.runtime->removeContainer(id)).ok());
+  REQUIRE(f.run(f.runtime->removeContainer(second)).ok());
+  CHECK(f.run(f.runtime->removeContainer(id)).code() == base::StatusCode::kNotFound);
+  CHECK(podStatus(f).container_statuses.empty());
+  CHECK_FALSE(fs::exists(f.runtime->containerLogsPath("default", "web", "uid-1234", "main", 0)));
+
+  REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
+  status = podStatus(f);
+  REQUIRE(status.sandbox_statuses.size() == 1);
+  CHECK(status.sandbox_statuses[0].state == SandboxState::kNotReady);
+  REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
+  CHECK(podStatus(f).sandbox_statuses.empty());
+  CHECK(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
+  CHECK(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
+  CHECK(testing::eventually([&] { return f.containerd.containerProcesses().empty(); }, kWait));
+}
+
+TEST_CASE("cri runtime: recover names the endpoint when no runtime listens", "[integration][cri]") {
+  asio::thread_pool pool{1};
+  const fs::path dir =
+      fs::temp_directory_path() / ("nodeagent-cri-none-" + std::to_string(::getpid()));
+  auto client =
+      cri::CriClient::create({"unix://" + (dir / "none.sock").string(), std::chrono::seconds(5)});
+  REQUIRE(client.ok());
+  CriRuntimeOptions options;
+  options.blocking_executor = pool.get_executor();
+  CriRuntime runtime(*std::move(client), options);
+  auto status = runtime.recover();
+  INFO(status.message());
+  CHECK_FALSE(status.ok());
+  CHECK(status.message().find((dir / "none.sock").string()) != std::string::npos);
+  CHECK(runtime.type() == "remote");
+  pool.join();
+}
