@@ -49,7 +49,7 @@ struct Fixture {
     CriRuntimeOptions options;
     options.pod_log_dir = containerd.dir() / "pods";
     options.blocking_executor = pool.get_executor();
-    runtime = std::make_unique<CriRuntime>(client, options);
+    runtime = std::make_unique<CriRuntime>(client, base::realClock(), options);
   }
   ~Fixture() {
     // A failed test leaves its sandbox: remove it (and its containers) before containerd stops.
@@ -98,8 +98,10 @@ PodSandboxConfig sandboxConfig(const CriRuntime& runtime, const api::Pod& pod) {
   return config;
 }
 
-ContainerId start(Fixture& f, const api::PodPtr& pod, const std::string& sandbox_id, int attempt) {
+ContainerId start(Fixture& f, const api::PodPtr& pod, const std::string& sandbox_id, int attempt,
+                  std::vector<Mount> mounts = {}) {
   StartContainerOptions options;
+  options.mounts = std::move(mounts);
   options.sandbox_id = sandbox_id;
   options.image = pod->spec.containers[0].image;
   auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], attempt, options));
@@ -158,6 +160,27 @@ void expectExec(Fixture& f, const ContainerId& id) {
   CHECK_FALSE(result->timed_out);
 }
 
+// A restart is a new container, listed first; killPod ends it.
+ContainerId restartAndKillPod(Fixture& f, const api::PodPtr& pod, const std::string& sandbox_id,
+                              const ContainerId& first) {
+  const ContainerId second = start(f, pod, sandbox_id, 1);
+  PodStatus status = podStatus(f);
+  REQUIRE(status.container_statuses.size() == 2);
+  CHECK(status.container_statuses[0].id == second);
+  CHECK(status.container_statuses[0].restart_count == 1);
+  CHECK(status.container_statuses[1].id == first);
+  auto all = f.run(f.runtime->getPods(true));
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 1);
+  CHECK((*all)[0].containers.size() == 2);
+  auto running = f.run(f.runtime->getPods(false));
+  REQUIRE(running.ok());
+  REQUIRE(running->size() == 1);
+  REQUIRE(f.run(f.runtime->killPod(pod, (*running)[0], 0)).ok());
+  CHECK(podStatus(f).runningContainerStatuses().empty());
+  return second;
+}
+
 }  // namespace
 
 TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are killed and removed",
@@ -185,33 +208,17 @@ TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are kil
 
   // sleep is PID 1 and ignores SIGTERM: SIGKILL after the 1 s grace.
   REQUIRE(f.run(f.runtime->killContainer(pod, id, KillOptions::graceOverride(1), "test")).ok());
-  PodStatus status = podStatus(f);
-  REQUIRE(status.container_statuses.size() == 1);
-  CHECK(status.container_statuses[0].state == ContainerState::kExited);
-  CHECK(status.container_statuses[0].exit_code == 137);
+  const PodStatus killed = podStatus(f);
+  REQUIRE(killed.container_statuses.size() == 1);
+  CHECK(killed.container_statuses[0].state == ContainerState::kExited);
+  CHECK(killed.container_statuses[0].exit_code == 137);
   auto exited_exec = f.run(f.runtime->execInContainer(id, {"true"}, std::chrono::seconds(5)));
   CHECK(exited_exec.status().code() == base::StatusCode::kFailedPrecondition);
   auto running = f.run(f.runtime->getPods(false));
   REQUIRE(running.ok());
   CHECK(running->empty());
 
-  // A restart is a new container, listed first; killPod ends it.
-  const ContainerId second = start(f, pod, *sandbox_id, 1);
-  status = podStatus(f);
-  REQUIRE(status.container_statuses.size() == 2);
-  CHECK(status.container_statuses[0].id == second);
-  CHECK(status.container_statuses[0].restart_count == 1);
-  CHECK(status.container_statuses[1].id == id);
-  auto all = f.run(f.runtime->getPods(true));
-  REQUIRE(all.ok());
-  REQUIRE(all->size() == 1);
-  CHECK((*all)[0].containers.size() == 2);
-  running = f.run(f.runtime->getPods(false));
-  REQUIRE(running.ok());
-  REQUIRE(running->size() == 1);
-  REQUIRE(f.run(f.runtime->killPod(pod, (*running)[0], 0)).ok());
-  CHECK(podStatus(f).runningContainerStatuses().empty());
-
+  const ContainerId second = restartAndKillPod(f, pod, *sandbox_id, id);
   REQUIRE(f.run(f.runtime->removeContainer(id)).ok());
   REQUIRE(f.run(f.runtime->removeContainer(second)).ok());
   CHECK(f.run(f.runtime->removeContainer(id)).code() == base::StatusCode::kNotFound);
@@ -219,9 +226,9 @@ TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are kil
   CHECK_FALSE(fs::exists(f.runtime->containerLogsPath("default", "web", "uid-1234", "main", 0)));
 
   REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
-  status = podStatus(f);
-  REQUIRE(status.sandbox_statuses.size() == 1);
-  CHECK(status.sandbox_statuses[0].state == SandboxState::kNotReady);
+  const PodStatus stopped = podStatus(f);
+  REQUIRE(stopped.sandbox_statuses.size() == 1);
+  CHECK(stopped.sandbox_statuses[0].state == SandboxState::kNotReady);
   REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
   CHECK(podStatus(f).sandbox_statuses.empty());
   CHECK(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
@@ -238,11 +245,65 @@ TEST_CASE("cri runtime: recover names the endpoint when no runtime listens", "[i
   REQUIRE(client.ok());
   CriRuntimeOptions options;
   options.blocking_executor = pool.get_executor();
-  CriRuntime runtime(*std::move(client), options);
+  CriRuntime runtime(*std::move(client), base::realClock(), options);
   auto status = runtime.recover();
   INFO(status.message());
   CHECK_FALSE(status.ok());
   CHECK(status.message().find((dir / "none.sock").string()) != std::string::npos);
   CHECK(runtime.type() == "remote");
   pool.join();
+}
+
+TEST_CASE("cri runtime: killContainer runs the preStop hook through the runner or as recorded",
+          "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  Fixture f;
+  REQUIRE(f.runtime->recover().ok());
+  const fs::path data = f.containerd.dir() / "data";
+  fs::create_directories(data);
+  const std::vector<Mount> mounts = {{"data", data, "/data", false}};
+  const api::PodPtr pod =
+      testing::PodBuilder()
+          .name("web")
+          .ns("default")
+          .uid("uid-1234")
+          .hostNetwork()
+          .terminationGracePeriodSeconds(1)
+          .container("main", {"sleep", "3600"}, "nodeagent.test/busybox:1")
+          .edit([](nlohmann::json& j) {
+            j["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] = {
+                "sh", "-c", "echo stopping > /data/prestop"};
+          })
+          .build();
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
+  REQUIRE(sandbox_id.ok());
+
+  // With the pod and a runner: the runner gets the hook, with the pod's grace period.
+  std::vector<PreStopHookRequest> requests;
+  f.runtime->setPreStopHookRunner([&requests](PreStopHookRequest request) -> asio::awaitable<void> {
+    requests.push_back(std::move(request));
+    co_return;
+  });
+  const ContainerId first = start(f, pod, *sandbox_id, 0, mounts);
+  REQUIRE(f.run(f.runtime->killContainer(pod, first, {}, "test")).ok());
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0].container_name == "main");
+  CHECK(requests[0].id == first);
+  CHECK(requests[0].timeout == std::chrono::seconds(1));
+  CHECK_FALSE(fs::exists(data / "prestop"));
+  PodStatus status = podStatus(f);
+  REQUIRE(status.container_statuses.size() == 1);
+  CHECK(status.container_statuses[0].exit_code == 137);
+
+  // An orphan (no pod): the exec hook recorded at start runs in the container.
+  const ContainerId second = start(f, pod, *sandbox_id, 1, mounts);
+  REQUIRE(f.run(f.runtime->killContainer(nullptr, second, {}, "orphan")).ok());
+  CHECK(requests.size() == 1);
+  CHECK(testing::readFile(data / "prestop") == "stopping\n");
+  status = podStatus(f);
+  REQUIRE(status.container_statuses.size() == 2);
+  CHECK(status.container_statuses[0].id == second);
+  CHECK(status.container_statuses[0].state == ContainerState::kExited);
+  REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
+  REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
 }

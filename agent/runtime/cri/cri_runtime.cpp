@@ -10,6 +10,8 @@
 #include "agent/runtime/process_runtime_state.h"  // runAll
 #include "base/blocking.h"
 
+#include <nlohmann/json.hpp>
+
 namespace nodeagent::runtime {
 
 namespace {
@@ -85,8 +87,9 @@ std::string joinErrors(const std::vector<base::Status>& results) {
 
 }  // namespace
 
-CriRuntime::CriRuntime(std::shared_ptr<cri::CriClient> client, CriRuntimeOptions options)
-    : client_(std::move(client)), options_(std::move(options)) {}
+CriRuntime::CriRuntime(std::shared_ptr<cri::CriClient> client, base::Clock& clock,
+                       CriRuntimeOptions options)
+    : client_(std::move(client)), clock_(clock), options_(std::move(options)) {}
 
 CriRuntime::~CriRuntime() = default;
 
@@ -287,6 +290,10 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
       {kContainerHashAnnotation, hashToHex(container.hash)},
       {kContainerRestartCountAnnotation, std::to_string(attempt)},
       {kPodTerminationGracePeriodAnnotation, std::to_string(podGracePeriodSeconds(pod))}};
+  if (auto pre_stop = preStopCommand(container); !pre_stop.empty()) {
+    nlohmann::json handler = {{"exec", {{"command", pre_stop}}}};
+    config.annotations[kPreStopHandlerAnnotation] = handler.dump();
+  }
   config.log_path = buildContainerLogPath("", container.name, attempt).string();
   config.stdin_open = container.stdin;
   config.stdin_once = container.stdin_once;
@@ -345,32 +352,97 @@ asio::awaitable<base::StatusOr<ContainerId>> CriRuntime::startContainer(
   co_return ContainerId{type(), *std::move(id)};
 }
 
-base::Status CriRuntime::killBlocking(const api::Pod* pod, const std::string& id,
-                                      const KillOptions& options) {
-  int64_t grace = kDefaultTerminationGracePeriodSeconds;
-  if (pod != nullptr) {
-    grace = killGracePeriodSeconds(*pod, options.probe_grace);
-  } else if (!options.grace_override) {
-    auto status = client_->containerStatus(id);
-    if (isNotFound(status.status())) return base::okStatus();
-    if (!status.ok()) return status.status();
-    grace = intValue(status->annotations, kPodTerminationGracePeriodAnnotation, grace);
+// What killContainer needs to know of a container before it stops it.
+struct KillTarget {
+  bool running = false;
+  bool exited = false;
+  std::string name;
+  int64_t recorded_grace = kDefaultTerminationGracePeriodSeconds;
+  std::vector<std::string> pre_stop;  // the exec hook recorded at start
+};
+
+namespace {
+
+std::vector<std::string> recordedPreStop(const std::string& handler) {
+  std::vector<std::string> out;
+  if (handler.empty()) return out;
+  auto json = nlohmann::json::parse(handler, nullptr, false);
+  if (!json.is_object() || !json.contains("exec") || !json["exec"].is_object()) return out;
+  const auto& command = json["exec"]["command"];
+  if (!command.is_array()) return out;
+  for (const auto& word : command) {
+    if (word.is_string()) out.push_back(word.get<std::string>());
   }
-  // No preStop hook yet: SIGTERM gets the whole grace period.
-  const int64_t seconds = graceAfterPreStopSeconds(grace, base::Duration::zero(), options,
-                                                   options_.minimum_grace_seconds);
-  auto stopped = client_->stopContainer(id, std::chrono::seconds(seconds));
-  return isNotFound(stopped) ? base::okStatus() : stopped;
+  return out;
+}
+
+base::StatusOr<KillTarget> inspectForKill(cri::CriClient& client, const std::string& id) {
+  auto status = client.containerStatus(id);
+  if (!status.ok()) return status.status();
+  KillTarget target;
+  target.running = status->state == cri::ContainerState::kRunning;
+  target.exited = status->state == cri::ContainerState::kExited;
+  target.name = valueOr(status->labels, kContainerNameLabel, status->metadata.name);
+  target.recorded_grace =
+      intValue(status->annotations, kPodTerminationGracePeriodAnnotation, target.recorded_grace);
+  target.pre_stop = recordedPreStop(valueOr(status->annotations, kPreStopHandlerAnnotation));
+  return target;
+}
+
+}  // namespace
+
+asio::awaitable<base::Duration> CriRuntime::runPreStopHook(const api::PodPtr& pod,
+                                                           const ContainerId& id,
+                                                           const KillTarget& target,
+                                                           int64_t hook_grace) {
+  // The pod's spec decides the hook when there is a pod; the exec hook recorded at start serves
+  // orphans (kubelet's restoreSpecsFromContainerLabels).
+  const api::Container* spec = pod ? findSpecContainer(*pod, target.name) : nullptr;
+  const bool has_hook =
+      spec ? spec->lifecycle && spec->lifecycle->pre_stop : !target.pre_stop.empty();
+  if (!has_hook || hook_grace <= 0 || !target.running) co_return base::Duration::zero();
+  PreStopHookRunner runner;
+  {
+    std::lock_guard lock(mu_);
+    runner = pre_stop_runner_;
+  }
+  const auto started = clock_.now();
+  if (spec && runner) {
+    PreStopHookRequest request{pod, target.name, id, std::chrono::seconds(hook_grace)};
+    auto hook = runner(std::move(request));
+    co_await std::move(hook);
+  } else if (auto command = spec ? preStopCommand(*spec) : target.pre_stop; !command.empty()) {
+    // Its output and exit code only matter to an event; the kill goes on whatever they are.
+    auto exec = execInContainer(id, std::move(command), std::chrono::seconds(hook_grace));
+    auto result = co_await std::move(exec);
+    (void)result;
+  }
+  co_return clock_.now() - started;
 }
 
 asio::awaitable<base::Status> CriRuntime::killContainer(api::PodPtr pod, ContainerId id,
                                                         KillOptions options, std::string reason) {
   (void)reason;
-  auto kill = [this, pod, id = std::move(id.id), options]() {
-    return killBlocking(pod.get(), id, options);
+  auto client = client_;
+  auto inspect = [client, cid = id.id]() { return inspectForKill(*client, cid); };
+  auto inspect_task = base::runBlocking(options_.blocking_executor, std::move(inspect));
+  auto target = co_await std::move(inspect_task);
+  if (isNotFound(target.status())) co_return base::okStatus();
+  if (!target.ok()) co_return target.status();
+  if (target->exited) co_return base::okStatus();
+
+  const int64_t hook_grace =
+      pod ? killGracePeriodSeconds(*pod, options.probe_grace) : target->recorded_grace;
+  auto hook = runPreStopHook(pod, id, *target, hook_grace);
+  const base::Duration hook_time = co_await std::move(hook);
+  const int64_t seconds =
+      graceAfterPreStopSeconds(hook_grace, hook_time, options, options_.minimum_grace_seconds);
+  auto stop = [client, cid = id.id, seconds]() {
+    auto stopped = client->stopContainer(cid, std::chrono::seconds(seconds));
+    return isNotFound(stopped) ? base::okStatus() : stopped;
   };
-  auto task = base::runBlocking(options_.blocking_executor, std::move(kill));
-  co_return co_await std::move(task);
+  auto stop_task = base::runBlocking(options_.blocking_executor, std::move(stop));
+  co_return co_await std::move(stop_task);
 }
 
 asio::awaitable<base::Status> CriRuntime::killPod(api::PodPtr pod, Pod running_pod,

@@ -4,14 +4,15 @@
 // (ListPodSandbox, ListContainers, ContainerStatus) are the source of truth: nothing is kept in
 // memory that an agent restart would lose. Pods and containers are found again by kubelet's
 // labels (io.kubernetes.pod.{name,namespace,uid}, io.kubernetes.container.name) and annotations
-// (io.kubernetes.container.{hash,restartCount}, io.kubernetes.pod.terminationGracePeriod).
+// (io.kubernetes.container.{hash,restartCount,preStopHandler},
+// io.kubernetes.pod.terminationGracePeriod).
 //
 // Not wired into the daemon yet (no flag). What it does not do yet: every sandbox uses the node's
-// network, PID and IPC namespaces as a host-network pod (no CNI; so no hostname either, which
+// network namespace, as a host-network pod (no CNI; so no hostname either, which
 // runc refuses without a UTS namespace of its own); no cgroup parent, DNS config, port mappings or
-// security context; no image pulls (the image must be present); killContainer runs no preStop
-// hook (the runner is stored, not called); the event handler is stored and never called (events
-// will come from a relist); execStream and attach are Unimplemented (the base class's default).
+// security context; no image pulls (the image must be present); the event handler is stored and
+// never called (events will come from a relist); execStream and attach are Unimplemented (the base
+// class's default).
 //
 // Threading: as Runtime. Every CriClient call is a blocking gRPC call and runs on the blocking
 // executor given in the options (base::runBlocking), never on the caller's strand; the coroutine
@@ -30,6 +31,8 @@
 
 namespace nodeagent::runtime {
 
+struct KillTarget;  // cri_runtime.cpp
+
 // kubelet's label and annotation keys (pkg/kubelet/types/labels.go, kuberuntime/labels.go).
 inline constexpr const char* kPodNameLabel = "io.kubernetes.pod.name";
 inline constexpr const char* kPodNamespaceLabel = "io.kubernetes.pod.namespace";
@@ -40,6 +43,8 @@ inline constexpr const char* kContainerRestartCountAnnotation =
     "io.kubernetes.container.restartCount";
 inline constexpr const char* kPodTerminationGracePeriodAnnotation =
     "io.kubernetes.pod.terminationGracePeriod";
+// kubelet's: the preStop handler as JSON ({"exec":{"command":[...]}}), for orphans.
+inline constexpr const char* kPreStopHandlerAnnotation = "io.kubernetes.container.preStopHandler";
 
 struct CriRuntimeOptions {
   // --pod-log-dir: sandboxes' log directories are <pod_log_dir>/<ns>_<name>_<uid>.
@@ -52,7 +57,8 @@ struct CriRuntimeOptions {
 
 class CriRuntime final : public Runtime {
  public:
-  CriRuntime(std::shared_ptr<cri::CriClient> client, CriRuntimeOptions options);
+  // `clock` times the preStop hook.
+  CriRuntime(std::shared_ptr<cri::CriClient> client, base::Clock& clock, CriRuntimeOptions options);
   ~CriRuntime() override;
   CriRuntime(const CriRuntime&) = delete;
   CriRuntime& operator=(const CriRuntime&) = delete;
@@ -77,7 +83,7 @@ class CriRuntime final : public Runtime {
 
   // Stored only: no events are produced yet (a relist will produce them).
   void setEventHandler(ContainerEventHandler handler) override;
-  // Stored only: killContainer does not run preStop hooks yet.
+  // killContainer calls it for a pod's preStop hook.
   void setPreStopHookRunner(PreStopHookRunner runner) override;
 
   // ListContainers grouped by the io.kubernetes.pod.uid label; containers without it (not made
@@ -95,8 +101,10 @@ class CriRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
       api::PodPtr pod, api::Container container, int attempt,
       StartContainerOptions options) override;
-  // StopContainer with graceAfterPreStopSeconds of killGracePeriodSeconds (the pod's, or the
-  // grace period recorded at start when `pod` is null). OK for an exited or unknown container.
+  // Runs the preStop hook (the installed runner for a pod's spec hook; the exec hook recorded at
+  // start, by ExecSync, without runner or pod), then StopContainer with what
+  // graceAfterPreStopSeconds leaves of killGracePeriodSeconds (the pod's, or the grace period
+  // recorded at start when `pod` is null). OK for an exited or unknown container.
   asio::awaitable<base::Status> killContainer(api::PodPtr pod, ContainerId id, KillOptions options,
                                               std::string reason) override;
   // killContainer for every container of `running_pod`, in parallel; errors joined.
@@ -119,11 +127,14 @@ class CriRuntime final : public Runtime {
  private:
   base::StatusOr<std::string> startBlocking(const api::Pod& pod, const api::Container& container,
                                             int attempt, const StartContainerOptions& options);
-  base::Status killBlocking(const api::Pod* pod, const std::string& id, const KillOptions& options);
+  // Runs the container's preStop hook, if any, and answers how long it took.
+  asio::awaitable<base::Duration> runPreStopHook(const api::PodPtr& pod, const ContainerId& id,
+                                                 const KillTarget& target, int64_t hook_grace);
   base::StatusOr<PodStatus> podStatusBlocking(const std::string& uid);
   ContainerStatus toRuntimeStatus(const cri::ContainerStatus& status) const;
 
   std::shared_ptr<cri::CriClient> client_;
+  base::Clock& clock_;
   CriRuntimeOptions options_;
   mutable std::mutex mu_;
   std::string runtime_name_;
