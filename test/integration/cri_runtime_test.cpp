@@ -158,6 +158,14 @@ void expectExec(Fixture& f, const ContainerId& id) {
   CHECK(result->exit_code == 3);
   CHECK(result->output == "hi\n");
   CHECK_FALSE(result->timed_out);
+
+  // A command that outlives its timeout is killed and reported as timed out.
+  const auto begin = std::chrono::steady_clock::now();
+  auto slow = f.run(f.runtime->execInContainer(id, {"sleep", "30"}, std::chrono::seconds(1)));
+  INFO(slow.status().message());
+  REQUIRE(slow.ok());
+  CHECK(slow->timed_out);
+  CHECK(std::chrono::steady_clock::now() - begin < std::chrono::seconds(20));
 }
 
 // A restart is a new container, listed first; killPod ends it.
