@@ -315,3 +315,37 @@ TEST_CASE("cri runtime: killContainer runs the preStop hook through the runner o
   REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
   REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
 }
+
+TEST_CASE("cri runtime: a command that cannot run fails the start and leaves an exited container",
+          "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  Fixture f;
+  REQUIRE(f.runtime->recover().ok());
+  const api::PodPtr pod = testing::PodBuilder()
+                              .name("web")
+                              .ns("default")
+                              .uid("uid-1234")
+                              .hostNetwork()
+                              .container("main", {"/no/such/binary"}, "nodeagent.test/busybox:1")
+                              .build();
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
+  REQUIRE(sandbox_id.ok());
+  StartContainerOptions options;
+  options.sandbox_id = *sandbox_id;
+  options.image = pod->spec.containers[0].image;
+  auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], 0, options));
+  REQUIRE_FALSE(id.ok());
+  INFO(id.status().message());
+  CHECK(startErrorReason(id.status()) == kRunContainerError);
+  const PodStatus status = podStatus(f);
+  REQUIRE(status.container_statuses.size() == 1);
+  const ContainerStatus& c = status.container_statuses[0];
+  INFO(c.reason + ": " + c.message);
+  CHECK(c.state == ContainerState::kExited);
+  CHECK(c.restart_count == 0);
+  CHECK(c.exit_code == 128);
+  // containerd's reason, passed through as kubelet does (the process runtime says
+  // ContainerCannotRun).
+  CHECK(c.reason == "StartError");
+  CHECK(c.message.find("/no/such/binary") != std::string::npos);
+}

@@ -97,7 +97,9 @@ class CriRuntime final : public Runtime {
   // CreateContainer + StartContainer in options.sandbox_id: image, command and args with $(VAR)
   // expanded, env from buildContainerEnv, working dir, options.mounts, resources, log path
   // <container>/<attempt>.log (its directory made first), kubelet's labels and annotations. A
-  // failed StartContainer leaves the created container (as kubelet does) and is an error.
+  // failed StartContainer is an error (RunContainerError) and leaves the container as containerd
+  // has it, as kubelet does: exited, code 128, reason StartError (where the process runtime says
+  // ContainerCannotRun), so restarts and backoff work as for a crash.
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
       api::PodPtr pod, api::Container container, int attempt,
       StartContainerOptions options) override;
