@@ -8,46 +8,6 @@
 namespace nodeagent::runtime {
 
 // Runs `tasks` concurrently on the current executor; completes with every result once all end.
-asio::awaitable<std::vector<base::Status>> runAll(
-    std::vector<asio::awaitable<base::Status>> tasks) {
-  if (tasks.empty()) co_return std::vector<base::Status>{};
-  auto ex = co_await asio::this_coro::executor;
-  // GCC 12 destroys the captures of a temporary lambda inside a co_await expression twice:
-  // the initiation lives in a named variable.
-  auto initiation = [&tasks, ex](auto handler) {
-    using Handler = decltype(handler);
-    struct Join {
-      std::mutex mu;
-      size_t remaining = 0;
-      std::vector<base::Status> results;
-      std::unique_ptr<Handler> handler;
-    };
-    auto join = std::make_shared<Join>();
-    join->remaining = tasks.size();
-    join->results.resize(tasks.size());
-    join->handler = std::make_unique<Handler>(std::move(handler));
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      asio::co_spawn(ex, std::move(tasks[i]), [join, i, ex](std::exception_ptr e, base::Status s) {
-        std::unique_ptr<Handler> done;
-        std::vector<base::Status> results;
-        {
-          std::lock_guard lock(join->mu);
-          join->results[i] = e ? base::internalError("unexpected exception") : std::move(s);
-          if (--join->remaining > 0) return;
-          done = std::move(join->handler);
-          results = std::move(join->results);
-        }
-        asio::post(ex,
-                   [h = std::move(done), r = std::move(results)]() mutable { (*h)(std::move(r)); });
-      });
-    }
-  };
-  auto results =
-      co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::vector<base::Status>)>(
-          initiation, asio::use_awaitable);
-  co_return results;
-}
-
 ProcessRuntime::ProcessRuntime(asio::any_io_executor executor, base::Clock& clock,
                                ProcessRuntimeOptions options)
     : state_(std::make_shared<State>(std::move(executor), clock, options)) {
@@ -194,23 +154,11 @@ asio::awaitable<base::Status> ProcessRuntime::killContainer(api::PodPtr pod, Con
 asio::awaitable<base::Status> ProcessRuntime::killPod(api::PodPtr pod, Pod running_pod,
                                                       std::optional<int64_t> grace_override) {
   auto state = state_;
-  std::vector<asio::awaitable<base::Status>> tasks;
-  for (const auto& c : running_pod.containers) {
-    tasks.push_back(
-        state->kill(pod, c.id, KillOptions::graceOverride(grace_override), "killing pod"));
-  }
-  auto results = co_await runAll(std::move(tasks));
-  std::string errors;
-  for (const auto& s : results) {
-    if (!s.ok() && s.code() != base::StatusCode::kNotFound) {
-      errors += (errors.empty() ? "" : "; ") + s.message();
-    }
-  }
-  if (!errors.empty()) {
-    co_return base::unknownError("killing pod " + running_pod.namespace_ + "/" + running_pod.name +
-                                 ": " + errors);
-  }
-  co_return base::okStatus();
+  auto kill = [state, pod, grace_override](const ContainerId& id) {
+    return state->kill(pod, id, KillOptions::graceOverride(grace_override), "killing pod");
+  };
+  auto killing = killPodContainers(running_pod, kill);
+  co_return co_await std::move(killing);
 }
 
 asio::awaitable<base::StatusOr<ExecResult>> ProcessRuntime::execInContainer(

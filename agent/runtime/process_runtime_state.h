@@ -83,16 +83,6 @@ inline ContainerState containerState(ShimStatus status) {
   return ContainerState::kUnknown;
 }
 
-inline std::vector<std::string> preStopCommand(const api::Container& c) {
-  if (c.lifecycle && c.lifecycle->pre_stop && c.lifecycle->pre_stop->exec) {
-    return c.lifecycle->pre_stop->exec->command;
-  }
-  return {};
-}
-
-// Runs `tasks` concurrently on the current executor; completes with every result once all end.
-asio::awaitable<std::vector<base::Status>> runAll(std::vector<asio::awaitable<base::Status>> tasks);
-
 // Starts the shim binary (args[0]) with `args` and no environment, in a session of its own (the
 // agent's terminal, process group and death do not reach it), stdin on /dev/null, default signal
 // dispositions and an empty signal mask; `fds` sets up its other descriptors. Returns the

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 
 #include "base/path_component.h"
 
@@ -293,6 +295,65 @@ base::Status checkStreamOptions(const StreamOptions& options) {
     return base::invalidArgumentError("at least one of stdin, stdout and stderr must be set");
   }
   return base::okStatus();
+}
+
+asio::awaitable<std::vector<base::Status>> runAll(
+    std::vector<asio::awaitable<base::Status>> tasks) {
+  if (tasks.empty()) co_return std::vector<base::Status>{};
+  auto ex = co_await asio::this_coro::executor;
+  // GCC 12 destroys the captures of a temporary lambda inside a co_await expression twice:
+  // the initiation lives in a named variable.
+  auto initiation = [&tasks, ex](auto handler) {
+    using Handler = decltype(handler);
+    struct Join {
+      std::mutex mu;
+      size_t remaining = 0;
+      std::vector<base::Status> results;
+      std::unique_ptr<Handler> handler;
+    };
+    auto join = std::make_shared<Join>();
+    join->remaining = tasks.size();
+    join->results.resize(tasks.size());
+    join->handler = std::make_unique<Handler>(std::move(handler));
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      asio::co_spawn(ex, std::move(tasks[i]), [join, i, ex](std::exception_ptr e, base::Status s) {
+        std::unique_ptr<Handler> done;
+        std::vector<base::Status> results;
+        {
+          std::lock_guard lock(join->mu);
+          join->results[i] = e ? base::internalError("unexpected exception") : std::move(s);
+          if (--join->remaining > 0) return;
+          done = std::move(join->handler);
+          results = std::move(join->results);
+        }
+        asio::post(ex,
+                   [h = std::move(done), r = std::move(results)]() mutable { (*h)(std::move(r)); });
+      });
+    }
+  };
+  auto results =
+      co_await asio::async_initiate<decltype(asio::use_awaitable), void(std::vector<base::Status>)>(
+          initiation, asio::use_awaitable);
+  co_return results;
+}
+
+asio::awaitable<base::Status> killPodContainers(
+    Pod running_pod, std::function<asio::awaitable<base::Status>(const ContainerId&)> kill) {
+  std::vector<asio::awaitable<base::Status>> tasks;
+  for (const auto& c : running_pod.containers) tasks.push_back(kill(c.id));
+  auto all = runAll(std::move(tasks));
+  const auto results = co_await std::move(all);
+  std::string errors;
+  for (const auto& s : results) {
+    if (!s.ok() && s.code() != base::StatusCode::kNotFound) {
+      errors += (errors.empty() ? "" : "; ") + s.message();
+    }
+  }
+  if (!errors.empty()) {
+    co_return base::unknownError("killing pod " + running_pod.namespace_ + "/" + running_pod.name +
+                                 ": " + errors);
+  }
+  co_return base::okStatus();
 }
 
 }  // namespace nodeagent::runtime

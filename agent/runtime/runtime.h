@@ -364,6 +364,23 @@ class Runtime {
                                                   int restart_count) const = 0;
 };
 
+// The command of the container's exec preStop hook, empty when it has none (a runtime records it
+// at start, for a kill without the pod).
+inline std::vector<std::string> preStopCommand(const api::Container& c) {
+  if (c.lifecycle && c.lifecycle->pre_stop && c.lifecycle->pre_stop->exec) {
+    return c.lifecycle->pre_stop->exec->command;
+  }
+  return {};
+}
+
+// Runs `tasks` concurrently on the current executor; completes with every result once all end.
+asio::awaitable<std::vector<base::Status>> runAll(std::vector<asio::awaitable<base::Status>> tasks);
+
+// kubelet's KillPod for a runtime: `kill` of every container of `running_pod`, all at once; the
+// errors (an unknown container is none) joined into one naming the pod.
+asio::awaitable<base::Status> killPodContainers(
+    Pod running_pod, std::function<asio::awaitable<base::Status>(const ContainerId&)> kill);
+
 // Kubelet's fieldRef paths the runtimes can resolve: metadata.name, metadata.namespace,
 // metadata.uid, metadata.labels['k'], metadata.annotations['k'], spec.nodeName,
 // spec.serviceAccountName, status.podIP, status.hostIP.

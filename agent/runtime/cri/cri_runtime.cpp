@@ -7,7 +7,6 @@
 #include <tuple>
 #include <utility>
 
-#include "agent/runtime/process_runtime_state.h"  // runAll
 #include "base/blocking.h"
 
 #include <nlohmann/json.hpp>
@@ -76,14 +75,6 @@ cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config) {
 }
 
 bool isNotFound(const base::Status& status) { return status.code() == base::StatusCode::kNotFound; }
-
-std::string joinErrors(const std::vector<base::Status>& results) {
-  std::string errors;
-  for (const auto& s : results) {
-    if (!s.ok() && !isNotFound(s)) errors += (errors.empty() ? "" : "; ") + s.message();
-  }
-  return errors;
-}
 
 }  // namespace
 
@@ -447,19 +438,11 @@ asio::awaitable<base::Status> CriRuntime::killContainer(api::PodPtr pod, Contain
 
 asio::awaitable<base::Status> CriRuntime::killPod(api::PodPtr pod, Pod running_pod,
                                                   std::optional<int64_t> grace_override) {
-  std::vector<asio::awaitable<base::Status>> tasks;
-  for (const auto& c : running_pod.containers) {
-    tasks.push_back(
-        killContainer(pod, c.id, KillOptions::graceOverride(grace_override), "killing pod"));
-  }
-  auto all = runAll(std::move(tasks));
-  auto results = co_await std::move(all);
-  const std::string errors = joinErrors(results);
-  if (!errors.empty()) {
-    co_return base::unknownError("killing pod " + running_pod.namespace_ + "/" + running_pod.name +
-                                 ": " + errors);
-  }
-  co_return base::okStatus();
+  auto kill = [this, pod, grace_override](const ContainerId& id) {
+    return killContainer(pod, id, KillOptions::graceOverride(grace_override), "killing pod");
+  };
+  auto killing = killPodContainers(running_pod, kill);
+  co_return co_await std::move(killing);
 }
 
 namespace {
