@@ -1,5 +1,6 @@
 #include "agent/runtime/cri/cri_client.h"
 
+#include <grpc/support/time.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -55,7 +56,10 @@ struct CriClient::Impl {
                     std::chrono::milliseconds extra = std::chrono::milliseconds::zero()) const {
     grpc::ClientContext context;
     const auto timeout = options.request_timeout + extra;
-    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    // A relative deadline on gRPC's monotonic clock (no wall-clock read here).
+    const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+    context.set_deadline(
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(millis, GPR_TIMESPAN)));
     grpc::Status status = rpc(context);
     if (!status.ok()) return failure(method, status, timeout);
     return base::okStatus();
