@@ -92,6 +92,11 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
                        NodeStatusOptions options);
   ~NodeStatusController();
 
+  // nodeInfo.containerRuntimeVersion, once the runtime has said its version. Before start().
+  void setContainerRuntimeVersion(std::string version) {
+    options_.info.container_runtime_version = std::move(version);
+  }
+
   void start();
   void stop();
   // Registers the Node again as soon as the step in flight (if any) is done: the apiserver lost

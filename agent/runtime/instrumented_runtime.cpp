@@ -18,7 +18,10 @@ constexpr const char* kOpNames[] = {"list_containers",
                                     "stop_podsandbox",
                                     "remove_podsandbox",
                                     "exec",
-                                    "attach"};
+                                    "attach",
+                                    "status",
+                                    "image_status",
+                                    "pull_image"};
 static_assert(std::size(kOpNames) == InstrumentedRuntime::kOpCount);
 
 }  // namespace
@@ -128,6 +131,29 @@ void InstrumentedRuntime::writeMetrics(std::ostream& out) const {
         calls_);
   write("kubelet_runtime_operations_errors_total",
         "Cumulative number of runtime operation errors by type.", errors_);
+}
+
+asio::awaitable<base::StatusOr<RuntimeStatus>> InstrumentedRuntime::status() {
+  auto call = inner_.status();
+  auto r = co_await std::move(call);
+  count(kRuntimeStatus, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> InstrumentedRuntime::imageStatus(
+    std::string image) {
+  auto call = inner_.imageStatus(std::move(image));
+  auto r = co_await std::move(call);
+  count(kImageStatus, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::pullImage(
+    std::string image, std::optional<RegistryAuth> auth) {
+  auto call = inner_.pullImage(std::move(image), std::move(auth));
+  auto r = co_await std::move(call);
+  count(kPullImage, r.ok());
+  co_return r;
 }
 
 }  // namespace nodeagent::runtime

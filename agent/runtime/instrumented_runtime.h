@@ -14,11 +14,12 @@
 
 namespace nodeagent::runtime {
 
-class InstrumentedRuntime final : public Runtime {
+class InstrumentedRuntime : public Runtime {
  public:
   explicit InstrumentedRuntime(Runtime& inner) : inner_(inner) {}
 
   std::string type() const override { return inner_.type(); }
+  std::string version() const override { return inner_.version(); }
   base::Status recover() override { return inner_.recover(); }
   asio::awaitable<base::StatusOr<std::string>> runPodSandbox(PodSandboxConfig config) override;
   asio::awaitable<base::Status> stopPodSandbox(std::string id) override;
@@ -49,6 +50,11 @@ class InstrumentedRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
                                                            StreamOptions options) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+  asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
+  bool runsImages() const override { return inner_.runsImages(); }
+  asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image) override;
+  asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
+                                                         std::optional<RegistryAuth> auth) override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override {
     return inner_.podLogsDirectory(pod_namespace, pod_name, pod_uid);
@@ -75,6 +81,9 @@ class InstrumentedRuntime final : public Runtime {
     kRemoveSandbox,
     kExecStream,
     kAttach,
+    kRuntimeStatus,
+    kImageStatus,
+    kPullImage,
     kOpCount
   };
 

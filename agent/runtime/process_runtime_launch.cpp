@@ -36,8 +36,10 @@ base::StatusOr<ProcessCredentials> containerCredentials(const api::Pod& pod,
                                                         const StartContainerOptions& options) {
   const uint32_t agent_uid = ::geteuid();
   const auto sc = determineEffectiveSecurityContext(pod, container);
-  RETURN_IF_ERROR(verifyRunAsNonRoot(pod, container, sc, int64_t{agent_uid}));
-  if (options.refuse_root) RETURN_IF_ERROR(checkNonRootPolicy(pod, container, sc, agent_uid));
+  const DefaultUser agent_user{int64_t{agent_uid}, "",
+                               "a process container runs as the agent's user"};
+  RETURN_IF_ERROR(verifyRunAsNonRoot(pod, container, sc, agent_user));
+  if (options.refuse_root) RETURN_IF_ERROR(checkNonRootPolicy(pod, container, sc, agent_user));
   return processCredentials(pod, container, sc, agent_uid, passwdPrimaryGroup);
 }
 

@@ -274,6 +274,30 @@ const PodSandboxStatus* readySandbox(const std::vector<PodSandboxStatus>& sandbo
   return nullptr;
 }
 
+const RuntimeCondition* RuntimeStatus::find(std::string_view type) const {
+  for (const auto& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+asio::awaitable<base::StatusOr<RuntimeStatus>> Runtime::status() {
+  RuntimeStatus s;
+  s.conditions.push_back({std::string(kRuntimeReadyCondition), true, "", ""});
+  s.conditions.push_back({std::string(kNetworkReadyCondition), true, "", ""});
+  co_return s;
+}
+
+asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> Runtime::imageStatus(std::string image) {
+  co_return base::unimplementedError("the " + type() + " runtime holds no images (" + image + ")");
+}
+
+asio::awaitable<base::StatusOr<std::string>> Runtime::pullImage(std::string image,
+                                                                std::optional<RegistryAuth>) {
+  co_return base::unimplementedError("the " + type() + " runtime cannot pull images (" + image +
+                                     ")");
+}
+
 asio::awaitable<base::StatusOr<StreamSessionPtr>> Runtime::execStream(ContainerId id,
                                                                       std::vector<std::string>,
                                                                       StreamOptions) {

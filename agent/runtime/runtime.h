@@ -57,6 +57,7 @@ struct ContainerStatus {
   std::string reason;  // "Completed" (exit 0), "Error", "ContainerCannotRun", ...
   std::string message;
   std::string image;
+  std::string image_id;   // the image's ID ("sha256:..."), for a runtime that runs images
   api::Hash128 hash;      // the spec hash the container was started with
   int restart_count = 0;  // the attempt it was started as
   int pid = 0;            // 0 when not running
@@ -263,6 +264,44 @@ struct PreStopHookRequest {
 };
 using PreStopHookRunner = std::function<asio::awaitable<void>(PreStopHookRequest)>;
 
+// One condition of the runtime's status (kubelet's RuntimeCondition): "RuntimeReady" or
+// "NetworkReady".
+struct RuntimeCondition {
+  std::string type;
+  bool status = false;
+  std::string reason;
+  std::string message;
+};
+inline constexpr std::string_view kRuntimeReadyCondition = "RuntimeReady";
+inline constexpr std::string_view kNetworkReadyCondition = "NetworkReady";
+
+// kubelet's kubecontainer.RuntimeStatus.
+struct RuntimeStatus {
+  std::vector<RuntimeCondition> conditions;
+  // The condition of `type`, or null when the runtime did not report it.
+  const RuntimeCondition* find(std::string_view type) const;
+};
+
+// Registry credentials for a pull (CRI AuthConfig), from the pod's imagePullSecrets. Never logged.
+struct RegistryAuth {
+  std::string username;
+  std::string password;
+  std::string auth;  // base64 "user:password", as in a docker config
+  std::string server_address;
+  std::string identity_token;
+  std::string registry_token;
+};
+
+// What a runtime that runs images knows of one it holds (CRI ImageStatus).
+struct ImageInfo {
+  std::string id;  // the image's ID ("sha256:..."), kubelet's image ref
+  std::vector<std::string> repo_tags;
+  std::vector<std::string> repo_digests;
+  uint64_t size = 0;
+  std::optional<int64_t> uid;  // the image's User when it is numeric ("1000"; 0 for "" or root)
+  std::string username;        // the image's User when it is a name
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -270,6 +309,10 @@ class Runtime {
   // "process" or "fake": the ContainerId type, and the scheme of the Node's
   // containerRuntimeVersion ("<type>://<version>").
   virtual std::string type() const = 0;
+  // The runtime's own version, for the Node's containerRuntimeVersion ("<type>://<version>");
+  // empty for a runtime inside the agent (the agent's version stands for it). Known once
+  // recover() returned.
+  virtual std::string version() const { return {}; }
 
   // Takes over what a previous agent left (containers still running, exits recorded meanwhile).
   // Called once, before any container is started, listed or killed and before the agent's
@@ -348,6 +391,22 @@ class Runtime {
   // on a container without stdin: true. Default: Unimplemented.
   virtual asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
                                                                    StreamOptions options);
+
+  // kubelet's Runtime.Status: the runtime's RuntimeReady and NetworkReady conditions, asked
+  // periodically for the node's Ready condition. An error means the runtime did not answer.
+  // Default: both true (a runtime inside the agent is up when the agent is).
+  virtual asio::awaitable<base::StatusOr<RuntimeStatus>> status();
+
+  // kubelet's kubecontainer.ImageService, for runtimes whose containers run images they must
+  // hold (a CRI runtime). The process and fake runtimes run host commands and only record the
+  // image, so the agent pulls nothing for them. Default false.
+  virtual bool runsImages() const { return false; }
+  // ImageStatus: the image `image` names (a reference, or an ID) when the runtime holds it,
+  // nullopt when it does not. Default: Unimplemented.
+  virtual asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image);
+  // PullImage with optional credentials; answers the image's ID. Default: Unimplemented.
+  virtual asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
+                                                                 std::optional<RegistryAuth> auth);
 
   // Drops an exited container's state and logs (container GC). FailedPrecondition while it runs.
   virtual asio::awaitable<base::Status> removeContainer(ContainerId id) = 0;

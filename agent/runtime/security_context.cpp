@@ -99,7 +99,7 @@ EffectiveSecurityContext determineEffectiveSecurityContext(const api::Pod& pod,
 
 base::Status verifyRunAsNonRoot(const api::Pod& pod, const api::Container& container,
                                 const EffectiveSecurityContext& sc,
-                                std::optional<int64_t> default_uid) {
+                                const DefaultUser& default_user) {
   if (!sc.run_as_non_root) return base::okStatus();
   const std::string where = " (pod: \"" + formatPod(pod) + "\", container: " + container.name + ")";
   if (sc.run_as_user) {
@@ -108,35 +108,48 @@ base::Status verifyRunAsNonRoot(const api::Pod& pod, const api::Container& conta
     }
     return base::okStatus();
   }
-  if (default_uid && *default_uid == 0) {
+  if (default_user.uid == 0) {
     return base::invalidArgumentError("container has runAsNonRoot and image will run as root" +
+                                      where);
+  }
+  if (!default_user.uid && !default_user.name.empty()) {
+    return base::invalidArgumentError("container has runAsNonRoot and image has non-numeric user (" +
+                                      default_user.name + "), cannot verify user is non-root" +
                                       where);
   }
   return base::okStatus();
 }
 
-base::Status checkNonRootPolicy(const api::Pod& pod, const api::Container& container,
-                                const EffectiveSecurityContext& sc, int64_t default_uid) {
-  std::string what;
-  const int64_t uid = sc.run_as_user.value_or(default_uid);
-  if (uid == 0) {
-    what = sc.run_as_user ? "would run as root (runAsUser: 0)"
-                          : "would run as root (no runAsUser is set, and a process container "
-                            "runs as the agent's user)";
-  } else if (sc.privileged) {
-    what = "asks for privileged: true";
-  } else if (!sc.cap_add.empty()) {
-    what = "asks for capabilities.add [" + joined(sc.cap_add) + "]";
-  } else if (sc.run_as_group == 0) {
-    what = "asks for group 0 (runAsGroup: 0)";
-  } else if (sc.fs_group == 0) {
-    what = "asks for group 0 (fsGroup: 0)";
-  } else if (std::find(sc.supplemental_groups.begin(), sc.supplemental_groups.end(), 0) !=
-             sc.supplemental_groups.end()) {
-    what = "asks for group 0 (supplementalGroups)";
-  } else {
-    return base::okStatus();
+namespace {
+
+// What checkNonRootPolicy refuses in `sc`, "" for nothing.
+std::string rootAccess(const EffectiveSecurityContext& sc, const DefaultUser& default_user) {
+  if (sc.run_as_user == 0) return "would run as root (runAsUser: 0)";
+  if (!sc.run_as_user && default_user.uid == 0) {
+    return "would run as root (no runAsUser is set, and " + default_user.origin + ")";
   }
+  if (!sc.run_as_user && !default_user.uid) {
+    return "may run as root (no runAsUser is set, and the image's user \"" + default_user.name +
+           "\" is not a number)";
+  }
+  if (sc.privileged) return "asks for privileged: true";
+  if (!sc.cap_add.empty()) return "asks for capabilities.add [" + joined(sc.cap_add) + "]";
+  if (sc.run_as_group == 0) return "asks for group 0 (runAsGroup: 0)";
+  if (sc.fs_group == 0) return "asks for group 0 (fsGroup: 0)";
+  if (std::find(sc.supplemental_groups.begin(), sc.supplemental_groups.end(), 0) !=
+      sc.supplemental_groups.end()) {
+    return "asks for group 0 (supplementalGroups)";
+  }
+  return "";
+}
+
+}  // namespace
+
+base::Status checkNonRootPolicy(const api::Pod& pod, const api::Container& container,
+                                const EffectiveSecurityContext& sc,
+                                const DefaultUser& default_user) {
+  const std::string what = rootAccess(sc, default_user);
+  if (what.empty()) return base::okStatus();
   return base::invalidArgumentError(
       containerRef(pod, container) + " " + what +
       " on the node; pods from the apiserver may not run as root: set securityContext.runAsUser "

@@ -39,20 +39,31 @@ struct EffectiveSecurityContext {
 EffectiveSecurityContext determineEffectiveSecurityContext(const api::Pod& pod,
                                                            const api::Container& container);
 
-// kubelet's verifyRunAsNonRoot. `default_uid` is the uid the container runs as when no
-// runAsUser is set (an image's user; for a host process the agent's own uid), nullopt when
-// unknown. Errors carry kubelet's messages.
+// Who a container runs as when its spec sets no runAsUser: for a host process the agent's uid,
+// for an image its user (kubelet's getImageUser: a numeric user, else a user name whose uid only
+// the image knows, else root).
+struct DefaultUser {
+  std::optional<int64_t> uid;  // nullopt: unknown (a user name, or not known at all)
+  std::string name;            // the image's non-numeric user
+  // How the container comes to run as it, for messages: "a process container runs as the
+  // agent's user", "the image's user is root".
+  std::string origin;
+};
+
+// kubelet's verifyRunAsNonRoot, against `default_user` when no runAsUser is set. Errors carry
+// kubelet's messages.
 base::Status verifyRunAsNonRoot(const api::Pod& pod, const api::Container& container,
                                 const EffectiveSecurityContext& sc,
-                                std::optional<int64_t> default_uid);
+                                const DefaultUser& default_user);
 
 // The policy for pods whose source is the apiserver when root is not allowed for them: a
-// container whose uid would be 0 (`default_uid` when no runAsUser is set), or that asks for
-// privileged: true, capabilities.add or group 0 (runAsGroup, fsGroup, supplementalGroups: root's
-// group owns much of the node), is refused with a message naming the container and the
-// flag that allows it.
+// container whose uid would be 0 (the default user's when no runAsUser is set, or one that
+// cannot be known), or that asks for privileged: true, capabilities.add or group 0 (runAsGroup,
+// fsGroup, supplementalGroups: root's group owns much of the node), is refused with a message
+// naming the container and the flag that allows it.
 base::Status checkNonRootPolicy(const api::Pod& pod, const api::Container& container,
-                                const EffectiveSecurityContext& sc, int64_t default_uid);
+                                const EffectiveSecurityContext& sc,
+                                const DefaultUser& default_user);
 
 // Capability numbers (linux/capability.h) as a bit set; bit n is capability n.
 using CapabilitySet = uint64_t;

@@ -20,6 +20,7 @@ api::ContainerStatus convertContainerStatus(const runtime::ContainerStatus& cs) 
   status.name = cs.name;
   status.restart_count = cs.restart_count;
   status.image = cs.image;
+  status.image_id = cs.image_id;
   status.container_id = cs.id.toString();
   switch (cs.state) {
     case runtime::ContainerState::kRunning:

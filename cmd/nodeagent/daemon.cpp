@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/runtime/cri/cri_runtime.h"
 #include "agent/runtime/fake_runtime.h"
 #include "agent/runtime/process_runtime.h"
 #include "api/async_rest_client.h"
@@ -32,11 +33,30 @@ constexpr base::Duration kSyncLoopTickSlack = std::chrono::seconds(2);
 
 NODEAGENT_LOGGER("nodeagent")
 
+std::unique_ptr<runtime::Runtime> makeCriRuntime(const DaemonConfig& c,
+                                                 asio::any_io_executor calls, base::Clock& clock) {
+  runtime::cri::CriClientOptions co;
+  co.endpoint = c.flags.container_runtime_endpoint;
+  co.request_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(c.flags.runtime_request_timeout);
+  // The endpoint was checked with the flags: creating the client cannot fail on it.
+  auto client = runtime::cri::CriClient::create(co);
+  if (!client.ok()) throw std::runtime_error(client.status().toString());
+  runtime::CriRuntimeOptions ro;
+  ro.pod_log_dir = c.flags.pod_log_dir;
+  ro.blocking_executor = std::move(calls);
+  return std::make_unique<runtime::CriRuntime>(std::shared_ptr<runtime::cri::CriClient>(
+                                                   std::move(*client)),
+                                               clock, ro);
+}
+
 std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_context& ioc,
-                                              base::Clock& clock, const NodeCgroups& cgroups) {
+                                              asio::any_io_executor cri_calls, base::Clock& clock,
+                                              const NodeCgroups& cgroups) {
   if (c.flags.runtime == "fake") {
     return std::make_unique<runtime::FakeRuntime>(ioc.get_executor(), clock);
   }
+  if (c.flags.runtime == "cri") return makeCriRuntime(c, std::move(cri_calls), clock);
   runtime::ProcessRuntimeOptions ro;
   ro.root_dir = c.flags.root_dir;
   ro.pod_log_dir = c.flags.pod_log_dir;
@@ -62,6 +82,11 @@ agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor bl
   ao.crashloop_backoff_max = c.flags.crashloop_backoff_max;
   ao.workers.resync_interval = c.flags.sync_frequency;
   ao.pleg.relist_period = c.flags.pleg_relist_period;
+  // The CRI runtime reports no container events: the relist is the PLEG, every second as
+  // kubelet's.
+  if (c.flags.runtime == "cri" && !c.pleg_relist_period_set) {
+    ao.pleg.relist_period = std::chrono::seconds(1);
+  }
   ao.allow_root_api_pods = c.flags.allow_root_api_pods;
   ao.blocking_executor = std::move(blocking);
   if (events) {
@@ -134,8 +159,9 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       clients_(std::move(clients)),
       work_(asio::make_work_guard(ioc_)),
       cgroups_(startNodeCgroups(config)),
-      runtime_(makeRuntime(config, ioc_, clock_, cgroups_)),
+      runtime_(makeRuntime(config, ioc_, runtime_pool_.get_executor(), clock_, cgroups_)),
       instrumented_(*runtime_),
+      runtime_state_(makeRuntimeState()),
       api_state_loss_(clock_),
       node_status_(makeNodeStatus()),
       api_mirror_client_(makeMirrorClient()),
@@ -197,6 +223,15 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
                                                                    api(*clients_.rest), no);
   api_state_loss_.subscribe([n = node_status.get()](const std::string&) { n->reRegister(); });
   return node_status;
+}
+
+std::shared_ptr<agent::RuntimeState> Daemon::makeRuntimeState() {
+  agent::RuntimeStateOptions ro;
+  // The Node's Ready condition follows at once (node_status_ is built later: read at call time).
+  ro.on_change = [this] {
+    if (node_status_) node_status_->requestUpdate();
+  };
+  return std::make_shared<agent::RuntimeState>(ioc_.get_executor(), clock_, instrumented_, ro);
 }
 
 std::unique_ptr<agent::ApiMirrorClient> Daemon::makeMirrorClient() {
@@ -330,6 +365,17 @@ void Daemon::buildApiControllers() {
 
 bool Daemon::nodeHealthy(std::string* why) const {
   if (!agent_.healthy(why)) return false;
+  // kubelet's runtime and network errors, in its aggregate's form.
+  std::vector<std::string> errors;
+  for (auto e : {runtime_state_->runtimeErrors(), runtime_state_->networkErrors()}) {
+    if (!e.empty()) errors.push_back(std::move(e));
+  }
+  if (!errors.empty()) {
+    if (why != nullptr) {
+      *why = errors.size() == 1 ? errors.front() : "[" + errors[0] + ", " + errors[1] + "]";
+    }
+    return false;
+  }
   // A node whose agent cannot list its API pods is not ready for them (after a grace for the
   // first list at start-up).
   auto api_state = pod_config_.sourceState(std::string(api::kApiserverSource));
@@ -447,7 +493,12 @@ base::Status Daemon::buildServers() {
 base::Status Daemon::init() {
   if (!cgroups_.error.ok()) return cgroups_.error.withContext("cannot set up the node's cgroups");
   if (auto s = runtime_->recover(); !s.ok()) {
-    return s.withContext("cannot recover containers from a previous run");
+    return s.withContext(flags_.runtime == "cri"
+                             ? "cannot use the container runtime (--container-runtime-endpoint)"
+                             : "cannot recover containers from a previous run");
+  }
+  if (const auto version = runtime_->version(); node_status_ && !version.empty()) {
+    node_status_->setContainerRuntimeVersion(runtime_->type() + "://" + version);
   }
   // Every port the agent serves is its own: one it cannot bind is fatal.
   RETURN_IF_ERROR(buildServers());
@@ -476,6 +527,7 @@ void Daemon::start() {
         "No pod source configured (--allow-no-sources): every container under the root dir is an "
         "orphan and will be stopped");
   }
+  runtime_state_->start();
   if (node_status_) node_status_->start();
   if (node_lease_) node_lease_->start();
   if (status_syncer_) status_syncer_->start();
@@ -492,6 +544,7 @@ void Daemon::stop() {
   for (auto& s : sources_) s->stop();
   if (status_syncer_) status_syncer_->stop();
   if (node_status_) node_status_->stop();
+  runtime_state_->stop();
   if (node_lease_) node_lease_->stop();
   if (events_) events_->stop();
   systemd_.stop();
@@ -544,6 +597,7 @@ void Daemon::joinAndRelease() {
   api_pool_.join();
   webhook_pool_.join();
   blocking_.join();
+  runtime_pool_.join();
 }
 
 }  // namespace nodeagent::cmd

@@ -25,6 +25,7 @@
 #include "agent/node_status.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/instrumented_runtime.h"
+#include "agent/runtime_state.h"
 #include "agent/server/kubelet_server.h"
 #include "agent/stats/summary.h"
 #include "agent/status/status_manager.h"
@@ -60,6 +61,7 @@ struct ApiClients {
 class Daemon {
  public:
   static constexpr int kApiPoolThreads = 4;
+  static constexpr int kRuntimePoolThreads = 16;
 
   // `clients` are empty without --kubeconfig. Builds every component; starts nothing.
   Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients);
@@ -77,6 +79,7 @@ class Daemon {
  private:
   api::AsyncRestClient api(api::RestClient& client);
   void reportStateLoss(const std::string& reason);
+  std::shared_ptr<agent::RuntimeState> makeRuntimeState();
   std::shared_ptr<agent::NodeStatusController> makeNodeStatus();
   std::unique_ptr<agent::ApiMirrorClient> makeMirrorClient();
   std::shared_ptr<agent::EventRecorder> makeEventRecorder();
@@ -107,11 +110,16 @@ class Daemon {
   asio::thread_pool blocking_{2};
   asio::thread_pool api_pool_{kApiPoolThreads};
   asio::thread_pool webhook_pool_{2};  // the kubelet API's reviews
+  // The CRI runtime's blocking gRPC calls: a StopContainer holds its thread for the grace
+  // period, so they stay off the file pool. Idle without --runtime=cri.
+  asio::thread_pool runtime_pool_{kRuntimePoolThreads};
   // kubepods and below; the runtime makes each container's cgroup under its pod's.
   NodeCgroups cgroups_;
   std::unique_ptr<runtime::Runtime> runtime_;
   // Everything the agent asks of the runtime is counted (kubelet_runtime_operations_total).
   runtime::InstrumentedRuntime instrumented_;
+  // The runtime's Status, asked every 5 s: its errors make the Node NotReady.
+  std::shared_ptr<agent::RuntimeState> runtime_state_;
   // A lost apiserver state seen by the api source, the Node or the lease makes all of them (and
   // the pod statuses) start over.
   agent::ApiStateLoss api_state_loss_;

@@ -10,6 +10,7 @@
 
 #include "agent/cm/cgroup_manager.h"
 #include "agent/node_status.h"
+#include "agent/runtime/cri/cri_endpoint.h"
 #include "api/quantity.h"
 #include "base/log.h"
 #include "cmd/nodeagent/config_file.h"
@@ -61,7 +62,15 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("node-ip", &f.node_ip, "the node's IP (default: the first non-loopback IPv4)");
   fs.addString("root-dir", &f.root_dir, "state directory");
   fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
-  fs.addString("runtime", &f.runtime, "container runtime: process or fake");
+  fs.addString("runtime", &f.runtime,
+               "container runtime: process (host processes), cri (a CRI runtime such as "
+               "containerd, at --container-runtime-endpoint) or fake");
+  fs.addString("container-runtime", &f.container_runtime,
+               "kubelet's flag: remote is --runtime=cri");
+  fs.addString("container-runtime-endpoint", &f.container_runtime_endpoint,
+               "the CRI runtime's socket, unix:///path");
+  fs.addDuration("runtime-request-timeout", &f.runtime_request_timeout,
+                 "deadline of each CRI call (a stop or exec also gets its own timeout)");
   fs.addString("address", &f.address,
                "address of the kubelet API (default 0.0.0.0) and, when given, of the read-only "
                "and healthz ports (default 127.0.0.1)");
@@ -169,6 +178,23 @@ std::optional<UsageError> checkServingFlags(const DaemonFlags& f) {
   return std::nullopt;
 }
 
+// kubelet's --container-runtime: "remote" (a CRI runtime) is --runtime=cri; kubelet's other value,
+// docker, has no counterpart.
+std::optional<UsageError> applyContainerRuntime(DaemonFlags& f, bool runtime_set) {
+  if (f.container_runtime.empty()) return std::nullopt;
+  if (f.container_runtime != "remote") {
+    return UsageError{"--container-runtime: \"" + f.container_runtime +
+                      "\" is not supported (remote: a CRI runtime such as containerd, at "
+                      "--container-runtime-endpoint)"};
+  }
+  if (runtime_set && f.runtime != "cri") {
+    return UsageError{"--container-runtime=remote and --runtime=" + f.runtime +
+                      " disagree: give one of them"};
+  }
+  f.runtime = "cri";
+  return std::nullopt;
+}
+
 // The checks of the flags alone (no file or host lookups).
 std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   if (f.logging_format != "text" && f.logging_format != "json") {
@@ -184,8 +210,17 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
         "staticPodPath / staticPodURL in --config); an agent without one stops every container "
         "under its --root-dir, so it starts only with --allow-no-sources"};
   }
-  if (f.runtime != "process" && f.runtime != "fake") {
-    return UsageError{"--runtime: \"" + f.runtime + "\" is not process or fake"};
+  if (f.runtime != "process" && f.runtime != "cri" && f.runtime != "fake") {
+    return UsageError{"--runtime: \"" + f.runtime + "\" is not process, cri or fake"};
+  }
+  if (f.runtime == "cri") {
+    if (auto endpoint = runtime::cri::parseCriEndpoint(f.container_runtime_endpoint);
+        !endpoint.ok()) {
+      return UsageError{"--container-runtime-endpoint: " + endpoint.status().message()};
+    }
+    if (f.runtime_request_timeout <= base::Duration::zero()) {
+      return UsageError{"--runtime-request-timeout must be positive"};
+    }
   }
   if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
   if (auto bad = checkServingFlags(f)) return bad;
@@ -305,6 +340,10 @@ LoadedConfig loadDaemonConfig(int argc, char** argv) {
     c.ignored_config_keys = std::move(applied->ignored_keys);
   }
   c.node_status_frequency_set = fs.isSet("node-status-update-frequency");
+  c.pleg_relist_period_set = fs.isSet("pleg-relist-period");
+  if (auto bad = applyContainerRuntime(c.flags, fs.isSet("runtime"))) {
+    return usageError(bad->message, fs);
+  }
   if (auto bad = checkFlags(c.flags)) return usageError(bad->message, fs);
   base::initLogging({.verbosity = static_cast<int>(c.flags.verbosity),
                      .format = c.flags.logging_format == "json" ? base::LogFormat::kJson

@@ -30,6 +30,10 @@ struct DaemonFlags {
   std::string root_dir = "/var/lib/nodeagent";
   std::string pod_log_dir = "/var/log/pods";
   std::string runtime = "process";
+  // kubelet's: "remote" selects the CRI runtime (--runtime=cri).
+  std::string container_runtime;
+  std::string container_runtime_endpoint = "unix:///run/containerd/containerd.sock";
+  base::Duration runtime_request_timeout = std::chrono::minutes(2);
   // The kubelet API's address (0.0.0.0 when unset) and, when set, the read-only and healthz
   // ports' (127.0.0.1 when unset: they are not authenticated).
   std::string address;
@@ -87,6 +91,9 @@ struct DaemonConfig {
   DaemonFlags flags;
   // --node-status-update-frequency was given (it then also sets the report frequency).
   bool node_status_frequency_set = false;
+  // --pleg-relist-period was given (else the CRI runtime, which reports no events, relists every
+  // second as kubelet).
+  bool pleg_relist_period_set = false;
   std::vector<std::string> ignored_config_keys;  // KubeletConfiguration fields not implemented
   std::string node_name;
   std::string node_ip;

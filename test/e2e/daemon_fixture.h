@@ -129,6 +129,14 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   void start(std::vector<std::string> extra = {}) {
+    spawn(std::move(extra));
+    bool up = testing::eventually([&] { return get("/healthz").has_value(); }, 15s);
+    if (!up) UNSCOPED_INFO("agent log:\n" << logTail());
+    REQUIRE(up);
+  }
+
+  // Starts the agent without waiting for it to serve (for agents expected to exit).
+  void spawn(std::vector<std::string> extra = {}) {
     REQUIRE(pid_ == 0);
     std::string bin = testing::binaryPath("nodeagent").string();
     std::vector<std::string> args{bin,
@@ -153,9 +161,6 @@ class Daemon {
     int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     REQUIRE(rc == 0);
-    bool up = testing::eventually([&] { return get("/healthz").has_value(); }, 15s);
-    if (!up) UNSCOPED_INFO("agent log:\n" << logTail());
-    REQUIRE(up);
   }
 
   // Sends `sig` and waits for the exit; returns the exit code (128+signal for a signal death),

@@ -197,7 +197,7 @@ TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are kil
   Fixture f;
   REQUIRE(f.runtime->recover().ok());
   CHECK(f.runtime->type() == "containerd");
-  CHECK_FALSE(f.runtime->runtimeVersion().empty());
+  CHECK_FALSE(f.runtime->version().empty());
 
   const api::PodPtr pod = busyboxPod();
   auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));

@@ -75,6 +75,11 @@ void toProto(const ContainerSecurityContext& in, v1::LinuxContainerSecurityConte
   for (const auto& cap : in.drop_capabilities) {
     out->mutable_capabilities()->add_drop_capabilities(cap);
   }
+  out->mutable_supplemental_groups()->Add(in.supplemental_groups.begin(),
+                                          in.supplemental_groups.end());
+  out->set_no_new_privs(in.no_new_privs);
+  out->mutable_masked_paths()->Add(in.masked_paths.begin(), in.masked_paths.end());
+  out->mutable_readonly_paths()->Add(in.readonly_paths.begin(), in.readonly_paths.end());
   toProto(in.namespace_options, out->mutable_namespace_options());
 }
 

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "agent/runtime/security_context.h"
 #include "base/blocking.h"
 
 #include <nlohmann/json.hpp>
@@ -89,7 +90,7 @@ std::string CriRuntime::type() const {
   return runtime_name_.empty() ? std::string("remote") : runtime_name_;
 }
 
-std::string CriRuntime::runtimeVersion() const {
+std::string CriRuntime::version() const {
   std::lock_guard lock(mu_);
   return runtime_version_;
 }
@@ -135,6 +136,53 @@ asio::awaitable<base::Status> CriRuntime::removePodSandbox(std::string id) {
     return isNotFound(status) ? base::okStatus() : status;
   };
   auto task = base::runBlocking(options_.blocking_executor, std::move(remove));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::StatusOr<RuntimeStatus>> CriRuntime::status() {
+  auto client = client_;
+  auto ask = [client]() -> base::StatusOr<RuntimeStatus> {
+    auto answer = client->status();
+    if (!answer.ok()) return answer.status();
+    RuntimeStatus out;
+    for (const auto& c : answer->conditions) {
+      out.conditions.push_back({c.type, c.status, c.reason, c.message});
+    }
+    return out;
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(ask));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> CriRuntime::imageStatus(
+    std::string image) {
+  auto client = client_;
+  auto ask = [client, image = std::move(image)]() -> base::StatusOr<std::optional<ImageInfo>> {
+    auto answer = client->imageStatus(image);
+    if (!answer.ok()) return answer.status();
+    if (!answer->has_value()) return std::optional<ImageInfo>();
+    const auto& in = **answer;
+    return std::optional<ImageInfo>(
+        ImageInfo{in.id, in.repo_tags, in.repo_digests, in.size, in.uid, in.username});
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(ask));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::StatusOr<std::string>> CriRuntime::pullImage(
+    std::string image, std::optional<RegistryAuth> auth) {
+  auto client = client_;
+  auto pull = [client, image = std::move(image),
+               auth = std::move(auth)]() -> base::StatusOr<std::string> {
+    std::optional<cri::AuthConfig> cri_auth;
+    if (auth) {
+      cri_auth = cri::AuthConfig{auth->username,       auth->password,
+                                 auth->auth,           auth->server_address,
+                                 auth->identity_token, auth->registry_token};
+    }
+    return client->pullImage(image, cri_auth);
+  };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(pull));
   co_return co_await std::move(task);
 }
 
@@ -188,6 +236,7 @@ ContainerStatus CriRuntime::toRuntimeStatus(const cri::ContainerStatus& s) const
   out.reason = s.reason;
   out.message = s.message;
   out.image = s.image;
+  out.image_id = s.image_ref;
   out.hash = hashFromHex(valueOr(s.annotations, kContainerHashAnnotation));
   out.restart_count = static_cast<int>(
       intValue(s.annotations, kContainerRestartCountAnnotation, s.metadata.attempt));
@@ -257,10 +306,66 @@ std::vector<std::string> expandAll(const std::vector<std::string>& words,
   return out;
 }
 
-// kubelet's generateContainerConfig, as far as nodeagent goes for now.
+// kubelet's defaultMaskedPaths and defaultReadonlyPaths (the Default proc mount).
+const std::vector<std::string>& defaultMaskedPaths() {
+  static const std::vector<std::string> paths = {
+      "/proc/acpi",        "/proc/kcore",      "/proc/keys",        "/proc/latency_stats",
+      "/proc/timer_list",  "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+      "/sys/firmware"};
+  return paths;
+}
+const std::vector<std::string>& defaultReadonlyPaths() {
+  static const std::vector<std::string> paths = {"/proc/asound", "/proc/bus",       "/proc/fs",
+                                                 "/proc/irq",    "/proc/sys", "/proc/sysrq-trigger"};
+  return paths;
+}
+
+// kubelet's convertToRuntimeSecurityContext: the effective context as CRI's, with the image's
+// user name when no runAsUser is set and the image names its user.
+cri::ContainerSecurityContext criSecurityContext(const EffectiveSecurityContext& sc,
+                                                 const DefaultUser& image_user) {
+  cri::ContainerSecurityContext out;
+  out.run_as_user = sc.run_as_user;
+  if (!sc.run_as_user && !image_user.uid) out.run_as_username = image_user.name;
+  out.run_as_group = sc.run_as_group;
+  out.privileged = sc.privileged;
+  out.readonly_rootfs = sc.read_only_root_filesystem;
+  out.add_capabilities = sc.cap_add;
+  out.drop_capabilities = sc.cap_drop;
+  out.supplemental_groups = sc.supplemental_groups;
+  if (sc.fs_group) out.supplemental_groups.push_back(*sc.fs_group);
+  out.no_new_privs = !sc.allow_privilege_escalation;
+  if (!sc.privileged) {
+    out.masked_paths = defaultMaskedPaths();
+    out.readonly_paths = defaultReadonlyPaths();
+  }
+  out.namespace_options = nodeNamespaces();
+  return out;
+}
+
+// kubelet's getImageUser: the image's numeric user, else its user name, else root.
+base::StatusOr<DefaultUser> imageUser(cri::CriClient& client, const std::string& image) {
+  auto info = client.imageStatus(image);
+  if (!info.ok()) return info.status();
+  DefaultUser user{int64_t{0}, "", "the image's user is root"};
+  if (info->has_value() && (*info)->uid) {
+    user.uid = (*info)->uid;
+  } else if (info->has_value() && !(*info)->username.empty()) {
+    user.uid.reset();
+    user.name = (*info)->username;
+  }
+  return user;
+}
+
+// kubelet's generateContainerConfig, as far as nodeagent goes for now. The security context is
+// checked against the image's user: runAsNonRoot as kubelet, and the apiserver pods' policy.
 base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
                                                      const api::Container& container, int attempt,
-                                                     const StartContainerOptions& options) {
+                                                     const StartContainerOptions& options,
+                                                     const DefaultUser& image_user) {
+  const auto sc = determineEffectiveSecurityContext(pod, container);
+  RETURN_IF_ERROR(verifyRunAsNonRoot(pod, container, sc, image_user));
+  if (options.refuse_root) RETURN_IF_ERROR(checkNonRootPolicy(pod, container, sc, image_user));
   auto env = buildContainerEnv(pod, container, options);
   if (!env.ok()) return env.status();
   cri::ContainerConfig config;
@@ -292,7 +397,7 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
   const auto& r = options.resources;
   config.resources = {r.cpu_period, r.cpu_quota, r.cpu_shares, r.memory_limit_in_bytes,
                       r.oom_score_adj};
-  config.security_context.namespace_options = nodeNamespaces();
+  config.security_context = criSecurityContext(sc, image_user);
   return config;
 }
 
@@ -312,7 +417,9 @@ cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem
 base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
                                                       const api::Container& container, int attempt,
                                                       const StartContainerOptions& options) {
-  auto config = containerConfig(pod, container, attempt, options);
+  auto image_user = imageUser(*client_, options.image.empty() ? container.image : options.image);
+  if (!image_user.ok()) return image_user.status();
+  auto config = containerConfig(pod, container, attempt, options, *image_user);
   if (!config.ok()) return config.status();
   const auto log_dir =
       podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);

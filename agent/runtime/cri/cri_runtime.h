@@ -67,7 +67,7 @@ class CriRuntime final : public Runtime {
   // recover() has asked.
   std::string type() const override;
   // The runtime's version from Version ("1.6.20~ds1"); empty until recover() has asked.
-  std::string runtimeVersion() const;
+  std::string version() const override;
 
   // Calls Version (a clear error naming the endpoint when the runtime is missing or speaks
   // another API) and records the runtime's name and version. There is nothing else to adopt:
@@ -119,6 +119,16 @@ class CriRuntime final : public Runtime {
   // RemoveContainer and its log file. NotFound for an unknown container, FailedPrecondition while
   // it runs.
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
+
+  // Status: the runtime's RuntimeReady and NetworkReady conditions.
+  asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
+  // Containers run images: the agent makes sure each one is there before it starts a container.
+  bool runsImages() const override { return true; }
+  // ImageStatus; nullopt when the runtime does not hold the image.
+  asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image) override;
+  // PullImage; the image's ID.
+  asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
+                                                         std::optional<RegistryAuth> auth) override;
 
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override;

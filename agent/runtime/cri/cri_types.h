@@ -124,7 +124,11 @@ struct ContainerSecurityContext {
   bool privileged = false;
   std::vector<std::string> add_capabilities;  // "NET_ADMIN", as CRI: without CAP_
   std::vector<std::string> drop_capabilities;
-  NamespaceOptions namespace_options;  // kubelet gives each container its pod's
+  std::vector<int64_t> supplemental_groups;
+  bool no_new_privs = false;
+  std::vector<std::string> masked_paths;    // kubelet's defaults unless privileged
+  std::vector<std::string> readonly_paths;  // likewise
+  NamespaceOptions namespace_options;       // kubelet gives each container its pod's
 };
 
 struct ContainerConfig {

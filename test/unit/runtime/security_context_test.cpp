@@ -125,7 +125,8 @@ TEST_CASE("security context: container fields override the pod's, groups come fr
 TEST_CASE("security context: runAsNonRoot is verified as kubelet does",
           "[unit][runtime][security]") {
   auto verify = [](const api::Pod& pod, const api::Container& c, std::optional<int64_t> uid) {
-    return verifyRunAsNonRoot(pod, c, determineEffectiveSecurityContext(pod, c), uid);
+    return verifyRunAsNonRoot(pod, c, determineEffectiveSecurityContext(pod, c),
+                              DefaultUser{uid, "", "the image's user is root"});
   };
   const std::string where = " (pod: \"web_default(u1)\", container: main)";
   SECTION("not asked: anything goes") {
@@ -150,6 +151,21 @@ TEST_CASE("security context: runAsNonRoot is verified as kubelet does",
     CHECK(verify(makePod(podContext({}, {}, true)), makeContainer(), 1000).ok());
     CHECK(verify(makePod(podContext({}, {}, true)), makeContainer(), std::nullopt).ok());
   }
+  SECTION("no runAsUser and an image user that is a name: cannot be verified") {
+    const auto pod = makePod(podContext({}, {}, true));
+    const auto c = makeContainer();
+    auto s = verifyRunAsNonRoot(pod, c, determineEffectiveSecurityContext(pod, c),
+                                DefaultUser{std::nullopt, "nobody", ""});
+    CHECK(s.code() == base::StatusCode::kInvalidArgument);
+    CHECK(s.message() ==
+          "container has runAsNonRoot and image has non-numeric user (nobody), cannot verify "
+          "user is non-root" +
+              where);
+    const auto with_uid = makePod(podContext(1000, {}, true));
+    CHECK(verifyRunAsNonRoot(with_uid, c, determineEffectiveSecurityContext(with_uid, c),
+                             DefaultUser{std::nullopt, "nobody", ""})
+              .ok());
+  }
   SECTION("the container's runAsNonRoot: false overrides the pod's true") {
     CHECK(
         verify(makePod(podContext({}, {}, true)), makeContainer(containerContext({}, {}, false)), 0)
@@ -159,7 +175,9 @@ TEST_CASE("security context: runAsNonRoot is verified as kubelet does",
 
 TEST_CASE("security context: the non-root policy for apiserver pods", "[unit][runtime][security]") {
   auto check = [](const api::Pod& pod, const api::Container& c, int64_t default_uid) {
-    return checkNonRootPolicy(pod, c, determineEffectiveSecurityContext(pod, c), default_uid);
+    return checkNonRootPolicy(
+        pod, c, determineEffectiveSecurityContext(pod, c),
+        DefaultUser{default_uid, "", "a process container runs as the agent's user"});
   };
   SECTION("no runAsUser with a root agent") {
     auto s = check(makePod(), makeContainer(), 0);
@@ -172,6 +190,18 @@ TEST_CASE("security context: the non-root policy for apiserver pods", "[unit][ru
   SECTION("runAsUser 0 from the pod or the container") {
     CHECK_FALSE(check(makePod(podContext(0)), makeContainer(), 0).ok());
     CHECK_FALSE(check(makePod(podContext(1000)), makeContainer(containerContext(0)), 0).ok());
+  }
+  SECTION("an image whose user is a name may be root: refused without runAsUser") {
+    const auto pod = makePod();
+    const auto c = makeContainer();
+    auto s = checkNonRootPolicy(pod, c, determineEffectiveSecurityContext(pod, c),
+                                DefaultUser{std::nullopt, "daemon", "the image's user is root"});
+    CHECK(s.code() == base::StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("may run as root") && Catch::Contains("\"daemon\""));
+    const auto with_uid = makePod(podContext(1000));
+    CHECK(checkNonRootPolicy(with_uid, c, determineEffectiveSecurityContext(with_uid, c),
+                             DefaultUser{std::nullopt, "daemon", ""})
+              .ok());
   }
   SECTION("a non-root uid passes") {
     CHECK(check(makePod(podContext(1000)), makeContainer(), 0).ok());

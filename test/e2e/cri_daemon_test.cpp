@@ -1,0 +1,136 @@
+// The daemon with --runtime=cri (and kubelet's --container-runtime=remote) against a containerd of
+// the test's own: a static pod runs as a container of the image (its own PID and mount
+// namespaces, the image's root filesystem), the Node reports containerd's version, a kill -9 and
+// restart of the agent adopts the same container, a deleted manifest removes it, and a missing
+// runtime is a clear startup error that names the endpoint.
+#include <sys/stat.h>
+
+#include "test/e2e/daemon_fixture.h"
+#include "test/support/containerd.h"
+
+namespace nodeagent::e2e {
+namespace {
+
+// A host-network static pod of the test busybox image: a shell (with `marker` as its $0, so it
+// shows in its command line) that waits for a `sleep` and ends on SIGTERM.
+std::string busyboxPod(const std::string& name, const std::string& marker) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  hostNetwork: true\n  containers:\n  - name: main\n"
+         "    image: nodeagent.test/busybox:1\n"
+         "    imagePullPolicy: Never\n"
+         "    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & wait\", " +
+         quoteYaml(marker) + "]\n";
+}
+
+std::string nsOf(int pid, const char* ns) {
+  std::error_code ec;
+  return fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/" + ns, ec).string();
+}
+
+std::vector<std::string> criArgs(const testing::TestContainerd& containerd) {
+  return {"--container-runtime=remote",
+          "--container-runtime-endpoint=" + containerd.endpoint()};
+}
+
+}  // namespace
+
+TEST_CASE("cri: a static pod runs in a containerd container and is adopted after kill -9") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-static");
+  d.writeManifest("web.yaml", busyboxPod("web", mark));
+  d.start(criArgs(containerd));
+
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  auto cs = d.containerStatus("web");
+  REQUIRE(cs);
+  const std::string id = cs->value("containerID", "");
+  CHECK(id.starts_with("containerd://"));
+  CHECK(cs->value("imageID", "").starts_with("sha256:"));
+  CHECK(cs->value("image", "") == "nodeagent.test/busybox:1");
+
+  // The container's process: in namespaces of its own, on the image's root filesystem.
+  const int pid = onePid(mark);
+  REQUIRE(pid > 0);
+  CHECK(nsOf(pid, "pid") != nsOf(::getpid(), "pid"));
+  CHECK(nsOf(pid, "mnt") != nsOf(::getpid(), "mnt"));
+  struct stat st {};
+  CHECK(::stat(("/proc/" + std::to_string(pid) + "/root/bin/busybox").c_str(), &st) == 0);
+  // Its log is where kubelet puts it (<ns>_<name>_<uid>/main/0.log), written by containerd.
+  CHECK(testing::eventually(
+      [&] {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(d.logs(), ec)) {
+          if (e.path().filename().string().starts_with("default_web-")) {
+            return fs::exists(e.path() / "main" / "0.log");
+          }
+        }
+        return false;
+      },
+      10s));
+
+  // kill -9 and a restart: the same container is adopted, nothing is started twice.
+  REQUIRE(d.stop(SIGKILL) == 128 + SIGKILL);
+  CHECK(alive(pid));
+  d.start(criArgs(containerd));
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 30s);
+  cs = d.containerStatus("web");
+  REQUIRE(cs);
+  CHECK(cs->value("containerID", "") == id);
+  CHECK(cs->value("restartCount", -1) == 0);
+  CHECK(alive(pid));
+  CHECK(pidsWithArg(mark).size() == 1);
+
+  // The manifest removed: the container and its sandbox go.
+  d.removeManifest("web.yaml");
+  REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(mark).empty(); }, 60s);
+  REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
+}
+
+TEST_CASE("cri: a container that exits is restarted and its status follows within the relist") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-exit");
+  d.writeManifest("job.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: job\nspec:\n"
+                  "  hostNetwork: true\n  restartPolicy: OnFailure\n  containers:\n"
+                  "  - name: main\n    image: nodeagent.test/busybox:1\n"
+                  "    imagePullPolicy: Never\n"
+                  "    command: [\"/bin/sh\", \"-c\", \"exit 3\", " +
+                      quoteYaml(mark) + "]\n");
+  d.start(criArgs(containerd));
+  // Every attempt fails (exit 3), so the pod keeps restarting; the status shows the last
+  // termination with its exit code.
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto cs = d.containerStatus("job");
+        return cs && cs->value("restartCount", 0) >= 1 && cs->contains("lastState") &&
+               (*cs)["lastState"].contains("terminated") &&
+               (*cs)["lastState"]["terminated"].value("exitCode", 0) == 3;
+      },
+      60s);
+}
+
+TEST_CASE("cri: a runtime that is not there is a startup error naming the endpoint") {
+  Daemon d;
+  d.writeManifest("web.yaml", busyboxPod("web", marker("cri-missing")));
+  const auto socket = d.dir() / "no-such-containerd.sock";
+  d.spawn({"--runtime=cri", "--container-runtime-endpoint=unix://" + socket.string()});
+  CHECK(d.waitExit(30s) == 1);
+  const auto log = readOr(d.dir() / "agent.log");
+  CHECK_THAT(log, Catch::Contains("--container-runtime-endpoint"));
+  CHECK_THAT(log, Catch::Contains(socket.string()));
+
+  Daemon both;
+  both.writeManifest("web.yaml", busyboxPod("web", marker("cri-flags")));
+  both.spawn({"--runtime=process", "--container-runtime=remote"});
+  CHECK(both.waitExit(10s) == 2);
+  CHECK_THAT(readOr(both.dir() / "agent.log"), Catch::Contains("disagree"));
+}
+
+}  // namespace nodeagent::e2e
