@@ -221,7 +221,10 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
   }
   const int64_t grace =
       graceAfterPreStopSeconds(hook_grace, hook_time, options, kMinimumGracePeriodSeconds);
-  if (delay > base::Duration::zero()) co_await base::sleepFor(clock_, delay);
+  if (delay > base::Duration::zero()) {
+    auto wait = base::sleepFor(clock_, delay);
+    co_await std::move(wait);
+  }
   {
     std::lock_guard lock(mu_);
     ContainerStatus* c = findLocked(id.id, &uid);
@@ -416,6 +419,106 @@ size_t FakeRuntime::runningContainerCount() const {
     for (const auto& c : rec.containers) n += c.state == ContainerState::kRunning ? 1 : 0;
   }
   return n;
+}
+
+bool FakeRuntime::runsImages() const {
+  std::lock_guard lock(mu_);
+  return runs_images_;
+}
+
+asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> FakeRuntime::imageStatus(
+    std::string image) {
+  base::StatusOr<std::optional<ImageInfo>> out = std::optional<ImageInfo>();
+  {
+    std::lock_guard lock(mu_);
+    auto held = images_.find(image);
+    if (!image_status_error_.ok()) {
+      out = image_status_error_;
+    } else if (held != images_.end()) {
+      out = std::optional<ImageInfo>(held->second);
+    } else {
+      auto by_id = std::find_if(images_.begin(), images_.end(),
+                                [&](const auto& kv) { return kv.second.id == image; });
+      if (by_id != images_.end()) out = std::optional<ImageInfo>(by_id->second);
+    }
+  }
+  co_return out;
+}
+
+asio::awaitable<base::StatusOr<std::string>> FakeRuntime::pullImage(
+    std::string image, std::optional<RegistryAuth> auth) {
+  base::Duration delay{};
+  {
+    std::lock_guard lock(mu_);
+    pulls_.push_back(image);
+    if (auth) ++pulls_with_auth_;
+    delay = pull_delay_;
+  }
+  if (delay > base::Duration::zero()) {
+    auto wait = base::sleepFor(clock_, delay);
+    co_await std::move(wait);
+  }
+  base::StatusOr<std::string> out = std::string();
+  {
+    std::lock_guard lock(mu_);
+    auto result = pull_results_.find(image);
+    if (result != pull_results_.end() && !result->second.ok()) {
+      out = result->second;
+    } else {
+      auto& info = images_[image];
+      if (info.id.empty()) info.id = "sha256:fake-" + image;
+      if (info.repo_tags.empty()) info.repo_tags.push_back(image);
+      out = info.id;
+    }
+  }
+  co_return out;
+}
+
+void FakeRuntime::setRunsImages(bool runs_images) {
+  std::lock_guard lock(mu_);
+  runs_images_ = runs_images;
+}
+
+void FakeRuntime::addImage(const std::string& image, ImageInfo info) {
+  std::lock_guard lock(mu_);
+  if (info.id.empty()) info.id = "sha256:fake-" + image;
+  if (info.repo_tags.empty()) info.repo_tags.push_back(image);
+  images_[image] = std::move(info);
+}
+
+void FakeRuntime::removeImage(const std::string& image) {
+  std::lock_guard lock(mu_);
+  images_.erase(image);
+}
+
+bool FakeRuntime::hasImage(const std::string& image) const {
+  std::lock_guard lock(mu_);
+  return images_.count(image) != 0;
+}
+
+void FakeRuntime::setPullResult(const std::string& image, base::Status result) {
+  std::lock_guard lock(mu_);
+  pull_results_[image] = std::move(result);
+}
+
+void FakeRuntime::setPullDelay(base::Duration delay) {
+  std::lock_guard lock(mu_);
+  pull_delay_ = delay;
+}
+
+void FakeRuntime::setImageStatusError(base::Status status) {
+  std::lock_guard lock(mu_);
+  image_status_error_ = std::move(status);
+}
+
+std::vector<std::string> FakeRuntime::pulls() const {
+  std::lock_guard lock(mu_);
+  return pulls_;
+}
+
+size_t FakeRuntime::pullsWithAuth() const {
+  std::lock_guard lock(mu_);
+  return pulls_with_auth_;
 }
 
 }  // namespace nodeagent::runtime

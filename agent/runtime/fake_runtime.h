@@ -10,6 +10,10 @@
 //     without stdin it ends at once with 0.
 //   With tty, resize(w, h) writes "resize <w>x<h>\n" to stdout. With stdout false the echo is
 //   dropped. Errors as the process runtime's (NotFound, FailedPrecondition, InvalidArgument).
+// Images (for tests of the agent's image pulls): off by default, as the process runtime, the fake
+// runs no images; setRunsImages(true) makes it a runtime that does (runsImages), holding the
+// images a test adds, answering imageStatus from them and pulls as the test scripts them (by
+// default a pull succeeds and the image is then held).
 // Every start/kill/remove is recorded, and tests can make containers exit with a code or make
 // starts fail. It holds only a few small structs per container, so 50,000 pods are cheap.
 //
@@ -85,6 +89,13 @@ class FakeRuntime final : public Runtime {
                                                                StreamOptions options) override;
   asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
                                                            StreamOptions options) override;
+  bool runsImages() const override;
+  // The image whose reference or ID is `image`, when held. Fails while setImageStatusError holds.
+  asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image) override;
+  // Records the pull, waits the pull delay on the clock, then answers the scripted result; a
+  // successful pull holds the image (ID "sha256:fake-<image>" unless it was held with another).
+  asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
+                                                         std::optional<RegistryAuth> auth) override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
@@ -134,6 +145,25 @@ class FakeRuntime final : public Runtime {
   // Commands run through execStream, as (container name, argv).
   std::vector<std::pair<std::string, std::vector<std::string>>> streamExecs() const;
 
+  // Image controls (see the top of this file).
+  void setRunsImages(bool runs_images);
+  // Holds `image` (a reference as containers name it, e.g. "busybox:1"); an empty info.id becomes
+  // "sha256:fake-<image>".
+  void addImage(const std::string& image, ImageInfo info = {});
+  void removeImage(const std::string& image);
+  bool hasImage(const std::string& image) const;
+  // Every later pull of `image` answers `result` until set again (OK, the default: the pull
+  // succeeds).
+  void setPullResult(const std::string& image, base::Status result);
+  // Every later pull takes `delay` on the clock (zero, the default: at once).
+  void setPullDelay(base::Duration delay);
+  // Every later imageStatus fails with `status` (OK, the default: answers from the held images).
+  void setImageStatusError(base::Status status);
+  // The images pulls were asked for, in order, failed ones included.
+  std::vector<std::string> pulls() const;
+  // How many pulls were given credentials (the agent pulls anonymously).
+  size_t pullsWithAuth() const;
+
  private:
   struct PodRecord {
     std::string name;
@@ -166,6 +196,13 @@ class FakeRuntime final : public Runtime {
   ExecFn exec_fn_;
   std::vector<std::pair<std::string, std::vector<std::string>>> execs_;
   std::vector<std::pair<std::string, std::vector<std::string>>> stream_execs_;
+  bool runs_images_ = false;
+  std::map<std::string, ImageInfo> images_;  // by reference
+  std::map<std::string, base::Status> pull_results_;
+  base::Duration pull_delay_{0};
+  base::Status image_status_error_;
+  std::vector<std::string> pulls_;
+  size_t pulls_with_auth_ = 0;
   uint64_t next_id_ = 1;
   uint64_t version_ = 0;  // bumped by every change of pods_
   size_t get_pods_calls_ = 0;
