@@ -1,8 +1,8 @@
 // PodLifecycle: kubelet's PodSyncer, what a pod worker calls to make one pod real. syncPod
 // (kubelet's syncPod and kuberuntime's SyncPod: compute the pod's actions, then carry them out step
 // by step), syncTerminatingPod, syncTerminatingRuntimePod and syncTerminatedPod; container starts
-// with crash backoff, lifecycle hooks, volumes, active deadlines, mirror pod upkeep, and the pod's
-// API status (kubelet's generateAPIPodStatus).
+// with crash backoff, image pulls (agent/images), lifecycle hooks, volumes, active deadlines,
+// mirror pod upkeep, and the pod's API status (kubelet's generateAPIPodStatus).
 //
 // Threading: the PodSyncer methods run on the pod's strand (podworkers/pod_syncer.h) and wait only
 // through co_await; file work (pod directories, volumes) goes to the blocking pool.
@@ -18,6 +18,7 @@
 
 #include "agent/agent_metrics.h"
 #include "agent/crash_backoff.h"
+#include "agent/images/image_manager.h"
 #include "agent/pod_actions.h"
 #include "agent/pod_cgroups.h"
 #include "agent/pod_directories.h"
@@ -143,6 +144,11 @@ class PodLifecycle final : public podworkers::PodSyncer {
       StartRequest request, std::shared_ptr<const runtime::PodStatus> status);
   bool inBackoff(const api::Pod& pod, const api::Container& container,
                  const runtime::PodStatus& status);
+  // kubelet's EnsureImageExists step of startContainer, for a runtime that runs images: a failure
+  // becomes the container's waiting reason, and the pod is synced again when a pull backoff ends.
+  // True when the image is there; false (no error, as a crash backoff) while its pull backs off;
+  // the pull's or the policy's error otherwise.
+  asio::awaitable<base::StatusOr<bool>> ensureImage(api::PodPtr pod, api::Container container);
   base::StatusOr<runtime::StartContainerOptions> startOptions(const StartRequest& request,
                                                               const api::Container& container);
   void reportStarted(const api::Pod& pod, const api::Container& container,
@@ -163,6 +169,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
 
   Deps deps_;
   PodLifecycleOptions options_;
+  images::ImageManager images_{deps_.clock, deps_.runtime, deps_.record_event};
 
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID

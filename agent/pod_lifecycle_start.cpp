@@ -1,5 +1,6 @@
 // PodLifecycle's container starts: crash-loop backoff (kubelet's doBackOff), the container's
-// runtime config (sandbox, image, volumes and mounts), the start itself and its postStart hook.
+// image (kubelet's EnsureImageExists, for a runtime that runs images), its runtime config (sandbox,
+// image, volumes and mounts), the start itself and its postStart hook.
 // On the pod's strand.
 #include "agent/pod_lifecycle.h"
 #include "api/pod_update.h"
@@ -71,6 +72,24 @@ bool PodLifecycle::inBackoff(const api::Pod& pod, const api::Container& containe
   return true;
 }
 
+asio::awaitable<base::StatusOr<bool>> PodLifecycle::ensureImage(api::PodPtr pod,
+                                                                api::Container container) {
+  auto ensure = images_.ensureImageExists(pod, container);
+  auto result = co_await std::move(ensure);
+  if (result.ok()) co_return true;
+  // No container was made: the restart count stays, the reason shows as the container's Waiting
+  // state until a start succeeds.
+  const auto& uid = pod->metadata.uid;
+  setStartFailure(uid, container.name, {result.reason, result.message});
+  recordEvent(*pod, "Warning", "Failed", "Error: " + result.reason, containerFieldPath(container));
+  if (result.retry_in) deps_.schedule_sync(uid, *result.retry_in);
+  if (result.reason == images::kImagePullBackOff) co_return false;
+  log()->warn("Container image not ready pod={} container={} image={} reason={} message={}",
+              api::podRef(*pod), container.name, container.image, result.reason,
+              base::goQuote(result.message));
+  co_return base::unknownError(result.reason + ": " + result.message);
+}
+
 base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
     const StartRequest& request, const api::Container& container) {
   const api::Pod& pod = *request.pod;
@@ -100,6 +119,12 @@ asio::awaitable<base::Status> PodLifecycle::startContainerWithBackoff(
   if (inBackoff(*pod, container, *status)) co_return base::okStatus();
   const auto* last = status->findContainerStatusByName(container.name);
   const int attempt = last != nullptr ? last->restart_count + 1 : 0;
+  if (deps_.runtime.runsImages()) {
+    auto ensure = ensureImage(pod, container);
+    auto image = co_await std::move(ensure);
+    if (!image.ok()) co_return image.status();
+    if (!*image) co_return base::okStatus();  // the pull backs off
+  }
   // (No co_await inside a conditional expression: GCC 12 destroys its temporaries twice.)
   auto options = startOptions(request, container);
   base::StatusOr<runtime::ContainerId> started = runtime::ContainerId{};

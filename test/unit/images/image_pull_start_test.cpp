@@ -1,0 +1,244 @@
+// The agent's container starts on a runtime that runs images (the FakeRuntime with images on), on
+// the fake clock: the image step before a start, its Waiting reasons in the pod's API status, its
+// events, and the resyncs at the end of a pull backoff. No threads, no sleeps.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "agent/runtime/fake_runtime.h"
+#include "api/pod_update.h"
+#include "podmanager/mirror_client.h"
+#include "test/support/fake_clock.h"
+#include "test/support/pod_builder.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace std::chrono_literals;
+using Action = runtime::FakeRuntime::Action;
+
+namespace {
+
+class FixedRandom final : public base::Random {
+ public:
+  double uniform() override { return 0.0; }
+  uint64_t next64() override { return 0; }
+};
+
+class NullMirrorClient final : public podmanager::MirrorClient {
+ public:
+  asio::awaitable<base::Status> createMirrorPod(api::PodPtr) override {
+    co_return base::okStatus();
+  }
+  asio::awaitable<base::StatusOr<bool>> deleteMirrorPod(std::string,
+                                                        std::optional<std::string>) override {
+    co_return true;
+  }
+};
+
+struct Harness {
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
+  testing::FakeClock clock;
+  FixedRandom random;
+  runtime::FakeRuntime runtime{ioc.get_executor(), clock};
+  NullMirrorClient mirror_client;
+  podmanager::PodManager pod_manager{mirror_client};
+  agent::StatusManager status_manager{clock, pod_manager};
+  testing::TempDir root;
+  std::unique_ptr<agent::Agent> agent;
+  std::mutex events_mu;
+  std::vector<std::string> events;  // "<type> <reason>: <message>"
+
+  explicit Harness(bool runs_images = true) {
+    runtime.setRunsImages(runs_images);
+    agent::AgentOptions o;
+    o.node_name = "node1";
+    o.node_ip = "10.0.0.1";
+    o.root_dir = root.path();
+    o.allocatable = {"node1", 4000, int64_t{8} << 30, 110};
+    o.record_event = [this](const api::Pod&, const std::string& type, const std::string& reason,
+                            const std::string& message, const std::string&) {
+      std::lock_guard lock(events_mu);
+      events.push_back(type + " " + reason + ": " + message);
+    };
+    agent = std::make_unique<agent::Agent>(
+        ioc.get_executor(), clock, random, runtime, pod_manager, status_manager,
+        [](const std::string&) { return true; }, [] { return true; }, o);
+    agent->start();
+    drain();
+  }
+  ~Harness() {
+    agent->stop({});
+    drain();
+    agent.reset();
+    drain();
+  }
+  void drain() {
+    for (int i = 0; i < 50; ++i) {
+      if (ioc.poll() == 0) break;
+    }
+  }
+  void advance(base::Duration d) {
+    for (auto step = 100ms; d > base::Duration::zero(); d -= step) {
+      clock.advance(std::min<base::Duration>(step, d));
+      drain();
+    }
+  }
+  void add(const api::PodPtr& pod) {
+    agent->onPodUpdate(api::PodUpdate{{pod}, api::PodOperation::kAdd, "file"});
+    drain();
+  }
+  size_t starts() {
+    auto all = runtime.actions();
+    return std::count_if(all.begin(), all.end(),
+                         [](const Action& a) { return a.kind == Action::Kind::kStart; });
+  }
+  api::ContainerStatus container(const std::string& uid = "uid-web") {
+    auto status = status_manager.getPodStatus(uid);
+    REQUIRE(status.has_value());
+    REQUIRE(status->container_statuses.size() == 1);
+    return status->container_statuses[0];
+  }
+  std::string waitingReason() {
+    auto c = container();
+    return c.state.waiting ? c.state.waiting->reason : "";
+  }
+  size_t countEvents(const std::string& text) {
+    std::lock_guard lock(events_mu);
+    return std::count(events.begin(), events.end(), text);
+  }
+};
+
+const std::string kImage = "registry.test/app:1";
+
+api::PodPtr webPod(const std::string& policy, const std::string& image = kImage) {
+  return testing::PodBuilder()
+      .name("web-node1")
+      .uid("uid-web")
+      .annotation("kubernetes.io/config.source", "file")
+      .container("web", {"sleep", "1000"}, image)
+      .restartPolicy("Always")
+      .edit([&](nlohmann::json& j) { j["spec"]["containers"][0]["imagePullPolicy"] = policy; })
+      .build();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "image pulls: a failing pull waits as ErrImagePull, then ImagePullBackOff, retried "
+    "after 10s then 20s",
+    "[unit][images]") {
+  Harness h;
+  h.runtime.setPullResult(kImage, base::unknownError("dial tcp 127.0.0.1:1: connection refused"));
+  h.add(webPod("IfNotPresent"));
+  CHECK(h.starts() == 0);
+  CHECK(h.runtime.pulls().size() == 1);
+  auto c = h.container();
+  REQUIRE(c.state.waiting);
+  CHECK(c.state.waiting->reason == "ErrImagePull");
+  CHECK(c.state.waiting->message == "dial tcp 127.0.0.1:1: connection refused");
+  CHECK(c.restart_count == 0);
+  CHECK(h.status_manager.getPodStatus("uid-web")->phase == "Pending");
+  CHECK(h.countEvents("Normal Pulling: Pulling image \"" + kImage + "\"") == 1);
+  CHECK(h.countEvents("Warning Failed: Failed to pull image \"" + kImage +
+                      "\": dial tcp 127.0.0.1:1: connection refused") == 1);
+  CHECK(h.countEvents("Warning Failed: Error: ErrImagePull") == 1);
+
+  h.advance(9500ms);
+  CHECK(h.runtime.pulls().size() == 1);
+  h.advance(1s);  // the backoff's end resyncs the pod: pulled again, now 20 s
+  CHECK(h.runtime.pulls().size() == 2);
+  // The failed sync is retried before the backoff ends: ImagePullBackOff.
+  h.advance(10s);
+  CHECK(h.runtime.pulls().size() == 2);
+  CHECK(h.waitingReason() == "ImagePullBackOff");
+  CHECK(h.container().state.waiting->message == "Back-off pulling image \"" + kImage + "\"");
+  CHECK(h.countEvents("Normal BackOff: Back-off pulling image \"" + kImage + "\"") >= 1);
+  CHECK(h.countEvents("Warning Failed: Error: ImagePullBackOff") >= 1);
+  CHECK(h.container().restart_count == 0);
+  h.advance(10s);  // 20 s after the second failure
+  CHECK(h.runtime.pulls().size() == 3);
+  CHECK(h.waitingReason() == "ErrImagePull");
+
+  SECTION("a pull that works after the next backoff (40s) starts the container") {
+    h.runtime.setPullResult(kImage, base::okStatus());
+    h.advance(39s);
+    CHECK(h.runtime.pulls().size() == 3);
+    CHECK(h.starts() == 0);
+    h.advance(2s);
+    CHECK(h.runtime.pulls().size() == 4);
+    CHECK(h.starts() == 1);
+    auto running = h.container();
+    CHECK(running.state.running);
+    CHECK(running.restart_count == 0);
+    CHECK(h.countEvents("Normal Pulled: Successfully pulled image \"" + kImage + "\" in 0s") == 1);
+  }
+}
+
+TEST_CASE("image pulls: pull policies before a start", "[unit][images]") {
+  SECTION("Never with the image missing: ErrImageNeverPull, nothing pulled or started") {
+    Harness h;
+    h.add(webPod("Never"));
+    CHECK(h.starts() == 0);
+    CHECK(h.runtime.pulls().empty());
+    auto c = h.container();
+    REQUIRE(c.state.waiting);
+    CHECK(c.state.waiting->reason == "ErrImageNeverPull");
+    CHECK(c.state.waiting->message ==
+          "Container image \"" + kImage + "\" is not present with pull policy of Never");
+    CHECK(c.restart_count == 0);
+    CHECK(h.countEvents("Warning ErrImageNeverPull: " + c.state.waiting->message) == 1);
+    CHECK(h.countEvents("Warning Failed: Error: ErrImageNeverPull") == 1);
+    SECTION("the image arriving lets the next sync start it") {
+      h.runtime.addImage(kImage);
+      h.advance(11s);  // the failed sync's retry
+      CHECK(h.starts() == 1);
+      CHECK(h.container().state.running);
+    }
+  }
+  SECTION("IfNotPresent with the image present: started, no pull") {
+    Harness h;
+    h.runtime.addImage(kImage);
+    h.add(webPod("IfNotPresent"));
+    CHECK(h.starts() == 1);
+    CHECK(h.runtime.pulls().empty());
+    CHECK(h.countEvents("Normal Pulled: Container image \"" + kImage +
+                        "\" already present on machine") == 1);
+  }
+  SECTION("Always with the image present: pulled, then started") {
+    Harness h;
+    h.runtime.addImage(kImage);
+    h.add(webPod("Always"));
+    CHECK(h.runtime.pulls().size() == 1);
+    CHECK(h.starts() == 1);
+  }
+  SECTION("a runtime that runs no images is asked nothing") {
+    Harness h(false);
+    h.add(webPod("Never"));
+    CHECK(h.starts() == 1);
+    CHECK(h.runtime.pulls().empty());
+    CHECK(h.countEvents("Warning ErrImageNeverPull: Container image \"" + kImage +
+                        "\" is not present with pull policy of Never") == 0);
+  }
+}
+
+TEST_CASE("image pulls: a restart whose pull fails is no crash: the restart count stays",
+          "[unit][images]") {
+  Harness h;
+  h.add(webPod("Always"));
+  REQUIRE(h.starts() == 1);
+  h.runtime.setPullResult(kImage, base::unknownError("registry gone"));
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.drain();
+  CHECK(h.starts() == 1);
+  auto c = h.container();
+  REQUIRE(c.state.waiting);
+  CHECK(c.state.waiting->reason == "ErrImagePull");
+  CHECK(c.restart_count == 0);
+  REQUIRE(c.last_state.terminated);
+  CHECK(c.last_state.terminated->exit_code == 1);
+}
