@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs a built nodeagent as a systemd service:
 #   /usr/local/bin/{nodeagent,nodeagent-shim}  (the shim must sit next to nodeagent)
+#   /usr/local/lib/nodeagent/nodeagent-cri.so (the CRI runtime, loaded with --runtime=cri)
 #   /usr/local/bin/test-apiserver              (only with --with-test-apiserver: it has
 #                                               unauthenticated fault-injection endpoints)
 #   /usr/local/share/doc/nodeagent/README.md   (the unit's Documentation=)
@@ -43,6 +44,7 @@ if [[ -z "$root" ]] && command -v systemctl >/dev/null && [[ -d /run/systemd/sys
 fi
 
 bin_dir="$root/usr/local/bin"
+lib_dir="$root/usr/local/lib/nodeagent"
 doc_dir="$root/usr/local/share/doc/nodeagent"
 unit="$root/etc/systemd/system/nodeagent.service"
 
@@ -51,6 +53,7 @@ if [[ $uninstall -eq 1 ]]; then
     systemctl disable --now nodeagent.service >/dev/null 2>&1 || true
   fi
   rm -f "$bin_dir/nodeagent" "$bin_dir/nodeagent-shim" "$bin_dir/test-apiserver" "$unit"
+  rm -rf "$lib_dir"
   rm -rf "$doc_dir"
   [[ $use_systemd -eq 1 ]] && systemctl daemon-reload
   echo "nodeagent uninstalled; kept: $root/etc/nodeagent, $root/var/lib/nodeagent, $root/var/log/pods"
@@ -60,8 +63,8 @@ fi
 
 bins=(nodeagent nodeagent-shim)
 [[ $with_test_apiserver -eq 1 ]] && bins+=(test-apiserver)
-for bin in "${bins[@]}"; do
-  if [[ ! -x "$build_dir/$bin" ]]; then
+for bin in "${bins[@]}" nodeagent-cri.so; do
+  if [[ ! -f "$build_dir/$bin" ]]; then
     echo "install.sh: $build_dir/$bin is missing; build first:" >&2
     echo "  cmake -S . -B $build_dir -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $build_dir" >&2
     exit 1
@@ -71,6 +74,7 @@ done
 for bin in "${bins[@]}"; do
   install -D -m 0755 "$build_dir/$bin" "$bin_dir/$bin"
 done
+install -D -m 0644 "$build_dir/nodeagent-cri.so" "$lib_dir/nodeagent-cri.so"
 install -D -m 0644 README.md "$doc_dir/README.md"
 install -D -m 0644 deploy/nodeagent.service "$unit"
 install -d -m 0755 "$root/etc/nodeagent/manifests" "$root/var/lib/nodeagent" "$root/var/log/pods"

@@ -10,7 +10,6 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/runtime/cri/cri_runtime.h"
 #include "agent/runtime/fake_runtime.h"
 #include "agent/runtime/process_runtime.h"
 #include "api/async_rest_client.h"
@@ -34,29 +33,29 @@ constexpr base::Duration kSyncLoopTickSlack = std::chrono::seconds(2);
 NODEAGENT_LOGGER("nodeagent")
 
 std::unique_ptr<runtime::Runtime> makeCriRuntime(const DaemonConfig& c,
+                                                 runtime::cri::MakeCriRuntimeFn make,
                                                  asio::any_io_executor calls, base::Clock& clock) {
-  runtime::cri::CriClientOptions co;
-  co.endpoint = c.flags.container_runtime_endpoint;
-  co.request_timeout =
+  runtime::cri::CriModuleOptions o;
+  o.endpoint = c.flags.container_runtime_endpoint;
+  o.request_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(c.flags.runtime_request_timeout);
-  // The endpoint was checked with the flags: creating the client cannot fail on it.
-  auto client = runtime::cri::CriClient::create(co);
-  if (!client.ok()) throw std::runtime_error(client.status().toString());
-  runtime::CriRuntimeOptions ro;
-  ro.pod_log_dir = c.flags.pod_log_dir;
-  ro.blocking_executor = std::move(calls);
-  return std::make_unique<runtime::CriRuntime>(std::shared_ptr<runtime::cri::CriClient>(
-                                                   std::move(*client)),
-                                               clock, ro);
+  o.pod_log_dir = c.flags.pod_log_dir;
+  o.blocking_executor = std::move(calls);
+  o.clock = &clock;
+  // The endpoint was checked with the flags: making the runtime cannot fail on it.
+  auto runtime = make(o);
+  if (!runtime.ok()) throw std::runtime_error(runtime.status().toString());
+  return std::move(*runtime);
 }
 
 std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_context& ioc,
+                                              runtime::cri::MakeCriRuntimeFn make_cri,
                                               asio::any_io_executor cri_calls, base::Clock& clock,
                                               const NodeCgroups& cgroups) {
   if (c.flags.runtime == "fake") {
     return std::make_unique<runtime::FakeRuntime>(ioc.get_executor(), clock);
   }
-  if (c.flags.runtime == "cri") return makeCriRuntime(c, std::move(cri_calls), clock);
+  if (c.flags.runtime == "cri") return makeCriRuntime(c, make_cri, std::move(cri_calls), clock);
   runtime::ProcessRuntimeOptions ro;
   ro.root_dir = c.flags.root_dir;
   ro.pod_log_dir = c.flags.pod_log_dir;
@@ -149,7 +148,8 @@ base::StatusOr<ApiClients> makeApiClients(const DaemonConfig& c, base::Clock& cl
   return clients;
 }
 
-Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients)
+Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients,
+               runtime::cri::MakeCriRuntimeFn make_cri)
     : config_(config),
       flags_(config.flags),
       locks_(std::move(locks)),
@@ -159,7 +159,8 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       clients_(std::move(clients)),
       work_(asio::make_work_guard(ioc_)),
       cgroups_(startNodeCgroups(config)),
-      runtime_(makeRuntime(config, ioc_, runtime_pool_.get_executor(), clock_, cgroups_)),
+      runtime_(makeRuntime(config, ioc_, make_cri, runtime_pool_.get_executor(), clock_,
+                           cgroups_)),
       instrumented_(*runtime_),
       runtime_state_(makeRuntimeState()),
       api_state_loss_(clock_),

@@ -24,6 +24,7 @@
 #include "agent/node_lease.h"
 #include "agent/node_status.h"
 #include "agent/read_only_server.h"
+#include "agent/runtime/cri/cri_module.h"
 #include "agent/runtime/instrumented_runtime.h"
 #include "agent/runtime_state.h"
 #include "agent/server/kubelet_server.h"
@@ -64,7 +65,9 @@ class Daemon {
   static constexpr int kRuntimePoolThreads = 16;
 
   // `clients` are empty without --kubeconfig. Builds every component; starts nothing.
-  Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients);
+  // `make_cri` is the CRI runtime module's entry point (with --runtime=cri; else null).
+  Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients,
+         runtime::cri::MakeCriRuntimeFn make_cri = nullptr);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

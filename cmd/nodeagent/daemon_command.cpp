@@ -1,4 +1,5 @@
 #include "cmd/nodeagent/daemon_command.h"
+#include "cmd/nodeagent/cri_module_loader.h"
 
 #include <unistd.h>
 
@@ -93,7 +94,16 @@ int runDaemon(int argc, char** argv) {
     log()->error("Cannot start: {}", locks.status().message());
     return 1;
   }
-  Daemon daemon(config, std::move(*locks), std::move(*clients));
+  runtime::cri::MakeCriRuntimeFn make_cri = nullptr;
+  if (config.flags.runtime == "cri") {
+    auto loaded_module = loadCriModule();
+    if (!loaded_module.ok()) {
+      log()->error("Cannot start: {}", loaded_module.status().message());
+      return 1;
+    }
+    make_cri = *loaded_module;
+  }
+  Daemon daemon(config, std::move(*locks), std::move(*clients), make_cri);
   if (auto s = daemon.init(); !s.ok()) {
     log()->error("Cannot start: {}", s.message());
     return 1;

@@ -1,8 +1,8 @@
 // The daemon with --runtime=cri (and kubelet's --container-runtime=remote) against a containerd of
 // the test's own: a static pod runs as a container of the image (its own PID and mount
-// namespaces, the image's root filesystem), the Node reports containerd's version, a kill -9 and
-// restart of the agent adopts the same container, a deleted manifest removes it, and a missing
-// runtime is a clear startup error that names the endpoint.
+// namespaces, the image's root filesystem), a kill -9 and restart of the agent adopts the same
+// container, a deleted manifest removes it, and a missing runtime (or CRI module) is a clear
+// startup error that names the endpoint (or the module).
 #include <sys/stat.h>
 
 #include "test/e2e/daemon_fixture.h"
@@ -125,6 +125,18 @@ TEST_CASE("cri: a runtime that is not there is a startup error naming the endpoi
   const auto log = readOr(d.dir() / "agent.log");
   CHECK_THAT(log, Catch::Contains("--container-runtime-endpoint"));
   CHECK_THAT(log, Catch::Contains(socket.string()));
+
+  // Without the CRI module (NODEAGENT_CRI_MODULE names where it is, here nowhere).
+  Daemon unloaded;
+  unloaded.writeManifest("web.yaml", busyboxPod("web", marker("cri-module")));
+  const auto module = unloaded.dir() / "nowhere" / "nodeagent-cri.so";
+  ::setenv("NODEAGENT_CRI_MODULE", module.c_str(), 1);
+  unloaded.spawn({"--runtime=cri", "--container-runtime-endpoint=unix://" + socket.string()});
+  ::unsetenv("NODEAGENT_CRI_MODULE");
+  CHECK(unloaded.waitExit(30s) == 1);
+  CHECK_THAT(readOr(unloaded.dir() / "agent.log"),
+             Catch::Contains("nodeagent-cri.so is not installed") &&
+                 Catch::Contains(module.string()));
 
   Daemon both;
   both.writeManifest("web.yaml", busyboxPod("web", marker("cri-flags")));

@@ -73,6 +73,7 @@ TEST_CASE(
   };
   install({});
   for (const char* path : {"usr/local/bin/nodeagent", "usr/local/bin/nodeagent-shim",
+                           "usr/local/lib/nodeagent/nodeagent-cri.so",
                            "usr/local/share/doc/nodeagent/README.md",
                            "etc/systemd/system/nodeagent.service", "etc/nodeagent/config.yaml"}) {
     INFO(path);
@@ -95,7 +96,8 @@ TEST_CASE(
   install({"--uninstall"});
   for (const char* path :
        {"usr/local/bin/nodeagent", "usr/local/bin/nodeagent-shim", "usr/local/bin/test-apiserver",
-        "usr/local/share/doc/nodeagent", "etc/systemd/system/nodeagent.service"}) {
+        "usr/local/lib/nodeagent", "usr/local/share/doc/nodeagent",
+        "etc/systemd/system/nodeagent.service"}) {
     INFO(path);
     CHECK_FALSE(fs::exists(root / path));
   }
