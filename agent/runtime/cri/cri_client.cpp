@@ -286,6 +286,55 @@ base::StatusOr<ExecSyncResult> CriClient::execSync(const std::string& container_
   return ExecSyncResult{response.stdout(), response.stderr(), response.exit_code()};
 }
 
+// ---- Streaming ----
+
+base::StatusOr<std::string> CriClient::exec(const std::string& container_id,
+                                            const std::vector<std::string>& cmd,
+                                            const StreamRequest& streams) {
+  v1::ExecRequest request;
+  request.set_container_id(container_id);
+  request.mutable_cmd()->Add(cmd.begin(), cmd.end());
+  request.set_tty(streams.tty);
+  request.set_stdin(streams.stdin_stream);
+  request.set_stdout(streams.stdout_stream);
+  request.set_stderr(streams.stderr_stream);
+  v1::ExecResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/Exec", [&](auto& context) {
+    return impl_->runtime->Exec(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.url();
+}
+
+base::StatusOr<std::string> CriClient::attach(const std::string& container_id,
+                                              const StreamRequest& streams) {
+  v1::AttachRequest request;
+  request.set_container_id(container_id);
+  request.set_tty(streams.tty);
+  request.set_stdin(streams.stdin_stream);
+  request.set_stdout(streams.stdout_stream);
+  request.set_stderr(streams.stderr_stream);
+  v1::AttachResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/Attach", [&](auto& context) {
+    return impl_->runtime->Attach(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.url();
+}
+
+base::StatusOr<std::string> CriClient::portForward(const std::string& sandbox_id,
+                                                   const std::vector<int32_t>& ports) {
+  v1::PortForwardRequest request;
+  request.set_pod_sandbox_id(sandbox_id);
+  request.mutable_port()->Add(ports.begin(), ports.end());
+  v1::PortForwardResponse response;
+  auto status = impl_->call("runtime.v1.RuntimeService/PortForward", [&](auto& context) {
+    return impl_->runtime->PortForward(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.url();
+}
+
 // ---- Images ----
 
 base::StatusOr<std::string> CriClient::pullImage(const std::string& image,

@@ -130,6 +130,25 @@ class CriClient {
                                           const std::vector<std::string>& cmd,
                                           std::chrono::seconds timeout);
 
+  // ---- Streaming (all blocking) ----
+
+  // Exec, Attach and PortForward: the URL on the runtime's streaming server that serves the
+  // session (kubelet proxies the client's upgraded connection to it). Which streams the session
+  // has is fixed here, as the client asked for them.
+  struct StreamRequest {
+    bool tty = false;
+    bool stdin_stream = false;
+    bool stdout_stream = true;
+    bool stderr_stream = true;
+  };
+  base::StatusOr<std::string> exec(const std::string& container_id,
+                                   const std::vector<std::string>& cmd,
+                                   const StreamRequest& streams);
+  base::StatusOr<std::string> attach(const std::string& container_id,
+                                     const StreamRequest& streams);
+  base::StatusOr<std::string> portForward(const std::string& sandbox_id,
+                                          const std::vector<int32_t>& ports);
+
   // ---- Images (all blocking) ----
 
   // PullImage: returns the image's ref (its id). `auth` carries registry credentials (never
