@@ -21,7 +21,8 @@ constexpr const char* kOpNames[] = {"list_containers",
                                     "attach",
                                     "status",
                                     "image_status",
-                                    "pull_image"};
+                                    "pull_image",
+                                    "port_forward"};
 static_assert(std::size(kOpNames) == InstrumentedRuntime::kOpCount);
 
 }  // namespace
@@ -153,6 +154,30 @@ asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::pullImage(
   auto call = inner_.pullImage(std::move(image), std::move(auth));
   auto r = co_await std::move(call);
   count(kPullImage, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::execUrl(
+    ContainerId id, std::vector<std::string> command, StreamOptions options) {
+  auto call = inner_.execUrl(std::move(id), std::move(command), options);
+  auto r = co_await std::move(call);
+  count(kExecStream, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::attachUrl(
+    ContainerId id, StreamOptions options) {
+  auto call = inner_.attachUrl(std::move(id), options);
+  auto r = co_await std::move(call);
+  count(kAttach, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::portForwardUrl(
+    std::string uid, std::vector<int32_t> ports) {
+  auto call = inner_.portForwardUrl(std::move(uid), std::move(ports));
+  auto r = co_await std::move(call);
+  count(kPortForward, r.ok());
   co_return r;
 }
 

@@ -51,6 +51,14 @@ class InstrumentedRuntime : public Runtime {
                                                            StreamOptions options) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
   asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
+  bool streamsThroughUrls() const override { return inner_.streamsThroughUrls(); }
+  asio::awaitable<base::StatusOr<std::string>> execUrl(ContainerId id,
+                                                       std::vector<std::string> command,
+                                                       StreamOptions options) override;
+  asio::awaitable<base::StatusOr<std::string>> attachUrl(ContainerId id,
+                                                         StreamOptions options) override;
+  asio::awaitable<base::StatusOr<std::string>> portForwardUrl(std::string uid,
+                                                              std::vector<int32_t> ports) override;
   bool runsImages() const override { return inner_.runsImages(); }
   asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image) override;
   asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
@@ -84,6 +92,7 @@ class InstrumentedRuntime : public Runtime {
     kRuntimeStatus,
     kImageStatus,
     kPullImage,
+    kPortForward,
     kOpCount
   };
 

@@ -281,6 +281,24 @@ const RuntimeCondition* RuntimeStatus::find(std::string_view type) const {
   return nullptr;
 }
 
+asio::awaitable<base::StatusOr<std::string>> Runtime::execUrl(ContainerId id,
+                                                              std::vector<std::string>,
+                                                              StreamOptions) {
+  co_return base::unimplementedError("the " + type() + " runtime has no streaming server (" +
+                                     id.toString() + ")");
+}
+
+asio::awaitable<base::StatusOr<std::string>> Runtime::attachUrl(ContainerId id, StreamOptions) {
+  co_return base::unimplementedError("the " + type() + " runtime has no streaming server (" +
+                                     id.toString() + ")");
+}
+
+asio::awaitable<base::StatusOr<std::string>> Runtime::portForwardUrl(std::string uid,
+                                                                     std::vector<int32_t>) {
+  co_return base::unimplementedError("the " + type() + " runtime has no streaming server (pod " +
+                                     uid + ")");
+}
+
 asio::awaitable<base::StatusOr<RuntimeStatus>> Runtime::status() {
   RuntimeStatus s;
   s.conditions.push_back({std::string(kRuntimeReadyCondition), true, "", ""});

@@ -408,6 +408,25 @@ class Runtime {
   virtual asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
                                                                  std::optional<RegistryAuth> auth);
 
+  // kubelet's streaming runtime (CRI Exec, Attach, PortForward): a runtime that serves sessions
+  // from a streaming server of its own answers the URL of one session, and the kubelet API hands
+  // the client's connection over to it (then execStream and attach are not used, nor is the
+  // agent's own port forwarding). Default false.
+  virtual bool streamsThroughUrls() const { return false; }
+  // The URL of an exec of `command` in the running container `id` with `options`' streams.
+  // Default: Unimplemented.
+  virtual asio::awaitable<base::StatusOr<std::string>> execUrl(ContainerId id,
+                                                               std::vector<std::string> command,
+                                                               StreamOptions options);
+  // The URL of an attach to the running container `id`. Default: Unimplemented.
+  virtual asio::awaitable<base::StatusOr<std::string>> attachUrl(ContainerId id,
+                                                                 StreamOptions options);
+  // The URL of a port forwarding into the pod `uid`'s ready sandbox (`ports` as the client
+  // named them in the query; may be empty). NotFound without a ready sandbox. Default:
+  // Unimplemented.
+  virtual asio::awaitable<base::StatusOr<std::string>> portForwardUrl(std::string uid,
+                                                                      std::vector<int32_t> ports);
+
   // Drops an exited container's state and logs (container GC). FailedPrecondition while it runs.
   virtual asio::awaitable<base::Status> removeContainer(ContainerId id) = 0;
 

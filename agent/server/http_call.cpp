@@ -116,11 +116,13 @@ class HttpCallImpl final : public HttpCall {
     const std::array<asio::const_buffer, 1> buffers{asio::buffer(head)};
     const bool ok = co_await writeAll(buffers);
     if (!ok) co_return nullptr;
-    // What the client sent after the request (it may not wait for the 101) comes first.
-    std::string early(static_cast<const char*>(conn_->buffer_.data().data()),
-                      conn_->buffer_.size());
-    conn_->buffer_.consume(conn_->buffer_.size());
-    co_return std::make_unique<RawStream>(conn_, std::move(early));
+    co_return rawStream();
+  }
+
+  asio::awaitable<std::unique_ptr<ByteStream>> takeOver() override {
+    if (phase_ != Phase::kFresh) co_return nullptr;
+    phase_ = Phase::kUpgraded;
+    co_return rawStream();
   }
 
   bool closed() const override { return conn_->closed_; }
@@ -142,6 +144,15 @@ class HttpCallImpl final : public HttpCall {
 
  private:
   enum class Phase { kFresh, kAnswered, kStreaming, kUpgraded };
+
+  // The connection's bytes from here; what the client sent after the request (it may not wait
+  // for an answer) comes first.
+  std::unique_ptr<ByteStream> rawStream() {
+    std::string early(static_cast<const char*>(conn_->buffer_.data().data()),
+                      conn_->buffer_.size());
+    conn_->buffer_.consume(conn_->buffer_.size());
+    return std::make_unique<RawStream>(conn_, std::move(early));
+  }
 
   // One write, bounded by the server's write timeout (which closes the connection).
   template <typename Buffers>

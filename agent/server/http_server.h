@@ -111,6 +111,11 @@ class HttpCall {
   // call's write timeout bounds each write; reads have no deadline (the caller keeps its own).
   virtual asio::awaitable<std::unique_ptr<ByteStream>> acceptUpgrade(
       std::vector<std::pair<std::string, std::string>> headers) = 0;
+  // Hands over the connection's bytes without answering (the request's own bytes were read; the
+  // client's later bytes come first): the caller speaks HTTP from here, e.g. a proxy whose
+  // backend answers the upgrade. Null when the call was already answered. Writes are bounded as
+  // acceptUpgrade's.
+  virtual asio::awaitable<std::unique_ptr<ByteStream>> takeOver() = 0;
   // The peer closed its end or the connection failed.
   virtual bool closed() const = 0;
 };

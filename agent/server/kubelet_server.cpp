@@ -1,4 +1,5 @@
 #include "agent/server/kubelet_server.h"
+#include "agent/server/stream_proxy.h"
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,9 @@ struct KubeletServer::Impl {
   asio::awaitable<void> containerLogs(std::shared_ptr<HttpCall> call);
   asio::awaitable<void> remoteCommand(std::shared_ptr<HttpCall> call, bool attach);
   asio::awaitable<void> portForward(std::shared_ptr<HttpCall> call);
+  // Hands the call over to the runtime's streaming server at `url`, or answers its error.
+  asio::awaitable<void> proxyOrRefuse(std::shared_ptr<HttpCall> call,
+                                      base::StatusOr<std::string> url);
   asio::awaitable<HttpResponse> runningPods();
 
   // The pod `ns`/`name` and its container `container`, or the answer that says why not.
@@ -282,7 +286,34 @@ asio::awaitable<void> KubeletServer::Impl::remoteCommand(std::shared_ptr<HttpCal
     co_await std::move(respond);
     co_return;
   }
+  if (runtime.streamsThroughUrls()) {
+    base::StatusOr<std::string> url = std::string();
+    if (attach) {
+      auto asking = runtime.attachUrl(*id, *streams);
+      url = co_await std::move(asking);
+    } else {
+      auto asking = runtime.execUrl(*id, std::move(command), *streams);
+      url = co_await std::move(asking);
+    }
+    auto task = proxyOrRefuse(call, std::move(url));
+    co_await std::move(task);
+    co_return;
+  }
   auto task = serveRemoteCommand(call, clock, runtime, *id, std::move(command), *streams);
+  co_await std::move(task);
+}
+
+asio::awaitable<void> KubeletServer::Impl::proxyOrRefuse(std::shared_ptr<HttpCall> call,
+                                                         base::StatusOr<std::string> url) {
+  if (!url.ok()) {
+    log()->warn("The runtime refused a streaming session path={} err={}", call->request().path,
+                url.status().toString());
+    const int code = url.status().code() == base::StatusCode::kNotFound ? 404 : 500;
+    auto respond = call->respond(statusResponse(code, url.status().message()));
+    co_await std::move(respond);
+    co_return;
+  }
+  auto task = proxyStream(std::move(call), *std::move(url));
   co_await std::move(task);
 }
 
@@ -304,6 +335,19 @@ asio::awaitable<void> KubeletServer::Impl::portForward(std::shared_ptr<HttpCall>
   if (refusal) {
     auto respond = call->respond(std::move(*refusal));
     co_await std::move(respond);
+    co_return;
+  }
+  if (runtime.streamsThroughUrls()) {
+    // The ports the client named in the query (a WebSocket client names them there).
+    std::vector<int32_t> ports;
+    for (const auto& [name, value] : parseQuery(call->request().query)) {
+      if (name != "port") continue;
+      if (auto port = parsePodPort(value)) ports.push_back(*port);
+    }
+    auto asking = runtime.portForwardUrl(pod.pod->metadata.uid, std::move(ports));
+    auto url = co_await std::move(asking);
+    auto task = proxyOrRefuse(call, std::move(url));
+    co_await std::move(task);
     co_return;
   }
   auto task = servePortForward(call, clock, PodPortTarget::of(*pod.pod));

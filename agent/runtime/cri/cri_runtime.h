@@ -124,6 +124,17 @@ class CriRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
   // Containers run images: the agent makes sure each one is there before it starts a container.
   bool runsImages() const override { return true; }
+  // Exec, attach and port forwarding are served by the runtime's streaming server (Exec, Attach
+  // and PortForward answer a session's URL; cri_runtime_streaming.cpp).
+  bool streamsThroughUrls() const override { return true; }
+  asio::awaitable<base::StatusOr<std::string>> execUrl(ContainerId id,
+                                                       std::vector<std::string> command,
+                                                       StreamOptions options) override;
+  asio::awaitable<base::StatusOr<std::string>> attachUrl(ContainerId id,
+                                                         StreamOptions options) override;
+  // PortForward into the pod's ready sandbox.
+  asio::awaitable<base::StatusOr<std::string>> portForwardUrl(std::string uid,
+                                                              std::vector<int32_t> ports) override;
   // ImageStatus; nullopt when the runtime does not hold the image.
   asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image) override;
   // PullImage; the image's ID.

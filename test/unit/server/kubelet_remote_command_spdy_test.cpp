@@ -43,6 +43,7 @@ class FakeCall final : public HttpCall {
     upgrade_headers = std::move(headers);
     co_return std::make_unique<testing::MemoryByteStream>(wire_);
   }
+  asio::awaitable<std::unique_ptr<ByteStream>> takeOver() override { co_return nullptr; }
   bool closed() const override { return false; }
 
   std::optional<HttpResponse> answer;
