@@ -1,8 +1,8 @@
 // The kubelet API in front of the CRI runtime: the agent joined to the test apiserver runs its
 // static pods in a containerd of the test's own, and the real kubectl's logs, exec (output,
-// exit code, stdin), attach and port-forward reach the containers through containerd's
-// streaming server, to which the agent hands the client's connection over (kubelet's
-// proxyStream), over WebSocket and over SPDY.
+// exit code, stdin; over WebSocket and over SPDY) and port-forward reach the containers through
+// containerd's streaming server, to which the agent hands the client's connection over
+// (kubelet's proxyStream). Attach takes the same path as exec.
 #include <catch2/catch.hpp>
 
 #include <chrono>
