@@ -93,17 +93,53 @@ struct PodSandboxStatus {
   base::SystemTime created_at{};
 };
 
-// CRI PodSandboxConfig: what runPodSandbox needs.
+// CRI PodSandboxConfig: what runPodSandbox needs (kubelet's generatePodSandboxConfig). The
+// process and fake runtimes, whose pods all share the node's namespaces, use only the metadata,
+// log directory, labels and annotations.
 struct PodSandboxConfig {
+  // CRI DNSConfig: the lines of the sandbox's resolv.conf.
+  struct DnsConfig {
+    std::vector<std::string> servers;
+    std::vector<std::string> searches;
+    std::vector<std::string> options;
+    bool operator==(const DnsConfig&) const = default;
+  };
+  // CRI PortMapping, one per declared container port (kubelet's MakePortMappings).
+  struct PortMapping {
+    std::string protocol = "TCP";  // "TCP", "UDP" or "SCTP"
+    int32_t container_port = 0;
+    int32_t host_port = 0;  // 0: none
+    std::string host_ip;
+    bool operator==(const PortMapping&) const = default;
+  };
+
   std::string uid;
   std::string name;
   std::string namespace_;
   uint32_t attempt = 0;
   // <pod-log-dir>/<ns>_<name>_<uid>: made by the runtime, holds the containers' logs.
   std::filesystem::path log_directory;
+  // The pod's hostname (kubelet: spec.hostname or the pod's name, at most 63 characters); empty
+  // for a host-network pod, which has the node's UTS namespace.
   std::string hostname;
   api::StringMap labels;
   api::StringMap annotations;
+  // kubelet's GetPodDNS for the pod's dnsPolicy; nullopt: the runtime's default (the node's).
+  std::optional<DnsConfig> dns_config;
+  std::vector<PortMapping> port_mappings;
+  // LinuxPodSandboxConfig.cgroup_parent: the pod's cgroup as a cgroupfs path
+  // ("/kubepods/burstable/pod<uid>", StartContainerOptions' cgroup_parent); "" when cgroups are
+  // not enforced.
+  std::string cgroup_parent;
+  // The pod's namespaces (kubelet's namespacesForPod): the node's network, PID and IPC namespaces
+  // for hostNetwork, hostPID and hostIPC; else the pod's own network and IPC, and a PID namespace
+  // per container, shared by the pod's containers with shareProcessNamespace.
+  bool host_network = false;
+  bool host_pid = false;
+  bool host_ipc = false;
+  bool share_process_namespace = false;
+  // A container of the pod is privileged (kubelet's HasPrivilegedContainer).
+  bool privileged = false;
 };
 
 // kubecontainer.PodStatus: every container the runtime still has for the pod, newest first

@@ -95,6 +95,7 @@ PodSandboxConfig sandboxConfig(const CriRuntime& runtime, const api::Pod& pod) {
       runtime.podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);
   config.hostname = "web";
   config.labels = {{"app", "web"}};
+  config.host_network = pod.spec.host_network;
   return config;
 }
 

@@ -83,6 +83,19 @@ void toProto(const ContainerSecurityContext& in, v1::LinuxContainerSecurityConte
   toProto(in.namespace_options, out->mutable_namespace_options());
 }
 
+void toProto(const DnsConfig& in, v1::DNSConfig* out) {
+  out->mutable_servers()->Add(in.servers.begin(), in.servers.end());
+  out->mutable_searches()->Add(in.searches.begin(), in.searches.end());
+  out->mutable_options()->Add(in.options.begin(), in.options.end());
+}
+
+void toProto(const PortMapping& in, v1::PortMapping* out) {
+  out->set_protocol(static_cast<v1::Protocol>(in.protocol));
+  out->set_container_port(in.container_port);
+  out->set_host_port(in.host_port);
+  out->set_host_ip(in.host_ip);
+}
+
 }  // namespace
 
 void toProto(const PodSandboxConfig& in, v1::PodSandboxConfig* out) {
@@ -93,12 +106,15 @@ void toProto(const PodSandboxConfig& in, v1::PodSandboxConfig* out) {
   metadata->set_attempt(in.metadata.attempt);
   out->set_hostname(in.hostname);
   out->set_log_directory(in.log_directory);
+  if (in.dns_config) toProto(*in.dns_config, out->mutable_dns_config());
+  for (const auto& mapping : in.port_mappings) toProto(mapping, out->add_port_mappings());
   putMap(in.labels, out->mutable_labels());
   putMap(in.annotations, out->mutable_annotations());
   auto* linux_config = out->mutable_linux();
   linux_config->set_cgroup_parent(in.cgroup_parent);
-  toProto(in.namespace_options,
-          linux_config->mutable_security_context()->mutable_namespace_options());
+  auto* security = linux_config->mutable_security_context();
+  toProto(in.namespace_options, security->mutable_namespace_options());
+  security->set_privileged(in.privileged);
 }
 
 void toProto(const PodSandboxFilter& in, v1::PodSandboxFilter* out) {
@@ -158,6 +174,7 @@ PodSandboxStatus fromProto(const v1::PodSandboxStatus& in) {
   out.state = sandboxState(in.state());
   out.created_at = in.created_at();
   out.ip = in.network().ip();
+  for (const auto& ip : in.network().additional_ips()) out.additional_ips.push_back(ip.ip());
   out.namespaces = fromProto(in.linux().namespaces().options());
   out.labels = getMap(in.labels());
   out.annotations = getMap(in.annotations());

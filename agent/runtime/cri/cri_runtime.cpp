@@ -51,27 +51,74 @@ int64_t intValue(const cri::StringMap& map, const std::string& key, int64_t fall
   }
 }
 
-// For now every sandbox, and every container in it, uses the node's namespaces: host-network
-// pods need no CNI. Pods with their own network come with the CNI work.
-cri::NamespaceOptions nodeNamespaces() {
+// The pod's spec fields nodeagent's typed pod does not model, from its raw JSON.
+struct SpecExtras {
+  std::string hostname;  // spec.hostname
+  bool share_process_namespace = false;
+};
+
+SpecExtras specExtras(const api::Pod& pod) {
+  SpecExtras out;
+  if (!pod.raw) return out;
+  auto json = nlohmann::json::parse(*pod.raw, nullptr, false);
+  if (!json.is_object() || !json.contains("spec") || !json["spec"].is_object()) return out;
+  const auto& spec = json["spec"];
+  if (auto it = spec.find("hostname"); it != spec.end() && it->is_string()) out.hostname = *it;
+  if (auto it = spec.find("shareProcessNamespace"); it != spec.end() && it->is_boolean()) {
+    out.share_process_namespace = *it;
+  }
+  return out;
+}
+
+// kubelet's namespacesForPod: the node's network, PID and IPC namespaces for hostNetwork,
+// hostPID and hostIPC; else the pod's network and IPC, and a PID namespace per container unless
+// the pod shares one.
+cri::NamespaceOptions namespacesForPod(bool host_network, bool host_pid, bool host_ipc,
+                                       bool share_process_namespace) {
   cri::NamespaceOptions options;
-  options.network = cri::NamespaceMode::kNode;
+  options.network = host_network ? cri::NamespaceMode::kNode : cri::NamespaceMode::kPod;
+  options.ipc = host_ipc ? cri::NamespaceMode::kNode : cri::NamespaceMode::kPod;
+  options.pid = host_pid                  ? cri::NamespaceMode::kNode
+                : share_process_namespace ? cri::NamespaceMode::kPod
+                                          : cri::NamespaceMode::kContainer;
   return options;
+}
+
+cri::NamespaceOptions namespacesForPod(const api::Pod& pod) {
+  return namespacesForPod(pod.spec.host_network, pod.spec.host_pid, pod.spec.host_ipc,
+                          specExtras(pod).share_process_namespace);
+}
+
+cri::Protocol criProtocol(const std::string& protocol) {
+  if (protocol == "UDP") return cri::Protocol::kUdp;
+  if (protocol == "SCTP") return cri::Protocol::kSctp;
+  return cri::Protocol::kTcp;
 }
 
 cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config) {
   cri::PodSandboxConfig out;
   out.metadata = {config.name, config.uid, config.namespace_, config.attempt};
-  out.namespace_options = nodeNamespaces();
+  out.namespace_options = namespacesForPod(config.host_network, config.host_pid, config.host_ipc,
+                                           config.share_process_namespace);
   // kubelet sets a hostname only for a pod with a UTS namespace of its own, which a host-network
   // pod does not have (runc refuses to set one).
-  if (out.namespace_options.network != cri::NamespaceMode::kNode) out.hostname = config.hostname;
+  if (!config.host_network) out.hostname = config.hostname;
   out.log_directory = config.log_directory.string();
+  if (config.dns_config) {
+    out.dns_config = cri::DnsConfig{config.dns_config->servers, config.dns_config->searches,
+                                    config.dns_config->options};
+  }
+  for (const auto& p : config.port_mappings) {
+    out.port_mappings.push_back(
+        {criProtocol(p.protocol), p.container_port, p.host_port, p.host_ip});
+  }
   out.labels = cri::StringMap(config.labels.begin(), config.labels.end());
   out.labels[kPodNameLabel] = config.name;
   out.labels[kPodNamespaceLabel] = config.namespace_;
   out.labels[kPodUidLabel] = config.uid;
   out.annotations = cri::StringMap(config.annotations.begin(), config.annotations.end());
+  out.cgroup_parent = config.cgroup_parent;
+  out.privileged = config.privileged;
   return out;
 }
 
@@ -176,9 +223,8 @@ asio::awaitable<base::StatusOr<std::string>> CriRuntime::pullImage(
                auth = std::move(auth)]() -> base::StatusOr<std::string> {
     std::optional<cri::AuthConfig> cri_auth;
     if (auth) {
-      cri_auth = cri::AuthConfig{auth->username,       auth->password,
-                                 auth->auth,           auth->server_address,
-                                 auth->identity_token, auth->registry_token};
+      cri_auth = cri::AuthConfig{auth->username,       auth->password,       auth->auth,
+                                 auth->server_address, auth->identity_token, auth->registry_token};
     }
     return client->pullImage(image, cri_auth);
   };
@@ -250,15 +296,26 @@ base::StatusOr<PodStatus> CriRuntime::podStatusBlocking(const std::string& uid) 
   sandbox_filter.label_selector = {{kPodUidLabel, uid}};
   auto sandboxes = client_->listPodSandbox(sandbox_filter);
   if (!sandboxes.ok()) return sandboxes.status();
+  std::vector<cri::PodSandboxStatus> found;
   for (const auto& sandbox : *sandboxes) {
     auto s = client_->podSandboxStatus(sandbox.id);
     if (isNotFound(s.status())) continue;  // removed meanwhile
     if (!s.ok()) return s.status();
+    found.push_back(*std::move(s));
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.created_at, a.metadata.attempt) > std::tie(b.created_at, b.metadata.attempt);
+  });
+  for (const auto& s : found) {
     status.sandbox_statuses.push_back(PodSandboxStatus{
-        s->id,
-        s->state == cri::PodSandboxState::kReady ? SandboxState::kReady : SandboxState::kNotReady,
-        s->metadata.attempt, criTime(s->created_at)});
-    if (!s->ip.empty() && status.ips.empty()) status.ips.push_back(s->ip);
+        s.id,
+        s.state == cri::PodSandboxState::kReady ? SandboxState::kReady : SandboxState::kNotReady,
+        s.metadata.attempt, criTime(s.created_at)});
+  }
+  // kubelet's: the pod's IPs are its newest sandbox's, while it is ready.
+  if (!found.empty() && found[0].state == cri::PodSandboxState::kReady && !found[0].ip.empty()) {
+    status.ips.push_back(found[0].ip);
+    for (const auto& ip : found[0].additional_ips) status.ips.push_back(ip);
   }
   cri::ContainerFilter container_filter;
   container_filter.label_selector = {{kPodUidLabel, uid}};
@@ -284,10 +341,6 @@ asio::awaitable<base::StatusOr<PodStatus>> CriRuntime::getPodStatus(std::string 
   status.uid = std::move(uid);
   status.name = std::move(name);
   status.namespace_ = std::move(namespace_);
-  std::sort(status.sandbox_statuses.begin(), status.sandbox_statuses.end(),
-            [](const PodSandboxStatus& a, const PodSandboxStatus& b) {
-              return std::tie(a.created_at, a.attempt) > std::tie(b.created_at, b.attempt);
-            });
   std::sort(status.container_statuses.begin(), status.container_statuses.end(),
             [](const ContainerStatus& a, const ContainerStatus& b) {
               return std::tie(a.created_at, a.restart_count) >
@@ -309,21 +362,22 @@ std::vector<std::string> expandAll(const std::vector<std::string>& words,
 // kubelet's defaultMaskedPaths and defaultReadonlyPaths (the Default proc mount).
 const std::vector<std::string>& defaultMaskedPaths() {
   static const std::vector<std::string> paths = {
-      "/proc/acpi",        "/proc/kcore",      "/proc/keys",        "/proc/latency_stats",
-      "/proc/timer_list",  "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
-      "/sys/firmware"};
+      "/proc/acpi",          "/proc/kcore",      "/proc/keys",
+      "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+      "/proc/sched_debug",   "/proc/scsi",       "/sys/firmware"};
   return paths;
 }
 const std::vector<std::string>& defaultReadonlyPaths() {
-  static const std::vector<std::string> paths = {"/proc/asound", "/proc/bus",       "/proc/fs",
-                                                 "/proc/irq",    "/proc/sys", "/proc/sysrq-trigger"};
+  static const std::vector<std::string> paths = {
+      "/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"};
   return paths;
 }
 
 // kubelet's convertToRuntimeSecurityContext: the effective context as CRI's, with the image's
 // user name when no runAsUser is set and the image names its user.
 cri::ContainerSecurityContext criSecurityContext(const EffectiveSecurityContext& sc,
-                                                 const DefaultUser& image_user) {
+                                                 const DefaultUser& image_user,
+                                                 const cri::NamespaceOptions& namespaces) {
   cri::ContainerSecurityContext out;
   out.run_as_user = sc.run_as_user;
   if (!sc.run_as_user && !image_user.uid) out.run_as_username = image_user.name;
@@ -339,7 +393,7 @@ cri::ContainerSecurityContext criSecurityContext(const EffectiveSecurityContext&
     out.masked_paths = defaultMaskedPaths();
     out.readonly_paths = defaultReadonlyPaths();
   }
-  out.namespace_options = nodeNamespaces();
+  out.namespace_options = namespaces;  // kubelet gives each container its pod's
   return out;
 }
 
@@ -397,18 +451,44 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
   const auto& r = options.resources;
   config.resources = {r.cpu_period, r.cpu_quota, r.cpu_shares, r.memory_limit_in_bytes,
                       r.oom_score_adj};
-  config.security_context = criSecurityContext(sc, image_user);
+  config.security_context = criSecurityContext(sc, image_user, namespacesForPod(pod));
   return config;
 }
 
-// The PodSandboxConfig CreateContainer is given (containerd reads the log directory from it), as
-// kubelet regenerates it from the pod.
-cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem::path& log_dir) {
+// kubelet's GeneratePodHostNameAndDomain (the agent checked the names when it made the sandbox):
+// spec.hostname or the pod's name, at most 63 characters, without a trailing '-' or '.'.
+std::string podHostname(const api::Pod& pod) {
+  std::string hostname = specExtras(pod).hostname;
+  if (hostname.empty()) hostname = pod.metadata.name;
+  if (hostname.size() > 63) hostname.resize(63);
+  while (!hostname.empty() && (hostname.back() == '-' || hostname.back() == '.')) {
+    hostname.pop_back();
+  }
+  return hostname;
+}
+
+// The PodSandboxConfig CreateContainer is given, as kubelet regenerates it from the pod: containerd
+// takes the log directory, the container's HOSTNAME, its cgroup (below the cgroup parent) and
+// whether it may be privileged from it.
+cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem::path& log_dir,
+                                      const StartContainerOptions& options) {
   PodSandboxConfig config;
   config.uid = pod.metadata.uid;
   config.name = pod.metadata.name;
   config.namespace_ = pod.metadata.namespace_;
   config.log_directory = log_dir;
+  config.hostname = podHostname(pod);
+  config.cgroup_parent = options.cgroup_parent;
+  config.host_network = pod.spec.host_network;
+  config.host_pid = pod.spec.host_pid;
+  config.host_ipc = pod.spec.host_ipc;
+  config.share_process_namespace = specExtras(pod).share_process_namespace;
+  auto privileged = [](const api::Container& c) {
+    return c.security_context && c.security_context->privileged.value_or(false);
+  };
+  config.privileged =
+      std::any_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(), privileged) ||
+      std::any_of(pod.spec.containers.begin(), pod.spec.containers.end(), privileged);
   return toCriSandbox(config);
 }
 
@@ -429,7 +509,8 @@ base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
     return base::unknownError("creating container log directory " +
                               (log_dir / container.name).string() + ": " + ec.message());
   }
-  auto id = client_->createContainer(options.sandbox_id, *config, sandboxConfigOf(pod, log_dir));
+  auto id =
+      client_->createContainer(options.sandbox_id, *config, sandboxConfigOf(pod, log_dir, options));
   if (!id.ok()) return id.status();
   auto started = client_->startContainer(*id);
   if (!started.ok()) return started;

@@ -43,15 +43,42 @@ struct PodSandboxMetadata {
   bool operator==(const PodSandboxMetadata&) const = default;
 };
 
+// CRI's DNSConfig: the sandbox's resolv.conf (the runtime copies the node's when none is given).
+struct DnsConfig {
+  std::vector<std::string> servers;
+  std::vector<std::string> searches;
+  std::vector<std::string> options;
+
+  bool operator==(const DnsConfig&) const = default;
+};
+
+enum class Protocol { kTcp = 0, kUdp = 1, kSctp = 2 };
+
+// CRI's PortMapping: a container port, and the node port (host_port, 0: none) a CNI portmap
+// plugin forwards to it.
+struct PortMapping {
+  Protocol protocol = Protocol::kTcp;
+  int32_t container_port = 0;
+  int32_t host_port = 0;
+  std::string host_ip;
+
+  bool operator==(const PortMapping&) const = default;
+};
+
 struct PodSandboxConfig {
   PodSandboxMetadata metadata;
   std::string hostname;       // empty for a host-network pod (it has the node's UTS namespace)
   std::string log_directory;  // kubelet: <pod-log-dir>/<ns>_<name>_<uid>
+  std::optional<DnsConfig> dns_config;
+  std::vector<PortMapping> port_mappings;
   StringMap labels;
   StringMap annotations;
   // linux:
   std::string cgroup_parent;
-  NamespaceOptions namespace_options;  // security_context.namespace_options
+  // linux.security_context:
+  NamespaceOptions namespace_options;
+  // A container of the sandbox may be privileged (containerd refuses one otherwise).
+  bool privileged = false;
 };
 
 enum class PodSandboxState { kReady = 0, kNotReady = 1 };
@@ -72,8 +99,9 @@ struct PodSandboxStatus {
   PodSandboxMetadata metadata;
   PodSandboxState state = PodSandboxState::kNotReady;
   int64_t created_at = 0;
-  std::string ip;               // network.ip: "" for a host-network sandbox without CNI
-  NamespaceOptions namespaces;  // linux.namespaces.options
+  std::string ip;  // network.ip: "" for a host-network sandbox, or one without a network yet
+  std::vector<std::string> additional_ips;  // network.additional_ips (dual stack)
+  NamespaceOptions namespaces;              // linux.namespaces.options
   StringMap labels;
   StringMap annotations;
 };
