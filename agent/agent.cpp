@@ -26,6 +26,18 @@ void sortByCreation(std::vector<api::PodPtr>& pods) {
   });
 }
 
+PodLifecycleOptions lifecycleOptions(const AgentOptions& options) {
+  PodLifecycleOptions lo;
+  lo.node_ip = options.node_ip;
+  lo.dns = options.dns;
+  lo.network_errors = options.network_errors;
+  lo.sandbox_network = options.sandbox_network;
+  lo.kill_timeout_minimum = options.kill_timeout_minimum;
+  lo.mirror_recreate_delay = options.mirror_recreate_delay;
+  lo.allow_root_api_pods = options.allow_root_api_pods;
+  return lo;
+}
+
 }  // namespace
 
 Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& random,
@@ -66,25 +78,23 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
         if (!pod) return;
         reportProbeFailure(*pod, container, type, outcome, options_.record_event);
       });
-  PodLifecycleOptions lo;
-  lo.node_ip = options_.node_ip;
-  lo.kill_timeout_minimum = options_.kill_timeout_minimum;
-  lo.mirror_recreate_delay = options_.mirror_recreate_delay;
-  lo.allow_root_api_pods = options_.allow_root_api_pods;
   lifecycle_ = std::make_unique<PodLifecycle>(
       PodLifecycle::Deps{
           clock, runtime, status_manager, pod_manager, crash_backoff_, *prober_, *probe_handler_,
           pod_dirs_, volumes_, pod_cgroups_, metrics_, blocking_, options_.record_event,
           [this](const std::string& uid, base::Duration delay) { scheduleSync(uid, delay); }},
-      lo);
+      lifecycleOptions(options_));
   pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *lifecycle_,
                                                                options_.workers);
   pleg_ = std::make_shared<Pleg>(executor, clock, runtime, options_.pleg);
-  runtime_.setPreStopHookRunner(
-      [handler = probe_handler_, node_ip = options_.node_ip,
-       record_event = options_.record_event](runtime::PreStopHookRequest request) {
-        return runPreStopHook(handler, node_ip, record_event, std::move(request));
-      });
+  runtime_.setPreStopHookRunner([handler = probe_handler_, node_ip = options_.node_ip,
+                                 record_event = options_.record_event,
+                                 status = &status_manager_](runtime::PreStopHookRequest request) {
+    // An httpGet hook goes to the pod's IP (its sandbox's, with a network of its own).
+    auto pod_status = status->getPodStatus(request.pod->metadata.uid);
+    std::string pod_ip = pod_status && !pod_status->pod_ip.empty() ? pod_status->pod_ip : node_ip;
+    return runPreStopHook(handler, std::move(pod_ip), record_event, std::move(request));
+  });
 }
 
 Agent::~Agent() {

@@ -41,7 +41,14 @@ namespace nodeagent::agent {
 
 struct AgentOptions {
   std::string node_name;
-  std::string node_ip;  // the host IP (pods share the host network)
+  // The host IP: every pod's hostIP, and the podIP of pods with the node's network.
+  std::string node_ip;
+  // PodLifecycleOptions' dns, network_errors and sandbox_network: kubelet's DNS settings for pod
+  // sandboxes, its runtimeState.networkErrors (pods that are not hostNetwork wait while it is not
+  // empty) and whether the runtime's sandboxes have networks (and IPs) of their own.
+  PodDnsOptions dns;
+  std::function<std::string()> network_errors;
+  bool sandbox_network = false;
   std::filesystem::path root_dir = "/var/lib/nodeagent";
   NodeAllocatable allocatable;
   base::Duration crashloop_backoff_initial = std::chrono::seconds(10);

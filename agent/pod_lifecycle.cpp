@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/printable.h"
 #include "podmanager/mirror_client.h"
+#include "podworkers/pod_workers.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -77,6 +78,7 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   reportOomKills(*pod, *status);
   if (publishStatus(*pod, *status)) co_return true;  // terminal
   if (cancel.stop_requested()) co_return cancelled();
+  CO_RETURN_IF_ERROR(checkNetworkReady(*pod));
   if (!prepared.cgroup.ok()) co_return refuseWithoutCgroup(*pod, prepared.cgroup);
 
   if (api::isStaticPod(*pod)) co_await syncMirrorPod(pod, mirror_pod, cancel);
@@ -89,23 +91,39 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     if (prepared.dirs.ok()) setStatusReason(*pod, "UnsupportedVolume", volumes.status().message());
     co_return volumes.status();
   }
-
-  auto actions = computePodActions(*pod, *status, &deps_.prober);
-  // The running containers matter only for a pod kill: a periodic sync does not copy them.
-  auto running = actions.kill_pod ? runningPodOf(*status) : runtime::Pod{};
-  CO_RETURN_IF_ERROR(co_await killForActions(pod, actions, std::move(running), cancel));
-  if (cancel.stop_requested()) co_return cancelled();
-  if (actions.next_init_container || !actions.containers_to_start.empty()) {
-    auto sandbox = co_await ensureSandbox(pod, status->sandbox_statuses);
-    if (!sandbox.ok()) {
-      ++deps_.metrics.sync_pod_errors;
-      co_return sandbox.status();
-    }
-    auto started = co_await startForActions(pod, std::move(actions), std::move(*status),
-                                            std::move(*sandbox), std::move(*volumes), cancel);
-    if (!started.ok()) co_return started;
-  }
+  auto synced = syncRuntimePod(pod, *std::move(status), *std::move(volumes), cancel);
+  CO_RETURN_IF_ERROR(co_await std::move(synced));
   co_return false;
+}
+
+asio::awaitable<base::Status> PodLifecycle::syncRuntimePod(api::PodPtr pod,
+                                                           runtime::PodStatus status,
+                                                           std::vector<runtime::PodVolume> volumes,
+                                                           std::stop_token cancel) {
+  auto actions = computePodActions(*pod, status, &deps_.prober, options_.sandbox_network);
+  // The running containers matter only for a pod kill: a periodic sync does not copy them.
+  runtime::Pod running;
+  if (actions.kill_pod) running = runningPodOf(status);
+  auto kill = killForActions(pod, actions, std::move(running), cancel);
+  CO_RETURN_IF_ERROR(co_await std::move(kill));
+  if (actions.replace_sandbox) {
+    auto retire = retireSandboxes(pod, actions, status);
+    CO_RETURN_IF_ERROR(co_await std::move(retire));
+  }
+  if (cancel.stop_requested()) co_return cancelled();
+  if (!actions.next_init_container && actions.containers_to_start.empty()) {
+    co_return base::okStatus();
+  }
+  auto ensure = ensureSandbox(pod, actions, status.ips);
+  auto sandbox = co_await std::move(ensure);
+  if (!sandbox.ok()) {
+    ++deps_.metrics.sync_pod_errors;
+    co_return sandbox.status();
+  }
+  auto start = startForActions(pod, std::move(actions), std::move(status), *std::move(sandbox),
+                               std::move(volumes), cancel);
+  auto started = co_await std::move(start);
+  co_return started;
 }
 
 void PodLifecycle::forgetFinishedLife(const api::Pod& pod) {
@@ -197,31 +215,118 @@ asio::awaitable<base::Status> PodLifecycle::killForActions(api::PodPtr pod, PodA
   co_return base::okStatus();
 }
 
-asio::awaitable<base::StatusOr<std::string>> PodLifecycle::ensureSandbox(
-    api::PodPtr pod, std::vector<runtime::PodSandboxStatus> sandboxes) {
-  if (const auto* ready = runtime::readySandbox(sandboxes)) co_return ready->id;
-  runtime::PodSandboxConfig config;
-  config.uid = pod->metadata.uid;
-  config.name = pod->metadata.name;
-  config.namespace_ = pod->metadata.namespace_;
-  config.attempt = sandboxes.empty() ? 0 : sandboxes[0].attempt + 1;
-  config.log_directory = deps_.runtime.podLogsDirectory(config.namespace_, config.name, config.uid);
-  config.hostname = pod->metadata.name;
-  config.labels = pod->metadata.labels;
-  config.annotations = pod->metadata.annotations;
-  auto id = co_await deps_.runtime.runPodSandbox(std::move(config));
+asio::awaitable<base::Status> PodLifecycle::retireSandboxes(api::PodPtr pod, PodActions actions,
+                                                            runtime::PodStatus status) {
+  log()->info("Pod sandbox changed pod={} reason={} new_sandbox={}", api::podRef(*pod),
+              base::goQuote(actions.replace_reason), actions.create_sandbox);
+  for (const auto& sandbox : status.sandbox_statuses) {
+    if (sandbox.state != runtime::SandboxState::kReady) continue;
+    CO_RETURN_IF_ERROR(co_await deps_.runtime.stopPodSandbox(sandbox.id));
+  }
+  if (!actions.create_sandbox) co_return base::okStatus();
+  recordEvent(*pod, "Normal", "SandboxChanged",
+              "Pod sandbox changed, it will be killed and re-created.", "");
+  // kubelet's purgeInitContainers: the init containers run again in the new sandbox.
+  for (const auto& cs : status.container_statuses) {
+    if (cs.state == runtime::ContainerState::kRunning) continue;
+    const bool init =
+        std::any_of(pod->spec.init_containers.begin(), pod->spec.init_containers.end(),
+                    [&](const api::Container& c) { return c.name == cs.name; });
+    if (!init) continue;
+    auto removed = co_await deps_.runtime.removeContainer(cs.id);
+    if (!removed.ok()) {
+      log()->warn("Cannot remove init container pod={} container={} err={}", api::podRef(*pod),
+                  cs.name, removed.toString());
+    }
+  }
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::StatusOr<runtime::PodSandboxConfig>> PodLifecycle::sandboxConfig(
+    api::PodPtr pod, uint32_t attempt) {
+  SandboxInputs inputs;
+  inputs.attempt = attempt;
+  inputs.log_directory = deps_.runtime.podLogsDirectory(pod->metadata.namespace_,
+                                                        pod->metadata.name, pod->metadata.uid);
+  inputs.cgroup_parent = deps_.cgroups.parent(*pod);
+  inputs.node_ip = options_.node_ip;
+  inputs.dns = options_.dns;
+  inputs.with_dns = deps_.runtime.runsImages();
+  if (inputs.with_dns) {
+    auto read = [path = options_.dns.resolv_conf] { return readResolvConf(path); };
+    auto task = base::runBlocking(deps_.blocking, std::move(read));
+    auto content = co_await std::move(task);
+    if (!content.ok()) co_return content.status();
+    inputs.host_resolv_conf = *std::move(content);
+  }
+  auto generated = generatePodSandboxConfig(*pod, inputs);
+  if (!generated.ok()) co_return generated.status();
+  for (const auto& warning : generated->warnings) {
+    log()->info("Pod DNS config warning pod={} reason={} message={}", api::podRef(*pod),
+                warning.reason, base::goQuote(warning.message));
+    recordEvent(*pod, "Warning", warning.reason, warning.message, "");
+  }
+  co_return std::move(generated->config);
+}
+
+asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandbox(
+    api::PodPtr pod, PodActions actions, std::vector<std::string> ips) {
+  if (!actions.create_sandbox && !actions.sandbox_id.empty()) {
+    auto pod_ips = podIps(*pod, ips);
+    co_return Sandbox{actions.sandbox_id, pod_ips.empty() ? "" : pod_ips[0]};
+  }
+  auto generate = sandboxConfig(pod, actions.sandbox_attempt);
+  auto config = co_await std::move(generate);
+  base::StatusOr<std::string> id = std::string();
+  if (config.ok()) {
+    auto run = deps_.runtime.runPodSandbox(*std::move(config));
+    id = co_await std::move(run);
+  } else {
+    id = config.status();
+  }
   if (!id.ok()) {
     log()->warn("Cannot make the pod's sandbox pod={} err={}", api::podRef(*pod),
                 id.status().toString());
     recordEvent(*pod, "Warning", "FailedCreatePodSandBox",
                 "Failed to create pod sandbox: " + id.status().message(), "");
+    co_return id.status();
   }
-  co_return id;
+  // kubelet reads the new sandbox's IPs back for the containers' status.podIP.
+  std::vector<std::string> new_ips;
+  if (options_.sandbox_network && !pod->spec.host_network) {
+    auto read =
+        deps_.runtime.getPodStatus(pod->metadata.uid, pod->metadata.name, pod->metadata.namespace_);
+    auto after = co_await std::move(read);
+    if (after.ok()) new_ips = after->ips;
+  }
+  auto pod_ips = podIps(*pod, new_ips);
+  co_return Sandbox{*std::move(id), pod_ips.empty() ? "" : pod_ips[0]};
+}
+
+std::vector<std::string> PodLifecycle::podIps(const api::Pod& pod,
+                                              const std::vector<std::string>& sandbox_ips) const {
+  if (!sandbox_ips.empty()) return sandbox_ips;
+  if ((pod.spec.host_network || !options_.sandbox_network) && !options_.node_ip.empty()) {
+    return {options_.node_ip};
+  }
+  return {};
+}
+
+base::Status PodLifecycle::checkNetworkReady(const api::Pod& pod) {
+  if (pod.spec.host_network || !options_.network_errors) return base::okStatus();
+  const std::string errors = options_.network_errors();
+  if (errors.empty()) return base::okStatus();
+  ++deps_.metrics.sync_pod_errors;
+  const std::string message = std::string(podworkers::kNetworkNotReadyErrorMsg) + ": " + errors;
+  log()->warn("Pod waits for the runtime's network pod={} err={}", api::podRef(pod),
+              base::goQuote(message));
+  recordEvent(pod, "Warning", "NetworkNotReady", message, "");
+  return base::unavailableError(message);
 }
 
 asio::awaitable<base::Status> PodLifecycle::startForActions(api::PodPtr pod, PodActions actions,
                                                             runtime::PodStatus status,
-                                                            std::string sandbox_id,
+                                                            Sandbox sandbox,
                                                             std::vector<runtime::PodVolume> volumes,
                                                             std::stop_token cancel) {
   base::Status first_error;
@@ -232,7 +337,7 @@ asio::awaitable<base::Status> PodLifecycle::startForActions(api::PodPtr pod, Pod
   for (size_t index : actions.containers_to_start) starts.emplace_back(index, false);
   for (const auto& [index, init] : starts) {
     if (cancel.stop_requested()) break;
-    StartRequest request{pod, index, init, sandbox_id, volumes};
+    StartRequest request{pod, index, init, sandbox.id, sandbox.pod_ip, volumes};
     auto s = co_await startContainerWithBackoff(std::move(request), before);
     changed = true;  // started, failed, or now waiting in backoff: the status moved
     if (!s.ok() && first_error.ok()) first_error = s;

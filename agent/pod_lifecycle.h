@@ -22,6 +22,7 @@
 #include "agent/pod_actions.h"
 #include "agent/pod_cgroups.h"
 #include "agent/pod_directories.h"
+#include "agent/pod_lifecycle_sandbox.h"
 #include "agent/prober/probe_handler.h"
 #include "agent/prober/prober.h"
 #include "agent/runtime/runtime.h"
@@ -42,7 +43,20 @@ using EventSink =
                        const std::string& message, const std::string& field_path)>;
 
 struct PodLifecycleOptions {
-  std::string node_ip;  // the host IP (pods share the host network)
+  // The host IP: every pod's hostIP, and the podIP of pods with the node's network.
+  std::string node_ip;
+  // kubelet's DNS settings, for the sandboxes of a runtime that runs images (whose containers have
+  // a root filesystem, and so a resolv.conf, of their own).
+  PodDnsOptions dns;
+  // kubelet's runtimeState.networkErrors: "" while the runtime's network is ready. A pod that is
+  // not hostNetwork does not sync while it says otherwise (Warning NetworkNotReady, "network is
+  // not ready: ..."; the pod stays Pending and is retried). Empty: always ready.
+  std::function<std::string()> network_errors;
+  // The runtime's sandboxes have a network namespace and an IP of their own unless hostNetwork (a
+  // CRI runtime): a pod's IP is its sandbox's (status.podIP, and the status.podIP env of its
+  // containers), and a sandbox whose network does not fit the pod is replaced (kubelet's
+  // podSandboxChanged). Off (the process and fake runtimes): every pod has the node's IP.
+  bool sandbox_network = false;
   // A pod kill still running after its grace period plus half of it (at least this long) gets a
   // Warning ExceededGracePeriod event, as kubelet's killPodNow reports it.
   base::Duration kill_timeout_minimum = std::chrono::seconds(10);
@@ -114,16 +128,40 @@ class PodLifecycle final : public podworkers::PodSyncer {
   asio::awaitable<PreparedPod> preparePod(api::PodPtr pod);
   // Records why the pod's cgroup could not be made (kubelet's FailedToCreatePodContainer).
   base::Status refuseWithoutCgroup(const api::Pod& pod, base::Status cgroup);
+  // kubelet's NetworkNotReady: the error that keeps a pod that is not hostNetwork from syncing
+  // while the runtime's network is not ready, recorded as a Warning event; OK otherwise.
+  base::Status checkNetworkReady(const api::Pod& pod);
+  // The pod's IPs from its sandbox's (kubelet): the node's for a pod with the node's network.
+  std::vector<std::string> podIps(const api::Pod& pod,
+                                  const std::vector<std::string>& sandbox_ips) const;
   // A terminated pod's cgroup is killed and removed (on the blocking pool).
   asio::awaitable<void> destroyPodCgroup(api::PodPtr pod);
   // (Coroutines take their parameters by value: a reference would outlive its caller only by
   // luck.)
+  // kuberuntime's SyncPod: the pod's actions computed from its runtime status and carried out.
+  asio::awaitable<base::Status> syncRuntimePod(api::PodPtr pod, runtime::PodStatus status,
+                                               std::vector<runtime::PodVolume> volumes,
+                                               std::stop_token cancel);
   asio::awaitable<base::Status> killForActions(api::PodPtr pod, PodActions actions,
                                                runtime::Pod running, std::stop_token cancel);
-  asio::awaitable<base::StatusOr<std::string>> ensureSandbox(
-      api::PodPtr pod, std::vector<runtime::PodSandboxStatus> sandboxes);
+  // The rest of kubelet's killPodWithSyncResult for a replaced sandbox: every ready sandbox of
+  // the pod stopped, and its exited init containers removed so that they run again
+  // (purgeInitContainers).
+  asio::awaitable<base::Status> retireSandboxes(api::PodPtr pod, PodActions actions,
+                                                runtime::PodStatus status);
+  // The sandbox the starts go to (actions.sandbox_id) or a new one, and the pod's IP in it.
+  struct Sandbox {
+    std::string id;
+    std::string pod_ip;
+  };
+  asio::awaitable<base::StatusOr<Sandbox>> ensureSandbox(api::PodPtr pod, PodActions actions,
+                                                         std::vector<std::string> ips);
+  // kubelet's generatePodSandboxConfig for the pod (the node's resolv.conf read on the blocking
+  // pool), its warnings recorded as events.
+  asio::awaitable<base::StatusOr<runtime::PodSandboxConfig>> sandboxConfig(api::PodPtr pod,
+                                                                           uint32_t attempt);
   asio::awaitable<base::Status> startForActions(api::PodPtr pod, PodActions actions,
-                                                runtime::PodStatus status, std::string sandbox_id,
+                                                runtime::PodStatus status, Sandbox sandbox,
                                                 std::vector<runtime::PodVolume> volumes,
                                                 std::stop_token cancel);
   asio::awaitable<void> publishStatusAfterStarts(api::PodPtr pod);
@@ -137,6 +175,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
     size_t index = 0;
     bool init = false;
     std::string sandbox_id;
+    std::string pod_ip;  // the sandbox's (status.podIP)
     std::vector<runtime::PodVolume> volumes;
   };
   // `status` is the pod's runtime status before the starts (whose exits decide the backoff).
@@ -153,9 +192,10 @@ class PodLifecycle final : public podworkers::PodSyncer {
                                                               const api::Container& container);
   void reportStarted(const api::Pod& pod, const api::Container& container,
                      const runtime::ContainerId& id, int attempt);
-  // kubelet's postStart step of startContainer: a failed hook kills the container.
+  // kubelet's postStart step of startContainer: a failed hook kills the container. An httpGet
+  // hook goes to `pod_ip` (the node's when empty).
   asio::awaitable<base::Status> runPostStartHook(api::PodPtr pod, api::Container container,
-                                                 runtime::ContainerId id);
+                                                 runtime::ContainerId id, std::string pod_ip);
   // runtime.killPod, reporting ExceededGracePeriod when the kill outlasts its grace period.
   asio::awaitable<base::Status> killPodWatched(api::PodPtr pod, runtime::Pod running,
                                                std::optional<int64_t> grace_override);
@@ -178,9 +218,9 @@ class PodLifecycle final : public podworkers::PodSyncer {
 };
 
 // kubelet's lifecycle HandlerRunner for preStop hooks, installed in the runtime
-// (runtime::PreStopHookRunner): runs the exec or httpGet hook through `handler`, bounded by the
-// request's timeout; a failure is logged and recorded as a FailedPreStopHook event.
-asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std::string node_ip,
+// (runtime::PreStopHookRunner): runs the exec or httpGet hook (to `pod_ip`) through `handler`,
+// bounded by the request's timeout; a failure is logged and recorded as a FailedPreStopHook event.
+asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std::string pod_ip,
                                      EventSink record_event, runtime::PreStopHookRequest request);
 
 // kubelet's prober event for a failed or errored probe: a Warning Unhealthy event on the container.

@@ -27,12 +27,12 @@ std::string podDescription(const api::Pod& pod) {
 
 ProbeTarget hookTarget(const api::Handler& handler, const api::Container& container,
                        const runtime::ContainerId& id, base::Duration timeout,
-                       const std::string& node_ip) {
+                       const std::string& pod_ip) {
   ProbeTarget target;
   target.handler = handler;
   target.timeout = timeout;
   target.container_id = id;
-  target.pod_ip = node_ip;
+  target.pod_ip = pod_ip;
   target.ports = container.ports;
   return target;
 }
@@ -103,7 +103,7 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
   auto mounts = VolumePreparer::mountsFor(container, request.volumes);
   if (!mounts.ok()) return mounts.status();
   options.mounts = std::move(*mounts);
-  options.pod_ip = options_.node_ip;
+  options.pod_ip = request.pod_ip;
   options.host_ip = options_.node_ip;
   options.refuse_root = !options_.allow_root_api_pods && !api::isStaticPod(pod);
   options.cgroup_parent = deps_.cgroups.parent(pod);
@@ -145,7 +145,8 @@ asio::awaitable<base::Status> PodLifecycle::startContainerWithBackoff(
   }
   reportStarted(*pod, container, *started, attempt);
   if (container.lifecycle && container.lifecycle->post_start) {
-    co_return co_await runPostStartHook(pod, container, *started);
+    auto hook = runPostStartHook(pod, container, *started, request.pod_ip);
+    co_return co_await std::move(hook);
   }
   co_return base::okStatus();
 }
@@ -164,13 +165,14 @@ void PodLifecycle::reportStarted(const api::Pod& pod, const api::Container& cont
 
 asio::awaitable<base::Status> PodLifecycle::runPostStartHook(api::PodPtr pod,
                                                              api::Container container,
-                                                             runtime::ContainerId id) {
+                                                             runtime::ContainerId id,
+                                                             std::string pod_ip) {
   // kubelet gives the hook no timeout; the grace period bounds it so that a hung hook cannot
   // hold the pod's worker for ever.
   auto target =
       hookTarget(*container.lifecycle->post_start, container, id,
                  std::chrono::seconds(std::max<int64_t>(runtime::podGracePeriodSeconds(*pod), 1)),
-                 options_.node_ip);
+                 pod_ip.empty() ? options_.node_ip : pod_ip);
   auto hook = deps_.hooks.runHook(target);
   auto failure = co_await std::move(hook);
   if (!failure) co_return base::okStatus();
@@ -193,13 +195,13 @@ asio::awaitable<base::Status> PodLifecycle::runPostStartHook(api::PodPtr pod,
 // kubelet's executePreStopHook through its HandlerRunner: an exec or httpGet hook bounded by the
 // grace period; a failure is logged and recorded as a FailedPreStopHook event. The handler's
 // timer and socket share a strand of their own (kills of one pod run in parallel).
-asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std::string node_ip,
+asio::awaitable<void> runPreStopHook(std::shared_ptr<ProbeHandler> handler, std::string pod_ip,
                                      EventSink record_event, runtime::PreStopHookRequest request) {
   const api::Pod& pod = *request.pod;
   const auto* container = runtime::findSpecContainer(pod, request.container_name);
   if (container == nullptr || !container->lifecycle || !container->lifecycle->pre_stop) co_return;
   auto target =
-      hookTarget(*container->lifecycle->pre_stop, *container, request.id, request.timeout, node_ip);
+      hookTarget(*container->lifecycle->pre_stop, *container, request.id, request.timeout, pod_ip);
   log()->info("Running preStop hook pod={} container={} id={}", api::podRef(pod), container->name,
               request.id.toString());
   auto strand = asio::make_strand(co_await asio::this_coro::executor);

@@ -54,8 +54,8 @@ api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
   auto failures = startFailures(pod.metadata.uid);
   api::PodStatus s;
   s.host_ip = options_.node_ip;
-  s.pod_ip = options_.node_ip;
-  if (!s.pod_ip.empty()) s.pod_ips = {s.pod_ip};
+  s.pod_ips = podIps(pod, status.ips);
+  if (!s.pod_ips.empty()) s.pod_ip = s.pod_ips[0];
   s.qos_class = podQosClass(pod);
   s.start_time = old.start_time;
   const bool has_init = !pod.spec.init_containers.empty();

@@ -68,7 +68,8 @@ std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_co
 agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor blocking,
                                  const std::shared_ptr<agent::EventRecorder>& events,
                                  const NodeCgroups& cgroups,
-                                 std::function<agent::AdmitResult(const api::Pod&)> admit) {
+                                 std::function<agent::AdmitResult(const api::Pod&)> admit,
+                                 std::function<std::string()> network_errors) {
   agent::AgentOptions ao;
   ao.admit_handler = std::move(admit);
   ao.container_manager = cgroups.manager;
@@ -86,6 +87,10 @@ agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor bl
   if (c.flags.runtime == "cri" && !c.pleg_relist_period_set) {
     ao.pleg.relist_period = std::chrono::seconds(1);
   }
+  // A CRI runtime's sandboxes have networks of their own (CNI) unless hostNetwork: pods wait for
+  // the runtime's network (kubelet's NetworkNotReady) and get their sandbox's IP.
+  ao.network_errors = std::move(network_errors);
+  ao.sandbox_network = c.flags.runtime == "cri";
   ao.allow_root_api_pods = c.flags.allow_root_api_pods;
   ao.blocking_executor = std::move(blocking);
   if (events) {
@@ -179,10 +184,12 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
           ioc_.get_executor(), clock_, random_, instrumented_, pod_manager_, status_manager_,
           [this](const std::string& source) { return pod_config_.sourceSeen(source); },
           [this] { return pod_config_.seenAllSources(pod_config_.sources()); },
-          agentOptions(config, blocking_.get_executor(), events_, cgroups_,
-                       [this](const api::Pod& pod) {
-                         return eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
-                       })),
+          agentOptions(
+              config, blocking_.get_executor(), events_, cgroups_,
+              [this](const api::Pod& pod) {
+                return eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
+              },
+              [this] { return runtime_state_->networkErrors(); })),
       summary_(makeSummary()),
       eviction_(makeEvictionManager()),
       systemd_(

@@ -1271,3 +1271,98 @@ TEST_CASE(
   CHECK(status->ok());
   CHECK(h.actions(Action::Kind::kRemove).size() == before + 2);
 }
+
+namespace {
+
+api::PodPtr hostNetworkPod(const std::string& uid) {
+  return testing::PodBuilder()
+      .name("host-" + uid)
+      .uid(uid)
+      .annotation("kubernetes.io/config.source", "file")
+      .hostNetwork()
+      .container("web", {"sleep", "1000"})
+      .build();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "agent: while the runtime's network is not ready only hostNetwork pods start, the others "
+    "wait with NetworkNotReady and start once it is",
+    "[unit][agent]") {
+  auto network_error = std::make_shared<std::string>(
+      "runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni "
+      "config not initialized");
+  Harness h(110, [&](agent::AgentOptions& o) {
+    o.network_errors = [network_error] { return *network_error; };
+  });
+  h.update(api::PodOperation::kAdd, {webPod(), hostNetworkPod("uid-host")});
+  auto starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].pod_uid == "uid-host");
+  CHECK(h.phase("uid-host") == "Running");
+  CHECK(h.phase("uid-web") == "Pending");
+  CHECK(h.runtime.sandboxesRun() == 1);
+  auto waiting = h.eventsWithReason("NetworkNotReady");
+  REQUIRE_FALSE(waiting.empty());
+  CHECK(waiting[0].pod == "web-node1");
+  CHECK(waiting[0].type == "Warning");
+  CHECK(waiting[0].message == "network is not ready: " + *network_error);
+
+  // The pod workers retry such a pod within seconds (kubelet's transient backoff).
+  h.advance(3s);
+  CHECK(h.eventsWithReason("NetworkNotReady").size() > waiting.size());
+  CHECK(h.actions(Action::Kind::kStart).size() == 1);
+  network_error->clear();
+  h.advance(3s);
+  CHECK(h.phase("uid-web") == "Running");
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+}
+
+TEST_CASE(
+    "agent: a pod whose sandbox is no longer ready is killed and started again in a new sandbox",
+    "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  REQUIRE(h.runtime.runningContainerCount() == 1);
+  // The sandbox goes away under the running container (a CRI pause container that died).
+  asio::co_spawn(
+      h.ioc,
+      [&h]() -> asio::awaitable<void> {
+        auto stop = h.runtime.stopPodSandbox("uid-web");
+        auto stopped = co_await std::move(stop);
+        CHECK(stopped.ok());
+      },
+      asio::detached);
+  h.drain();
+  h.advance(2min);  // the periodic resync
+  auto kills = h.actions(Action::Kind::kKill);
+  REQUIRE(kills.size() == 1);
+  CHECK(kills[0].container_name == "web");
+  auto starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 2);
+  CHECK(starts[1].attempt == 1);
+  CHECK(h.runtime.sandboxesRun() == 2);
+  auto status = h.runtimeStatus("uid-web");
+  REQUIRE_FALSE(status.sandbox_statuses.empty());
+  CHECK(status.sandbox_statuses[0].state == runtime::SandboxState::kReady);
+  CHECK(status.sandbox_statuses[0].attempt == 1);
+  CHECK(h.eventsWithReason("SandboxChanged").size() == 1);
+  CHECK(h.phase("uid-web") == "Running");
+}
+
+TEST_CASE(
+    "agent: with sandbox networks a pod's IP is its sandbox's: none while its sandbox has none "
+    "(which is replaced), the node's for hostNetwork",
+    "[unit][agent]") {
+  Harness h(110, [](agent::AgentOptions& o) { o.sandbox_network = true; });
+  h.update(api::PodOperation::kAdd, {webPod(), hostNetworkPod("uid-host")});
+  CHECK(h.status_manager.getPodStatus("uid-host")->pod_ip == "10.0.0.1");
+  // The fake runtime's sandboxes have no IP: kubelet's podSandboxChanged replaces them.
+  CHECK(h.status_manager.getPodStatus("uid-web")->pod_ip.empty());
+  const size_t sandboxes = h.runtime.sandboxesRun();
+  h.advance(2min);
+  CHECK(h.runtime.sandboxesRun() > sandboxes);
+  CHECK_FALSE(h.eventsWithReason("SandboxChanged").empty());
+  CHECK(h.status_manager.getPodStatus("uid-host")->pod_ip == "10.0.0.1");
+}
