@@ -11,6 +11,9 @@ packages=(
   # The CRI runtime (agent/runtime/cri/): gRPC/protobuf to build its client, and containerd with
   # runc for the tests, which start a containerd of their own (never the system one).
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc containerd runc
+  # Pod networking in those tests: the CNI plugins (bridge, host-local, loopback in /usr/lib/cni)
+  # and `ip` to remove the test's bridge.
+  containernetworking-plugins iproute2
   # The CRI tests' images are built from busybox (test/images/make-test-images.sh).
   busybox-static
 )

@@ -100,7 +100,9 @@ TEST_CASE("cri client: the test's containerd answers Version as a CRI v1 runtime
 TEST_CASE("cri client: Status of containerd without CNI is RuntimeReady but not NetworkReady",
           "[integration][cri]") {
   testing::skipUnlessContainerdCanRun();
-  testing::TestContainerd containerd;
+  testing::TestContainerdOptions options;
+  options.cni = false;
+  testing::TestContainerd containerd(options);
   auto client = makeClient(containerd.endpoint());
   auto status = client->status();
   INFO(containerd.logTail());
@@ -114,6 +116,27 @@ TEST_CASE("cri client: Status of containerd without CNI is RuntimeReady but not 
   CHECK_FALSE(network_ready->status);
   CHECK(network_ready->reason == "NetworkPluginNotReady");
   CHECK(contains(network_ready->message, "cni"));
+}
+
+TEST_CASE("cri client: Status of containerd with the test's CNI bridge is NetworkReady",
+          "[integration][cri]") {
+  testing::skipUnlessCniCanRun();
+  testing::TestContainerd containerd;
+  auto client = makeClient(containerd.endpoint());
+  // containerd loads the CNI config when it starts.
+  const RuntimeCondition* network_ready = nullptr;
+  base::StatusOr<RuntimeStatus> status = base::unknownError("not asked");
+  CHECK(testing::eventually(
+      [&] {
+        status = client->status();
+        network_ready = status.ok() ? status->find(kNetworkReady) : nullptr;
+        return network_ready != nullptr && network_ready->status;
+      },
+      std::chrono::seconds(10)));
+  INFO(containerd.logTail());
+  CHECK(containerd.podSubnet().starts_with("10.20"));
+  CHECK(containerd.podSubnet().ends_with(".0/24"));
+  CHECK(containerd.bridgeName().size() <= 15);
 }
 
 TEST_CASE("cri client: ImageStatus shows the busybox test image imported into containerd",

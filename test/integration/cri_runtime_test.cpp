@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/pod_lifecycle_sandbox.h"
 #include "agent/runtime/cri/cri_runtime.h"
 #include "test/support/containerd.h"
 #include "test/support/pod_builder.h"
@@ -349,4 +350,140 @@ TEST_CASE("cri runtime: a command that cannot run fails the start and leaves an 
   // ContainerCannotRun).
   CHECK(c.reason == "StartError");
   CHECK(c.message.find("/no/such/binary") != std::string::npos);
+}
+
+namespace {
+
+// kubelet's sandbox config for `pod` as the agent makes it, its DNS from `resolv_conf`.
+PodSandboxConfig generatedConfig(const CriRuntime& runtime, const api::Pod& pod,
+                                 const fs::path& resolv_conf) {
+  agent::SandboxInputs inputs;
+  inputs.log_directory =
+      runtime.podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);
+  inputs.node_ip = "127.0.0.1";
+  inputs.dns.resolv_conf = resolv_conf;
+  inputs.with_dns = true;
+  auto content = agent::readResolvConf(resolv_conf);
+  REQUIRE(content.ok());
+  inputs.host_resolv_conf = *content;
+  auto generated = agent::generatePodSandboxConfig(pod, inputs);
+  INFO(generated.status().message());
+  REQUIRE(generated.ok());
+  return generated->config;
+}
+
+std::string execOutput(Fixture& f, const ContainerId& id, std::vector<std::string> command,
+                       int expected_exit = 0) {
+  auto result = f.run(f.runtime->execInContainer(id, std::move(command), std::chrono::seconds(10)));
+  INFO(result.status().message());
+  REQUIRE(result.ok());
+  INFO(result->output);
+  CHECK(result->exit_code == expected_exit);
+  return result->output;
+}
+
+std::string ownNamespace(const char* ns) {
+  return fs::read_symlink(std::string("/proc/self/ns/") + ns).string() + "\n";
+}
+
+api::PodPtr sleeperPod(bool host_network, bool host_pid) {
+  return testing::PodBuilder()
+      .name("web")
+      .ns("default")
+      .uid("uid-1234")
+      .hostNetwork(host_network)
+      .terminationGracePeriodSeconds(1)
+      .container("main", {"sleep", "3600"}, "nodeagent.test/busybox:1")
+      .edit([host_pid](nlohmann::json& j) {
+        j["spec"]["dnsPolicy"] = "Default";
+        j["spec"]["hostPID"] = host_pid;
+      })
+      .build();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cri runtime: a pod without hostNetwork has a network namespace and an IP of the test's "
+    "subnet, its own hostname and PIDs, and the DNS config of its dnsPolicy",
+    "[integration][cri]") {
+  testing::skipUnlessCniCanRun();
+  // The node's IP forwarding stays as it is (test/support/containerd.h).
+  const std::string forwarding = testing::readFile("/proc/sys/net/ipv4/ip_forward");
+  std::string bridge;
+  {
+    Fixture f;
+    REQUIRE(f.runtime->recover().ok());
+    const fs::path resolv_conf = f.containerd.dir() / "resolv.conf";
+    testing::writeFile(resolv_conf,
+                       "nameserver 192.0.2.53\nnameserver 192.0.2.54\nsearch test.example\n"
+                       "options ndots:3\n");
+    const api::PodPtr pod = sleeperPod(false, false);
+    auto sandbox_id =
+        f.run(f.runtime->runPodSandbox(generatedConfig(*f.runtime, *pod, resolv_conf)));
+    INFO(sandbox_id.status().message() << "\n" << f.containerd.logTail());
+    REQUIRE(sandbox_id.ok());
+    bridge = f.containerd.bridgeName();
+    CHECK(fs::exists("/sys/class/net/" + bridge));
+
+    PodStatus status = podStatus(f);
+    REQUIRE(status.ips.size() == 1);
+    INFO("pod IP " << status.ips[0] << ", subnet " << f.containerd.podSubnet());
+    CHECK(f.containerd.inPodSubnet(status.ips[0]));
+    CHECK(status.ips[0] != f.containerd.podGateway());
+
+    const ContainerId id = start(f, pod, *sandbox_id, 0);
+    CHECK(execOutput(f, id, {"readlink", "/proc/self/ns/net"}) != ownNamespace("net"));
+    CHECK(execOutput(f, id, {"readlink", "/proc/self/ns/pid"}) != ownNamespace("pid"));
+    execOutput(f, id, {"test", "-d", "/proc/" + std::to_string(::getpid())}, 1);
+    CHECK(execOutput(f, id, {"hostname"}) == "web\n");
+    CHECK(execOutput(f, id, {"sh", "-c", "echo $HOSTNAME"}) == "web\n");
+    const std::string resolv = execOutput(f, id, {"cat", "/etc/resolv.conf"});
+    CHECK_THAT(resolv, Catch::Contains("nameserver 192.0.2.53") &&
+                           Catch::Contains("nameserver 192.0.2.54") &&
+                           Catch::Contains("search test.example") &&
+                           Catch::Contains("options ndots:3"));
+    // The pod's address is on an interface of its own, and it has a route to the bridge's subnet
+    // only (isGateway without isDefaultGateway): it reaches the node and the other pods.
+    CHECK_THAT(execOutput(f, id, {"ip", "-4", "addr"}), Catch::Contains(status.ips[0] + "/24"));
+    const std::string routes = execOutput(f, id, {"ip", "route"});
+    CHECK_THAT(routes, Catch::Contains(f.containerd.podSubnet() + " dev eth0"));
+    CHECK_THAT(routes, !Catch::Contains("default"));
+
+    REQUIRE(f.run(f.runtime->killContainer(pod, id, KillOptions::graceOverride(0), "test")).ok());
+    REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
+    // A stopped sandbox has given its address back: the pod has no IP any more.
+    CHECK(podStatus(f).ips.empty());
+    REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
+  }
+  // The bridge goes with the test's containerd.
+  CHECK_FALSE(fs::exists("/sys/class/net/" + bridge));
+  CHECK(testing::readFile("/proc/sys/net/ipv4/ip_forward") == forwarding);
+}
+
+TEST_CASE("cri runtime: hostNetwork shares the node's network namespace, hostPID its processes",
+          "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  Fixture f;
+  REQUIRE(f.runtime->recover().ok());
+  const fs::path resolv_conf = f.containerd.dir() / "resolv.conf";
+  testing::writeFile(resolv_conf, "nameserver 192.0.2.53\n");
+  const api::PodPtr pod = sleeperPod(true, true);
+  auto config = generatedConfig(*f.runtime, *pod, resolv_conf);
+  CHECK(config.hostname.empty());
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(config));
+  INFO(sandbox_id.status().message());
+  REQUIRE(sandbox_id.ok());
+  CHECK(podStatus(f).ips.empty());  // the node's network: the agent shows the node's IP
+
+  const ContainerId id = start(f, pod, *sandbox_id, 0);
+  CHECK(execOutput(f, id, {"readlink", "/proc/self/ns/net"}) == ownNamespace("net"));
+  CHECK(execOutput(f, id, {"readlink", "/proc/self/ns/pid"}) == ownNamespace("pid"));
+  // The test's own process is visible in the container.
+  execOutput(f, id, {"test", "-d", "/proc/" + std::to_string(::getpid())}, 0);
+  CHECK_THAT(execOutput(f, id, {"cat", "/etc/resolv.conf"}),
+             Catch::Contains("nameserver 192.0.2.53"));
+  REQUIRE(f.run(f.runtime->killContainer(pod, id, KillOptions::graceOverride(0), "test")).ok());
+  REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
+  REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
 }

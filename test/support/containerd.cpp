@@ -1,8 +1,10 @@
 #include "test/support/containerd.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -15,6 +17,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -103,8 +107,78 @@ std::string configToml(const fs::path& dir, const fs::path& socket,
       << "      [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n"
       << "        SystemdCgroup = false\n        Root = \"" << d << "/runc\"\n"
       << "  [plugins.\"io.containerd.grpc.v1.cri\".cni]\n"
-      << "    bin_dir = \"" << d << "/cni/bin\"\n    conf_dir = \"" << d << "/cni/conf\"\n";
+      << "    bin_dir = \"" << (options.cni ? std::string(kCniBinDir) : d + "/cni/bin")
+      << "\"\n    conf_dir = \"" << d << "/cni/conf\"\n";
   return out.str();
+}
+
+// Runs `args` (args[0] a path) with no input or output; its exit status (-1: not run).
+int runQuiet(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  for (int fd : {0, 1, 2}) {
+    posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0);
+  }
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// An IPv4 prefix in host byte order.
+struct Prefix {
+  uint32_t net = 0;
+  uint32_t mask = 0;
+};
+
+// The machine's IPv4 routes but the default one (/proc/net/route: hex in network byte order).
+std::vector<Prefix> hostRoutes() {
+  std::vector<Prefix> routes;
+  std::istringstream in(readFile("/proc/net/route"));
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string iface, dest, gateway, flags, refcnt, use, metric, mask;
+    if (!(fields >> iface >> dest >> gateway >> flags >> refcnt >> use >> metric >> mask)) continue;
+    Prefix route{ntohl(static_cast<uint32_t>(std::stoul(dest, nullptr, 16))),
+                 ntohl(static_cast<uint32_t>(std::stoul(mask, nullptr, 16)))};
+    if (route.mask != 0) routes.push_back(route);
+  }
+  return routes;
+}
+
+bool overlaps(const Prefix& a, const Prefix& b) { return ((a.net ^ b.net) & a.mask & b.mask) == 0; }
+
+std::string dotted(uint32_t address) {
+  return std::to_string(address >> 24) + "." + std::to_string((address >> 16) & 0xff) + "." +
+         std::to_string((address >> 8) & 0xff) + "." + std::to_string(address & 0xff);
+}
+
+std::optional<uint32_t> parseDotted(const std::string& text) {
+  in_addr address{};
+  if (::inet_pton(AF_INET, text.c_str(), &address) != 1) return std::nullopt;
+  return ntohl(address.s_addr);
+}
+
+// The bridge plugin with host-local addresses on `subnet`; no masquerading (no iptables rule).
+std::string cniConflist(const std::string& bridge, const std::string& subnet,
+                        const std::string& gateway, const fs::path& ipam_dir) {
+  return R"({"cniVersion": "0.4.0", "name": "nodeagent-test", "plugins": [{"type": "bridge", )"
+         R"("bridge": ")" +
+         bridge +
+         R"(", "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", )"
+         R"("ranges": [[{"subnet": ")" +
+         subnet + R"(", "gateway": ")" + gateway + R"("}]], "dataDir": ")" + ipam_dir.string() +
+         R"("}}]})"
+         "\n";
 }
 
 // Waits for our child `pid` to exit, up to `deadline`. True when it has been reaped.
@@ -215,6 +289,25 @@ void skipUnlessContainerdCanRun() {
   if (!why.empty()) skipTest("containerd cannot run here: " + why);
 }
 
+std::string cniUnavailableReason() {
+  std::string why = containerdUnavailableReason();
+  if (!why.empty()) return why;
+  for (const char* plugin : {"bridge", "host-local", "loopback"}) {
+    const fs::path path = fs::path(kCniBinDir) / plugin;
+    if (::access(path.c_str(), X_OK) != 0) {
+      return "no CNI plugin " + path.string() +
+             " (deploy/install-deps.sh installs containernetworking-plugins)";
+    }
+  }
+  if (findExecutable("ip").empty()) return "no ip tool (iproute2)";
+  return "";
+}
+
+void skipUnlessCniCanRun() {
+  std::string why = cniUnavailableReason();
+  if (!why.empty()) skipTest("pods cannot have a network of their own here: " + why);
+}
+
 TestContainerd::TestContainerd(TestContainerdOptions options) : options_(std::move(options)) {
   dir_ = makeTempDir();
   socket_path_ = dir_ / "containerd.sock";
@@ -229,6 +322,62 @@ TestContainerd::TestContainerd(TestContainerdOptions options) : options_(std::mo
 
 TestContainerd::~TestContainerd() { stop(); }
 
+void TestContainerd::setUpCni() {
+  const auto routes = hostRoutes();
+  const fs::path lock_dir =
+      fs::exists("/run/lock") ? fs::path("/run/lock") : fs::temp_directory_path();
+  std::random_device random;
+  // 10.200.0.0/13: 2048 subnets of 256 addresses.
+  for (int tries = 0; tries < 100 && subnet_lock_fd_ < 0; ++tries) {
+    const uint32_t index = random() % 2048;
+    const Prefix subnet{(10u << 24) | (200u << 16) | (index << 8), 0xffffff00u};
+    if (std::any_of(routes.begin(), routes.end(),
+                    [&](const Prefix& r) { return overlaps(r, subnet); })) {
+      continue;
+    }
+    const std::string name = dotted(subnet.net);
+    const fs::path lock = lock_dir / ("nodeagent-test-cni-" + name + ".lock");
+    int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      continue;
+    }
+    subnet_lock_fd_ = fd;
+    subnet_ = name + "/24";
+    gateway_ = dotted(subnet.net + 1);
+    char bridge[16];
+    std::snprintf(bridge, sizeof(bridge), "nabr%04x", index);
+    bridge_ = bridge;
+  }
+  if (subnet_lock_fd_ < 0) {
+    throw std::runtime_error("containerd test harness: no free /24 in 10.200.0.0/13 for pods");
+  }
+  // A bridge of this name is a stale one (its subnet's lock is ours now).
+  if (fs::exists("/sys/class/net/" + bridge_))
+    runQuiet({findExecutable("ip"), "link", "del", bridge_});
+  fs::create_directories(dir_ / "cni" / "ipam");
+  writeFile(dir_ / "cni" / "conf" / "10-nodeagent-test.conflist",
+            cniConflist(bridge_, subnet_, gateway_, dir_ / "cni" / "ipam"));
+}
+
+void TestContainerd::tearDownCni() {
+  if (!bridge_.empty() && fs::exists("/sys/class/net/" + bridge_)) {
+    runQuiet({findExecutable("ip"), "link", "del", bridge_});
+  }
+  if (subnet_lock_fd_ >= 0) ::close(subnet_lock_fd_);
+  subnet_lock_fd_ = -1;
+  subnet_.clear();
+  gateway_.clear();
+  bridge_.clear();
+}
+
+bool TestContainerd::inPodSubnet(const std::string& ip) const {
+  auto address = parseDotted(ip);
+  auto subnet = parseDotted(subnet_.substr(0, subnet_.find('/')));
+  return address && subnet && !subnet_.empty() && (*address & 0xffffff00u) == *subnet;
+}
+
 void TestContainerd::launch() {
   if (socket_path_.string().size() >= sizeof(sockaddr_un::sun_path)) {
     throw std::runtime_error("containerd test harness: socket path too long: " +
@@ -236,25 +385,38 @@ void TestContainerd::launch() {
   }
   fs::create_directories(dir_ / "run");
   fs::create_directories(dir_ / "cni" / "conf");
+  if (options_.cni) setUpCni();
   writeFile(dir_ / "config.toml", configToml(dir_, socket_path_, options_));
   // setpriv: SIGKILL when the starting thread dies; unshare: a mount namespace of its own whose
-  // mounts do not reach the machine's; then <dir>/run over /run (see the header).
-  std::vector<std::string> args = {findExecutable("setpriv"),
-                                   "--pdeathsig",
-                                   "KILL",
-                                   "--",
-                                   findExecutable("unshare"),
-                                   "--mount",
-                                   "--propagation",
-                                   "slave",
-                                   "--",
-                                   "/bin/sh",
-                                   "-c",
-                                   "mount --bind \"$1\" /run && exec \"$2\" --config \"$3\"",
-                                   "sh",
-                                   (dir_ / "run").string(),
-                                   findExecutable("containerd"),
-                                   (dir_ / "config.toml").string()};
+  // mounts do not reach the machine's; then <dir>/run over /run (see the header). With CNI, a file
+  // that says 1 over /proc/sys/net/ipv4/ip_forward there: the bridge plugin (isGateway) turns the
+  // node's IP forwarding on unless it reads that it is on, and the test's traffic (node to pod,
+  // pod to pod on the bridge) needs none, so the machine's setting is left as it is.
+  std::string forward_file;
+  if (options_.cni) {
+    forward_file = (dir_ / "ip_forward").string();
+    writeFile(forward_file, "1\n");
+  }
+  std::vector<std::string> args = {
+      findExecutable("setpriv"),
+      "--pdeathsig",
+      "KILL",
+      "--",
+      findExecutable("unshare"),
+      "--mount",
+      "--propagation",
+      "slave",
+      "--",
+      "/bin/sh",
+      "-c",
+      "mount --bind \"$1\" /run && "
+      "{ [ -z \"$4\" ] || mount --bind \"$4\" /proc/sys/net/ipv4/ip_forward; } && "
+      "exec \"$2\" --config \"$3\"",
+      "sh",
+      (dir_ / "run").string(),
+      findExecutable("containerd"),
+      (dir_ / "config.toml").string(),
+      forward_file};
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -336,6 +498,9 @@ void TestContainerd::stop() {
   if (dir_.empty()) return;
   killShims(socket_path_, std::chrono::seconds(10));
   unmountUnder(dir_);
+  // The pods' network namespaces went with containerd's mount namespace and their processes, and
+  // their veths with them: only the bridge is left.
+  tearDownCni();
   std::error_code ec;
   fs::remove_all(dir_, ec);
   dir_.clear();

@@ -9,10 +9,24 @@
 // /var/lib/containerd) is never touched.
 //
 // The config enables the CRI plugin with the overlayfs snapshotter, runc (io.containerd.runc.v2)
-// and the cgroupfs driver (SystemdCgroup = false), no CNI config (host-network pods only; the
-// runtime reports NetworkReady false), the streaming server on 127.0.0.1, and
+// and the cgroupfs driver (SystemdCgroup = false), the streaming server on 127.0.0.1, and
 // restrict_oom_score_adj (an oom_score_adj below containerd's own is raised to it: machines that
 // refuse a negative score even to root cannot otherwise start a sandbox, which gets -998).
+//
+// Pod networking (options.cni, on by default when the Debian package containernetworking-plugins
+// is installed): the CNI plugins of /usr/lib/cni and a conflist of this containerd's own (in
+// <dir>/cni/conf): a bridge of its own (`nabr<4 hex digits>`, isGateway: the bridge holds the
+// subnet's first address, so the test reaches pods from the node) with host-local addresses (kept
+// in <dir>/cni/ipam) on a /24 of 10.200.0.0/13 that no route of the machine covers, locked for
+// this instance (a lock file in /run/lock) so that parallel tests never share one. A pod that is
+// not hostNetwork gets a network namespace and an address there, with a route to the subnet only
+// (no default route). Nothing else of the machine changes: ipMasq is off (no iptables rule), and
+// the machine's IP forwarding stays as it is (the bridge plugin would turn it on: containerd's
+// mount namespace shows it a file that says it is on). Traffic goes only between the node and
+// the pods, over the bridge. The bridge (which CNI's DEL leaves behind) is deleted when this
+// containerd stops, and a stale one of the same name (a test killed earlier) before it starts.
+// Without CNI (options.cni false) there is no network config: host-network pods only, and the
+// runtime reports NetworkReady false.
 //
 //   TEST_CASE("...") {
 //     nodeagent::testing::skipUnlessContainerdCanRun();  // first: a loud SKIPPED otherwise
@@ -45,6 +59,16 @@ std::string containerdUnavailableReason();
 // skipTest() with that reason when containerd cannot run here. Call it first thing in a TEST_CASE.
 void skipUnlessContainerdCanRun();
 
+// Where the CNI plugins are (Debian's containernetworking-plugins).
+inline constexpr const char* kCniBinDir = "/usr/lib/cni";
+
+// Why pods cannot have a network of their own here (containerd cannot run, or no bridge,
+// host-local or loopback plugin in kCniBinDir, or no `ip` tool), or "" when they can.
+std::string cniUnavailableReason();
+
+// skipTest() with that reason. Call it first thing in a TEST_CASE that needs pod networking.
+void skipUnlessCniCanRun();
+
 struct TestContainerdOptions {
   // How long containerd may take until its socket accepts connections.
   std::chrono::milliseconds start_deadline = std::chrono::seconds(30);
@@ -53,6 +77,8 @@ struct TestContainerdOptions {
   // The CRI plugin's sandbox (pause) image; this machine reaches no registry, so a test that
   // runs a sandbox imports an image of this name first.
   std::string sandbox_image = "nodeagent.test/pause:1";
+  // Pod networking with the CNI bridge (see the top of this file); off: no network config.
+  bool cni = cniUnavailableReason().empty();
 };
 
 class TestContainerd {
@@ -81,6 +107,14 @@ class TestContainerd {
   // containerd's k8s.io namespace. Throws std::runtime_error with the script's output on failure.
   void importTestImages();
 
+  // With CNI: the pods' subnet ("10.201.17.0/24"), its gateway (the bridge's address,
+  // "10.201.17.1") and the bridge's name. Empty without CNI.
+  const std::string& podSubnet() const { return subnet_; }
+  const std::string& podGateway() const { return gateway_; }
+  const std::string& bridgeName() const { return bridge_; }
+  // Whether `ip` (dotted IPv4) is in podSubnet().
+  bool inPodSubnet(const std::string& ip) const;
+
   // The processes running under this containerd's shims (the containers' processes, the
   // sandboxes' pause processes), pid -> command line with spaces between the arguments. The
   // shims themselves are not listed.
@@ -93,11 +127,20 @@ class TestContainerd {
  private:
   void launch();
   void waitReady();
+  // Picks and locks a subnet and a bridge name, deletes a stale bridge of that name, writes the
+  // conflist.
+  void setUpCni();
+  // Deletes the bridge and releases the subnet's lock.
+  void tearDownCni();
 
   TestContainerdOptions options_;
   std::filesystem::path dir_;
   std::filesystem::path socket_path_;
   pid_t pid_ = -1;
+  std::string subnet_;
+  std::string gateway_;
+  std::string bridge_;
+  int subnet_lock_fd_ = -1;
 };
 
 }  // namespace nodeagent::testing
