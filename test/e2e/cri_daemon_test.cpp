@@ -146,3 +146,118 @@ TEST_CASE("cri: a runtime that is not there is a startup error naming the endpoi
 }
 
 }  // namespace nodeagent::e2e
+
+namespace nodeagent::e2e {
+namespace {
+
+// A static pod of the test busybox image on the pod network (no hostNetwork): a web server on
+// port 8080 whose page names the pod's IP as its status.podIP env says it and its hostname.
+std::string webServerPod(const std::string& name, const std::string& marker) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  containers:\n  - name: main\n"
+         "    image: nodeagent.test/busybox:1\n"
+         "    imagePullPolicy: Never\n"
+         "    ports:\n    - containerPort: 8080\n"
+         "    env:\n    - name: POD_IP\n      valueFrom:\n        fieldRef:\n"
+         "          fieldPath: status.podIP\n"
+         "    command: [\"/bin/sh\", \"-c\", \"mkdir -p /tmp/www && echo \\\"hello from $POD_IP "
+         "on $(hostname)\\\" > /tmp/www/index.html && trap 'exit 0' TERM; httpd -f -p 8080 -h "
+         "/tmp/www & wait\", " +
+         quoteYaml(marker) + "]\n";
+}
+
+std::string podIpOf(const Daemon& d, const std::string& name) {
+  auto pod = d.pod(name);
+  if (!pod || !pod->contains("status")) return "";
+  return (*pod)["status"].value("podIP", "");
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cri: a static pod without hostNetwork gets an IP of the CNI subnet, shown in /pods, and "
+    "serves on it",
+    "[e2e][cri]") {
+  testing::skipUnlessCniCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-net");
+  d.writeManifest("net.yaml", webServerPod("net", mark));
+  d.start(criArgs(containerd));
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("net"); }, 60s);
+
+  const auto pod = d.pod("net");
+  REQUIRE(pod);
+  const auto& status = (*pod)["status"];
+  const std::string ip = status.value("podIP", "");
+  INFO("pod IP " << ip << ", subnet " << containerd.podSubnet());
+  // Only an address of the test's own bridge is ever connected to.
+  REQUIRE(containerd.inPodSubnet(ip));
+  REQUIRE(status.contains("podIPs"));
+  CHECK(status["podIPs"][0].value("ip", "") == ip);
+  CHECK(status.value("hostIP", "") != ip);
+
+  // The container: in a network namespace of its own.
+  const int pid = onePid(mark);
+  REQUIRE(pid > 0);
+  CHECK(nsOf(pid, "net") != nsOf(::getpid(), "net"));
+
+  // The test reaches the pod at its IP, through the test's bridge.
+  std::string page;
+  CHECK(testing::eventually(
+      [&] {
+        httplib::Client client(ip, 8080);
+        client.set_connection_timeout(1, 0);
+        client.set_read_timeout(2, 0);
+        auto res = client.Get("/");
+        if (!res || res->status != 200) return false;
+        page = res->body;
+        return true;
+      },
+      20s));
+  CHECK(page == "hello from " + ip + " on net-node1\n");
+
+  d.removeManifest("net.yaml");
+  REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(mark).empty(); }, 60s);
+  REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
+}
+
+TEST_CASE(
+    "cri: without a CNI config a pod without hostNetwork waits with NetworkNotReady while a "
+    "hostNetwork pod runs",
+    "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerdOptions options;
+  options.cni = false;
+  testing::TestContainerd containerd(options);
+  containerd.importTestImages();
+  Daemon d;
+  const auto host_mark = marker("cri-host");
+  const auto net_mark = marker("cri-nonet");
+  d.writeManifest("web.yaml", busyboxPod("web", host_mark));
+  d.writeManifest("net.yaml", webServerPod("net", net_mark));
+  d.start(criArgs(containerd));
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        const auto log = readOr(d.dir() / "agent.log");
+        return log.find("network is not ready: runtime network not ready: NetworkReady=false "
+                        "reason:NetworkPluginNotReady") != std::string::npos &&
+               log.find("pod=default/net-node1") != std::string::npos;
+      },
+      30s);
+  CHECK(d.phase("net") == "Pending");
+  CHECK(podIpOf(d, "net").empty());
+  CHECK(pidsWithArg(net_mark).empty());
+  // The hostNetwork pod has the node's IP.
+  CHECK_FALSE(podIpOf(d, "web").empty());
+  CHECK(podIpOf(d, "web") == d.pod("web").value()["status"].value("hostIP", ""));
+  d.removeManifest("web.yaml");
+  d.removeManifest("net.yaml");
+  REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(host_mark).empty(); }, 60s);
+  REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
+}
+
+}  // namespace nodeagent::e2e
