@@ -7,12 +7,20 @@
 // (io.kubernetes.container.{hash,restartCount,preStopHandler},
 // io.kubernetes.pod.terminationGracePeriod).
 //
-// Not wired into the daemon yet (no flag). What it does not do yet: every sandbox uses the node's
-// network namespace, as a host-network pod (no CNI; so no hostname either, which
-// runc refuses without a UTS namespace of its own); no cgroup parent, DNS config, port mappings or
-// security context; no image pulls (the image must be present); the event handler is stored and
-// never called (events will come from a relist); execStream and attach are Unimplemented (the base
-// class's default).
+// The daemon runs it with --runtime=cri. A sandbox is made from the PodSandboxConfig the agent
+// generates as kubelet does (agent/pod_lifecycle_sandbox.h): the pod's namespaces (a network and
+// IPC namespace of its own unless hostNetwork or hostIPC, a PID namespace per container unless
+// hostPID or shareProcessNamespace), its hostname (none for hostNetwork: runc refuses one without
+// a UTS namespace of its own), DNS config, port mappings, cgroup parent, and whether a container
+// is privileged; each container gets its pod's namespaces. Pod networking is the runtime's own
+// (containerd's CNI config): a sandbox that is not hostNetwork gets a network namespace and an IP,
+// which getPodStatus answers as the pod's.
+//
+// What it does not do yet: host ports need a CNI portmap plugin in the runtime's network config
+// (the mappings are only passed on); no sandbox sysctls, seccomp, AppArmor or SELinux options,
+// and no pod-level runAsUser or supplementalGroups in the sandbox's security context; the event
+// handler is stored and never called (the agent's relist is the PLEG); execStream and attach are
+// Unimplemented (sessions go through the runtime's streaming server instead).
 //
 // Threading: as Runtime. Every CriClient call is a blocking gRPC call and runs on the blocking
 // executor given in the options (base::runBlocking), never on the caller's strand; the coroutine
@@ -74,8 +82,9 @@ class CriRuntime final : public Runtime {
   // every other method asks the runtime's lists. Blocks.
   base::Status recover() override;
 
-  // RunPodSandbox with kubelet's PodSandboxConfig (metadata, log directory, which it makes first,
-  // labels with kubelet's io.kubernetes.pod.*, annotations), in the node's namespaces for now.
+  // RunPodSandbox with kubelet's PodSandboxConfig (metadata, hostname, log directory, which it
+  // makes first, DNS config, port mappings, labels with kubelet's io.kubernetes.pod.*,
+  // annotations, cgroup parent, the pod's namespaces, privileged).
   asio::awaitable<base::StatusOr<std::string>> runPodSandbox(PodSandboxConfig config) override;
   // StopPodSandbox / RemovePodSandbox; OK for an unknown ID.
   asio::awaitable<base::Status> stopPodSandbox(std::string id) override;
@@ -90,7 +99,7 @@ class CriRuntime final : public Runtime {
   // by a kubelet-style agent) are left out.
   asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
   // The pod's sandboxes (PodSandboxStatus) and containers (ContainerStatus), newest first; the
-  // newest sandbox's IP as the pod's.
+  // newest sandbox's IPs as the pod's while it is ready (kubelet's), none otherwise.
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
 
