@@ -221,7 +221,8 @@ asio::awaitable<base::Status> PodLifecycle::retireSandboxes(api::PodPtr pod, Pod
               base::goQuote(actions.replace_reason), actions.create_sandbox);
   for (const auto& sandbox : status.sandbox_statuses) {
     if (sandbox.state != runtime::SandboxState::kReady) continue;
-    CO_RETURN_IF_ERROR(co_await deps_.runtime.stopPodSandbox(sandbox.id));
+    auto stop = deps_.runtime.stopPodSandbox(sandbox.id);
+    CO_RETURN_IF_ERROR(co_await std::move(stop));
   }
   if (!actions.create_sandbox) co_return base::okStatus();
   recordEvent(*pod, "Normal", "SandboxChanged",
@@ -233,7 +234,8 @@ asio::awaitable<base::Status> PodLifecycle::retireSandboxes(api::PodPtr pod, Pod
         std::any_of(pod->spec.init_containers.begin(), pod->spec.init_containers.end(),
                     [&](const api::Container& c) { return c.name == cs.name; });
     if (!init) continue;
-    auto removed = co_await deps_.runtime.removeContainer(cs.id);
+    auto remove = deps_.runtime.removeContainer(cs.id);
+    auto removed = co_await std::move(remove);
     if (!removed.ok()) {
       log()->warn("Cannot remove init container pod={} container={} err={}", api::podRef(*pod),
                   cs.name, removed.toString());
@@ -272,8 +274,9 @@ asio::awaitable<base::StatusOr<runtime::PodSandboxConfig>> PodLifecycle::sandbox
 asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandbox(
     api::PodPtr pod, PodActions actions, std::vector<std::string> ips) {
   if (!actions.create_sandbox && !actions.sandbox_id.empty()) {
-    auto pod_ips = podIps(*pod, ips);
-    co_return Sandbox{actions.sandbox_id, pod_ips.empty() ? "" : pod_ips[0]};
+    Sandbox kept{actions.sandbox_id, ""};
+    if (auto pod_ips = podIps(*pod, ips); !pod_ips.empty()) kept.pod_ip = pod_ips[0];
+    co_return kept;
   }
   auto generate = sandboxConfig(pod, actions.sandbox_attempt);
   auto config = co_await std::move(generate);
@@ -299,8 +302,9 @@ asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandb
     auto after = co_await std::move(read);
     if (after.ok()) new_ips = after->ips;
   }
-  auto pod_ips = podIps(*pod, new_ips);
-  co_return Sandbox{*std::move(id), pod_ips.empty() ? "" : pod_ips[0]};
+  Sandbox made{*std::move(id), ""};
+  if (auto pod_ips = podIps(*pod, new_ips); !pod_ips.empty()) made.pod_ip = pod_ips[0];
+  co_return made;
 }
 
 std::vector<std::string> PodLifecycle::podIps(const api::Pod& pod,

@@ -1366,3 +1366,54 @@ TEST_CASE(
   CHECK_FALSE(h.eventsWithReason("SandboxChanged").empty());
   CHECK(h.status_manager.getPodStatus("uid-host")->pod_ip == "10.0.0.1");
 }
+
+TEST_CASE("agent: a replaced sandbox runs the pod's init containers again, in order",
+          "[unit][agent]") {
+  Harness h;
+  auto pod = testing::PodBuilder()
+                 .name("job-node1")
+                 .uid("u-init")
+                 .annotation("kubernetes.io/config.source", "file")
+                 .initContainer("init1", {"true"})
+                 .initContainer("init2", {"true"})
+                 .container("app", {"sleep", "100"})
+                 .restartPolicy("Always")
+                 .build();
+  h.update(api::PodOperation::kAdd, {pod});
+  REQUIRE(h.runtime.exitContainer("u-init", "init1", 0));
+  h.drain();
+  REQUIRE(h.runtime.exitContainer("u-init", "init2", 0));
+  h.drain();
+  REQUIRE(h.phase("u-init") == "Running");
+  h.runtime.clearActions();
+
+  asio::co_spawn(
+      h.ioc,
+      [&h]() -> asio::awaitable<void> {
+        auto stop = h.runtime.stopPodSandbox("u-init");
+        auto stopped = co_await std::move(stop);
+        CHECK(stopped.ok());
+      },
+      asio::detached);
+  h.drain();
+  h.advance(2min);
+  // The app is killed, both exited init containers removed, and init1 starts again.
+  auto kills = h.actions(Action::Kind::kKill);
+  REQUIRE(kills.size() == 1);
+  CHECK(kills[0].container_name == "app");
+  std::vector<std::string> removed;
+  for (const auto& a : h.actions(Action::Kind::kRemove)) removed.push_back(a.container_name);
+  std::sort(removed.begin(), removed.end());
+  CHECK(removed == std::vector<std::string>{"init1", "init2"});
+  auto starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].container_name == "init1");
+  CHECK(h.runtime.sandboxesRun() == 2);
+
+  // The next init container waits for this one, as the first time.
+  REQUIRE(h.runtime.exitContainer("u-init", "init1", 0));
+  h.drain();
+  starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 2);
+  CHECK(starts[1].container_name == "init2");
+}
