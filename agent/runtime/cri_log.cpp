@@ -1,5 +1,6 @@
 #include "agent/runtime/cri_log.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -164,6 +165,37 @@ std::vector<std::string> rotatedFilesToRemove(std::vector<std::string> rotated, 
   if (rotated.size() <= keep) return {};
   rotated.resize(rotated.size() - keep);
   return rotated;
+}
+
+bool rotateLogFile(const std::string& log, int64_t unix_nanos, std::string& rotated) {
+  const std::string target = rotatedLogName(log, unix_nanos);
+  std::string candidate = target;
+  for (int n = 1; ::access(candidate.c_str(), F_OK) == 0; ++n) {
+    candidate = target + "-" + std::to_string(n);
+  }
+  if (::rename(log.c_str(), candidate.c_str()) != 0) return false;
+  rotated = std::move(candidate);
+  return true;
+}
+
+void pruneRotatedLogs(const std::string& log, int max_files) {
+  const auto slash = log.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : log.substr(0, slash);
+  const std::string prefix = (slash == std::string::npos ? log : log.substr(slash + 1)) + ".";
+  std::vector<std::string> rotated;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.find(".tmp") == std::string::npos) {
+        rotated.push_back(std::move(name));
+      }
+    }
+    ::closedir(d);
+  }
+  for (const auto& name : rotatedFilesToRemove(rotated, max_files)) {
+    ::unlink((dir + "/" + name).c_str());
+  }
 }
 
 namespace {

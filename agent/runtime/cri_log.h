@@ -74,6 +74,15 @@ std::string rotatedLogName(const std::string& log_name, int64_t unix_nanos);
 // Names sort by age because the suffix is a fixed-width UTC timestamp (plus "-<n>" on clashes).
 std::vector<std::string> rotatedFilesToRemove(std::vector<std::string> rotated, int max_files);
 
+// Renames the live log `log` to its rotated name for `unix_nanos`, with "-<n>" appended when that
+// name is taken (two rotations in one second). True with the name in `rotated`; false with errno
+// set when the rename failed (the live log is then untouched).
+bool rotateLogFile(const std::string& log, int64_t unix_nanos, std::string& rotated);
+
+// Deletes the rotated files of `log` (`<log>.<suffix>` beside it) beyond `max_files`, counting
+// the live log, oldest first.
+void pruneRotatedLogs(const std::string& log, int max_files);
+
 // kubelet's MaxContainerTerminationMessageLength, MaxContainerTerminationMessageLogLines and
 // MaxContainerTerminationMessageLogLength.
 inline constexpr size_t kMaxTerminationMessageLength = 4 * 1024;

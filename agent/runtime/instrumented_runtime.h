@@ -51,6 +51,9 @@ class InstrumentedRuntime : public Runtime {
                                                            StreamOptions options) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
   asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
+  asio::awaitable<base::Status> reopenContainerLog(ContainerId id) override {
+    return inner_.reopenContainerLog(std::move(id));
+  }
   bool streamsThroughUrls() const override { return inner_.streamsThroughUrls(); }
   asio::awaitable<base::StatusOr<std::string>> execUrl(ContainerId id,
                                                        std::vector<std::string> command,

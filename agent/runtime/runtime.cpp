@@ -281,6 +281,11 @@ const RuntimeCondition* RuntimeStatus::find(std::string_view type) const {
   return nullptr;
 }
 
+asio::awaitable<base::Status> Runtime::reopenContainerLog(ContainerId id) {
+  co_return base::unimplementedError("the " + type() + " runtime rotates its logs itself (" +
+                                     id.toString() + ")");
+}
+
 asio::awaitable<base::StatusOr<std::string>> Runtime::execUrl(ContainerId id,
                                                               std::vector<std::string>,
                                                               StreamOptions) {

@@ -444,6 +444,11 @@ class Runtime {
   virtual asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
                                                                  std::optional<RegistryAuth> auth);
 
+  // CRI ReopenContainerLog: the runtime reopens the running container's log file (kubelet's
+  // container log manager renamed it to rotate it). A runtime whose containers rotate their own
+  // logs (the process runtime's shim) does not need it. Default: Unimplemented.
+  virtual asio::awaitable<base::Status> reopenContainerLog(ContainerId id);
+
   // kubelet's streaming runtime (CRI Exec, Attach, PortForward): a runtime that serves sessions
   // from a streaming server of its own answers the URL of one session, and the kubelet API hands
   // the client's connection over to it (then execStream and attach are not used, nor is the

@@ -37,7 +37,6 @@
 // Single-threaded by design (so fork is safe here), and small: it links only the pure runtime and
 // cgroup files (cri_log, state_file, cgroup_fs), no Asio and no logging library. It reads the real
 // wall clock itself, as it is a separate program outside the agent's injected-clock domain.
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -475,37 +474,15 @@ void Shim::recordTerminationMessage() {
 
 void Shim::rotate() {
   const std::string& log = config_.log_path;
-  std::string target = rt::rotatedLogName(log, wallNanos());
-  // Two rotations in one second: add a counter so the older file is not overwritten.
-  std::string candidate = target;
-  for (int n = 1; ::access(candidate.c_str(), F_OK) == 0; ++n) {
-    candidate = target + "-" + std::to_string(n);
-  }
-  if (::rename(log.c_str(), candidate.c_str()) != 0) {
+  std::string rotated;
+  if (!rt::rotateLogFile(log, wallNanos(), rotated)) {
     logf("nodeagent-shim: rotate %s: %s\n", log.c_str(), std::strerror(errno));
     return;  // keep appending to the current file rather than lose output
   }
   ::close(log_fd_);
   log_fd_ = -1;
   openLog();
-  // Prune rotated files of this log beyond the limit.
-  auto slash = log.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : log.substr(0, slash);
-  std::string prefix = (slash == std::string::npos ? log : log.substr(slash + 1)) + ".";
-  std::vector<std::string> rotated;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (struct dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
-          name.find(".tmp") == std::string::npos) {
-        rotated.push_back(name);
-      }
-    }
-    ::closedir(d);
-  }
-  for (const auto& name : rt::rotatedFilesToRemove(rotated, config_.log_max_files)) {
-    ::unlink((dir + "/" + name).c_str());
-  }
+  rt::pruneRotatedLogs(log, config_.log_max_files);
 }
 
 void Shim::writeRecord(rt::LogStream stream, std::string_view text, bool partial) {

@@ -168,6 +168,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
                            cgroups_)),
       instrumented_(*runtime_),
       runtime_state_(makeRuntimeState()),
+      log_manager_(makeLogManager()),
       api_state_loss_(clock_),
       node_status_(makeNodeStatus()),
       api_mirror_client_(makeMirrorClient()),
@@ -240,6 +241,16 @@ std::shared_ptr<agent::RuntimeState> Daemon::makeRuntimeState() {
     if (node_status_) node_status_->requestUpdate();
   };
   return std::make_shared<agent::RuntimeState>(ioc_.get_executor(), clock_, instrumented_, ro);
+}
+
+std::shared_ptr<logs::ContainerLogManager> Daemon::makeLogManager() {
+  if (flags_.runtime != "cri") return nullptr;
+  logs::ContainerLogManagerOptions lo;
+  lo.max_size = config_.log_max_size;
+  lo.max_files = static_cast<int>(flags_.container_log_max_files);
+  lo.blocking_executor = blocking_.get_executor();
+  return std::make_shared<logs::ContainerLogManager>(ioc_.get_executor(), clock_, instrumented_,
+                                                     lo);
 }
 
 std::unique_ptr<agent::ApiMirrorClient> Daemon::makeMirrorClient() {
@@ -536,6 +547,7 @@ void Daemon::start() {
         "orphan and will be stopped");
   }
   runtime_state_->start();
+  if (log_manager_) log_manager_->start();
   if (node_status_) node_status_->start();
   if (node_lease_) node_lease_->start();
   if (status_syncer_) status_syncer_->start();
@@ -553,6 +565,7 @@ void Daemon::stop() {
   if (status_syncer_) status_syncer_->stop();
   if (node_status_) node_status_->stop();
   runtime_state_->stop();
+  if (log_manager_) log_manager_->stop();
   if (node_lease_) node_lease_->stop();
   if (events_) events_->stop();
   systemd_.stop();

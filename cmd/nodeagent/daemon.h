@@ -27,6 +27,7 @@
 #include "agent/runtime/cri/cri_module.h"
 #include "agent/runtime/instrumented_runtime.h"
 #include "agent/runtime_state.h"
+#include "agent/logs/container_log_manager.h"
 #include "agent/server/kubelet_server.h"
 #include "agent/stats/summary.h"
 #include "agent/status/status_manager.h"
@@ -83,6 +84,7 @@ class Daemon {
   api::AsyncRestClient api(api::RestClient& client);
   void reportStateLoss(const std::string& reason);
   std::shared_ptr<agent::RuntimeState> makeRuntimeState();
+  std::shared_ptr<logs::ContainerLogManager> makeLogManager();
   std::shared_ptr<agent::NodeStatusController> makeNodeStatus();
   std::unique_ptr<agent::ApiMirrorClient> makeMirrorClient();
   std::shared_ptr<agent::EventRecorder> makeEventRecorder();
@@ -123,6 +125,9 @@ class Daemon {
   runtime::InstrumentedRuntime instrumented_;
   // The runtime's Status, asked every 5 s: its errors make the Node NotReady.
   std::shared_ptr<agent::RuntimeState> runtime_state_;
+  // Rotates the CRI runtime's container logs (the process runtime's shims rotate their own);
+  // null otherwise.
+  std::shared_ptr<logs::ContainerLogManager> log_manager_;
   // A lost apiserver state seen by the api source, the Node or the lease makes all of them (and
   // the pod statuses) start over.
   agent::ApiStateLoss api_state_loss_;

@@ -51,6 +51,22 @@ void registerServingFlags(FlagSet& fs, DaemonFlags& f) {
                  "how long denying SubjectAccessReview answers are cached");
 }
 
+// The container runtime's flags.
+void registerRuntimeFlags(FlagSet& fs, DaemonFlags& f) {
+  fs.addString("runtime", &f.runtime,
+               "container runtime: process (host processes), cri (a CRI runtime such as "
+               "containerd, at --container-runtime-endpoint) or fake");
+  fs.addString("container-runtime", &f.container_runtime,
+               "kubelet's flag: remote is --runtime=cri");
+  fs.addString("container-runtime-endpoint", &f.container_runtime_endpoint,
+               "the CRI runtime's socket, unix:///path");
+  fs.addDuration("runtime-request-timeout", &f.runtime_request_timeout,
+                 "deadline of each CRI call (a stop or exec also gets its own timeout)");
+  fs.addDuration("pleg-relist-period", &f.pleg_relist_period,
+                 "PLEG relist period (with --runtime=cri 1s unless given: a CRI runtime "
+                 "reports no container events)");
+}
+
 void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("config", &f.config, "KubeletConfiguration YAML file (flags override it)");
   fs.addString("pod-manifest-path", &f.pod_manifest_path, "static pod manifest directory or file");
@@ -62,15 +78,7 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("node-ip", &f.node_ip, "the node's IP (default: the first non-loopback IPv4)");
   fs.addString("root-dir", &f.root_dir, "state directory");
   fs.addString("pod-log-dir", &f.pod_log_dir, "container log directory");
-  fs.addString("runtime", &f.runtime,
-               "container runtime: process (host processes), cri (a CRI runtime such as "
-               "containerd, at --container-runtime-endpoint) or fake");
-  fs.addString("container-runtime", &f.container_runtime,
-               "kubelet's flag: remote is --runtime=cri");
-  fs.addString("container-runtime-endpoint", &f.container_runtime_endpoint,
-               "the CRI runtime's socket, unix:///path");
-  fs.addDuration("runtime-request-timeout", &f.runtime_request_timeout,
-                 "deadline of each CRI call (a stop or exec also gets its own timeout)");
+  registerRuntimeFlags(fs, f);
   fs.addString("address", &f.address,
                "address of the kubelet API (default 0.0.0.0) and, when given, of the read-only "
                "and healthz ports (default 127.0.0.1)");
@@ -116,7 +124,6 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
                  "manifest directory relist period");
   fs.addDuration("http-check-frequency", &f.http_check_frequency, "manifest URL poll period");
   fs.addDuration("sync-frequency", &f.sync_frequency, "periodic pod resync");
-  fs.addDuration("pleg-relist-period", &f.pleg_relist_period, "PLEG safety-net relist period");
   fs.addDuration("crashloop-backoff-initial", &f.crashloop_backoff_initial,
                  "first restart backoff");
   fs.addDuration("crashloop-backoff-max", &f.crashloop_backoff_max, "restart backoff cap");

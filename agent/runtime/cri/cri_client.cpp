@@ -15,6 +15,10 @@ namespace {
 // kubelet's maxMsgSize for CRI responses (ListContainers on a busy node is large).
 constexpr int kMaxMessageBytes = 16 * 1024 * 1024;
 
+// What a pull may take beyond the request timeout: kubelet gives pulls no deadline (a large image
+// on a slow registry takes long); one hour keeps a hung pull from holding its thread for ever.
+constexpr std::chrono::milliseconds kPullAllowance = std::chrono::hours(1);
+
 // The CRI API version nodeagent speaks, sent in VersionRequest as kubelet does.
 constexpr const char* kCriApiVersion = "v1";
 
@@ -343,9 +347,10 @@ base::StatusOr<std::string> CriClient::pullImage(const std::string& image,
   request.mutable_image()->set_image(image);
   if (auth) toProto(*auth, request.mutable_auth());
   v1::PullImageResponse response;
-  auto status = impl_->call("runtime.v1.ImageService/PullImage", [&](auto& context) {
-    return impl_->image->PullImage(&context, request, &response);
-  });
+  auto status = impl_->call(
+      "runtime.v1.ImageService/PullImage",
+      [&](auto& context) { return impl_->image->PullImage(&context, request, &response); },
+      kPullAllowance);
   if (!status.ok()) return status;
   return response.image_ref();
 }

@@ -152,7 +152,8 @@ class CriClient {
   // ---- Images (all blocking) ----
 
   // PullImage: returns the image's ref (its id). `auth` carries registry credentials (never
-  // logged). kubelet pulls without a deadline; here the request timeout bounds a pull too.
+  // logged). kubelet pulls without a deadline; here a pull may take the request timeout plus an
+  // hour.
   base::StatusOr<std::string> pullImage(const std::string& image,
                                         const std::optional<AuthConfig>& auth = std::nullopt);
   // ListImages: every image the runtime holds (CRI's filter is not offered: containerd 1.6

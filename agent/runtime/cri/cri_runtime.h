@@ -133,6 +133,8 @@ class CriRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
   // Containers run images: the agent makes sure each one is there before it starts a container.
   bool runsImages() const override { return true; }
+  // ReopenContainerLog (cri_runtime_streaming.cpp).
+  asio::awaitable<base::Status> reopenContainerLog(ContainerId id) override;
   // Exec, attach and port forwarding are served by the runtime's streaming server (Exec, Attach
   // and PortForward answer a session's URL; cri_runtime_streaming.cpp).
   bool streamsThroughUrls() const override { return true; }

@@ -1,5 +1,5 @@
-// CriRuntime's streaming calls: the URLs of exec, attach and port-forward sessions on the
-// runtime's streaming server.
+// CriRuntime's streaming calls (the URLs of exec, attach and port-forward sessions on the
+// runtime's streaming server) and the log reopening that rotation asks for.
 #include "agent/runtime/cri/cri_runtime.h"
 #include "base/blocking.h"
 
@@ -57,6 +57,13 @@ asio::awaitable<base::StatusOr<std::string>> CriRuntime::portForwardUrl(
     return client->portForward(sandboxes->front().id, ports);
   };
   auto task = base::runBlocking(options_.blocking_executor, std::move(ask));
+  co_return co_await std::move(task);
+}
+
+asio::awaitable<base::Status> CriRuntime::reopenContainerLog(ContainerId id) {
+  auto client = client_;
+  auto reopen = [client, id = std::move(id.id)] { return client->reopenContainerLog(id); };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(reopen));
   co_return co_await std::move(task);
 }
 
