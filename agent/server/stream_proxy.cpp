@@ -20,8 +20,8 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
 bool dropped(std::string_view name) {
-  for (std::string_view h : {"host", "authorization", "proxy-authorization", "content-length",
-                             "transfer-encoding"}) {
+  for (std::string_view h :
+       {"host", "authorization", "proxy-authorization", "content-length", "transfer-encoding"}) {
     if (base::iequals(name, h)) return true;
   }
   return false;
@@ -154,8 +154,8 @@ asio::awaitable<void> proxyStream(std::shared_ptr<HttpCall> call, std::string ur
   co_await asio::async_write(*pipe->socket, asio::buffer(head),
                              asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
-    auto respond = call->respond(statusResponse(502, "cannot send the request to " + url_text +
-                                                         ": " + ec.message()));
+    auto respond = call->respond(
+        statusResponse(502, "cannot send the request to " + url_text + ": " + ec.message()));
     co_await std::move(respond);
     co_return;
   }

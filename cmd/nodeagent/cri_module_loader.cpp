@@ -45,8 +45,8 @@ base::StatusOr<runtime::cri::MakeCriRuntimeFn> loadCriModule() {
     auto make = reinterpret_cast<runtime::cri::MakeCriRuntimeFn>(
         ::dlsym(handle, runtime::cri::kMakeCriRuntimeSymbol));
     if (make == nullptr) {
-      return base::failedPreconditionError("the CRI runtime module " + path.string() +
-                                           " has no " + runtime::cri::kMakeCriRuntimeSymbol);
+      return base::failedPreconditionError("the CRI runtime module " + path.string() + " has no " +
+                                           runtime::cri::kMakeCriRuntimeSymbol);
     }
     log()->info("Loaded the CRI runtime module path={}", path.string());
     return make;

@@ -34,16 +34,16 @@ std::string criPod(int port) {
          "  - name: files\n    image: nodeagent.test/busybox:1\n    imagePullPolicy: Never\n"
          "    command: [\"sh\", \"-c\", \"mkdir -p /www && echo through-containerd > "
          "/www/hello.txt && exec httpd -f -p 127.0.0.1:" +
-         std::to_string(port) + " -h /www\"]\n    ports:\n    - containerPort: " +
-         std::to_string(port) + "\n";
+         std::to_string(port) +
+         " -h /www\"]\n    ports:\n    - containerPort: " + std::to_string(port) + "\n";
 }
 
 struct CriKubelet {
   CriKubelet() {
     containerd.importTestImages();
     testing::writeFile(env.manifests / "box.yaml", criPod(port));
-    env.startAgent({"--container-runtime=remote",
-                    "--container-runtime-endpoint=" + containerd.endpoint()});
+    env.startAgent(
+        {"--container-runtime=remote", "--container-runtime-endpoint=" + containerd.endpoint()});
     if (!env.logsShow(pod, "main", "cri-hello")) FAIL(env.diagnostics());
   }
 

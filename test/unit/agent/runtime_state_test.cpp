@@ -28,9 +28,9 @@ class ScriptedStatusRuntime : public runtime::InstrumentedRuntime {
 runtime::RuntimeStatus conditions(bool runtime_ready, bool network_ready) {
   runtime::RuntimeStatus s;
   s.conditions.push_back({"RuntimeReady", runtime_ready, runtime_ready ? "" : "Broken", "m1"});
-  s.conditions.push_back(
-      {"NetworkReady", network_ready, network_ready ? "" : "NetworkPluginNotReady",
-       network_ready ? "" : "cni config load failed"});
+  s.conditions.push_back({"NetworkReady", network_ready,
+                          network_ready ? "" : "NetworkPluginNotReady",
+                          network_ready ? "" : "cni config load failed"});
   return s;
 }
 

@@ -30,8 +30,7 @@ TEST_CASE("stream proxy: the runtime's streaming URL", "[unit][server]") {
   CHECK_FALSE(parseStreamUrl("http://:1/exec").ok());
 }
 
-TEST_CASE("stream proxy: the request goes on without the client's credentials",
-          "[unit][server]") {
+TEST_CASE("stream proxy: the request goes on without the client's credentials", "[unit][server]") {
   HttpRequest request;
   request.method = "POST";
   request.target = "/exec/default/web/main?command=true&stdout=1";
