@@ -39,6 +39,8 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"containerLogMaxFiles", {"container-log-max-files", Kind::kInt}},
       {"kubeAPIQPS", {"kube-api-qps", Kind::kNumber}},
       {"containerRuntimeEndpoint", {"container-runtime-endpoint", Kind::kString}},
+      {"resolvConf", {"resolv-conf", Kind::kString}},
+      {"clusterDomain", {"cluster-domain", Kind::kString}},
       {"runtimeRequestTimeout", {"runtime-request-timeout", Kind::kDuration}},
       {"kubeAPIBurst", {"kube-api-burst", Kind::kInt}},
       // nodeagent's own (not a kubelet field): see README, "Pod security context".
@@ -59,8 +61,6 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
 const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
   static const std::set<std::string, std::less<>> keys = {
       "allowedUnsafeSysctls",
-      "clusterDNS",
-      "clusterDomain",
       "configMapAndSecretChangeDetectionStrategy",
       "containerLogMaxWorkers",
       "containerLogMonitorInterval",
@@ -120,7 +120,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "registryPullQPS",
       "reservedMemory",
       "reservedSystemCPUs",
-      "resolvConf",
       "rotateCertificates",
       "seccompDefault",
       "serializeImagePulls",
@@ -292,6 +291,20 @@ base::Status applyEnforceNodeAllocatable(FlagSet& fs, const ConfigText& text,
   return fs.setValue("enforce-node-allocatable", joined).withContext(text.at(key) + key);
 }
 
+// clusterDNS: a list of IPs, as one --cluster-dns.
+base::Status applyClusterDns(FlagSet& fs, const ConfigText& text, const std::string& key,
+                             const nlohmann::json& value) {
+  if (!value.is_array())
+    return text.fail(key, "expected a list of strings, got " + typeName(value));
+  if (fs.isSet("cluster-dns")) return base::okStatus();
+  std::string joined;
+  for (const auto& v : value) {
+    if (!v.is_string()) return text.fail(key, "expected a list of strings, got " + typeName(v));
+    joined += (joined.empty() ? "" : ",") + v.get<std::string>();
+  }
+  return fs.setValue("cluster-dns", joined).withContext(text.at(key) + key);
+}
+
 // authentication and authorization: mappings whose leaves (dotted paths below the key) are
 // flags.
 const std::map<std::string, std::map<std::string, Key, std::less<>>, std::less<>>& nestedKeys() {
@@ -394,6 +407,10 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
     }
     if (key == "enforceNodeAllocatable") {
       RETURN_IF_ERROR(applyEnforceNodeAllocatable(fs, text, key, value));
+      continue;
+    }
+    if (key == "clusterDNS") {
+      RETURN_IF_ERROR(applyClusterDns(fs, text, key, value));
       continue;
     }
     // kubeadm writes cgroupDriver: systemd; nodeagent has the cgroupfs driver only, so a kubelet's

@@ -91,6 +91,9 @@ agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor bl
   // the runtime's network (kubelet's NetworkNotReady) and get their sandbox's IP.
   ao.network_errors = std::move(network_errors);
   ao.sandbox_network = c.flags.runtime == "cri";
+  ao.dns.resolv_conf = c.flags.resolv_conf;
+  ao.dns.cluster_dns = c.cluster_dns;
+  ao.dns.cluster_domain = c.flags.cluster_domain;
   ao.allow_root_api_pods = c.flags.allow_root_api_pods;
   ao.blocking_executor = std::move(blocking);
   if (events) {

@@ -62,6 +62,12 @@ void registerRuntimeFlags(FlagSet& fs, DaemonFlags& f) {
                "the CRI runtime's socket, unix:///path");
   fs.addDuration("runtime-request-timeout", &f.runtime_request_timeout,
                  "deadline of each CRI call (a stop or exec also gets its own timeout)");
+  fs.addString("resolv-conf", &f.resolv_conf,
+               "resolver configuration that pods with dnsPolicy Default get (\"\": none)");
+  fs.addString("cluster-dns", &f.cluster_dns,
+               "the cluster's DNS server IPs, comma-separated (dnsPolicy ClusterFirst)");
+  fs.addString("cluster-domain", &f.cluster_domain,
+               "the cluster's domain, searched by ClusterFirst pods (e.g. cluster.local)");
   fs.addDuration("pleg-relist-period", &f.pleg_relist_period,
                  "PLEG relist period (with --runtime=cri 1s unless given: a CRI runtime "
                  "reports no container events)");
@@ -185,6 +191,22 @@ std::optional<UsageError> checkServingFlags(const DaemonFlags& f) {
   return std::nullopt;
 }
 
+// "a, b,c" -> {"a", "b", "c"} (empty entries dropped).
+std::vector<std::string> splitCommaList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) out.push_back(std::move(item));
+    start = end + 1;
+  }
+  return out;
+}
+
 // kubelet's --container-runtime: "remote" (a CRI runtime) is --runtime=cri; kubelet's other value,
 // docker, has no counterpart.
 std::optional<UsageError> applyContainerRuntime(DaemonFlags& f, bool runtime_set) {
@@ -219,6 +241,13 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   }
   if (f.runtime != "process" && f.runtime != "cri" && f.runtime != "fake") {
     return UsageError{"--runtime: \"" + f.runtime + "\" is not process, cri or fake"};
+  }
+  for (const auto& ip : splitCommaList(f.cluster_dns)) {
+    in6_addr addr{};
+    if (::inet_pton(AF_INET, ip.c_str(), &addr) != 1 &&
+        ::inet_pton(AF_INET6, ip.c_str(), &addr) != 1) {
+      return UsageError{"--cluster-dns: \"" + ip + "\" is not an IP address"};
+    }
   }
   if (f.runtime == "cri") {
     if (auto endpoint = runtime::cri::parseCriEndpoint(f.container_runtime_endpoint);
@@ -296,6 +325,7 @@ std::string existingRootDir(const std::string& root_dir) {
 // What follows from the flags: node identity, allocatable, labels, headers, the kubeconfig.
 std::optional<UsageError> derive(DaemonConfig& c) {
   const auto& f = c.flags;
+  c.cluster_dns = splitCommaList(f.cluster_dns);
   auto log_size = api::Quantity::parse(f.container_log_max_size);
   if (!log_size.ok() || log_size->value() <= 0) {
     return UsageError{"--container-log-max-size: \"" + f.container_log_max_size +

@@ -34,6 +34,10 @@ struct DaemonFlags {
   std::string container_runtime;
   std::string container_runtime_endpoint = "unix:///run/containerd/containerd.sock";
   base::Duration runtime_request_timeout = std::chrono::minutes(2);
+  // Pods' DNS (CRI runtime): the node's resolver configuration and the cluster's DNS.
+  std::string resolv_conf = "/etc/resolv.conf";
+  std::string cluster_dns;  // comma-separated IPs
+  std::string cluster_domain;
   // The kubelet API's address (0.0.0.0 when unset) and, when set, the read-only and healthz
   // ports' (127.0.0.1 when unset: they are not authenticated).
   std::string address;
@@ -106,6 +110,7 @@ struct DaemonConfig {
   // --eviction-hard and --eviction-soft, parsed.
   std::vector<eviction::Threshold> eviction_thresholds;
   std::map<std::string, std::string> node_labels;
+  std::vector<std::string> cluster_dns;  // --cluster-dns, split
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;
   std::optional<api::RestConfig> kubeconfig;  // with --kubeconfig
 };

@@ -260,4 +260,40 @@ TEST_CASE(
   REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
 }
 
+
+TEST_CASE("cri: --cluster-dns and --cluster-domain give a ClusterFirst pod the cluster's resolver",
+          "[e2e][cri]") {
+  testing::skipUnlessCniCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-dns");
+  // The default dnsPolicy, ClusterFirst; no hostNetwork.
+  d.writeManifest("dns.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: dns\nspec:\n  containers:\n"
+                  "  - name: main\n    image: nodeagent.test/busybox:1\n"
+                  "    imagePullPolicy: Never\n"
+                  "    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & wait\", " +
+                      quoteYaml(mark) + "]\n");
+  auto args = criArgs(containerd);
+  args.push_back("--cluster-dns=10.96.0.10");
+  args.push_back("--cluster-domain=cluster.local");
+  d.start(args);
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("dns"); }, 60s);
+  const int pid = onePid(mark);
+  REQUIRE(pid > 0);
+  const auto resolv = readOr("/proc/" + std::to_string(pid) + "/root/etc/resolv.conf");
+  INFO(resolv);
+  CHECK_THAT(resolv, Catch::Contains("nameserver 10.96.0.10"));
+  CHECK_THAT(resolv, Catch::Contains("default.svc.cluster.local svc.cluster.local cluster.local"));
+  CHECK_THAT(resolv, Catch::Contains("ndots:5"));
+
+  // A cluster DNS address that is not an IP is a usage error naming the flag.
+  Daemon bad;
+  bad.writeManifest("dns.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}\n");
+  bad.spawn({"--cluster-dns=dns.example"});
+  CHECK(bad.waitExit(10s) == 2);
+  CHECK_THAT(readOr(bad.dir() / "agent.log"), Catch::Contains("--cluster-dns"));
+}
+
 }  // namespace nodeagent::e2e

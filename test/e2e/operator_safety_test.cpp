@@ -163,9 +163,12 @@ TEST_CASE(
   Daemon d;
   testing::writeFile(d.dir() / "config.yaml",
                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                     "imageGCHighThresholdPercent: 85\nregistryPullQPS: 5\n"
                      "clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n");
   d.start({"--config=" + (d.dir() / "config.yaml").string()});
-  CHECK_THAT(d.logTail(), Catch::Contains("key=clusterDNS"));
+  CHECK_THAT(d.logTail(), Catch::Contains("key=imageGCHighThresholdPercent"));
+  // Implemented since: taken, not warned about.
+  CHECK_THAT(d.logTail(), !Catch::Contains("key=clusterDNS"));
 }
 
 TEST_CASE("an agent with no pod source refuses to start unless told to", "[e2e][safety]") {
