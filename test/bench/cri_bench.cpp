@@ -315,8 +315,24 @@ void deleteContainerdContainers(const testing::TestContainerd& c, std::set<std::
   (void)!std::system((ctr(c) + " containers delete" + all + " >/dev/null 2>&1").c_str());
 }
 
+// The ids of every sandbox and container containerd's CRI made (from its log: "returns sandbox
+// id" and "returns container id"), also of those already removed, whose cgroup runc may have
+// failed to delete.
+void criIdsInLog(const testing::TestContainerd& c, std::set<std::string>& ids) {
+  const std::string log = c.logTail(std::string::npos);
+  for (const std::string key : {"sandbox id \\\"", "container id \\\""}) {
+    for (size_t at = log.find(key); at != std::string::npos; at = log.find(key, at + 1)) {
+      const std::string id = log.substr(at + key.size(), 64);
+      if (id.size() == 64 && id.find_first_not_of("0123456789abcdef") == std::string::npos) {
+        ids.insert(id);
+      }
+    }
+  }
+}
+
 // containerd gives a container without a cgroup parent the cgroup /k8s.io/<id> (its namespace)
-// in every hierarchy; those of the bench's containers that runc did not remove (a killed shim)
+// in every hierarchy; those of the bench's containers that runc did not remove (a killed shim, a
+// failed delete)
 // are removed here (empty cgroups: rmdir). /k8s.io itself may be shared and stays.
 void removeContainerdCgroups(const std::set<std::string>& ids) {
   std::error_code ec;
@@ -329,6 +345,7 @@ void removeContainerdCgroups(const std::set<std::string>& ids) {
 // containerd, its containers and their cgroups gone; idempotent. Caller holds g.mu.
 void stopContainerdLocked() {
   if (g.containerd != nullptr) {
+    criIdsInLog(*g.containerd, g.containerd_ids);
     deleteContainerdContainers(*g.containerd, g.containerd_ids);
     g.containerd->stop();
   }
