@@ -296,4 +296,35 @@ TEST_CASE("cri: --cluster-dns and --cluster-domain give a ClusterFirst pod the c
   CHECK_THAT(readOr(bad.dir() / "agent.log"), Catch::Contains("--cluster-dns"));
 }
 
+TEST_CASE("cri: the termination message is a file mounted into the container, or the log's end",
+          "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  auto pod = [](const std::string& name, const std::string& script, const std::string& policy) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\nspec:\n  hostNetwork: true\n  restartPolicy: Never\n  containers:\n"
+           "  - name: main\n    image: nodeagent.test/busybox-nonroot:1\n"
+           "    imagePullPolicy: Never\n    terminationMessagePolicy: " +
+           policy + "\n    command: [\"/bin/sh\", \"-c\", " + quoteYaml(script) + "]\n";
+  };
+  // A non-root container writes the file (it is writable by any user).
+  d.writeManifest("file.yaml",
+                  pod("file", "echo -n goodbye > /dev/termination-log; exit 1", "File"));
+  d.writeManifest("logs.yaml", pod("logs", "echo last words; exit 2", "FallbackToLogsOnError"));
+  d.start(criArgs(containerd));
+  auto terminated = [&](const std::string& name) -> std::optional<json> {
+    auto cs = d.containerStatus(name);
+    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("terminated")) {
+      return std::nullopt;
+    }
+    return (*cs)["state"]["terminated"];
+  };
+  REQUIRE_EVENTUALLY(d, [&] { return terminated("file") && terminated("logs"); }, 60s);
+  CHECK(terminated("file")->value("message", "") == "goodbye");
+  CHECK(terminated("file")->value("exitCode", 0) == 1);
+  CHECK(terminated("logs")->value("message", "") == "last words\n");
+}
+
 }  // namespace nodeagent::e2e

@@ -1,12 +1,20 @@
 #include "agent/runtime/cri/cri_runtime.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
 #include <chrono>
 #include <map>
 #include <system_error>
 #include <tuple>
 #include <utility>
 
+#include "agent/runtime/cri_log.h"
 #include "agent/runtime/security_context.h"
 #include "base/blocking.h"
 
@@ -270,6 +278,30 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> CriRuntime::getPods(bool all) 
   co_return co_await std::move(task);
 }
 
+namespace {
+
+// kubelet's getTerminationMessage for an exited container: its termination message file (found
+// among its mounts at the annotated path), else with FallbackToLogsOnError after a failure the
+// end of its log; after the runtime's own message, if any.
+void addTerminationMessage(const cri::ContainerStatus& s, ContainerStatus& out) {
+  const auto path = s.annotations.find(kTerminationMessagePathAnnotation);
+  if (path == s.annotations.end()) return;
+  std::string host_path;
+  for (const auto& m : s.mounts) {
+    if (m.container_path == path->second) host_path = m.host_path;
+  }
+  const auto policy = s.annotations.find(kTerminationMessagePolicyAnnotation);
+  const bool fallback = policy != s.annotations.end() &&
+                        policy->second == "FallbackToLogsOnError" && s.exit_code != 0;
+  if (host_path.empty() && !fallback) return;
+  const auto message = readTerminationMessage(host_path, fallback, s.log_path);
+  if (message.empty()) return;
+  if (!out.message.empty()) out.message += ": ";
+  out.message += message;
+}
+
+}  // namespace
+
 ContainerStatus CriRuntime::toRuntimeStatus(const cri::ContainerStatus& s) const {
   ContainerStatus out;
   out.id = ContainerId{type(), s.id};
@@ -287,6 +319,7 @@ ContainerStatus CriRuntime::toRuntimeStatus(const cri::ContainerStatus& s) const
   out.restart_count = static_cast<int>(
       intValue(s.annotations, kContainerRestartCountAnnotation, s.metadata.attempt));
   out.log_path = s.log_path;
+  if (out.state == ContainerState::kExited) addTerminationMessage(s, out);
   return out;
 }
 
@@ -357,6 +390,31 @@ std::vector<std::string> expandAll(const std::vector<std::string>& words,
   out.reserve(words.size());
   for (const auto& word : words) out.push_back(expandVars(word, env));
   return out;
+}
+
+// kubelet's termination message file: an empty file of the pod's, writable by any user
+// (<pod-dir>/containers/<container>/<attempt>-<random>), mounted at the container's
+// terminationMessagePath; nullopt when the container has none.
+base::StatusOr<std::optional<cri::Mount>> terminationMessageMount(
+    const api::Container& container, int attempt, const std::filesystem::path& pod_dir) {
+  if (container.termination_message_path.empty() || pod_dir.empty()) {
+    return std::optional<cri::Mount>();
+  }
+  const auto dir = pod_dir / "containers" / container.name;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::random_device random;
+  const auto file = dir / (std::to_string(attempt) + "-" + std::to_string(random()));
+  const int fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0 || ::fchmod(fd, 0666) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return base::unknownError("creating the termination message file " + file.string() + ": " +
+                              why);
+  }
+  ::close(fd);
+  return std::optional<cri::Mount>(
+      cri::Mount{container.termination_message_path, file.string(), false});
 }
 
 // kubelet's defaultMaskedPaths and defaultReadonlyPaths (the Default proc mount).
@@ -440,6 +498,11 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
       {kContainerHashAnnotation, hashToHex(container.hash)},
       {kContainerRestartCountAnnotation, std::to_string(attempt)},
       {kPodTerminationGracePeriodAnnotation, std::to_string(podGracePeriodSeconds(pod))}};
+  if (!container.termination_message_path.empty()) {
+    config.annotations[kTerminationMessagePathAnnotation] = container.termination_message_path;
+    config.annotations[kTerminationMessagePolicyAnnotation] =
+        container.termination_message_policy;
+  }
   if (auto pre_stop = preStopCommand(container); !pre_stop.empty()) {
     nlohmann::json handler = {{"exec", {{"command", pre_stop}}}};
     config.annotations[kPreStopHandlerAnnotation] = handler.dump();
@@ -509,6 +572,9 @@ base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
     return base::unknownError("creating container log directory " +
                               (log_dir / container.name).string() + ": " + ec.message());
   }
+  auto message_mount = terminationMessageMount(container, attempt, options.pod_dir);
+  if (!message_mount.ok()) return message_mount.status();
+  if (*message_mount) config->mounts.push_back(**message_mount);
   auto id =
       client_->createContainer(options.sandbox_id, *config, sandboxConfigOf(pod, log_dir, options));
   if (!id.ok()) return id.status();

@@ -51,6 +51,11 @@ inline constexpr const char* kContainerRestartCountAnnotation =
     "io.kubernetes.container.restartCount";
 inline constexpr const char* kPodTerminationGracePeriodAnnotation =
     "io.kubernetes.pod.terminationGracePeriod";
+// kubelet's: where the container writes its termination message, and the policy for it.
+inline constexpr const char* kTerminationMessagePathAnnotation =
+    "io.kubernetes.container.terminationMessagePath";
+inline constexpr const char* kTerminationMessagePolicyAnnotation =
+    "io.kubernetes.container.terminationMessagePolicy";
 // kubelet's: the preStop handler as JSON ({"exec":{"command":[...]}}), for orphans.
 inline constexpr const char* kPreStopHandlerAnnotation = "io.kubernetes.container.preStopHandler";
 
