@@ -166,9 +166,14 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       started_(clock_.now()),
       clients_(std::move(clients)),
       work_(asio::make_work_guard(ioc_)),
+      runtime_pool_(config.flags.runtime == "cri"
+                        ? std::make_unique<asio::thread_pool>(kRuntimePoolThreads)
+                        : nullptr),
       cgroups_(startNodeCgroups(config)),
-      runtime_(makeRuntime(config, ioc_, make_cri, runtime_pool_.get_executor(), clock_,
-                           cgroups_)),
+      runtime_(makeRuntime(config, ioc_, make_cri,
+                           runtime_pool_ ? asio::any_io_executor(runtime_pool_->get_executor())
+                                         : asio::any_io_executor(ioc_.get_executor()),
+                           clock_, cgroups_)),
       instrumented_(*runtime_),
       runtime_state_(makeRuntimeState()),
       log_manager_(makeLogManager()),
@@ -621,7 +626,7 @@ void Daemon::joinAndRelease() {
   api_pool_.join();
   webhook_pool_.join();
   blocking_.join();
-  runtime_pool_.join();
+  if (runtime_pool_) runtime_pool_->join();
 }
 
 }  // namespace nodeagent::cmd

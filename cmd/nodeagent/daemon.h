@@ -63,7 +63,7 @@ struct ApiClients {
 class Daemon {
  public:
   static constexpr int kApiPoolThreads = 4;
-  static constexpr int kRuntimePoolThreads = 16;
+  static constexpr int kRuntimePoolThreads = 64;
 
   // `clients` are empty without --kubeconfig. Builds every component; starts nothing.
   // `make_cri` is the CRI runtime module's entry point (with --runtime=cri; else null).
@@ -115,9 +115,10 @@ class Daemon {
   asio::thread_pool blocking_{2};
   asio::thread_pool api_pool_{kApiPoolThreads};
   asio::thread_pool webhook_pool_{2};  // the kubelet API's reviews
-  // The CRI runtime's blocking gRPC calls: a StopContainer holds its thread for the grace
-  // period, so they stay off the file pool. Idle without --runtime=cri.
-  asio::thread_pool runtime_pool_{kRuntimePoolThreads};
+  // The CRI runtime's blocking gRPC calls (with --runtime=cri; else null): a StopContainer holds
+  // its thread for the grace period, so they stay off the file pool, and as many pods as there
+  // are threads stop at once.
+  std::unique_ptr<asio::thread_pool> runtime_pool_;
   // kubepods and below; the runtime makes each container's cgroup under its pod's.
   NodeCgroups cgroups_;
   std::unique_ptr<runtime::Runtime> runtime_;

@@ -31,7 +31,7 @@ std::string NodeCgroups::metricsText() const {
 
 NodeCgroups startNodeCgroups(const DaemonConfig& config) {
   const auto& f = config.flags;
-  if (f.runtime != "process") return notEnforced("the " + f.runtime + " runtime runs no processes");
+  if (f.runtime == "fake") return notEnforced("the fake runtime runs no processes");
   auto mounts = cm::detectCgroupMounts();
   if (!mounts.ok()) return notEnforced(mounts.status().message());
   log()->info("Using cgroup {} cgroup_root={} cgroups_per_qos={} driver={}",

@@ -58,6 +58,10 @@ TEST_CASE("cri: a static pod runs in a containerd container and is adopted after
   CHECK(nsOf(pid, "mnt") != nsOf(::getpid(), "mnt"));
   struct stat st {};
   CHECK(::stat(("/proc/" + std::to_string(pid) + "/root/bin/busybox").c_str(), &st) == 0);
+  // In its pod's cgroup under the agent's kubepods (BestEffort), where containerd made it.
+  const auto cgroups = readOr("/proc/" + std::to_string(pid) + "/cgroup");
+  INFO(cgroups);
+  CHECK_THAT(cgroups, Catch::Contains(d.cgroupRoot() + "/kubepods/besteffort/pod"));
   // Its log is where kubelet puts it (<ns>_<name>_<uid>/main/0.log), written by containerd.
   CHECK(testing::eventually(
       [&] {
@@ -87,6 +91,19 @@ TEST_CASE("cri: a static pod runs in a containerd container and is adopted after
   d.removeManifest("web.yaml");
   REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(mark).empty(); }, 60s);
   REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
+  // And its pod cgroup.
+  const fs::path besteffort =
+      fs::path("/sys/fs/cgroup/memory") / d.cgroupRoot().substr(1) / "kubepods" / "besteffort";
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(besteffort, ec)) {
+          if (e.path().filename().string().starts_with("pod")) return false;
+        }
+        return true;
+      },
+      30s);
 }
 
 TEST_CASE("cri: a container that exits is restarted and its status follows within the relist") {
