@@ -65,7 +65,11 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       cleanup_strand_(asio::make_strand(executor)),
       housekeeping_skip_(options_.housekeeping_full_period) {
   prober_ = std::make_shared<Prober>(
-      executor, clock, probe_handler_, options_.node_ip,
+      executor, clock, probe_handler_,
+      [this](const std::string& uid) {
+        auto status = status_manager_.getPodStatus(uid);
+        return status && !status->pod_ip.empty() ? status->pod_ip : options_.node_ip;
+      },
       [this](const std::string& uid) {
         // kubelet's probe result channels -> handleProbeSync: sync the pod on the loop.
         asio::dispatch(sync_loop_->strand(), [this, uid] {

@@ -81,7 +81,7 @@ bool hasProbes(const api::Pod& pod) {
 }
 
 Prober::Prober(asio::any_io_executor executor, base::Clock& clock,
-               std::shared_ptr<ProbeHandler> handler, std::string pod_ip, ChangeFn on_change,
+               std::shared_ptr<ProbeHandler> handler, PodIpFn pod_ip, ChangeFn on_change,
                FailureFn on_failure)
     : executor_(std::move(executor)),
       clock_(clock),
@@ -302,7 +302,6 @@ void Prober::tick(const std::shared_ptr<Worker>& w, uint64_t generation) {
       target.handler = w->spec.handler;
       target.timeout = seconds(std::max(w->spec.timeout_seconds, 1));
       target.container_id = parseContainerId(w->container_id);
-      target.pod_ip = pod_ip_;
       target.ports = w->ports;
     }
   }
@@ -310,6 +309,7 @@ void Prober::tick(const std::shared_ptr<Worker>& w, uint64_t generation) {
     arm(w, generation, period);
     return;
   }
+  target.pod_ip = pod_ip_(w->pod_uid);  // outside the lock: it asks the status manager
   auto task = runProbe(shared_from_this(), w, generation, std::move(target));
   asio::co_spawn(w->strand, std::move(task), asio::detached);
 }

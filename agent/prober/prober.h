@@ -46,9 +46,13 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
   using FailureFn = std::function<void(const std::string& pod_uid, const std::string& container,
                                        ProbeType type, const ProbeOutcome& outcome)>;
 
-  // `pod_ip` is the default host of httpGet and tcpSocket probes.
+  // The pod's IP, the default host of its httpGet and tcpSocket probes (kubelet's
+  // status.PodIP: the sandbox's IP for a pod with a network of its own, else the node's). Any
+  // thread.
+  using PodIpFn = std::function<std::string(const std::string& pod_uid)>;
+
   Prober(asio::any_io_executor executor, base::Clock& clock, std::shared_ptr<ProbeHandler> handler,
-         std::string pod_ip, ChangeFn on_change, FailureFn on_failure);
+         PodIpFn pod_ip, ChangeFn on_change, FailureFn on_failure);
   ~Prober() override;
 
   // kubelet's AddPod: workers for the pod's containers' probes (idle until a container runs).
@@ -105,7 +109,7 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
   asio::any_io_executor executor_;
   base::Clock& clock_;
   std::shared_ptr<ProbeHandler> handler_;
-  std::string pod_ip_;
+  PodIpFn pod_ip_;
   ChangeFn on_change_;
   FailureFn on_failure_;
 

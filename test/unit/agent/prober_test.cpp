@@ -24,6 +24,7 @@ class ScriptedHandler final : public agent::ProbeHandler {
   asio::awaitable<ProbeOutcome> probe(agent::ProbeTarget target) override {
     const auto& name = target.handler.exec->command.at(0);
     calls.push_back(name);
+    hosts.push_back(target.pod_ip);
     auto it = answers.find(name);
     co_return ProbeOutcome{it == answers.end() ? Kind::kSuccess : it->second, name + " said so"};
   }
@@ -35,6 +36,7 @@ class ScriptedHandler final : public agent::ProbeHandler {
   }
   std::map<std::string, Kind> answers;
   std::vector<std::string> calls;
+  std::vector<std::string> hosts;  // each probe's pod IP
 };
 
 nlohmann::json execProbe(const std::string& word, nlohmann::json extra = nlohmann::json::object()) {
@@ -50,8 +52,13 @@ struct Harness {
   std::shared_ptr<ScriptedHandler> handler = std::make_shared<ScriptedHandler>();
   std::vector<std::string> changes;
   std::vector<std::string> failures;
+  std::map<std::string, std::string> pod_ips;  // by pod UID; else 127.0.0.1
   std::shared_ptr<agent::Prober> prober = std::make_shared<agent::Prober>(
-      ioc.get_executor(), clock, handler, "127.0.0.1",
+      ioc.get_executor(), clock, handler,
+      [this](const std::string& uid) {
+        auto it = pod_ips.find(uid);
+        return it == pod_ips.end() ? std::string("127.0.0.1") : it->second;
+      },
       [this](const std::string& uid) { changes.push_back(uid); },
       [this](const std::string&, const std::string& c, ProbeType t, const ProbeOutcome& o) {
         failures.push_back(c + "/" + std::string(agent::probeTypeName(t)) + ": " + o.output);
@@ -334,4 +341,20 @@ TEST_CASE("prober: removing a pod stops its workers", "[unit][prober]") {
   const auto calls = h.handler->calls.size();
   h.advance(5s);
   CHECK(h.handler->calls.size() == calls);
+}
+
+TEST_CASE("prober: a probe goes to its pod's IP, as the pod's status has it now",
+          "[unit][prober]") {
+  Harness h;
+  auto pod = probedPod({{"readinessProbe", execProbe("ready")}});
+  h.prober->addPod(*pod);
+  h.last_cid = "fake://c1";
+  h.observe(*pod, "fake://c1");
+  h.advance(1s);
+  REQUIRE(h.handler->hosts.size() == 1);
+  CHECK(h.handler->hosts[0] == "127.0.0.1");
+  h.pod_ips["uid-1"] = "10.200.3.7";  // a sandbox IP, once the status has it
+  h.advance(10s);
+  REQUIRE(h.handler->hosts.size() == 2);
+  CHECK(h.handler->hosts[1] == "10.200.3.7");
 }
