@@ -175,6 +175,7 @@ std::string webServerPod(const std::string& name, const std::string& marker) {
          "    image: nodeagent.test/busybox:1\n"
          "    imagePullPolicy: Never\n"
          "    ports:\n    - containerPort: 8080\n"
+         "    readinessProbe:\n      httpGet: {path: /, port: 8080}\n      periodSeconds: 1\n"
          "    env:\n    - name: POD_IP\n      valueFrom:\n        fieldRef:\n"
          "          fieldPath: status.podIP\n"
          "    command: [\"/bin/sh\", \"-c\", \"mkdir -p /tmp/www && echo \\\"hello from $POD_IP "
@@ -234,6 +235,13 @@ TEST_CASE(
       },
       20s));
   CHECK(page == "hello from " + ip + " on net-node1\n");
+  // Its readiness probe reaches it at that IP too.
+  CHECK(testing::eventually(
+      [&] {
+        auto cs = d.containerStatus("net");
+        return cs && cs->value("ready", false);
+      },
+      20s));
 
   d.removeManifest("net.yaml");
   REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(mark).empty(); }, 60s);
