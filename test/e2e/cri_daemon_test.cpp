@@ -352,4 +352,32 @@ TEST_CASE("cri: the termination message is a file mounted into the container, or
   CHECK(terminated("logs")->value("message", "") == "last words\n");
 }
 
+TEST_CASE("cri: containerd restarted under a running agent: the agent carries on, nothing twice",
+          "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-restart");
+  d.writeManifest("web.yaml", busyboxPod("web", mark));
+  d.start(criArgs(containerd));
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  const std::string id = d.containerStatus("web")->value("containerID", "");
+  const int pid = onePid(mark);
+  REQUIRE(pid > 0);
+
+  containerd.restart();
+  // The container ran on under its shim; the agent keeps it, and starts a new pod.
+  const auto mark2 = marker("cri-restart-2");
+  d.writeManifest("web2.yaml", busyboxPod("web2", mark2));
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("web2"); }, 60s);
+  CHECK(d.running("web"));
+  CHECK(d.containerStatus("web")->value("containerID", "") == id);
+  CHECK(d.containerStatus("web")->value("restartCount", -1) == 0);
+  CHECK(alive(pid));
+  CHECK(pidsWithArg(mark).size() == 1);
+  CHECK(pidsWithArg(mark2).size() == 1);
+  CHECK(alive(d.pid()));
+}
+
 }  // namespace nodeagent::e2e

@@ -312,6 +312,8 @@ TestContainerd::TestContainerd(TestContainerdOptions options) : options_(std::mo
   dir_ = makeTempDir();
   socket_path_ = dir_ / "containerd.sock";
   try {
+    fs::create_directories(dir_ / "cni" / "conf");
+    if (options_.cni) setUpCni();
     launch();
     waitReady();
   } catch (...) {
@@ -384,8 +386,6 @@ void TestContainerd::launch() {
                              socket_path_.string() + " (set TMPDIR to a shorter path)");
   }
   fs::create_directories(dir_ / "run");
-  fs::create_directories(dir_ / "cni" / "conf");
-  if (options_.cni) setUpCni();
   writeFile(dir_ / "config.toml", configToml(dir_, socket_path_, options_));
   // setpriv: SIGKILL when the starting thread dies; unshare: a mount namespace of its own whose
   // mounts do not reach the machine's; then <dir>/run over /run (see the header). With CNI, a file
@@ -484,6 +484,21 @@ std::map<pid_t, std::string> TestContainerd::containerProcesses() const {
     if ((cmd + " ").find(address) == std::string::npos) found[pid] = cmd;
   }
   return found;
+}
+
+void TestContainerd::restart() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    if (!waitChild(pid_, options_.stop_grace)) {
+      ::kill(pid_, SIGKILL);
+      waitChild(pid_, std::chrono::seconds(10));
+    }
+    pid_ = -1;
+  }
+  std::error_code ec;
+  fs::remove(socket_path_, ec);
+  launch();
+  waitReady();
 }
 
 void TestContainerd::stop() {

@@ -120,6 +120,11 @@ class TestContainerd {
   // shims themselves are not listed.
   std::map<pid_t, std::string> containerProcesses() const;
 
+  // Stops containerd alone (SIGTERM) and starts it again on the same dirs and socket, as an
+  // operator's `systemctl restart containerd`: the shims and containers keep running and the new
+  // containerd finds them. Throws as the constructor.
+  void restart();
+
   // Stops containerd, kills its shims and their processes, unmounts and removes the dir.
   // Idempotent.
   void stop();
