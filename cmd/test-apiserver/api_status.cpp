@@ -106,14 +106,23 @@ json statusFromError(const base::Status& error, std::string_view name, std::stri
     }
     if (colon != std::string::npos) {
       const std::string detail = rest.substr(colon + 2);
-      const char* cause = detail.starts_with("Required value")    ? "FieldValueRequired"
-                          : detail.starts_with("Duplicate value") ? "FieldValueDuplicate"
-                                                                  : "FieldValueInvalid";
+      const char* cause = detail.starts_with("Required value")      ? "FieldValueRequired"
+                          : detail.starts_with("Duplicate value")   ? "FieldValueDuplicate"
+                          : detail.starts_with("Forbidden")         ? "FieldValueForbidden"
+                          : detail.starts_with("Too long")          ? "FieldValueTooLong"
+                          : detail.starts_with("Unsupported value") ? "FieldValueNotSupported"
+                                                                    : "FieldValueInvalid";
       details["causes"] = {
           {{"reason", cause}, {"message", detail}, {"field", rest.substr(0, colon)}}};
     }
   }
   return statusObject(code, message, reason, std::move(details));
+}
+
+base::Status invalidObjectError(std::string_view kind, std::string_view name,
+                                const std::string& field_error) {
+  return base::failedPreconditionError(std::string(kind) + " \"" + std::string(name) +
+                                       "\" is invalid: " + field_error);
 }
 
 json successStatus(json details) {

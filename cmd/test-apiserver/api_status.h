@@ -28,4 +28,10 @@ nlohmann::json statusFromError(const base::Status& error, std::string_view name 
                                std::string_view kind = "");
 nlohmann::json successStatus(nlohmann::json details = nullptr);
 
+// A 422 Invalid error as the store reports it: `<Kind> "<name>" is invalid: <field error>`
+// (`field_error` is "field: Invalid value: ..." as config::FieldError::toString() words it), which
+// statusFromError turns into details naming the kind and name with the field error as a cause.
+base::Status invalidObjectError(std::string_view kind, std::string_view name,
+                                const std::string& field_error);
+
 }  // namespace nodeagent::testapiserver

@@ -32,6 +32,7 @@ std::optional<std::string_view> strategicMergeKey(std::string_view field) {
       {"volumeDevices", "devicePath"},
       {"volumes", "name"},
       {"imagePullSecrets", "name"},
+      {"secrets", "name"},  // a ServiceAccount's
       {"hostAliases", "ip"},
       {"ownerReferences", "uid"},
       {"addresses", "type"},

@@ -18,8 +18,8 @@ enum class PatchType { kJsonPatch, kMergePatch, kStrategicMergePatch };
 // From a Content-Type header value (parameters ignored); nullopt when not a patch type we serve.
 std::optional<PatchType> patchTypeFromContentType(std::string_view content_type);
 
-// The merge key of a list field in the pod/node/lease/event schema ("conditions" -> "type",
-// "containers" -> "name"...), nullopt when the list has no merge strategy (replaced whole).
+// The merge key of a list field in the pod/node/lease/event/serviceaccount schema ("conditions" ->
+// "type", "containers" -> "name"...), nullopt when the list has no merge strategy (replaced whole).
 std::optional<std::string_view> strategicMergeKey(std::string_view field);
 
 // All return InvalidArgument for a malformed patch (naming the problem); `target` is untouched.

@@ -5,15 +5,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cmd/test-apiserver/util.h"
+
 namespace nodeagent::testapiserver {
 
 using nlohmann::json;
 
 namespace {
 
-// Calls `on_field(number, bytes)` for each length-delimited field; skips scalar fields.
-base::Status forEachField(std::string_view msg,
-                          const std::function<base::Status(int, std::string_view)>& on_field) {
+using BytesField = std::function<base::Status(int, std::string_view)>;
+using VarintField = std::function<void(int, uint64_t)>;
+
+// Calls `on_field(number, bytes)` for each length-delimited field and `on_varint(number, value)`
+// (when given) for each varint field; skips fixed-size fields.
+base::Status forEachField(std::string_view msg, const BytesField& on_field,
+                          const VarintField& on_varint = nullptr) {
   size_t pos = 0;
   auto varint = [&](uint64_t& out) {
     out = 0;
@@ -31,8 +37,9 @@ base::Status forEachField(std::string_view msg,
     const int field = static_cast<int>(key >> 3);
     switch (key & 7) {
       case 0: {
-        uint64_t ignored = 0;
-        if (!varint(ignored)) return base::invalidArgumentError("protobuf: truncated varint");
+        uint64_t value = 0;
+        if (!varint(value)) return base::invalidArgumentError("protobuf: truncated varint");
+        if (on_varint) on_varint(field, value);
         break;
       }
       case 1:
@@ -58,15 +65,125 @@ base::Status forEachField(std::string_view msg,
   return base::okStatus();
 }
 
-base::Status decodeMapEntry(std::string_view entry, json& into) {
+// One entry of a map<string, string> (or map<string, bytes> with `base64` set: JSON carries
+// bytes as base64).
+base::Status decodeMapEntry(std::string_view entry, json& into, bool base64 = false) {
   std::string key, value;
   RETURN_IF_ERROR(forEachField(entry, [&](int f, std::string_view v) {
     if (f == 1) key = v;
     if (f == 2) value = v;
     return base::okStatus();
   }));
-  into[key] = value;
+  into[key] = base64 ? base64Encode(value) : value;
   return base::okStatus();
+}
+
+// The parts of an ObjectMeta a client sets on create.
+base::Status decodeObjectMeta(std::string_view raw, json& meta) {
+  return forEachField(raw, [&](int f, std::string_view v) {
+    switch (f) {
+      case 1:
+        if (!v.empty()) meta["name"] = v;
+        break;
+      case 2:
+        if (!v.empty()) meta["generateName"] = v;
+        break;
+      case 3:
+        if (!v.empty()) meta["namespace"] = v;
+        break;
+      case 11:
+        return decodeMapEntry(v, meta["labels"]);
+      case 12:
+        return decodeMapEntry(v, meta["annotations"]);
+      case 14:
+        meta["finalizers"].push_back(v);
+        break;
+      default:
+        break;
+    }
+    return base::okStatus();
+  });
+}
+
+// Decodes the fields of one (sub)message by number: strings, string maps, bytes maps, bools and
+// repeated messages, each into the JSON field it is named for.
+struct FieldSpec {
+  enum class Type { kString, kStringMap, kBytesMap, kBool, kObjectRefs, kLocalRefs };
+  int number;
+  const char* name;
+  Type type;
+};
+
+base::Status decodeObjectRef(std::string_view raw, json& into, bool local) {
+  static const char* kRefFields[] = {nullptr, "kind",       "namespace",       "name",
+                                     "uid",   "apiVersion", "resourceVersion", "fieldPath"};
+  json ref = json::object();
+  RETURN_IF_ERROR(forEachField(raw, [&](int f, std::string_view v) {
+    if (local ? f == 1 : (f >= 1 && f <= 7)) {
+      if (!v.empty()) ref[local ? "name" : kRefFields[f]] = v;
+    }
+    return base::okStatus();
+  }));
+  into.push_back(std::move(ref));
+  return base::okStatus();
+}
+
+base::Status decodeFields(std::string_view raw, const std::vector<FieldSpec>& specs, json& out) {
+  auto spec_for = [&](int f) -> const FieldSpec* {
+    for (const auto& s : specs) {
+      if (s.number == f) return &s;
+    }
+    return nullptr;
+  };
+  using Type = FieldSpec::Type;
+  return forEachField(
+      raw,
+      [&](int f, std::string_view v) {
+        if (f == 1) return decodeObjectMeta(v, out["metadata"]);
+        const FieldSpec* s = spec_for(f);
+        if (!s) return base::okStatus();
+        switch (s->type) {
+          case Type::kString:
+            if (!v.empty()) out[s->name] = v;
+            return base::okStatus();
+          case Type::kStringMap:
+          case Type::kBytesMap:
+            return decodeMapEntry(v, out[s->name], s->type == Type::kBytesMap);
+          case Type::kObjectRefs:
+          case Type::kLocalRefs:
+            return decodeObjectRef(v, out[s->name], s->type == Type::kLocalRefs);
+          case Type::kBool:
+            break;
+        }
+        return base::okStatus();
+      },
+      [&](int f, uint64_t v) {
+        const FieldSpec* s = spec_for(f);
+        if (s && s->type == Type::kBool) out[s->name] = v != 0;
+      });
+}
+
+// k8s.io/api/core/v1/generated.proto: the field numbers of the kinds kubectl's create
+// subcommands send.
+const std::vector<FieldSpec>* specsFor(const std::string& kind) {
+  using Type = FieldSpec::Type;
+  static const std::vector<FieldSpec> kNamespace = {};
+  static const std::vector<FieldSpec> kConfigMap = {{2, "data", Type::kStringMap},
+                                                    {3, "binaryData", Type::kBytesMap},
+                                                    {4, "immutable", Type::kBool}};
+  static const std::vector<FieldSpec> kSecret = {{2, "data", Type::kBytesMap},
+                                                 {3, "type", Type::kString},
+                                                 {4, "stringData", Type::kStringMap},
+                                                 {5, "immutable", Type::kBool}};
+  static const std::vector<FieldSpec> kServiceAccount = {
+      {2, "secrets", Type::kObjectRefs},
+      {3, "imagePullSecrets", Type::kLocalRefs},
+      {4, "automountServiceAccountToken", Type::kBool}};
+  if (kind == "Namespace") return &kNamespace;
+  if (kind == "ConfigMap") return &kConfigMap;
+  if (kind == "Secret") return &kSecret;
+  if (kind == "ServiceAccount") return &kServiceAccount;
+  return nullptr;
 }
 
 }  // namespace
@@ -89,34 +206,18 @@ base::StatusOr<json> decodeProtobufObject(std::string_view body) {
     if (f == 2) raw = v;
     return base::okStatus();
   }));
-  if (kind != "Namespace") {
-    return base::unimplementedError("protobuf bodies are only understood for Namespace, not " +
-                                    (kind.empty() ? std::string("(no kind)") : kind) +
-                                    "; send application/json");
+  const std::vector<FieldSpec>* specs = specsFor(kind);
+  if (!specs) {
+    return base::unimplementedError(
+        "protobuf bodies are only understood for Namespace, ConfigMap, Secret and "
+        "ServiceAccount, not " +
+        (kind.empty() ? std::string("(no kind)") : kind) + "; send application/json");
   }
-  json meta = json::object();
-  RETURN_IF_ERROR(forEachField(raw, [&](int f, std::string_view v) {
-    if (f != 1) return base::okStatus();  // spec and status of a Namespace: nothing we keep
-    return forEachField(v, [&](int mf, std::string_view mv) {
-      switch (mf) {
-        case 1:
-          if (!mv.empty()) meta["name"] = mv;
-          break;
-        case 2:
-          if (!mv.empty()) meta["generateName"] = mv;
-          break;
-        case 11:
-          return decodeMapEntry(mv, meta["labels"]);
-        case 12:
-          return decodeMapEntry(mv, meta["annotations"]);
-        default:
-          break;
-      }
-      return base::okStatus();
-    });
-  }));
-  return json{
-      {"apiVersion", api_version.empty() ? "v1" : api_version}, {"kind", kind}, {"metadata", meta}};
+  json out = {{"apiVersion", api_version.empty() ? "v1" : api_version},
+              {"kind", kind},
+              {"metadata", json::object()}};
+  RETURN_IF_ERROR(decodeFields(raw, *specs, out));
+  return out;
 }
 
 }  // namespace nodeagent::testapiserver

@@ -1,7 +1,11 @@
-// Just enough of Kubernetes' protobuf encoding for the one kubectl command that sends it to the
-// resources we serve: `kubectl create namespace` POSTs an `application/vnd.kubernetes.protobuf`
-// Namespace. The envelope ("k8s\0" + runtime.Unknown) is decoded and, for a Namespace, its
-// ObjectMeta name, generateName, labels and annotations; everything else is left out.
+// Just enough of Kubernetes' protobuf encoding for the kubectl commands that send it to the
+// resources we serve: `kubectl create namespace|configmap|secret|serviceaccount` POST an
+// `application/vnd.kubernetes.protobuf` object. The envelope ("k8s\0" + runtime.Unknown) is
+// decoded, then the object's ObjectMeta (name, generateName, namespace, labels, annotations,
+// finalizers) and the fields of its kind: a ConfigMap's data, binaryData and immutable, a
+// Secret's data, stringData, type and immutable, a ServiceAccount's secrets, imagePullSecrets and
+// automountServiceAccountToken (map<string, bytes> values become base64 strings, as in JSON).
+// Anything else is left out.
 #pragma once
 
 #include <string_view>
@@ -14,7 +18,7 @@ namespace nodeagent::testapiserver {
 
 inline constexpr std::string_view kProtobufContentType = "application/vnd.kubernetes.protobuf";
 
-// InvalidArgument for a malformed body; Unimplemented for a kind other than Namespace.
+// InvalidArgument for a malformed body; Unimplemented for a kind other than those four.
 base::StatusOr<nlohmann::json> decodeProtobufObject(std::string_view body);
 
 }  // namespace nodeagent::testapiserver

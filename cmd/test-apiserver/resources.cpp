@@ -55,6 +55,9 @@ const std::vector<ResourceInfo>& allResources() {
        {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
         "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
         "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}},
+      {"", "v1", "configmaps", "configmap", "ConfigMap", true, {"cm"}, {}, {}},
+      {"", "v1", "secrets", "secret", "Secret", true, {}, {}, {"type"}},
+      {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, {"sa"}, {}, {}},
       {"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, {}, {}, {}},
   };
   return kResources;

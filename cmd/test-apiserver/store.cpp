@@ -5,6 +5,8 @@
 #include <charconv>
 #include <set>
 
+#include "cmd/test-apiserver/api_status.h"
+#include "cmd/test-apiserver/config_objects.h"
 #include "cmd/test-apiserver/util.h"
 #include "config/field_validation.h"
 
@@ -60,8 +62,7 @@ std::string dq(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 base::Status invalid(const ResourceInfo& res, std::string_view name, const std::string& field,
                      const std::string& detail) {
-  return base::failedPreconditionError(res.kind + " " + dq(name) + " is invalid: " + field + ": " +
-                                       detail);
+  return invalidObjectError(res.kind, name, field + ": " + detail);
 }
 
 // Minimal pod defaulting, as kube-apiserver's defaulters do on create.
@@ -379,16 +380,20 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   ASSIGN_OR_RETURN(const std::string name,
                    nameForCreateLocked(*res, objects, namespace_name, object));
   if (res->plural == "pods" && options_.validate_pods) RETURN_IF_ERROR(validatePod(*res, object));
-  if (res->namespaced) {
-    const ResourceInfo* ns_res = findResource("namespaces");
-    if (!objects_[ns_res].contains({"", namespace_name})) {
-      return base::notFoundError("namespaces " + dq(namespace_name) + " not found");
-    }
+  RETURN_IF_ERROR(prepareConfigObject(*res, object, nullptr));
+  if (res->namespaced && !namespaceExistsLocked(namespace_name)) {
+    return base::notFoundError("namespaces " + dq(namespace_name) + " not found");
   }
   const Key key{namespace_name, name};
   if (objects.contains(key)) {
     return base::alreadyExistsError(res->plural + " " + dq(name) + " already exists");
   }
+  json created = insertLocked(*res, key, std::move(object));
+  if (res->plural == "namespaces") ensureDefaultServiceAccountLocked(name);
+  return created;
+}
+
+json Store::insertLocked(const ResourceInfo& res, const Key& key, json object) {
   json& meta = object["metadata"];
   meta["uid"] = newUid();
   meta["creationTimestamp"] = formatTime(clock_.wallNow());
@@ -396,9 +401,25 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   meta.erase("deletionGracePeriodSeconds");
   meta.erase("resourceVersion");
   StoredObject stored = makeStored(std::move(object), ++rv_);
-  objects.emplace(key, stored);
-  emitLocked(WatchEvent::Type::kAdded, *res, stored, nullptr);
+  objects_[&res].emplace(key, stored);
+  emitLocked(WatchEvent::Type::kAdded, res, stored, nullptr);
   return *stored.object;
+}
+
+bool Store::namespaceExistsLocked(const std::string& ns) const {
+  auto objs = objects_.find(findResource("namespaces"));
+  return objs != objects_.end() && objs->second.contains({"", ns});
+}
+
+void Store::ensureDefaultServiceAccountLocked(const std::string& ns) {
+  const ResourceInfo* sa = findResource("", "serviceaccounts");
+  if (!options_.default_service_accounts || !sa || !namespaceExistsLocked(ns)) return;
+  const Key key{ns, "default"};
+  if (objects_[sa].contains(key)) return;
+  insertLocked(*sa, key,
+               json{{"kind", sa->kind},
+                    {"apiVersion", sa->apiVersion()},
+                    {"metadata", {{"name", "default"}, {"namespace", ns}}}});
 }
 
 base::StatusOr<std::string> Store::nameForCreateLocked(const ResourceInfo& res,
@@ -551,6 +572,7 @@ base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Ke
     }
   }
   meta["resourceVersion"] = std::to_string(current.resource_version);
+  if (subresource.empty()) RETURN_IF_ERROR(prepareConfigObject(res, next, &cur));
   if (next == cur) return cur;  // a no-op write changes nothing and emits nothing
   if (res.plural == "pods" && options_.validate_pods) RETURN_IF_ERROR(validatePod(res, next));
 
@@ -562,7 +584,9 @@ base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Ke
   // Removing the last finalizer of an object whose deletion is due completes the deletion.
   if (isTerminating(obj) && !hasFinalizers(obj) &&
       obj["metadata"].value("deletionGracePeriodSeconds", int64_t{0}) == 0) {
-    return removeLocked(res, key);
+    json removed = removeLocked(res, key);
+    ensureDefaultServiceAccountLocked(key.first);
+    return removed;
   }
   return obj;
 }
@@ -593,7 +617,12 @@ base::StatusOr<DeleteResult> Store::remove(std::string_view resource, std::strin
 
   const int64_t grace = deletionGracePeriod(*res, cur, options);
   const bool finalizers = hasFinalizers(cur);
-  if (grace == 0 && !finalizers) return DeleteResult{removeLocked(*res, key), true};
+  if (grace == 0 && !finalizers) {
+    DeleteResult result{removeLocked(*res, key), true};
+    // The service account controller's work: a namespace always has its default one.
+    if (res->plural == "serviceaccounts") ensureDefaultServiceAccountLocked(key.first);
+    return result;
+  }
 
   // Graceful deletion: mark, keep the object; a shorter grace period may shorten it further.
   json next = cur;

@@ -3,7 +3,8 @@
 // with bounded queues. It implements kube-apiserver's storage semantics (create defaults and
 // validation, optimistic concurrency, the three patch types, graceful pod deletion, finalizers,
 // list paging, watch from a resourceVersion with 410 Expired for a compacted one) without HTTP, so
-// unit tests and other engineers' tests can drive it directly.
+// unit tests and other engineers' tests can drive it directly. ConfigMaps and Secrets are
+// decoded and validated as config_objects.h says; every namespace has a ServiceAccount "default".
 //
 // Threading: every Store method may be called from any thread (one internal mutex, never held
 // while waiting for a watcher or doing I/O). A Watcher is consumed by one thread at a time; its
@@ -72,6 +73,9 @@ struct StoreOptions {
   // false: pods are stored without kube-apiserver's name checks (metadata.name still is), so a
   // test can hand a node the hostile pods another apiserver could serve it.
   bool validate_pods = true;
+  // Like kube-controller-manager's service account controller: every namespace gets a
+  // ServiceAccount "default" when it is created, and again whenever that one is deleted.
+  bool default_service_accounts = true;
 };
 
 struct ListOptions {
@@ -167,13 +171,15 @@ class Watcher {
 class Store {
  public:
   // `clock` stamps creationTimestamp/deletionTimestamp and must outlive the store. Creates the
-  // namespaces default, kube-system, kube-node-lease and kube-public.
+  // namespaces default, kube-system, kube-node-lease and kube-public (with their ServiceAccount
+  // "default").
   Store(base::Clock& clock, StoreOptions options = {});
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // `resource` is a plural ("pods", "nodes", "namespaces", "events", "leases"). `ns` is ignored
+  // `resource` is a plural ("pods", "nodes", "namespaces", "events", "leases", "configmaps",
+  // "secrets", "serviceaccounts"). `ns` is ignored
   // for cluster-scoped resources; for namespaced ones an empty `ns` means the object's
   // metadata.namespace (or "default"). Each returns the stored object.
   base::StatusOr<nlohmann::json> create(std::string_view resource, std::string_view ns,
@@ -239,6 +245,12 @@ class Store {
   base::StatusOr<std::string> nameForCreateLocked(const ResourceInfo& res, const Objects& objects,
                                                   const std::string& namespace_name,
                                                   nlohmann::json& object);
+  // Stores a new object under `key` (uid, creationTimestamp, resourceVersion; ADDED event).
+  nlohmann::json insertLocked(const ResourceInfo& res, const Key& key, nlohmann::json object);
+  bool namespaceExistsLocked(const std::string& ns) const;
+  // Creates namespace `ns`'s ServiceAccount "default" when it is missing (and the namespace
+  // exists).
+  void ensureDefaultServiceAccountLocked(const std::string& ns);
   // Deletes a namespace and, first, everything in it (the built-in ones are forbidden).
   base::StatusOr<DeleteResult> removeNamespaceLocked(const ResourceInfo& res, const Key& key);
   // The stored objects of `res` (in `ns` when given and namespaced) in key order, after

@@ -1,9 +1,10 @@
 // test-apiserver: a Kubernetes-API-compatible mock apiserver that the real kubectl (v1.32) and the
 // python3-kubernetes client drive unchanged. It serves discovery (legacy plain JSON), namespaces,
-// pods (+status), nodes (+status), events and coordination.k8s.io/v1 leases with get, list
-// (label/field selectors, limit/continue), create, update, the three patch types, delete (graceful
-// pod deletion, preconditions), watch (chunked, bookmarks, timeouts, 410 Expired) and
-// meta.k8s.io/v1 Table output. The store lives in memory (store.h).
+// pods (+status), nodes (+status), events, configmaps, secrets, serviceaccounts and
+// coordination.k8s.io/v1 leases with get, list (label/field selectors, limit/continue), create,
+// update, the three patch types, delete (graceful pod deletion, preconditions), watch (chunked,
+// bookmarks, timeouts, 410 Expired) and meta.k8s.io/v1 Table output. The store lives in memory
+// (store.h).
 //
 // The kubelet API's other half, as kube-apiserver: TokenReview (authentication.k8s.io/v1) from
 // the token file's users, SubjectAccessReview (authorization.k8s.io/v1) from system:masters and

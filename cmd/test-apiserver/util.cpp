@@ -159,4 +159,59 @@ std::optional<std::string> base64Decode(std::string_view text) {
   return out;
 }
 
+namespace {
+
+base::Status corruptBase64(size_t at) {
+  return base::invalidArgumentError("illegal base64 data at input byte " + std::to_string(at));
+}
+
+bool isNewline(char c) { return c == '\r' || c == '\n'; }
+
+}  // namespace
+
+// Follows Go's decodeQuantum so the reported offsets are the ones kube-apiserver reports.
+base::StatusOr<std::string> base64DecodeStd(std::string_view src) {
+  std::string out;
+  size_t si = 0;
+  while (true) {
+    std::array<uint8_t, 4> dbuf{};
+    size_t dlen = 4;
+    bool end = false;
+    for (size_t j = 0; j < 4; ++j) {
+      if (si == src.size()) {
+        if (j == 0) return out;
+        return corruptBase64(si - j);
+      }
+      const char in = src[si++];
+      const auto pos = kAlphabet.find(in);
+      if (pos != std::string_view::npos) {
+        dbuf[j] = static_cast<uint8_t>(pos);
+        continue;
+      }
+      if (isNewline(in)) {
+        --j;
+        continue;
+      }
+      if (in != '=' || j < 2) return corruptBase64(si - 1);
+      if (j == 2) {
+        while (si < src.size() && isNewline(src[si])) ++si;
+        if (si == src.size()) return corruptBase64(src.size());
+        if (src[si] != '=') return corruptBase64(si - 1);
+        ++si;
+      }
+      while (si < src.size() && isNewline(src[si])) ++si;
+      if (si < src.size()) return corruptBase64(si);
+      dlen = j;
+      end = true;
+      break;
+    }
+    const uint32_t v = (uint32_t{dbuf[0]} << 18) | (uint32_t{dbuf[1]} << 12) |
+                       (uint32_t{dbuf[2]} << 6) | uint32_t{dbuf[3]};
+    out += static_cast<char>((v >> 16) & 0xff);
+    if (dlen >= 3) out += static_cast<char>((v >> 8) & 0xff);
+    if (dlen == 4) out += static_cast<char>(v & 0xff);
+    if (end) return out;
+  }
+}
+
 }  // namespace nodeagent::testapiserver

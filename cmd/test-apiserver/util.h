@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "base/clock.h"
+#include "base/status.h"
 
 namespace nodeagent::testapiserver {
 
@@ -21,5 +22,9 @@ std::string humanDuration(base::Duration d);
 
 std::string base64Encode(std::string_view data);
 std::optional<std::string> base64Decode(std::string_view text);
+// Go's base64.StdEncoding, which kube-apiserver decodes JSON []byte fields with: the standard
+// alphabet, padding required, '\r' and '\n' skipped, trailing bits ignored. InvalidArgument
+// "illegal base64 data at input byte N" (Go's CorruptInputError) otherwise.
+base::StatusOr<std::string> base64DecodeStd(std::string_view text);
 
 }  // namespace nodeagent::testapiserver

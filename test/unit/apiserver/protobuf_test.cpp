@@ -34,6 +34,43 @@ TEST_CASE("protobuf: a Namespace from kubectl create namespace decodes to JSON m
                           {"metadata", {{"name", "team-a"}, {"labels", {{"env", "dev"}}}}}}));
 }
 
+TEST_CASE("protobuf: kubectl create configmap, secret and serviceaccount bodies decode",
+          "[unit][apiserver]") {
+  auto varint_field = [](int number, char value) {
+    return std::string{static_cast<char>(number << 3), value};
+  };
+  const std::string meta = field(1, field(1, "cfg") + field(3, "team-a"));
+  auto cm = decodeProtobufObject(
+      envelope("ConfigMap", meta + field(2, field(1, "a") + field(2, "b")) +
+                                field(3, field(1, "bin") + field(2, std::string("\0\1", 2))) +
+                                varint_field(4, 1)));
+  REQUIRE(cm.ok());
+  CHECK(*cm == json({{"apiVersion", "v1"},
+                     {"kind", "ConfigMap"},
+                     {"metadata", {{"name", "cfg"}, {"namespace", "team-a"}}},
+                     {"data", {{"a", "b"}}},
+                     {"binaryData", {{"bin", "AAE="}}},
+                     {"immutable", true}}));
+
+  auto secret = decodeProtobufObject(
+      envelope("Secret", meta + field(2, field(1, "k") + field(2, "v")) +
+                             field(3, "kubernetes.io/basic-auth") +
+                             field(4, field(1, "s") + field(2, "t")) + varint_field(5, 0)));
+  REQUIRE(secret.ok());
+  CHECK((*secret)["data"] == json({{"k", "dg=="}}));
+  CHECK((*secret)["type"] == "kubernetes.io/basic-auth");
+  CHECK((*secret)["stringData"] == json({{"s", "t"}}));
+  CHECK((*secret)["immutable"] == false);
+
+  auto sa = decodeProtobufObject(
+      envelope("ServiceAccount", meta + field(2, field(1, "Secret") + field(3, "tok")) +
+                                     field(3, field(1, "reg")) + varint_field(4, 0)));
+  REQUIRE(sa.ok());
+  CHECK((*sa)["secrets"] == json::array({{{"kind", "Secret"}, {"name", "tok"}}}));
+  CHECK((*sa)["imagePullSecrets"] == json::array({{{"name", "reg"}}}));
+  CHECK((*sa)["automountServiceAccountToken"] == false);
+}
+
 TEST_CASE("protobuf: other kinds and malformed bodies are errors", "[unit][apiserver]") {
   auto pod = decodeProtobufObject(envelope("Pod", ""));
   REQUIRE_FALSE(pod.ok());
