@@ -1,5 +1,6 @@
 #include "cmd/test-apiserver/table.h"
 
+#include <cctype>
 #include <optional>
 
 #include "cmd/test-apiserver/util.h"
@@ -197,6 +198,55 @@ std::string containersReason(const json& status, std::string reason) {
   return reason;
 }
 
+// kubectl's translateTimestampSince: "<unknown>" for a missing time.
+std::string since(const json& timestamp, base::SystemTime now) {
+  auto t = parseTime(s(timestamp));
+  if (!t) return "<unknown>";
+  return humanDuration(now - *t);
+}
+
+size_t sizeOf(const json& v) { return v.is_object() || v.is_array() ? v.size() : 0; }
+
+// printEvent as kube-apiserver runs it (wide): LAST SEEN TYPE REASON OBJECT SUBOBJECT SOURCE
+// MESSAGE FIRST SEEN COUNT NAME.
+json eventCells(const json& event, base::SystemTime now) {
+  std::string first_seen = since(at(event, "firstTimestamp"), now);
+  if (s(at(event, "firstTimestamp")).empty()) first_seen = since(at(event, "eventTime"), now);
+  std::string last_seen = since(at(event, "lastTimestamp"), now);
+  if (s(at(event, "lastTimestamp")).empty()) last_seen = first_seen;
+  int64_t count = at(event, "count").is_number() ? at(event, "count").get<int64_t>() : 0;
+  const json& series = at(event, "series");
+  if (series.is_object()) {
+    last_seen = since(at(series, "lastObservedTime"), now);
+    count = at(series, "count").is_number() ? at(series, "count").get<int64_t>() : 0;
+  } else if (count == 0) {
+    count = 1;  // a singleton event of the events.k8s.io API has no count
+  }
+  const json& involved = at(event, "involvedObject");
+  std::string target = s(at(involved, "kind"));
+  for (char& c : target) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!s(at(involved, "name")).empty()) target += "/" + s(at(involved, "name"));
+  auto firstNonEmpty = [](std::string a, std::string b) { return a.empty() ? b : a; };
+  const json& source = at(event, "source");
+  std::string component =
+      firstNonEmpty(s(at(source, "component")), s(at(event, "reportingComponent")));
+  std::string instance = firstNonEmpty(s(at(source, "host")), s(at(event, "reportingInstance")));
+  std::string message = s(at(event, "message"));
+  const auto first = message.find_first_not_of(" \t\r\n");
+  const auto last = message.find_last_not_of(" \t\r\n");
+  message = first == std::string::npos ? "" : message.substr(first, last - first + 1);
+  return {last_seen,
+          s(at(event, "type")),
+          s(at(event, "reason")),
+          target,
+          s(at(involved, "fieldPath")),
+          instance.empty() ? component : component + ", " + instance,
+          message,
+          first_seen,
+          count,
+          s(at(at(event, "metadata"), "name"))};
+}
+
 }  // namespace
 
 std::string podStatusReason(const json& pod) {
@@ -260,18 +310,63 @@ json tableColumnDefinitions(const ResourceInfo& res) {
                 "containerd://1.4.2).",
                 1)});
   }
+  // NAME, the resource's own columns, AGE: the shape of most printers.
+  auto name_age = [&](std::vector<json> own) {
+    json columns = json::array({column("Name", "string", name_desc, 0, "name")});
+    for (auto& c : own) columns.push_back(std::move(c));
+    columns.push_back(column("Age", "string", age_desc));
+    return columns;
+  };
   if (res.plural == "namespaces") {
-    return json::array({column("Name", "string", name_desc, 0, "name"),
-                        column("Status", "string", "The status of the namespace"),
-                        column("Age", "string", age_desc)});
+    return name_age({column("Status", "string", "The status of the namespace")});
   }
-  if (res.plural == "leases") {
-    return json::array({column("Name", "string", name_desc, 0, "name"),
-                        column("Holder", "string", "The holder of the lease"),
-                        column("Age", "string", age_desc)});
+  if (res.plural == "leases")
+    return name_age({column("Holder", "string", "The holder of the lease")});
+  if (res.plural == "configmaps") {
+    return name_age({column("Data", "string",
+                            "Data contains the configuration data. Each key must consist of "
+                            "alphanumeric characters, '-', '_' or '.'.")});
   }
-  return json::array(
-      {column("Name", "string", name_desc, 0, "name"), column("Age", "string", age_desc)});
+  if (res.plural == "secrets") {
+    return name_age(
+        {column("Type", "string", "Used to facilitate programmatic handling of secret data."),
+         column("Data", "string",
+                "Data contains the secret data. Each key must consist of alphanumeric characters, "
+                "'-', '_' or '.'.")});
+  }
+  if (res.plural == "serviceaccounts") {
+    return name_age({column("Secrets", "string",
+                            "Secrets is a list of the secrets in the same namespace that pods "
+                            "running using this ServiceAccount are allowed to use.")});
+  }
+  if (res.plural == "events") {
+    return json::array(
+        {column("Last Seen", "string",
+                "The time at which the most recent occurrence of this event was recorded."),
+         column("Type", "string",
+                "Type of this event (Normal, Warning), new types could be added in the future"),
+         column("Reason", "string",
+                "This should be a short, machine understandable string that gives the reason for "
+                "the transition into the object's current status."),
+         column("Object", "string", "The object that this event is about."),
+         column("Subobject", "string",
+                "If referring to a piece of an object instead of an entire object, this string "
+                "should contain a valid JSON/Go field access statement.",
+                1),
+         column("Source", "string",
+                "The component reporting this event. Should be a short machine understandable "
+                "string.",
+                1),
+         column("Message", "string",
+                "A human-readable description of the status of this operation."),
+         column("First Seen", "string",
+                "The time at which the event was first recorded. (Time of server receipt is in "
+                "TypeMeta.)",
+                1),
+         column("Count", "string", "The number of times this event has occurred.", 1),
+         column("Name", "string", name_desc, 1, "name")});
+  }
+  return name_age({});
 }
 
 json tableCells(const ResourceInfo& res, const json& object, base::SystemTime now) {
@@ -285,6 +380,16 @@ json tableCells(const ResourceInfo& res, const json& object, base::SystemTime no
     std::string holder = s(at(at(object, "spec"), "holderIdentity"));
     return {name, holder.empty() ? "<unset>" : holder, age(object, now)};
   }
+  if (res.plural == "configmaps") {
+    return {name, sizeOf(at(object, "data")) + sizeOf(at(object, "binaryData")), age(object, now)};
+  }
+  if (res.plural == "secrets") {
+    return {name, s(at(object, "type")), sizeOf(at(object, "data")), age(object, now)};
+  }
+  if (res.plural == "serviceaccounts") {
+    return {name, sizeOf(at(object, "secrets")), age(object, now)};
+  }
+  if (res.plural == "events") return eventCells(object, now);
   return {name, age(object, now)};
 }
 

@@ -1,8 +1,11 @@
 // meta.k8s.io/v1 Table rendering, so `kubectl get` shows the columns it shows against a real
 // cluster: pods NAME READY STATUS RESTARTS AGE (+ IP NODE NOMINATED NODE READINESS GATES with
 // -o wide), nodes NAME STATUS ROLES AGE VERSION (+ INTERNAL-IP EXTERNAL-IP OS-IMAGE
-// KERNEL-VERSION CONTAINER-RUNTIME), namespaces NAME STATUS AGE, leases NAME HOLDER AGE, and
-// NAME AGE for the rest. Cell logic follows kubectl's printers (pkg/printers/internalversion).
+// KERNEL-VERSION CONTAINER-RUNTIME), namespaces NAME STATUS AGE, leases NAME HOLDER AGE,
+// configmaps NAME DATA AGE, secrets NAME TYPE DATA AGE, serviceaccounts NAME SECRETS AGE, events
+// LAST SEEN TYPE REASON OBJECT MESSAGE (+ SUBOBJECT SOURCE FIRST SEEN COUNT NAME), and NAME AGE
+// for the rest. Cell logic follows kube-apiserver's printers (pkg/printers/internalversion), which
+// it runs wide: every column's cell is sent and kubectl drops priority-1 ones without -o wide.
 #pragma once
 
 #include <vector>

@@ -101,6 +101,80 @@ TEST_CASE("table: a Table document has rows with partial object metadata", "[uni
   CHECK_FALSE(bare["rows"][0].contains("object"));
 }
 
+TEST_CASE("table: configmaps, secrets and serviceaccounts have kube-apiserver's columns",
+          "[unit][apiserver]") {
+  auto names = [](const ResourceInfo& res) {
+    std::vector<std::string> out;
+    for (const auto& c : tableColumnDefinitions(res)) out.push_back(c["name"]);
+    return out;
+  };
+  const ResourceInfo& cms = *findResource("configmaps");
+  const ResourceInfo& secrets = *findResource("secrets");
+  const ResourceInfo& sas = *findResource("serviceaccounts");
+  CHECK(names(cms) == std::vector<std::string>{"Name", "Data", "Age"});
+  CHECK(names(secrets) == std::vector<std::string>{"Name", "Type", "Data", "Age"});
+  CHECK(names(sas) == std::vector<std::string>{"Name", "Secrets", "Age"});
+
+  json cm = json::parse(R"({"metadata":{"name":"cfg","creationTimestamp":"2024-05-01T12:00:00Z"},
+    "data":{"a":"1","b":"2"},"binaryData":{"c":"AAE="}})");
+  CHECK(tableCells(cms, cm, kNow) == json({"cfg", 3, "3h2m"}));
+  cm.erase("binaryData");
+  cm.erase("data");
+  CHECK(tableCells(cms, cm, kNow)[1] == 0);
+
+  json secret = json::parse(R"({"metadata":{"name":"s","creationTimestamp":"2024-05-01T12:00:00Z"},
+    "type":"kubernetes.io/tls","data":{"tls.crt":"YQ==","tls.key":"YQ=="}})");
+  CHECK(tableCells(secrets, secret, kNow) == json({"s", "kubernetes.io/tls", 2, "3h2m"}));
+
+  json sa =
+      json::parse(R"({"metadata":{"name":"default","creationTimestamp":"2024-05-01T12:00:00Z"},
+    "secrets":[{"name":"tok"}]})");
+  CHECK(tableCells(sas, sa, kNow) == json({"default", 1, "3h2m"}));
+  sa.erase("secrets");
+  CHECK(tableCells(sas, sa, kNow)[1] == 0);
+}
+
+TEST_CASE("table: events show LAST SEEN, TYPE, REASON, OBJECT and MESSAGE (and the wide columns)",
+          "[unit][apiserver]") {
+  const ResourceInfo& events = *findResource("events");
+  json defs = tableColumnDefinitions(events);
+  std::vector<std::string> shown;
+  std::vector<std::string> wide;
+  for (const auto& c : defs) (c["priority"] == 0 ? shown : wide).push_back(c["name"]);
+  CHECK(shown == std::vector<std::string>{"Last Seen", "Type", "Reason", "Object", "Message"});
+  CHECK(wide == std::vector<std::string>{"Subobject", "Source", "First Seen", "Count", "Name"});
+
+  json event = json::parse(R"({"metadata":{"name":"web.17a","namespace":"default",
+      "creationTimestamp":"2024-05-01T12:00:00Z"},
+    "involvedObject":{"kind":"Pod","name":"web","fieldPath":"spec.containers{web}"},
+    "reason":"Pulled","message":"  Container image pulled\n","type":"Normal",
+    "source":{"component":"kubelet","host":"node1"},
+    "firstTimestamp":"2024-05-01T14:00:00Z","lastTimestamp":"2024-05-01T15:00:00Z","count":3})");
+  json cells = tableCells(events, event, kNow);
+  REQUIRE(cells.size() == defs.size());
+  CHECK(cells == json({"2m5s", "Normal", "Pulled", "pod/web", "spec.containers{web}",
+                       "kubelet, node1", "Container image pulled", "62m", 3, "web.17a"}));
+
+  // An events.k8s.io-style event: eventTime, series, reportingController, no name.
+  json modern = json::parse(R"({"metadata":{"name":"n.1"},
+    "involvedObject":{"kind":"Node"},"reason":"Starting","type":"Warning",
+    "reportingComponent":"nodeagent","reportingInstance":"node1",
+    "eventTime":"2024-05-01T15:00:00.000000Z",
+    "series":{"count":7,"lastObservedTime":"2024-05-01T15:01:05.000000Z"}})");
+  cells = tableCells(events, modern, kNow);
+  CHECK(cells[0] == "60s");
+  CHECK(cells[1] == "Warning");
+  CHECK(cells[3] == "node");
+  CHECK(cells[5] == "nodeagent, node1");
+  CHECK(cells[7] == "2m5s");
+  CHECK(cells[8] == 7);
+  modern.erase("series");
+  modern.erase("eventTime");
+  cells = tableCells(events, modern, kNow);
+  CHECK(cells[0] == "<unknown>");
+  CHECK(cells[8] == 1);
+}
+
 TEST_CASE("human duration: kubectl's AGE format", "[unit][apiserver]") {
   CHECK(humanDuration(seconds(5)) == "5s");
   CHECK(humanDuration(seconds(119)) == "119s");
