@@ -96,6 +96,30 @@ json podJson(const std::string& name, const std::string& node) {
   return p;
 }
 
+// The whitespace-separated words of each line of kubectl's table output.
+std::vector<std::vector<std::string>> tableRows(const std::string& out) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> row;
+    for (std::string w; words >> w;) row.push_back(w);
+    if (!row.empty()) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The row whose first word is `first`, or an empty row.
+std::vector<std::string> rowOf(const std::string& out, const std::string& first) {
+  for (auto& row : tableRows(out)) {
+    if (row[0] == first) return row;
+  }
+  return {};
+}
+
+using Words = std::vector<std::string>;
+
 }  // namespace
 
 TEST_CASE("kubectl: get, create, round trip, nodes, raw and api-resources",
@@ -447,4 +471,190 @@ TEST_CASE("test-apiserver: listens with a backlog for a burst of watchers connec
   fields >> state >> recv_q >> send_q;
   CHECK(state == "LISTEN");
   CHECK(std::stoi(send_q) >= 128);
+}
+
+TEST_CASE("kubectl: create configmap and secret generic, get them as kube-apiserver shows them",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-config");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+
+  // kubectl's create subcommands send protobuf.
+  auto cm = kubectl.run({"create", "configmap", "x", "--from-literal=a=b"});
+  INFO(cm.err);
+  REQUIRE(cm.exit_code == 0);
+  CHECK(cm.out.find("configmap/x created") != std::string::npos);
+  auto yaml = kubectl.run({"get", "cm", "x", "-o", "yaml"});
+  REQUIRE(yaml.exit_code == 0);
+  CHECK(yaml.out.find("kind: ConfigMap") != std::string::npos);
+  CHECK(yaml.out.find("data:\n  a: b\n") != std::string::npos);
+  auto cms = kubectl.run({"get", "configmaps"});
+  REQUIRE(cms.exit_code == 0);
+  CHECK(tableRows(cms.out).at(0) == Words{"NAME", "DATA", "AGE"});
+  CHECK(rowOf(cms.out, "x").at(1) == "1");
+
+  auto sec = kubectl.run({"create", "secret", "generic", "s", "--from-literal=k=v"});
+  INFO(sec.err);
+  REQUIRE(sec.exit_code == 0);
+  CHECK(sec.out.find("secret/s created") != std::string::npos);
+  auto data = kubectl.run({"get", "secret", "s", "-o", "jsonpath={.data.k}"});
+  REQUIRE(data.exit_code == 0);
+  CHECK(data.out == "dg==");
+  json stored = json::parse(kubectl.run({"get", "secret", "s", "-o", "json"}).out);
+  CHECK(stored["type"] == "Opaque");
+  CHECK_FALSE(stored.contains("stringData"));
+  auto tls = kubectl.run({"create", "secret", "generic", "t", "--type=kubernetes.io/tls",
+                          "--from-literal=tls.crt=c", "--from-literal=tls.key=k"});
+  INFO(tls.err);
+  REQUIRE(tls.exit_code == 0);
+  auto secrets = kubectl.run({"get", "secrets"});
+  REQUIRE(secrets.exit_code == 0);
+  CHECK(tableRows(secrets.out).at(0) == Words{"NAME", "TYPE", "DATA", "AGE"});
+  CHECK((rowOf(secrets.out, "s") == Words{"s", "Opaque", "1", rowOf(secrets.out, "s").back()}));
+  CHECK(rowOf(secrets.out, "t").at(1) == "kubernetes.io/tls");
+  CHECK(rowOf(secrets.out, "t").at(2) == "2");
+  auto by_type =
+      kubectl.run({"get", "secrets", "--field-selector=type=kubernetes.io/tls", "-o", "name"});
+  CHECK(by_type.out == "secret/t\n");
+
+  // A type-specific check, a type change and immutability, as kube-apiserver words them.
+  auto no_key = kubectl.run({"create", "secret", "generic", "half", "--type=kubernetes.io/tls",
+                             "--from-literal=tls.crt=c"});
+  CHECK(no_key.exit_code != 0);
+  CHECK(no_key.err.find("Secret \"half\" is invalid: data[tls.key]: Required value") !=
+        std::string::npos);
+  auto retype =
+      kubectl.run({"patch", "secret", "s", "--type=merge", "-p", R"({"type":"example.com/x"})"});
+  CHECK(retype.exit_code != 0);
+  CHECK(retype.err.find("type: Invalid value: \"example.com/x\": field is immutable") !=
+        std::string::npos);
+  REQUIRE(kubectl.run({"patch", "secret", "s", "-p", R"({"immutable":true})"}).exit_code == 0);
+  auto frozen = kubectl.run({"patch", "secret", "s", "-p", R"({"stringData":{"k":"w"}})"});
+  CHECK(frozen.exit_code != 0);
+  CHECK(frozen.err.find("data: Forbidden: field is immutable when `immutable` is set") !=
+        std::string::npos);
+  CHECK(kubectl.run({"get", "secret", "s", "-o", "jsonpath={.data.k}"}).out == "dg==");
+
+  writeFile(dir / "bad.json", json({{"apiVersion", "v1"},
+                                    {"kind", "Secret"},
+                                    {"metadata", {{"name", "bad"}}},
+                                    {"data", {{"k", "not base64!"}}}})
+                                  .dump());
+  auto bad = kubectl.run({"create", "-f", (dir / "bad.json").string(), "--validate=false"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("data[k]: Invalid value") != std::string::npos);
+
+  // Label selectors and delete, as for pods.
+  REQUIRE(kubectl.run({"label", "cm", "x", "app=web"}).exit_code == 0);
+  CHECK(kubectl.run({"get", "cm", "-l", "app=web", "-o", "name"}).out == "configmap/x\n");
+  CHECK(kubectl.run({"get", "cm", "-l", "app!=web", "-o", "name"}).out.empty());
+  auto del = kubectl.run({"delete", "cm", "x"});
+  CHECK(del.exit_code == 0);
+  CHECK(del.out.find("configmap \"x\" deleted") != std::string::npos);
+
+  auto resources = kubectl.run({"api-resources", "--api-group="});
+  INFO(resources.err);
+  REQUIRE(resources.exit_code == 0);
+  CHECK(
+      (rowOf(resources.out, "configmaps") == Words{"configmaps", "cm", "v1", "true", "ConfigMap"}));
+  CHECK((rowOf(resources.out, "secrets") == Words{"secrets", "v1", "true", "Secret"}));
+  CHECK((rowOf(resources.out, "serviceaccounts") ==
+         Words{"serviceaccounts", "sa", "v1", "true", "ServiceAccount"}));
+}
+
+TEST_CASE("kubectl: every namespace has a default serviceaccount, recreated when deleted",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-sa");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  auto sas = kubectl.run({"get", "sa"});
+  INFO(sas.err);
+  REQUIRE(sas.exit_code == 0);
+  CHECK(tableRows(sas.out).at(0) == Words{"NAME", "SECRETS", "AGE"});
+  CHECK(rowOf(sas.out, "default").at(1) == "0");
+  auto all = kubectl.run({"get", "sa", "-A", "-o", "jsonpath={.items[*].metadata.namespace}"});
+  CHECK(all.out == "default kube-node-lease kube-public kube-system");
+
+  REQUIRE(kubectl.run({"create", "namespace", "team-a"}).exit_code == 0);
+  REQUIRE(eventually([&] {
+    return kubectl.run({"get", "sa", "default", "-n", "team-a"}).exit_code == 0;
+  }));
+  const std::string uid =
+      kubectl.run({"get", "sa", "default", "-o", "jsonpath={.metadata.uid}"}).out;
+  REQUIRE_FALSE(uid.empty());
+  REQUIRE(kubectl.run({"delete", "sa", "default"}).exit_code == 0);
+  const std::string again =
+      kubectl.run({"get", "sa", "default", "-o", "jsonpath={.metadata.uid}"}).out;
+  CHECK_FALSE(again.empty());
+  CHECK(again != uid);
+
+  auto created = kubectl.run({"create", "serviceaccount", "builder"});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  REQUIRE(kubectl
+              .run({"patch", "sa", "builder", "-p",
+                    R"({"secrets":[{"name":"tok"}],"automountServiceAccountToken":false})"})
+              .exit_code == 0);
+  json builder = json::parse(kubectl.run({"get", "sa", "builder", "-o", "json"}).out);
+  CHECK(builder["secrets"] == json::array({{{"name", "tok"}}}));
+  CHECK(builder["automountServiceAccountToken"] == false);
+  CHECK(rowOf(kubectl.run({"get", "sa"}).out, "builder").at(1) == "1");
+}
+
+TEST_CASE("kubectl: get events shows LAST SEEN, TYPE, REASON, OBJECT and MESSAGE",
+          "[integration][apiserver]") {
+  TempDir dir("apiserver-events");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  httplib::Client client("127.0.0.1", server.port());
+  json event = {{"apiVersion", "v1"},
+                {"kind", "Event"},
+                {"metadata", {{"name", "web.1"}}},
+                {"involvedObject", {{"kind", "Pod"}, {"name", "web"}, {"namespace", "default"}}},
+                {"reason", "Started"},
+                {"message", "Started container web"},
+                {"type", "Normal"},
+                {"source", {{"component", "kubelet"}, {"host", "node1"}}},
+                {"count", 2}};
+  auto res = client.Post("/api/v1/namespaces/default/events", event.dump(), "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 201);
+  auto events = kubectl.run({"get", "events"});
+  INFO(events.err);
+  REQUIRE(events.exit_code == 0);
+  INFO(events.out);
+  CHECK(tableRows(events.out).at(0) ==
+        Words{"LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"});
+  // No timestamps: LAST SEEN is <unknown>, as kubectl shows such an event.
+  CHECK((tableRows(events.out).at(1) ==
+         Words{"<unknown>", "Normal", "Started", "pod/web", "Started", "container", "web"}));
+  auto wide = kubectl.run({"get", "events", "-o", "wide"});
+  REQUIRE(wide.exit_code == 0);
+  CHECK(wide.out.find("SUBOBJECT") != std::string::npos);
+  CHECK(wide.out.find("kubelet, node1") != std::string::npos);
+}
+
+TEST_CASE("kubectl: get configmaps -w sees an update", "[integration][apiserver]") {
+  TempDir dir("apiserver-cm-watch");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  REQUIRE(kubectl.run({"create", "configmap", "w", "--from-literal=a=1"}).exit_code == 0);
+  ChildProcess watch(kubectl.argv({"get", "cm", "-w", "--output-watch-events"}), dir / "w.out",
+                     dir / "w.err");
+  REQUIRE(eventually([&] { return watchesOpen(server, 1); }));
+  REQUIRE(eventually([&] { return watch.out().find("ADDED") != std::string::npos; }));
+  auto patched = kubectl.run({"patch", "cm", "w", "-p", R"({"data":{"b":"2"}})"});
+  INFO(patched.err);
+  REQUIRE(patched.exit_code == 0);
+  REQUIRE(eventually([&] { return watch.out().find("MODIFIED") != std::string::npos; }));
+  const std::string out = watch.out();
+  INFO(out);
+  CHECK(tableRows(out).at(0) == Words{"EVENT", "NAME", "DATA", "AGE"});
+  CHECK(rowOf(out, "MODIFIED").at(1) == "w");
+  CHECK(rowOf(out, "MODIFIED").at(2) == "2");
+  CHECK(watch.running());
 }
