@@ -46,6 +46,8 @@ base::Status undecodable(const ResourceInfo& res, const std::string& field, cons
                                     " of type " + go_type);
 }
 
+// The checks ValidateConfigMap and ValidateSecret share, run on one object (the one the Checker
+// was made for, or its decoded copy), with errors naming its kind and name.
 class Checker {
  public:
   Checker(const ResourceInfo& res, const json& object)
