@@ -34,13 +34,7 @@ void RuntimeState::start() {
   asio::post(strand_, [self = shared_from_this()] {
     if (self->stopped_) return;
     self->timer_ = self->clock_.makeTimer(self->strand_);
-    asio::co_spawn(
-        self->strand_,
-        [](std::shared_ptr<RuntimeState> s) -> asio::awaitable<void> {
-          co_await s->update();
-          s->schedule();
-        }(self),
-        asio::detached);
+    self->check();
   });
 }
 
@@ -51,17 +45,16 @@ void RuntimeState::stop() {
   });
 }
 
-void RuntimeState::schedule() {
-  if (stopped_ || !timer_) return;
-  timer_->asyncWaitFor(options_.period, [self = shared_from_this()] {
-    asio::co_spawn(
-        self->strand_,
-        [](std::shared_ptr<RuntimeState> s) -> asio::awaitable<void> {
-          co_await s->update();
-          s->schedule();
-        }(self),
-        asio::detached);
-  });
+void RuntimeState::check() {
+  asio::co_spawn(
+      strand_,
+      [](std::shared_ptr<RuntimeState> s) -> asio::awaitable<void> {
+        co_await s->update();
+        if (!s->stopped_ && s->timer_) {
+          s->timer_->asyncWaitFor(s->options_.period, [s] { s->check(); });
+        }
+      }(shared_from_this()),
+      asio::detached);
 }
 
 asio::awaitable<void> RuntimeState::update() {

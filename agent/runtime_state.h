@@ -57,7 +57,8 @@ class RuntimeState : public std::enable_shared_from_this<RuntimeState> {
   asio::awaitable<void> update();
 
  private:
-  void schedule();
+  // One check now, then the next one a period after it ends. On the strand.
+  void check();
   // Records one answer; true when the errors changed.
   bool record(const base::StatusOr<runtime::RuntimeStatus>& status);
 

@@ -15,6 +15,7 @@
 #include "agent/images/image_manager.h"
 #include "agent/runtime/cri/cri_runtime.h"
 #include "test/support/containerd.h"
+#include "test/support/cri_runtime_fixture.h"
 #include "test/support/pod_builder.h"
 #include "test/support/run_awaitable.h"
 
@@ -26,35 +27,15 @@ namespace {
 // A registry on the loopback address where nothing listens: its pulls are refused at once.
 constexpr const char* kUnreachableImage = "127.0.0.1:1/nodeagent/missing:1";
 
-// runAwaitable needs a default-constructible result; StatusOr is not.
-template <typename T>
-asio::awaitable<std::optional<T>> asOptional(asio::awaitable<T> aw) {
-  T result = co_await std::move(aw);
-  co_return std::optional<T>(std::move(result));
-}
-
 struct Event {
   std::string type, reason, message;
 };
 
-struct Fixture {
-  testing::TestContainerd containerd;
-  asio::io_context ioc;
-  asio::thread_pool pool{2};
-  std::shared_ptr<cri::CriClient> client;
-  std::unique_ptr<CriRuntime> runtime;
+struct Fixture : testing::CriRuntimeFixture {
   std::vector<Event> events;
   std::unique_ptr<agent::images::ImageManager> images;
 
   Fixture() {
-    containerd.importTestImages();
-    auto made = cri::CriClient::create({containerd.endpoint(), std::chrono::seconds(60)});
-    REQUIRE(made.ok());
-    client = *std::move(made);
-    CriRuntimeOptions options;
-    options.pod_log_dir = containerd.dir() / "pods";
-    options.blocking_executor = pool.get_executor();
-    runtime = std::make_unique<CriRuntime>(client, base::realClock(), options);
     images = std::make_unique<agent::images::ImageManager>(
         base::realClock(), *runtime,
         [this](const api::Pod&, const std::string& type, const std::string& reason,
@@ -62,14 +43,7 @@ struct Fixture {
           events.push_back({type, reason, message});
         });
   }
-  ~Fixture() { pool.join(); }
 
-  template <typename T>
-  T run(asio::awaitable<T> aw) {
-    auto result = testing::runAwaitable(ioc, asOptional(std::move(aw)));
-    REQUIRE(result.has_value());
-    return *std::move(result);
-  }
   std::optional<ImageInfo> status(const std::string& image) {
     auto s = run(runtime->imageStatus(image));
     INFO(s.status().message());

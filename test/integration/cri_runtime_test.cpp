@@ -16,6 +16,7 @@
 #include "agent/pod_lifecycle_sandbox.h"
 #include "agent/runtime/cri/cri_runtime.h"
 #include "test/support/containerd.h"
+#include "test/support/cri_runtime_fixture.h"
 #include "test/support/pod_builder.h"
 #include "test/support/run_awaitable.h"
 #include "test/support/test_util.h"
@@ -28,49 +29,7 @@ namespace {
 
 constexpr auto kWait = std::chrono::seconds(20);
 
-// runAwaitable needs a default-constructible result; StatusOr is not.
-template <typename T>
-asio::awaitable<std::optional<T>> asOptional(asio::awaitable<T> aw) {
-  T result = co_await std::move(aw);
-  co_return std::optional<T>(std::move(result));
-}
-
-struct Fixture {
-  testing::TestContainerd containerd;
-  asio::io_context ioc;
-  asio::thread_pool pool{2};
-  std::shared_ptr<cri::CriClient> client;
-  std::unique_ptr<CriRuntime> runtime;
-
-  Fixture() {
-    containerd.importTestImages();
-    auto made = cri::CriClient::create({containerd.endpoint(), std::chrono::seconds(60)});
-    REQUIRE(made.ok());
-    client = *std::move(made);
-    CriRuntimeOptions options;
-    options.pod_log_dir = containerd.dir() / "pods";
-    options.blocking_executor = pool.get_executor();
-    runtime = std::make_unique<CriRuntime>(client, base::realClock(), options);
-  }
-  ~Fixture() {
-    // A failed test leaves its sandbox: remove it (and its containers) before containerd stops.
-    auto sandboxes = client->listPodSandbox();
-    if (sandboxes.ok()) {
-      for (const auto& s : *sandboxes) {
-        client->stopPodSandbox(s.id).ignoreError();
-        client->removePodSandbox(s.id).ignoreError();
-      }
-    }
-    pool.join();
-  }
-
-  template <typename T>
-  T run(asio::awaitable<T> aw) {
-    auto result = testing::runAwaitable(ioc, asOptional(std::move(aw)));
-    REQUIRE(result.has_value());
-    return *std::move(result);
-  }
-};
+using Fixture = testing::CriRuntimeFixture;
 
 api::PodPtr busyboxPod() {
   return testing::PodBuilder()
