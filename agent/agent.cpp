@@ -55,7 +55,7 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       blocking_(options_.blocking_executor ? options_.blocking_executor : executor),
       crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max),
       pod_dirs_(options_.root_dir),
-      volumes_(pod_dirs_, options_.allow_root_api_pods),
+      volumes_(pod_dirs_, options_.allow_root_api_pods, options_.api_objects),
       pod_cgroups_(options_.container_manager, options_.memory_capacity,
                    options_.root_dir / "pod-cgroups"),
       probe_handler_(options_.probe_handler ? options_.probe_handler

@@ -80,6 +80,9 @@ struct AgentOptions {
   std::shared_ptr<cm::ContainerManager> container_manager;
   // The node's memory capacity in bytes (the containers' OOM score adjustment).
   int64_t memory_capacity = 0;
+  // Where pods' configMap and secret volumes and env read the objects from; null without an
+  // apiserver.
+  std::shared_ptr<ApiObjectSource> api_objects;
   // Where file work runs (pod directories, volumes, orphaned directories): the daemon's blocking
   // pool. Empty: the agent's own executor (single-threaded tests that drain their io_context).
   asio::any_io_executor blocking_executor;

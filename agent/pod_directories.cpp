@@ -2,6 +2,7 @@
 
 #include <system_error>
 
+#include "agent/volume/tmpfs.h"
 #include "base/log.h"
 #include "base/path_component.h"
 
@@ -56,6 +57,7 @@ bool PodDirectories::removeOrphans(const std::set<std::string>& known,
     removed = true;
     forget(uid);
     std::error_code rm_ec;
+    unmountPodVolumes(entry.path());  // memory-backed secret volumes
     std::filesystem::remove_all(entry.path(), rm_ec);
     if (rm_ec) {
       log()->warn("Cannot remove orphaned pod directory path={} err={}", entry.path().string(),

@@ -88,7 +88,13 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   auto& volumes = prepared.volumes;
   if (!volumes.ok()) {
     ++deps_.metrics.sync_pod_errors;
-    if (prepared.dirs.ok()) setStatusReason(*pod, "UnsupportedVolume", volumes.status().message());
+    if (volumes.status().code() == base::StatusCode::kUnavailable) {
+      // A volume that cannot be set up yet (a ConfigMap not created yet): the containers wait in
+      // ContainerCreating and the next sync tries again, as kubelet's volume manager does.
+      recordEvent(*pod, "Warning", "FailedMount", volumes.status().message(), "");
+    } else if (prepared.dirs.ok()) {
+      setStatusReason(*pod, "UnsupportedVolume", volumes.status().message());
+    }
     co_return volumes.status();
   }
   auto synced = syncRuntimePod(pod, *std::move(status), *std::move(volumes), cancel);

@@ -28,6 +28,7 @@
 #include "agent/runtime/runtime.h"
 #include "agent/status/container_statuses.h"
 #include "agent/status/status_manager.h"
+#include "agent/volume/env_sources.h"
 #include "agent/volumes.h"
 #include "base/asio.h"
 #include "base/clock.h"
@@ -188,6 +189,10 @@ class PodLifecycle final : public podworkers::PodSyncer {
   // True when the image is there; false (no error, as a crash backoff) while its pull backs off;
   // the pull's or the policy's error otherwise.
   asio::awaitable<base::StatusOr<bool>> ensureImage(api::PodPtr pod, api::Container container);
+  // The container with its variables from ConfigMaps and Secrets resolved (env_sources.h); the
+  // container as it is, at once, when it has none. InvalidArgument on failure.
+  asio::awaitable<base::StatusOr<ContainerEnvSources>> envSources(api::PodPtr pod,
+                                                                  api::Container container);
   base::StatusOr<runtime::StartContainerOptions> startOptions(const StartRequest& request,
                                                               const api::Container& container);
   void reportStarted(const api::Pod& pod, const api::Container& container,

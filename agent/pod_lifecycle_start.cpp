@@ -4,6 +4,7 @@
 // On the pod's strand.
 #include "agent/pod_lifecycle.h"
 #include "api/pod_update.h"
+#include "base/blocking.h"
 #include "base/log.h"
 #include "base/printable.h"
 
@@ -90,6 +91,22 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::ensureImage(api::PodPtr pod,
   co_return base::unknownError(result.reason + ": " + result.message);
 }
 
+asio::awaitable<base::StatusOr<ContainerEnvSources>> PodLifecycle::envSources(
+    api::PodPtr pod, api::Container container) {
+  if (!needsEnvSources(*pod, container)) co_return ContainerEnvSources{std::move(container), {}, {}};
+  auto resolve = [objects = deps_.volumes.objects(), pod, container] {
+    return resolveEnvSources(*pod, container, objects);
+  };
+  auto sources = co_await base::runBlocking(deps_.blocking, std::move(resolve));
+  if (sources.ok()) {
+    for (const auto& message : sources->skipped_keys) {
+      recordEvent(*pod, "Warning", "InvalidEnvironmentVariableNames", message,
+                  containerFieldPath(container));
+    }
+  }
+  co_return sources;
+}
+
 base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
     const StartRequest& request, const api::Container& container) {
   const api::Pod& pod = *request.pod;
@@ -100,7 +117,7 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
   options.sandbox_id = request.sandbox_id;
   options.image = container.image;
   options.volumes = request.volumes;
-  auto mounts = VolumePreparer::mountsFor(container, request.volumes);
+  auto mounts = VolumePreparer::mountsFor(pod, container, request.volumes);
   if (!mounts.ok()) return mounts.status();
   options.mounts = std::move(*mounts);
   options.pod_ip = request.pod_ip;
@@ -125,13 +142,20 @@ asio::awaitable<base::Status> PodLifecycle::startContainerWithBackoff(
     if (!image.ok()) co_return image.status();
     if (!*image) co_return base::okStatus();  // the pull backs off
   }
+  auto resolve = envSources(pod, container);
+  auto sources = co_await std::move(resolve);
   // (No co_await inside a conditional expression: GCC 12 destroys its temporaries twice.)
   auto options = startOptions(request, container);
   base::StatusOr<runtime::ContainerId> started = runtime::ContainerId{};
-  if (options.ok()) {
-    started = co_await deps_.runtime.startContainer(pod, container, attempt, std::move(*options));
-  } else {
+  if (!sources.ok()) {
+    started = sources.status();
+  } else if (!options.ok()) {
     started = options.status();
+  } else {
+    // envFrom's variables come before the container's env, which may override them.
+    options->extra_env = std::move(sources->env_from);
+    started = co_await deps_.runtime.startContainer(pod, std::move(sources->container), attempt,
+                                                    std::move(*options));
   }
   if (!started.ok()) {
     setStartFailure(

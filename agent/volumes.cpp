@@ -6,13 +6,21 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 
+#include <nlohmann/json.hpp>
+
+#include "agent/volume/tmpfs.h"
+#include "agent/volume/volume_sources.h"
 #include "api/pod_update.h"
+#include "base/log.h"
 #include "base/path_component.h"
 
 namespace nodeagent::agent {
 namespace {
+
+NODEAGENT_LOGGER("agent")
 
 // kubelet's emptyDir permissions (0777: containers of any user share it) and, with an fsGroup,
 // its SetVolumeOwnership: group fsGroup, group read-write, and setgid so that files made in it
@@ -33,6 +41,27 @@ base::Status setEmptyDirOwnership(const std::filesystem::path& path,
     return base::internalError("cannot chmod " + path.string() + ": " + std::strerror(errno));
   }
   return base::okStatus();
+}
+
+// The plugin directory of a volume the agent writes, as kubelet names it.
+std::string_view pluginDirectory(std::string_view source_type) {
+  if (source_type == "configMap") return "kubernetes.io~configmap";
+  if (source_type == "secret") return "kubernetes.io~secret";
+  if (source_type == "downwardAPI") return "kubernetes.io~downward-api";
+  return "kubernetes.io~projected";
+}
+
+// The source object of volume `name` in the pod's spec JSON; null when it is not there.
+const nlohmann::json* volumeSource(const nlohmann::json& spec, const api::Volume& v) {
+  auto volumes = spec.find("volumes");
+  if (volumes == spec.end() || !volumes->is_array()) return nullptr;
+  for (const auto& volume : *volumes) {
+    auto name = volume.find("name");
+    if (name == volume.end() || *name != v.name) continue;
+    auto source = volume.find(v.source_type);
+    return source == volume.end() ? nullptr : &*source;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -92,18 +121,60 @@ base::StatusOr<std::filesystem::path> VolumePreparer::hostPath(const api::Pod& p
   return path;
 }
 
+base::StatusOr<std::filesystem::path> VolumePreparer::apiData(const api::Pod& pod,
+                                                              const api::Volume& v,
+                                                              const nlohmann::json& spec) const {
+  const nlohmann::json* source = volumeSource(spec, v);
+  if (source == nullptr) return base::internalError("the pod's JSON has no such volume");
+  ASSIGN_OR_RETURN(VolumePayload payload,
+                   apiDataVolumePayload(pod, v.source_type, *source, objects_.get()));
+  auto pod_dir = dirs_.path(pod.metadata.uid);
+  if (!pod_dir.ok()) return pod_dir.status();
+  ASSIGN_OR_RETURN(
+      auto dir, base::childPath(*pod_dir / "volumes" / std::string(pluginDirectory(v.source_type)),
+                                "volume name", v.name));
+  if (v.source_type == "secret" || v.source_type == "projected") {
+    // kubelet's memory medium for them: secrets and tokens stay off the disk where it may.
+    auto tmpfs = ensureTmpfs(dir);
+    if (!tmpfs.ok()) return tmpfs.status();
+    static std::once_flag logged;
+    if (!*tmpfs) {
+      std::call_once(logged, [&] {
+        log()->warn(
+            "Cannot mount a tmpfs for secret and projected volumes (not permitted): their "
+            "files are written to the disk path={}",
+            dir.string());
+      });
+    }
+  }
+  const auto& psc = pod.spec.security_context;
+  std::optional<gid_t> fs_group;
+  if (psc && psc->fs_group) fs_group = static_cast<gid_t>(*psc->fs_group);
+  RETURN_IF_ERROR(writeAtomically(dir, payload, fs_group).status());
+  return dir;
+}
+
 base::StatusOr<std::vector<runtime::PodVolume>> VolumePreparer::prepare(const api::Pod& pod) const {
   std::vector<runtime::PodVolume> out;
+  std::optional<nlohmann::json> spec;  // parsed once, for the volumes the agent writes
   for (const auto& v : pod.spec.volumes) {
     base::StatusOr<std::filesystem::path> path = std::filesystem::path();
     if (v.source_type == "emptyDir") {
       path = emptyDir(pod, v);
     } else if (v.source_type == "hostPath") {
       path = hostPath(pod, v);
+    } else if (isApiDataVolume(v.source_type)) {
+      if (!spec) spec = nlohmann::json::parse(*pod.raw).value("spec", nlohmann::json::object());
+      path = apiData(pod, v, *spec);
+      if (!path.ok()) {
+        // Unavailable (the next sync tries again), in kubelet's FailedMount event wording.
+        return base::unavailableError("MountVolume.SetUp failed for volume \"" + v.name +
+                                      "\" : " + path.status().message());
+      }
     } else {
       return base::unimplementedError("volume " + v.name + ": type \"" + v.source_type +
-                                      "\" is not supported by the process runtime (only emptyDir "
-                                      "and hostPath)");
+                                      "\" is not supported by nodeagent (only emptyDir, hostPath, "
+                                      "configMap, secret, downwardAPI and projected)");
     }
     if (!path.ok()) return path.status();
     out.push_back({v.name, std::move(*path)});
@@ -112,7 +183,8 @@ base::StatusOr<std::vector<runtime::PodVolume>> VolumePreparer::prepare(const ap
 }
 
 base::StatusOr<std::vector<runtime::Mount>> VolumePreparer::mountsFor(
-    const api::Container& container, const std::vector<runtime::PodVolume>& volumes) {
+    const api::Pod& pod, const api::Container& container,
+    const std::vector<runtime::PodVolume>& volumes) {
   std::vector<runtime::Mount> out;
   for (const auto& m : container.volume_mounts) {
     const runtime::PodVolume* volume = nullptr;
@@ -136,7 +208,11 @@ base::StatusOr<std::vector<runtime::Mount>> VolumePreparer::mountsFor(
       }
       host /= sub;
     }
-    out.push_back({m.name, std::move(host), m.mount_path, m.read_only});
+    bool read_only = m.read_only;
+    for (const auto& v : pod.spec.volumes) {
+      if (v.name == m.name && isApiDataVolume(v.source_type)) read_only = true;
+    }
+    out.push_back({m.name, std::move(host), m.mount_path, read_only});
   }
   return out;
 }

@@ -28,9 +28,14 @@ std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
   containers(pod.spec.containers, "containers");
   for (size_t i = 0; i < pod.spec.volumes.size(); ++i) {
     const auto& v = pod.spec.volumes[i];
-    if (v.source_type == "emptyDir" || v.source_type == "hostPath") continue;
+    if (v.source_type == "emptyDir" || v.source_type == "hostPath" ||
+        v.source_type == "configMap" || v.source_type == "secret" ||
+        v.source_type == "downwardAPI" || v.source_type == "projected") {
+      continue;
+    }
     out.push_back("spec.volumes[" + std::to_string(i) + "]: Unsupported value: \"" + v.source_type +
-                  "\": the process runtime supports emptyDir and hostPath volumes");
+                  "\": nodeagent supports emptyDir, hostPath, configMap, secret, downwardAPI and "
+                  "projected volumes");
   }
   return out;
 }

@@ -193,9 +193,11 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerE
       }
       setEnv(env, var.name, *value);
     } else if (!var.value_from_kind.empty() && var.value_from_kind != "fieldRef") {
-      return base::invalidArgumentError("container \"" + container.name + "\": env " + var.name +
-                                        ": valueFrom." + var.value_from_kind +
-                                        " is not supported by nodeagent (only value and fieldRef)");
+      return base::invalidArgumentError(
+          "container \"" + container.name + "\": env " + var.name + ": valueFrom." +
+          var.value_from_kind +
+          " is not supported by nodeagent (only value, fieldRef, configMapKeyRef "
+          "and secretKeyRef)");
     } else {
       setEnv(env, var.name, expandVars(var.value, env));
     }

@@ -48,6 +48,8 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"cgroupRoot", {"cgroup-root", Kind::kString}},
       {"cgroupsPerQOS", {"cgroups-per-qos", Kind::kBool}},
       {"cgroupDriver", {"cgroup-driver", Kind::kString}},
+      {"configMapAndSecretChangeDetectionStrategy",
+       {"config-map-and-secret-change-detection-strategy", Kind::kString}},
       {"podPidsLimit", {"pod-max-pids", Kind::kInt}},
       {"evictionPressureTransitionPeriod",
        {"eviction-pressure-transition-period", Kind::kDuration}},
@@ -61,7 +63,6 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
 const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
   static const std::set<std::string, std::less<>> keys = {
       "allowedUnsafeSysctls",
-      "configMapAndSecretChangeDetectionStrategy",
       "containerLogMaxWorkers",
       "containerLogMonitorInterval",
       "contentType",

@@ -69,8 +69,19 @@ agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor bl
                                  const std::shared_ptr<agent::EventRecorder>& events,
                                  const NodeCgroups& cgroups,
                                  std::function<agent::AdmitResult(const api::Pod&)> admit,
-                                 std::function<std::string()> network_errors) {
+                                 std::function<std::string()> network_errors, api::RestClient* rest,
+                                 base::Clock& clock) {
   agent::AgentOptions ao;
+  if (rest != nullptr) {
+    // kubelet's Cache strategy keeps an object a minute (its default TTL); Get reads every time.
+    const bool get = c.flags.config_map_and_secret_change_detection_strategy == "Get";
+    ao.api_objects = std::make_shared<agent::CachingApiObjectSource>(
+        clock, [rest](const std::string& path) { return rest->getJson(path); },
+        get ? base::Duration::zero() : std::chrono::minutes(1),
+        [rest](const std::string& path, const nlohmann::json& body) {
+          return rest->createJson(path, body);
+        });
+  }
   ao.admit_handler = std::move(admit);
   ao.container_manager = cgroups.manager;
   ao.memory_capacity = c.capacity.memory_bytes;
@@ -198,7 +209,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
               [this](const api::Pod& pod) {
                 return eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
               },
-              [this] { return runtime_state_->networkErrors(); })),
+              [this] { return runtime_state_->networkErrors(); }, clients_.rest.get(), clock_)),
       summary_(makeSummary()),
       eviction_(makeEvictionManager()),
       systemd_(

@@ -103,6 +103,10 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addBool("cgroups-per-qos", &f.cgroups_per_qos,
              "make the kubepods, QoS and pod cgroups (off: containers go under --cgroup-root)");
   fs.addString("cgroup-driver", &f.cgroup_driver, "how cgroups are made: cgroupfs");
+  fs.addString("config-map-and-secret-change-detection-strategy",
+               &f.config_map_and_secret_change_detection_strategy,
+               "how pods' ConfigMaps and Secrets are re-read: Cache (after a minute), Get (every "
+               "sync) or Watch (served as Cache)");
   fs.addInt("pod-max-pids", &f.pod_max_pids, "processes a pod may have (-1: unlimited)");
   fs.addString("eviction-hard", &f.eviction_hard,
                "signal<threshold list that evicts pods at once, e.g. memory.available<100Mi");
@@ -263,6 +267,11 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   if (f.eviction_max_pod_grace_period < 0) {
     return UsageError{"--eviction-max-pod-grace-period must not be negative: " +
                       std::to_string(f.eviction_max_pod_grace_period)};
+  }
+  if (const auto& s = f.config_map_and_secret_change_detection_strategy;
+      s != "Cache" && s != "Get" && s != "Watch") {
+    return UsageError{"--config-map-and-secret-change-detection-strategy: \"" + s +
+                      "\" is not one of Cache, Get, Watch"};
   }
   if (f.cgroup_driver != "cgroupfs") {
     return UsageError{"--cgroup-driver: \"" + f.cgroup_driver +

@@ -93,6 +93,8 @@ std::string configzJson(const DaemonConfig& config) {
       {"cgroupRoot", f.cgroup_root},
       {"cgroupsPerQOS", f.cgroups_per_qos},
       {"cgroupDriver", f.cgroup_driver},
+      {"configMapAndSecretChangeDetectionStrategy",
+       f.config_map_and_secret_change_detection_strategy},
       {"containerLogMaxSize", f.container_log_max_size},
       {"containerLogMaxFiles", f.container_log_max_files},
       {"kubeAPIQPS", f.kube_api_qps},

@@ -196,7 +196,7 @@ TEST_CASE("validate reports what the process runtime will refuse to run, as the 
   const auto file = dir / "image-only.yaml";
   testing::writeFile(file,
                      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
-                     "  volumes:\n  - name: cfg\n    configMap: {name: web}\n"
+                     "  volumes:\n  - name: cfg\n    persistentVolumeClaim: {claimName: web}\n"
                      "  containers:\n  - name: web\n    image: nginx\n"
                      "    securityContext: {readOnlyRootFilesystem: true}\n"
                      "  - name: ok\n    image: x\n    command: [sleep, '1']\n");
@@ -217,8 +217,9 @@ TEST_CASE("validate reports what the process runtime will refuse to run, as the 
               f + "spec.containers[0].securityContext.readOnlyRootFilesystem: Forbidden: cannot "
                   "be honoured by the process runtime (a host process shares the node's root "
                   "filesystem)",
-              f + "spec.volumes[0]: Unsupported value: \"configMap\": the process runtime "
-                  "supports emptyDir and hostPath volumes"});
+              f + "spec.volumes[0]: Unsupported value: \"persistentVolumeClaim\": nodeagent "
+                  "supports emptyDir, hostPath, configMap, secret, downwardAPI and projected "
+                  "volumes"});
   }
   auto fake =
       runNodeagent({"validate", "--hostname-override=node1", "--runtime=fake", file.string()});

@@ -1,0 +1,200 @@
+// ConfigMaps and Secrets from the test apiserver reaching API pods on the process runtime:
+// configMap and secret volumes (updated in place), env from them, and the waiting reasons and
+// events of missing ones, driven with the real kubectl.
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test/e2e/apiserver_env.h"
+#include "test/support/skip.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace apiserver_e2e;
+
+namespace {
+
+// The log of container `container` of pod `name` (its first run), or "".
+std::string containerLog(Env& env, const std::string& name, const std::string& container) {
+  std::error_code ec;
+  for (const auto& dir : fs::directory_iterator(env.dir / "logs", ec)) {
+    if (dir.path().filename().string().rfind("default_" + name + "_", 0) != 0) continue;
+    const auto log = dir.path() / container / "0.log";
+    return fs::exists(log, ec) ? testing::readFile(log) : std::string();
+  }
+  return "";
+}
+
+bool hasEvent(Env& env, const std::string& pod, const std::string& reason,
+              const std::string& message_part) {
+  auto events = env.kubectlJson({"get", "events", "-n", "default"});
+  if (!events) return false;
+  for (const auto& e : (*events)["items"]) {
+    if (e.value("reason", "") == reason && e["involvedObject"].value("name", "") == pod &&
+        e.value("message", "").find(message_part) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string waitingReason(const json& pod, std::string* message = nullptr) {
+  for (const auto& cs : pod["status"].value("containerStatuses", json::array())) {
+    if (cs.contains("state") && cs["state"].contains("waiting")) {
+      if (message != nullptr) *message = cs["state"]["waiting"].value("message", "");
+      return cs["state"]["waiting"].value("reason", "");
+    }
+  }
+  return "";
+}
+
+void createFrom(Env& env, const std::string& file, const std::string& yaml) {
+  testing::writeFile(env.dir / file, yaml);
+  auto created = env.kubectl({"create", "--validate=false", "-f", (env.dir / file).string()});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an API pod reads a ConfigMap and a Secret through volumes and env, and a ConfigMap change "
+    "reaches the mounted file",
+    "[e2e][apiserver][volumes]") {
+  if (::geteuid() != 0) testing::skipTest("the test pod runs as root: needs root");
+  Env env;
+  REQUIRE(env.kubectl({"create", "configmap", "app", "-n", "default",
+                       "--from-literal=greeting=hello", "--from-literal=mode=fast"})
+              .exit_code == 0);
+  REQUIRE(env.kubectl({"create", "secret", "generic", "creds", "-n", "default",
+                       "--from-literal=password=s3cr3t"})
+              .exit_code == 0);
+  env.startAgent({"--allow-root-api-pods", "--sync-frequency=1s",
+                  "--config-map-and-secret-change-detection-strategy=Get"});
+  createFrom(
+      env, "pod.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: reader\n  namespace: default\n"
+      "spec:\n  nodeName: " +
+          std::string(kNode) +
+          "\n  volumes:\n  - name: cfg\n    configMap: {name: app}\n"
+          "  - name: sec\n    secret: {secretName: creds, defaultMode: 0400}\n"
+          "  containers:\n  - name: main\n    image: busybox\n"
+          "    env:\n    - name: MODE\n      valueFrom:\n        configMapKeyRef: {name: app, "
+          "key: mode}\n"
+          "    envFrom:\n    - prefix: S_\n      secretRef: {name: creds}\n"
+          "    command: [\"sh\", \"-c\", \"echo mode=$MODE pw=$S_password; "
+          "echo secret=$(cat $NODEAGENT_VOLUME_SEC/password); "
+          "while true; do echo greeting=$(cat $NODEAGENT_VOLUME_CFG/greeting); "
+          "sleep 0.2; done\"]\n");
+  std::optional<json> pod;
+  bool running = testing::eventually(
+      [&] {
+        pod = env.pod("reader");
+        return pod && (*pod)["status"].value("phase", "") == "Running";
+      },
+      30s);
+  INFO(env.diagnostics());
+  REQUIRE(running);
+  REQUIRE(testing::eventually(
+      [&] {
+        return containerLog(env, "reader", "main").find("greeting=hello") != std::string::npos;
+      },
+      20s));
+  const std::string log = containerLog(env, "reader", "main");
+  CHECK(log.find("mode=fast pw=s3cr3t") != std::string::npos);
+  CHECK(log.find("secret=s3cr3t") != std::string::npos);
+
+  // The files as kubelet lays them out, the secret with its defaultMode.
+  const fs::path volumes =
+      env.dir / "root" / "pods" / (*pod)["metadata"].value("uid", "") / "volumes";
+  const fs::path cfg = volumes / "kubernetes.io~configmap" / "cfg";
+  CHECK(fs::is_symlink(cfg / "..data"));
+  CHECK(fs::read_symlink(cfg / "greeting") == "..data/greeting");
+  struct stat st {};
+  REQUIRE(::stat((volumes / "kubernetes.io~secret" / "sec" / "password").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0400);
+  // The secret is in memory (a tmpfs of its own), the ConfigMap on the disk, as kubelet has them.
+  struct statfs secret_fs {};
+  REQUIRE(::statfs((volumes / "kubernetes.io~secret" / "sec").c_str(), &secret_fs) == 0);
+  CHECK(secret_fs.f_type == TMPFS_MAGIC);
+
+  // An edit reaches the running container's file without a restart.
+  auto patched = env.kubectl({"patch", "configmap", "app", "-n", "default", "--type=merge", "-p",
+                              R"({"data":{"greeting":"bye"}})"});
+  INFO(patched.err);
+  REQUIRE(patched.exit_code == 0);
+  CHECK(testing::eventually(
+      [&] { return containerLog(env, "reader", "main").find("greeting=bye") != std::string::npos; },
+      20s));
+  pod = env.pod("reader");
+  REQUIRE(pod);
+  CHECK((*pod)["status"]["containerStatuses"][0].value("restartCount", -1) == 0);
+}
+
+TEST_CASE(
+    "a missing ConfigMap keeps the pod ContainerCreating with FailedMount until it is created; "
+    "a missing key is CreateContainerConfigError",
+    "[e2e][apiserver][volumes]") {
+  if (::geteuid() != 0) testing::skipTest("the test pods run as root: needs root");
+  Env env;
+  env.startAgent({"--allow-root-api-pods"});
+  REQUIRE(env.kubectl({"create", "configmap", "present", "-n", "default", "--from-literal=a=b"})
+              .exit_code == 0);
+  createFrom(
+      env, "late.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: late\n  namespace: default\n"
+      "spec:\n  nodeName: " +
+          std::string(kNode) +
+          "\n  volumes:\n  - name: cfg\n    configMap: {name: later}\n"
+          "  containers:\n  - name: main\n    image: busybox\n"
+          "    command: [\"sh\", \"-c\", \"echo k=$(cat $NODEAGENT_VOLUME_CFG/k); sleep 3600\"]\n");
+  createFrom(env, "nokey.yaml",
+             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nokey\n  namespace: default\n"
+             "spec:\n  nodeName: " +
+                 std::string(kNode) +
+                 "\n  containers:\n  - name: main\n    image: busybox\n"
+                 "    env:\n    - name: X\n      valueFrom:\n        configMapKeyRef: {name: "
+                 "present, key: missing}\n"
+                 "    command: [\"sh\", \"-c\", \"sleep 3600\"]\n");
+
+  CHECK(testing::eventually(
+      [&] {
+        return hasEvent(env, "late", "FailedMount",
+                        "MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not "
+                        "found");
+      },
+      30s));
+  auto late = env.pod("late");
+  REQUIRE(late);
+  CHECK((*late)["status"].value("phase", "") == "Pending");
+
+  std::string message;
+  CHECK(testing::eventually(
+      [&] {
+        auto pod = env.pod("nokey");
+        return pod && waitingReason(*pod, &message) == "CreateContainerConfigError";
+      },
+      30s));
+  CHECK(message == "couldn't find key missing in ConfigMap default/present");
+
+  // Once the ConfigMap exists the pod starts (the failed sync is retried).
+  REQUIRE(env.kubectl({"create", "configmap", "later", "-n", "default", "--from-literal=k=v"})
+              .exit_code == 0);
+  INFO(env.diagnostics());
+  CHECK(testing::eventually(
+      [&] {
+        auto pod = env.pod("late");
+        return pod && (*pod)["status"].value("phase", "") == "Running";
+      },
+      40s));
+  CHECK(testing::eventually(
+      [&] { return containerLog(env, "late", "main").find("k=v") != std::string::npos; }, 10s));
+}
