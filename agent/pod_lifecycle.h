@@ -186,9 +186,11 @@ class PodLifecycle final : public podworkers::PodSyncer {
                  const runtime::PodStatus& status);
   // kubelet's EnsureImageExists step of startContainer, for a runtime that runs images: a failure
   // becomes the container's waiting reason, and the pod is synced again when a pull backoff ends.
-  // True when the image is there; false (no error, as a crash backoff) while its pull backs off;
-  // the pull's or the policy's error otherwise.
-  asio::awaitable<base::StatusOr<bool>> ensureImage(api::PodPtr pod, api::Container container);
+  // The image manager's result when the image is there (its image, when it was already present,
+  // goes to the runtime with the start); nullopt (no error, as a crash backoff) while its pull
+  // backs off; the pull's or the policy's error otherwise.
+  asio::awaitable<base::StatusOr<std::optional<images::EnsureImageResult>>> ensureImage(
+      api::PodPtr pod, api::Container container);
   // The container with its variables from ConfigMaps and Secrets resolved (env_sources.h); the
   // container as it is, at once, when it has none. InvalidArgument on failure.
   asio::awaitable<base::StatusOr<ContainerEnvSources>> envSources(api::PodPtr pod,

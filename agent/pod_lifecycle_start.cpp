@@ -73,18 +73,20 @@ bool PodLifecycle::inBackoff(const api::Pod& pod, const api::Container& containe
   return true;
 }
 
-asio::awaitable<base::StatusOr<bool>> PodLifecycle::ensureImage(api::PodPtr pod,
-                                                                api::Container container) {
+asio::awaitable<base::StatusOr<std::optional<images::EnsureImageResult>>> PodLifecycle::ensureImage(
+    api::PodPtr pod, api::Container container) {
   auto ensure = images_.ensureImageExists(pod, container);
   auto result = co_await std::move(ensure);
-  if (result.ok()) co_return true;
+  if (result.ok()) co_return std::optional<images::EnsureImageResult>(std::move(result));
   // No container was made: the restart count stays, the reason shows as the container's Waiting
   // state until a start succeeds.
   const auto& uid = pod->metadata.uid;
   setStartFailure(uid, container.name, {result.reason, result.message});
   recordEvent(*pod, "Warning", "Failed", "Error: " + result.reason, containerFieldPath(container));
   if (result.retry_in) deps_.schedule_sync(uid, *result.retry_in);
-  if (result.reason == images::kImagePullBackOff) co_return false;
+  if (result.reason == images::kImagePullBackOff) {
+    co_return std::optional<images::EnsureImageResult>();
+  }
   log()->warn("Container image not ready pod={} container={} image={} reason={} message={}",
               api::podRef(*pod), container.name, container.image, result.reason,
               base::goQuote(result.message));
@@ -136,16 +138,19 @@ asio::awaitable<base::Status> PodLifecycle::startContainerWithBackoff(
   if (inBackoff(*pod, container, *status)) co_return base::okStatus();
   const auto* last = status->findContainerStatusByName(container.name);
   const int attempt = last != nullptr ? last->restart_count + 1 : 0;
+  std::optional<runtime::ImageInfo> image_info;  // what the image check found, for the start
   if (deps_.runtime.runsImages()) {
     auto ensure = ensureImage(pod, container);
     auto image = co_await std::move(ensure);
     if (!image.ok()) co_return image.status();
     if (!*image) co_return base::okStatus();  // the pull backs off
+    image_info = std::move((*image)->image);
   }
   auto resolve = envSources(pod, container);
   auto sources = co_await std::move(resolve);
   // (No co_await inside a conditional expression: GCC 12 destroys its temporaries twice.)
   auto options = startOptions(request, container);
+  if (options.ok()) options->image_info = std::move(image_info);
   base::StatusOr<runtime::ContainerId> started = runtime::ContainerId{};
   if (!sources.ok()) {
     started = sources.status();

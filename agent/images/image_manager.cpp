@@ -24,7 +24,7 @@ std::string fieldPath(const api::Pod& pod, const api::Container& container) {
 
 EnsureImageResult failure(std::string_view reason, std::string message,
                           std::optional<base::Duration> retry_in = std::nullopt) {
-  return EnsureImageResult{"", std::string(reason), std::move(message), retry_in};
+  return EnsureImageResult{"", std::string(reason), std::move(message), retry_in, std::nullopt};
 }
 
 }  // namespace
@@ -94,7 +94,7 @@ asio::awaitable<EnsureImageResult> ImageManager::ensureImageExists(api::PodPtr p
     if (present) {
       event(*pod, container, "Normal", "Pulled",
             "Container image " + quoteImage(container.image) + " already present on machine");
-      co_return EnsureImageResult{(*status)->id, "", "", std::nullopt};
+      co_return EnsureImageResult{(*status)->id, "", "", std::nullopt, **status};
     }
     auto message = "Container image " + quoteImage(container.image) +
                    " is not present with pull policy of Never";
@@ -129,7 +129,7 @@ asio::awaitable<EnsureImageResult> ImageManager::pull(api::PodPtr pod, api::Cont
         "Successfully pulled image " + quoteImage(container.image) + " in " +
             base::formatDuration(clock_.now() - started));
   gc();
-  co_return EnsureImageResult{*std::move(pulled), "", "", std::nullopt};
+  co_return EnsureImageResult{*std::move(pulled), "", "", std::nullopt, std::nullopt};
 }
 
 bool ImageManager::inBackoff(const std::string& key, base::Duration* remaining) {

@@ -48,6 +48,9 @@ struct EnsureImageResult {
   // A pull failed (ErrImagePull) or is backing off (ImagePullBackOff): the time until the next
   // pull may be tried.
   std::optional<base::Duration> retry_in;
+  // The image as the runtime described it when it was already there (ImageStatus: its ID and
+  // user), for the container's start (StartContainerOptions::image_info); nullopt after a pull.
+  std::optional<runtime::ImageInfo> image;
   bool ok() const { return reason.empty(); }
 };
 

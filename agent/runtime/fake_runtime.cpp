@@ -170,6 +170,7 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
       actions_.back().id = status.id;
       actions_.back().cgroup_parent = options.cgroup_parent;
       actions_.back().resources = options.resources;
+      actions_.back().image_info = options.image_info;
     }
     if (!options.cgroup_parent.empty() || options.resources != cm::LinuxContainerResources{}) {
       started_resources_[status.id.id] = {options.cgroup_parent, options.resources};

@@ -172,12 +172,27 @@ struct Mount {
   bool read_only = false;
 };
 
+// What a runtime that runs images knows of one it holds (CRI ImageStatus).
+struct ImageInfo {
+  std::string id;  // the image's ID ("sha256:..."), kubelet's image ref
+  std::vector<std::string> repo_tags;
+  std::vector<std::string> repo_digests;
+  uint64_t size = 0;
+  std::optional<int64_t> uid;  // the image's User when it is numeric ("1000"; 0 for "" or root)
+  std::string username;        // the image's User when it is a name
+};
+
 // CRI ContainerConfig beyond the container's spec: where it runs and what it sees.
 struct StartContainerOptions {
   // The pod's sandbox (runPodSandbox's ID).
   std::string sandbox_id;
   // The image reference the container runs (its spec's image; the process runtime records it).
   std::string image;
+  // The image as the agent's image manager found it present (ImageStatus): a runtime that runs
+  // images creates the container from its ID (kubelet gives CreateContainer the image ref that
+  // EnsureImageExists resolved) and takes the image's user from it without asking again. nullopt
+  // (after a pull, or with no image manager): the runtime looks the image up itself.
+  std::optional<ImageInfo> image_info;
   // Every volume of the pod, and the container's own mounts of them. The process runtime gives a
   // container no filesystem of its own: it finds each volume of its pod at the path in its
   // environment variable NODEAGENT_VOLUME_<NAME> (volumeEnvName).
@@ -326,16 +341,6 @@ struct RegistryAuth {
   std::string server_address;
   std::string identity_token;
   std::string registry_token;
-};
-
-// What a runtime that runs images knows of one it holds (CRI ImageStatus).
-struct ImageInfo {
-  std::string id;  // the image's ID ("sha256:..."), kubelet's image ref
-  std::vector<std::string> repo_tags;
-  std::vector<std::string> repo_digests;
-  uint64_t size = 0;
-  std::optional<int64_t> uid;  // the image's User when it is numeric ("1000"; 0 for "" or root)
-  std::string username;        // the image's User when it is a name
 };
 
 class Runtime {

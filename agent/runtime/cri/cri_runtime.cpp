@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <random>
 #include <chrono>
+#include <cstring>
 #include <map>
+#include <random>
 #include <system_error>
 #include <tuple>
 #include <utility>
@@ -132,6 +132,17 @@ cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config) {
 
 bool isNotFound(const base::Status& status) { return status.code() == base::StatusCode::kNotFound; }
 
+// ImageStatus as the Runtime's ImageInfo; nullopt when the runtime does not hold the image.
+base::StatusOr<std::optional<ImageInfo>> lookUpImage(cri::CriClient& client,
+                                                     const std::string& image) {
+  auto answer = client.imageStatus(image);
+  if (!answer.ok()) return answer.status();
+  if (!answer->has_value()) return std::optional<ImageInfo>();
+  const auto& in = **answer;
+  return std::optional<ImageInfo>(
+      ImageInfo{in.id, in.repo_tags, in.repo_digests, in.size, in.uid, in.username});
+}
+
 }  // namespace
 
 CriRuntime::CriRuntime(std::shared_ptr<cri::CriClient> client, base::Clock& clock,
@@ -213,12 +224,7 @@ asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> CriRuntime::imageStatu
     std::string image) {
   auto client = client_;
   auto ask = [client, image = std::move(image)]() -> base::StatusOr<std::optional<ImageInfo>> {
-    auto answer = client->imageStatus(image);
-    if (!answer.ok()) return answer.status();
-    if (!answer->has_value()) return std::optional<ImageInfo>();
-    const auto& in = **answer;
-    return std::optional<ImageInfo>(
-        ImageInfo{in.id, in.repo_tags, in.repo_digests, in.size, in.uid, in.username});
+    return lookUpImage(*client, image);
   };
   auto task = base::runBlocking(options_.blocking_executor, std::move(ask));
   co_return co_await std::move(task);
@@ -455,16 +461,15 @@ cri::ContainerSecurityContext criSecurityContext(const EffectiveSecurityContext&
   return out;
 }
 
-// kubelet's getImageUser: the image's numeric user, else its user name, else root.
-base::StatusOr<DefaultUser> imageUser(cri::CriClient& client, const std::string& image) {
-  auto info = client.imageStatus(image);
-  if (!info.ok()) return info.status();
+// kubelet's getImageUser: the image's numeric user, else its user name, else root (also for an
+// image the runtime does not hold: CreateContainer then fails on it).
+DefaultUser imageUser(const std::optional<ImageInfo>& image) {
   DefaultUser user{int64_t{0}, "", "the image's user is root"};
-  if (info->has_value() && (*info)->uid) {
-    user.uid = (*info)->uid;
-  } else if (info->has_value() && !(*info)->username.empty()) {
+  if (image && image->uid) {
+    user.uid = image->uid;
+  } else if (image && !image->username.empty()) {
     user.uid.reset();
-    user.name = (*info)->username;
+    user.name = image->username;
   }
   return user;
 }
@@ -474,6 +479,7 @@ base::StatusOr<DefaultUser> imageUser(cri::CriClient& client, const std::string&
 base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
                                                      const api::Container& container, int attempt,
                                                      const StartContainerOptions& options,
+                                                     const std::string& image_ref,
                                                      const DefaultUser& image_user) {
   const auto sc = determineEffectiveSecurityContext(pod, container);
   RETURN_IF_ERROR(verifyRunAsNonRoot(pod, container, sc, image_user));
@@ -482,7 +488,7 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
   if (!env.ok()) return env.status();
   cri::ContainerConfig config;
   config.metadata = {container.name, static_cast<uint32_t>(attempt)};
-  config.image = options.image.empty() ? container.image : options.image;
+  config.image = image_ref;
   config.command = expandAll(container.command, *env);
   config.args = expandAll(container.args, *env);
   config.working_dir = container.working_dir;
@@ -500,8 +506,7 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
       {kPodTerminationGracePeriodAnnotation, std::to_string(podGracePeriodSeconds(pod))}};
   if (!container.termination_message_path.empty()) {
     config.annotations[kTerminationMessagePathAnnotation] = container.termination_message_path;
-    config.annotations[kTerminationMessagePolicyAnnotation] =
-        container.termination_message_policy;
+    config.annotations[kTerminationMessagePolicyAnnotation] = container.termination_message_policy;
   }
   if (auto pre_stop = preStopCommand(container); !pre_stop.empty()) {
     nlohmann::json handler = {{"exec", {{"command", pre_stop}}}};
@@ -560,9 +565,15 @@ cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem
 base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
                                                       const api::Container& container, int attempt,
                                                       const StartContainerOptions& options) {
-  auto image_user = imageUser(*client_, options.image.empty() ? container.image : options.image);
-  if (!image_user.ok()) return image_user.status();
-  auto config = containerConfig(pod, container, attempt, options, *image_user);
+  // As kubelet: the container is created from the image's ID (the image ref EnsureImageExists
+  // resolved), and the image's user comes from the same ImageStatus; the agent's image manager
+  // passes what it found, so the image is looked up here only when it did not.
+  const std::string& image = options.image.empty() ? container.image : options.image;
+  auto found = options.image_info ? base::StatusOr<std::optional<ImageInfo>>(options.image_info)
+                                  : lookUpImage(*client_, image);
+  if (!found.ok()) return found.status();
+  const std::string image_ref = found->has_value() ? (*found)->id : image;
+  auto config = containerConfig(pod, container, attempt, options, image_ref, imageUser(*found));
   if (!config.ok()) return config.status();
   const auto log_dir =
       podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);

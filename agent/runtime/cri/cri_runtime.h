@@ -108,7 +108,8 @@ class CriRuntime final : public Runtime {
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
 
-  // CreateContainer + StartContainer in options.sandbox_id: image, command and args with $(VAR)
+  // CreateContainer + StartContainer in options.sandbox_id: the image by its ID (as kubelet),
+  // with its user, from options.image_info, else from ImageStatus; command and args with $(VAR)
   // expanded, env from buildContainerEnv, working dir, options.mounts, resources, log path
   // <container>/<attempt>.log (its directory made first), kubelet's labels and annotations. A
   // failed StartContainer is an error (RunContainerError) and leaves the container as containerd

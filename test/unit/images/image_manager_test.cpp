@@ -69,10 +69,14 @@ constexpr const char* kField = "spec.containers{main}";
 TEST_CASE("images: IfNotPresent uses a present image and pulls a missing one", "[unit][images]") {
   Harness h;
   SECTION("present: no pull, a Pulled event that says so") {
-    h.runtime.addImage("busybox:1", runtime::ImageInfo{"sha256:abc", {}, {}, 0, {}, ""});
+    h.runtime.addImage("busybox:1", runtime::ImageInfo{"sha256:abc", {}, {}, 0, 1000, ""});
     auto r = h.ensure(podWith("busybox:1", "IfNotPresent"));
     CHECK(r.ok());
     CHECK(r.image_ref == "sha256:abc");
+    // What ImageStatus said, for the start: the runtime need not ask again.
+    REQUIRE(r.image.has_value());
+    CHECK(r.image->id == "sha256:abc");
+    CHECK(r.image->uid == 1000);
     CHECK(h.runtime.pulls().empty());
     CHECK(h.events ==
           std::vector<Event>{{"Normal", "Pulled",
@@ -91,6 +95,7 @@ TEST_CASE("images: IfNotPresent uses a present image and pulls a missing one", "
     REQUIRE(result.has_value());
     CHECK(result->ok());
     CHECK(result->image_ref == "sha256:fake-busybox:1");
+    CHECK_FALSE(result->image.has_value());  // the runtime looks the pulled image up itself
     CHECK(h.runtime.pulls() == std::vector<std::string>{"busybox:1"});
     CHECK(h.runtime.pullsWithAuth() == 0);  // anonymous
     CHECK(h.events ==

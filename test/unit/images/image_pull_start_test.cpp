@@ -206,6 +206,12 @@ TEST_CASE("image pulls: pull policies before a start", "[unit][images]") {
     h.add(webPod("IfNotPresent"));
     CHECK(h.starts() == 1);
     CHECK(h.runtime.pulls().empty());
+    // The start is given what the image check found (the CRI runtime creates the container from
+    // its ID and takes its user from it, without another ImageStatus).
+    const auto actions = h.runtime.actions();
+    REQUIRE_FALSE(actions.empty());
+    REQUIRE(actions.back().image_info.has_value());
+    CHECK(actions.back().image_info->id == "sha256:fake-" + kImage);
     CHECK(h.countEvents("Normal Pulled: Container image \"" + kImage +
                         "\" already present on machine") == 1);
   }
@@ -215,6 +221,7 @@ TEST_CASE("image pulls: pull policies before a start", "[unit][images]") {
     h.add(webPod("Always"));
     CHECK(h.runtime.pulls().size() == 1);
     CHECK(h.starts() == 1);
+    CHECK_FALSE(h.runtime.actions().back().image_info.has_value());  // the runtime asks
   }
   SECTION("a runtime that runs no images is asked nothing") {
     Harness h(false);
