@@ -24,8 +24,10 @@
 //     busy too); containerd's RSS; the containerd-shim-runc-v2 processes' RSS and PSS per pod;
 //  4. exit -> status: a container blocked reading a FIFO in /work exits when the bench writes to
 //     it; from the write to GET /pods (polled every 5 ms) showing it terminated, p50/p99 over
-//     `exits` containers, with the CRI default relist (1 s) and, after a restart of the agent
-//     (which adopts the pods), with --pleg-relist-period=<fast-relist> (and the idle CPU again).
+//     `exits` containers, with the CRI defaults (containerd's events and a relist every 1 s), after
+//     a restart of the agent (which adopts the pods) with the relist alone (NODEAGENT_CRI_EVENTS=0,
+//     the figure before the agent followed containerd's events), and after another with events
+//     and --pleg-relist-period=<fast-relist> (and the idle CPU again).
 //     Each release first waits a random part of the relist period, so that the samples spread over
 //     it instead of following the previous relist;
 //  5. after containerd is gone: nodeagent with its process runtime and `pods` `sleep` pods, the
@@ -141,7 +143,7 @@ struct Resources {
 
 struct Figures {
   Latency ctr_proc, ctr_exit, direct_proc, direct_return, agent_proc, agent_pods;
-  Latency exit_default, exit_fast;
+  Latency exit_default, exit_relist, exit_fast;
   std::optional<double> many_procs_ms, many_running_ms, adopt_ms;
   std::optional<Resources> cri_default, cri_fast, process;
   size_t many = 0;
@@ -1054,8 +1056,9 @@ void printAgentMetrics(const Agent& a, const std::string& who) {
       mean(worker, op("kill")).c_str());
 }
 
-// The agent with the CRI default relist (1 s): starts, many pods, resources, exits; then
-// restarted with the fast relist: adoption, resources, exits.
+// The agent with the CRI defaults (containerd's events, relist 1 s): starts, many pods,
+// resources, exits; restarted with the relist alone: exits; then with the fast relist: adoption,
+// resources, exits.
 void benchAgent(const Options& o, const fs::path& base, const testing::TestContainerd& c,
                 Figures& f) {
   std::vector<std::string> args = {"--runtime=cri", "--container-runtime-endpoint=" + c.endpoint()};
@@ -1079,9 +1082,18 @@ void benchAgent(const Options& o, const fs::path& base, const testing::TestConta
   f.cri_default = measureCri(a, c, o.idle);
   printResources("relist 1 s", *f.cri_default, o.pods, o.idle);
   f.exit_default = benchExits(a, base / "work", "exit-a", o.exits, 1000ms);
-  printLatency("nodeagent, relist 1 s: exit -> terminated in /pods", f.exit_default);
+  printLatency("nodeagent, events + relist 1 s: exit -> terminated in /pods", f.exit_default);
   drain(a, c, o.pods, "the exit pods");
-  printAgentMetrics(a, "nodeagent, relist 1 s");
+  printAgentMetrics(a, "nodeagent, events + relist 1 s");
+  a.stop();
+  // The relist alone: the agent's own switch for containerd's event stream, in its environment.
+  ::setenv("NODEAGENT_CRI_EVENTS", "0", 1);
+  a.start();
+  ::unsetenv("NODEAGENT_CRI_EVENTS");
+  waitRunning(a, o.pods, 300s);
+  f.exit_relist = benchExits(a, base / "work", "exit-r", o.exits, 1000ms);
+  printLatency("nodeagent, relist 1 s alone: exit -> terminated in /pods", f.exit_relist);
+  drain(a, c, o.pods, "the exit pods");
   a.stop();
   const std::string fast = std::to_string(o.fast_relist.count()) + "ms";
   const auto t0 = Clock::now();
@@ -1232,9 +1244,11 @@ void printSummary(const Options& o, const Figures& f) {
   overheadRow("nodeagent over ctr run -d (markers)", f.agent_proc, f.ctr_proc, "goal: p99 <= +50");
   overheadRow("nodeagent over the CRI calls (markers)", f.agent_proc, f.direct_proc, "");
   std::printf("exit -> terminated in /pods (polled every 5 ms), %zu containers:\n", o.exits);
-  summaryRow("relist 1 s (the CRI default)", f.exit_default);
-  summaryRow(("--pleg-relist-period=" + std::to_string(o.fast_relist.count()) + "ms").c_str(),
-             f.exit_fast);
+  summaryRow("containerd events + relist 1 s (the CRI default)", f.exit_default);
+  summaryRow("relist 1 s alone (NODEAGENT_CRI_EVENTS=0)", f.exit_relist);
+  summaryRow(
+      ("events + --pleg-relist-period=" + std::to_string(o.fast_relist.count()) + "ms").c_str(),
+      f.exit_fast);
   if (f.many_procs_ms && f.many_running_ms) {
     std::printf("%zu pods written at once: all markers %.0f ms, all Running in /pods %.0f ms\n",
                 f.many, *f.many_procs_ms, *f.many_running_ms);

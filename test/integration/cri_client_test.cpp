@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent/runtime/cri/api.grpc.pb.h"
+#include "test/integration/other_grpc_server.h"
 #include "test/support/containerd.h"
 #include "test/support/test_util.h"
 
@@ -228,14 +229,9 @@ TEST_CASE("cri client: a gRPC server without the CRI v1 runtime service is UNIMP
   const std::string endpoint = "unix://" + (dir / "grpc.sock").string();
   // A gRPC server of another API: it serves some service (every method UNIMPLEMENTED), not
   // runtime.v1.RuntimeService.
-  ::runtime::v1::ImageService::Service other_service;
-  grpc::ServerBuilder builder;
-  builder.RegisterService(&other_service);
-  builder.AddListeningPort(endpoint, grpc::InsecureServerCredentials());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  REQUIRE(server != nullptr);
+  testing::OtherGrpcServer server(endpoint);
   auto version = makeClient(endpoint)->version();
-  server->Shutdown();
+  server.shutdown();
   REQUIRE_FALSE(version.ok());
   INFO(version.status().message());
   CHECK(version.status().code() == base::StatusCode::kUnimplemented);

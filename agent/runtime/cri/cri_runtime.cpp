@@ -17,12 +17,20 @@
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/security_context.h"
 #include "base/blocking.h"
+#include "base/log.h"
 
 #include <nlohmann/json.hpp>
 
 namespace nodeagent::runtime {
 
 namespace {
+
+NODEAGENT_LOGGER("runtime")
+
+// How long an event waits for containerd's CRI plugin to show the change it reports in
+// ContainerStatus (it records it right after it publishes the event): 1 ms doubling, so at most
+// about twice this in all.
+constexpr base::Duration kEventSettleMax = std::chrono::milliseconds(256);
 
 base::SystemTime criTime(int64_t nanos) {
   if (nanos <= 0) return base::SystemTime{};
@@ -149,7 +157,15 @@ CriRuntime::CriRuntime(std::shared_ptr<cri::CriClient> client, base::Clock& cloc
                        CriRuntimeOptions options)
     : client_(std::move(client)), clock_(clock), options_(std::move(options)) {}
 
-CriRuntime::~CriRuntime() = default;
+CriRuntime::~CriRuntime() {
+  // The stream's thread calls back into this object: end it first.
+  std::unique_ptr<cri::ContainerdEvents> events;
+  {
+    std::lock_guard lock(mu_);
+    events = std::move(events_);
+  }
+  events.reset();
+}
 
 std::string CriRuntime::type() const {
   std::lock_guard lock(mu_);
@@ -249,6 +265,53 @@ asio::awaitable<base::StatusOr<std::string>> CriRuntime::pullImage(
 void CriRuntime::setEventHandler(ContainerEventHandler handler) {
   std::lock_guard lock(mu_);
   event_handler_ = std::move(handler);
+  if (!options_.container_events || events_) return;
+  cri::ContainerdEventsOptions options;
+  options.endpoint = client_->endpoint().uri;
+  auto events = cri::ContainerdEvents::start(
+      std::move(options),
+      [this](const cri::TaskEvent& event, std::stop_token stop) { onTaskEvent(event, stop); });
+  if (!events.ok()) {
+    log()->warn("No container events; the PLEG relists only err={}", events.status().toString());
+    return;
+  }
+  events_ = *std::move(events);
+}
+
+void CriRuntime::onTaskEvent(const cri::TaskEvent& event, std::stop_token stop) {
+  if (!event.initProcess()) return;  // an exec's process
+  const bool exit = event.type == cri::TaskEvent::Type::kExit;
+  auto shows = [exit](cri::ContainerState state) {
+    return exit ? state == cri::ContainerState::kExited : state != cri::ContainerState::kCreated;
+  };
+  // NotFound: a sandbox's pause container (not a CRI container), or one removed since.
+  auto status = client_->containerStatus(event.container_id);
+  for (base::Duration wait = std::chrono::milliseconds(1);
+       status.ok() && !shows(status->state) && wait <= kEventSettleMax; wait *= 2) {
+    if (!cri::waitUnlessStopped(stop, wait)) return;
+    status = client_->containerStatus(event.container_id);
+  }
+  if (!status.ok() || !shows(status->state)) {
+    if (!isNotFound(status.status())) {
+      log()->debug("Container event left to the relist id={} exit={} err={}", event.container_id,
+                   exit, status.ok() ? "status not updated yet" : status.status().toString());
+    }
+    return;
+  }
+  const std::string uid = valueOr(status->labels, kPodUidLabel);
+  if (uid.empty()) return;  // not made by a kubelet-style agent
+  ContainerEventHandler handler;
+  {
+    std::lock_guard lock(mu_);
+    handler = event_handler_;
+  }
+  if (!handler) return;
+  ContainerEvent out;
+  out.type = exit ? ContainerEvent::Type::kDied : ContainerEvent::Type::kStarted;
+  out.pod_uid = uid;
+  out.container_id = ContainerId{type(), event.container_id};
+  out.container_name = valueOr(status->labels, kContainerNameLabel, status->metadata.name);
+  handler(out);
 }
 
 void CriRuntime::setPreStopHookRunner(PreStopHookRunner runner) {

@@ -18,9 +18,17 @@
 //
 // What it does not do yet: host ports need a CNI portmap plugin in the runtime's network config
 // (the mappings are only passed on); no sandbox sysctls, seccomp, AppArmor or SELinux options,
-// and no pod-level runAsUser or supplementalGroups in the sandbox's security context; the event
-// handler is stored and never called (the agent's relist is the PLEG); execStream and attach are
-// Unimplemented (sessions go through the runtime's streaming server instead).
+// and no pod-level runAsUser or supplementalGroups in the sandbox's security context; execStream
+// and attach are Unimplemented (sessions go through the runtime's streaming server instead).
+//
+// Container events: CRI v1's GetContainerEvents is not served by containerd 1.6, so once the
+// event handler is installed the runtime follows containerd's own event stream on the same socket
+// (containerd_events.h): a task start or exit of a CRI container becomes a ContainerEvent with the
+// pod's UID and the container's name from kubelet's labels, on the stream's thread, as soon as
+// ContainerStatus shows it (containerd's CRI plugin records it just after it publishes the event).
+// A sandbox's pause container and exec processes are not containers and give none. A runtime
+// without that stream (not containerd) gives no events; the agent's relist finds every change in
+// any case.
 //
 // Threading: as Runtime. Every CriClient call is a blocking gRPC call and runs on the blocking
 // executor given in the options (base::runBlocking), never on the caller's strand; the coroutine
@@ -34,6 +42,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/runtime/cri/containerd_events.h"
 #include "agent/runtime/cri/cri_client.h"
 #include "agent/runtime/runtime.h"
 
@@ -66,6 +75,9 @@ struct CriRuntimeOptions {
   asio::any_io_executor blocking_executor;
   // kubelet's minimumGracePeriodInSeconds.
   int64_t minimum_grace_seconds = kMinimumGracePeriodSeconds;
+  // Follow containerd's event stream for container events once an event handler is installed
+  // (off: the agent's relist alone notices starts and exits).
+  bool container_events = true;
 };
 
 class CriRuntime final : public Runtime {
@@ -95,7 +107,8 @@ class CriRuntime final : public Runtime {
   asio::awaitable<base::Status> stopPodSandbox(std::string id) override;
   asio::awaitable<base::Status> removePodSandbox(std::string id) override;
 
-  // Stored only: no events are produced yet (a relist will produce them).
+  // Installs the handler and subscribes to containerd's events (see the top of this file): the
+  // handler runs on the event stream's thread, one event at a time. Set it once.
   void setEventHandler(ContainerEventHandler handler) override;
   // killContainer calls it for a pod's preStop hook.
   void setPreStopHookRunner(PreStopHookRunner runner) override;
@@ -172,6 +185,8 @@ class CriRuntime final : public Runtime {
                                                  const KillTarget& target, int64_t hook_grace);
   base::StatusOr<PodStatus> podStatusBlocking(const std::string& uid);
   ContainerStatus toRuntimeStatus(const cri::ContainerStatus& status) const;
+  // A containerd task event as the handler's ContainerEvent (the events' thread; may block).
+  void onTaskEvent(const cri::TaskEvent& event, std::stop_token stop);
 
   std::shared_ptr<cri::CriClient> client_;
   base::Clock& clock_;
@@ -181,6 +196,9 @@ class CriRuntime final : public Runtime {
   std::string runtime_version_;
   ContainerEventHandler event_handler_;
   PreStopHookRunner pre_stop_runner_;
+  // containerd's event stream, from setEventHandler on (guarded by mu_); stopped first on
+  // destruction.
+  std::unique_ptr<cri::ContainerdEvents> events_;
 };
 
 }  // namespace nodeagent::runtime
