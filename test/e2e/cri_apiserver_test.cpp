@@ -1,0 +1,98 @@
+// The daemon on the CRI runtime joined to the test apiserver: a pod created with kubectl runs in a
+// containerd container with a network of its own, and kubectl shows what it shows of a kubelet's
+// pod: Running, the pod's IP, containerd:// container IDs and the image and its ID.
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+
+#include "test/e2e/apiserver_env.h"
+#include "test/support/containerd.h"
+
+namespace nodeagent::apiserver_e2e {
+namespace {
+
+constexpr char kImage[] = "nodeagent.test/busybox:1";
+
+std::string apiPodYaml(const std::string& name) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\n  namespace: default\nspec:\n  nodeName: " + std::string(kNode) +
+         "\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: " +
+         kImage +
+         "\n    imagePullPolicy: IfNotPresent\n"
+         "    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & wait\"]\n";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("cri: an API pod runs in containerd and kubectl shows Running, its IP, IDs and image ID",
+          "[e2e][apiserver][cri]") {
+  testing::skipUnlessCniCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Env env;
+  // The busybox image runs as root: API pods may only with --allow-root-api-pods.
+  env.startAgent({"--runtime=cri", "--container-runtime-endpoint=" + containerd.endpoint(),
+                  "--allow-root-api-pods"});
+  REQUIRE(testing::eventually(
+      [&] {
+        return env.kubectlJson({"get", "node", kNode}).has_value();
+      },
+      30s));
+  testing::writeFile(env.dir / "api-cri.yaml", apiPodYaml("api-cri"));
+  auto created =
+      env.kubectl({"create", "--validate=false", "-f", (env.dir / "api-cri.yaml").string()});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+
+  std::optional<json> pod;
+  const bool running = testing::eventually(
+      [&] {
+        pod = env.pod("api-cri");
+        return pod && (*pod)["status"].value("phase", "") == "Running" &&
+               condition(*pod, "Ready") == "True";
+      },
+      60s);
+  INFO(env.diagnostics());
+  REQUIRE(running);
+  const std::string ip = (*pod)["status"].value("podIP", "");
+  CHECK(containerd.inPodSubnet(ip));
+
+  // kubectl get -o wide: the status, the pod's IP and the node.
+  auto wide = env.kubectl({"get", "pod", "api-cri", "-n", "default", "-o", "wide"});
+  INFO(wide.out << wide.err);
+  REQUIRE(wide.exit_code == 0);
+  CHECK(contains(wide.out, "Running"));
+  CHECK(contains(wide.out, "1/1"));
+  CHECK(contains(wide.out, ip));
+  CHECK(contains(wide.out, kNode));
+
+  // kubectl get -o jsonpath: the container's ID is containerd's, its image the spec's, its image
+  // ID the image's (its config's digest).
+  auto fields = env.kubectl(
+      {"get", "pod", "api-cri", "-n", "default", "-o",
+       "jsonpath={.status.phase} {.status.podIP} {.status.containerStatuses[0].containerID} "
+       "{.status.containerStatuses[0].image} {.status.containerStatuses[0].imageID}"});
+  INFO(fields.out << fields.err);
+  REQUIRE(fields.exit_code == 0);
+  std::istringstream words(fields.out);
+  std::string phase, pod_ip, container_id, image, image_id;
+  words >> phase >> pod_ip >> container_id >> image >> image_id;
+  CHECK(phase == "Running");
+  CHECK(pod_ip == ip);
+  CHECK(container_id.starts_with("containerd://"));
+  CHECK(container_id.size() == std::string("containerd://").size() + 64);
+  CHECK(image == kImage);
+  CHECK(image_id.starts_with("sha256:"));
+  CHECK(image_id.size() == std::string("sha256:").size() + 64);
+
+  auto del = env.kubectl({"delete", "pod", "api-cri", "-n", "default"}, 60s);
+  INFO(del.err);
+  CHECK(del.exit_code == 0);
+}
+
+}  // namespace nodeagent::apiserver_e2e
