@@ -20,51 +20,6 @@
 using namespace nodeagent;
 using namespace apiserver_e2e;
 
-namespace {
-
-// The log of container `container` of pod `name` (its first run), or "".
-std::string containerLog(Env& env, const std::string& name, const std::string& container) {
-  std::error_code ec;
-  for (const auto& dir : fs::directory_iterator(env.dir / "logs", ec)) {
-    if (dir.path().filename().string().rfind("default_" + name + "_", 0) != 0) continue;
-    const auto log = dir.path() / container / "0.log";
-    return fs::exists(log, ec) ? testing::readFile(log) : std::string();
-  }
-  return "";
-}
-
-bool hasEvent(Env& env, const std::string& pod, const std::string& reason,
-              const std::string& message_part) {
-  auto events = env.kubectlJson({"get", "events", "-n", "default"});
-  if (!events) return false;
-  for (const auto& e : (*events)["items"]) {
-    if (e.value("reason", "") == reason && e["involvedObject"].value("name", "") == pod &&
-        e.value("message", "").find(message_part) != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
-
-std::string waitingReason(const json& pod, std::string* message = nullptr) {
-  for (const auto& cs : pod["status"].value("containerStatuses", json::array())) {
-    if (cs.contains("state") && cs["state"].contains("waiting")) {
-      if (message != nullptr) *message = cs["state"]["waiting"].value("message", "");
-      return cs["state"]["waiting"].value("reason", "");
-    }
-  }
-  return "";
-}
-
-void createFrom(Env& env, const std::string& file, const std::string& yaml) {
-  testing::writeFile(env.dir / file, yaml);
-  auto created = env.kubectl({"create", "--validate=false", "-f", (env.dir / file).string()});
-  INFO(created.err);
-  REQUIRE(created.exit_code == 0);
-}
-
-}  // namespace
-
 TEST_CASE(
     "an API pod reads a ConfigMap and a Secret through volumes and env, and a ConfigMap change "
     "reaches the mounted file",
@@ -79,8 +34,8 @@ TEST_CASE(
               .exit_code == 0);
   env.startAgent({"--allow-root-api-pods", "--sync-frequency=1s",
                   "--config-map-and-secret-change-detection-strategy=Get"});
-  createFrom(
-      env, "pod.yaml",
+  env.createFrom(
+      "pod.yaml",
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: reader\n  namespace: default\n"
       "spec:\n  nodeName: " +
           std::string(kNode) +
@@ -105,10 +60,10 @@ TEST_CASE(
   REQUIRE(running);
   REQUIRE(testing::eventually(
       [&] {
-        return containerLog(env, "reader", "main").find("greeting=hello") != std::string::npos;
+        return env.containerLog("reader", "main").find("greeting=hello") != std::string::npos;
       },
       20s));
-  const std::string log = containerLog(env, "reader", "main");
+  const std::string log = env.containerLog("reader", "main");
   CHECK(log.find("mode=fast pw=s3cr3t") != std::string::npos);
   CHECK(log.find("secret=s3cr3t") != std::string::npos);
 
@@ -132,7 +87,7 @@ TEST_CASE(
   INFO(patched.err);
   REQUIRE(patched.exit_code == 0);
   CHECK(testing::eventually(
-      [&] { return containerLog(env, "reader", "main").find("greeting=bye") != std::string::npos; },
+      [&] { return env.containerLog("reader", "main").find("greeting=bye") != std::string::npos; },
       20s));
   pod = env.pod("reader");
   REQUIRE(pod);
@@ -148,28 +103,28 @@ TEST_CASE(
   env.startAgent({"--allow-root-api-pods"});
   REQUIRE(env.kubectl({"create", "configmap", "present", "-n", "default", "--from-literal=a=b"})
               .exit_code == 0);
-  createFrom(
-      env, "late.yaml",
+  env.createFrom(
+      "late.yaml",
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: late\n  namespace: default\n"
       "spec:\n  nodeName: " +
           std::string(kNode) +
           "\n  volumes:\n  - name: cfg\n    configMap: {name: later}\n"
           "  containers:\n  - name: main\n    image: busybox\n"
           "    command: [\"sh\", \"-c\", \"echo k=$(cat $NODEAGENT_VOLUME_CFG/k); sleep 3600\"]\n");
-  createFrom(env, "nokey.yaml",
-             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nokey\n  namespace: default\n"
-             "spec:\n  nodeName: " +
-                 std::string(kNode) +
-                 "\n  containers:\n  - name: main\n    image: busybox\n"
-                 "    env:\n    - name: X\n      valueFrom:\n        configMapKeyRef: {name: "
-                 "present, key: missing}\n"
-                 "    command: [\"sh\", \"-c\", \"sleep 3600\"]\n");
+  env.createFrom("nokey.yaml",
+                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nokey\n  namespace: default\n"
+                 "spec:\n  nodeName: " +
+                     std::string(kNode) +
+                     "\n  containers:\n  - name: main\n    image: busybox\n"
+                     "    env:\n    - name: X\n      valueFrom:\n        configMapKeyRef: {name: "
+                     "present, key: missing}\n"
+                     "    command: [\"sh\", \"-c\", \"sleep 3600\"]\n");
 
   CHECK(testing::eventually(
       [&] {
-        return hasEvent(env, "late", "FailedMount",
-                        "MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not "
-                        "found");
+        return env.hasEvent("late", "FailedMount",
+                            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not "
+                            "found");
       },
       30s));
   auto late = env.pod("late");
@@ -196,5 +151,5 @@ TEST_CASE(
       },
       40s));
   CHECK(testing::eventually(
-      [&] { return containerLog(env, "late", "main").find("k=v") != std::string::npos; }, 10s));
+      [&] { return env.containerLog("late", "main").find("k=v") != std::string::npos; }, 10s));
 }

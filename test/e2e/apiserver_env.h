@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/mount.h>
 
 #include <chrono>
 #include <filesystem>
@@ -48,6 +49,7 @@ struct Env {
   fs::path manifests;
   std::unique_ptr<testing::ChildProcess> agent;
   std::string cgroup_root = testing::isolatedCgroupRoot();  // --cgroup-root
+  bool shared_ = false;  // shareMounts()
 
   explicit Env(testapiserver::ServerOptions options = {}) {
     server = testapiserver::TestApiServer::start(std::move(options)).value();
@@ -70,7 +72,17 @@ struct Env {
     for (const auto& pod : fs::directory_iterator(dir / "root" / "pods", ec)) {
       agent::unmountPodVolumes(pod.path());
     }
+    if (shared_) ::umount2(dir.path().c_str(), MNT_DETACH);
     server->stop();
+  }
+
+  // Makes the test's directory a shared mount, as / is on a systemd host, so that what the agent
+  // mounts in it (the tmpfs of secret volumes) reaches a containerd started afterwards in a mount
+  // namespace of its own (test/support/containerd.h), as it reaches the node's containerd.
+  void shareMounts() {
+    REQUIRE(::mount(dir.path().c_str(), dir.path().c_str(), nullptr, MS_BIND, nullptr) == 0);
+    shared_ = true;
+    REQUIRE(::mount(nullptr, dir.path().c_str(), nullptr, MS_SHARED, nullptr) == 0);
   }
 
   void startAgent(const std::vector<std::string>& extra_args = {}) {
@@ -138,6 +150,39 @@ struct Env {
     return kubectlJson({"get", "pod", name, "-n", "default"});
   }
 
+  // The log of container `container` of pod `name` of namespace default (its first run), or "".
+  std::string containerLog(const std::string& name, const std::string& container) {
+    std::error_code ec;
+    for (const auto& pod_dir : fs::directory_iterator(dir / "logs", ec)) {
+      if (pod_dir.path().filename().string().rfind("default_" + name + "_", 0) != 0) continue;
+      const auto log = pod_dir.path() / container / "0.log";
+      return fs::exists(log, ec) ? testing::readFile(log) : std::string();
+    }
+    return "";
+  }
+
+  // Whether an event of `reason` with `message_part` in its message names pod `pod`.
+  bool hasEvent(const std::string& pod, const std::string& reason,
+                const std::string& message_part) {
+    auto events = kubectlJson({"get", "events", "-n", "default"});
+    if (!events) return false;
+    for (const auto& e : (*events)["items"]) {
+      if (e.value("reason", "") == reason && e["involvedObject"].value("name", "") == pod &&
+          e.value("message", "").find(message_part) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // kubectl create -f of `yaml`, written to `file` in the test's directory.
+  void createFrom(const std::string& file, const std::string& yaml) {
+    testing::writeFile(dir / file, yaml);
+    auto created = kubectl({"create", "--validate=false", "-f", (dir / file).string()});
+    INFO(created.err);
+    REQUIRE(created.exit_code == 0);
+  }
+
   std::string diagnostics() {
     const bool alive = agent->running();
     return std::string("agent ") +
@@ -161,6 +206,17 @@ struct Env {
     return *mirror;
   }
 };
+
+// The reason (and message) of the first waiting container of a pod's status, or "".
+inline std::string waitingReason(const json& pod, std::string* message = nullptr) {
+  for (const auto& cs : pod["status"].value("containerStatuses", json::array())) {
+    if (cs.contains("state") && cs["state"].contains("waiting")) {
+      if (message != nullptr) *message = cs["state"]["waiting"].value("message", "");
+      return cs["state"]["waiting"].value("reason", "");
+    }
+  }
+  return "";
+}
 
 inline std::string condition(const json& obj, const std::string& type) {
   for (const auto& c : obj["status"].value("conditions", json::array())) {
