@@ -28,9 +28,10 @@ namespace {
 NODEAGENT_LOGGER("runtime")
 
 // How long an event waits for containerd's CRI plugin to show the change it reports in
-// ContainerStatus (it records it right after it publishes the event): 1 ms doubling, so at most
-// about twice this in all.
-constexpr base::Duration kEventSettleMax = std::chrono::milliseconds(256);
+// ContainerStatus, asking again every kEventSettleStep at most: it records an exit only after it
+// has deleted the task (a hundred milliseconds or so), a start right after the task started.
+constexpr base::Duration kEventSettleMax = std::chrono::milliseconds(500);
+constexpr base::Duration kEventSettleStep = std::chrono::milliseconds(5);
 
 base::SystemTime criTime(int64_t nanos) {
   if (nanos <= 0) return base::SystemTime{};
@@ -286,9 +287,12 @@ void CriRuntime::onTaskEvent(const cri::TaskEvent& event, std::stop_token stop) 
   };
   // NotFound: a sandbox's pause container (not a CRI container), or one removed since.
   auto status = client_->containerStatus(event.container_id);
+  base::Duration waited{};
   for (base::Duration wait = std::chrono::milliseconds(1);
-       status.ok() && !shows(status->state) && wait <= kEventSettleMax; wait *= 2) {
+       status.ok() && !shows(status->state) && waited < kEventSettleMax;
+       wait = std::min(wait * 2, kEventSettleStep)) {
     if (!cri::waitUnlessStopped(stop, wait)) return;
+    waited += wait;
     status = client_->containerStatus(event.container_id);
   }
   if (!status.ok() || !shows(status->state)) {
