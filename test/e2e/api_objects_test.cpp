@@ -95,7 +95,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a missing ConfigMap keeps the pod ContainerCreating with FailedMount until it is created; "
+    "a missing ConfigMap keeps the pod ContainerCreating with FailedMount until it is created, "
     "a missing key is CreateContainerConfigError",
     "[e2e][apiserver][volumes]") {
   if (::geteuid() != 0) testing::skipTest("the test pods run as root: needs root");
