@@ -86,7 +86,8 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       PodLifecycle::Deps{
           clock, runtime, status_manager, pod_manager, crash_backoff_, *prober_, *probe_handler_,
           pod_dirs_, volumes_, pod_cgroups_, metrics_, blocking_, options_.record_event,
-          [this](const std::string& uid, base::Duration delay) { scheduleSync(uid, delay); }},
+          [this](const std::string& uid, base::Duration delay) { scheduleSync(uid, delay); },
+          options_.api_objects},
       lifecycleOptions(options_));
   pod_workers_ = std::make_unique<podworkers::BasicPodWorkers>(executor, clock, random, *lifecycle_,
                                                                options_.workers);

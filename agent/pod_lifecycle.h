@@ -92,6 +92,8 @@ class PodLifecycle final : public podworkers::PodSyncer {
     EventSink record_event;          // may be empty
     // Syncs the pod `uid` again after `delay` (when a container's crash backoff ends).
     std::function<void(const std::string& uid, base::Duration delay)> schedule_sync;
+    // Reads the pods' imagePullSecrets; null without an apiserver.
+    std::shared_ptr<ApiObjectSource> api_objects = nullptr;
   };
 
   PodLifecycle(Deps deps, PodLifecycleOptions options);
@@ -216,7 +218,8 @@ class PodLifecycle final : public podworkers::PodSyncer {
 
   Deps deps_;
   PodLifecycleOptions options_;
-  images::ImageManager images_{deps_.clock, deps_.runtime, deps_.record_event};
+  images::ImageManager images_{deps_.clock, deps_.runtime,     deps_.record_event,
+                               {},          deps_.api_objects, deps_.blocking};
 
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;  // by pod UID

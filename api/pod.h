@@ -274,6 +274,7 @@ struct PodSpec {
   std::string dns_policy;
   std::string node_name;
   std::string service_account_name;
+  std::vector<std::string> image_pull_secrets;  // the name of each imagePullSecrets entry
   bool host_network = false;
   bool host_pid = false;
   bool host_ipc = false;

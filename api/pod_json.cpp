@@ -185,6 +185,10 @@ base::StatusOr<PodSpec> decodeSpec(const json& j, const Path& p) {
   RETURN_IF_ERROR(readString(j, p, "dnsPolicy", &s.dns_policy));
   RETURN_IF_ERROR(readString(j, p, "nodeName", &s.node_name));
   RETURN_IF_ERROR(readString(j, p, "serviceAccountName", &s.service_account_name));
+  RETURN_IF_ERROR(readList(j, p, "imagePullSecrets", &s.image_pull_secrets,
+                           [](const json& e, const Path& ep, std::string* name) {
+                             return readString(e, ep, "name", name);
+                           }));
   RETURN_IF_ERROR(readBool(j, p, "hostNetwork", &s.host_network));
   RETURN_IF_ERROR(readBool(j, p, "hostPID", &s.host_pid));
   RETURN_IF_ERROR(readBool(j, p, "hostIPC", &s.host_ipc));

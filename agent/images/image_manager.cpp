@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "agent/volume/api_objects.h"
+#include "base/blocking.h"
 #include "base/duration.h"
 #include "base/log.h"
 #include "config/pod_defaults.h"
@@ -25,6 +27,19 @@ std::string fieldPath(const api::Pod& pod, const api::Container& container) {
 EnsureImageResult failure(std::string_view reason, std::string message,
                           std::optional<base::Duration> retry_in = std::nullopt) {
   return EnsureImageResult{"", std::string(reason), std::move(message), retry_in, std::nullopt};
+}
+
+// kubelet's utilerrors aggregate of the pulls' errors: one as itself, more (deduplicated) in
+// brackets.
+std::string aggregateErrors(const std::vector<std::string>& errors) {
+  std::vector<std::string> seen;
+  for (const auto& error : errors) {
+    if (std::find(seen.begin(), seen.end(), error) == seen.end()) seen.push_back(error);
+  }
+  if (seen.size() == 1) return seen.front();
+  std::string joined;
+  for (const auto& error : seen) joined += (joined.empty() ? "" : ", ") + error;
+  return "[" + joined + "]";
 }
 
 }  // namespace
@@ -57,8 +72,15 @@ base::StatusOr<std::string> applyDefaultImageTag(std::string_view image) {
 }
 
 ImageManager::ImageManager(base::Clock& clock, runtime::Runtime& runtime, EventSink record_event,
-                           ImageManagerOptions options)
-    : clock_(clock), runtime_(runtime), record_event_(std::move(record_event)), options_(options) {}
+                           ImageManagerOptions options,
+                           std::shared_ptr<ApiObjectSource> api_objects,
+                           asio::any_io_executor blocking)
+    : clock_(clock),
+      runtime_(runtime),
+      record_event_(std::move(record_event)),
+      options_(options),
+      api_objects_(std::move(api_objects)),
+      blocking_(std::move(blocking)) {}
 
 void ImageManager::event(const api::Pod& pod, const api::Container& container, const char* type,
                          std::string_view reason, const std::string& message) const {
@@ -114,11 +136,14 @@ asio::awaitable<EnsureImageResult> ImageManager::pull(api::PodPtr pod, api::Cont
     event(*pod, container, "Normal", "BackOff", message);
     co_return failure(kImagePullBackOff, std::move(message), remaining);
   }
+  auto keyring = co_await pullKeyring(pod);
   event(*pod, container, "Normal", "Pulling", "Pulling image " + quoteImage(container.image));
   const auto started = clock_.now();
-  // Anonymous: no credentials (see the header).
-  auto call = runtime_.pullImage(std::move(image), std::nullopt);
-  auto pulled = co_await std::move(call);
+  base::StatusOr<std::string> pulled = keyring.status();
+  if (keyring.ok()) {
+    auto call = pullWithKeyring(std::move(image), *keyring);
+    pulled = co_await std::move(call);
+  }
   if (!pulled.ok()) {
     event(*pod, container, "Warning", "Failed",
           "Failed to pull image " + quoteImage(container.image) + ": " + pulled.status().message());
@@ -130,6 +155,70 @@ asio::awaitable<EnsureImageResult> ImageManager::pull(api::PodPtr pod, api::Cont
             base::formatDuration(clock_.now() - started));
   gc();
   co_return EnsureImageResult{*std::move(pulled), "", "", std::nullopt, std::nullopt};
+}
+
+asio::awaitable<base::StatusOr<Keyring>> ImageManager::pullKeyring(const api::PodPtr& pod) {
+  if (pod->spec.image_pull_secrets.empty()) co_return Keyring{};
+  if (!blocking_) co_return readPullSecrets(*pod);
+  auto read = [this, pod] { return readPullSecrets(*pod); };
+  co_return co_await base::runBlocking(blocking_, std::move(read));
+}
+
+base::StatusOr<Keyring> ImageManager::readPullSecrets(const api::Pod& pod) const {
+  Keyring keyring;
+  std::string failed;
+  for (const auto& name : pod.spec.image_pull_secrets) {
+    // The API allowed entries without a name; kubelet ignores them.
+    if (name.empty()) continue;
+    base::Status error = base::unavailableError("no apiserver to read secrets from");
+    if (api_objects_) {
+      auto secret = api_objects_->get(ApiObjectKind::kSecret, pod.metadata.namespace_, name,
+                                      pod.metadata.uid);
+      auto data = secret.ok() ? apiObjectData(ApiObjectKind::kSecret, **secret)
+                              : base::StatusOr<std::map<std::string, std::string>>(secret.status());
+      if (data.ok()) {
+        ASSIGN_OR_RETURN(auto config,
+                         dockerConfigFromSecret(stringMember(**secret, "type"), *data));
+        keyring.add(config);
+        continue;
+      }
+      error = data.status();
+    }
+    log()->warn(
+        "Unable to retrieve pull secret, the image pull may not succeed. pod={} secret={}/{} "
+        "err={}",
+        api::podRef(pod), pod.metadata.namespace_, name, error.message());
+    failed += (failed.empty() ? "" : ", ") + name;
+  }
+  if (!failed.empty() && record_event_) {
+    record_event_(pod, "Warning", "FailedToRetrieveImagePullSecret",
+                  "Unable to retrieve some image pull secrets (" + failed +
+                      "); attempting to pull the image may not succeed.",
+                  "");
+  }
+  return keyring;
+}
+
+asio::awaitable<base::StatusOr<std::string>> ImageManager::pullWithKeyring(std::string image,
+                                                                           const Keyring& keyring) {
+  const auto credentials = keyring.lookup(repositoryToPull(image));
+  if (credentials.empty()) {
+    auto call = runtime_.pullImage(std::move(image), std::nullopt);
+    co_return co_await std::move(call);
+  }
+  std::vector<std::string> errors;
+  base::Status last = base::okStatus();
+  for (const auto& credential : credentials) {
+    runtime::RegistryAuth auth;
+    auth.username = credential.username;
+    auth.password = credential.password;
+    auto call = runtime_.pullImage(image, std::move(auth));
+    auto pulled = co_await std::move(call);
+    if (pulled.ok()) co_return pulled;
+    errors.push_back(pulled.status().message());
+    last = pulled.status();
+  }
+  co_return base::Status(last.code(), aggregateErrors(errors));
 }
 
 bool ImageManager::inBackoff(const std::string& key, base::Duration* remaining) {

@@ -6,8 +6,12 @@
 // Failed, BackOff, ErrImageNeverPull, InspectFailed); a failure is answered as kubelet's reason
 // and message, which the agent shows as the container's Waiting state.
 //
-// Pulls are anonymous: the pod's imagePullSecrets are not read (the agent is given no Secrets),
-// so an image from a registry that requires credentials cannot be pulled.
+// Pull credentials come from the pod's imagePullSecrets as kubelet's: each Secret is read through
+// the ApiObjectSource (one that cannot be read is skipped, with a Warning
+// FailedToRetrieveImagePullSecret event), its docker config goes into a Keyring, and the pull is
+// tried with each credential matching the image's registry in turn until one succeeds (the errors
+// of all of them when none does); without a match the pull is anonymous. Credentials are never
+// logged nor put in an event.
 //
 // Threading: ensureImageExists runs on the pod's strand and waits for the runtime only through
 // co_await; the strands of all pods share one manager, whose backoff state is guarded by a mutex
@@ -16,16 +20,22 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "agent/images/keyring.h"
 #include "agent/runtime/runtime.h"
 #include "api/pod.h"
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/status.h"
+
+namespace nodeagent::agent {
+class ApiObjectSource;
+}  // namespace nodeagent::agent
 
 namespace nodeagent::agent::images {
 
@@ -67,9 +77,13 @@ class ImageManager {
       std::function<void(const api::Pod&, const std::string& type, const std::string& reason,
                          const std::string& message, const std::string& field_path)>;
 
-  // `clock` and `runtime` must outlive the manager.
+  // `clock` and `runtime` must outlive the manager. `api_objects` reads the pods' imagePullSecrets
+  // (null without an apiserver: every pull secret is then one that cannot be read), on `blocking`
+  // (the blocking pool; a null executor reads inline, for tests).
   ImageManager(base::Clock& clock, runtime::Runtime& runtime, EventSink record_event,
-               ImageManagerOptions options = {});
+               ImageManagerOptions options = {},
+               std::shared_ptr<ApiObjectSource> api_objects = nullptr,
+               asio::any_io_executor blocking = {});
 
   // kubelet's EnsureImageExists: makes sure the runtime holds `container`'s image as its pull
   // policy says. Runs on the pod's strand. Never throws; a failure is in the result.
@@ -79,6 +93,14 @@ class ImageManager {
   // The pull itself (the policy asked for it and no backoff holds it back).
   asio::awaitable<EnsureImageResult> pull(api::PodPtr pod, api::Container container,
                                           std::string image, std::string key);
+  // kubelet's getPullSecretsForPod and MakeDockerKeyring: the keyring of the pod's
+  // imagePullSecrets (empty without any), the secrets that could not be read reported; an error
+  // for a docker config that cannot be parsed (the pull fails with it, as kubelet's).
+  asio::awaitable<base::StatusOr<Keyring>> pullKeyring(const api::PodPtr& pod);
+  base::StatusOr<Keyring> readPullSecrets(const api::Pod& pod) const;
+  // kubelet's kuberuntime pullImage: with each matching credential in turn, else anonymously.
+  asio::awaitable<base::StatusOr<std::string>> pullWithKeyring(std::string image,
+                                                               const Keyring& keyring);
   // kubelet's flowcontrol.Backoff, keyed by "<pod uid>_<image>" as kubelet's image backoff: on
   // the monotonic clock, an entry untouched for twice the maximum starts over.
   struct BackoffEntry {
@@ -102,6 +124,8 @@ class ImageManager {
   runtime::Runtime& runtime_;
   EventSink record_event_;
   ImageManagerOptions options_;
+  std::shared_ptr<ApiObjectSource> api_objects_;
+  asio::any_io_executor blocking_;
   std::mutex mu_;
   std::map<std::string, BackoffEntry> backoff_;
 };

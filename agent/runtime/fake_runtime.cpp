@@ -453,6 +453,7 @@ asio::awaitable<base::StatusOr<std::string>> FakeRuntime::pullImage(
     std::lock_guard lock(mu_);
     pulls_.push_back(image);
     if (auth) ++pulls_with_auth_;
+    pull_users_.push_back(auth ? auth->username : "");
     delay = pull_delay_;
   }
   if (delay > base::Duration::zero()) {
@@ -463,7 +464,12 @@ asio::awaitable<base::StatusOr<std::string>> FakeRuntime::pullImage(
   {
     std::lock_guard lock(mu_);
     auto result = pull_results_.find(image);
-    if (result != pull_results_.end() && !result->second.ok()) {
+    auto needed = pull_credentials_.find(image);
+    if (needed != pull_credentials_.end() && (!auth || auth->username != needed->second.first ||
+                                              auth->password != needed->second.second)) {
+      out = base::Status(base::StatusCode::kUnknown,
+                         "failed to pull " + image + ": 401 Unauthorized");
+    } else if (result != pull_results_.end() && !result->second.ok()) {
       out = result->second;
     } else {
       auto& info = images_[image];
@@ -520,6 +526,17 @@ std::vector<std::string> FakeRuntime::pulls() const {
 size_t FakeRuntime::pullsWithAuth() const {
   std::lock_guard lock(mu_);
   return pulls_with_auth_;
+}
+
+std::vector<std::string> FakeRuntime::pullUsers() const {
+  std::lock_guard lock(mu_);
+  return pull_users_;
+}
+
+void FakeRuntime::setPullCredential(const std::string& image, std::string username,
+                                    std::string password) {
+  std::lock_guard lock(mu_);
+  pull_credentials_[image] = {std::move(username), std::move(password)};
 }
 
 }  // namespace nodeagent::runtime

@@ -162,8 +162,13 @@ class FakeRuntime final : public Runtime {
   void setImageStatusError(base::Status status);
   // The images pulls were asked for, in order, failed ones included.
   std::vector<std::string> pulls() const;
-  // How many pulls were given credentials (the agent pulls anonymously).
+  // How many pulls were given credentials.
   size_t pullsWithAuth() const;
+  // The user of each pull, in order ("" for an anonymous one).
+  std::vector<std::string> pullUsers() const;
+  // Every later pull of `image` needs these credentials: a pull with others, or none, fails as a
+  // registry's 401 (Unknown) before any scripted result.
+  void setPullCredential(const std::string& image, std::string username, std::string password);
 
  private:
   struct PodRecord {
@@ -204,6 +209,8 @@ class FakeRuntime final : public Runtime {
   base::Status image_status_error_;
   std::vector<std::string> pulls_;
   size_t pulls_with_auth_ = 0;
+  std::vector<std::string> pull_users_;
+  std::map<std::string, std::pair<std::string, std::string>> pull_credentials_;
   uint64_t next_id_ = 1;
   uint64_t version_ = 0;  // bumped by every change of pods_
   size_t get_pods_calls_ = 0;

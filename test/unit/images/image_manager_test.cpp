@@ -13,6 +13,7 @@
 #include "test/support/fake_clock.h"
 #include "test/support/pod_builder.h"
 #include "test/support/run_awaitable.h"
+#include "test/unit/images/image_events.h"
 
 using namespace nodeagent;
 using namespace std::chrono_literals;
@@ -20,22 +21,14 @@ using agent::images::EnsureImageResult;
 
 namespace {
 
-struct Event {
-  std::string type, reason, message, field_path;
-  bool operator==(const Event&) const = default;
-};
+using Event = testing::ImageEvent;
 
 struct Harness {
   asio::io_context ioc;
   testing::FakeClock clock;
   runtime::FakeRuntime runtime{ioc.get_executor(), clock};
   std::vector<Event> events;
-  agent::images::ImageManager images{
-      clock, runtime,
-      [this](const api::Pod&, const std::string& type, const std::string& reason,
-             const std::string& message, const std::string& field_path) {
-        events.push_back({type, reason, message, field_path});
-      }};
+  agent::images::ImageManager images{clock, runtime, testing::recordInto(events)};
 
   Harness() { runtime.setRunsImages(true); }
 
@@ -43,11 +36,7 @@ struct Harness {
     events.clear();
     return testing::runAwaitable(ioc, images.ensureImageExists(pod, pod->spec.containers[index]));
   }
-  std::vector<std::string> reasons() const {
-    std::vector<std::string> out;
-    for (const auto& e : events) out.push_back(e.reason);
-    return out;
-  }
+  std::vector<std::string> reasons() const { return testing::reasonsOf(events); }
 };
 
 api::PodPtr podWith(const std::string& image, const std::string& policy,
