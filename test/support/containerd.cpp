@@ -109,6 +109,10 @@ std::string configToml(const fs::path& dir, const fs::path& socket,
       << "  [plugins.\"io.containerd.grpc.v1.cri\".cni]\n"
       << "    bin_dir = \"" << (options.cni ? std::string(kCniBinDir) : d + "/cni/bin")
       << "\"\n    conf_dir = \"" << d << "/cni/conf\"\n";
+  for (const auto& host : options.plain_http_registries) {
+    out << "  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"" << host << "\"]\n"
+        << "    endpoint = [\"http://" << host << "\"]\n";
+  }
   return out.str();
 }
 

@@ -49,6 +49,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace nodeagent::testing {
 
@@ -79,6 +80,9 @@ struct TestContainerdOptions {
   std::string sandbox_image = "nodeagent.test/pause:1";
   // Pod networking with the CNI bridge (see the top of this file); off: no network config.
   bool cni = cniUnavailableReason().empty();
+  // Registries ("127.0.0.1:<port>", such as a TestRegistry's host()) that containerd's CRI plugin
+  // pulls from over plain HTTP (a registry mirror of the host on http://<host>).
+  std::vector<std::string> plain_http_registries;
 };
 
 class TestContainerd {

@@ -32,10 +32,10 @@ struct CriRuntimeFixture {
   std::shared_ptr<runtime::cri::CriClient> client;
   std::unique_ptr<runtime::CriRuntime> runtime;
 
-  CriRuntimeFixture() {
+  explicit CriRuntimeFixture(TestContainerdOptions containerd_options = {})
+      : containerd(std::move(containerd_options)) {
     containerd.importTestImages();
-    auto made =
-        runtime::cri::CriClient::create({containerd.endpoint(), std::chrono::seconds(60)});
+    auto made = runtime::cri::CriClient::create({containerd.endpoint(), std::chrono::seconds(60)});
     REQUIRE(made.ok());
     client = *std::move(made);
     runtime::CriRuntimeOptions options;

@@ -14,6 +14,7 @@
 #include "agent/runtime/fake_runtime.h"
 #include "agent/volume/api_objects.h"
 #include "test/support/fake_clock.h"
+#include "test/support/fake_secrets.h"
 #include "test/support/log_capture.h"
 #include "test/support/pod_builder.h"
 #include "test/support/run_awaitable.h"
@@ -26,58 +27,27 @@ namespace {
 
 constexpr const char* kImage = "127.0.0.1:5000/test/busybox:1";
 
-std::string base64(const std::string& in) {
-  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const unsigned n = (static_cast<unsigned char>(in[i]) << 16) |
-                       (static_cast<unsigned char>(in[i + 1]) << 8) |
-                       static_cast<unsigned char>(in[i + 2]);
-    for (int shift : {18, 12, 6, 0}) out += table[(n >> shift) & 63];
-  }
-  if (i + 1 == in.size()) {
-    const unsigned n = static_cast<unsigned char>(in[i]) << 16;
-    out += {table[(n >> 18) & 63], table[(n >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    const unsigned n =
-        (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
-    out += {table[(n >> 18) & 63], table[(n >> 12) & 63], table[(n >> 6) & 63], '='};
-  }
-  return out;
-}
+using testing::base64Encode;
 
-// Secrets by name; a name not held is NotFound, as the apiserver answers.
-class FakeSecrets final : public agent::ApiObjectSource {
+// Docker secrets of both types, and any other.
+class Secrets {
  public:
+  explicit Secrets(testing::FakeSecrets& source) : source_(source) {}
   void dockerConfigJson(const std::string& name, const std::string& registry,
                         const std::string& user, const std::string& password) {
-    nlohmann::json config = {{"auths", {{registry, {{"auth", base64(user + ":" + password)}}}}}};
-    secrets_[name] = {{"type", "kubernetes.io/dockerconfigjson"},
-                      {"data", {{".dockerconfigjson", base64(config.dump())}}}};
+    source_.add(name, testing::dockerConfigJsonSecret(registry, user, password));
   }
   void dockercfg(const std::string& name, const std::string& registry, const std::string& user,
                  const std::string& password) {
     nlohmann::json config = {{registry, {{"username", user}, {"password", password}}}};
-    secrets_[name] = {{"type", "kubernetes.io/dockercfg"},
-                      {"data", {{".dockercfg", base64(config.dump())}}}};
+    source_.add(name, {{"type", "kubernetes.io/dockercfg"},
+                       {"data", {{".dockercfg", base64Encode(config.dump())}}}});
   }
-  void raw(const std::string& name, nlohmann::json secret) { secrets_[name] = std::move(secret); }
-  std::vector<std::string> reads;
-
-  base::StatusOr<std::shared_ptr<const nlohmann::json>> get(agent::ApiObjectKind kind,
-                                                            const std::string& ns,
-                                                            const std::string& name,
-                                                            const std::string&) override {
-    REQUIRE(kind == agent::ApiObjectKind::kSecret);
-    reads.push_back(ns + "/" + name);
-    auto it = secrets_.find(name);
-    if (it == secrets_.end()) return base::notFoundError("secret \"" + name + "\" not found");
-    return std::make_shared<const nlohmann::json>(it->second);
-  }
+  void raw(const std::string& name, nlohmann::json secret) { source_.add(name, std::move(secret)); }
+  const std::vector<std::string>& reads() const { return source_.reads; }
 
  private:
-  std::map<std::string, nlohmann::json> secrets_;
+  testing::FakeSecrets& source_;
 };
 
 using Event = testing::ImageEvent;
@@ -86,9 +56,11 @@ struct Harness {
   asio::io_context ioc;
   testing::FakeClock clock;
   runtime::FakeRuntime runtime{ioc.get_executor(), clock};
-  std::shared_ptr<FakeSecrets> secrets = std::make_shared<FakeSecrets>();
+  std::shared_ptr<testing::FakeSecrets> source = std::make_shared<testing::FakeSecrets>();
+  Secrets secrets_{*source};
+  Secrets* secrets = &secrets_;
   std::vector<Event> events;
-  agent::images::ImageManager images{clock, runtime, testing::recordInto(events), {}, secrets};
+  agent::images::ImageManager images{clock, runtime, testing::recordInto(events), {}, source};
 
   Harness() {
     runtime.setRunsImages(true);
@@ -130,7 +102,7 @@ TEST_CASE("image pull secrets: a dockerconfigjson secret's credential pulls the 
   testing::LogCapture logs("images");
   auto r = h.ensure(podWithSecrets({"regcred"}));
   CHECK(r.ok());
-  CHECK(h.secrets->reads == std::vector<std::string>{"team/regcred"});
+  CHECK(h.secrets->reads() == std::vector<std::string>{"team/regcred"});
   CHECK(h.runtime.pullUsers() == std::vector<std::string>{"alice"});
   CHECK(h.reasons() == std::vector<std::string>{"Pulling", "Pulled"});
   CHECK(logs.lines("hunter2-secret").empty());
@@ -168,7 +140,7 @@ TEST_CASE("image pull secrets: when every credential fails, the pull fails with 
 TEST_CASE("image pull secrets: no matching registry pulls anonymously", "[unit][images]") {
   Harness h;
   h.secrets->dockerConfigJson("quay", "quay.io", "bob", "other");
-  h.secrets->raw("opaque", {{"type", "Opaque"}, {"data", {{"x", base64("y")}}}});
+  h.secrets->raw("opaque", {{"type", "Opaque"}, {"data", {{"x", base64Encode("y")}}}});
   auto r = h.ensure(podWithSecrets({"quay", "opaque"}));
   CHECK(r.reason == "ErrImagePull");
   CHECK(r.message.find("401 Unauthorized") != std::string::npos);
@@ -183,7 +155,8 @@ TEST_CASE("image pull secrets: a secret that cannot be read is skipped with kube
   testing::LogCapture logs("images");
   auto r = h.ensure(podWithSecrets({"missing", "", "regcred", "gone"}));
   CHECK(r.ok());
-  CHECK(h.secrets->reads == std::vector<std::string>{"team/missing", "team/regcred", "team/gone"});
+  CHECK(h.secrets->reads() ==
+        std::vector<std::string>{"team/missing", "team/regcred", "team/gone"});
   REQUIRE(h.events.size() == 3);
   CHECK(h.events[0] == Event{"Warning", "FailedToRetrieveImagePullSecret",
                              "Unable to retrieve some image pull secrets (missing, gone); "
@@ -198,8 +171,9 @@ TEST_CASE("image pull secrets: a secret that cannot be read is skipped with kube
 TEST_CASE("image pull secrets: a docker config that cannot be parsed fails the pull",
           "[unit][images]") {
   Harness h;
-  h.secrets->raw("broken", {{"type", "kubernetes.io/dockerconfigjson"},
-                            {"data", {{".dockerconfigjson", base64("{\"auths\": hunter2")}}}});
+  h.secrets->raw("broken",
+                 {{"type", "kubernetes.io/dockerconfigjson"},
+                  {"data", {{".dockerconfigjson", base64Encode("{\"auths\": hunter2")}}}});
   auto r = h.ensure(podWithSecrets({"broken"}));
   CHECK(r.reason == "ErrImagePull");
   CHECK(r.message == "the dockerconfigjson is not valid JSON");
