@@ -49,7 +49,7 @@ struct Env {
   fs::path manifests;
   std::unique_ptr<testing::ChildProcess> agent;
   std::string cgroup_root = testing::isolatedCgroupRoot();  // --cgroup-root
-  bool shared_ = false;  // shareMounts()
+  bool shared_ = false;                                     // shareMounts()
 
   explicit Env(testapiserver::ServerOptions options = {}) {
     server = testapiserver::TestApiServer::start(std::move(options)).value();
@@ -96,7 +96,8 @@ struct Env {
         "--root-dir=" + (dir / "root").string(),
         "--pod-log-dir=" + (dir / "logs").string(),
         "--runtime=process",
-        "--read-only-port=0", "--port=0",
+        "--read-only-port=0",
+        "--port=0",
         "--healthz-port=0",
         "--node-labels=e2e=yes",
         "--node-status-update-frequency=1s",
@@ -106,6 +107,18 @@ struct Env {
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     agent = std::make_unique<testing::ChildProcess>(argv, dir / "agent.out", dir / "agent.err");
     REQUIRE(agent->started());
+  }
+
+  // Starts the agent on the CRI runtime of the containerd at `endpoint` and waits for its Node.
+  // The test images run as root: API pods may only with --allow-root-api-pods.
+  void startCriAgent(const std::string& endpoint) {
+    startAgent(
+        {"--runtime=cri", "--container-runtime-endpoint=" + endpoint, "--allow-root-api-pods"});
+    REQUIRE(testing::eventually(
+        [&] {
+          return kubectlJson({"get", "node", kNode}).has_value();
+        },
+        30s));
   }
 
   void killContainers() {
@@ -224,6 +237,5 @@ inline std::string condition(const json& obj, const std::string& type) {
   }
   return "";
 }
-
 
 }  // namespace nodeagent::apiserver_e2e

@@ -35,14 +35,7 @@ TEST_CASE("cri: an API pod runs in containerd and kubectl shows Running, its IP,
   testing::TestContainerd containerd;
   containerd.importTestImages();
   Env env;
-  // The busybox image runs as root: API pods may only with --allow-root-api-pods.
-  env.startAgent({"--runtime=cri", "--container-runtime-endpoint=" + containerd.endpoint(),
-                  "--allow-root-api-pods"});
-  REQUIRE(testing::eventually(
-      [&] {
-        return env.kubectlJson({"get", "node", kNode}).has_value();
-      },
-      30s));
+  env.startCriAgent(containerd.endpoint());
   testing::writeFile(env.dir / "api-cri.yaml", apiPodYaml("api-cri"));
   auto created =
       env.kubectl({"create", "--validate=false", "-f", (env.dir / "api-cri.yaml").string()});

@@ -60,7 +60,7 @@ runtime::RegistryAuth auth(const std::string& user, const std::string& password)
 
 }  // namespace
 
-TEST_CASE("cri pull secrets: PullImage with the registry's credentials pulls, without fails 401",
+TEST_CASE("cri pull secrets: PullImage pulls with the registry's credentials and fails 401 without",
           "[integration][cri]") {
   testing::skipUnlessContainerdCanRun();
   Fixture f;

@@ -82,7 +82,7 @@ TEST_CASE("keyring: the repository an image pulls from is docker's normalized na
   CHECK(repositoryToPull("quay.io/coreos/etcd:v3@sha256:abcd") == "quay.io/coreos/etcd");
 }
 
-TEST_CASE("keyring: registries match by host parts with wildcards, port and path prefix",
+TEST_CASE("keyring: registries match by host parts with wildcards and by port and path prefix",
           "[unit][images]") {
   CHECK(registryMatches("quay.io", "quay.io/coreos/etcd"));
   CHECK(registryMatches("quay.io/coreos", "quay.io/coreos/etcd"));
@@ -97,7 +97,7 @@ TEST_CASE("keyring: registries match by host parts with wildcards, port and path
   CHECK_FALSE(registryMatches("127.0.0.1:5000", "127.0.0.1/test/busybox"));
 }
 
-TEST_CASE("keyring: lookup answers every match, most specific first, then the default registry",
+TEST_CASE("keyring: lookup answers every match most specific first and then the default registry",
           "[unit][images]") {
   Keyring keyring;
   keyring.add(config(R"({"auths": {
