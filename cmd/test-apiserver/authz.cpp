@@ -167,34 +167,40 @@ AccessDecision authorize(const std::vector<AbacPolicy>& policies, const AccessRe
   return {false, "No policy matched."};
 }
 
-std::pair<int, json> reviewToken(const json& review,
-                                 const std::map<std::string, ReviewUser>* tokens) {
+std::pair<int, json> reviewToken(const json& review, const TokenAuthenticator& authenticate,
+                                 const std::vector<std::string>& api_audiences) {
   if (!review.is_object() || !review.contains("spec") || !review["spec"].is_object()) {
     return {400, statusObject(400, "the body of a TokenReview must be an object with a spec")};
   }
-  const std::string token = stringAt(review["spec"], "token");
+  const json& spec = review["spec"];
+  const std::string token = stringAt(spec, "token");
   if (token.empty()) {
     return {400, statusObject(400, "token is required for TokenReview in authentication")};
   }
+  std::vector<std::string> audiences;
+  if (spec.contains("audiences") && spec["audiences"].is_array()) {
+    for (const json& a : spec["audiences"]) {
+      if (a.is_string()) audiences.push_back(a.get<std::string>());
+    }
+  }
+  if (audiences.empty()) audiences = api_audiences;
   json out = review;
   out["apiVersion"] = "authentication.k8s.io/v1";
   out["kind"] = "TokenReview";
   out["metadata"] = {{"creationTimestamp", nullptr}};
   json status = {{"user", json::object()}};
-  const ReviewUser* user = nullptr;
-  if (tokens) {
-    const auto found = tokens->find(token);
-    if (found != tokens->end()) user = &found->second;
-  }
-  if (user) {
-    const ReviewUser& u = *user;
-    json groups = u.groups;
-    if (!contains(u.groups, "system:authenticated")) groups.push_back("system:authenticated");
-    status = {{"authenticated", true},
-              {"user", {{"username", u.username}, {"uid", u.uid}, {"groups", groups}}}};
-    if (review["spec"].contains("audiences")) status["audiences"] = review["spec"]["audiences"];
-  } else if (tokens) {
-    status["authenticated"] = false;
+  if (authenticate) {
+    const TokenVerdict verdict = authenticate(token, audiences);
+    status["authenticated"] = verdict.authenticated;
+    if (verdict.authenticated) {
+      const ReviewUser& u = verdict.user;
+      json groups = u.groups;
+      if (!contains(u.groups, "system:authenticated")) groups.push_back("system:authenticated");
+      status["user"] = {{"username", u.username}, {"uid", u.uid}, {"groups", groups}};
+      if (!u.extra.empty()) status["user"]["extra"] = u.extra;
+      if (!verdict.audiences.empty()) status["audiences"] = verdict.audiences;
+    }
+    if (!verdict.error.empty()) status["error"] = verdict.error;
   }
   out["status"] = std::move(status);
   return {201, std::move(out)};

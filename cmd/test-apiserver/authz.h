@@ -22,6 +22,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,17 +70,34 @@ struct AccessDecision {
 // system:masters first, then the policies in file order.
 AccessDecision authorize(const std::vector<AbacPolicy>& policies, const AccessRequest& request);
 
-// A token auth file user as TokenReview reports it.
+// A token auth file user or a service account as TokenReview reports it.
 struct ReviewUser {
   std::string username;
   std::string uid;
   std::vector<std::string> groups;
+  std::map<std::string, std::vector<std::string>> extra;
 };
 
-// The answer to a POST of a TokenReview: {http code, body}. `tokens` null: no authenticator is
-// configured and the review comes back without a verdict, as from kube-apiserver without one.
+// What the server's authenticators say of a bearer token.
+struct TokenVerdict {
+  bool authenticated = false;
+  ReviewUser user;
+  // Those of the audiences asked for that the token is valid for.
+  std::vector<std::string> audiences;
+  std::string error;  // why the token was refused, when an authenticator knows
+};
+
+// Authenticates `token` for `audiences` (never empty: the review's, or the server's API audiences).
+using TokenAuthenticator = std::function<TokenVerdict(const std::string& token,
+                                                      const std::vector<std::string>& audiences)>;
+
+// The answer to a POST of a TokenReview: {http code, body}. The review's spec.audiences, or
+// `api_audiences` when it names none, are the audiences asked for. An empty `authenticate`: no
+// authenticator is configured and the review comes back without a verdict, as from kube-apiserver
+// without one.
 std::pair<int, nlohmann::json> reviewToken(const nlohmann::json& review,
-                                           const std::map<std::string, ReviewUser>* tokens);
+                                           const TokenAuthenticator& authenticate,
+                                           const std::vector<std::string>& api_audiences);
 
 // The answer to a POST of a SubjectAccessReview: {http code, body} (422 for a spec that asks
 // nothing or both kinds of attributes, 400 for a body that is no review).

@@ -276,14 +276,7 @@ base::StatusOr<std::string> podPortForwardPath(const json& pod, const QueryParam
 }
 
 base::StatusOr<NodeProxyId> parseNodeProxyId(const std::string& id) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t colon = id.find(':', start);
-    parts.push_back(id.substr(start, colon == std::string::npos ? colon : colon - start));
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
+  const std::vector<std::string> parts = splitString(id, ':');
   NodeProxyId out;
   if (parts.size() == 1) {
     out.name = parts[0];

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "cmd/test-apiserver/kubelet_location.h"
@@ -21,6 +23,9 @@ void usage() {
   std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--port=6443|0]\n"
                "         [--token-auth-file=CSV] [--tls-cert-file=F --tls-private-key-file=K]\n"
                "         [--authorization-policy-file=ABAC-JSONL]\n"
+               "         [--service-account-signing-key-file=PEM]\n"
+               "         [--service-account-issuer=URL] [--api-audiences=A,B]\n"
+               "         [--service-account-extend-token-expiration=true|false]\n"
                "         [--kubelet-client-certificate=F --kubelet-client-key=K]\n"
                "         [--kubelet-certificate-authority=CA]\n"
                "         [--kubelet-preferred-address-types=InternalIP,Hostname,...]\n"
@@ -49,6 +54,19 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       options.tls_private_key_file = value;
     } else if (arg == "--authorization-policy-file") {
       options.authorization_policy_file = value;
+    } else if (arg == "--service-account-signing-key-file") {
+      options.service_account_signing_key_file = value;
+    } else if (arg == "--service-account-issuer") {
+      options.service_accounts.issuer = value;
+    } else if (arg == "--api-audiences") {
+      options.service_accounts.api_audiences.clear();
+      std::istringstream list(value);
+      for (std::string audience; std::getline(list, audience, ',');) {
+        if (!audience.empty()) options.service_accounts.api_audiences.push_back(audience);
+      }
+    } else if (arg == "--service-account-extend-token-expiration") {
+      if (value != "true" && value != "false") throw std::invalid_argument(value);
+      options.service_accounts.extend_expiration = value == "true";
     } else if (arg == "--kubelet-client-certificate") {
       options.kubelet_client_certificate = value;
     } else if (arg == "--kubelet-client-key") {

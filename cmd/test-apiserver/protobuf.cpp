@@ -108,10 +108,21 @@ base::Status decodeObjectMeta(std::string_view raw, json& meta) {
 // Decodes the fields of one (sub)message by number: strings, string maps, bytes maps, bools and
 // repeated messages, each into the JSON field it is named for.
 struct FieldSpec {
-  enum class Type { kString, kStringMap, kBytesMap, kBool, kObjectRefs, kLocalRefs };
+  enum class Type {
+    kString,
+    kStrings,  // repeated string
+    kStringMap,
+    kBytesMap,
+    kBool,
+    kInt,
+    kObjectRefs,
+    kLocalRefs,
+    kMessage,  // a nested message with the fields `message`
+  };
   int number;
   const char* name;
   Type type;
+  const std::vector<FieldSpec>* message = nullptr;
 };
 
 base::Status decodeObjectRef(std::string_view raw, json& into, bool local) {
@@ -128,7 +139,9 @@ base::Status decodeObjectRef(std::string_view raw, json& into, bool local) {
   return base::okStatus();
 }
 
-base::Status decodeFields(std::string_view raw, const std::vector<FieldSpec>& specs, json& out) {
+// `top_level`: field 1 is the object's ObjectMeta.
+base::Status decodeFields(std::string_view raw, const std::vector<FieldSpec>& specs, json& out,
+                          bool top_level = true) {
   auto spec_for = [&](int f) -> const FieldSpec* {
     for (const auto& s : specs) {
       if (s.number == f) return &s;
@@ -139,13 +152,19 @@ base::Status decodeFields(std::string_view raw, const std::vector<FieldSpec>& sp
   return forEachField(
       raw,
       [&](int f, std::string_view v) {
-        if (f == 1) return decodeObjectMeta(v, out["metadata"]);
+        if (top_level && f == 1) return decodeObjectMeta(v, out["metadata"]);
         const FieldSpec* s = spec_for(f);
         if (!s) return base::okStatus();
         switch (s->type) {
           case Type::kString:
             if (!v.empty()) out[s->name] = v;
             return base::okStatus();
+          case Type::kStrings:
+            out[s->name].push_back(v);
+            return base::okStatus();
+          case Type::kMessage:
+            out[s->name] = json::object();
+            return decodeFields(v, *s->message, out[s->name], false);
           case Type::kStringMap:
           case Type::kBytesMap:
             return decodeMapEntry(v, out[s->name], s->type == Type::kBytesMap);
@@ -153,6 +172,7 @@ base::Status decodeFields(std::string_view raw, const std::vector<FieldSpec>& sp
           case Type::kLocalRefs:
             return decodeObjectRef(v, out[s->name], s->type == Type::kLocalRefs);
           case Type::kBool:
+          case Type::kInt:
             break;
         }
         return base::okStatus();
@@ -160,6 +180,7 @@ base::Status decodeFields(std::string_view raw, const std::vector<FieldSpec>& sp
       [&](int f, uint64_t v) {
         const FieldSpec* s = spec_for(f);
         if (s && s->type == Type::kBool) out[s->name] = v != 0;
+        if (s && s->type == Type::kInt) out[s->name] = static_cast<int64_t>(v);
       });
 }
 
@@ -179,7 +200,19 @@ const std::vector<FieldSpec>* specsFor(const std::string& kind) {
       {2, "secrets", Type::kObjectRefs},
       {3, "imagePullSecrets", Type::kLocalRefs},
       {4, "automountServiceAccountToken", Type::kBool}};
+  // k8s.io/api/authentication/v1/generated.proto: what kubectl create token sends.
+  static const std::vector<FieldSpec> kBoundObjectReference = {{1, "kind", Type::kString},
+                                                               {2, "apiVersion", Type::kString},
+                                                               {3, "name", Type::kString},
+                                                               {4, "uid", Type::kString}};
+  static const std::vector<FieldSpec> kTokenRequestSpec = {
+      {1, "audiences", Type::kStrings},
+      {3, "boundObjectRef", Type::kMessage, &kBoundObjectReference},
+      {4, "expirationSeconds", Type::kInt}};
+  static const std::vector<FieldSpec> kTokenRequest = {
+      {2, "spec", Type::kMessage, &kTokenRequestSpec}};
   if (kind == "Namespace") return &kNamespace;
+  if (kind == "TokenRequest") return &kTokenRequest;
   if (kind == "ConfigMap") return &kConfigMap;
   if (kind == "Secret") return &kSecret;
   if (kind == "ServiceAccount") return &kServiceAccount;
@@ -209,8 +242,8 @@ base::StatusOr<json> decodeProtobufObject(std::string_view body) {
   const std::vector<FieldSpec>* specs = specsFor(kind);
   if (!specs) {
     return base::unimplementedError(
-        "protobuf bodies are only understood for Namespace, ConfigMap, Secret and "
-        "ServiceAccount, not " +
+        "protobuf bodies are only understood for Namespace, ConfigMap, Secret, "
+        "ServiceAccount and TokenRequest, not " +
         (kind.empty() ? std::string("(no kind)") : kind) + "; send application/json");
   }
   json out = {{"apiVersion", api_version.empty() ? "v1" : api_version},

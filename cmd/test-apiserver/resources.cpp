@@ -87,13 +87,16 @@ json apiVersionsDocument(const std::string& server_address) {
 namespace {
 
 // What is served besides the stored resources: the kubelet subresources kube-apiserver
-// proxies and the two review kinds, which are only ever created (kubelet_location.h, authz.h).
+// proxies, serviceaccounts/token and the two review kinds, which are only ever created
+// (kubelet_location.h, service_account_token.h, authz.h).
 struct ConnectResource {
   std::string group;
   std::string name;
   std::string kind;
   bool namespaced;
   std::vector<std::string> verbs;
+  // The group of `kind` when it is not `group` (discovery then names its group and version).
+  std::string kind_group = "";
 };
 
 const std::vector<ConnectResource>& connectResources() {
@@ -107,6 +110,7 @@ const std::vector<ConnectResource>& connectResources() {
        "NodeProxyOptions",
        false,
        {"create", "delete", "get", "patch", "update"}},
+      {"", "serviceaccounts/token", "TokenRequest", true, {"create"}, "authentication.k8s.io"},
       {"authentication.k8s.io", "tokenreviews", "TokenReview", false, {"create"}},
       {"authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", false, {"create"}},
   };
@@ -176,11 +180,16 @@ json apiResourceListDocument(std::string_view group, std::string_view version) {
   }
   for (const auto& r : connectResources()) {
     if (r.group != group) continue;
-    resources.push_back({{"name", r.name},
-                         {"singularName", ""},
-                         {"namespaced", r.namespaced},
-                         {"kind", r.kind},
-                         {"verbs", r.verbs}});
+    json entry = {{"name", r.name},
+                  {"singularName", ""},
+                  {"namespaced", r.namespaced},
+                  {"kind", r.kind},
+                  {"verbs", r.verbs}};
+    if (!r.kind_group.empty()) {
+      entry["group"] = r.kind_group;
+      entry["version"] = "v1";
+    }
+    resources.push_back(std::move(entry));
   }
   if (resources.empty()) return json();
   std::string gv =

@@ -1,8 +1,8 @@
 // The resource types the test apiserver serves (namespaces, pods, nodes, events, configmaps,
-// secrets, serviceaccounts, leases; besides them the kubelet subresources and the token and access
-// reviews, listed in discovery) and the discovery documents kubectl reads (/api, /api/v1, /apis,
-// /apis/<group>[/<version>], /version), all in the legacy plain-JSON form so kubectl's aggregated
-// discovery falls back to them.
+// secrets, serviceaccounts, leases; besides them the kubelet subresources, serviceaccounts/token
+// and the token and access reviews, listed in discovery) and the discovery documents kubectl
+// reads (/api, /api/v1, /apis, /apis/<group>[/<version>], /version), all in the legacy
+// plain-JSON form so kubectl's aggregated discovery falls back to them.
 #pragma once
 
 #include <string>

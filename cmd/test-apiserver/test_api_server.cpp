@@ -128,6 +128,14 @@ std::string TestApiServer::Impl::kubeconfig() const {
 }
 
 base::Status TestApiServer::Impl::loadTokens() {
+  std::unique_ptr<JwtKey> key;
+  if (options_.service_account_signing_key_file.empty()) {
+    ASSIGN_OR_RETURN(key, JwtKey::generate());
+  } else {
+    ASSIGN_OR_RETURN(key, JwtKey::fromPemFile(options_.service_account_signing_key_file));
+  }
+  sa_tokens_ =
+      std::make_unique<ServiceAccountTokens>(store_, std::move(key), options_.service_accounts);
   if (options_.token_auth_file.empty()) return base::okStatus();
   ASSIGN_OR_RETURN(auto tokens, parseTokenAuthFile(options_.token_auth_file));
   if (tokens.empty()) {
@@ -135,11 +143,16 @@ base::Status TestApiServer::Impl::loadTokens() {
                                       " has no tokens");
   }
   first_token_ = tokens.front().token;
-  for (auto& t : tokens) {
-    tokens_[t.token] = t.user;
-    review_users_[t.token] = {t.user, t.uid, t.groups};
-  }
+  for (auto& t : tokens) review_users_[t.token] = {t.user, t.uid, t.groups, {}};
   return base::okStatus();
+}
+
+TokenVerdict TestApiServer::Impl::authenticateToken(
+    const std::string& token, const std::vector<std::string>& audiences) const {
+  // Token file users are valid for any audience: they get those asked for.
+  const auto user = review_users_.find(token);
+  if (user != review_users_.end()) return {true, user->second, audiences, ""};
+  return sa_tokens_->authenticate(token, audiences).value_or(TokenVerdict{});
 }
 
 base::Status TestApiServer::Impl::createServer() {

@@ -6,12 +6,17 @@
 // bookmarks, timeouts, 410 Expired) and meta.k8s.io/v1 Table output. The store lives in memory
 // (store.h).
 //
+// Service account tokens as kube-apiserver issues them: serviceaccounts/<name>/token answers a
+// TokenRequest with a signed JWT (service_account_token.h), which authenticates requests and
+// TokenReviews as the service account.
+//
 // The kubelet API's other half, as kube-apiserver: TokenReview (authentication.k8s.io/v1) from
-// the token file's users, SubjectAccessReview (authorization.k8s.io/v1) from system:masters and
-// an ABAC policy file (authz.h), and the pods/log, pods/exec, pods/attach, pods/portforward and
-// nodes/proxy subresources proxied to the pod's node's kubelet over TLS (kubelet_location.h for
-// where, tunnel.h for how: the client's connection is taken over from httplib and tunnelled to
-// the kubelet, so upgrades (SPDY, WebSocket) and followed logs pass through).
+// the token file's users and service account tokens, SubjectAccessReview (authorization.k8s.io/v1)
+// from system:masters and an ABAC policy file (authz.h), and the pods/log, pods/exec, pods/attach,
+// pods/portforward and nodes/proxy subresources proxied to the pod's node's kubelet over TLS
+// (kubelet_location.h for where, tunnel.h for how: the client's connection is taken over from
+// httplib and tunnelled to the kubelet, so upgrades (SPDY, WebSocket) and followed logs pass
+// through).
 //
 // Tests run it in-process:
 //
@@ -46,6 +51,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "cmd/test-apiserver/service_account_token.h"
 #include "cmd/test-apiserver/store.h"
 
 namespace nodeagent::testapiserver {
@@ -54,11 +60,17 @@ struct ServerOptions {
   std::string bind_address = "127.0.0.1";
   int port = 0;  // 0 = any free port (see TestApiServer::port())
   // kube-apiserver's static token file: `token,user,uid[,"group1,group2"]` per line. When set,
-  // every request but /healthz, /livez, /readyz and /_test/ needs `Authorization: Bearer <token>`.
+  // every request but /healthz, /livez, /readyz and /_test/ needs `Authorization: Bearer <token>`
+  // with one of its tokens or a service account token for the API audiences.
   std::string token_auth_file;
   // kube-apiserver's ABAC policy file (authz.h): what a SubjectAccessReview allows to users
   // outside system:masters. Empty: only system:masters is allowed anything.
   std::string authorization_policy_file;
+  // Service account tokens (serviceaccounts/token, service_account_token.h): their issuer, API
+  // audiences and expiry extension, and the PEM private key (RSA: RS256, ECDSA: ES256...) they
+  // are signed with; empty: an ECDSA P-256 key generated at start.
+  ServiceAccountTokenOptions service_accounts;
+  std::string service_account_signing_key_file;
   // Both set: serve HTTPS. The kubeconfig then carries the certificate as its CA data.
   std::string tls_cert_file;
   std::string tls_private_key_file;
@@ -141,9 +153,9 @@ class TestApiServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// One line of a token auth file. Every authenticated user may do everything on this server (it
-// does not authorize its own requests); the groups count in TokenReview answers, which kubelets
-// pass on to their SubjectAccessReviews.
+// One line of a token auth file. Every authenticated user (these, and service accounts by their
+// tokens) may do everything on this server (it does not authorize its own requests); the groups
+// count in TokenReview answers, which kubelets pass on to their SubjectAccessReviews.
 struct TokenUser {
   std::string token;
   std::string user;

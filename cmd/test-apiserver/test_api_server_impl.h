@@ -1,8 +1,8 @@
 // TestApiServer::Impl, private to cmd/test-apiserver/. test_api_server.cpp holds the server's
 // lifecycle, authentication, request limits, fault injection and the /_test/ endpoints;
 // test_api_server_routes.cpp the REST routing (discovery, get, list, create, update, patch,
-// delete); test_api_server_watch.cpp the watch streams; test_api_server_kubelet.cpp the reviews
-// and the kubelet proxy.
+// delete); test_api_server_watch.cpp the watch streams; test_api_server_kubelet.cpp the reviews,
+// service account tokens and the kubelet proxy.
 #pragma once
 
 #include <httplib.h>
@@ -24,6 +24,7 @@
 #include "cmd/test-apiserver/api_status.h"
 #include "cmd/test-apiserver/authz.h"
 #include "cmd/test-apiserver/kubelet_location.h"
+#include "cmd/test-apiserver/service_account_token.h"
 #include "cmd/test-apiserver/table.h"
 #include "cmd/test-apiserver/test_api_server.h"
 #include "cmd/test-apiserver/util.h"
@@ -118,7 +119,8 @@ class TestApiServer::Impl {
   }
 
  private:
-  // The --token-auth-file's tokens; the first one goes into the written kubeconfig.
+  // The --token-auth-file's tokens (the first one goes into the written kubeconfig) and the
+  // service account token signing key.
   base::Status loadTokens();
 
   // The --authorization-policy-file's policies and the kubelet client's TLS context.
@@ -157,13 +159,20 @@ class TestApiServer::Impl {
 
   void record(const httplib::Request& req);
 
+  // Without a token file every request is served; with one, a request needs a bearer token of
+  // the file or a service account token for the API audiences.
   bool authenticated(const httplib::Request& req) const {
-    if (tokens_.empty()) return true;
+    if (review_users_.empty()) return true;
     if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") return true;
     std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
-    return auth.starts_with(prefix) && tokens_.contains(auth.substr(prefix.size()));
+    return auth.starts_with(prefix) &&
+           authenticateToken(auth.substr(prefix.size()), sa_tokens_->apiAudiences()).authenticated;
   }
+
+  // The token file's users first, then the service account tokens (TokenAuthenticator).
+  TokenVerdict authenticateToken(const std::string& token,
+                                 const std::vector<std::string>& audiences) const;
 
   // The Content-Length header's value (0 when absent or not a number).
   static uint64_t declaredLength(const httplib::Request& req) {
@@ -204,6 +213,9 @@ class TestApiServer::Impl {
   // TokenReview, SubjectAccessReview and the kubelet subresources. True when the request was
   // answered.
   bool serveKubeletApi(const httplib::Request& req, httplib::Response& res);
+
+  // serviceaccounts/<name>/token (service_account_token.h). True when the request was answered.
+  bool serveTokenRequest(const httplib::Request& req, httplib::Response& res);
 
   void serveReview(const httplib::Request& req, httplib::Response& res, bool token_review);
 
@@ -315,10 +327,10 @@ class TestApiServer::Impl {
   bool tls_ = false;
   std::string ca_pem_;
   std::string first_token_;
-  std::map<std::string, std::string> tokens_;       // token -> user; read-only after start()
-  std::map<std::string, ReviewUser> review_users_;  // token -> user; read-only after start()
-  std::vector<AbacPolicy> policies_;                // read-only after start()
-  std::shared_ptr<KubeletDialer> kubelet_dialer_;   // set by start()
+  std::map<std::string, ReviewUser> review_users_;   // token -> user; read-only after start()
+  std::unique_ptr<ServiceAccountTokens> sa_tokens_;  // set by start()
+  std::vector<AbacPolicy> policies_;                 // read-only after start()
+  std::shared_ptr<KubeletDialer> kubelet_dialer_;    // set by start()
   std::atomic<bool> stopping_{false};
 
   mutable std::mutex mu_;

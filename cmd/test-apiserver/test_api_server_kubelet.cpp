@@ -1,7 +1,7 @@
 // TestApiServer::Impl: the kubelet API's counterpart. TokenReview and SubjectAccessReview
-// (authz.h), and the kubelet subresources: the target is computed as kube-apiserver does
-// (kubelet_location.h), then the client's connection is taken over from httplib and tunnelled to
-// the kubelet (tunnel.h).
+// (authz.h), service account tokens (service_account_token.h), and the kubelet subresources: the
+// target is computed as kube-apiserver does (kubelet_location.h), then the client's connection is
+// taken over from httplib and tunnelled to the kubelet (tunnel.h).
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -87,10 +87,33 @@ void TestApiServer::Impl::serveReview(const httplib::Request& req, httplib::Resp
   }
   auto body = parseBody(req, res);
   if (!body) return;
-  auto [code, answer] = token_review
-                            ? reviewToken(*body, tokens_.empty() ? nullptr : &review_users_)
-                            : reviewAccess(*body, policies_);
+  auto [code, answer] =
+      token_review
+          ? reviewToken(
+                *body,
+                [this](const std::string& token, const std::vector<std::string>& audiences) {
+                  return authenticateToken(token, audiences);
+                },
+                sa_tokens_->apiAudiences())
+          : reviewAccess(*body, policies_);
   sendJson(res, code, answer);
+}
+
+bool TestApiServer::Impl::serveTokenRequest(const httplib::Request& req, httplib::Response& res) {
+  const std::vector<std::string> segs = splitPath(req.path);
+  if (segs.size() != 7 || segs[0] != "api" || segs[1] != "v1" || segs[2] != "namespaces" ||
+      segs[4] != "serviceaccounts" || segs[6] != "token") {
+    return false;
+  }
+  if (req.method != "POST") {
+    sendCode(res, 405, "the server does not allow this method on the requested resource");
+    return true;
+  }
+  auto body = parseBody(req, res);
+  if (!body) return true;
+  auto [code, answer] = sa_tokens_->requestToken(segs[3], segs[5], *body);
+  sendJson(res, code, answer);
+  return true;
 }
 
 void TestApiServer::Impl::servePodSubresource(const httplib::Request& req, httplib::Response& res,

@@ -11,6 +11,7 @@ namespace nodeagent::testapiserver {
 void TestApiServer::Impl::route(const httplib::Request& req, httplib::Response& res) {
   if (serveDiscovery(req, res)) return;
   if (serveKubeletApi(req, res)) return;
+  if (serveTokenRequest(req, res)) return;
   std::optional<ResourcePath> target = resolveResourcePath(req, res);
   if (!target) return;
   const std::string& m = req.method;

@@ -159,6 +159,36 @@ std::optional<std::string> base64Decode(std::string_view text) {
   return out;
 }
 
+std::vector<std::string> splitString(std::string_view text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t at = text.find(separator, start);
+    parts.emplace_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
+std::string base64UrlEncode(std::string_view data) {
+  std::string out = base64Encode(data);
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (char& c : out) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
+std::optional<std::string> base64UrlDecode(std::string_view text) {
+  // One character left over carries fewer than 8 bits: no byte ends there.
+  if (text.size() % 4 == 1) return std::nullopt;
+  for (char c : text) {
+    if (c == '+' || c == '/' || c == '=') return std::nullopt;
+  }
+  return base64Decode(text);
+}
+
 namespace {
 
 base::Status corruptBase64(size_t at) {

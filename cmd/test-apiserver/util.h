@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
@@ -20,8 +21,15 @@ std::optional<base::SystemTime> parseTime(std::string_view text);
 // k8s.io/apimachinery duration.HumanDuration ("5s", "3m2s", "10m", "2h3m", "5d"), the AGE column.
 std::string humanDuration(base::Duration d);
 
+// Every part of `text` between `separator`s, empty ones included (Go's strings.Split).
+std::vector<std::string> splitString(std::string_view text, char separator);
+
 std::string base64Encode(std::string_view data);
 std::optional<std::string> base64Decode(std::string_view text);
+// base64url without padding (RFC 4648 section 5, Go's base64.RawURLEncoding), as in JWTs.
+std::string base64UrlEncode(std::string_view data);
+// Only the URL alphabet and no padding; nullopt otherwise.
+std::optional<std::string> base64UrlDecode(std::string_view text);
 // Go's base64.StdEncoding, which kube-apiserver decodes JSON []byte fields with: the standard
 // alphabet, padding required, '\r' and '\n' skipped, trailing bits ignored. InvalidArgument
 // "illegal base64 data at input byte N" (Go's CorruptInputError) otherwise.

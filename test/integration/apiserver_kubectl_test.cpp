@@ -5,11 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cmd/test-apiserver/util.h"
 #include "test/integration/apiserver_test_util.h"
 
 using nlohmann::json;
@@ -657,4 +659,174 @@ TEST_CASE("kubectl: get configmaps -w sees an update", "[integration][apiserver]
   CHECK(rowOf(out, "MODIFIED").at(1) == "w");
   CHECK(rowOf(out, "MODIFIED").at(2) == "2");
   CHECK(watch.running());
+}
+
+namespace {
+
+// A TLS server with a token file (kubectl sends bearer tokens over TLS only).
+std::vector<std::string> secureServerArgs(const TempDir& dir) {
+  writeFile(dir / "tokens.csv", "s3cret,admin,uid1,\"system:masters\"\n");
+  REQUIRE(generateCert(dir));
+  return {"--token-auth-file=" + (dir / "tokens.csv").string(),
+          "--tls-cert-file=" + (dir / "cert.pem").string(),
+          "--tls-private-key-file=" + (dir / "key.pem").string()};
+}
+
+// `kubectl create token ARGS...`'s token (empty when it failed).
+std::string createToken(const Kubectl& kubectl, std::vector<std::string> args) {
+  args.insert(args.begin(), {"create", "token"});
+  auto r = kubectl.run(args);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  std::string token = r.out;
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  return token;
+}
+
+// The decoded header (part 0) or claims (part 1) of a JWT.
+json jwtPart(const std::string& token, int part) {
+  std::istringstream parts(token);
+  std::string text;
+  for (int i = 0; i <= part; ++i) std::getline(parts, text, '.');
+  auto decoded = nodeagent::testapiserver::base64UrlDecode(text);
+  REQUIRE(decoded.has_value());
+  return json::parse(*decoded);
+}
+
+// The status of a TokenReview of `token`, posted as the token file's admin over TLS (kubectl's
+// create --raw sends no Content-Length, and create -f would want the OpenAPI document).
+json tokenReviewStatus(const TempDir& dir, const SpawnedApiServer& server,
+                       const std::string& token) {
+  httplib::SSLClient client("127.0.0.1", server.port());
+  client.set_ca_cert_path((dir / "cert.pem").c_str());
+  client.set_bearer_token_auth("s3cret");
+  const json review = {{"apiVersion", "authentication.k8s.io/v1"},
+                       {"kind", "TokenReview"},
+                       {"spec", {{"token", token}}}};
+  auto r =
+      client.Post("/apis/authentication.k8s.io/v1/tokenreviews", review.dump(), "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 201);
+  return json::parse(r->body)["status"];
+}
+
+}  // namespace
+
+TEST_CASE(
+    "kubectl: create token default gives a JWT that authenticates kubectl and TokenReview "
+    "as the service account",
+    "[integration][apiserver]") {
+  TempDir dir("apiserver-sa-token");
+  SpawnedApiServer server(dir, secureServerArgs(dir));
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+
+  const std::string token = createToken(kubectl, {"default"});
+  REQUIRE(std::count(token.begin(), token.end(), '.') == 2);
+  CHECK(jwtPart(token, 0)["alg"] == "ES256");
+  const json claims = jwtPart(token, 1);
+  CHECK(claims["iss"] == "https://kubernetes.default.svc.cluster.local");
+  CHECK(claims["sub"] == "system:serviceaccount:default:default");
+  CHECK(claims["exp"].get<int64_t>() - claims["iat"].get<int64_t>() == 3600);
+
+  // The server authenticates kubectl with it (and lets every authenticated user in)...
+  auto pods = kubectl.run({"get", "pods", "--token=" + token});
+  INFO(pods.err);
+  CHECK(pods.exit_code == 0);
+  // ... but not with a token whose signature is broken.
+  auto forged = kubectl.run({"get", "pods", "--token=" + token + "x"});
+  CHECK(forged.exit_code != 0);
+  CHECK(forged.err.find("must be logged in") != std::string::npos);
+
+  const json status = tokenReviewStatus(dir, server, token);
+  CHECK(status["authenticated"] == true);
+  CHECK(status["user"]["username"] == "system:serviceaccount:default:default");
+  CHECK(status["user"]["groups"] ==
+        json{"system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"});
+  auto uid = kubectl.run({"get", "serviceaccount", "default", "-o", "jsonpath={.metadata.uid}"});
+  CHECK(status["user"]["uid"] == uid.out);
+  CHECK(status["audiences"] == json{"https://kubernetes.default.svc.cluster.local"});
+
+  // Another audience: a token for someone else, not for this server.
+  const std::string vault = createToken(kubectl, {"default", "--audience=vault"});
+  CHECK(jwtPart(vault, 1)["aud"] == "vault");
+  CHECK(kubectl.run({"get", "pods", "--token=" + vault}).exit_code != 0);
+  CHECK(tokenReviewStatus(dir, server, vault)["authenticated"] == false);
+
+  auto missing = kubectl.run({"create", "token", "nope"});
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("serviceaccounts \"nope\" not found") != std::string::npos);
+  auto short_lived = kubectl.run({"create", "token", "default", "--duration=5m"});
+  CHECK(short_lived.exit_code != 0);
+  CHECK(short_lived.err.find("TokenRequest.authentication.k8s.io \"\" is invalid: "
+                             "spec.expirationSeconds: Invalid value: 300: may not specify a "
+                             "duration less than 10 minutes") != std::string::npos);
+  const std::string long_lived = createToken(kubectl, {"default", "--duration=2h"});
+  const json long_claims = jwtPart(long_lived, 1);
+  CHECK(long_claims["exp"].get<int64_t>() - long_claims["iat"].get<int64_t>() == 7200);
+
+  auto discovery = kubectl.run({"get", "--raw", "/api/v1"});
+  REQUIRE(discovery.exit_code == 0);
+  const json resources = json::parse(discovery.out)["resources"];
+  json entry;
+  for (const json& r : resources) {
+    if (r["name"] == "serviceaccounts/token") entry = r;
+  }
+  CHECK(entry["kind"] == "TokenRequest");
+  CHECK(entry["group"] == "authentication.k8s.io");
+  CHECK(entry["verbs"] == json{"create"});
+}
+
+TEST_CASE(
+    "kubectl: create token bound to a pod names the pod, and the pod's deletion "
+    "invalidates it",
+    "[integration][apiserver]") {
+  TempDir dir("apiserver-sa-bound");
+  auto args = secureServerArgs(dir);
+  // An RSA signing key of the user's, and another issuer.
+  REQUIRE(
+      runCommand({"openssl", "genrsa", "-out", (dir / "sa.key").string(), "2048"}, dir).exit_code ==
+      0);
+  args.push_back("--service-account-signing-key-file=" + (dir / "sa.key").string());
+  args.push_back("--service-account-issuer=https://issuer.example");
+  SpawnedApiServer server(dir, args);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  REQUIRE(kubectl.run({"run", "x", "--image=busybox", "--restart=Never"}).exit_code == 0);
+  const std::string pod_uid =
+      kubectl.run({"get", "pod", "x", "-o", "jsonpath={.metadata.uid}"}).out;
+  REQUIRE_FALSE(pod_uid.empty());
+
+  const std::string token =
+      createToken(kubectl, {"default", "--bound-object-kind", "Pod", "--bound-object-name", "x"});
+  CHECK(jwtPart(token, 0)["alg"] == "RS256");
+  const json claims = jwtPart(token, 1);
+  CHECK(claims["iss"] == "https://issuer.example");
+  CHECK(claims["aud"] == "https://issuer.example");
+  CHECK(claims["kubernetes.io"]["pod"] == json{{"name", "x"}, {"uid", pod_uid}});
+  json status = tokenReviewStatus(dir, server, token);
+  CHECK(status["authenticated"] == true);
+  CHECK(status["user"]["extra"]["authentication.kubernetes.io/pod-name"] == json{"x"});
+  CHECK(status["user"]["extra"]["authentication.kubernetes.io/pod-uid"] == json{pod_uid});
+  CHECK(kubectl.run({"get", "pods", "--token=" + token}).exit_code == 0);
+
+  auto no_pod = kubectl.run(
+      {"create", "token", "default", "--bound-object-kind", "Pod", "--bound-object-name", "y"});
+  CHECK(no_pod.exit_code != 0);
+  CHECK(no_pod.err.find("pods \"y\" not found") != std::string::npos);
+  auto wrong_uid = kubectl.run({"create", "token", "default", "--bound-object-kind", "Pod",
+                                "--bound-object-name", "x", "--bound-object-uid", "0000"});
+  CHECK(wrong_uid.exit_code != 0);
+  CHECK(wrong_uid.err.find("Operation cannot be fulfilled on Pod \"x\": the UID in the bound "
+                           "object reference (0000) does not match") != std::string::npos);
+
+  // A pod without a node is gone at once: its token no longer authenticates.
+  REQUIRE(kubectl.run({"delete", "pod", "x"}).exit_code == 0);
+  status = tokenReviewStatus(dir, server, token);
+  CHECK(status["authenticated"] == false);
+  CHECK(status["error"] == "service account token has been invalidated");
+  auto refused = kubectl.run({"get", "pods", "--token=" + token});
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("must be logged in") != std::string::npos);
 }

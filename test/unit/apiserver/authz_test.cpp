@@ -128,34 +128,58 @@ TEST_CASE("abac: kube-apiserver's matching of subjects, verbs, resources and pat
   CHECK_FALSE(authorize({}, resourceRequest("root", "get", "", "nodes")).allowed);
 }
 
-TEST_CASE("TokenReview: known, unknown and missing tokens, and no authenticator",
+TEST_CASE("TokenReview: known, unknown and missing tokens, audiences, and no authenticator",
           "[unit][apiserver]") {
-  const std::map<std::string, ReviewUser> users = {{"t1", {"alice", "u1", {"ops"}}}};
+  const std::map<std::string, ReviewUser> users = {{"t1", {"alice", "u1", {"ops"}, {}}}};
+  std::vector<std::string> asked;
+  const TokenAuthenticator authenticate = [&](const std::string& token,
+                                              const std::vector<std::string>& audiences) {
+    asked = audiences;
+    const auto found = users.find(token);
+    if (found == users.end()) return TokenVerdict{};
+    return TokenVerdict{true, found->second, audiences, ""};
+  };
+  const std::vector<std::string> api = {"https://api.example"};
   const json review = {{"apiVersion", "authentication.k8s.io/v1"},
                        {"kind", "TokenReview"},
                        {"spec", {{"token", "t1"}}}};
-  auto [code, known] = reviewToken(review, &users);
+  auto [code, known] = reviewToken(review, authenticate, api);
   CHECK(code == 201);
   CHECK(known["status"]["authenticated"] == true);
   CHECK(known["status"]["user"] ==
         json{{"username", "alice"}, {"uid", "u1"}, {"groups", {"ops", "system:authenticated"}}});
+  CHECK(known["status"]["audiences"] == json{"https://api.example"});
   CHECK(known["spec"]["token"] == "t1");
+
+  // The review's audiences are those asked for.
+  json with_audiences = review;
+  with_audiences["spec"]["audiences"] = {"vault"};
+  auto [aud_code, aud] = reviewToken(with_audiences, authenticate, api);
+  CHECK(asked == std::vector<std::string>{"vault"});
+  CHECK(aud["status"]["audiences"] == json{"vault"});
 
   json other = review;
   other["spec"]["token"] = "nope";
-  auto [unknown_code, unknown] = reviewToken(other, &users);
+  auto [unknown_code, unknown] = reviewToken(other, authenticate, api);
   CHECK(unknown_code == 201);
   CHECK(unknown["status"]["authenticated"] == false);
   CHECK_FALSE(unknown["status"].contains("error"));
+  CHECK_FALSE(unknown["status"].contains("audiences"));
 
-  auto [none_code, none] = reviewToken(review, nullptr);
+  const TokenAuthenticator refusing = [](const std::string&, const std::vector<std::string>&) {
+    return TokenVerdict{false, {}, {}, "service account token has expired"};
+  };
+  CHECK(reviewToken(review, refusing, api).second["status"]["error"] ==
+        "service account token has expired");
+
+  auto [none_code, none] = reviewToken(review, nullptr, api);
   CHECK(none_code == 201);
   CHECK_FALSE(none["status"].contains("authenticated"));
 
   json empty = review;
   empty["spec"]["token"] = "";
-  CHECK(reviewToken(empty, &users).first == 400);
-  CHECK(reviewToken(json::array(), &users).first == 400);
+  CHECK(reviewToken(empty, authenticate, api).first == 400);
+  CHECK(reviewToken(json::array(), authenticate, api).first == 400);
 }
 
 TEST_CASE("SubjectAccessReview: answers and invalid specs", "[unit][apiserver]") {

@@ -80,3 +80,33 @@ TEST_CASE("protobuf: other kinds and malformed bodies are errors", "[unit][apise
   truncated.resize(truncated.size() - 40);
   CHECK_FALSE(decodeProtobufObject(truncated).ok());
 }
+
+TEST_CASE("protobuf: kubectl create token's TokenRequest decodes with its spec",
+          "[unit][apiserver]") {
+  // As kubectl v1.32 sends `create token default --audience=a1 --audience=a2 --duration=20m
+  // --bound-object-kind=Pod --bound-object-name=p1 --bound-object-uid=u1`.
+  const std::string body(
+      "k8s\x00\n(\n\x18"
+      "authentication.k8s.io/v1\x12\x0cTokenRequest\x12"
+      ""
+      "8\n\x10\n\x00\x12\x00\x1a\x00\"\x00*\x00"
+      "2\x00"
+      "8\x00"
+      "B"
+      "\x00\x12\x1e\n\x02"
+      "a1\n\x02"
+      "a2\x1a\x11\n\x03Pod\x12\x02v1\x1a\x02p"
+      "1\"\x02u1 \xb0\t\x1a\x04\n\x00\x12\x00\x1a\x00\"\x00",
+      108);
+  auto decoded = decodeProtobufObject(body);
+  REQUIRE(decoded.ok());
+  CHECK(*decoded ==
+        json({{"apiVersion", "authentication.k8s.io/v1"},
+              {"kind", "TokenRequest"},
+              {"metadata", json::object()},
+              {"spec",
+               {{"audiences", {"a1", "a2"}},
+                {"expirationSeconds", 1200},
+                {"boundObjectRef",
+                 {{"kind", "Pod"}, {"apiVersion", "v1"}, {"name", "p1"}, {"uid", "u1"}}}}}}));
+}
