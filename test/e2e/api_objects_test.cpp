@@ -153,3 +153,54 @@ TEST_CASE(
   CHECK(testing::eventually(
       [&] { return env.containerLog("late", "main").find("k=v") != std::string::npos; }, 10s));
 }
+
+TEST_CASE(
+    "a projected volume as a cluster's kube-api-access gets a service account token bound to the "
+    "pod, which the apiserver's TokenReview accepts",
+    "[e2e][apiserver][volumes]") {
+  if (::geteuid() != 0) testing::skipTest("the test pod runs as root: needs root");
+  Env env;
+  env.startAgent({"--allow-root-api-pods"});
+  env.createFrom(
+      "token.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: token-reader\n  namespace: default\n"
+      "spec:\n  nodeName: " +
+          std::string(kNode) +
+          "\n  volumes:\n  - name: kube-api-access\n    projected:\n      sources:\n"
+          "      - serviceAccountToken: {path: token, expirationSeconds: 3607}\n"
+          "      - downwardAPI:\n          items:\n          - path: namespace\n"
+          "            fieldRef: {fieldPath: metadata.namespace}\n"
+          "  containers:\n  - name: main\n    image: busybox\n"
+          "    command: [\"sh\", \"-c\", \"echo ns=$(cat "
+          "$NODEAGENT_VOLUME_KUBE_API_ACCESS/namespace); "
+          "echo token=$(cat $NODEAGENT_VOLUME_KUBE_API_ACCESS/token); sleep 3600\"]\n");
+  std::string token;
+  const bool written = testing::eventually(
+      [&] {
+        const std::string log = env.containerLog("token-reader", "main");
+        const auto at = log.find("token=");
+        if (at == std::string::npos) return false;
+        token = log.substr(at + 6, log.find('\n', at) - at - 6);
+        return !token.empty();
+      },
+      30s);
+  INFO(env.diagnostics());
+  REQUIRE(written);
+  CHECK(env.containerLog("token-reader", "main").find("ns=default") != std::string::npos);
+
+  // The apiserver authenticates the token as the pod's service account, bound to the pod.
+  testing::writeFile(
+      env.dir / "review.yaml",
+      "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec:\n  token: " + token + "\n");
+  auto review = env.kubectl(
+      {"create", "--validate=false", "-o", "json", "-f", (env.dir / "review.yaml").string()});
+  INFO(review.err);
+  REQUIRE(review.exit_code == 0);
+  const auto status = json::parse(review.out)["status"];
+  CHECK(status.value("authenticated", false));
+  CHECK(status["user"].value("username", "") == "system:serviceaccount:default:default");
+  const auto pod = env.pod("token-reader");
+  REQUIRE(pod);
+  CHECK(status["user"]["extra"]["authentication.kubernetes.io/pod-uid"] ==
+        json::array({(*pod)["metadata"].value("uid", "")}));
+}
