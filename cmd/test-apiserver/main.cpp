@@ -1,6 +1,10 @@
 // build/test-apiserver: the mock Kubernetes apiserver as a program (see test_api_server.h).
-// Prints "listening on http(s)://ADDR:PORT" as its first stdout line, then serves until SIGTERM
-// or SIGINT.
+// Prints "listening on https://ADDR:PORT" (http:// with --insecure-serve-http) as its first stdout
+// line, then serves until SIGTERM or SIGINT.
+//
+// HTTPS by default, as kube-apiserver: with the certificate given by --tls-cert-file and
+// --tls-private-key-file, else one issued at start by a CA kept under --cert-dir
+// (serving_certs.h); plain HTTP only with --insecure-serve-http.
 #include <signal.h>
 
 #include <cstdio>
@@ -12,6 +16,7 @@
 #include <string>
 
 #include "cmd/test-apiserver/kubelet_location.h"
+#include "cmd/test-apiserver/serving_certs.h"
 #include "cmd/test-apiserver/test_api_server.h"
 
 namespace {
@@ -20,8 +25,9 @@ using nodeagent::testapiserver::ServerOptions;
 using nodeagent::testapiserver::TestApiServer;
 
 void usage() {
-  std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--port=6443|0]\n"
+  std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--secure-port=6443|0]\n"
                "         [--token-auth-file=CSV] [--tls-cert-file=F --tls-private-key-file=K]\n"
+               "         [--cert-dir=DIR] [--insecure-serve-http]\n"
                "         [--authorization-policy-file=ABAC-JSONL]\n"
                "         [--service-account-signing-key-file=PEM]\n"
                "         [--service-account-issuer=URL] [--api-audiences=A,B]\n"
@@ -35,6 +41,7 @@ void usage() {
 struct Flags {
   ServerOptions options;
   std::string kubeconfig_path;
+  bool insecure_http = false;
 };
 
 // Sets one flag. Returns the exit code when the program should stop here (--help, a bad flag or
@@ -44,7 +51,7 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
   try {
     if (arg == "--bind-address") {
       options.bind_address = value;
-    } else if (arg == "--port") {
+    } else if (arg == "--secure-port" || arg == "--port") {
       options.port = std::stoi(value);
     } else if (arg == "--token-auth-file") {
       options.token_auth_file = value;
@@ -52,6 +59,12 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       options.tls_cert_file = value;
     } else if (arg == "--tls-private-key-file") {
       options.tls_private_key_file = value;
+    } else if (arg == "--cert-dir") {
+      if (value.empty()) throw std::invalid_argument(value);
+      options.cert_dir = value;
+    } else if (arg == "--insecure-serve-http") {
+      if (value != "true" && value != "false") throw std::invalid_argument(value);
+      flags.insecure_http = value == "true";
     } else if (arg == "--authorization-policy-file") {
       options.authorization_policy_file = value;
     } else if (arg == "--service-account-signing-key-file") {
@@ -110,6 +123,8 @@ std::optional<int> parseFlags(int argc, char** argv, Flags& flags) {
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
+    } else if (arg == "--insecure-serve-http") {
+      value = "true";
     } else if (arg != "--help" && arg != "-h") {
       if (i + 1 >= argc) {
         std::cerr << "test-apiserver: " << arg << " needs a value\n";
@@ -121,8 +136,18 @@ std::optional<int> parseFlags(int argc, char** argv, Flags& flags) {
     if (std::optional<int> exit_code = applyFlag(arg, value, flags)) return exit_code;
   }
   if (flags.options.port < 0 || flags.options.port > 65535) {
-    std::cerr << "test-apiserver: --port must be 0..65535\n";
+    std::cerr << "test-apiserver: --secure-port must be 0..65535\n";
     return 2;
+  }
+  ServerOptions& options = flags.options;
+  if (flags.insecure_http) {
+    if (!options.cert_dir.empty() || !options.tls_cert_file.empty()) {
+      std::cerr << "test-apiserver: --insecure-serve-http cannot be combined with --cert-dir or "
+                   "--tls-cert-file\n";
+      return 2;
+    }
+  } else if (options.cert_dir.empty()) {
+    options.cert_dir = nodeagent::testapiserver::defaultCertDir();
   }
   return std::nullopt;
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cmd/test-apiserver/serving_certs.h"
 #include "cmd/test-apiserver/test_api_server_impl.h"
 #include "cmd/test-apiserver/tunnel.h"
 
@@ -160,22 +161,29 @@ base::Status TestApiServer::Impl::createServer() {
     return base::invalidArgumentError(
         "--tls-cert-file and --tls-private-key-file must be given together");
   }
-  if (options_.tls_cert_file.empty()) {
+  std::string cert_file = options_.tls_cert_file;
+  std::string key_file = options_.tls_private_key_file;
+  if (cert_file.empty() && options_.cert_dir.empty()) {
     server_ = std::make_unique<httplib::Server>();
     return base::okStatus();
   }
-  std::ifstream cert(options_.tls_cert_file);
-  if (!cert) {
-    return base::invalidArgumentError("cannot read TLS certificate " + options_.tls_cert_file);
+  if (cert_file.empty()) {
+    ASSIGN_OR_RETURN(ServingCertificate generated,
+                     ensureServingCertificate(options_.cert_dir, options_.bind_address));
+    cert_file = generated.cert_file.string();
+    key_file = generated.key_file.string();
+    ca_pem_ = std::move(generated.ca_pem);
+  } else {
+    std::ifstream cert(cert_file);
+    if (!cert) return base::invalidArgumentError("cannot read TLS certificate " + cert_file);
+    std::stringstream ss;
+    ss << cert.rdbuf();
+    ca_pem_ = ss.str();
   }
-  std::stringstream ss;
-  ss << cert.rdbuf();
-  ca_pem_ = ss.str();
-  auto ssl = std::make_unique<httplib::SSLServer>(options_.tls_cert_file.c_str(),
-                                                  options_.tls_private_key_file.c_str());
+  auto ssl = std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str());
   if (!ssl->is_valid()) {
-    return base::invalidArgumentError("cannot load TLS certificate " + options_.tls_cert_file +
-                                      " with key " + options_.tls_private_key_file);
+    return base::invalidArgumentError("cannot load TLS certificate " + cert_file + " with key " +
+                                      key_file);
   }
   server_ = std::move(ssl);
   tls_ = true;

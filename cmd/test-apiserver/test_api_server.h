@@ -74,6 +74,10 @@ struct ServerOptions {
   // Both set: serve HTTPS. The kubeconfig then carries the certificate as its CA data.
   std::string tls_cert_file;
   std::string tls_private_key_file;
+  // Without the two files: when set, serve HTTPS with a certificate issued at start by a CA kept
+  // in this directory (serving_certs.h), the kubeconfig carrying that CA; when empty, plain HTTP
+  // (the program always sets it unless told --insecure-serve-http).
+  std::string cert_dir;
   // The kubelets behind pods/log, pods/exec, pods/attach, pods/portforward and nodes/proxy: the
   // client certificate and key presented to them (both or neither), the CA their serving
   // certificates must chain to (empty: not verified, as kube-apiserver), the node address types

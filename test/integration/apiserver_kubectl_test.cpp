@@ -20,26 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class Kubectl {
- public:
-  Kubectl(const TempDir& dir, const SpawnedApiServer& server)
-      : dir_(dir), kubeconfig_(server.kubeconfig()) {}
-
-  std::vector<std::string> argv(std::vector<std::string> args) const {
-    std::vector<std::string> out = {"kubectl", "--kubeconfig=" + kubeconfig_.string(),
-                                    "--cache-dir=" + (dir_ / "kube-cache").string()};
-    out.insert(out.end(), args.begin(), args.end());
-    return out;
-  }
-  RunResult run(std::vector<std::string> args) const {
-    return runCommand(argv(std::move(args)), dir_);
-  }
-
- private:
-  const TempDir& dir_;
-  std::filesystem::path kubeconfig_;
-};
-
 const char* kPodYaml = R"(apiVersion: v1
 kind: Pod
 metadata:
@@ -414,8 +394,9 @@ TEST_CASE("test-apiserver: --bind-address, a fixed --port and --history-window",
   REQUIRE(listen(fd, 1) == 0);
   REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   const std::string port = std::to_string(ntohs(addr.sin_port));
-  auto busy = runCommand(
-      {binaryPath("test-apiserver").string(), "--bind-address=127.0.0.1", "--port=" + port}, dir);
+  auto busy = runCommand({binaryPath("test-apiserver").string(), "--bind-address=127.0.0.1",
+                          "--port=" + port, "--insecure-serve-http"},
+                         dir);
   CHECK(busy.exit_code == 1);
   CHECK(busy.err.find("cannot listen on 127.0.0.1:" + port) != std::string::npos);
   close(fd);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -93,7 +94,8 @@ inline RunResult runCommand(const std::vector<std::string>& argv, const TempDir&
   return RunResult{code, child.out(), child.err()};
 }
 
-// build/test-apiserver spawned on port 0 with a kubeconfig written into `dir`. SIGTERM at the
+// build/test-apiserver spawned on port 0 with a kubeconfig written into `dir`: plain HTTP
+// (--insecure-serve-http) unless `extra_args` name --tls-cert-file or --cert-dir. SIGTERM at the
 // end, SIGKILL if it does not exit.
 class SpawnedApiServer {
  public:
@@ -101,6 +103,10 @@ class SpawnedApiServer {
       : kubeconfig_(dir / "kubeconfig") {
     std::vector<std::string> argv = {binaryPath("test-apiserver").string(), "--port=0",
                                      "--write-kubeconfig=" + kubeconfig_.string()};
+    const bool tls = std::any_of(extra_args.begin(), extra_args.end(), [](const auto& arg) {
+      return arg.starts_with("--tls-cert-file") || arg.starts_with("--cert-dir");
+    });
+    if (!tls) argv.push_back("--insecure-serve-http");
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     process_ = std::make_unique<ChildProcess>(argv, dir / "apiserver.out", dir / "apiserver.err");
     eventually(
@@ -127,6 +133,27 @@ class SpawnedApiServer {
   std::filesystem::path kubeconfig_;
   std::unique_ptr<ChildProcess> process_;
   std::string url_;
+};
+
+// The real kubectl with the server's written kubeconfig and a cache directory of the test's own.
+class Kubectl {
+ public:
+  Kubectl(const TempDir& dir, const SpawnedApiServer& server)
+      : dir_(dir), kubeconfig_(server.kubeconfig()) {}
+
+  std::vector<std::string> argv(std::vector<std::string> args) const {
+    std::vector<std::string> out = {"kubectl", "--kubeconfig=" + kubeconfig_.string(),
+                                    "--cache-dir=" + (dir_ / "kube-cache").string()};
+    out.insert(out.end(), args.begin(), args.end());
+    return out;
+  }
+  RunResult run(std::vector<std::string> args) const {
+    return runCommand(argv(std::move(args)), dir_);
+  }
+
+ private:
+  const TempDir& dir_;
+  std::filesystem::path kubeconfig_;
 };
 
 }  // namespace nodeagent::testing
