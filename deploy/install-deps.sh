@@ -17,6 +17,12 @@ packages=(
   # The CRI tests' images are built from busybox (test/images/make-test-images.sh).
   busybox-static
 )
+# Node.js 20+ and npm for @kubernetes/client-node in the e2e tests (test/tools/
+# install-js-client.sh): Debian's packages only when no node or npm is on the PATH already
+# (NodeSource's nodejs, say, brings its own npm and conflicts with Debian's).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 if [[ "${NODEAGENT_WITH_BENCH_PEERS:-}" == 1 ]]; then
   packages+=(supervisor)
 fi
