@@ -111,6 +111,17 @@ std::string accessRequestFrom(const json& spec, AccessRequest& request) {
   return "";
 }
 
+// The review as answered: the request's fields, then the decision as its status.
+json accessAnswer(const json& review, const char* kind, const AccessDecision& decision) {
+  json out = review;
+  out["apiVersion"] = "authorization.k8s.io/v1";
+  out["kind"] = kind;
+  out["metadata"] = {{"creationTimestamp", nullptr}};
+  out["status"] = {{"allowed", decision.allowed}};
+  if (!decision.reason.empty()) out["status"]["reason"] = decision.reason;
+  return out;
+}
+
 }  // namespace
 
 base::StatusOr<AbacPolicy> parseAbacPolicy(const std::string& line) {
@@ -206,7 +217,7 @@ std::pair<int, json> reviewToken(const json& review, const TokenAuthenticator& a
   return {201, std::move(out)};
 }
 
-std::pair<int, json> reviewAccess(const json& review, const std::vector<AbacPolicy>& policies) {
+std::pair<int, json> reviewAccess(const json& review, const Authorizer& authorizer) {
   if (!review.is_object() || !review.contains("spec") || !review["spec"].is_object()) {
     return {400,
             statusObject(400, "the body of a SubjectAccessReview must be an object with a spec")};
@@ -219,14 +230,118 @@ std::pair<int, json> reviewAccess(const json& review, const std::vector<AbacPoli
                      422, "SubjectAccessReview.authorization.k8s.io \"\" is invalid: " + invalid,
                      "Invalid", details)};
   }
-  const AccessDecision decision = authorize(policies, request);
+  return {201, accessAnswer(review, "SubjectAccessReview", authorizer.authorize(request))};
+}
+
+std::pair<int, json> reviewSelfAccess(const json& review, const ReviewUser& user,
+                                      const Authorizer& authorizer) {
+  if (!review.is_object() || !review.contains("spec") || !review["spec"].is_object()) {
+    return {400, statusObject(
+                     400, "the body of a SelfSubjectAccessReview must be an object with a spec")};
+  }
+  json spec = review["spec"];
+  spec["user"] = user.username;
+  spec["groups"] = user.groups;
+  AccessRequest request;
+  const std::string invalid = accessRequestFrom(spec, request);
+  if (!invalid.empty()) {
+    json details = {{"group", "authorization.k8s.io"}, {"kind", "SelfSubjectAccessReview"}};
+    return {422,
+            statusObject(422,
+                         "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: " + invalid,
+                         "Invalid", details)};
+  }
+  return {201, accessAnswer(review, "SelfSubjectAccessReview", authorizer.authorize(request))};
+}
+
+std::pair<int, json> reviewSelfRules(const json& review, const ReviewUser& user,
+                                     const Authorizer& authorizer) {
+  const std::string ns =
+      review.is_object() && review.contains("spec") ? stringAt(review["spec"], "namespace") : "";
+  if (ns.empty()) return {400, statusObject(400, "no namespace on request")};
   json out = review;
   out["apiVersion"] = "authorization.k8s.io/v1";
-  out["kind"] = "SubjectAccessReview";
+  out["kind"] = "SelfSubjectRulesReview";
   out["metadata"] = {{"creationTimestamp", nullptr}};
-  out["status"] = {{"allowed", decision.allowed}};
-  if (!decision.reason.empty()) out["status"]["reason"] = decision.reason;
+  out["status"] = authorizer.rulesFor(user, ns);
   return {201, std::move(out)};
+}
+
+json reviewSelf(const ReviewUser& user) {
+  json info = {{"username", user.username}, {"groups", user.groups}};
+  if (!user.uid.empty()) info["uid"] = user.uid;
+  if (!user.extra.empty()) info["extra"] = user.extra;
+  return {{"apiVersion", "authentication.k8s.io/v1"},
+          {"kind", "SelfSubjectReview"},
+          {"metadata", {{"creationTimestamp", nullptr}}},
+          {"status", {{"userInfo", std::move(info)}}}};
+}
+
+json forbiddenStatus(const AccessRequest& request, const std::string& reason) {
+  std::string message;
+  std::string resource = request.resource;
+  if (!request.resource_request) {
+    message = "forbidden: User \"" + request.user + "\" cannot " + request.verb + " path \"" +
+              request.path + "\"";
+  } else {
+    if (!request.subresource.empty()) resource += "/" + request.subresource;
+    const std::string scope =
+        request.ns.empty() ? "at the cluster scope" : "in the namespace \"" + request.ns + "\"";
+    const std::string qualified =
+        request.api_group.empty() ? request.resource : request.resource + "." + request.api_group;
+    message = qualified + (request.name.empty() ? "" : " \"" + request.name + "\"") +
+              " is forbidden: User \"" + request.user + "\" cannot " + request.verb +
+              " resource \"" + resource + "\" in API group \"" + request.api_group + "\" " + scope;
+  }
+  if (!reason.empty()) message += ": " + reason;
+  json details = {{"kind", request.resource}};
+  if (!request.name.empty()) details["name"] = request.name;
+  if (!request.api_group.empty()) details["group"] = request.api_group;
+  return statusObject(403, message, "Forbidden",
+                      request.resource_request ? std::move(details) : json(nullptr));
+}
+
+base::StatusOr<AuthorizationMode> parseAuthorizationMode(const std::string& text) {
+  if (text == "AlwaysAllow") return AuthorizationMode::kAlwaysAllow;
+  if (text == "ABAC") return AuthorizationMode::kAbac;
+  return base::invalidArgumentError("--authorization-mode: unknown mode \"" + text +
+                                    "\" (supported: AlwaysAllow, ABAC)");
+}
+
+AccessDecision Authorizer::authorize(const AccessRequest& request) const {
+  if (mode_ == AuthorizationMode::kAlwaysAllow) return {true, ""};
+  return testapiserver::authorize(policies_, request);
+}
+
+json Authorizer::rulesFor(const ReviewUser& user, const std::string& ns) const {
+  json resource_rules = json::array();
+  json non_resource_rules = json::array();
+  const auto all = [&] {
+    resource_rules.push_back({{"verbs", {"*"}}, {"apiGroups", {"*"}}, {"resources", {"*"}}});
+    non_resource_rules.push_back({{"verbs", {"*"}}, {"nonResourceURLs", {"*"}}});
+  };
+  if (mode_ == AuthorizationMode::kAlwaysAllow || contains(user.groups, kMastersGroup)) all();
+  if (mode_ == AuthorizationMode::kAbac) {
+    AccessRequest subject;
+    subject.user = user.username;
+    subject.groups = user.groups;
+    for (const AbacPolicy& p : policies_) {
+      if (!subjectMatches(p, subject)) continue;
+      const json verbs = p.readonly ? json{"get", "list", "watch"} : json{"*"};
+      // Paths have no namespace: their rules hold in any (as authorize() decides them).
+      if (!p.resource.empty() && (p.ns == "*" || p.ns == ns)) {
+        resource_rules.push_back(
+            {{"verbs", verbs}, {"apiGroups", {p.api_group}}, {"resources", {p.resource}}});
+      }
+      if (!p.non_resource_path.empty()) {
+        non_resource_rules.push_back(
+            {{"verbs", verbs}, {"nonResourceURLs", {p.non_resource_path}}});
+      }
+    }
+  }
+  return {{"resourceRules", std::move(resource_rules)},
+          {"nonResourceRules", std::move(non_resource_rules)},
+          {"incomplete", false}};
 }
 
 }  // namespace nodeagent::testapiserver

@@ -2,7 +2,8 @@
 // authentication and authorization (kubelet --authentication-token-webhook and
 // --authorization-mode=Webhook): TokenReview from the --token-auth-file users, SubjectAccessReview
 // from kube-apiserver's two fixed rules (the system:masters group may do everything) and an ABAC
-// policy file (--authorization-policy-file).
+// policy file (--authorization-policy-file); the same authorizer decides the server's own requests
+// and the self reviews kubectl auth sends.
 //
 // Policy file: kube-apiserver's ABAC format, one JSON object a line; blank lines and lines whose
 // first non-blank character is '#' are skipped:
@@ -78,6 +79,33 @@ struct ReviewUser {
   std::map<std::string, std::vector<std::string>> extra;
 };
 
+// What the server enforces on its own requests and answers in access reviews
+// (--authorization-mode): kube-apiserver's AlwaysAllow, or ABAC, the union of the system:masters
+// rule and the policies (only system:masters without a policy file).
+enum class AuthorizationMode { kAlwaysAllow, kAbac };
+
+// "AlwaysAllow" or "ABAC"; InvalidArgument naming the supported modes otherwise.
+base::StatusOr<AuthorizationMode> parseAuthorizationMode(const std::string& text);
+
+class Authorizer {
+ public:
+  Authorizer() = default;  // AlwaysAllow
+  Authorizer(AuthorizationMode mode, std::vector<AbacPolicy> policies)
+      : mode_(mode), policies_(std::move(policies)) {}
+
+  AuthorizationMode mode() const { return mode_; }
+  AccessDecision authorize(const AccessRequest& request) const;
+  // kube-apiserver's RulesFor, as a SelfSubjectRulesReview's status: the resource and
+  // non-resource rules that apply to `user` in namespace `ns` (everything for AlwaysAllow and
+  // system:masters; for ABAC each matching policy's resource or path with get/list/watch when
+  // readonly, else "*").
+  nlohmann::json rulesFor(const ReviewUser& user, const std::string& ns) const;
+
+ private:
+  AuthorizationMode mode_ = AuthorizationMode::kAlwaysAllow;
+  std::vector<AbacPolicy> policies_;
+};
+
 // What the server's authenticators say of a bearer token.
 struct TokenVerdict {
   bool authenticated = false;
@@ -102,6 +130,20 @@ std::pair<int, nlohmann::json> reviewToken(const nlohmann::json& review,
 // The answer to a POST of a SubjectAccessReview: {http code, body} (422 for a spec that asks
 // nothing or both kinds of attributes, 400 for a body that is no review).
 std::pair<int, nlohmann::json> reviewAccess(const nlohmann::json& review,
-                                            const std::vector<AbacPolicy>& policies);
+                                            const Authorizer& authorizer);
+// The same for a SelfSubjectAccessReview by `user` (authorization.k8s.io/v1: `kubectl auth
+// can-i`), and a SelfSubjectRulesReview (`kubectl auth can-i --list`; 400 without a namespace).
+std::pair<int, nlohmann::json> reviewSelfAccess(const nlohmann::json& review,
+                                                const ReviewUser& user,
+                                                const Authorizer& authorizer);
+std::pair<int, nlohmann::json> reviewSelfRules(const nlohmann::json& review, const ReviewUser& user,
+                                               const Authorizer& authorizer);
+// A SelfSubjectReview's answer (authentication.k8s.io/v1: `kubectl auth whoami`).
+nlohmann::json reviewSelf(const ReviewUser& user);
+
+// kube-apiserver's 403 Forbidden Status for a denied request, e.g. `pods "web" is forbidden:
+// User "bob" cannot get resource "pods" in API group "" in the namespace "default": No policy
+// matched.`
+nlohmann::json forbiddenStatus(const AccessRequest& request, const std::string& reason);
 
 }  // namespace nodeagent::testapiserver

@@ -28,6 +28,7 @@ void usage() {
   std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--secure-port=6443|0]\n"
                "         [--token-auth-file=CSV] [--tls-cert-file=F --tls-private-key-file=K]\n"
                "         [--cert-dir=DIR] [--insecure-serve-http]\n"
+               "         [--authorization-mode=AlwaysAllow|ABAC]\n"
                "         [--authorization-policy-file=ABAC-JSONL]\n"
                "         [--service-account-signing-key-file=PEM]\n"
                "         [--service-account-issuer=URL] [--api-audiences=A,B]\n"
@@ -67,6 +68,8 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       flags.insecure_http = value == "true";
     } else if (arg == "--authorization-policy-file") {
       options.authorization_policy_file = value;
+    } else if (arg == "--authorization-mode") {
+      options.authorization_mode = value;
     } else if (arg == "--service-account-signing-key-file") {
       options.service_account_signing_key_file = value;
     } else if (arg == "--service-account-issuer") {

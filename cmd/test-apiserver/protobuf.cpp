@@ -211,6 +211,26 @@ const std::vector<FieldSpec>* specsFor(const std::string& kind) {
       {4, "expirationSeconds", Type::kInt}};
   static const std::vector<FieldSpec> kTokenRequest = {
       {2, "spec", Type::kMessage, &kTokenRequestSpec}};
+  // k8s.io/api/authorization/v1 and authentication/v1: what kubectl auth can-i and whoami send.
+  static const std::vector<FieldSpec> kResourceAttributes = {
+      {1, "namespace", Type::kString}, {2, "verb", Type::kString},
+      {3, "group", Type::kString},     {4, "version", Type::kString},
+      {5, "resource", Type::kString},  {6, "subresource", Type::kString},
+      {7, "name", Type::kString}};
+  static const std::vector<FieldSpec> kNonResourceAttributes = {{1, "path", Type::kString},
+                                                                {2, "verb", Type::kString}};
+  static const std::vector<FieldSpec> kSelfAccessSpec = {
+      {1, "resourceAttributes", Type::kMessage, &kResourceAttributes},
+      {2, "nonResourceAttributes", Type::kMessage, &kNonResourceAttributes}};
+  static const std::vector<FieldSpec> kSelfAccessReview = {
+      {2, "spec", Type::kMessage, &kSelfAccessSpec}};
+  static const std::vector<FieldSpec> kSelfRulesSpec = {{1, "namespace", Type::kString}};
+  static const std::vector<FieldSpec> kSelfRulesReview = {
+      {2, "spec", Type::kMessage, &kSelfRulesSpec}};
+  static const std::vector<FieldSpec> kSelfSubjectReview = {};
+  if (kind == "SelfSubjectAccessReview") return &kSelfAccessReview;
+  if (kind == "SelfSubjectRulesReview") return &kSelfRulesReview;
+  if (kind == "SelfSubjectReview") return &kSelfSubjectReview;
   if (kind == "Namespace") return &kNamespace;
   if (kind == "TokenRequest") return &kTokenRequest;
   if (kind == "ConfigMap") return &kConfigMap;
@@ -243,7 +263,7 @@ base::StatusOr<json> decodeProtobufObject(std::string_view body) {
   if (!specs) {
     return base::unimplementedError(
         "protobuf bodies are only understood for Namespace, ConfigMap, Secret, "
-        "ServiceAccount and TokenRequest, not " +
+        "ServiceAccount, TokenRequest and the self reviews, not " +
         (kind.empty() ? std::string("(no kind)") : kind) + "; send application/json");
   }
   json out = {{"apiVersion", api_version.empty() ? "v1" : api_version},

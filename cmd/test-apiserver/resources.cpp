@@ -111,7 +111,18 @@ const std::vector<ConnectResource>& connectResources() {
        false,
        {"create", "delete", "get", "patch", "update"}},
       {"", "serviceaccounts/token", "TokenRequest", true, {"create"}, "authentication.k8s.io"},
+      {"authentication.k8s.io", "selfsubjectreviews", "SelfSubjectReview", false, {"create"}},
       {"authentication.k8s.io", "tokenreviews", "TokenReview", false, {"create"}},
+      {"authorization.k8s.io",
+       "selfsubjectaccessreviews",
+       "SelfSubjectAccessReview",
+       false,
+       {"create"}},
+      {"authorization.k8s.io",
+       "selfsubjectrulesreviews",
+       "SelfSubjectRulesReview",
+       false,
+       {"create"}},
       {"authorization.k8s.io", "subjectaccessreviews", "SubjectAccessReview", false, {"create"}},
   };
   return kResources;

@@ -2,9 +2,11 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "cmd/test-apiserver/request_info.h"
 #include "cmd/test-apiserver/serving_certs.h"
 #include "cmd/test-apiserver/test_api_server_impl.h"
 #include "cmd/test-apiserver/tunnel.h"
@@ -309,7 +311,38 @@ void TestApiServer::Impl::handle(const httplib::Request& req, httplib::Response&
     std::unique_lock lock(mu_);
     latency_cv_.wait_for(lock, latency, [this] { return stopping_.load(); });
   }
+  if (!authorizeRequest(req, res)) return;
   route(req, res);
+}
+
+ReviewUser TestApiServer::Impl::requestUser(const httplib::Request& req) const {
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.starts_with(prefix)) {
+    TokenVerdict verdict =
+        authenticateToken(auth.substr(prefix.size()), sa_tokens_->apiAudiences());
+    if (verdict.authenticated) {
+      std::vector<std::string>& groups = verdict.user.groups;
+      if (std::find(groups.begin(), groups.end(), "system:authenticated") == groups.end()) {
+        groups.push_back("system:authenticated");
+      }
+      return std::move(verdict.user);
+    }
+  }
+  return {"system:anonymous", "", {"system:unauthenticated"}, {}};
+}
+
+bool TestApiServer::Impl::authorizeRequest(const httplib::Request& req, httplib::Response& res) {
+  if (authorizer_.mode() == AuthorizationMode::kAlwaysAllow) return true;
+  AccessRequest request = requestAttributes(req.method, req.path, truthy(param(req, "watch")));
+  if (alwaysAllowed(request)) return true;
+  ReviewUser user = requestUser(req);
+  request.user = std::move(user.username);
+  request.groups = std::move(user.groups);
+  const AccessDecision decision = authorizer_.authorize(request);
+  if (decision.allowed) return true;
+  sendJson(res, 403, forbiddenStatus(request, decision.reason));
+  return false;
 }
 
 void TestApiServer::Impl::handleTest(const httplib::Request& req, httplib::Response& res) {

@@ -63,9 +63,14 @@ struct ServerOptions {
   // every request but /healthz, /livez, /readyz and /_test/ needs `Authorization: Bearer <token>`
   // with one of its tokens or a service account token for the API audiences.
   std::string token_auth_file;
-  // kube-apiserver's ABAC policy file (authz.h): what a SubjectAccessReview allows to users
-  // outside system:masters. Empty: only system:masters is allowed anything.
+  // kube-apiserver's ABAC policy file (authz.h): what users outside system:masters may do.
   std::string authorization_policy_file;
+  // What the server enforces on its own requests and answers in SubjectAccessReviews and the
+  // self reviews (`kubectl auth can-i`): "AlwaysAllow" (every authenticated request), or "ABAC"
+  // (system:masters and the policy file; only system:masters without one; everyone may still
+  // read discovery, version, OpenAPI and health and ask about themselves, as kube-apiserver's
+  // default RBAC roles allow). Empty: ABAC when a policy file is given, else AlwaysAllow.
+  std::string authorization_mode;
   // Service account tokens (serviceaccounts/token, service_account_token.h): their issuer, API
   // audiences and expiry extension, and the PEM private key (RSA: RS256, ECDSA: ES256...) they
   // are signed with; empty: an ECDSA P-256 key generated at start.
@@ -157,9 +162,9 @@ class TestApiServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// One line of a token auth file. Every authenticated user (these, and service accounts by their
-// tokens) may do everything on this server (it does not authorize its own requests); the groups
-// count in TokenReview answers, which kubelets pass on to their SubjectAccessReviews.
+// One line of a token auth file. What these users (and service accounts, by their tokens) may do
+// is the authorization mode's decision; the groups count there and in TokenReview answers, which
+// kubelets pass on to their SubjectAccessReviews.
 struct TokenUser {
   std::string token;
   std::string user;

@@ -170,6 +170,12 @@ class TestApiServer::Impl {
            authenticateToken(auth.substr(prefix.size()), sa_tokens_->apiAudiences()).authenticated;
   }
 
+  // Who sent the request: the user of its bearer token (groups plus system:authenticated), or
+  // system:anonymous (in system:unauthenticated) without a valid one.
+  ReviewUser requestUser(const httplib::Request& req) const;
+  // The authorizer's decision on the request; false after answering 403 when it is denied.
+  bool authorizeRequest(const httplib::Request& req, httplib::Response& res);
+
   // The token file's users first, then the service account tokens (TokenAuthenticator).
   TokenVerdict authenticateToken(const std::string& token,
                                  const std::vector<std::string>& audiences) const;
@@ -210,14 +216,17 @@ class TestApiServer::Impl {
 
   void route(const httplib::Request& req, httplib::Response& res);
 
-  // TokenReview, SubjectAccessReview and the kubelet subresources. True when the request was
-  // answered.
+  // TokenReview, SubjectAccessReview, the self reviews and the kubelet subresources. True when
+  // the request was answered.
   bool serveKubeletApi(const httplib::Request& req, httplib::Response& res);
 
   // serviceaccounts/<name>/token (service_account_token.h). True when the request was answered.
   bool serveTokenRequest(const httplib::Request& req, httplib::Response& res);
 
   void serveReview(const httplib::Request& req, httplib::Response& res, bool token_review);
+  // SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview (kubectl auth can-i
+  // and whoami) of the request's own user. True when the request was answered.
+  bool serveSelfReview(const httplib::Request& req, httplib::Response& res);
 
   // pods/log, pods/exec, pods/attach, pods/portforward of pod `ns`/`name`.
   void servePodSubresource(const httplib::Request& req, httplib::Response& res,
@@ -329,7 +338,7 @@ class TestApiServer::Impl {
   std::string first_token_;
   std::map<std::string, ReviewUser> review_users_;   // token -> user; read-only after start()
   std::unique_ptr<ServiceAccountTokens> sa_tokens_;  // set by start()
-  std::vector<AbacPolicy> policies_;                 // read-only after start()
+  Authorizer authorizer_;                            // read-only after start()
   std::shared_ptr<KubeletDialer> kubelet_dialer_;    // set by start()
   std::atomic<bool> stopping_{false};
 

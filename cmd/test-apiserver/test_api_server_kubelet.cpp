@@ -47,9 +47,21 @@ void blockSigpipe() {
 }  // namespace
 
 base::Status TestApiServer::Impl::loadKubeletAccess() {
+  std::vector<AbacPolicy> policies;
   if (!options_.authorization_policy_file.empty()) {
-    ASSIGN_OR_RETURN(policies_, parseAbacPolicyFile(options_.authorization_policy_file));
+    ASSIGN_OR_RETURN(policies, parseAbacPolicyFile(options_.authorization_policy_file));
   }
+  AuthorizationMode mode = options_.authorization_policy_file.empty()
+                               ? AuthorizationMode::kAlwaysAllow
+                               : AuthorizationMode::kAbac;
+  if (!options_.authorization_mode.empty()) {
+    ASSIGN_OR_RETURN(mode, parseAuthorizationMode(options_.authorization_mode));
+  }
+  if (mode == AuthorizationMode::kAlwaysAllow && !options_.authorization_policy_file.empty()) {
+    return base::invalidArgumentError(
+        "--authorization-policy-file needs --authorization-mode=ABAC (it is AlwaysAllow)");
+  }
+  authorizer_ = Authorizer(mode, std::move(policies));
   for (const std::string& type : options_.kubelet_preferred_address_types) {
     RETURN_IF_ERROR(parsePreferredAddressTypes(type).status());
   }
@@ -66,6 +78,7 @@ bool TestApiServer::Impl::serveKubeletApi(const httplib::Request& req, httplib::
     serveReview(req, res, token_review);
     return true;
   }
+  if (serveSelfReview(req, res)) return true;
   const std::vector<std::string> segs = splitPath(req.path);
   if (segs.size() < 5 || segs[0] != "api" || segs[1] != "v1") return false;
   if (segs.size() == 7 && segs[2] == "namespaces" && segs[4] == "pods" &&
@@ -95,8 +108,32 @@ void TestApiServer::Impl::serveReview(const httplib::Request& req, httplib::Resp
                   return authenticateToken(token, audiences);
                 },
                 sa_tokens_->apiAudiences())
-          : reviewAccess(*body, policies_);
+          : reviewAccess(*body, authorizer_);
   sendJson(res, code, answer);
+}
+
+bool TestApiServer::Impl::serveSelfReview(const httplib::Request& req, httplib::Response& res) {
+  const std::string& path = req.path;
+  const bool access = path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+  const bool rules = path == "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+  if (!access && !rules && path != "/apis/authentication.k8s.io/v1/selfsubjectreviews") {
+    return false;
+  }
+  if (req.method != "POST") {
+    sendCode(res, 405, "the server does not allow this method on the requested resource");
+    return true;
+  }
+  auto body = parseBody(req, res);
+  if (!body) return true;
+  const ReviewUser user = requestUser(req);
+  if (!access && !rules) {
+    sendJson(res, 201, reviewSelf(user));
+    return true;
+  }
+  auto [code, answer] = access ? reviewSelfAccess(*body, user, authorizer_)
+                               : reviewSelfRules(*body, user, authorizer_);
+  sendJson(res, code, answer);
+  return true;
 }
 
 bool TestApiServer::Impl::serveTokenRequest(const httplib::Request& req, httplib::Response& res) {

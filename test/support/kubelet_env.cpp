@@ -20,6 +20,8 @@ KubeletEnv::KubeletEnv(const std::string& temp_prefix)
   auto client = pki.issueClient("kube-apiserver-kubelet-client", {"system:masters"});
   testapiserver::ServerOptions o;
   o.token_auth_file = (dir / "tokens.csv").string();
+  // Only system:masters may do anything (admin; nobody gets 403s from the kubelet API).
+  o.authorization_mode = "ABAC";
   o.tls_cert_file = (dir / "apiserver" / "cert.pem").string();
   o.tls_private_key_file = (dir / "apiserver" / "key.pem").string();
   o.kubelet_client_certificate = client.cert_file.string();

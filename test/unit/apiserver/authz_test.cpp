@@ -183,8 +183,10 @@ TEST_CASE("TokenReview: known, unknown and missing tokens, audiences, and no aut
 }
 
 TEST_CASE("SubjectAccessReview: answers and invalid specs", "[unit][apiserver]") {
-  const std::vector<AbacPolicy> policies = {
-      policy(policyLine(R"({"user":"alice","namespace":"*","resource":"nodes","apiGroup":"*"})"))};
+  const Authorizer policies(
+      AuthorizationMode::kAbac,
+      {policy(
+          policyLine(R"({"user":"alice","namespace":"*","resource":"nodes","apiGroup":"*"})"))});
   json review = {{"apiVersion", "authorization.k8s.io/v1"},
                  {"kind", "SubjectAccessReview"},
                  {"spec",
