@@ -24,6 +24,7 @@
 #include "cmd/test-apiserver/api_status.h"
 #include "cmd/test-apiserver/authz.h"
 #include "cmd/test-apiserver/kubelet_location.h"
+#include "cmd/test-apiserver/openapi.h"
 #include "cmd/test-apiserver/service_account_token.h"
 #include "cmd/test-apiserver/table.h"
 #include "cmd/test-apiserver/test_api_server.h"
@@ -243,6 +244,17 @@ class TestApiServer::Impl {
 
   // Health checks, /version, /api and /apis. True when the request was answered.
   bool serveDiscovery(const httplib::Request& req, httplib::Response& res);
+
+  // /openapi/v2 and /openapi/v3[/<group version>] (test_api_server_openapi.cpp). True when the
+  // request was answered.
+  bool serveOpenApi(const httplib::Request& req, httplib::Response& res);
+
+  // The field validation of a create, update or patch body against its kind's schema, as the
+  // fieldValidation parameter asks: Strict answers 400 with every unknown and duplicate field,
+  // Warn adds a Warning header for each, Ignore looks at nothing; an unknown fieldValidation
+  // value is answered 422. False when the request was answered. Protobuf and JSON patch bodies
+  // are not looked into.
+  bool checkFields(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
 
   // The resource a path names. Answers the request itself (a group's or a version's discovery
   // document, 404, 405) and returns nullopt when the path names no resource to act on.

@@ -10,6 +10,7 @@ namespace nodeagent::testapiserver {
 
 void TestApiServer::Impl::route(const httplib::Request& req, httplib::Response& res) {
   if (serveDiscovery(req, res)) return;
+  if (serveOpenApi(req, res)) return;
   if (serveKubeletApi(req, res)) return;
   if (serveTokenRequest(req, res)) return;
   std::optional<ResourcePath> target = resolveResourcePath(req, res);
@@ -70,7 +71,6 @@ std::optional<TestApiServer::Impl::ResourcePath> TestApiServer::Impl::resolveRes
     if (segs[2] != "v1") return notFoundPath(res);
     i = 3;
   } else {
-    // Includes /openapi/v2 and /openapi/v3: kubectl then skips validation.
     return notFoundPath(res);
   }
   if (i == segs.size()) {
@@ -147,6 +147,7 @@ void TestApiServer::Impl::serveCreate(const httplib::Request& req, httplib::Resp
   if (t.resource->namespaced && !t.ns_given) {
     return sendCode(res, 405, "POST needs the namespace in the path");
   }
+  if (!checkFields(req, res, t)) return;
   auto body = parseBody(req, res);
   if (!body) return;
   auto created = store_.create(t.resource->plural, t.ns, std::move(*body));
@@ -157,6 +158,7 @@ void TestApiServer::Impl::serveCreate(const httplib::Request& req, httplib::Resp
 void TestApiServer::Impl::serveUpdate(const httplib::Request& req, httplib::Response& res,
                                       const ResourcePath& t) {
   if (t.name.empty()) return sendCode(res, 405, "PUT needs an object name");
+  if (!checkFields(req, res, t)) return;
   auto body = parseBody(req, res);
   if (!body) return;
   auto updated = store_.update(t.resource->plural, t.ns, t.name, std::move(*body), t.sub);
@@ -178,6 +180,7 @@ void TestApiServer::Impl::servePatch(const httplib::Request& req, httplib::Respo
   }
   json patch_doc = json::parse(req.body, nullptr, false);
   if (patch_doc.is_discarded()) return sendCode(res, 400, "the patch is not valid JSON");
+  if (!checkFields(req, res, t)) return;
   auto patched = store_.patch(t.resource->plural, t.ns, t.name, *type, patch_doc, t.sub);
   if (!patched.ok()) return sendError(res, patched.status(), t.name, t.resource->plural);
   return sendJson(res, 200, *patched);

@@ -158,9 +158,7 @@ TEST_CASE("kubectl: get, create, round trip, nodes, raw and api-resources",
                                       {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
                                        {"nodeInfo", {{"kubeletVersion", "v1.30.0"}}}}}})
                                    .dump());
-  REQUIRE(
-      kubectl.run({"create", "-f", (dir / "node.json").string(), "--validate=false"}).exit_code ==
-      0);
+  REQUIRE(kubectl.run({"create", "-f", (dir / "node.json").string()}).exit_code == 0);
   auto nodes = kubectl.run({"get", "nodes"});
   REQUIRE(nodes.exit_code == 0);
   CHECK(nodes.out.find("NAME    STATUS   ROLES    AGE   VERSION") != std::string::npos);
@@ -524,7 +522,7 @@ TEST_CASE("kubectl: create configmap and secret generic, get them as kube-apiser
                                     {"metadata", {{"name", "bad"}}},
                                     {"data", {{"k", "not base64!"}}}})
                                   .dump());
-  auto bad = kubectl.run({"create", "-f", (dir / "bad.json").string(), "--validate=false"});
+  auto bad = kubectl.run({"create", "-f", (dir / "bad.json").string()});
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("data[k]: Invalid value") != std::string::npos);
 

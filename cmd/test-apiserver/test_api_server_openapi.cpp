@@ -1,0 +1,118 @@
+// TestApiServer::Impl: the OpenAPI documents (openapi.h) and the field validation of request
+// bodies against them.
+#include "cmd/test-apiserver/patch.h"
+#include "cmd/test-apiserver/protobuf.h"
+#include "cmd/test-apiserver/test_api_server_impl.h"
+
+namespace nodeagent::testapiserver {
+namespace {
+
+constexpr std::string_view kOpenApiV2Protobuf = "application/com.github.proto-openapi.spec.v2";
+
+// Whether an Accept header admits a JSON answer (no header admits anything).
+bool acceptsJson(const std::string& accept) {
+  if (accept.empty()) return true;
+  return accept.find("application/json") != std::string::npos ||
+         accept.find("*/*") != std::string::npos ||
+         accept.find("application/*") != std::string::npos;
+}
+
+// kube-apiserver's Warning header value: code 299, no agent, the text quoted.
+std::string warningHeader(const std::string& text) { return "299 - " + json(text).dump(); }
+
+}  // namespace
+
+bool TestApiServer::Impl::serveOpenApi(const httplib::Request& req, httplib::Response& res) {
+  const std::string& path = req.path;
+  if (path != "/openapi/v2" && path != "/openapi/v3" && !path.starts_with("/openapi/v3/")) {
+    return false;
+  }
+  if (req.method != "GET") {
+    sendCode(res, 405, "the server does not allow this method on the requested resource");
+    return true;
+  }
+  if (path == "/openapi/v2") {
+    const std::string accept = req.get_header_value("Accept");
+    if (!acceptsJson(accept)) {
+      // The gnostic protobuf form is not made; clients then fall back to OpenAPI v3 or their
+      // built-in types.
+      sendCode(res, 406,
+               accept.find(kOpenApiV2Protobuf) != std::string::npos
+                   ? "the OpenAPI v2 document is only served as application/json"
+                   : "only application/json is served");
+      return true;
+    }
+    sendJson(res, 200, openApiV2Document());
+    return true;
+  }
+  if (path == "/openapi/v3" || path == "/openapi/v3/") {
+    res.set_header("Cache-Control", "no-cache, private");
+    sendJson(res, 200, openApiV3Index());
+    return true;
+  }
+  const std::string group_version = path.substr(std::string_view("/openapi/v3/").size());
+  const json* doc = openApiV3Document(group_version);
+  if (!doc) {
+    notFound(res);
+    return true;
+  }
+  const std::string& hash = openApiV3Hash(group_version);
+  const std::string asked = param(req, "hash");
+  if (!asked.empty() && asked != hash) {
+    // As kube-apiserver: a stale hash is sent to the current one.
+    res.status = 301;
+    res.set_header("Location", path + "?hash=" + hash);
+    return true;
+  }
+  res.set_header("ETag", "\"" + hash + "\"");
+  res.set_header("Cache-Control", asked.empty() ? "no-cache, private" : "public, immutable");
+  if (req.get_header_value("If-None-Match") == "\"" + hash + "\"") {
+    res.status = 304;
+    return true;
+  }
+  sendJson(res, 200, *doc);
+  return true;
+}
+
+bool TestApiServer::Impl::checkFields(const httplib::Request& req, httplib::Response& res,
+                                      const ResourcePath& t) {
+  const std::string value = param(req, "fieldValidation");
+  std::optional<FieldValidation> mode = parseFieldValidation(value);
+  if (!mode) {
+    const char* options = req.method == "POST"  ? "CreateOptions"
+                          : req.method == "PUT" ? "UpdateOptions"
+                                                : "PatchOptions";
+    sendJson(res, 422, invalidFieldValidationStatus(value, options));
+    return false;
+  }
+  if (*mode == FieldValidation::kIgnore) return true;
+  const std::string type = kindTypeName(*t.resource);
+  if (type.empty()) return true;
+  const std::string content_type = mediaType(req.get_header_value("Content-Type"));
+  const bool patch_body = req.method == "PATCH";
+  std::optional<PatchType> patch_type;
+  if (patch_body) {
+    patch_type = patchTypeFromContentType(content_type);
+    if (!patch_type || *patch_type == PatchType::kJsonPatch) return true;
+  } else if (content_type == kProtobufContentType) {
+    return true;
+  }
+  const bool strategic = patch_type == PatchType::kStrategicMergePatch;
+  std::vector<std::string> problems = fieldProblems(type, req.body, strategic);
+  if (problems.empty()) return true;
+  if (*mode == FieldValidation::kWarn) {
+    for (const auto& p : problems) res.set_header("Warning", warningHeader(p));
+    return true;
+  }
+  std::string message = "strict decoding error: ";
+  for (size_t i = 0; i < problems.size(); ++i) message += (i ? ", " : "") + problems[i];
+  if (!patch_body) {
+    const std::string& kind = t.resource->kind;
+    message = kind + " in version " + json(t.resource->version).dump() +
+              " cannot be handled as a " + kind + ": " + message;
+  }
+  sendCode(res, 400, message);
+  return false;
+}
+
+}  // namespace nodeagent::testapiserver
