@@ -13,19 +13,19 @@ namespace nodeagent::testapiserver {
 
 using nlohmann::json;
 
-const FieldSpec* TypeSpec::field(std::string_view field_name) const {
+const SchemaField* SchemaType::field(std::string_view field_name) const {
   for (const auto& f : fields) {
     if (f.name == field_name) return &f;
-    const TypeSpec* inline_type = f.name.empty() ? findType(f.type) : nullptr;
-    const FieldSpec* inner = inline_type ? inline_type->field(field_name) : nullptr;
+    const SchemaType* inline_type = f.name.empty() ? findType(f.type) : nullptr;
+    const SchemaField* inner = inline_type ? inline_type->field(field_name) : nullptr;
     if (inner) return inner;
   }
   return nullptr;
 }
 
-void TypeSpec::forEachField(const std::function<void(const FieldSpec&)>& fn) const {
+void SchemaType::forEachField(const std::function<void(const SchemaField&)>& fn) const {
   for (const auto& f : fields) {
-    const TypeSpec* inline_type = f.name.empty() ? findType(f.type) : nullptr;
+    const SchemaType* inline_type = f.name.empty() ? findType(f.type) : nullptr;
     if (inline_type) {
       inline_type->forEachField(fn);
     } else {
@@ -34,10 +34,10 @@ void TypeSpec::forEachField(const std::function<void(const FieldSpec&)>& fn) con
   }
 }
 
-const TypeSpec* findType(std::string_view name) {
+const SchemaType* findType(std::string_view name) {
   const auto& types = servedTypes();
   auto it = std::lower_bound(types.begin(), types.end(), name,
-                             [](const TypeSpec& t, std::string_view n) { return t.name < n; });
+                             [](const SchemaType& t, std::string_view n) { return t.name < n; });
   return it != types.end() && it->name == name ? &*it : nullptr;
 }
 
@@ -107,7 +107,7 @@ class StrictWalker : public nlohmann::json_sax<json> {
     if (type.starts_with("map[")) {
       frame.kind = Frame::kMap;
       frame.element = type.substr(4, type.size() - 5);
-    } else if (const TypeSpec* spec = findType(type)) {
+    } else if (const SchemaType* spec = findType(type)) {
       frame.kind = Frame::kObject;
       frame.type = spec;
     }
@@ -125,7 +125,7 @@ class StrictWalker : public nlohmann::json_sax<json> {
     if (!frame.seen.insert(name).second) record("duplicate field", name);
     if (frame.kind == Frame::kMap) {
       pending_ = frame.element;
-    } else if (const FieldSpec* f = frame.type->field(name)) {
+    } else if (const SchemaField* f = frame.type->field(name)) {
       pending_ = f->type.starts_with('!') ? f->type.substr(1) : f->type;
     } else {
       pending_ = "Object";
@@ -159,7 +159,7 @@ class StrictWalker : public nlohmann::json_sax<json> {
  private:
   struct Frame {
     enum Kind { kObject, kMap, kArray, kOpaque } kind;
-    const TypeSpec* type;      // kObject
+    const SchemaType* type;    // kObject
     std::string_view element;  // kMap, kArray: the type of the values
     size_t path_length;        // of the path of this object or array
     std::set<std::string> seen;

@@ -1,7 +1,7 @@
 // The OpenAPI schema of the served types (openapi_types.cpp) and what is made of it: the documents
-// kube-apiserver serves at /openapi/v2 (swagger 2.0 JSON) and /openapi/v3[/<group version>]
-// (OpenAPI 3.0), which kubectl explain, kubectl apply's patch computation and kubectl's check for
-// server-side field validation read; and that field validation of request bodies
+// kube-apiserver serves at /openapi/v2 (swagger 2.0, JSON or protobuf) and /openapi/v3[/<group
+// version>] (OpenAPI 3.0), which kubectl explain, kubectl apply's patch computation and kubectl's
+// check for server-side field validation read; and that field validation of request bodies
 // (fieldValidation=Strict|Warn|Ignore), worded as kube-apiserver's strict decoding.
 #pragma once
 
@@ -24,9 +24,9 @@ namespace nodeagent::testapiserver {
 // `patch` is the strategic merge patch strategy and merge key, "merge:name",
 // "merge,retainKeys:name" or "merge", when the field has one. A field with an empty name stands
 // for all the fields of the type it names (Go's inline embedding).
-struct FieldSpec {
-  constexpr FieldSpec(std::string_view field_name, std::string_view field_type,
-                      std::string_view field_description, std::string_view field_patch = {})
+struct SchemaField {
+  constexpr SchemaField(std::string_view field_name, std::string_view field_type,
+                        std::string_view field_description, std::string_view field_patch = {})
       : name(field_name), type(field_type), description(field_description), patch(field_patch) {}
 
   std::string_view name;
@@ -35,21 +35,21 @@ struct FieldSpec {
   std::string_view patch;
 };
 
-struct TypeSpec {
+struct SchemaType {
   std::string_view name;  // "core.v1.Pod"; openApiName() gives kube's full name
   std::string_view description;
-  std::vector<FieldSpec> fields;
+  std::vector<SchemaField> fields;
 
   // The field named `field_name`, inline ones looked into; nullptr when there is none.
-  const FieldSpec* field(std::string_view field_name) const;
+  const SchemaField* field(std::string_view field_name) const;
   // Calls `fn` with every field, inline ones replaced by their type's fields.
-  void forEachField(const std::function<void(const FieldSpec&)>& fn) const;
+  void forEachField(const std::function<void(const SchemaField&)>& fn) const;
 };
 
 // Every type the served kinds are made of, sorted by name.
-const std::vector<TypeSpec>& servedTypes();
+const std::vector<SchemaType>& servedTypes();
 // nullptr when `name` ("core.v1.Container") is not a served type.
-const TypeSpec* findType(std::string_view name);
+const SchemaType* findType(std::string_view name);
 // kube's definition name: "core.v1.Pod" -> "io.k8s.api.core.v1.Pod", "meta.v1.ObjectMeta" ->
 // "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "Quantity" ->
 // "io.k8s.apimachinery.pkg.api.resource.Quantity".
@@ -87,5 +87,7 @@ const nlohmann::json* openApiV3Document(std::string_view group_version);
 const std::string& openApiV3Hash(std::string_view group_version);
 // The swagger 2.0 document of all served group versions.
 const nlohmann::json& openApiV2Document();
+// Its definitions as the gnostic protobuf client-go reads (openapi_v2.Document; no paths).
+const std::string& openApiV2Protobuf();
 
 }  // namespace nodeagent::testapiserver

@@ -77,7 +77,7 @@ class SchemaWriter {
 
   // A field: its type with its description beside it (OpenAPI 3.0 allows nothing beside a $ref,
   // so kube wraps the reference in allOf there) and its patch strategy.
-  json field(const FieldSpec& f) const {
+  json field(const SchemaField& f) const {
     std::string_view type = f.type.starts_with('!') ? f.type.substr(1) : f.type;
     json out = typeOf(type);
     if (v3_ && out.contains("$ref")) out = {{"allOf", json::array({out})}};
@@ -93,10 +93,10 @@ class SchemaWriter {
     return out;
   }
 
-  json type(const TypeSpec& t) const {
+  json type(const SchemaType& t) const {
     json properties = json::object();
     json required = json::array();
-    t.forEachField([&](const FieldSpec& f) {
+    t.forEachField([&](const SchemaField& f) {
       properties[std::string(f.name)] = field(f);
       if (f.type.starts_with('!')) required.push_back(f.name);
     });
@@ -164,7 +164,7 @@ class SchemaWriter {
 
 // The table types `type` is made of, itself included.
 void addReachable(std::string_view type, std::set<std::string_view>& out) {
-  const TypeSpec* spec = findType(type);
+  const SchemaType* spec = findType(type);
   if (!spec || !out.insert(spec->name).second) return;
   for (const auto& f : spec->fields) {
     std::string_view t = f.type;

@@ -2,7 +2,7 @@
 // they are made of, with the fields, JSON types, required fields, patch strategies and the first
 // sentence of each description as Kubernetes v1.32 defines them (k8s.io/api core/v1,
 // coordination/v1, authentication/v1, authorization/v1 and apimachinery's meta/v1). The field
-// type grammar is FieldSpec's (openapi.h). Types are sorted by name.
+// type grammar is SchemaField's (openapi.h). Types are sorted by name.
 #include "cmd/test-apiserver/openapi.h"
 
 namespace nodeagent::testapiserver {
@@ -10,7 +10,7 @@ namespace nodeagent::testapiserver {
 namespace {
 
 // Read through servedTypes() only (nothing reads it while statics are being initialized).
-const std::vector<TypeSpec> kTypes = {
+const std::vector<SchemaType> kTypes = {
     {"authentication.v1.BoundObjectReference",
      "BoundObjectReference is a reference to an object that a token is bound to.",
      {
@@ -2097,6 +2097,6 @@ const std::vector<TypeSpec> kTypes = {
 
 }  // namespace
 
-const std::vector<TypeSpec>& servedTypes() { return kTypes; }
+const std::vector<SchemaType>& servedTypes() { return kTypes; }
 
 }  // namespace nodeagent::testapiserver

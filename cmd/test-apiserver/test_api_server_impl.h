@@ -248,6 +248,8 @@ class TestApiServer::Impl {
   // /openapi/v2 and /openapi/v3[/<group version>] (test_api_server_openapi.cpp). True when the
   // request was answered.
   bool serveOpenApi(const httplib::Request& req, httplib::Response& res);
+  // /openapi/v2 as JSON or, when the Accept header prefers it, as gnostic protobuf.
+  void serveOpenApiV2(const httplib::Request& req, httplib::Response& res);
 
   // The field validation of a create, update or patch body against its kind's schema, as the
   // fieldValidation parameter asks: Strict answers 400 with every unknown and duplicate field,

@@ -22,6 +22,23 @@ std::string warningHeader(const std::string& text) { return "299 - " + json(text
 
 }  // namespace
 
+void TestApiServer::Impl::serveOpenApiV2(const httplib::Request& req, httplib::Response& res) {
+  const std::string accept = req.get_header_value("Accept");
+  const size_t protobuf = accept.find(kOpenApiV2Protobuf);
+  const size_t json_type = accept.find("application/json");
+  if (protobuf != std::string::npos && (json_type == std::string::npos || protobuf < json_type)) {
+    res.status = 200;
+    res.set_content(openApiV2Protobuf(), std::string(kOpenApiV2Protobuf) + ".v1.0+protobuf");
+    return;
+  }
+  if (!acceptsJson(accept)) {
+    return sendCode(res, 406,
+                    "only application/json and " + std::string(kOpenApiV2Protobuf) +
+                        ".v1.0+protobuf are served");
+  }
+  sendJson(res, 200, openApiV2Document());
+}
+
 bool TestApiServer::Impl::serveOpenApi(const httplib::Request& req, httplib::Response& res) {
   const std::string& path = req.path;
   if (path != "/openapi/v2" && path != "/openapi/v3" && !path.starts_with("/openapi/v3/")) {
@@ -32,17 +49,7 @@ bool TestApiServer::Impl::serveOpenApi(const httplib::Request& req, httplib::Res
     return true;
   }
   if (path == "/openapi/v2") {
-    const std::string accept = req.get_header_value("Accept");
-    if (!acceptsJson(accept)) {
-      // The gnostic protobuf form is not made; clients then fall back to OpenAPI v3 or their
-      // built-in types.
-      sendCode(res, 406,
-               accept.find(kOpenApiV2Protobuf) != std::string::npos
-                   ? "the OpenAPI v2 document is only served as application/json"
-                   : "only application/json is served");
-      return true;
-    }
-    sendJson(res, 200, openApiV2Document());
+    serveOpenApiV2(req, res);
     return true;
   }
   if (path == "/openapi/v3" || path == "/openapi/v3/") {

@@ -192,6 +192,14 @@ TEST_CASE("kubectl openapi: explain prints the served types' fields", "[integrat
   CHECK(lease.out.starts_with("GROUP:      coordination.k8s.io\nKIND:       Lease\n"));
   CHECK(lease.out.find("  renewTime\t<string>\n") != std::string::npos);
 
+  // The OpenAPI v2 form, which kubectl reads as protobuf.
+  auto v2 = kubectl.run({"explain", "--output=plaintext-openapiv2", "pod.spec.containers"});
+  INFO(v2.err);
+  REQUIRE(v2.exit_code == 0);
+  CHECK(v2.out.starts_with("KIND:     Pod\nVERSION:  v1\n\nRESOURCE: containers <[]Object>\n"));
+  CHECK(v2.out.find("   image\t<string>\n") != std::string::npos);
+  CHECK(v2.out.find("   name\t<string> -required-\n") != std::string::npos);
+
   auto missing = kubectl.run({"explain", "pod.spec.nope"});
   CHECK(missing.exit_code == 1);
   CHECK(missing.err.find("field \"nope\" does not exist") != std::string::npos);

@@ -85,13 +85,13 @@ TEST_CASE("openapi: kube's names and the kinds of the served resources", "[apise
     CHECK_FALSE(kindTypeName(r).empty());
   }
   CHECK(kindTypeName(*findResource("leases")) == "coordination.v1.Lease");
-  const TypeSpec* container = findType("core.v1.Container");
+  const SchemaType* container = findType("core.v1.Container");
   REQUIRE(container);
   REQUIRE(container->field("resizePolicy"));  // a field newer than the python client's models
   REQUIRE(container->field("restartPolicy"));
   CHECK(findType("core.v1.PodSpec")->field("containers")->patch == "merge:name");
   // Inline fields: an ephemeral container has a container's fields besides its own.
-  const TypeSpec* ephemeral = findType("core.v1.EphemeralContainer");
+  const SchemaType* ephemeral = findType("core.v1.EphemeralContainer");
   REQUIRE(ephemeral);
   CHECK(ephemeral->field("image") == container->field("image"));
   CHECK(ephemeral->field("targetContainerName") != nullptr);
@@ -291,7 +291,13 @@ TEST_CASE("openapi: the server validates fields as fieldValidation asks", "[apis
   auto v2_proto = client.Get(
       "/openapi/v2", {{"Accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"}});
   REQUIRE(v2_proto);
-  CHECK(v2_proto->status == 406);
+  CHECK(v2_proto->status == 200);
+  CHECK(v2_proto->get_header_value("Content-Type") ==
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+  CHECK(v2_proto->body == openApiV2Protobuf());
+  auto v2_xml = client.Get("/openapi/v2", {{"Accept", "application/xml"}});
+  REQUIRE(v2_xml);
+  CHECK(v2_xml->status == 406);
   auto v2 = client.Get("/openapi/v2", {{"Accept", "application/json"}});
   REQUIRE(v2);
   CHECK(v2->status == 200);
