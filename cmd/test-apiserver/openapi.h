@@ -22,17 +22,24 @@ namespace nodeagent::testapiserver {
 // "Quantity", "Time", "MicroTime", "IntOrString", "Object" (any JSON, kept as it is),
 // "[]<type>", "map[<type>]" (string keys) or a type name such as "core.v1.Container".
 // `patch` is the strategic merge patch strategy and merge key, "merge:name",
-// "merge,retainKeys:name" or "merge", when the field has one. A field with an empty name stands
-// for all the fields of the type it names (Go's inline embedding).
+// "merge,retainKeys:name" or "merge", when the field has one. `enum_values` are the values of a
+// string enum, sorted and separated by '|' ("Always|IfNotPresent|Never"). A field with an empty
+// name stands for all the fields of the type it names (Go's inline embedding).
 struct SchemaField {
   constexpr SchemaField(std::string_view field_name, std::string_view field_type,
-                        std::string_view field_description, std::string_view field_patch = {})
-      : name(field_name), type(field_type), description(field_description), patch(field_patch) {}
+                        std::string_view field_description, std::string_view field_patch = {},
+                        std::string_view field_enum = {})
+      : name(field_name),
+        type(field_type),
+        description(field_description),
+        patch(field_patch),
+        enum_values(field_enum) {}
 
   std::string_view name;
   std::string_view type;
   std::string_view description;
   std::string_view patch;
+  std::string_view enum_values;
 };
 
 struct SchemaType {

@@ -50,6 +50,18 @@ json groupVersionKind(std::string_view type) {
 // "PodList" -> the name of its list type's schema; lists are made, not tabled.
 std::string listTypeName(std::string_view type) { return std::string(type) + "List"; }
 
+// "Always|IfNotPresent|Never" -> ["Always", "IfNotPresent", "Never"].
+json enumValues(std::string_view values) {
+  json out = json::array();
+  size_t start = 0;
+  while (true) {
+    size_t bar = values.find('|', start);
+    out.push_back(values.substr(start, bar - start));
+    if (bar == std::string_view::npos) return out;
+    start = bar + 1;
+  }
+}
+
 class SchemaWriter {
  public:
   explicit SchemaWriter(bool v3) : v3_(v3) {}
@@ -82,6 +94,7 @@ class SchemaWriter {
     json out = typeOf(type);
     if (v3_ && out.contains("$ref")) out = {{"allOf", json::array({out})}};
     if (!f.description.empty()) out["description"] = f.description;
+    if (!f.enum_values.empty()) out["enum"] = enumValues(f.enum_values);
     if (!f.patch.empty()) {
       std::string_view patch = f.patch;
       size_t colon = patch.find(':');

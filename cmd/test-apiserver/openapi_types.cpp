@@ -79,8 +79,8 @@ const std::vector<SchemaType> kTypes = {
          {"user", "authentication.v1.UserInfo",
           "User is the UserInfo associated with the provided token."},
          {"audiences", "[]string",
-          "Audiences are audience identifiers chosen by the authenticator that are compatible "
-          "with both the TokenReview and token."},
+          "Audiences are audience identifiers chosen by the authenticator that are compatible with "
+          "both the TokenReview and token."},
          {"error", "string", "Error indicates that the token couldn't be checked"},
      }},
     {"authentication.v1.UserInfo",
@@ -96,8 +96,8 @@ const std::vector<SchemaType> kTypes = {
      "FieldSelectorAttributes indicates a field limited access.",
      {
          {"rawSelector", "string",
-          "rawSelector is the serialization of a field selector that would be included in a "
-          "query parameter."},
+          "rawSelector is the serialization of a field selector that would be included in a query "
+          "parameter."},
          {"requirements", "[]meta.v1.FieldSelectorRequirement",
           "requirements is the parsed interpretation of a field selector."},
      }},
@@ -105,8 +105,8 @@ const std::vector<SchemaType> kTypes = {
      "LabelSelectorAttributes indicates a label limited access.",
      {
          {"rawSelector", "string",
-          "rawSelector is the serialization of a field selector that would be included in a "
-          "query parameter."},
+          "rawSelector is the serialization of a field selector that would be included in a query "
+          "parameter."},
          {"requirements", "[]meta.v1.LabelSelectorRequirement",
           "requirements is the parsed interpretation of a label selector."},
      }},
@@ -118,13 +118,13 @@ const std::vector<SchemaType> kTypes = {
          {"verb", "string", "Verb is the standard HTTP verb"},
      }},
     {"authorization.v1.ResourceAttributes",
-     "ResourceAttributes includes the authorization attributes available for resource requests "
-     "to the Authorizer interface",
+     "ResourceAttributes includes the authorization attributes available for resource requests to "
+     "the Authorizer interface",
      {
          {"namespace", "string", "Namespace is the namespace of the action being requested."},
          {"verb", "string",
-          "Verb is a kubernetes resource API verb, like: get, list, watch, create, update, "
-          "delete, proxy."},
+          "Verb is a kubernetes resource API verb, like: get, list, watch, create, update, delete, "
+          "proxy."},
          {"group", "string", "Group is the API Group of the Resource."},
          {"version", "string", "Version is the API Version of the Resource."},
          {"resource", "string", "Resource is one of the existing resource types."},
@@ -148,8 +148,7 @@ const std::vector<SchemaType> kTypes = {
          {"spec", "!authorization.v1.SubjectAccessReviewSpec",
           "Spec holds information about the request being evaluated"},
          {"status", "authorization.v1.SubjectAccessReviewStatus",
-          "Status is filled in by the server and indicates whether the request is allowed or "
-          "not"},
+          "Status is filled in by the server and indicates whether the request is allowed or not"},
      }},
     {"authorization.v1.SubjectAccessReviewSpec",
      "SubjectAccessReviewSpec is a description of the access request.",
@@ -201,8 +200,8 @@ const std::vector<SchemaType> kTypes = {
           "Strategy indicates the strategy for picking the leader for coordinated leader "
           "election."},
          {"preferredHolder", "string",
-          "PreferredHolder signals to a lease holder that the lease has a more optimal holder "
-          "and should be given up."},
+          "PreferredHolder signals to a lease holder that the lease has a more optimal holder and "
+          "should be given up."},
      }},
     {"core.v1.AWSElasticBlockStoreVolumeSource",
      "Represents a Persistent Disk resource in AWS.",
@@ -227,7 +226,8 @@ const std::vector<SchemaType> kTypes = {
     {"core.v1.AppArmorProfile",
      "AppArmorProfile defines a pod or container's AppArmor settings.",
      {
-         {"type", "!string", "type indicates which kind of AppArmor profile will be applied."},
+         {"type", "!string", "type indicates which kind of AppArmor profile will be applied.", "",
+          "Localhost|RuntimeDefault|Unconfined"},
          {"localhostProfile", "string",
           "localhostProfile indicates a profile loaded on the node that should be used."},
      }},
@@ -244,13 +244,15 @@ const std::vector<SchemaType> kTypes = {
          {"diskName", "!string", "diskName is the Name of the data disk in the blob storage"},
          {"diskURI", "!string", "diskURI is the URI of data disk in the blob storage"},
          {"cachingMode", "string",
-          "cachingMode is the Host Caching mode: None, Read Only, Read Write."},
+          "cachingMode is the Host Caching mode: None, Read Only, Read Write.", "",
+          "None|ReadOnly|ReadWrite"},
          {"fsType", "string", "fsType is Filesystem type to mount."},
          {"readOnly", "boolean", "readOnly Defaults to false (read/write)."},
          {"kind", "string",
           "kind expected values are Shared: multiple blob disks per storage account  Dedicated: "
-          "single blob disk per storage account  Managed: azure managed data disk (only in "
-          "managed availability set)."},
+          "single blob disk per storage account  Managed: azure managed data disk (only in managed "
+          "availability set).",
+          "", "Dedicated|Managed|Shared"},
      }},
     {"core.v1.AzureFileVolumeSource",
      "AzureFile represents an Azure File Service mount on the host and bind mount to the pod.",
@@ -267,8 +269,7 @@ const std::vector<SchemaType> kTypes = {
          {"readOnly", "boolean", "readOnly specifies a read-only configuration for the volume."},
          {"fsType", "string", "fsType to mount."},
          {"volumeAttributes", "map[string]",
-          "volumeAttributes stores driver-specific properties that are passed to the CSI "
-          "driver."},
+          "volumeAttributes stores driver-specific properties that are passed to the CSI driver."},
          {"nodePublishSecretRef", "core.v1.LocalObjectReference",
           "nodePublishSecretRef is a reference to the secret object containing sensitive "
           "information to pass to the CSI driver to complete the CSI NodePublishVolume and "
@@ -287,8 +288,8 @@ const std::vector<SchemaType> kTypes = {
          {"monitors", "![]string",
           "monitors is Required: Monitors is a collection of Ceph monitors"},
          {"path", "string",
-          "path is Optional: Used as the mounted root, rather than the full Ceph tree, default "
-          "is /"},
+          "path is Optional: Used as the mounted root, rather than the full Ceph tree, default is "
+          "/"},
          {"user", "string", "user is optional: User is the rados user name, default is admin"},
          {"secretFile", "string",
           "secretFile is Optional: SecretFile is the path to key ring for User, default is "
@@ -305,12 +306,12 @@ const std::vector<SchemaType> kTypes = {
          {"fsType", "string", "fsType is the filesystem type to mount."},
          {"readOnly", "boolean", "readOnly defaults to false (read/write)."},
          {"secretRef", "core.v1.LocalObjectReference",
-          "secretRef is optional: points to a secret object containing parameters used to "
-          "connect to OpenStack."},
+          "secretRef is optional: points to a secret object containing parameters used to connect "
+          "to OpenStack."},
      }},
     {"core.v1.ClusterTrustBundleProjection",
-     "ClusterTrustBundleProjection describes how to select a set of ClusterTrustBundle objects "
-     "and project their contents into the pod filesystem.",
+     "ClusterTrustBundleProjection describes how to select a set of ClusterTrustBundle objects and "
+     "project their contents into the pod filesystem.",
      {
          {"name", "string", "Select a single ClusterTrustBundle by object name."},
          {"signerName", "string", "Select all ClusterTrustBundles that match this signer name."},
@@ -330,8 +331,8 @@ const std::vector<SchemaType> kTypes = {
           "APIVersion defines the versioned schema of this representation of an object."},
          {"metadata", "meta.v1.ObjectMeta", "Standard object's metadata."},
          {"immutable", "boolean",
-          "Immutable, if set to true, ensures that data stored in the ConfigMap cannot be "
-          "updated (only object metadata can be modified)."},
+          "Immutable, if set to true, ensures that data stored in the ConfigMap cannot be updated "
+          "(only object metadata can be modified)."},
          {"data", "map[string]", "Data contains the configuration data."},
          {"binaryData", "map[byte]", "BinaryData contains the binary data."},
      }},
@@ -367,9 +368,9 @@ const std::vector<SchemaType> kTypes = {
      {
          {"name", "string", "Name of the referent."},
          {"items", "[]core.v1.KeyToPath",
-          "items if unspecified, each key-value pair in the Data field of the referenced "
-          "ConfigMap will be projected into the volume as a file whose name is the key and "
-          "content is the value."},
+          "items if unspecified, each key-value pair in the Data field of the referenced ConfigMap "
+          "will be projected into the volume as a file whose name is the key and content is the "
+          "value."},
          {"optional", "boolean",
           "optional specify whether the ConfigMap or its keys must be defined"},
      }},
@@ -378,9 +379,9 @@ const std::vector<SchemaType> kTypes = {
      {
          {"name", "string", "Name of the referent."},
          {"items", "[]core.v1.KeyToPath",
-          "items if unspecified, each key-value pair in the Data field of the referenced "
-          "ConfigMap will be projected into the volume as a file whose name is the key and "
-          "content is the value."},
+          "items if unspecified, each key-value pair in the Data field of the referenced ConfigMap "
+          "will be projected into the volume as a file whose name is the key and content is the "
+          "value."},
          {"defaultMode", "int32",
           "defaultMode is optional: mode bits used to set permissions on created files by "
           "default."},
@@ -423,8 +424,9 @@ const std::vector<SchemaType> kTypes = {
           "Optional: Path at which the file to which the container's termination message will be "
           "written is mounted into the container's filesystem."},
          {"terminationMessagePolicy", "string",
-          "Indicate how the termination message should be populated."},
-         {"imagePullPolicy", "string", "Image pull policy."},
+          "Indicate how the termination message should be populated.", "",
+          "FallbackToLogsOnError|File"},
+         {"imagePullPolicy", "string", "Image pull policy.", "", "Always|IfNotPresent|Never"},
          {"securityContext", "core.v1.SecurityContext",
           "SecurityContext defines the security options the container should be run with."},
          {"stdin", "boolean",
@@ -449,7 +451,7 @@ const std::vector<SchemaType> kTypes = {
           "If specified, this must be an IANA_SVC_NAME and unique within the pod."},
          {"hostPort", "int32", "Number of port to expose on the host."},
          {"containerPort", "!int32", "Number of port to expose on the pod's IP address."},
-         {"protocol", "string", "Protocol for port."},
+         {"protocol", "string", "Protocol for port.", "", "SCTP|TCP|UDP"},
          {"hostIP", "string", "What host IP to bind the external port to."},
      }},
     {"core.v1.ContainerResizePolicy",
@@ -511,8 +513,8 @@ const std::vector<SchemaType> kTypes = {
           "Started indicates whether the container has finished its postStart lifecycle hook and "
           "passed its startup probe."},
          {"allocatedResources", "map[Quantity]",
-          "AllocatedResources represents the compute resources allocated for this container by "
-          "the node."},
+          "AllocatedResources represents the compute resources allocated for this container by the "
+          "node."},
          {"resources", "core.v1.ResourceRequirements",
           "Resources represents the compute resource requests and limits that have been "
           "successfully enacted on the running container after it has been started or has been "
@@ -523,8 +525,8 @@ const std::vector<SchemaType> kTypes = {
           "User represents user identity information initially attached to the first process of "
           "the container"},
          {"allocatedResourcesStatus", "[]core.v1.ResourceStatus",
-          "AllocatedResourcesStatus represents the status of various resources allocated for "
-          "this Pod.",
+          "AllocatedResourcesStatus represents the status of various resources allocated for this "
+          "Pod.",
           "merge:name"},
      }},
     {"core.v1.ContainerUser",
@@ -550,8 +552,8 @@ const std::vector<SchemaType> kTypes = {
          {"path", "!string",
           "Required: Path is  the relative path name of the file to be created."},
          {"fieldRef", "core.v1.ObjectFieldSelector",
-          "Required: Selects a field of the pod: only annotations, labels, name, namespace and "
-          "uid are supported."},
+          "Required: Selects a field of the pod: only annotations, labels, name, namespace and uid "
+          "are supported."},
          {"resourceFieldRef", "core.v1.ResourceFieldSelector",
           "Selects a resource of the container: only resources limits and requests (limits.cpu, "
           "limits.memory, requests.cpu and requests.memory) are currently supported."},
@@ -611,11 +613,9 @@ const std::vector<SchemaType> kTypes = {
      {
          {"", "core.v1.Container",
           "The fields of a container, though ports, probes, lifecycle and resources are not "
-          "allowed for "
-          "ephemeral containers."},
+          "allowed for ephemeral containers."},
          {"targetContainerName", "string",
-          "If set, the name of the container from PodSpec that this ephemeral container "
-          "targets."},
+          "If set, the name of the container from PodSpec that this ephemeral container targets."},
      }},
     {"core.v1.EphemeralVolumeSource",
      "Represents an ephemeral volume that is handled by a normal storage driver.",
@@ -668,8 +668,8 @@ const std::vector<SchemaType> kTypes = {
      "ExecAction describes a \"run in container\" action.",
      {
          {"command", "[]string",
-          "Command is the command line to execute inside the container, the working directory "
-          "for the command  is root ('/') in the container's filesystem."},
+          "Command is the command line to execute inside the container, the working directory for "
+          "the command  is root ('/') in the container's filesystem."},
      }},
     {"core.v1.FCVolumeSource",
      "Represents a Fibre Channel volume.",
@@ -679,8 +679,8 @@ const std::vector<SchemaType> kTypes = {
          {"fsType", "string", "fsType is the filesystem type to mount."},
          {"readOnly", "boolean", "readOnly is Optional: Defaults to false (read/write)."},
          {"wwids", "[]string",
-          "wwids Optional: FC volume world wide identifiers (wwids) Either wwids or combination "
-          "of targetWWNs and lun must be set, but not both simultaneously."},
+          "wwids Optional: FC volume world wide identifiers (wwids) Either wwids or combination of "
+          "targetWWNs and lun must be set, but not both simultaneously."},
      }},
     {"core.v1.FlexVolumeSource",
      "FlexVolume represents a generic volume resource that is provisioned/attached using an exec "
@@ -689,8 +689,8 @@ const std::vector<SchemaType> kTypes = {
          {"driver", "!string", "driver is the name of the driver to use for this volume."},
          {"fsType", "string", "fsType is the filesystem type to mount."},
          {"secretRef", "core.v1.LocalObjectReference",
-          "secretRef is Optional: secretRef is reference to the secret object containing "
-          "sensitive information to pass to the plugin scripts."},
+          "secretRef is Optional: secretRef is reference to the secret object containing sensitive "
+          "information to pass to the plugin scripts."},
          {"readOnly", "boolean", "readOnly is Optional: defaults to false (read/write)."},
          {"options", "map[string]",
           "options is Optional: this field holds extra command options if any."},
@@ -742,7 +742,7 @@ const std::vector<SchemaType> kTypes = {
          {"path", "string", "Path to access on the HTTP server."},
          {"port", "!IntOrString", "Name or number of the port to access on the container."},
          {"host", "string", "Host name to connect to, defaults to the pod IP."},
-         {"scheme", "string", "Scheme to use for connecting to the host."},
+         {"scheme", "string", "Scheme to use for connecting to the host.", "", "HTTP|HTTPS"},
          {"httpHeaders", "[]core.v1.HTTPHeader", "Custom headers to set in the request."},
      }},
     {"core.v1.HTTPHeader",
@@ -767,7 +767,8 @@ const std::vector<SchemaType> kTypes = {
      "Represents a host path mapped into a pod.",
      {
          {"path", "!string", "path of the directory on the host."},
-         {"type", "string", "type for HostPath Volume Defaults to \"\""},
+         {"type", "string", "type for HostPath Volume Defaults to \"\"", "",
+          "|BlockDevice|CharDevice|Directory|DirectoryOrCreate|File|FileOrCreate|Socket"},
      }},
     {"core.v1.ISCSIVolumeSource",
      "Represents an ISCSI disk.",
@@ -793,7 +794,8 @@ const std::vector<SchemaType> kTypes = {
      "ImageVolumeSource represents a image volume resource.",
      {
          {"reference", "string", "Required: Image or artifact reference to be used."},
-         {"pullPolicy", "string", "Policy for pulling OCI objects."},
+         {"pullPolicy", "string", "Policy for pulling OCI objects.", "",
+          "Always|IfNotPresent|Never"},
      }},
     {"core.v1.KeyToPath",
      "Maps a string key to a path within a volume.",
@@ -803,14 +805,14 @@ const std::vector<SchemaType> kTypes = {
          {"mode", "int32", "mode is Optional: mode bits used to set permissions on this file."},
      }},
     {"core.v1.Lifecycle",
-     "Lifecycle describes actions that the management system should take in response to "
-     "container lifecycle events.",
+     "Lifecycle describes actions that the management system should take in response to container "
+     "lifecycle events.",
      {
          {"postStart", "core.v1.LifecycleHandler",
           "PostStart is called immediately after a container is created."},
          {"preStop", "core.v1.LifecycleHandler",
-          "PreStop is called immediately before a container is terminated due to an API request "
-          "or management event such as liveness/startup probe failure, preemption, resource "
+          "PreStop is called immediately before a container is terminated due to an API request or "
+          "management event such as liveness/startup probe failure, preemption, resource "
           "contention, etc."},
      }},
     {"core.v1.LifecycleHandler",
@@ -830,8 +832,8 @@ const std::vector<SchemaType> kTypes = {
          {"gid", "!int64",
           "GID is the primary gid initially attached to the first process in the container"},
          {"supplementalGroups", "[]int64",
-          "SupplementalGroups are the supplemental groups initially attached to the first "
-          "process in the container"},
+          "SupplementalGroups are the supplemental groups initially attached to the first process "
+          "in the container"},
      }},
     {"core.v1.LocalObjectReference",
      "LocalObjectReference contains enough information to let you locate the referenced object "
@@ -874,13 +876,14 @@ const std::vector<SchemaType> kTypes = {
      "NamespaceSpec describes the attributes on a Namespace.",
      {
          {"finalizers", "[]string",
-          "Finalizers is an opaque list of values that must be empty to permanently remove "
-          "object from storage."},
+          "Finalizers is an opaque list of values that must be empty to permanently remove object "
+          "from storage."},
      }},
     {"core.v1.NamespaceStatus",
      "NamespaceStatus is information about the current status of a Namespace.",
      {
-         {"phase", "string", "Phase is the current lifecycle phase of the namespace."},
+         {"phase", "string", "Phase is the current lifecycle phase of the namespace.", "",
+          "Active|Terminating"},
          {"conditions", "[]core.v1.NamespaceCondition",
           "Represents the latest available observations of a namespace's current state.",
           "merge:type"},
@@ -910,8 +913,8 @@ const std::vector<SchemaType> kTypes = {
           "the pod will not be scheduled onto the node."},
          {"preferredDuringSchedulingIgnoredDuringExecution", "[]core.v1.PreferredSchedulingTerm",
           "The scheduler will prefer to schedule pods to nodes that satisfy the affinity "
-          "expressions specified by this field, but it may choose a node that violates one or "
-          "more of the expressions."},
+          "expressions specified by this field, but it may choose a node that violates one or more "
+          "of the expressions."},
      }},
     {"core.v1.NodeCondition",
      "NodeCondition contains condition information for a node.",
@@ -968,22 +971,23 @@ const std::vector<SchemaType> kTypes = {
           "RecursiveReadOnlyMounts is set to true if the runtime handler supports "
           "RecursiveReadOnlyMounts."},
          {"userNamespaces", "boolean",
-          "UserNamespaces is set to true if the runtime handler supports UserNamespaces, "
-          "including for volumes."},
+          "UserNamespaces is set to true if the runtime handler supports UserNamespaces, including "
+          "for volumes."},
      }},
     {"core.v1.NodeSelector",
-     "A node selector represents the union of the results of one or more label queries over a "
-     "set of nodes; that is, it represents the OR of the selectors represented by the node "
-     "selector terms.",
+     "A node selector represents the union of the results of one or more label queries over a set "
+     "of nodes; that is, it represents the OR of the selectors represented by the node selector "
+     "terms.",
      {
          {"nodeSelectorTerms", "![]core.v1.NodeSelectorTerm", "Required."},
      }},
     {"core.v1.NodeSelectorRequirement",
-     "A node selector requirement is a selector that contains values, a key, and an operator "
-     "that relates the key and values.",
+     "A node selector requirement is a selector that contains values, a key, and an operator that "
+     "relates the key and values.",
      {
          {"key", "!string", "The label key that the selector applies to."},
-         {"operator", "!string", "Represents a key's relationship to a set of values."},
+         {"operator", "!string", "Represents a key's relationship to a set of values.", "",
+          "DoesNotExist|Exists|Gt|In|Lt|NotIn"},
          {"values", "[]string", "An array of string values."},
      }},
     {"core.v1.NodeSelectorTerm",
@@ -999,8 +1003,7 @@ const std::vector<SchemaType> kTypes = {
      {
          {"podCIDR", "string", "PodCIDR represents the pod IP range assigned to the node."},
          {"podCIDRs", "[]string",
-          "podCIDRs represents the IP ranges assigned to the node for usage by Pods on that "
-          "node.",
+          "podCIDRs represents the IP ranges assigned to the node for usage by Pods on that node.",
           "merge"},
          {"providerID", "string",
           "ID of the node assigned by the cloud provider in the format: "
@@ -1018,7 +1021,8 @@ const std::vector<SchemaType> kTypes = {
          {"capacity", "map[Quantity]", "Capacity represents the total resources of a node."},
          {"allocatable", "map[Quantity]",
           "Allocatable represents the resources of a node that are available for scheduling."},
-         {"phase", "string", "NodePhase is the recently observed lifecycle phase of the node."},
+         {"phase", "string", "NodePhase is the recently observed lifecycle phase of the node.", "",
+          "Pending|Running|Terminated"},
          {"conditions", "[]core.v1.NodeCondition",
           "Conditions is an array of current observed node conditions.", "merge:type"},
          {"addresses", "[]core.v1.NodeAddress", "List of addresses reachable to the node.",
@@ -1089,7 +1093,8 @@ const std::vector<SchemaType> kTypes = {
          {"storageClassName", "string",
           "storageClassName is the name of the StorageClass required by the claim."},
          {"volumeMode", "string",
-          "volumeMode defines what type of volume is required by the claim."},
+          "volumeMode defines what type of volume is required by the claim.", "",
+          "Block|Filesystem"},
          {"dataSource", "core.v1.TypedLocalObjectReference",
           "dataSource field can be used to specify either: * An existing VolumeSnapshot object "
           "(snapshot.storage.k8s.io/VolumeSnapshot) * An existing PVC (PersistentVolumeClaim) If "
@@ -1102,12 +1107,11 @@ const std::vector<SchemaType> kTypes = {
           "claim."},
      }},
     {"core.v1.PersistentVolumeClaimTemplate",
-     "PersistentVolumeClaimTemplate is used to produce PersistentVolumeClaim objects as part of "
-     "an EphemeralVolumeSource.",
+     "PersistentVolumeClaimTemplate is used to produce PersistentVolumeClaim objects as part of an "
+     "EphemeralVolumeSource.",
      {
          {"metadata", "meta.v1.ObjectMeta",
-          "May contain labels and annotations that will be copied into the PVC when creating "
-          "it."},
+          "May contain labels and annotations that will be copied into the PVC when creating it."},
          {"spec", "!core.v1.PersistentVolumeClaimSpec",
           "The specification for the PersistentVolumeClaim."},
      }},
@@ -1115,8 +1119,8 @@ const std::vector<SchemaType> kTypes = {
      "PersistentVolumeClaimVolumeSource references the user's PVC in the same namespace.",
      {
          {"claimName", "!string",
-          "claimName is the name of a PersistentVolumeClaim in the same namespace as the pod "
-          "using this volume."},
+          "claimName is the name of a PersistentVolumeClaim in the same namespace as the pod using "
+          "this volume."},
          {"readOnly", "boolean", "readOnly Will force the ReadOnly setting in VolumeMounts."},
      }},
     {"core.v1.PhotonPersistentDiskVolumeSource",
@@ -1144,8 +1148,8 @@ const std::vector<SchemaType> kTypes = {
           "the pod will not be scheduled onto the node."},
          {"preferredDuringSchedulingIgnoredDuringExecution", "[]core.v1.WeightedPodAffinityTerm",
           "The scheduler will prefer to schedule pods to nodes that satisfy the affinity "
-          "expressions specified by this field, but it may choose a node that violates one or "
-          "more of the expressions."},
+          "expressions specified by this field, but it may choose a node that violates one or more "
+          "of the expressions."},
      }},
     {"core.v1.PodAffinityTerm",
      "Defines a set of pods (namely those matching the labelSelector relative to the given "
@@ -1178,8 +1182,8 @@ const std::vector<SchemaType> kTypes = {
           "time, the pod will not be scheduled onto the node."},
          {"preferredDuringSchedulingIgnoredDuringExecution", "[]core.v1.WeightedPodAffinityTerm",
           "The scheduler will prefer to schedule pods to nodes that satisfy the anti-affinity "
-          "expressions specified by this field, but it may choose a node that violates one or "
-          "more of the expressions."},
+          "expressions specified by this field, but it may choose a node that violates one or more "
+          "of the expressions."},
      }},
     {"core.v1.PodCondition",
      "PodCondition contains details for the current condition of this pod.",
@@ -1236,8 +1240,8 @@ const std::vector<SchemaType> kTypes = {
           "namespace as this pod."},
      }},
     {"core.v1.PodResourceClaimStatus",
-     "PodResourceClaimStatus is stored in the PodStatus for each PodResourceClaim which "
-     "references a ResourceClaimTemplate.",
+     "PodResourceClaimStatus is stored in the PodStatus for each PodResourceClaim which references "
+     "a ResourceClaimTemplate.",
      {
          {"name", "!string", "Name uniquely identifies this resource claim inside the pod."},
          {"resourceClaimName", "string",
@@ -1260,24 +1264,26 @@ const std::vector<SchemaType> kTypes = {
          {"runAsGroup", "int64", "The GID to run the entrypoint of the container process."},
          {"runAsNonRoot", "boolean", "Indicates that the container must run as a non-root user."},
          {"supplementalGroups", "[]int64",
-          "A list of groups applied to the first process run in each container, in addition to "
-          "the container's primary GID and fsGroup (if specified)."},
+          "A list of groups applied to the first process run in each container, in addition to the "
+          "container's primary GID and fsGroup (if specified)."},
          {"supplementalGroupsPolicy", "string",
-          "Defines how supplemental groups of the first container processes are calculated."},
+          "Defines how supplemental groups of the first container processes are calculated.", "",
+          "Merge|Strict"},
          {"fsGroup", "int64",
           "A special supplemental group that applies to all containers in a pod."},
          {"sysctls", "[]core.v1.Sysctl",
           "Sysctls hold a list of namespaced sysctls used for the pod."},
          {"fsGroupChangePolicy", "string",
-          "fsGroupChangePolicy defines behavior of changing ownership and permission of the "
-          "volume before being exposed inside Pod."},
+          "fsGroupChangePolicy defines behavior of changing ownership and permission of the volume "
+          "before being exposed inside Pod.",
+          "", "Always|OnRootMismatch"},
          {"seccompProfile", "core.v1.SeccompProfile",
           "The seccomp options to use by the containers in this pod."},
          {"appArmorProfile", "core.v1.AppArmorProfile",
           "appArmorProfile is the AppArmor options to use by the containers in this pod."},
          {"seLinuxChangePolicy", "string",
-          "seLinuxChangePolicy defines how the container's SELinux label is applied to all "
-          "volumes used by the Pod."},
+          "seLinuxChangePolicy defines how the container's SELinux label is applied to all volumes "
+          "used by the Pod."},
      }},
     {"core.v1.PodSpec",
      "PodSpec is a description of a pod.",
@@ -1291,14 +1297,15 @@ const std::vector<SchemaType> kTypes = {
           "merge:name"},
          {"ephemeralContainers", "[]core.v1.EphemeralContainer",
           "List of ephemeral containers run in this pod.", "merge:name"},
-         {"restartPolicy", "string", "Restart policy for all containers within the pod."},
+         {"restartPolicy", "string", "Restart policy for all containers within the pod.", "",
+          "Always|Never|OnFailure"},
          {"terminationGracePeriodSeconds", "int64",
           "Optional duration in seconds the pod needs to terminate gracefully."},
          {"activeDeadlineSeconds", "int64",
           "Optional duration in seconds the pod may be active on the node relative to StartTime "
-          "before the system will actively try to mark it failed and kill associated "
-          "containers."},
-         {"dnsPolicy", "string", "Set DNS policy for the pod."},
+          "before the system will actively try to mark it failed and kill associated containers."},
+         {"dnsPolicy", "string", "Set DNS policy for the pod.", "",
+          "ClusterFirst|ClusterFirstWithHostNet|Default|None"},
          {"nodeSelector", "map[string]",
           "NodeSelector is a selector which must be true for the pod to fit on a node."},
          {"serviceAccountName", "string",
@@ -1317,12 +1324,12 @@ const std::vector<SchemaType> kTypes = {
          {"securityContext", "core.v1.PodSecurityContext",
           "SecurityContext holds pod-level security attributes and common container settings."},
          {"imagePullSecrets", "[]core.v1.LocalObjectReference",
-          "ImagePullSecrets is an optional list of references to secrets in the same namespace "
-          "to use for pulling any of the images used by this PodSpec.",
+          "ImagePullSecrets is an optional list of references to secrets in the same namespace to "
+          "use for pulling any of the images used by this PodSpec.",
           "merge:name"},
          {"hostname", "string",
-          "Specifies the hostname of the Pod If not specified, the pod's hostname will be set to "
-          "a system-defined value."},
+          "Specifies the hostname of the Pod If not specified, the pod's hostname will be set to a "
+          "system-defined value."},
          {"subdomain", "string",
           "If specified, the fully qualified Pod hostname will be \"<hostname>.<subdomain>.<pod "
           "namespace>.svc.<cluster domain>\"."},
@@ -1340,19 +1347,20 @@ const std::vector<SchemaType> kTypes = {
          {"readinessGates", "[]core.v1.PodReadinessGate",
           "If specified, all readiness gates will be evaluated for pod readiness."},
          {"runtimeClassName", "string",
-          "RuntimeClassName refers to a RuntimeClass object in the node.k8s.io group, which "
-          "should be used to run this pod."},
+          "RuntimeClassName refers to a RuntimeClass object in the node.k8s.io group, which should "
+          "be used to run this pod."},
          {"enableServiceLinks", "boolean",
-          "EnableServiceLinks indicates whether information about services should be injected "
-          "into pod's environment variables, matching the syntax of Docker links."},
+          "EnableServiceLinks indicates whether information about services should be injected into "
+          "pod's environment variables, matching the syntax of Docker links."},
          {"preemptionPolicy", "string",
-          "PreemptionPolicy is the Policy for preempting pods with lower priority."},
+          "PreemptionPolicy is the Policy for preempting pods with lower priority.", "",
+          "Never|PreemptLowerPriority"},
          {"overhead", "map[Quantity]",
           "Overhead represents the resource overhead associated with running a pod for a given "
           "RuntimeClass."},
          {"topologySpreadConstraints", "[]core.v1.TopologySpreadConstraint",
-          "TopologySpreadConstraints describes how a group of pods ought to spread across "
-          "topology domains.",
+          "TopologySpreadConstraints describes how a group of pods ought to spread across topology "
+          "domains.",
           "merge:topologyKey"},
          {"setHostnameAsFQDN", "boolean",
           "If true the pod's hostname will be configured as the pod's FQDN, rather than the leaf "
@@ -1360,23 +1368,24 @@ const std::vector<SchemaType> kTypes = {
          {"os", "core.v1.PodOS", "Specifies the OS of the containers in the pod."},
          {"hostUsers", "boolean", "Use the host's user namespace."},
          {"schedulingGates", "[]core.v1.PodSchedulingGate",
-          "SchedulingGates is an opaque list of values that if specified will block scheduling "
-          "the pod.",
+          "SchedulingGates is an opaque list of values that if specified will block scheduling the "
+          "pod.",
           "merge:name"},
          {"resourceClaims", "[]core.v1.PodResourceClaim",
           "ResourceClaims defines which ResourceClaims must be allocated and reserved before the "
           "Pod is allowed to start.",
           "merge,retainKeys:name"},
          {"resources", "core.v1.ResourceRequirements",
-          "Resources is the total amount of CPU and Memory resources required by all containers "
-          "in the pod."},
+          "Resources is the total amount of CPU and Memory resources required by all containers in "
+          "the pod."},
      }},
     {"core.v1.PodStatus",
      "PodStatus represents information about the status of a pod.",
      {
          {"phase", "string",
           "The phase of a Pod is a simple, high-level summary of where the Pod is in its "
-          "lifecycle."},
+          "lifecycle.",
+          "", "Failed|Pending|Running|Succeeded|Unknown"},
          {"conditions", "[]core.v1.PodCondition", "Current service state of pod.", "merge:type"},
          {"message", "string",
           "A human readable message indicating details about why the pod is in this condition."},
@@ -1384,8 +1393,8 @@ const std::vector<SchemaType> kTypes = {
           "A brief CamelCase message indicating details about why the pod is in this state."},
          {"nominatedNodeName", "string",
           "nominatedNodeName is set only when this pod preempts other pods on the node, but it "
-          "cannot be scheduled right away as preemption victims receive their graceful "
-          "termination periods."},
+          "cannot be scheduled right away as preemption victims receive their graceful termination "
+          "periods."},
          {"hostIP", "string",
           "hostIP holds the IP address of the host to which the pod is assigned."},
          {"hostIPs", "[]core.v1.HostIP", "hostIPs holds the IP addresses allocated to the host.",
@@ -1400,7 +1409,8 @@ const std::vector<SchemaType> kTypes = {
          {"containerStatuses", "[]core.v1.ContainerStatus", "Statuses of containers in this pod."},
          {"qosClass", "string",
           "The Quality of Service (QOS) classification assigned to the pod based on resource "
-          "requirements See PodQOSClass type for available QOS classes"},
+          "requirements See PodQOSClass type for available QOS classes",
+          "", "BestEffort|Burstable|Guaranteed"},
          {"ephemeralContainerStatuses", "[]core.v1.ContainerStatus",
           "Statuses for any ephemeral containers that have run in this pod."},
          {"resize", "string", "Status of resources resize desired for pod's containers."},
@@ -1446,8 +1456,7 @@ const std::vector<SchemaType> kTypes = {
           "Minimum consecutive failures for the probe to be considered failed after having "
           "succeeded."},
          {"terminationGracePeriodSeconds", "int64",
-          "Optional duration in seconds the pod needs to terminate gracefully upon probe "
-          "failure."},
+          "Optional duration in seconds the pod needs to terminate gracefully upon probe failure."},
      }},
     {"core.v1.ProjectedVolumeSource",
      "Represents a projected volume source",
@@ -1461,18 +1470,17 @@ const std::vector<SchemaType> kTypes = {
      {
          {"registry", "!string",
           "registry represents a single or multiple Quobyte Registry services specified as a "
-          "string as host:port pair (multiple entries are separated with commas) which acts as "
-          "the central registry for volumes"},
+          "string as host:port pair (multiple entries are separated with commas) which acts as the "
+          "central registry for volumes"},
          {"volume", "!string",
           "volume is a string that references an already created Quobyte volume by name."},
          {"readOnly", "boolean",
-          "readOnly here will force the Quobyte volume to be mounted with read-only "
-          "permissions."},
+          "readOnly here will force the Quobyte volume to be mounted with read-only permissions."},
          {"user", "string", "user to map volume access to Defaults to serivceaccount user"},
          {"group", "string", "group to map volume access to Default is no group"},
          {"tenant", "string",
-          "tenant owning the given Quobyte volume in the Backend Used with dynamically "
-          "provisioned Quobyte volumes, value is set by the plugin"},
+          "tenant owning the given Quobyte volume in the Backend Used with dynamically provisioned "
+          "Quobyte volumes, value is set by the plugin"},
      }},
     {"core.v1.RBDVolumeSource",
      "Represents a Rados Block Device mount that lasts the lifetime of a pod.",
@@ -1492,8 +1500,8 @@ const std::vector<SchemaType> kTypes = {
      "ResourceClaim references one entry in PodSpec.ResourceClaims.",
      {
          {"name", "!string",
-          "Name must match the name of one entry in pod.spec.resourceClaims of the Pod where "
-          "this field is used."},
+          "Name must match the name of one entry in pod.spec.resourceClaims of the Pod where this "
+          "field is used."},
          {"request", "string", "Request is the name chosen for a request in the referenced claim."},
      }},
     {"core.v1.ResourceFieldSelector",
@@ -1562,7 +1570,8 @@ const std::vector<SchemaType> kTypes = {
     {"core.v1.SeccompProfile",
      "SeccompProfile defines a pod/container's seccomp profile settings.",
      {
-         {"type", "!string", "type indicates which kind of seccomp profile will be applied."},
+         {"type", "!string", "type indicates which kind of seccomp profile will be applied.", "",
+          "Localhost|RuntimeDefault|Unconfined"},
          {"localhostProfile", "string",
           "localhostProfile indicates a profile defined in a file on the node should be used."},
      }},
@@ -1640,7 +1649,8 @@ const std::vector<SchemaType> kTypes = {
           "AllowPrivilegeEscalation controls whether a process can gain more privileges than its "
           "parent process."},
          {"procMount", "string",
-          "procMount denotes the type of proc mount to use for the containers."},
+          "procMount denotes the type of proc mount to use for the containers.", "",
+          "Default|Unmasked"},
          {"seccompProfile", "core.v1.SeccompProfile",
           "The seccomp options to use by this container."},
          {"appArmorProfile", "core.v1.AppArmorProfile",
@@ -1672,8 +1682,7 @@ const std::vector<SchemaType> kTypes = {
      {
          {"audience", "string", "audience is the intended audience of the token."},
          {"expirationSeconds", "int64",
-          "expirationSeconds is the requested duration of validity of the service account "
-          "token."},
+          "expirationSeconds is the requested duration of validity of the service account token."},
          {"path", "!string",
           "path is the path relative to the mount point of the file to project the token into."},
      }},
@@ -1706,12 +1715,12 @@ const std::vector<SchemaType> kTypes = {
          {"host", "string", "Optional: Host name to connect to, defaults to the pod IP."},
      }},
     {"core.v1.Taint",
-     "The node this Taint is attached to has the \"effect\" on any pod that does not tolerate "
-     "the Taint.",
+     "The node this Taint is attached to has the \"effect\" on any pod that does not tolerate the "
+     "Taint.",
      {
          {"key", "!string", "Required."},
          {"value", "string", "The taint value corresponding to the taint key."},
-         {"effect", "!string", "Required."},
+         {"effect", "!string", "Required.", "", "NoExecute|NoSchedule|PreferNoSchedule"},
          {"timeAdded", "Time", "TimeAdded represents the time at which the taint was added."},
      }},
     {"core.v1.Toleration",
@@ -1719,12 +1728,14 @@ const std::vector<SchemaType> kTypes = {
      "<key,value,effect> using the matching operator <operator>.",
      {
          {"key", "string", "Key is the taint key that the toleration applies to."},
-         {"operator", "string", "Operator represents a key's relationship to the value."},
+         {"operator", "string", "Operator represents a key's relationship to the value.", "",
+          "Equal|Exists"},
          {"value", "string", "Value is the taint value the toleration matches to."},
-         {"effect", "string", "Effect indicates the taint effect to match."},
+         {"effect", "string", "Effect indicates the taint effect to match.", "",
+          "NoExecute|NoSchedule|PreferNoSchedule"},
          {"tolerationSeconds", "int64",
-          "TolerationSeconds represents the period of time the toleration (which must be of "
-          "effect NoExecute, otherwise this field is ignored) tolerates the taint."},
+          "TolerationSeconds represents the period of time the toleration (which must be of effect "
+          "NoExecute, otherwise this field is ignored) tolerates the taint."},
      }},
     {"core.v1.TopologySpreadConstraint",
      "TopologySpreadConstraint specifies how to spread matching pods among the given topology.",
@@ -1734,22 +1745,25 @@ const std::vector<SchemaType> kTypes = {
          {"topologyKey", "!string", "TopologyKey is the key of node labels."},
          {"whenUnsatisfiable", "!string",
           "WhenUnsatisfiable indicates how to deal with a pod if it doesn't satisfy the spread "
-          "constraint."},
+          "constraint.",
+          "", "DoNotSchedule|ScheduleAnyway"},
          {"labelSelector", "meta.v1.LabelSelector", "LabelSelector is used to find matching pods."},
          {"minDomains", "int32", "MinDomains indicates a minimum number of eligible domains."},
          {"nodeAffinityPolicy", "string",
           "NodeAffinityPolicy indicates how we will treat Pod's nodeAffinity/nodeSelector when "
-          "calculating pod topology spread skew."},
+          "calculating pod topology spread skew.",
+          "", "Honor|Ignore"},
          {"nodeTaintsPolicy", "string",
-          "NodeTaintsPolicy indicates how we will treat node taints when calculating pod "
-          "topology spread skew."},
+          "NodeTaintsPolicy indicates how we will treat node taints when calculating pod topology "
+          "spread skew.",
+          "", "Honor|Ignore"},
          {"matchLabelKeys", "[]string",
-          "MatchLabelKeys is a set of pod label keys to select the pods over which spreading "
-          "will be calculated."},
+          "MatchLabelKeys is a set of pod label keys to select the pods over which spreading will "
+          "be calculated."},
      }},
     {"core.v1.TypedLocalObjectReference",
-     "TypedLocalObjectReference contains enough information to let you locate the typed "
-     "referenced object inside the same namespace.",
+     "TypedLocalObjectReference contains enough information to let you locate the typed referenced "
+     "object inside the same namespace.",
      {
          {"apiGroup", "string", "APIGroup is the group for the resource being referenced."},
          {"kind", "!string", "Kind is the type of resource being referenced"},
@@ -1768,8 +1782,7 @@ const std::vector<SchemaType> kTypes = {
           "referent namespace to allow that..."},
      }},
     {"core.v1.Volume",
-     "Volume represents a named volume in a pod that may be accessed by any container in the "
-     "pod.",
+     "Volume represents a named volume in a pod that may be accessed by any container in the pod.",
      {
          {"name", "!string", "name of the volume."},
          {"hostPath", "core.v1.HostPathVolumeSource",
@@ -1795,8 +1808,8 @@ const std::vector<SchemaType> kTypes = {
          {"glusterfs", "core.v1.GlusterfsVolumeSource",
           "glusterfs represents a Glusterfs mount on the host that shares a pod's lifetime."},
          {"persistentVolumeClaim", "core.v1.PersistentVolumeClaimVolumeSource",
-          "persistentVolumeClaimVolumeSource represents a reference to a PersistentVolumeClaim "
-          "in the same namespace."},
+          "persistentVolumeClaimVolumeSource represents a reference to a PersistentVolumeClaim in "
+          "the same namespace."},
          {"rbd", "core.v1.RBDVolumeSource",
           "rbd represents a Rados Block Device mount on the host that shares a pod's lifetime."},
          {"flexVolume", "core.v1.FlexVolumeSource",
@@ -1811,8 +1824,8 @@ const std::vector<SchemaType> kTypes = {
          {"downwardAPI", "core.v1.DownwardAPIVolumeSource",
           "downwardAPI represents downward API about the pod that should populate this volume"},
          {"fc", "core.v1.FCVolumeSource",
-          "fc represents a Fibre Channel resource that is attached to a kubelet's host machine "
-          "and then exposed to the pod."},
+          "fc represents a Fibre Channel resource that is attached to a kubelet's host machine and "
+          "then exposed to the pod."},
          {"azureFile", "core.v1.AzureFileVolumeSource",
           "azureFile represents an Azure File Service mount on the host and bind mount to the "
           "pod."},
@@ -1826,8 +1839,8 @@ const std::vector<SchemaType> kTypes = {
          {"azureDisk", "core.v1.AzureDiskVolumeSource",
           "azureDisk represents an Azure Data Disk mount on the host and bind mount to the pod."},
          {"photonPersistentDisk", "core.v1.PhotonPersistentDiskVolumeSource",
-          "photonPersistentDisk represents a PhotonController persistent disk attached and "
-          "mounted on kubelets host machine."},
+          "photonPersistentDisk represents a PhotonController persistent disk attached and mounted "
+          "on kubelets host machine."},
          {"projected", "core.v1.ProjectedVolumeSource",
           "projected items for all in one resources secrets, configmaps, and downward API"},
          {"portworxVolume", "core.v1.PortworxVolumeSource",
@@ -1868,7 +1881,8 @@ const std::vector<SchemaType> kTypes = {
           "Path within the volume from which the container's volume should be mounted."},
          {"mountPropagation", "string",
           "mountPropagation determines how mounts are propagated from the host to container and "
-          "the other way around."},
+          "the other way around.",
+          "", "Bidirectional|HostToContainer|None"},
          {"subPathExpr", "string",
           "Expanded path within the volume from which the container's volume should be mounted."},
      }},
@@ -1917,12 +1931,11 @@ const std::vector<SchemaType> kTypes = {
           "with the StoragePolicyName."},
      }},
     {"core.v1.WeightedPodAffinityTerm",
-     "The weights of all of the matched WeightedPodAffinityTerm fields are added per-node to "
-     "find the most preferred node(s)",
+     "The weights of all of the matched WeightedPodAffinityTerm fields are added per-node to find "
+     "the most preferred node(s)",
      {
          {"weight", "!int32",
-          "weight associated with matching the corresponding podAffinityTerm, in the range "
-          "1-100."},
+          "weight associated with matching the corresponding podAffinityTerm, in the range 1-100."},
          {"podAffinityTerm", "!core.v1.PodAffinityTerm", "Required."},
      }},
     {"core.v1.WindowsSecurityContextOptions",
@@ -1955,29 +1968,29 @@ const std::vector<SchemaType> kTypes = {
           "matchExpressions is a list of label selector requirements."},
      }},
     {"meta.v1.LabelSelectorRequirement",
-     "A label selector requirement is a selector that contains values, a key, and an operator "
-     "that relates the key and values.",
+     "A label selector requirement is a selector that contains values, a key, and an operator that "
+     "relates the key and values.",
      {
          {"key", "!string", "key is the label key that the selector applies to."},
          {"operator", "!string", "operator represents a key's relationship to a set of values."},
          {"values", "[]string", "values is an array of string values."},
      }},
     {"meta.v1.ListMeta",
-     "ListMeta describes metadata that synthetic resources must have, including lists and "
-     "various status objects.",
+     "ListMeta describes metadata that synthetic resources must have, including lists and various "
+     "status objects.",
      {
          {"selfLink", "string",
           "Deprecated: selfLink is a legacy read-only field that is no longer populated by the "
           "system."},
          {"resourceVersion", "string",
-          "String that identifies the server's internal version of this object that can be used "
-          "by clients to determine when objects have changed."},
+          "String that identifies the server's internal version of this object that can be used by "
+          "clients to determine when objects have changed."},
          {"continue", "string",
           "continue may be set if the user set a limit on the number of items returned, and "
           "indicates that the server has more data available."},
          {"remainingItemCount", "int64",
-          "remainingItemCount is the number of subsequent items in the list which are not "
-          "included in this list response."},
+          "remainingItemCount is the number of subsequent items in the list which are not included "
+          "in this list response."},
      }},
     {"meta.v1.ManagedFieldsEntry",
      "ManagedFieldsEntry is a workflow-id, a FieldSet and the group version of the resource that "
@@ -1995,8 +2008,8 @@ const std::vector<SchemaType> kTypes = {
          {"fieldsV1", "Object",
           "FieldsV1 holds the first JSON version format as described in the \"FieldsV1\" type."},
          {"subresource", "string",
-          "Subresource is the name of the subresource used to update that object, or empty "
-          "string if the object was updated through the main resource."},
+          "Subresource is the name of the subresource used to update that object, or empty string "
+          "if the object was updated through the main resource."},
      }},
     {"meta.v1.ObjectMeta",
      "ObjectMeta is metadata that all persisted resources must have, which includes all objects "
@@ -2004,8 +2017,8 @@ const std::vector<SchemaType> kTypes = {
      {
          {"name", "string", "Name must be unique within a namespace."},
          {"generateName", "string",
-          "GenerateName is an optional prefix, used by the server, to generate a unique name "
-          "ONLY IF the Name field has not been provided."},
+          "GenerateName is an optional prefix, used by the server, to generate a unique name ONLY "
+          "IF the Name field has not been provided."},
          {"namespace", "string",
           "Namespace defines the space within which each name must be unique."},
          {"selfLink", "string",
@@ -2013,8 +2026,8 @@ const std::vector<SchemaType> kTypes = {
           "system."},
          {"uid", "string", "UID is the unique in time and space value for this object."},
          {"resourceVersion", "string",
-          "An opaque value that represents the internal version of this object that can be used "
-          "by clients to determine when objects have changed."},
+          "An opaque value that represents the internal version of this object that can be used by "
+          "clients to determine when objects have changed."},
          {"generation", "int64",
           "A sequence number representing a specific generation of the desired state."},
          {"creationTimestamp", "Time",
@@ -2029,8 +2042,8 @@ const std::vector<SchemaType> kTypes = {
           "Map of string keys and values that can be used to organize and categorize (scope and "
           "select) objects."},
          {"annotations", "map[string]",
-          "Annotations is an unstructured key value map stored with a resource that may be set "
-          "by external tools to store and retrieve arbitrary metadata."},
+          "Annotations is an unstructured key value map stored with a resource that may be set by "
+          "external tools to store and retrieve arbitrary metadata."},
          {"ownerReferences", "[]meta.v1.OwnerReference", "List of objects depended by this object.",
           "merge:uid"},
          {"finalizers", "[]string", "Must be empty before the object is deleted from the registry.",
@@ -2081,8 +2094,8 @@ const std::vector<SchemaType> kTypes = {
      "additional information about a response.",
      {
          {"name", "string",
-          "The name attribute of the resource associated with the status StatusReason (when "
-          "there is a single name which can be described)."},
+          "The name attribute of the resource associated with the status StatusReason (when there "
+          "is a single name which can be described)."},
          {"group", "string",
           "The group attribute of the resource associated with the status StatusReason."},
          {"kind", "string",

@@ -165,6 +165,8 @@ TEST_CASE("kubectl openapi: explain prints the served types' fields", "[integrat
   CHECK(out.find("A single application container that you want to run within a pod.") !=
         std::string::npos);
   CHECK(out.find("  image\t<string>\n") != std::string::npos);
+  CHECK(out.find("  imagePullPolicy\t<string>\n  enum: Always, IfNotPresent, Never\n") !=
+        std::string::npos);
   CHECK(out.find("  name\t<string> -required-\n") != std::string::npos);
   CHECK(out.find("  resources\t<ResourceRequirements>\n") != std::string::npos);
   CHECK(out.find("  restartPolicy\t<string>\n") != std::string::npos);

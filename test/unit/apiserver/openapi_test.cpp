@@ -221,6 +221,10 @@ TEST_CASE("openapi: v3 documents have the patch operations kubectl looks for",
       "api/v1"))["components"]["schemas"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
   CHECK(containers["x-kubernetes-patch-merge-key"] == "name");
   CHECK(containers["items"]["$ref"] == "#/components/schemas/io.k8s.api.core.v1.Container");
+  const json& pull =
+      (*openApiV3Document("api/v1"))["components"]["schemas"]["io.k8s.api.core.v1.Container"]
+                                    ["properties"]["imagePullPolicy"];
+  CHECK(pull["enum"] == json({"Always", "IfNotPresent", "Never"}));
 }
 
 TEST_CASE("openapi: the v2 document resolves every reference", "[apiserver][openapi]") {
