@@ -17,6 +17,12 @@ bool acceptsJson(const std::string& accept) {
          accept.find("application/*") != std::string::npos;
 }
 
+// Replaces the Cache-Control every answer starts with.
+void setCacheControl(httplib::Response& res, const char* value) {
+  res.headers.erase("Cache-Control");
+  res.set_header("Cache-Control", value);
+}
+
 // kube-apiserver's Warning header value: code 299, no agent, the text quoted.
 std::string warningHeader(const std::string& text) { return "299 - " + json(text).dump(); }
 
@@ -53,7 +59,7 @@ bool TestApiServer::Impl::serveOpenApi(const httplib::Request& req, httplib::Res
     return true;
   }
   if (path == "/openapi/v3" || path == "/openapi/v3/") {
-    res.set_header("Cache-Control", "no-cache, private");
+    setCacheControl(res, "no-cache, private");
     sendJson(res, 200, openApiV3Index());
     return true;
   }
@@ -72,7 +78,7 @@ bool TestApiServer::Impl::serveOpenApi(const httplib::Request& req, httplib::Res
     return true;
   }
   res.set_header("ETag", "\"" + hash + "\"");
-  res.set_header("Cache-Control", asked.empty() ? "no-cache, private" : "public, immutable");
+  setCacheControl(res, asked.empty() ? "no-cache, private" : "public, immutable");
   if (req.get_header_value("If-None-Match") == "\"" + hash + "\"") {
     res.status = 304;
     return true;

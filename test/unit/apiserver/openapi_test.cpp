@@ -287,7 +287,25 @@ TEST_CASE("openapi: the server validates fields as fieldValidation asks", "[apis
   REQUIRE(ignored);
   CHECK(ignored->status == 200);
   CHECK_FALSE(ignored->has_header("Warning"));
+}
 
+TEST_CASE("openapi: the server serves the documents as asked", "[apiserver][openapi]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  auto index = client.Get("/openapi/v3");
+  REQUIRE(index);
+  CHECK(index->status == 200);
+  CHECK(json::parse(index->body) == openApiV3Index());
+  const std::string url = openApiV3Index()["paths"]["api/v1"]["serverRelativeURL"];
+  auto pinned = client.Get(url.c_str());
+  REQUIRE(pinned);
+  CHECK(pinned->status == 200);
+  CHECK(pinned->get_header_value("Cache-Control") == "public, immutable");
+  auto stale = client.Get("/openapi/v3/api/v1?hash=0123");
+  REQUIRE(stale);
+  CHECK(stale->status == 301);
+  CHECK(stale->get_header_value("Location") == url);
+  CHECK(client.Get("/openapi/v3/apis/apps/v1")->status == 404);
   auto v3 = client.Get("/openapi/v3/api/v1");
   REQUIRE(v3);
   CHECK(v3->status == 200);
