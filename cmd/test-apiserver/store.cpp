@@ -366,7 +366,8 @@ std::string Store::randomSuffix() {
   return s;
 }
 
-base::StatusOr<json> Store::create(std::string_view resource, std::string_view ns, json object) {
+base::StatusOr<json> Store::create(std::string_view resource, std::string_view ns, json object,
+                                   const FieldWrite& write) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   RETURN_IF_ERROR(checkCreateBody(*res, object));
   if (!object.contains("metadata") || !object["metadata"].is_object()) {
@@ -388,6 +389,7 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   if (objects.contains(key)) {
     return base::alreadyExistsError(res->plural + " " + dq(name) + " already exists");
   }
+  if (!write.manager.empty()) trackWrite(nullptr, object, write);
   json created = insertLocked(*res, key, std::move(object));
   if (res->plural == "namespaces") ensureDefaultServiceAccountLocked(name);
   return created;
@@ -464,8 +466,8 @@ base::StatusOr<json> Store::get(std::string_view resource, std::string_view ns,
 }
 
 base::StatusOr<json> Store::update(std::string_view resource, std::string_view ns,
-                                   std::string_view name, json object,
-                                   std::string_view subresource) {
+                                   std::string_view name, json object, std::string_view subresource,
+                                   const FieldWrite& write) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   if (!subresource.empty() && !res->hasSubresource(subresource)) {
     return base::notFoundError("the server could not find the requested resource");
@@ -493,12 +495,12 @@ base::StatusOr<json> Store::update(std::string_view resource, std::string_view n
                               "latest version and try again");
   }
   const StoredObject current = it->second;
-  return commitUpdateLocked(*res, key, current, std::move(object), subresource);
+  return commitUpdateLocked(*res, key, current, std::move(object), subresource, write);
 }
 
 base::StatusOr<json> Store::patch(std::string_view resource, std::string_view ns,
                                   std::string_view name, PatchType type, const json& patch_doc,
-                                  std::string_view subresource) {
+                                  std::string_view subresource, const FieldWrite& write) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   if (!subresource.empty() && !res->hasSubresource(subresource)) {
     return base::notFoundError("the server could not find the requested resource");
@@ -530,12 +532,86 @@ base::StatusOr<json> Store::patch(std::string_view resource, std::string_view ns
   if (str(patched, {"metadata", "name"}) != name) {
     return base::invalidArgumentError("a patch may not change metadata.name");
   }
-  return commitUpdateLocked(*res, key, current, std::move(patched), subresource);
+  return commitUpdateLocked(*res, key, current, std::move(patched), subresource, write);
+}
+
+base::StatusOr<ApplyOutcome> Store::apply(std::string_view resource, std::string_view ns,
+                                          std::string_view name, const json& applied,
+                                          const FieldWrite& write, bool force) {
+  ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
+  if (!write.subresource.empty() && !res->hasSubresource(write.subresource)) {
+    return base::notFoundError("the server could not find the requested resource");
+  }
+  RETURN_IF_ERROR(checkApplyBody(*res, name, applied));
+  FieldWrite stamped = write;
+  stamped.time = formatTime(clock_.wallNow());
+  std::unique_lock lock(mu_);
+  Objects& objects = objects_[res];
+  const Key key{res->namespaced ? std::string(ns) : "", std::string(name)};
+  auto it = objects.find(key);
+  if (it == objects.end()) {
+    if (!write.subresource.empty()) {
+      return base::notFoundError(res->plural + " " + dq(name) + " not found");
+    }
+    lock.unlock();
+    ApplyResult made = applyConfiguration(nullptr, applied, stamped, force);
+    made.object["metadata"]["name"] = std::string(name);
+    ASSIGN_OR_RETURN(json created, create(resource, ns, std::move(made.object)));
+    return ApplyOutcome{std::move(created), true, {}};
+  }
+  const StoredObject current = it->second;
+  ApplyResult result = applyConfiguration(current.object.get(), applied, stamped, force);
+  if (!result.conflicts.empty()) return ApplyOutcome{nullptr, false, std::move(result.conflicts)};
+  ASSIGN_OR_RETURN(json updated, commitUpdateLocked(*res, key, current, std::move(result.object),
+                                                    write.subresource, std::nullopt));
+  return ApplyOutcome{std::move(updated), false, {}};
+}
+
+base::Status Store::checkApplyBody(const ResourceInfo& res, std::string_view name,
+                                   const json& applied) const {
+  if (!applied.is_object()) {
+    return base::invalidArgumentError("the body of an apply patch must be a " + res.kind +
+                                      " object");
+  }
+  const std::string kind = str(applied, {"kind"});
+  const std::string api_version = str(applied, {"apiVersion"});
+  if (kind.empty() || api_version.empty()) {
+    return base::invalidArgumentError("apiVersion and kind must be set in an apply patch");
+  }
+  if (kind != res.kind || api_version != res.apiVersion()) {
+    return base::invalidArgumentError("the apply patch is a " + api_version + " " + kind +
+                                      ", not a " + res.apiVersion() + " " + res.kind);
+  }
+  const std::string body_name = str(applied, {"metadata", "name"});
+  if (!body_name.empty() && body_name != name) {
+    return base::invalidArgumentError("the name of the object (" + body_name +
+                                      ") does not match the name on the URL (" + std::string(name) +
+                                      ")");
+  }
+  return base::okStatus();
+}
+
+void Store::trackWrite(const json* current, json& next, FieldWrite write) const {
+  if (write.manager.empty()) {
+    // The stored managedFields stand; a client cannot write them directly.
+    json& meta = next["metadata"];
+    const json* kept =
+        current != nullptr && current->contains("metadata") ? &(*current)["metadata"] : nullptr;
+    if (kept != nullptr && kept->contains("managedFields")) {
+      meta["managedFields"] = (*kept)["managedFields"];
+    } else {
+      meta.erase("managedFields");
+    }
+    return;
+  }
+  write.time = formatTime(clock_.wallNow());
+  recordUpdate(current, next, write);
 }
 
 base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Key& key,
                                                const StoredObject& current, json desired,
-                                               std::string_view subresource) {
+                                               std::string_view subresource,
+                                               const std::optional<FieldWrite>& write) {
   const json& cur = *current.object;
   json next;
   if (subresource == "status") {
@@ -573,6 +649,7 @@ base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Ke
   }
   meta["resourceVersion"] = std::to_string(current.resource_version);
   if (subresource.empty()) RETURN_IF_ERROR(prepareConfigObject(res, next, &cur));
+  if (write) trackWrite(&cur, next, *write);
   if (next == cur) return cur;  // a no-op write changes nothing and emits nothing
   if (res.plural == "pods" && options_.validate_pods) RETURN_IF_ERROR(validatePod(res, next));
 

@@ -30,6 +30,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "cmd/test-apiserver/managed_fields.h"
 #include "cmd/test-apiserver/patch.h"
 #include "cmd/test-apiserver/resources.h"
 #include "cmd/test-apiserver/selectors.h"
@@ -104,6 +105,14 @@ struct DeleteOptions {
   std::optional<int64_t> grace_period_seconds;
   std::optional<std::string> precondition_uid;
   std::optional<std::string> precondition_resource_version;
+};
+
+// A server-side apply's outcome: the stored object (created or updated), or the conflicts that
+// refused it.
+struct ApplyOutcome {
+  nlohmann::json object;
+  bool created = false;
+  std::vector<ApplyConflict> conflicts;
 };
 
 struct DeleteResult {
@@ -182,19 +191,29 @@ class Store {
   // "secrets", "serviceaccounts"). `ns` is ignored
   // for cluster-scoped resources; for namespaced ones an empty `ns` means the object's
   // metadata.namespace (or "default"). Each returns the stored object.
+  // `write` names the field manager the write is recorded for in metadata.managedFields
+  // (managed_fields.h; its time is the store's clock); without a manager the object keeps the
+  // managedFields it had.
   base::StatusOr<nlohmann::json> create(std::string_view resource, std::string_view ns,
-                                        nlohmann::json object);
+                                        nlohmann::json object, const FieldWrite& write = {});
   base::StatusOr<nlohmann::json> get(std::string_view resource, std::string_view ns,
                                      std::string_view name) const;
   // PUT. `subresource` "" or "status". A set metadata.resourceVersion must match (409 Conflict).
   base::StatusOr<nlohmann::json> update(std::string_view resource, std::string_view ns,
                                         std::string_view name, nlohmann::json object,
-                                        std::string_view subresource = "");
+                                        std::string_view subresource = "",
+                                        const FieldWrite& write = {});
   // PATCH. A metadata.uid or metadata.resourceVersion in the patch acts as a precondition.
   base::StatusOr<nlohmann::json> patch(std::string_view resource, std::string_view ns,
                                        std::string_view name, PatchType type,
                                        const nlohmann::json& patch,
-                                       std::string_view subresource = "");
+                                       std::string_view subresource = "",
+                                       const FieldWrite& write = {});
+  // Server-side apply (PATCH application/apply-patch+yaml) of the configuration `applied` by
+  // `write.manager`: creates the object when it does not exist (not through a subresource).
+  base::StatusOr<ApplyOutcome> apply(std::string_view resource, std::string_view ns,
+                                     std::string_view name, const nlohmann::json& applied,
+                                     const FieldWrite& write, bool force);
   // DELETE. Pods bound to a node are deleted gracefully (deletionTimestamp set, removed by a
   // later grace-0 delete); objects with finalizers stay until an update empties them.
   base::StatusOr<DeleteResult> remove(std::string_view resource, std::string_view ns,
@@ -237,7 +256,15 @@ class Store {
   base::StatusOr<nlohmann::json> commitUpdateLocked(const ResourceInfo& res, const Key& key,
                                                     const StoredObject& current,
                                                     nlohmann::json desired,
-                                                    std::string_view subresource);
+                                                    std::string_view subresource,
+                                                    const std::optional<FieldWrite>& write);
+  // metadata.managedFields of `next` after a write from `current` (nullptr: a create): recorded
+  // for `write`'s manager, or `current`'s kept when it names none.
+  void trackWrite(const nlohmann::json* current, nlohmann::json& next, FieldWrite write) const;
+  // InvalidArgument unless `applied` is an object of the resource's kind and apiVersion whose
+  // name (when set) is `name`.
+  base::Status checkApplyBody(const ResourceInfo& res, std::string_view name,
+                              const nlohmann::json& applied) const;
   void emitLocked(WatchEvent::Type type, const ResourceInfo& res, StoredObject object,
                   std::shared_ptr<const nlohmann::json> previous);
   // The name a created object gets: its own, or generateName plus a free random suffix; an

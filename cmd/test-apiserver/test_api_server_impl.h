@@ -258,6 +258,14 @@ class TestApiServer::Impl {
   // are not looked into.
   bool checkFields(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
 
+  // Server-side apply (PATCH application/apply-patch+yaml; fieldManager required, force).
+  void serveApply(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
+  // Who a create, update or patch is recorded for in managedFields (managed_fields.h).
+  static FieldWrite fieldWrite(const httplib::Request& req, const ResourcePath& t);
+  // kube-apiserver's 422 for bad patch options, e.g. `PatchOptions.meta.k8s.io "" is invalid:
+  // fieldManager: Required value: is required for apply patch`.
+  static json patchOptionsInvalid(const std::string& cause);
+
   // The resource a path names. Answers the request itself (a group's or a version's discovery
   // document, 404, 405) and returns nullopt when the path names no resource to act on.
   std::optional<ResourcePath> resolveResourcePath(const httplib::Request& req,

@@ -3,6 +3,7 @@
 // method.
 #include <exception>
 
+#include "api/yaml.h"
 #include "cmd/test-apiserver/protobuf.h"
 #include "cmd/test-apiserver/test_api_server_impl.h"
 
@@ -150,7 +151,7 @@ void TestApiServer::Impl::serveCreate(const httplib::Request& req, httplib::Resp
   if (!checkFields(req, res, t)) return;
   auto body = parseBody(req, res);
   if (!body) return;
-  auto created = store_.create(t.resource->plural, t.ns, std::move(*body));
+  auto created = store_.create(t.resource->plural, t.ns, std::move(*body), fieldWrite(req, t));
   if (!created.ok()) return sendError(res, created.status(), "", t.resource->plural);
   return sendJson(res, 201, *created);
 }
@@ -161,7 +162,8 @@ void TestApiServer::Impl::serveUpdate(const httplib::Request& req, httplib::Resp
   if (!checkFields(req, res, t)) return;
   auto body = parseBody(req, res);
   if (!body) return;
-  auto updated = store_.update(t.resource->plural, t.ns, t.name, std::move(*body), t.sub);
+  auto updated =
+      store_.update(t.resource->plural, t.ns, t.name, std::move(*body), t.sub, fieldWrite(req, t));
   if (!updated.ok()) return sendError(res, updated.status(), t.name, t.resource->plural);
   return sendJson(res, 200, *updated);
 }
@@ -170,20 +172,62 @@ void TestApiServer::Impl::servePatch(const httplib::Request& req, httplib::Respo
                                      const ResourcePath& t) {
   if (t.name.empty()) return sendCode(res, 405, "PATCH needs an object name");
   const std::string ct = req.get_header_value("Content-Type");
+  if (ct.starts_with("application/apply-patch+yaml")) return serveApply(req, res, t);
+  if (req.has_param("force")) {
+    return sendJson(res, 422,
+                    patchOptionsInvalid("force: Forbidden: may not be specified for "
+                                        "non-apply patch"));
+  }
   auto type = patchTypeFromContentType(ct);
   if (!type) {
     return sendCode(res, 415,
                     "the body of the request was in an unknown format - accepted "
                     "media types include: application/json-patch+json, "
-                    "application/merge-patch+json, "
+                    "application/merge-patch+json, application/apply-patch+yaml, "
                     "application/strategic-merge-patch+json");
   }
   json patch_doc = json::parse(req.body, nullptr, false);
   if (patch_doc.is_discarded()) return sendCode(res, 400, "the patch is not valid JSON");
   if (!checkFields(req, res, t)) return;
-  auto patched = store_.patch(t.resource->plural, t.ns, t.name, *type, patch_doc, t.sub);
+  auto patched =
+      store_.patch(t.resource->plural, t.ns, t.name, *type, patch_doc, t.sub, fieldWrite(req, t));
   if (!patched.ok()) return sendError(res, patched.status(), t.name, t.resource->plural);
   return sendJson(res, 200, *patched);
+}
+
+void TestApiServer::Impl::serveApply(const httplib::Request& req, httplib::Response& res,
+                                     const ResourcePath& t) {
+  FieldWrite write = fieldWrite(req, t);
+  if (param(req, "fieldManager").empty()) {
+    return sendJson(
+        res, 422, patchOptionsInvalid("fieldManager: Required value: is required for apply patch"));
+  }
+  auto applied = api::yamlToJson(req.body);
+  if (!applied.ok()) {
+    return sendCode(res, 400, "error decoding YAML: " + std::string(applied.status().message()));
+  }
+  auto outcome =
+      store_.apply(t.resource->plural, t.ns, t.name, *applied, write, truthy(param(req, "force")));
+  if (!outcome.ok()) return sendError(res, outcome.status(), t.name, t.resource->plural);
+  if (!outcome->conflicts.empty())
+    return sendJson(res, 409, applyConflictStatus(outcome->conflicts));
+  return sendJson(res, outcome->created ? 201 : 200, outcome->object);
+}
+
+FieldWrite TestApiServer::Impl::fieldWrite(const httplib::Request& req, const ResourcePath& t) {
+  // kube-apiserver: the fieldManager parameter, else the User-Agent up to its first '/'.
+  std::string manager = param(req, "fieldManager");
+  if (manager.empty()) {
+    const std::string agent = req.get_header_value("User-Agent");
+    manager = agent.substr(0, agent.find('/'));
+  }
+  return {std::move(manager), t.resource->apiVersion(), t.sub, "",
+          t.resource->hasSubresource("status")};
+}
+
+json TestApiServer::Impl::patchOptionsInvalid(const std::string& cause) {
+  return statusObject(422, "PatchOptions.meta.k8s.io \"\" is invalid: " + cause, "Invalid",
+                      json{{"group", "meta.k8s.io"}, {"kind", "PatchOptions"}});
 }
 
 void TestApiServer::Impl::serveDelete(const httplib::Request& req, httplib::Response& res,

@@ -270,7 +270,9 @@ TEST_CASE("http: errors are Status objects with kube-apiserver's codes and reaso
                                        {"message", "Required value"},
                                        {"field", "spec.containers"}}}}}));
   expect(client.Post(pods.c_str(), "a: b", "application/yaml"), 415, "UnsupportedMediaType");
-  expect(client.Patch((pods + "/web").c_str(), "{}", "application/apply-patch+yaml"), 415,
+  expect(client.Patch((pods + "/web").c_str(), "{}", "application/apply-patch+yaml"), 422,
+         "Invalid");  // an apply patch without its fieldManager
+  expect(client.Patch((pods + "/web").c_str(), "{}", "application/x-unknown-patch"), 415,
          "UnsupportedMediaType");
   json stale = pod("web");
   stale["metadata"]["resourceVersion"] = "1";
