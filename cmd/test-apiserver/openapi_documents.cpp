@@ -47,7 +47,7 @@ json groupVersionKind(std::string_view type) {
   return {{"group", group}, {"kind", type.substr(type.rfind('.') + 1)}, {"version", "v1"}};
 }
 
-// "PodList" -> the name of its list type's schema; lists are made, not tabled.
+// "core.v1.Pod" -> "core.v1.PodList": list types are made here (SchemaWriter::list), not tabled.
 std::string listTypeName(std::string_view type) { return std::string(type) + "List"; }
 
 // "Always|IfNotPresent|Never" -> ["Always", "IfNotPresent", "Never"].
