@@ -277,8 +277,8 @@ json operation(const OperationSpec& op, const SchemaWriter& writer, bool v3) {
             : writer.ref(op.body);
   std::vector<std::string> consumes = {"*/*"};
   if (patch) {
-    consumes = {"application/json-patch+json", "application/merge-patch+json",
-                "application/strategic-merge-patch+json"};
+    consumes = {"application/apply-patch+yaml", "application/json-patch+json",
+                "application/merge-patch+json", "application/strategic-merge-patch+json"};
   }
   std::vector<std::string> produces = {"application/json", "application/yaml",
                                        "application/vnd.kubernetes.protobuf"};

@@ -208,6 +208,7 @@ TEST_CASE("openapi: v3 documents have the patch operations kubectl looks for",
   CHECK(patch["x-kubernetes-group-version-kind"] ==
         json({{"group", ""}, {"kind", "Pod"}, {"version", "v1"}}));
   CHECK(patch["requestBody"]["content"].contains("application/strategic-merge-patch+json"));
+  CHECK(patch["requestBody"]["content"].contains("application/apply-patch+yaml"));
   bool field_validation = false;
   for (const auto& p : patch["parameters"]) {
     field_validation |= p["name"] == "fieldValidation" && p["in"] == "query";
