@@ -191,7 +191,7 @@ struct Env {
   // kubectl create -f of `yaml`, written to `file` in the test's directory.
   void createFrom(const std::string& file, const std::string& yaml) {
     testing::writeFile(dir / file, yaml);
-    auto created = kubectl({"create", "--validate=false", "-f", (dir / file).string()});
+    auto created = kubectl({"create", "-f", (dir / file).string()});
     INFO(created.err);
     REQUIRE(created.exit_code == 0);
   }

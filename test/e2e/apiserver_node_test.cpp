@@ -212,8 +212,7 @@ TEST_CASE("an API pod runs, its status is reconciled, and kubectl delete stops i
       "    command: [\"sh\", \"-c\", \"trap 'echo term > " +
       marker.string() + "; exit 0' TERM; while true; do sleep 0.1; done\"]\n";
   testing::writeFile(env.dir / "api-pod.yaml", yaml);
-  auto created =
-      env.kubectl({"create", "--validate=false", "-f", (env.dir / "api-pod.yaml").string()});
+  auto created = env.kubectl({"create", "-f", (env.dir / "api-pod.yaml").string()});
   INFO(created.err);
   REQUIRE(created.exit_code == 0);
   std::optional<json> pod;
@@ -295,7 +294,7 @@ TEST_CASE(
                          "    command: [\"sh\", \"-c\", \"id -u > $NODEAGENT_VOLUME_DATA/by-user "
                          "&& exec sleep 3600\"]\n");
   for (const char* name : {"root-pod.yaml", "user-pod.yaml"}) {
-    auto created = env.kubectl({"create", "--validate=false", "-f", (env.dir / name).string()});
+    auto created = env.kubectl({"create", "-f", (env.dir / name).string()});
     INFO(created.err);
     REQUIRE(created.exit_code == 0);
   }
@@ -611,8 +610,11 @@ TEST_CASE(
   env.startAgent({"--allow-root-api-pods", "--system-reserved=memory=" + std::to_string(reserved),
                   "--eviction-hard=memory.available<100Mi",
                   "--eviction-pressure-transition-period=2m"});
-  REQUIRE(testing::eventually([&] { return env.kubectlJson({"get", "node", kNode}).has_value(); },
-                              30s));
+  REQUIRE(testing::eventually(
+      [&] {
+        return env.kubectlJson({"get", "node", kNode}).has_value();
+      },
+      30s));
   auto create = [&](const std::string& name, const std::string& command,
                     const std::string& resources) {
     const std::string yaml =
@@ -622,8 +624,7 @@ TEST_CASE(
         "    command: [\"sh\", \"-c\", " +
         json(command).dump() + "]\n" + resources;
     testing::writeFile(env.dir / (name + ".yaml"), yaml);
-    auto created =
-        env.kubectl({"create", "--validate=false", "-f", (env.dir / (name + ".yaml")).string()});
+    auto created = env.kubectl({"create", "-f", (env.dir / (name + ".yaml")).string()});
     INFO(created.err);
     REQUIRE(created.exit_code == 0);
   };

@@ -37,8 +37,7 @@ TEST_CASE("cri: an API pod runs in containerd and kubectl shows Running, its IP,
   Env env;
   env.startCriAgent(containerd.endpoint());
   testing::writeFile(env.dir / "api-cri.yaml", apiPodYaml("api-cri"));
-  auto created =
-      env.kubectl({"create", "--validate=false", "-f", (env.dir / "api-cri.yaml").string()});
+  auto created = env.kubectl({"create", "-f", (env.dir / "api-cri.yaml").string()});
   INFO(created.err);
   REQUIRE(created.exit_code == 0);
 
