@@ -206,6 +206,62 @@ class StrictWalker : public nlohmann::json_sax<json> {
 
 }  // namespace
 
+namespace {
+
+// A list item's path element as structured-merge-diff writes it: its key fields for an
+// associative list (a port's missing protocol is its default, TCP), its value in a set, its
+// index otherwise.
+std::string listItemPath(std::string_view list, const json& item, size_t index) {
+  if (list == "set") return "[=" + item.dump() + "]";
+  if (!list.starts_with("map:") || !item.is_object()) return "[" + std::to_string(index) + "]";
+  std::string out = "[";
+  std::string_view keys = list.substr(4);
+  while (!keys.empty()) {
+    const std::string key(keys.substr(0, keys.find(',')));
+    keys.remove_prefix(std::min(keys.size(), key.size() + 1));
+    json value = item.contains(key) ? item[key] : key == "protocol" ? json("TCP") : json();
+    if (value.is_null()) return "[" + std::to_string(index) + "]";
+    out += (out.size() > 1 ? "," : "") + key + "=" + value.dump();
+  }
+  return out + "]";
+}
+
+void applyWalk(std::string_view type, std::string_view list, const json& value,
+               const std::string& path, std::vector<std::string>& out) {
+  if (type.starts_with('!')) type.remove_prefix(1);
+  if (type.starts_with("[]")) {
+    if (!value.is_array()) return;
+    for (size_t i = 0; i < value.size(); ++i) {
+      applyWalk(type.substr(2), "", value[i], path + listItemPath(list, value[i], i), out);
+    }
+    return;
+  }
+  if (type.starts_with("map[")) {
+    if (!value.is_object()) return;
+    for (const auto& [key, item] : value.items()) {
+      applyWalk(type.substr(4, type.size() - 5), "", item, path + "." + key, out);
+    }
+    return;
+  }
+  const SchemaType* spec = findType(type);
+  if (!spec || !value.is_object()) return;
+  for (const auto& [key, item] : value.items()) {
+    if (const SchemaField* f = spec->field(key)) {
+      applyWalk(f->type, f->list, item, path + "." + key, out);
+    } else {
+      out.push_back(path + "." + key + ": field not declared in schema");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> applyProblems(std::string_view type, const json& object) {
+  std::vector<std::string> out;
+  applyWalk(type, "", object, "", out);
+  return out;
+}
+
 std::vector<std::string> fieldProblems(std::string_view type, std::string_view body, bool patch) {
   if (!findType(type)) return {};
   StrictWalker walker(type, patch);

@@ -23,23 +23,27 @@ namespace nodeagent::testapiserver {
 // "[]<type>", "map[<type>]" (string keys) or a type name such as "core.v1.Container".
 // `patch` is the strategic merge patch strategy and merge key, "merge:name",
 // "merge,retainKeys:name" or "merge", when the field has one. `enum_values` are the values of a
-// string enum, sorted and separated by '|' ("Always|IfNotPresent|Never"). A field with an empty
-// name stands for all the fields of the type it names (Go's inline embedding).
+// string enum, sorted and separated by '|' ("Always|IfNotPresent|Never"). `list` is how
+// server-side apply treats a list: "map:<key>[,<key>]" (items identified by those fields), "set"
+// (by their value) or "" (atomic). A field with an empty name stands for all the fields of the
+// type it names (Go's inline embedding).
 struct SchemaField {
   constexpr SchemaField(std::string_view field_name, std::string_view field_type,
                         std::string_view field_description, std::string_view field_patch = {},
-                        std::string_view field_enum = {})
+                        std::string_view field_enum = {}, std::string_view field_list = {})
       : name(field_name),
         type(field_type),
         description(field_description),
         patch(field_patch),
-        enum_values(field_enum) {}
+        enum_values(field_enum),
+        list(field_list) {}
 
   std::string_view name;
   std::string_view type;
   std::string_view description;
   std::string_view patch;
   std::string_view enum_values;
+  std::string_view list;
 };
 
 struct SchemaType {
@@ -83,6 +87,12 @@ nlohmann::json invalidFieldValidationStatus(std::string_view value, std::string_
 // when `type` is not served or `body` is not JSON (the caller answers that).
 std::vector<std::string> fieldProblems(std::string_view type, std::string_view body,
                                        bool patch = false);
+
+// The fields of an applied configuration (server-side apply) that `type` does not have, as
+// kube-apiserver's structured-merge-diff names them: ".spec.foo: field not declared in schema",
+// list items by their keys (`.spec.containers[name="c"].imagex`), by value (`[="x"]`) or by
+// index (`[0]`).
+std::vector<std::string> applyProblems(std::string_view type, const nlohmann::json& object);
 
 // The OpenAPI 3.0 index: {"paths": {"api/v1": {"serverRelativeURL":
 // "/openapi/v3/api/v1?hash=<HASH>"}, "apis/coordination.k8s.io/v1": {...}, ...}}.

@@ -50,15 +50,15 @@ json groupVersionKind(std::string_view type) {
 // "core.v1.Pod" -> "core.v1.PodList": list types are made here (SchemaWriter::list), not tabled.
 std::string listTypeName(std::string_view type) { return std::string(type) + "List"; }
 
-// "Always|IfNotPresent|Never" -> ["Always", "IfNotPresent", "Never"].
-json enumValues(std::string_view values) {
+// "Always|IfNotPresent|Never" split at '|' -> ["Always", "IfNotPresent", "Never"].
+json splitList(std::string_view values, char separator) {
   json out = json::array();
   size_t start = 0;
   while (true) {
-    size_t bar = values.find('|', start);
-    out.push_back(values.substr(start, bar - start));
-    if (bar == std::string_view::npos) return out;
-    start = bar + 1;
+    size_t end = values.find(separator, start);
+    out.push_back(values.substr(start, end - start));
+    if (end == std::string_view::npos) return out;
+    start = end + 1;
   }
 }
 
@@ -94,7 +94,12 @@ class SchemaWriter {
     json out = typeOf(type);
     if (v3_ && out.contains("$ref")) out = {{"allOf", json::array({out})}};
     if (!f.description.empty()) out["description"] = f.description;
-    if (!f.enum_values.empty()) out["enum"] = enumValues(f.enum_values);
+    if (!f.enum_values.empty()) out["enum"] = splitList(f.enum_values, '|');
+    if (f.list == "set") out["x-kubernetes-list-type"] = "set";
+    if (f.list.starts_with("map:")) {
+      out["x-kubernetes-list-type"] = "map";
+      out["x-kubernetes-list-map-keys"] = splitList(f.list.substr(4), ',');
+    }
     if (!f.patch.empty()) {
       std::string_view patch = f.patch;
       size_t colon = patch.find(':');

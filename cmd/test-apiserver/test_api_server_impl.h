@@ -258,6 +258,12 @@ class TestApiServer::Impl {
   // are not looked into.
   bool checkFields(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
 
+  // The fields of an applied configuration (server-side apply) against its kind's schema, as
+  // kube-apiserver checks them whatever fieldValidation says: one it does not know is answered
+  // 500 `failed to create typed patch object (...): .spec.foo: field not declared in schema`.
+  // False when the request was answered.
+  bool checkApplyFields(httplib::Response& res, const ResourcePath& t, const json& applied);
+
   // Server-side apply (PATCH application/apply-patch+yaml; fieldManager required, force).
   void serveApply(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
   // Who a create, update or patch is recorded for in managedFields (managed_fields.h).

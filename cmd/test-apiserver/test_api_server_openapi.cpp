@@ -128,4 +128,28 @@ bool TestApiServer::Impl::checkFields(const httplib::Request& req, httplib::Resp
   return false;
 }
 
+bool TestApiServer::Impl::checkApplyFields(httplib::Response& res, const ResourcePath& t,
+                                           const json& applied) {
+  const std::string type = kindTypeName(*t.resource);
+  if (type.empty()) return true;
+  std::vector<std::string> problems = applyProblems(type, applied);
+  if (problems.empty()) return true;
+  // structured-merge-diff's ValidationErrors: one as it is, several listed under "errors:".
+  std::string errors = problems.size() == 1 ? problems[0] : "errors:";
+  for (size_t i = 0; problems.size() > 1 && i < problems.size(); ++i) {
+    errors += "\n  " + problems[i];
+  }
+  const json meta = applied.value("metadata", json::object());
+  const std::string ns = meta.contains("namespace") ? meta.value("namespace", "") : t.ns;
+  const ResourceInfo& r = *t.resource;
+  // kube-apiserver answers this error of the typed conversion as an unknown error: 500 without a
+  // reason.
+  json status = statusObject(500, "failed to create typed patch object (" + ns + "/" +
+                                      meta.value("name", t.name) + "; " + r.group + "/" +
+                                      r.version + ", Kind=" + r.kind + "): " + errors);
+  status.erase("reason");
+  sendJson(res, 500, status);
+  return false;
+}
+
 }  // namespace nodeagent::testapiserver

@@ -206,6 +206,7 @@ void TestApiServer::Impl::serveApply(const httplib::Request& req, httplib::Respo
   if (!applied.ok()) {
     return sendCode(res, 400, "error decoding YAML: " + std::string(applied.status().message()));
   }
+  if (!checkApplyFields(res, t, *applied)) return;
   auto outcome =
       store_.apply(t.resource->plural, t.ns, t.name, *applied, write, truthy(param(req, "force")));
   if (!outcome.ok()) return sendError(res, outcome.status(), t.name, t.resource->plural);

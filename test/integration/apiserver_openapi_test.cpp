@@ -109,6 +109,14 @@ TEST_CASE("kubectl openapi: an unknown field fails as against a real cluster",
                          "error: unknown field \"spec.containers[0].imagex\"") !=
         std::string::npos);
   CHECK(kubectl.run({"get", "pod", "typo"}).exit_code == 1);
+  // Server-side apply: kube-apiserver's typed conversion refuses the field whatever --validate.
+  writeFile(dir / "ssa.yaml", typoPod("ssa"));
+  auto server_side = kubectl.run({"apply", "--server-side", "-f", (dir / "ssa.yaml").string()});
+  REQUIRE(server_side.exit_code == 1);
+  CHECK(server_side.err ==
+        "Error from server: failed to create typed patch object (default/ssa; /v1, Kind=Pod): "
+        ".spec.containers[name=\"web\"].imagex: field not declared in schema\n");
+  CHECK(kubectl.run({"get", "pod", "ssa"}).exit_code == 1);
 
   // An existing object patched by apply: the patch is checked.
   writeFile(dir / "pod.yaml", kPodYaml);

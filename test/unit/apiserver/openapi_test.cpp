@@ -134,6 +134,24 @@ TEST_CASE("openapi: duplicate fields are reported once each", "[apiserver][opena
                                                       R"(duplicate field "spec.containers")"});
 }
 
+TEST_CASE("openapi: server-side apply names unknown fields by their list keys",
+          "[apiserver][openapi]") {
+  const json applied = json::parse(R"({"apiVersion":"v1","kind":"Pod",
+    "metadata":{"name":"p","labels":{"a":"b"},"finalizers":["x"],"ownerz":1},
+    "spec":{"containers":[{"name":"c","imagex":"i","ports":[{"containerPort":80,"foo":1},
+    {"containerPort":53,"protocol":"UDP","bar":1}]}],"tolerations":[{"key":"k","baz":1}]}})");
+  CHECK(applyProblems("core.v1.Pod", applied) ==
+        Problems{R"(.metadata.ownerz: field not declared in schema)",
+                 R"(.spec.containers[name="c"].imagex: field not declared in schema)",
+                 R"(.spec.containers[name="c"].ports[containerPort=80,protocol="TCP"].foo: )"
+                 R"(field not declared in schema)",
+                 R"(.spec.containers[name="c"].ports[containerPort=53,protocol="UDP"].bar: )"
+                 R"(field not declared in schema)",
+                 R"(.spec.tolerations[0].baz: field not declared in schema)"});
+  CHECK(applyProblems("core.v1.Pod", json::parse(kBadPod)).size() == 2);
+  CHECK(applyProblems("core.v1.ConfigMap", {{"data", {{"k", "v"}}}}).empty());
+}
+
 TEST_CASE("openapi: managedFields and strategic merge patch directives pass",
           "[apiserver][openapi]") {
   const char* managed = R"({"metadata":{"managedFields":[{"manager":"kubectl","operation":"Apply",
@@ -288,6 +306,27 @@ TEST_CASE("openapi: the server validates fields as fieldValidation asks", "[apis
   REQUIRE(ignored);
   CHECK(ignored->status == 200);
   CHECK_FALSE(ignored->has_header("Warning"));
+}
+
+TEST_CASE("openapi: server-side apply of an unknown field is refused", "[apiserver][openapi]") {
+  auto server = startServer();
+  httplib::Client client("127.0.0.1", server->port());
+  const std::string pod = "/api/v1/namespaces/default/pods/p?fieldManager=m";
+  const std::string typo =
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeNamex":"n"}})";
+  auto applied = client.Patch(pod.c_str(), typo, "application/apply-patch+yaml");
+  REQUIRE(applied);
+  CHECK(applied->status == 500);
+  json status = json::parse(applied->body);
+  CHECK_FALSE(status.contains("reason"));
+  CHECK(status["message"] ==
+        "failed to create typed patch object (default/p; /v1, Kind=Pod): "
+        ".spec.nodeNamex: field not declared in schema");
+  CHECK(client.Get("/api/v1/namespaces/default/pods/p")->status == 404);
+  const std::string fixed =
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeName":"n",)"
+      R"("containers":[{"name":"c","image":"i"}]}})";
+  CHECK(client.Patch(pod.c_str(), fixed, "application/apply-patch+yaml")->status == 201);
 }
 
 TEST_CASE("openapi: the server serves the documents as asked", "[apiserver][openapi]") {
