@@ -27,7 +27,7 @@ using nodeagent::testapiserver::TestApiServer;
 void usage() {
   std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--secure-port=6443|0]\n"
                "         [--token-auth-file=CSV] [--tls-cert-file=F --tls-private-key-file=K]\n"
-               "         [--cert-dir=DIR] [--insecure-serve-http]\n"
+               "         [--cert-dir=DIR] [--insecure-serve-http] [--client-ca-file=CA]\n"
                "         [--authorization-mode=AlwaysAllow|ABAC]\n"
                "         [--authorization-policy-file=ABAC-JSONL]\n"
                "         [--service-account-signing-key-file=PEM]\n"
@@ -68,6 +68,8 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       flags.insecure_http = value == "true";
     } else if (arg == "--authorization-policy-file") {
       options.authorization_policy_file = value;
+    } else if (arg == "--client-ca-file") {
+      options.client_ca_file = value;
     } else if (arg == "--authorization-mode") {
       options.authorization_mode = value;
     } else if (arg == "--service-account-signing-key-file") {

@@ -1,5 +1,8 @@
 #include "cmd/test-apiserver/test_api_server.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -166,6 +169,9 @@ base::Status TestApiServer::Impl::createServer() {
   std::string cert_file = options_.tls_cert_file;
   std::string key_file = options_.tls_private_key_file;
   if (cert_file.empty() && options_.cert_dir.empty()) {
+    if (!options_.client_ca_file.empty()) {
+      return base::invalidArgumentError("--client-ca-file needs TLS (it is plain HTTP)");
+    }
     server_ = std::make_unique<httplib::Server>();
     return base::okStatus();
   }
@@ -187,6 +193,7 @@ base::Status TestApiServer::Impl::createServer() {
     return base::invalidArgumentError("cannot load TLS certificate " + cert_file + " with key " +
                                       key_file);
   }
+  if (!options_.client_ca_file.empty()) RETURN_IF_ERROR(requestClientCertificates(*ssl));
   server_ = std::move(ssl);
   tls_ = true;
   return base::okStatus();
@@ -315,7 +322,51 @@ void TestApiServer::Impl::handle(const httplib::Request& req, httplib::Response&
   route(req, res);
 }
 
+base::Status TestApiServer::Impl::requestClientCertificates(httplib::SSLServer& server) {
+  const std::string& file = options_.client_ca_file;
+  SSL_CTX* ctx = server.ssl_context();
+  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(file.c_str());
+  if (names == nullptr || SSL_CTX_load_verify_locations(ctx, file.c_str(), nullptr) != 1) {
+    if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
+    ERR_clear_error();
+    return base::invalidArgumentError("cannot read client CA file " + file);
+  }
+  SSL_CTX_set_client_CA_list(ctx, names);
+  // Optional, and never failing the handshake: a certificate that does not verify is a 401 from
+  // the authenticator, as kube-apiserver answers it.
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
+  client_ca_ = true;
+  return base::okStatus();
+}
+
+std::optional<ReviewUser> TestApiServer::Impl::certificateUser(const httplib::Request& req) const {
+  if (!client_ca_ || req.ssl == nullptr) return std::nullopt;
+  X509* cert = SSL_get1_peer_certificate(req.ssl);
+  if (cert == nullptr) return std::nullopt;
+  std::optional<ReviewUser> user;
+  if (SSL_get_verify_result(req.ssl) == X509_V_OK) {
+    user.emplace();
+    const X509_NAME* subject = X509_get_subject_name(cert);
+    for (int i = 0; i < X509_NAME_entry_count(subject); ++i) {
+      const X509_NAME_ENTRY* entry = X509_NAME_get_entry(subject, i);
+      const int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry));
+      const ASN1_STRING* data = X509_NAME_ENTRY_get_data(entry);
+      std::string value(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
+                        static_cast<size_t>(ASN1_STRING_length(data)));
+      if (nid == NID_commonName) user->username = std::move(value);
+      if (nid == NID_organizationName) user->groups.push_back(std::move(value));
+    }
+    if (user->username.empty()) user.reset();
+  }
+  X509_free(cert);
+  return user;
+}
+
 ReviewUser TestApiServer::Impl::requestUser(const httplib::Request& req) const {
+  if (std::optional<ReviewUser> user = certificateUser(req)) {
+    user->groups.push_back("system:authenticated");
+    return std::move(*user);
+  }
   const std::string auth = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (auth.starts_with(prefix)) {

@@ -160,16 +160,24 @@ class TestApiServer::Impl {
 
   void record(const httplib::Request& req);
 
-  // Without a token file every request is served; with one, a request needs a bearer token of
-  // the file or a service account token for the API audiences.
+  // Without a token file or client CA every request is served; with one, a request needs a
+  // client certificate from the CA, a bearer token of the file or a service account token for
+  // the API audiences.
   bool authenticated(const httplib::Request& req) const {
-    if (review_users_.empty()) return true;
+    if (review_users_.empty() && !client_ca_) return true;
     if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") return true;
+    if (certificateUser(req)) return true;
     std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     return auth.starts_with(prefix) &&
            authenticateToken(auth.substr(prefix.size()), sa_tokens_->apiAudiences()).authenticated;
   }
+
+  // The user of a client certificate that verified against --client-ca-file: CN the name, O the
+  // groups (kube-apiserver's x509 authenticator); nullopt without one.
+  std::optional<ReviewUser> certificateUser(const httplib::Request& req) const;
+  // Asks TLS clients for a certificate (optional) verified against the client CA file.
+  base::Status requestClientCertificates(httplib::SSLServer& server);
 
   // Who sent the request: the user of its bearer token (groups plus system:authenticated), or
   // system:anonymous (in system:unauthenticated) without a valid one.
@@ -364,6 +372,7 @@ class TestApiServer::Impl {
   bool tls_ = false;
   std::string ca_pem_;
   std::string first_token_;
+  bool client_ca_ = false;  // --client-ca-file given; read-only after start()
   std::map<std::string, ReviewUser> review_users_;   // token -> user; read-only after start()
   std::unique_ptr<ServiceAccountTokens> sa_tokens_;  // set by start()
   Authorizer authorizer_;                            // read-only after start()

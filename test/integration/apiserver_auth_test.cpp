@@ -1,8 +1,10 @@
-// kubectl auth whoami and can-i against build/test-apiserver, and the server's authorization of
-// its own requests (--authorization-mode), through the real kubectl and tokens over TLS.
+// kubectl auth whoami and can-i against build/test-apiserver, the server's authorization of its
+// own requests (--authorization-mode) and its x509 client certificate authentication, through
+// the real kubectl over TLS.
 #include <catch2/catch.hpp>
 
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/tls_cert.h"
 
 using namespace nodeagent::testing;
 
@@ -116,4 +118,47 @@ TEST_CASE(
                             dir);
   CHECK(unknown.exit_code == 1);
   CHECK(unknown.err.find("unknown mode \"RBAC\"") != std::string::npos);
+}
+
+TEST_CASE(
+    "x509 client certificates from --client-ca-file authenticate their CN in their O "
+    "groups beside tokens, and one from another CA is refused",
+    "[integration][apiserver]") {
+  TempDir dir("apiserver-auth-x509");
+  TestPki pki(dir / "pki");
+  TestPki other(dir / "other", "someone-else");
+  const auto alice = pki.issueClient("alice", {"dev", "system:masters"});
+  const auto mallory = other.issueClient("mallory", {"system:masters"});
+  std::vector<std::string> args = authArgs(dir, /*with_policy=*/true);
+  args.push_back("--client-ca-file=" + pki.caFile().string());
+  SpawnedApiServer server(dir, args);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  const auto with_cert = [&](const TestPki::Files& files, std::vector<std::string> args) {
+    args.insert(args.begin(), {"--client-certificate=" + files.cert_file.string(),
+                               "--client-key=" + files.key_file.string(), "--token="});
+    return kubectl.run(std::move(args));
+  };
+  auto whoami = with_cert(alice, {"auth", "whoami"});
+  INFO(whoami.err);
+  CHECK(whoami.exit_code == 0);
+  CHECK(whoami.out ==
+        "ATTRIBUTE   VALUE\nUsername    alice\n"
+        "Groups      [dev system:masters system:authenticated]\n");
+  CHECK(with_cert(alice, {"get", "nodes"}).exit_code == 0);  // system:masters under ABAC
+  // (curl: kubectl would ask for a user name on the terminal after a 401.)
+  auto refused = runCommand({"curl", "-sS", "--cacert", (dir / "certs/ca.crt").string(), "--cert",
+                             mallory.cert_file.string(), "--key", mallory.key_file.string(),
+                             server.url() + "/api/v1/pods"},
+                            dir);
+  CHECK(refused.exit_code == 0);
+  CHECK(refused.out.find("\"code\":401") != std::string::npos);
+  // The token beside it still works.
+  CHECK(kubectl.run({"auth", "whoami"}).out.find("Username    admin") != std::string::npos);
+
+  auto plain = runCommand({binaryPath("test-apiserver").string(), "--port=0",
+                           "--insecure-serve-http", "--client-ca-file=" + pki.caFile().string()},
+                          dir);
+  CHECK(plain.exit_code == 1);
+  CHECK(plain.err.find("--client-ca-file needs TLS") != std::string::npos);
 }
