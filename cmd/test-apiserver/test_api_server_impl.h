@@ -233,6 +233,9 @@ class TestApiServer::Impl {
   bool serveTokenRequest(const httplib::Request& req, httplib::Response& res);
 
   void serveReview(const httplib::Request& req, httplib::Response& res, bool token_review);
+  // The body of a create-only endpoint (the reviews, TokenRequest): nullopt after answering 405
+  // to another method or 400 to a body that does not parse.
+  std::optional<json> parsePostBody(const httplib::Request& req, httplib::Response& res);
   // SelfSubjectAccessReview, SelfSubjectRulesReview and SelfSubjectReview (kubectl auth can-i
   // and whoami) of the request's own user. True when the request was answered.
   bool serveSelfReview(const httplib::Request& req, httplib::Response& res);

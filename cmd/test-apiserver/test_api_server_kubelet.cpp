@@ -95,10 +95,7 @@ bool TestApiServer::Impl::serveKubeletApi(const httplib::Request& req, httplib::
 
 void TestApiServer::Impl::serveReview(const httplib::Request& req, httplib::Response& res,
                                       bool token_review) {
-  if (req.method != "POST") {
-    return sendCode(res, 405, "the server does not allow this method on the requested resource");
-  }
-  auto body = parseBody(req, res);
+  auto body = parsePostBody(req, res);
   if (!body) return;
   auto [code, answer] =
       token_review
@@ -112,6 +109,15 @@ void TestApiServer::Impl::serveReview(const httplib::Request& req, httplib::Resp
   sendJson(res, code, answer);
 }
 
+std::optional<json> TestApiServer::Impl::parsePostBody(const httplib::Request& req,
+                                                       httplib::Response& res) {
+  if (req.method != "POST") {
+    sendCode(res, 405, "the server does not allow this method on the requested resource");
+    return std::nullopt;
+  }
+  return parseBody(req, res);
+}
+
 bool TestApiServer::Impl::serveSelfReview(const httplib::Request& req, httplib::Response& res) {
   const std::string& path = req.path;
   const bool access = path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -119,11 +125,7 @@ bool TestApiServer::Impl::serveSelfReview(const httplib::Request& req, httplib::
   if (!access && !rules && path != "/apis/authentication.k8s.io/v1/selfsubjectreviews") {
     return false;
   }
-  if (req.method != "POST") {
-    sendCode(res, 405, "the server does not allow this method on the requested resource");
-    return true;
-  }
-  auto body = parseBody(req, res);
+  auto body = parsePostBody(req, res);
   if (!body) return true;
   const ReviewUser user = requestUser(req);
   if (!access && !rules) {
@@ -142,11 +144,7 @@ bool TestApiServer::Impl::serveTokenRequest(const httplib::Request& req, httplib
       segs[4] != "serviceaccounts" || segs[6] != "token") {
     return false;
   }
-  if (req.method != "POST") {
-    sendCode(res, 405, "the server does not allow this method on the requested resource");
-    return true;
-  }
-  auto body = parseBody(req, res);
+  auto body = parsePostBody(req, res);
   if (!body) return true;
   auto [code, answer] = sa_tokens_->requestToken(segs[3], segs[5], *body);
   sendJson(res, code, answer);
