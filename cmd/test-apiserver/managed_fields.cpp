@@ -274,18 +274,28 @@ ApplyResult applyConfiguration(const json* live, const json& applied, const Fiel
   }
   if (!result.conflicts.empty()) return result;
   json object = live != nullptr ? *live : applied;
+  // An apply that changes nothing leaves the object as it is, managedFields times included.
+  bool changed = live == nullptr || before != wanted || mine.api_version != write.api_version;
   if (live != nullptr) {
     for (const FieldPath& f : before) {
-      if (wanted.contains(f)) continue;
+      if (wanted.contains(f) || valueAt(object, f) == nullptr) continue;
       const bool shared = std::any_of(entries.begin(), entries.end(), [&](const Entry& e) {
         return &e != &mine && e.fields.contains(f);
       });
-      if (!shared) eraseAt(object, f);
+      if (shared) continue;
+      eraseAt(object, f);
+      changed = true;
     }
-    for (const FieldPath& f : wanted) setAt(object, f, appliedValue(live, applied, f));
+    for (const FieldPath& f : wanted) {
+      json value = appliedValue(live, applied, f);
+      const json* have = valueAt(object, f);
+      if (have != nullptr && *have == value) continue;
+      setAt(object, f, value);
+      changed = true;
+    }
   }
   mine.fields = wanted;
-  mine.time = write.time;
+  if (changed) mine.time = write.time;
   mine.api_version = write.api_version;
   writeEntries(entries, object);
   result.object = std::move(object);

@@ -51,9 +51,9 @@ struct FieldWrite {
 };
 
 // An Update (create, update, non-apply patch) from `old` (nullptr for a create) to `next`: the
-// writer owns every field (of its part of the object) it set or changed, which other managers no longer own, and a field
-// gone from `next` is no one's. Writes next.metadata.managedFields from old's (what the client
-// sent there is replaced).
+// writer owns every field (of its part of the object) it set or changed, which other managers no
+// longer own, and a field gone from `next` is no one's. Writes next.metadata.managedFields from
+// old's (what the client sent there is replaced).
 void recordUpdate(const nlohmann::json* old, nlohmann::json& next, const FieldWrite& write);
 
 struct ApplyConflict {

@@ -48,9 +48,9 @@ AccessRequest requestAttributes(const std::string& method, const std::string& pa
     return request;
   }
   std::vector<std::string> rest(parts.begin() + static_cast<std::ptrdiff_t>(i), parts.end());
-  bool watch = watch_param;
+  bool watch_path = false;
   if (!rest.empty() && rest[0] == "watch") {
-    watch = true;
+    watch_path = true;
     rest.erase(rest.begin());
   }
   if (rest.empty()) {
@@ -68,6 +68,8 @@ AccessRequest requestAttributes(const std::string& method, const std::string& pa
   request.resource = rest[0];
   if (rest.size() >= 2) request.name = rest[1];
   if (rest.size() >= 3) request.subresource = rest[2];
+  const bool watch = watch_path || (watch_param && request.name.empty());
+  // ?watch=true turns only a list into a watch (a named GET stays a get, as it is served).
   request.verb = resourceVerb(method, !request.name.empty(), watch);
   return request;
 }

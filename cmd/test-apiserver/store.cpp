@@ -543,6 +543,9 @@ base::StatusOr<ApplyOutcome> Store::apply(std::string_view resource, std::string
     return base::notFoundError("the server could not find the requested resource");
   }
   RETURN_IF_ERROR(checkApplyBody(*res, name, applied));
+  if (res->namespaced && ns.empty()) {
+    return base::notFoundError("the server could not find the requested resource");
+  }
   FieldWrite stamped = write;
   stamped.time = formatTime(clock_.wallNow());
   std::unique_lock lock(mu_);
@@ -556,8 +559,14 @@ base::StatusOr<ApplyOutcome> Store::apply(std::string_view resource, std::string
     lock.unlock();
     ApplyResult made = applyConfiguration(nullptr, applied, stamped, force);
     made.object["metadata"]["name"] = std::string(name);
-    ASSIGN_OR_RETURN(json created, create(resource, ns, std::move(made.object)));
-    return ApplyOutcome{std::move(created), true, {}};
+    made.object["metadata"]["namespace"] = std::string(ns);
+    auto created = create(resource, ns, std::move(made.object));
+    // Created by another writer in the meantime: apply to that one.
+    if (created.status().code() == base::StatusCode::kAlreadyExists) {
+      return apply(resource, ns, name, applied, write, force);
+    }
+    if (!created.ok()) return created.status();
+    return ApplyOutcome{std::move(*created), true, {}};
   }
   const StoredObject current = it->second;
   ApplyResult result = applyConfiguration(current.object.get(), applied, stamped, force);
@@ -581,6 +590,9 @@ base::Status Store::checkApplyBody(const ResourceInfo& res, std::string_view nam
   if (kind != res.kind || api_version != res.apiVersion()) {
     return base::invalidArgumentError("the apply patch is a " + api_version + " " + kind +
                                       ", not a " + res.apiVersion() + " " + res.kind);
+  }
+  if (applied.contains("metadata") && !applied["metadata"].is_object()) {
+    return base::invalidArgumentError("metadata of an apply patch must be an object");
   }
   const std::string body_name = str(applied, {"metadata", "name"});
   if (!body_name.empty() && body_name != name) {
@@ -620,6 +632,11 @@ base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Ke
       next["status"] = desired["status"];
     } else {
       next.erase("status");
+    }
+    // An apply carries its managedFields in `desired`.
+    if (!write && desired.contains("metadata") && desired["metadata"].is_object() &&
+        desired["metadata"].contains("managedFields")) {
+      next["metadata"]["managedFields"] = desired["metadata"]["managedFields"];
     }
   } else {
     next = std::move(desired);

@@ -1,6 +1,7 @@
 #include "cmd/test-apiserver/test_api_server.h"
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <sys/socket.h>
@@ -28,6 +29,24 @@ constexpr int kListenBacklog = 4096;
 // While stopping, connections are shut down again this often until every request thread ended
 // (covers one accepted in the moment the listening socket closed).
 constexpr std::chrono::milliseconds kStopRescan{100};
+
+// An HTTPS server for a certificate (its chain after it) and key in PEM; nullptr when they do
+// not parse.
+std::unique_ptr<httplib::SSLServer> sslServerFromPem(const std::string& cert_pem,
+                                                     const std::string& key_pem) {
+  BIO* cert_bio = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  BIO* key_bio = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  X509* cert = PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr);
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr);
+  std::unique_ptr<httplib::SSLServer> server;
+  if (cert != nullptr && key != nullptr) server = std::make_unique<httplib::SSLServer>(cert, key);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  BIO_free(cert_bio);
+  BIO_free(key_bio);
+  ERR_clear_error();
+  return server;
+}
 
 }  // namespace
 
@@ -166,8 +185,8 @@ base::Status TestApiServer::Impl::createServer() {
     return base::invalidArgumentError(
         "--tls-cert-file and --tls-private-key-file must be given together");
   }
-  std::string cert_file = options_.tls_cert_file;
-  std::string key_file = options_.tls_private_key_file;
+  const std::string& cert_file = options_.tls_cert_file;
+  const std::string& key_file = options_.tls_private_key_file;
   if (cert_file.empty() && options_.cert_dir.empty()) {
     if (!options_.client_ca_file.empty()) {
       return base::invalidArgumentError("--client-ca-file needs TLS (it is plain HTTP)");
@@ -175,11 +194,11 @@ base::Status TestApiServer::Impl::createServer() {
     server_ = std::make_unique<httplib::Server>();
     return base::okStatus();
   }
+  std::unique_ptr<httplib::SSLServer> ssl;
   if (cert_file.empty()) {
     ASSIGN_OR_RETURN(ServingCertificate generated,
                      ensureServingCertificate(options_.cert_dir, options_.bind_address));
-    cert_file = generated.cert_file.string();
-    key_file = generated.key_file.string();
+    ssl = sslServerFromPem(generated.cert_pem, generated.key_pem);
     ca_pem_ = std::move(generated.ca_pem);
   } else {
     std::ifstream cert(cert_file);
@@ -187,11 +206,12 @@ base::Status TestApiServer::Impl::createServer() {
     std::stringstream ss;
     ss << cert.rdbuf();
     ca_pem_ = ss.str();
+    ssl = std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str());
   }
-  auto ssl = std::make_unique<httplib::SSLServer>(cert_file.c_str(), key_file.c_str());
-  if (!ssl->is_valid()) {
-    return base::invalidArgumentError("cannot load TLS certificate " + cert_file + " with key " +
-                                      key_file);
+  if (!ssl || !ssl->is_valid()) {
+    return base::invalidArgumentError(
+        cert_file.empty() ? "cannot load the serving certificate made under " + options_.cert_dir
+                          : "cannot load TLS certificate " + cert_file + " with key " + key_file);
   }
   if (!options_.client_ca_file.empty()) RETURN_IF_ERROR(requestClientCertificates(*ssl));
   server_ = std::move(ssl);

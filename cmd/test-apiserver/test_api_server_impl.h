@@ -275,6 +275,8 @@ class TestApiServer::Impl {
   // False when the request was answered.
   bool checkApplyFields(httplib::Response& res, const ResourcePath& t, const json& applied);
 
+  // 400 for a body nested deeper than kMaxBodyNesting (util.h). True when it answered.
+  bool refuseDeepBody(const httplib::Request& req, httplib::Response& res);
   // Server-side apply (PATCH application/apply-patch+yaml; fieldManager required, force).
   void serveApply(const httplib::Request& req, httplib::Response& res, const ResourcePath& t);
   // Who a create, update or patch is recorded for in managedFields (managed_fields.h).

@@ -186,6 +186,7 @@ void TestApiServer::Impl::servePatch(const httplib::Request& req, httplib::Respo
                     "application/merge-patch+json, application/apply-patch+yaml, "
                     "application/strategic-merge-patch+json");
   }
+  if (refuseDeepBody(req, res)) return;
   json patch_doc = json::parse(req.body, nullptr, false);
   if (patch_doc.is_discarded()) return sendCode(res, 400, "the patch is not valid JSON");
   if (!checkFields(req, res, t)) return;
@@ -197,11 +198,15 @@ void TestApiServer::Impl::servePatch(const httplib::Request& req, httplib::Respo
 
 void TestApiServer::Impl::serveApply(const httplib::Request& req, httplib::Response& res,
                                      const ResourcePath& t) {
+  // A namespaced object is applied through its namespace's path (as it is created), never
+  // through the cluster-wide one.
+  if (t.resource->namespaced && !t.ns_given) return notFound(res);
   FieldWrite write = fieldWrite(req, t);
   if (param(req, "fieldManager").empty()) {
     return sendJson(
         res, 422, patchOptionsInvalid("fieldManager: Required value: is required for apply patch"));
   }
+  if (refuseDeepBody(req, res)) return;
   auto applied = api::yamlToJson(req.body);
   if (!applied.ok()) {
     return sendCode(res, 400, "error decoding YAML: " + std::string(applied.status().message()));
@@ -216,12 +221,15 @@ void TestApiServer::Impl::serveApply(const httplib::Request& req, httplib::Respo
 }
 
 FieldWrite TestApiServer::Impl::fieldWrite(const httplib::Request& req, const ResourcePath& t) {
-  // kube-apiserver: the fieldManager parameter, else the User-Agent up to its first '/'.
+  // kube-apiserver: the fieldManager parameter, else the User-Agent up to its first '/'; at
+  // most 128 printable ASCII characters (others are dropped).
   std::string manager = param(req, "fieldManager");
   if (manager.empty()) {
     const std::string agent = req.get_header_value("User-Agent");
     manager = agent.substr(0, agent.find('/'));
   }
+  std::erase_if(manager, [](char c) { return c < 0x20 || c > 0x7e; });
+  if (manager.size() > 128) manager.resize(128);
   return {std::move(manager), t.resource->apiVersion(), t.sub, "",
           t.resource->hasSubresource("status")};
 }
@@ -302,12 +310,21 @@ std::optional<json> TestApiServer::Impl::parseBody(const httplib::Request& req,
              "types include: application/json");
     return std::nullopt;
   }
+  if (refuseDeepBody(req, res)) return std::nullopt;
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     sendCode(res, 400, "the body of the request is not a JSON object");
     return std::nullopt;
   }
   return body;
+}
+
+bool TestApiServer::Impl::refuseDeepBody(const httplib::Request& req, httplib::Response& res) {
+  if (!nestedDeeperThan(req.body, kMaxBodyNesting)) return false;
+  sendCode(
+      res, 400,
+      "the body of the request nests deeper than " + std::to_string(kMaxBodyNesting) + " levels");
+  return true;
 }
 
 void TestApiServer::Impl::serveList(const httplib::Request& req, httplib::Response& res,

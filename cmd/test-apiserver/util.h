@@ -24,6 +24,12 @@ std::string humanDuration(base::Duration d);
 // Every part of `text` between `separator`s, empty ones included (Go's strings.Split).
 std::vector<std::string> splitString(std::string_view text, char separator);
 
+// Whether a JSON (or YAML flow) text nests arrays and objects deeper than `max_depth` (brackets
+// inside double-quoted strings do not count). Such bodies are refused before parsing: their
+// recursive printing and copying would exhaust a request thread's stack.
+bool nestedDeeperThan(std::string_view text, int max_depth);
+inline constexpr int kMaxBodyNesting = 1000;
+
 std::string base64Encode(std::string_view data);
 std::optional<std::string> base64Decode(std::string_view text);
 // base64url without padding (RFC 4648 section 5, Go's base64.RawURLEncoding), as in JWTs.

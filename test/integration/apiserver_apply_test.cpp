@@ -143,3 +143,72 @@ TEST_CASE(
   REQUIRE(wrong_kind);
   CHECK(wrong_kind->status == 400);
 }
+
+TEST_CASE(
+    "apply and bodies that could hurt the server: no namespace in the path, a status "
+    "apply, a no-op apply, bad metadata and a body nested 200000 deep",
+    "[integration][apiserver]") {
+  TempDir dir("apiserver-apply-edges");
+  SpawnedApiServer server(dir);
+  REQUIRE(server.ok());
+  httplib::Client client("127.0.0.1", server.port());
+  const auto apply = [&](const std::string& path, const std::string& manager, const json& body) {
+    auto res = client.Patch((path + "?fieldManager=" + manager).c_str(), body.dump(),
+                            "application/apply-patch+yaml");
+    REQUIRE(res);
+    INFO(res->body);
+    return std::make_pair(res->status, json::parse(res->body));
+  };
+  const json cm = {{"apiVersion", "v1"},
+                   {"kind", "ConfigMap"},
+                   {"metadata", {{"name", "cfg"}, {"namespace", "kube-system"}}},
+                   {"data", {{"a", "1"}}}};
+  // A namespaced object is not applied through the cluster-wide path.
+  CHECK(apply("/api/v1/configmaps/cfg", "m", cm).first == 404);
+  CHECK(client.Get("/api/v1/namespaces/kube-system/configmaps/cfg")->status == 404);
+
+  const std::string path = "/api/v1/namespaces/default/configmaps/cfg";
+  json in_default = cm;
+  in_default["metadata"]["namespace"] = "default";
+  auto [code, first] = apply(path, "m", in_default);
+  CHECK(code == 201);
+  auto [again_code, again] = apply(path, "m", in_default);
+  CHECK(again_code == 200);
+  CHECK(again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]);
+
+  json bad_meta = in_default;
+  bad_meta["metadata"] = 5;
+  CHECK(apply(path, "m", bad_meta).first == 400);
+
+  // Through the status subresource the applier's ownership is kept: another one conflicts.
+  const json pod = {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"metadata", {{"name", "p"}}},
+                    {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  REQUIRE(client.Post("/api/v1/namespaces/default/pods", pod.dump(), "application/json")->status ==
+          201);
+  const std::string status_path = "/api/v1/namespaces/default/pods/p/status";
+  json status = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"status", {{"message", "hi"}}}};
+  CHECK(apply(status_path, "s1", status).first == 200);
+  status["status"]["message"] = "other";
+  auto [conflict_code, conflict] = apply(status_path, "s2", status);
+  CHECK(conflict_code == 409);
+  CHECK(conflict["message"] ==
+        "Apply failed with 1 conflict: conflict with \"s1\" with subresource \"status\": "
+        ".status.message");
+
+  // A body nested deeper than the server prints is refused, and the server lives on.
+  const std::string deep = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"},"x":)" +
+                           std::string(200000, '[') + std::string(200000, ']') + "}";
+  auto refused = client.Post("/api/v1/namespaces/default/configmaps", deep, "application/json");
+  REQUIRE(refused);
+  CHECK(refused->status == 400);
+  CHECK(json::parse(refused->body)["message"] ==
+        "the body of the request nests deeper than 1000 levels");
+  auto merge = client.Patch(path.c_str(), deep, "application/merge-patch+json");
+  REQUIRE(merge);
+  CHECK(merge->status == 400);
+  auto health = client.Get("/healthz");
+  REQUIRE(health);
+  CHECK(health->status == 200);
+}

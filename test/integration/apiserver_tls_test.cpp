@@ -39,9 +39,10 @@ RunResult pythonListNamespaces(const TempDir& dir, const std::filesystem::path& 
 
 }  // namespace
 
-TEST_CASE("test-apiserver: HTTPS by default with a CA made under --cert-dir that kubectl and "
-          "python3-kubernetes trust through the written kubeconfig",
-          "[integration][apiserver]") {
+TEST_CASE(
+    "test-apiserver: HTTPS by default with a CA made under --cert-dir that kubectl and "
+    "python3-kubernetes trust through the written kubeconfig",
+    "[integration][apiserver]") {
   TempDir dir("apiserver-tls-default");
   std::string first_ca;
   {
@@ -99,9 +100,10 @@ TEST_CASE("test-apiserver: HTTPS by default with a CA made under --cert-dir that
   CHECK(kubectl.run({"get", "namespaces"}).exit_code == 0);
 }
 
-TEST_CASE("test-apiserver: --insecure-serve-http serves plain HTTP and excludes the TLS flags, a "
-          "broken CA under --cert-dir stops the start naming the file",
-          "[integration][apiserver]") {
+TEST_CASE(
+    "test-apiserver: --insecure-serve-http serves plain HTTP and excludes the TLS flags, a "
+    "broken or half CA under --cert-dir stops the start naming the file",
+    "[integration][apiserver]") {
   TempDir dir("apiserver-tls-flags");
   SpawnedApiServer plain(dir);  // --insecure-serve-http
   REQUIRE(plain.ok());
@@ -122,4 +124,17 @@ TEST_CASE("test-apiserver: --insecure-serve-http serves plain HTTP and excludes 
   CHECK(broken.exit_code == 1);
   CHECK(broken.err.find((dir / "broken" / "ca.crt").string()) != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir / "broken" / "apiserver.crt"));
+
+  // Half a CA (its key gone) is not silently replaced by a new one.
+  std::filesystem::create_directories(dir / "half");
+  {
+    SpawnedApiServer first(dir, {"--cert-dir=" + (dir / "half").string()});
+    REQUIRE(first.ok());
+  }
+  std::filesystem::remove(dir / "half" / "ca.key");
+  const std::string ca = readFile(dir / "half" / "ca.crt");
+  auto half = runCommand({binary, "--port=0", "--cert-dir=" + (dir / "half").string()}, dir);
+  CHECK(half.exit_code == 1);
+  CHECK(half.err.find("the CA under --cert-dir is half there") != std::string::npos);
+  CHECK(readFile(dir / "half" / "ca.crt") == ca);
 }

@@ -6,6 +6,7 @@
 
 #include "cmd/test-apiserver/authz.h"
 #include "cmd/test-apiserver/request_info.h"
+#include "cmd/test-apiserver/util.h"
 
 using nlohmann::json;
 using namespace nodeagent::testapiserver;
@@ -54,6 +55,9 @@ TEST_CASE("request attributes as kube-apiserver's RequestInfoFactory derives the
       {"GET", "/api/v1/namespaces/default/pods", true,
        "resource watch ns=default group= resource=pods name= sub= "
        "path=/api/v1/namespaces/default/pods"},
+      {"GET", "/api/v1/namespaces/default/pods/web", true,
+       "resource get ns=default group= resource=pods name=web sub= "
+       "path=/api/v1/namespaces/default/pods/web"},
       {"GET", "/api/v1/watch/namespaces/default/pods/web", false,
        "resource watch ns=default group= resource=pods name=web sub= "
        "path=/api/v1/watch/namespaces/default/pods/web"},
@@ -217,4 +221,13 @@ TEST_CASE("self reviews answer for the requesting user from the server's authori
            {"status",
             {{"userInfo",
               {{"username", "bob"}, {"uid", "2"}, {"groups", {"dev", "system:authenticated"}}}}}}});
+}
+
+TEST_CASE("bodies nested too deep are recognized before parsing", "[unit][apiserver]") {
+  CHECK_FALSE(nestedDeeperThan(R"({"a":[{"b":[1,2]}]})", 4));
+  CHECK(nestedDeeperThan(R"({"a":[{"b":[1,2]}]})", 3));
+  // Brackets inside strings, escaped quotes included, do not count.
+  CHECK_FALSE(nestedDeeperThan(R"({"a":"[[[[\"[[[["})", 1));
+  CHECK(nestedDeeperThan(std::string(1001, '[') + std::string(1001, ']'), kMaxBodyNesting));
+  CHECK_FALSE(nestedDeeperThan(std::string(1000, '[') + std::string(1000, ']'), kMaxBodyNesting));
 }
