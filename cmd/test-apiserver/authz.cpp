@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "cmd/test-apiserver/api_status.h"
+#include "cmd/test-apiserver/util.h"
 
 namespace nodeagent::testapiserver {
 namespace {
@@ -67,11 +68,6 @@ bool nonResourceMatches(const AbacPolicy& p, const AccessRequest& r) {
   if (!rule.ends_with('*')) return false;
   const std::string prefix = rule.substr(0, rule.find_last_not_of('*') + 1);
   return r.path.starts_with(prefix);
-}
-
-std::string stringAt(const json& obj, const char* key) {
-  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_string()) return "";
-  return obj[key].get<std::string>();
 }
 
 // The review's spec as an AccessRequest; an error message when the spec is invalid.

@@ -17,16 +17,6 @@ const std::vector<std::string>& knownAddressTypes() {
   return kTypes;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string stringAt(const json& obj, const char* key) {
-  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_string()) return "";
-  return obj[key].get<std::string>();
-}
-
 // The container names of one list of the pod's spec ("containers", "initContainers"...).
 std::vector<std::string> containerNames(const json& pod, const char* list) {
   std::vector<std::string> names;
@@ -314,7 +304,8 @@ std::string nodeProxyPath(const std::string& raw_rest, const std::string& raw_qu
 
 bool isUpgradeRequest(const HeaderList& headers) {
   for (const auto& [k, v] : headers) {
-    if (lower(k) == "connection" && lower(v).find("upgrade") != std::string::npos) return true;
+    if (asciiLower(k) == "connection" && asciiLower(v).find("upgrade") != std::string::npos)
+      return true;
   }
   return false;
 }
@@ -341,7 +332,7 @@ std::string kubeletRequestHead(const std::string& method, const std::string& pat
   std::string forwarded;
   std::string head = method + " " + path_and_query + " HTTP/1.1\r\nHost: " + host_port + "\r\n";
   for (const auto& [k, v] : headers) {
-    const std::string name = lower(k);
+    const std::string name = asciiLower(k);
     if (std::find(kDropped.begin(), kDropped.end(), name) != kDropped.end()) continue;
     if (!upgrade && (name == "connection" || name == "upgrade")) continue;
     if (name == "x-forwarded-for") {

@@ -7,6 +7,7 @@
 
 #include "cmd/test-apiserver/api_status.h"
 #include "cmd/test-apiserver/patch.h"
+#include "cmd/test-apiserver/util.h"
 
 namespace nodeagent::testapiserver {
 namespace {
@@ -29,11 +30,6 @@ struct Entry {
            (operation == kApply || api_version == w.api_version);
   }
 };
-
-std::string stringAt(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 std::vector<Entry> readEntries(const json* object) {
   std::vector<Entry> entries;

@@ -9,12 +9,6 @@
 namespace nodeagent::testapiserver {
 namespace {
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 std::string resourceVerb(const std::string& method, bool named, bool watch) {
   if (method == "GET" || method == "HEAD") {
     if (watch) return "watch";
@@ -24,7 +18,7 @@ std::string resourceVerb(const std::string& method, bool named, bool watch) {
   if (method == "PUT") return "update";
   if (method == "PATCH") return "patch";
   if (method == "DELETE") return named ? "delete" : "deletecollection";
-  return lower(method);
+  return asciiLower(method);
 }
 
 }  // namespace
@@ -33,7 +27,7 @@ AccessRequest requestAttributes(const std::string& method, const std::string& pa
                                 bool watch_param) {
   AccessRequest request;
   request.path = path;
-  request.verb = lower(method);
+  request.verb = asciiLower(method);
   std::vector<std::string> parts;
   for (std::string& part : splitString(path, '/')) {
     if (!part.empty()) parts.push_back(std::move(part));

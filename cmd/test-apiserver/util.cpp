@@ -3,7 +3,10 @@
 #include <time.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
+
+#include <nlohmann/json.hpp>
 
 namespace nodeagent::testapiserver {
 namespace {
@@ -268,6 +271,17 @@ bool nestedDeeperThan(std::string_view text, int max_depth) {
     }
   }
   return false;
+}
+
+std::string stringAt(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string asciiLower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 }  // namespace nodeagent::testapiserver

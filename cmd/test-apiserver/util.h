@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -20,6 +22,12 @@ std::optional<base::SystemTime> parseTime(std::string_view text);
 
 // k8s.io/apimachinery duration.HumanDuration ("5s", "3m2s", "10m", "2h3m", "5d"), the AGE column.
 std::string humanDuration(base::Duration d);
+
+// The string member `key` of `obj`; "" when `obj` is no object or the member is missing or no
+// string.
+std::string stringAt(const nlohmann::json& obj, const char* key);
+// ASCII lower case.
+std::string asciiLower(std::string text);
 
 // Every part of `text` between `separator`s, empty ones included (Go's strings.Split).
 std::vector<std::string> splitString(std::string_view text, char separator);
