@@ -28,6 +28,7 @@ void usage() {
   std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--secure-port=6443|0]\n"
                "         [--token-auth-file=CSV] [--tls-cert-file=F --tls-private-key-file=K]\n"
                "         [--cert-dir=DIR] [--insecure-serve-http] [--client-ca-file=CA]\n"
+               "         [--enable-bootstrap-token-auth]\n"
                "         [--authorization-mode=AlwaysAllow|ABAC]\n"
                "         [--authorization-policy-file=ABAC-JSONL]\n"
                "         [--service-account-signing-key-file=PEM]\n"
@@ -68,6 +69,9 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       flags.insecure_http = value == "true";
     } else if (arg == "--authorization-policy-file") {
       options.authorization_policy_file = value;
+    } else if (arg == "--enable-bootstrap-token-auth") {
+      if (value != "true" && value != "false") throw std::invalid_argument(value);
+      options.enable_bootstrap_token_auth = value == "true";
     } else if (arg == "--client-ca-file") {
       options.client_ca_file = value;
     } else if (arg == "--authorization-mode") {
@@ -128,7 +132,7 @@ std::optional<int> parseFlags(int argc, char** argv, Flags& flags) {
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
-    } else if (arg == "--insecure-serve-http") {
+    } else if (arg == "--insecure-serve-http" || arg == "--enable-bootstrap-token-auth") {
       value = "true";
     } else if (arg != "--help" && arg != "-h") {
       if (i + 1 >= argc) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cmd/test-apiserver/bootstrap_tokens.h"
 #include "cmd/test-apiserver/request_info.h"
 #include "cmd/test-apiserver/serving_certs.h"
 #include "cmd/test-apiserver/test_api_server_impl.h"
@@ -177,6 +178,11 @@ TokenVerdict TestApiServer::Impl::authenticateToken(
   // Token file users are valid for any audience: they get those asked for.
   const auto user = review_users_.find(token);
   if (user != review_users_.end()) return {true, user->second, audiences, ""};
+  if (options_.enable_bootstrap_token_auth) {
+    if (auto bootstrap = authenticateBootstrapToken(store_, token, clock_.wallNow())) {
+      return {true, std::move(*bootstrap), audiences, ""};
+    }
+  }
   return sa_tokens_->authenticate(token, audiences).value_or(TokenVerdict{});
 }
 

@@ -67,6 +67,9 @@ struct ServerOptions {
   // these CAs authenticates its CN as the user and its O entries as the groups; one that does
   // not is refused with 401. Tokens keep working beside it.
   std::string client_ca_file;
+  // kube-apiserver's --enable-bootstrap-token-auth: bearer tokens of the bootstrap-token-<id>
+  // Secrets in kube-system authenticate as system:bootstrap:<id> (bootstrap_tokens.h).
+  bool enable_bootstrap_token_auth = false;
   // kube-apiserver's ABAC policy file (authz.h): what users outside system:masters may do.
   std::string authorization_policy_file;
   // What the server enforces on its own requests and answers in SubjectAccessReviews and the

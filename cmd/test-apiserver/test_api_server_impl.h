@@ -160,11 +160,11 @@ class TestApiServer::Impl {
 
   void record(const httplib::Request& req);
 
-  // Without a token file or client CA every request is served; with one, a request needs a
-  // client certificate from the CA, a bearer token of the file or a service account token for
-  // the API audiences.
+  // Without a token file, client CA or bootstrap tokens every request is served; with one, a
+  // request needs a client certificate from the CA, a bearer token of the file, a bootstrap
+  // token or a service account token for the API audiences.
   bool authenticated(const httplib::Request& req) const {
-    if (review_users_.empty() && !client_ca_) return true;
+    if (review_users_.empty() && !client_ca_ && !options_.enable_bootstrap_token_auth) return true;
     if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") return true;
     if (certificateUser(req)) return true;
     std::string auth = req.get_header_value("Authorization");

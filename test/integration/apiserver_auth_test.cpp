@@ -162,3 +162,37 @@ TEST_CASE(
   CHECK(plain.exit_code == 1);
   CHECK(plain.err.find("--client-ca-file needs TLS") != std::string::npos);
 }
+
+TEST_CASE(
+    "bootstrap token auth (--enable-bootstrap-token-auth): a kubectl-made bootstrap token Secret "
+    "lets its token "
+    "in as system:bootstrap:<id> until the Secret is deleted",
+    "[integration][apiserver]") {
+  TempDir dir("apiserver-auth-bootstrap");
+  std::vector<std::string> args = authArgs(dir, /*with_policy=*/false);
+  args.push_back("--enable-bootstrap-token-auth");
+  SpawnedApiServer server(dir, args);
+  REQUIRE(server.ok());
+  Kubectl kubectl(dir, server);
+  auto made =
+      kubectl.run({"create", "secret", "generic", "bootstrap-token-abcdef", "-n", "kube-system",
+                   "--type=bootstrap.kubernetes.io/token", "--from-literal=token-id=abcdef",
+                   "--from-literal=token-secret=0123456789abcdef",
+                   "--from-literal=usage-bootstrap-authentication=true",
+                   "--from-literal=auth-extra-groups=system:bootstrappers:worker"});
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  auto whoami = kubectl.run({"--token=abcdef.0123456789abcdef", "auth", "whoami"});
+  INFO(whoami.err);
+  CHECK(whoami.out ==
+        "ATTRIBUTE   VALUE\nUsername    system:bootstrap:abcdef\n"
+        "Groups      [system:bootstrappers system:bootstrappers:worker system:authenticated]\n");
+  CHECK(
+      kubectl.run({"delete", "secret", "bootstrap-token-abcdef", "-n", "kube-system"}).exit_code ==
+      0);
+  auto refused =
+      runCommand({"curl", "-sS", "--cacert", (dir / "certs/ca.crt").string(), "-H",
+                  "Authorization: Bearer abcdef.0123456789abcdef", server.url() + "/api/v1/pods"},
+                 dir);
+  CHECK(refused.out.find("\"code\":401") != std::string::npos);
+}
