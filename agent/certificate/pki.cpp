@@ -1,5 +1,6 @@
 #include "agent/certificate/pki.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -38,6 +39,10 @@ struct Deleter {
     Fn(p);
   }
 };
+void freeExtensions(STACK_OF(X509_EXTENSION) * exts) {
+  sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+}
+
 using PkeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY_free>>;
 using X509Ptr = std::unique_ptr<X509, Deleter<X509_free>>;
 using BioPtr = std::unique_ptr<BIO, Deleter<BIO_free_all>>;
@@ -45,6 +50,9 @@ using BnPtr = std::unique_ptr<BIGNUM, Deleter<BN_free>>;
 using NamesPtr = std::unique_ptr<GENERAL_NAMES, Deleter<GENERAL_NAMES_free>>;
 using NamePtr = std::unique_ptr<GENERAL_NAME, Deleter<GENERAL_NAME_free>>;
 using ExtPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION_free>>;
+using ReqPtr = std::unique_ptr<X509_REQ, Deleter<X509_REQ_free>>;
+using NameStackPtr = std::unique_ptr<GENERAL_NAMES, Deleter<GENERAL_NAMES_free>>;
+using ExtStackPtr = std::unique_ptr<STACK_OF(X509_EXTENSION), Deleter<freeExtensions>>;
 
 // The queued OpenSSL errors as one line (the queue is emptied).
 std::string opensslErrors() {
@@ -265,6 +273,135 @@ base::StatusOr<KeyPair> issueCertificate(const KeyPair& ca, const CertificateReq
       buildCertificate(request, /*is_ca=*/false, key->get(), Signer{ca_cert.get(), ca_key.get()});
   if (!cert.ok()) return cert.status().withContext("certificate " + request.common_name);
   return makePair(cert->get(), key->get());
+}
+
+namespace {
+
+std::string nameEntry(const X509_NAME_ENTRY* entry) {
+  const ASN1_STRING* data = X509_NAME_ENTRY_get_data(entry);
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
+                     static_cast<size_t>(ASN1_STRING_length(data)));
+}
+
+void readAltNames(X509_REQ* req, SigningRequest& out) {
+  ExtStackPtr exts(X509_REQ_get_extensions(req));
+  if (!exts) return;
+  NameStackPtr names(static_cast<GENERAL_NAMES*>(
+      X509V3_get_d2i(exts.get(), NID_subject_alt_name, nullptr, nullptr)));
+  if (!names) return;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names.get()); ++i) {
+    const GENERAL_NAME* gn = sk_GENERAL_NAME_value(names.get(), i);
+    if (gn->type == GEN_DNS) {
+      const ASN1_STRING* dns = gn->d.dNSName;
+      out.dns_names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(dns)),
+                                 static_cast<size_t>(ASN1_STRING_length(dns)));
+    } else if (gn->type == GEN_IPADD) {
+      const ASN1_OCTET_STRING* ip = gn->d.iPAddress;
+      const int len = ASN1_STRING_length(ip);
+      char text[INET6_ADDRSTRLEN] = {};
+      if ((len == 4 || len == 16) &&
+          inet_ntop(len == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(ip), text,
+                    sizeof(text)) != nullptr) {
+        out.ip_addresses.emplace_back(text);
+      }
+    } else {
+      ++out.other_names;
+    }
+  }
+}
+
+base::StatusOr<ReqPtr> readRequest(const std::string& csr_pem) {
+  BioPtr bio(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
+  ReqPtr req(bio ? PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!req) {
+    ERR_clear_error();
+    return base::invalidArgumentError("PEM block type must be CERTIFICATE REQUEST");
+  }
+  EVP_PKEY* key = X509_REQ_get0_pubkey(req.get());
+  if (key == nullptr || X509_REQ_verify(req.get(), key) != 1) {
+    ERR_clear_error();
+    return base::invalidArgumentError("the request's signature does not verify");
+  }
+  return req;
+}
+
+}  // namespace
+
+base::StatusOr<KeyPair> generateSigningRequest(const CertificateRequest& request) {
+  auto key = generateKey();
+  if (!key.ok()) return key.status();
+  ReqPtr req(X509_REQ_new());
+  if (!req) return sslError("making a request");
+  X509_NAME* name = X509_REQ_get_subject_name(req.get());
+  auto add = [&](const char* field, const std::string& value) {
+    return X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8,
+                                      reinterpret_cast<const unsigned char*>(value.c_str()),
+                                      static_cast<int>(value.size()), -1, 0) == 1;
+  };
+  for (const auto& o : request.organizations) {
+    if (!add("O", o)) return base::invalidArgumentError("bad organization \"" + o + "\"");
+  }
+  if (!request.common_name.empty() && !add("CN", request.common_name)) {
+    return base::invalidArgumentError("bad common name \"" + request.common_name + "\"");
+  }
+  if (!request.dns_names.empty() || !request.ip_addresses.empty()) {
+    std::string names;
+    for (const auto& dns : request.dns_names) names += (names.empty() ? "DNS:" : ",DNS:") + dns;
+    for (const auto& ip : request.ip_addresses) names += (names.empty() ? "IP:" : ",IP:") + ip;
+    ExtStackPtr exts(sk_X509_EXTENSION_new_null());
+    ExtPtr ext(X509V3_EXT_conf_nid(nullptr, nullptr, NID_subject_alt_name, names.c_str()));
+    if (!exts || !ext || sk_X509_EXTENSION_push(exts.get(), ext.get()) == 0) {
+      return sslError("adding subjectAltName to the request");
+    }
+    ext.release();
+    if (X509_REQ_add_extensions(req.get(), exts.get()) != 1) return sslError("adding extensions");
+  }
+  if (X509_REQ_set_pubkey(req.get(), key->get()) != 1 ||
+      X509_REQ_sign(req.get(), key->get(), EVP_sha256()) <= 0) {
+    return sslError("signing the request");
+  }
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_X509_REQ(bio.get(), req.get()) != 1) {
+    return sslError("writing the request");
+  }
+  auto key_pem = keyPem(key->get());
+  if (!key_pem.ok()) return key_pem.status();
+  return KeyPair{bioText(bio.get()), std::move(*key_pem)};
+}
+
+base::StatusOr<SigningRequest> parseSigningRequest(const std::string& csr_pem) {
+  ASSIGN_OR_RETURN(ReqPtr req, readRequest(csr_pem));
+  SigningRequest out;
+  const X509_NAME* subject = X509_REQ_get_subject_name(req.get());
+  for (int i = 0; i < X509_NAME_entry_count(subject); ++i) {
+    const X509_NAME_ENTRY* entry = X509_NAME_get_entry(subject, i);
+    const int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry));
+    if (nid == NID_commonName) out.common_name = nameEntry(entry);
+    if (nid == NID_organizationName) out.organizations.push_back(nameEntry(entry));
+  }
+  readAltNames(req.get(), out);
+  return out;
+}
+
+base::StatusOr<std::string> signSigningRequest(const KeyPair& ca, const std::string& csr_pem,
+                                               const CertificateRequest& usage) {
+  ASSIGN_OR_RETURN(ReqPtr req, readRequest(csr_pem));
+  ASSIGN_OR_RETURN(SigningRequest parsed, parseSigningRequest(csr_pem));
+  X509Ptr ca_cert = parseCert(ca.cert_pem);
+  PkeyPtr ca_key = parseKey(ca.key_pem);
+  if (!ca_cert || !ca_key) {
+    ERR_clear_error();
+    return base::invalidArgumentError("the CA's certificate or key does not parse");
+  }
+  CertificateRequest request = usage;
+  request.common_name = parsed.common_name;
+  request.organizations = parsed.organizations;
+  request.dns_names = parsed.dns_names;
+  request.ip_addresses = parsed.ip_addresses;
+  auto cert = buildCertificate(request, /*is_ca=*/false, X509_REQ_get0_pubkey(req.get()),
+                               Signer{ca_cert.get(), ca_key.get()});
+  if (!cert.ok()) return cert.status().withContext("certificate " + request.common_name);
+  return certPem(cert->get());
 }
 
 base::StatusOr<KeyPair> generateSelfSignedServing(const std::string& host,

@@ -41,6 +41,26 @@ base::StatusOr<KeyPair> generateSelfSigned(const CertificateRequest& request);
 // A certificate for `request` with a new key, signed by `ca`.
 base::StatusOr<KeyPair> issueCertificate(const KeyPair& ca, const CertificateRequest& request);
 
+// A PKCS#10 certificate signing request (CertificateSigningRequest.spec.request): its subject
+// and subjectAltName entries (DNS and IP only; other kinds are counted in `other_names`).
+struct SigningRequest {
+  std::string common_name;
+  std::vector<std::string> organizations;
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;
+  int other_names = 0;
+};
+
+// A new ECDSA P-256 key and a PEM "CERTIFICATE REQUEST" for `request`'s CN, O and names (the
+// pair's cert_pem holds the request).
+base::StatusOr<KeyPair> generateSigningRequest(const CertificateRequest& request);
+// Parses a PEM request and checks its self-signature; InvalidArgument saying why otherwise.
+base::StatusOr<SigningRequest> parseSigningRequest(const std::string& csr_pem);
+// A certificate for the request's subject and public key signed by `ca`: CN, O and names from
+// the request, usages and validity from `usage` (its names are ignored). PEM.
+base::StatusOr<std::string> signSigningRequest(const KeyPair& ca, const std::string& csr_pem,
+                                               const CertificateRequest& usage);
+
 // kubelet's self-signed serving certificate (certutil.GenerateSelfSignedCertKey): a CA named
 // "<host>-ca@<unix time>" and a serving certificate for `host` (DNS or IP) and the given
 // addresses and names signed by it, valid one year; the certificate PEM holds the serving

@@ -28,7 +28,8 @@ void usage() {
   std::cerr << "usage: test-apiserver [--bind-address=127.0.0.1] [--secure-port=6443|0]\n"
                "         [--token-auth-file=CSV] [--tls-cert-file=F --tls-private-key-file=K]\n"
                "         [--cert-dir=DIR] [--insecure-serve-http] [--client-ca-file=CA]\n"
-               "         [--enable-bootstrap-token-auth]\n"
+               "         [--enable-bootstrap-token-auth] [--csr-auto-approve=true|false]\n"
+               "         [--cluster-signing-cert-file=F --cluster-signing-key-file=K]\n"
                "         [--authorization-mode=AlwaysAllow|ABAC]\n"
                "         [--authorization-policy-file=ABAC-JSONL]\n"
                "         [--service-account-signing-key-file=PEM]\n"
@@ -72,6 +73,13 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
     } else if (arg == "--enable-bootstrap-token-auth") {
       if (value != "true" && value != "false") throw std::invalid_argument(value);
       options.enable_bootstrap_token_auth = value == "true";
+    } else if (arg == "--cluster-signing-cert-file") {
+      options.cluster_signing_cert_file = value;
+    } else if (arg == "--cluster-signing-key-file") {
+      options.cluster_signing_key_file = value;
+    } else if (arg == "--csr-auto-approve") {
+      if (value != "true" && value != "false") throw std::invalid_argument(value);
+      options.csr_auto_approve = value == "true";
     } else if (arg == "--client-ca-file") {
       options.client_ca_file = value;
     } else if (arg == "--authorization-mode") {

@@ -173,6 +173,73 @@ const std::vector<SchemaType> kTypes = {
           "EvaluationError is an indication that some error occurred during the authorization "
           "check."},
      }},
+    {"certificates.v1.CertificateSigningRequest",
+     "CertificateSigningRequest objects provide a mechanism to obtain x509 certificates by "
+     "submitting a certificate signing request, and having it asynchronously approved and issued.",
+     {
+         {"kind", "string",
+          "Kind is a string value representing the REST resource this object represents."},
+         {"apiVersion", "string",
+          "APIVersion defines the versioned schema of this representation of an object."},
+         {"metadata", "meta.v1.ObjectMeta", ""},
+         {"spec", "!certificates.v1.CertificateSigningRequestSpec",
+          "spec contains the certificate request, and is immutable after creation."},
+         {"status", "certificates.v1.CertificateSigningRequestStatus",
+          "status contains information about whether the request is approved or denied, and the "
+          "certificate issued by the signer, or the failure condition indicating signer failure."},
+     }},
+    {"certificates.v1.CertificateSigningRequestCondition",
+     "CertificateSigningRequestCondition describes a condition of a CertificateSigningRequest "
+     "object",
+     {
+         {"type", "!string", "type of the condition.", "", "Approved|Denied|Failed"},
+         {"status", "!string", "status of the condition, one of True, False, Unknown."},
+         {"reason", "string", "reason indicates a brief reason for the request state"},
+         {"message", "string",
+          "message contains a human readable message with details about the "
+          "request state"},
+         {"lastUpdateTime", "Time",
+          "lastUpdateTime is the time of the last update to this "
+          "condition"},
+         {"lastTransitionTime", "Time",
+          "lastTransitionTime is the time the condition last transitioned from one status to "
+          "another."},
+     }},
+    {"certificates.v1.CertificateSigningRequestSpec",
+     "CertificateSigningRequestSpec contains the certificate request.",
+     {
+         {"request", "!byte",
+          "request contains an x509 certificate signing request encoded in a \"CERTIFICATE "
+          "REQUEST\" PEM block."},
+         {"signerName", "!string",
+          "signerName indicates the requested signer, and is a qualified name."},
+         {"expirationSeconds", "int32",
+          "expirationSeconds is the requested duration of validity of the issued certificate."},
+         {"usages", "[]string",
+          "usages specifies a set of key usages requested in the issued certificate."},
+         {"username", "string",
+          "username contains the name of the user that created the CertificateSigningRequest."},
+         {"uid", "string",
+          "uid contains the uid of the user that created the CertificateSigningRequest."},
+         {"groups", "[]string",
+          "groups contains group membership of the user that created the "
+          "CertificateSigningRequest."},
+         {"extra", "map[[]string]",
+          "extra contains extra attributes of the user that created the "
+          "CertificateSigningRequest."},
+     }},
+    {"certificates.v1.CertificateSigningRequestStatus",
+     "CertificateSigningRequestStatus contains conditions used to indicate approved/denied/failed "
+     "status of the request, and the issued certificate.",
+     {
+         {"conditions", "[]certificates.v1.CertificateSigningRequestCondition",
+          "conditions applied to the request. Known conditions are \"Approved\", \"Denied\", and "
+          "\"Failed\".",
+          "", "", "map:type"},
+         {"certificate", "byte",
+          "certificate is populated with an issued certificate by the "
+          "signer after an Approved condition is present."},
+     }},
     {"coordination.v1.Lease",
      "Lease defines a lease concept.",
      {

@@ -117,7 +117,10 @@ struct FieldSpec {
     kInt,
     kObjectRefs,
     kLocalRefs,
-    kMessage,  // a nested message with the fields `message`
+    kMessage,   // a nested message with the fields `message`
+    kMessages,  // repeated kMessage: a JSON array
+    kBytes,     // bytes: a base64 string, as JSON carries []byte
+    kTime,      // metav1.Time {seconds, nanos}: an RFC 3339 string
   };
   int number;
   const char* name;
@@ -136,6 +139,20 @@ base::Status decodeObjectRef(std::string_view raw, json& into, bool local) {
     return base::okStatus();
   }));
   into.push_back(std::move(ref));
+  return base::okStatus();
+}
+
+// metav1.Time as protobuf (seconds = 1, nanos = 2) into its JSON form.
+base::Status decodeTime(std::string_view raw, json& into) {
+  int64_t seconds = 0;
+  RETURN_IF_ERROR(forEachField(
+      raw, [](int, std::string_view) { return base::okStatus(); },
+      [&](int f, uint64_t v) {
+        if (f == 1) seconds = static_cast<int64_t>(v);
+      }));
+  // The zero time is JSON null, as metav1.Time marshals it.
+  into = seconds == 0 ? json(nullptr)
+                      : json(formatTime(base::SystemTime(std::chrono::seconds(seconds))));
   return base::okStatus();
 }
 
@@ -165,6 +182,17 @@ base::Status decodeFields(std::string_view raw, const std::vector<FieldSpec>& sp
           case Type::kMessage:
             out[s->name] = json::object();
             return decodeFields(v, *s->message, out[s->name], false);
+          case Type::kMessages: {
+            json element = json::object();
+            RETURN_IF_ERROR(decodeFields(v, *s->message, element, false));
+            out[s->name].push_back(std::move(element));
+            return base::okStatus();
+          }
+          case Type::kBytes:
+            out[s->name] = base64Encode(v);
+            return base::okStatus();
+          case Type::kTime:
+            return decodeTime(v, out[s->name]);
           case Type::kStringMap:
           case Type::kBytesMap:
             return decodeMapEntry(v, out[s->name], s->type == Type::kBytesMap);
@@ -228,6 +256,23 @@ const std::vector<FieldSpec>* specsFor(const std::string& kind) {
   static const std::vector<FieldSpec> kSelfRulesReview = {
       {2, "spec", Type::kMessage, &kSelfRulesSpec}};
   static const std::vector<FieldSpec> kSelfSubjectReview = {};
+  // k8s.io/api/certificates/v1: what kubectl certificate approve|deny and create send.
+  static const std::vector<FieldSpec> kCsrSpec = {
+      {1, "request", Type::kBytes},        {2, "username", Type::kString},
+      {3, "uid", Type::kString},           {4, "groups", Type::kStrings},
+      {5, "usages", Type::kStrings},       {7, "signerName", Type::kString},
+      {8, "expirationSeconds", Type::kInt}};
+  static const std::vector<FieldSpec> kCsrCondition = {{1, "type", Type::kString},
+                                                       {2, "reason", Type::kString},
+                                                       {3, "message", Type::kString},
+                                                       {4, "lastUpdateTime", Type::kTime},
+                                                       {5, "lastTransitionTime", Type::kTime},
+                                                       {6, "status", Type::kString}};
+  static const std::vector<FieldSpec> kCsrStatus = {
+      {1, "conditions", Type::kMessages, &kCsrCondition}, {2, "certificate", Type::kBytes}};
+  static const std::vector<FieldSpec> kCsr = {{2, "spec", Type::kMessage, &kCsrSpec},
+                                              {3, "status", Type::kMessage, &kCsrStatus}};
+  if (kind == "CertificateSigningRequest") return &kCsr;
   if (kind == "SelfSubjectAccessReview") return &kSelfAccessReview;
   if (kind == "SelfSubjectRulesReview") return &kSelfRulesReview;
   if (kind == "SelfSubjectReview") return &kSelfSubjectReview;
@@ -263,7 +308,7 @@ base::StatusOr<json> decodeProtobufObject(std::string_view body) {
   if (!specs) {
     return base::unimplementedError(
         "protobuf bodies are only understood for Namespace, ConfigMap, Secret, "
-        "ServiceAccount, TokenRequest and the self reviews, not " +
+        "ServiceAccount, TokenRequest, CertificateSigningRequest and the self reviews, not " +
         (kind.empty() ? std::string("(no kind)") : kind) + "; send application/json");
   }
   json out = {{"apiVersion", api_version.empty() ? "v1" : api_version},

@@ -59,6 +59,15 @@ const std::vector<ResourceInfo>& allResources() {
       {"", "v1", "secrets", "secret", "Secret", true, {}, {}, {"type"}},
       {"", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, {"sa"}, {}, {}},
       {"coordination.k8s.io", "v1", "leases", "lease", "Lease", true, {}, {}, {}},
+      {"certificates.k8s.io",
+       "v1",
+       "certificatesigningrequests",
+       "certificatesigningrequest",
+       "CertificateSigningRequest",
+       false,
+       {"csr"},
+       {"status", "approval"},
+       {"spec.signerName"}},
   };
   return kResources;
 }

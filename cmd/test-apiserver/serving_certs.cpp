@@ -98,7 +98,7 @@ base::StatusOr<ServingCertificate> ensureServingCertificate(const std::filesyste
   RETURN_IF_ERROR(
       certificate::writeKeyPair(*serving, cert_dir / "apiserver.crt", cert_dir / "apiserver.key"));
   return ServingCertificate{std::move(serving->cert_pem), std::move(serving->key_pem),
-                            std::move(ca.cert_pem)};
+                            std::move(ca.cert_pem), std::move(ca.key_pem)};
 }
 
 std::filesystem::path defaultCertDir() {

@@ -15,7 +15,8 @@ namespace nodeagent::testapiserver {
 struct ServingCertificate {
   std::string cert_pem;  // the serving certificate, then the CA
   std::string key_pem;
-  std::string ca_pem;  // what clients trust (the kubeconfig's certificate-authority-data)
+  std::string ca_pem;      // what clients trust (the kubeconfig's certificate-authority-data)
+  std::string ca_key_pem;  // the CA's key (the CSR signer's, without --cluster-signing-*)
 };
 
 // The server serves the returned PEMs (the files are written for people to look at; two servers

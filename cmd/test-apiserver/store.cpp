@@ -638,6 +638,27 @@ base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Ke
         desired["metadata"].contains("managedFields")) {
       next["metadata"]["managedFields"] = desired["metadata"]["managedFields"];
     }
+  } else if (subresource == "approval") {
+    // A CertificateSigningRequest's approval writes its conditions only.
+    next = cur;
+    const json* conditions = nullptr;
+    if (desired.contains("status") && desired["status"].is_object() &&
+        desired["status"].contains("conditions")) {
+      conditions = &desired["status"]["conditions"];
+    }
+    if (!next.contains("status") || !next["status"].is_object()) next["status"] = json::object();
+    if (conditions != nullptr) {
+      next["status"]["conditions"] = *conditions;
+      // As kube-apiserver's approval strategy: a condition's times default to now.
+      for (json& c : next["status"]["conditions"]) {
+        if (!c.is_object()) continue;
+        for (const char* time : {"lastUpdateTime", "lastTransitionTime"}) {
+          if (!c.contains(time) || c[time].is_null()) c[time] = formatTime(clock_.wallNow());
+        }
+      }
+    } else {
+      next["status"].erase("conditions");
+    }
   } else {
     next = std::move(desired);
     // Like kube-apiserver, the main resource ignores status changes of types with a status

@@ -7,10 +7,12 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "cmd/test-apiserver/bootstrap_tokens.h"
+#include "cmd/test-apiserver/csr.h"
 #include "cmd/test-apiserver/request_info.h"
 #include "cmd/test-apiserver/serving_certs.h"
 #include "cmd/test-apiserver/test_api_server_impl.h"
@@ -97,6 +99,7 @@ base::Status TestApiServer::Impl::start() {
   RETURN_IF_ERROR(loadTokens());
   RETURN_IF_ERROR(loadKubeletAccess());
   RETURN_IF_ERROR(createServer());
+  RETURN_IF_ERROR(loadClusterSigningCa());
   configureServer();
   RETURN_IF_ERROR(bindListener());
   std::promise<void> listener_done;
@@ -144,6 +147,9 @@ std::string TestApiServer::Impl::kubeconfig() const {
   out << "users:\n- name: test-user\n  user:";
   if (!first_token_.empty()) {
     out << "\n    token: " << first_token_ << "\n";
+  } else if (!admin_credentials_.cert_pem.empty()) {
+    out << "\n    client-certificate-data: " << base64Encode(admin_credentials_.cert_pem)
+        << "\n    client-key-data: " << base64Encode(admin_credentials_.key_pem) << "\n";
   } else {
     out << " {}\n";
   }
@@ -205,6 +211,14 @@ base::Status TestApiServer::Impl::createServer() {
     ASSIGN_OR_RETURN(ServingCertificate generated,
                      ensureServingCertificate(options_.cert_dir, options_.bind_address));
     ssl = sslServerFromPem(generated.cert_pem, generated.key_pem);
+    cluster_ca_ = {generated.ca_pem, std::move(generated.ca_key_pem)};
+    // kubeadm's admin.conf: without a token file the kubeconfig carries this client
+    // certificate, so kubectl has credentials to send (it asks for a user name otherwise).
+    certificate::CertificateRequest admin;
+    admin.common_name = "kubernetes-admin";
+    admin.organizations = {"system:masters"};
+    admin.client_auth = true;
+    ASSIGN_OR_RETURN(admin_credentials_, certificate::issueCertificate(cluster_ca_, admin));
     ca_pem_ = std::move(generated.ca_pem);
   } else {
     std::ifstream cert(cert_file);
@@ -219,7 +233,14 @@ base::Status TestApiServer::Impl::createServer() {
         cert_file.empty() ? "cannot load the serving certificate made under " + options_.cert_dir
                           : "cannot load TLS certificate " + cert_file + " with key " + key_file);
   }
-  if (!options_.client_ca_file.empty()) RETURN_IF_ERROR(requestClientCertificates(*ssl));
+  std::vector<std::string> client_cas;
+  if (!options_.client_ca_file.empty()) client_cas.push_back(options_.client_ca_file);
+  if (cert_file.empty()) {
+    // The kubeconfig's admin certificate (made from the --cert-dir CA) is always accepted.
+    client_cas.push_back((std::filesystem::path(options_.cert_dir) / "ca.crt").string());
+  }
+  client_ca_ = !options_.client_ca_file.empty();
+  if (!client_cas.empty()) RETURN_IF_ERROR(requestClientCertificates(*ssl, client_cas));
   server_ = std::move(ssl);
   tls_ = true;
   return base::okStatus();
@@ -348,25 +369,28 @@ void TestApiServer::Impl::handle(const httplib::Request& req, httplib::Response&
   route(req, res);
 }
 
-base::Status TestApiServer::Impl::requestClientCertificates(httplib::SSLServer& server) {
-  const std::string& file = options_.client_ca_file;
+base::Status TestApiServer::Impl::requestClientCertificates(
+    httplib::SSLServer& server, const std::vector<std::string>& ca_files) {
   SSL_CTX* ctx = server.ssl_context();
-  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(file.c_str());
-  if (names == nullptr || SSL_CTX_load_verify_locations(ctx, file.c_str(), nullptr) != 1) {
-    if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
-    ERR_clear_error();
-    return base::invalidArgumentError("cannot read client CA file " + file);
+  STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+  for (const std::string& file : ca_files) {
+    if (names == nullptr || SSL_add_file_cert_subjects_to_stack(names, file.c_str()) != 1 ||
+        SSL_CTX_load_verify_locations(ctx, file.c_str(), nullptr) != 1) {
+      if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
+      ERR_clear_error();
+      return base::invalidArgumentError("cannot read client CA file " + file);
+    }
   }
   SSL_CTX_set_client_CA_list(ctx, names);
   // Optional, and never failing the handshake: a certificate that does not verify is a 401 from
   // the authenticator, as kube-apiserver answers it.
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
-  client_ca_ = true;
+  verify_client_certs_ = true;
   return base::okStatus();
 }
 
 std::optional<ReviewUser> TestApiServer::Impl::certificateUser(const httplib::Request& req) const {
-  if (!client_ca_ || req.ssl == nullptr) return std::nullopt;
+  if (!verify_client_certs_ || req.ssl == nullptr) return std::nullopt;
   X509* cert = SSL_get1_peer_certificate(req.ssl);
   if (cert == nullptr) return std::nullopt;
   std::optional<ReviewUser> user;
@@ -386,6 +410,46 @@ std::optional<ReviewUser> TestApiServer::Impl::certificateUser(const httplib::Re
   }
   X509_free(cert);
   return user;
+}
+
+base::Status TestApiServer::Impl::loadClusterSigningCa() {
+  const std::string& cert = options_.cluster_signing_cert_file;
+  const std::string& key = options_.cluster_signing_key_file;
+  if (cert.empty() != key.empty()) {
+    return base::invalidArgumentError(
+        "--cluster-signing-cert-file and --cluster-signing-key-file must be given together");
+  }
+  if (!cert.empty()) {
+    ASSIGN_OR_RETURN(cluster_ca_, certificate::loadKeyPair(cert, key));
+  } else if (cluster_ca_.cert_pem.empty()) {
+    ASSIGN_OR_RETURN(cluster_ca_, certificate::generateCa("test-apiserver-signer"));
+  }
+  return base::okStatus();
+}
+
+void TestApiServer::Impl::runCertificateControllers(const std::string& name, bool approve) {
+  auto csr = store_.get("certificatesigningrequests", "", name);
+  if (!csr.ok()) return;
+  json next = *csr;
+  const std::string now = formatTime(clock_.wallNow());
+  const CsrPermission permitted = [this](const ReviewUser& user, const char* subresource) {
+    AccessRequest request;
+    request.user = user.username;
+    request.groups = user.groups;
+    request.resource_request = true;
+    request.verb = "create";
+    request.api_group = "certificates.k8s.io";
+    request.resource = "certificatesigningrequests";
+    request.subresource = subresource;
+    return authorizer_.authorize(request).allowed;
+  };
+  bool changed = approve && options_.csr_auto_approve &&
+                 autoApproveCertificateSigningRequest(next, permitted, now);
+  changed = signCertificateSigningRequest(next, cluster_ca_, now) || changed;
+  if (!changed) return;
+  // As kube-controller-manager writes it; a failure leaves the request as it was.
+  (void)store_.update("certificatesigningrequests", "", name, std::move(next), "status",
+                      {"kube-controller-manager", "certificates.k8s.io/v1", "status", "", true});
 }
 
 ReviewUser TestApiServer::Impl::requestUser(const httplib::Request& req) const {

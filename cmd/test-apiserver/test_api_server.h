@@ -70,6 +70,13 @@ struct ServerOptions {
   // kube-apiserver's --enable-bootstrap-token-auth: bearer tokens of the bootstrap-token-<id>
   // Secrets in kube-system authenticate as system:bootstrap:<id> (bootstrap_tokens.h).
   bool enable_bootstrap_token_auth = false;
+  // The CertificateSigningRequest signer's CA (kube-controller-manager's
+  // --cluster-signing-cert-file/--cluster-signing-key-file, both or neither): when unset, the
+  // --cert-dir CA, else one made at start. `csr_auto_approve` approves node client requests as
+  // kube-controller-manager's csrapproving controller (csr.h); false leaves them pending.
+  std::string cluster_signing_cert_file;
+  std::string cluster_signing_key_file;
+  bool csr_auto_approve = true;
   // kube-apiserver's ABAC policy file (authz.h): what users outside system:masters may do.
   std::string authorization_policy_file;
   // What the server enforces on its own requests and answers in SubjectAccessReviews and the

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/certificate/pki.h"
 #include "cmd/test-apiserver/api_status.h"
 #include "cmd/test-apiserver/authz.h"
 #include "cmd/test-apiserver/kubelet_location.h"
@@ -176,12 +177,18 @@ class TestApiServer::Impl {
   // The user of a client certificate that verified against --client-ca-file: CN the name, O the
   // groups (kube-apiserver's x509 authenticator); nullopt without one.
   std::optional<ReviewUser> certificateUser(const httplib::Request& req) const;
-  // Asks TLS clients for a certificate (optional) verified against the client CA file.
-  base::Status requestClientCertificates(httplib::SSLServer& server);
+  // Asks TLS clients for a certificate (optional) verified against these CA files.
+  base::Status requestClientCertificates(httplib::SSLServer& server,
+                                         const std::vector<std::string>& ca_files);
 
   // Who sent the request: the user of its bearer token (groups plus system:authenticated), or
   // system:anonymous (in system:unauthenticated) without a valid one.
   ReviewUser requestUser(const httplib::Request& req) const;
+  // The CSR signer's CA (ServerOptions::cluster_signing_cert_file) into cluster_ca_.
+  base::Status loadClusterSigningCa();
+  // kube-controller-manager's approver (`approve`: on a new request) and signer on the
+  // CertificateSigningRequest `name` (csr.h), writing its status when they change it.
+  void runCertificateControllers(const std::string& name, bool approve);
   // The authorizer's decision on the request; false after answering 403 when it is denied.
   bool authorizeRequest(const httplib::Request& req, httplib::Response& res);
 
@@ -377,7 +384,10 @@ class TestApiServer::Impl {
   bool tls_ = false;
   std::string ca_pem_;
   std::string first_token_;
-  bool client_ca_ = false;  // --client-ca-file given; read-only after start()
+  bool client_ca_ = false;            // --client-ca-file given (authentication required); read-only
+  bool verify_client_certs_ = false;  // client certificates are read; read-only
+  certificate::KeyPair admin_credentials_;           // the kubeconfig's without a token file
+  certificate::KeyPair cluster_ca_;                  // the CSR signer's CA; read-only after start()
   std::map<std::string, ReviewUser> review_users_;   // token -> user; read-only after start()
   std::unique_ptr<ServiceAccountTokens> sa_tokens_;  // set by start()
   Authorizer authorizer_;                            // read-only after start()

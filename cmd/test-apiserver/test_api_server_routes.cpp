@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "api/yaml.h"
+#include "cmd/test-apiserver/csr.h"
 #include "cmd/test-apiserver/protobuf.h"
 #include "cmd/test-apiserver/test_api_server_impl.h"
 
@@ -151,9 +152,15 @@ void TestApiServer::Impl::serveCreate(const httplib::Request& req, httplib::Resp
   if (!checkFields(req, res, t)) return;
   auto body = parseBody(req, res);
   if (!body) return;
+  const bool csr = t.resource->plural == "certificatesigningrequests";
+  if (csr) {
+    base::Status valid = prepareCertificateSigningRequest(*body, requestUser(req));
+    if (!valid.ok()) return sendError(res, valid, "", t.resource->plural);
+  }
   auto created = store_.create(t.resource->plural, t.ns, std::move(*body), fieldWrite(req, t));
   if (!created.ok()) return sendError(res, created.status(), "", t.resource->plural);
-  return sendJson(res, 201, *created);
+  sendJson(res, 201, *created);
+  if (csr) runCertificateControllers(stringAt((*created)["metadata"], "name"), /*approve=*/true);
 }
 
 void TestApiServer::Impl::serveUpdate(const httplib::Request& req, httplib::Response& res,
@@ -165,7 +172,10 @@ void TestApiServer::Impl::serveUpdate(const httplib::Request& req, httplib::Resp
   auto updated =
       store_.update(t.resource->plural, t.ns, t.name, std::move(*body), t.sub, fieldWrite(req, t));
   if (!updated.ok()) return sendError(res, updated.status(), t.name, t.resource->plural);
-  return sendJson(res, 200, *updated);
+  sendJson(res, 200, *updated);
+  if (t.resource->plural == "certificatesigningrequests") {
+    runCertificateControllers(t.name, /*approve=*/false);
+  }
 }
 
 void TestApiServer::Impl::servePatch(const httplib::Request& req, httplib::Response& res,
@@ -193,7 +203,10 @@ void TestApiServer::Impl::servePatch(const httplib::Request& req, httplib::Respo
   auto patched =
       store_.patch(t.resource->plural, t.ns, t.name, *type, patch_doc, t.sub, fieldWrite(req, t));
   if (!patched.ok()) return sendError(res, patched.status(), t.name, t.resource->plural);
-  return sendJson(res, 200, *patched);
+  sendJson(res, 200, *patched);
+  if (t.resource->plural == "certificatesigningrequests") {
+    runCertificateControllers(t.name, /*approve=*/false);
+  }
 }
 
 void TestApiServer::Impl::serveApply(const httplib::Request& req, httplib::Response& res,
