@@ -339,6 +339,14 @@ json tableColumnDefinitions(const ResourceInfo& res) {
                             "Secrets is a list of the secrets in the same namespace that pods "
                             "running using this ServiceAccount are allowed to use.")});
   }
+  if (res.plural == "certificatesigningrequests") {
+    return json::array(
+        {column("Name", "string", name_desc, 0, "name"), column("Age", "string", age_desc),
+         column("SignerName", "string", "Only use this signer."),
+         column("Requestor", "string", "Name of the user that created the request."),
+         column("RequestedDuration", "string", "The requested validity of the certificate."),
+         column("Condition", "string", "Approved, Denied or Pending, and Failed and Issued.")});
+  }
   if (res.plural == "events") {
     return json::array(
         {column("Last Seen", "string",
@@ -369,6 +377,36 @@ json tableColumnDefinitions(const ResourceInfo& res) {
   return name_age({});
 }
 
+// kube's printCertificateSigningRequest: NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION
+// CONDITION (Denied, Approved or Pending; then Failed and Issued).
+json csrCells(const json& object, base::SystemTime now) {
+  const json& spec = at(object, "spec");
+  bool approved = false, denied = false, failed = false;
+  const json& conditions = at(at(object, "status"), "conditions");
+  if (conditions.is_array()) {
+    for (const json& c : conditions) {
+      const std::string type = s(at(c, "type"));
+      approved = approved || type == "Approved";
+      denied = denied || type == "Denied";
+      failed = failed || type == "Failed";
+    }
+  }
+  std::string condition = denied ? "Denied" : approved ? "Approved" : "Pending";
+  if (failed) condition += ",Failed";
+  if (!s(at(at(object, "status"), "certificate")).empty()) condition += ",Issued";
+  const std::string signer = s(at(spec, "signerName"));
+  const json& seconds = at(spec, "expirationSeconds");
+  const std::string duration = seconds.is_number_integer()
+                                   ? humanDuration(std::chrono::seconds(seconds.get<int64_t>()))
+                                   : "<none>";
+  return {s(at(at(object, "metadata"), "name")),
+          age(object, now),
+          signer.empty() ? "<none>" : signer,
+          s(at(spec, "username")),
+          duration,
+          condition};
+}
+
 json tableCells(const ResourceInfo& res, const json& object, base::SystemTime now) {
   if (res.plural == "pods") return podCells(object, now);
   if (res.plural == "nodes") return nodeCells(object, now);
@@ -390,6 +428,7 @@ json tableCells(const ResourceInfo& res, const json& object, base::SystemTime no
     return {name, sizeOf(at(object, "secrets")), age(object, now)};
   }
   if (res.plural == "events") return eventCells(object, now);
+  if (res.plural == "certificatesigningrequests") return csrCells(object, now);
   return {name, age(object, now)};
 }
 

@@ -2,6 +2,10 @@
 // client certificate request made with a bootstrap token is approved and signed by the cluster
 // CA, and the certificate then authenticates the node (the TLS bootstrap loop); kubectl
 // certificate approve and deny; no auto-approval when it is switched off.
+#include <iterator>
+#include <map>
+#include <sstream>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -139,6 +143,25 @@ TEST_CASE(
   CHECK(subject.out == "subject=CN = alice\n");
 
   CHECK(kubectl.run({"certificate", "deny", "bob"}).exit_code == 0);
+  // kube-apiserver's columns.
+  auto table = kubectl.run({"get", "csr", "--sort-by=.metadata.name"});
+  INFO(table.out);
+  CHECK(table.out.find("NAME      AGE   SIGNERNAME") == 0);
+  CHECK(table.out.find("REQUESTOR          REQUESTEDDURATION   CONDITION\n") != std::string::npos);
+  // Each row's cells, the age left out.
+  std::map<std::string, std::vector<std::string>> rows;
+  std::istringstream lines(table.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cells(line);
+    std::vector<std::string> row{std::istream_iterator<std::string>(cells), {}};
+    if (row.size() == 6) rows[row[0]] = {row[2], row[3], row[4], row[5]};
+  }
+  const std::string client = "kubernetes.io/kube-apiserver-client";
+  CHECK(rows["alice"] ==
+        std::vector<std::string>{client, "kubernetes-admin", "<none>", "Approved,Issued"});
+  CHECK(rows["bob"] == std::vector<std::string>{client, "kubernetes-admin", "<none>", "Denied"});
+  CHECK(rows["node-n2"] == std::vector<std::string>{"kubernetes.io/kube-apiserver-client-kubelet",
+                                                    "kubernetes-admin", "<none>", "Pending"});
   CHECK(kubectl.run({"get", "csr", "bob", "-o", "jsonpath={.status.conditions[0].type}"}).out ==
         "Denied");
   CHECK(certificateOf(kubectl, "bob").empty());
