@@ -41,6 +41,12 @@ void usage() {
                "         [--write-kubeconfig=PATH] [--history-window=N]\n";
 }
 
+// "true" or "false"; anything else throws (applyFlag reports the flag and value).
+bool boolValue(const std::string& value) {
+  if (value != "true" && value != "false") throw std::invalid_argument(value);
+  return value == "true";
+}
+
 struct Flags {
   ServerOptions options;
   std::string kubeconfig_path;
@@ -66,20 +72,17 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       if (value.empty()) throw std::invalid_argument(value);
       options.cert_dir = value;
     } else if (arg == "--insecure-serve-http") {
-      if (value != "true" && value != "false") throw std::invalid_argument(value);
-      flags.insecure_http = value == "true";
+      flags.insecure_http = boolValue(value);
     } else if (arg == "--authorization-policy-file") {
       options.authorization_policy_file = value;
     } else if (arg == "--enable-bootstrap-token-auth") {
-      if (value != "true" && value != "false") throw std::invalid_argument(value);
-      options.enable_bootstrap_token_auth = value == "true";
+      options.enable_bootstrap_token_auth = boolValue(value);
     } else if (arg == "--cluster-signing-cert-file") {
       options.cluster_signing_cert_file = value;
     } else if (arg == "--cluster-signing-key-file") {
       options.cluster_signing_key_file = value;
     } else if (arg == "--csr-auto-approve") {
-      if (value != "true" && value != "false") throw std::invalid_argument(value);
-      options.csr_auto_approve = value == "true";
+      options.csr_auto_approve = boolValue(value);
     } else if (arg == "--client-ca-file") {
       options.client_ca_file = value;
     } else if (arg == "--authorization-mode") {
@@ -95,8 +98,7 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
         if (!audience.empty()) options.service_accounts.api_audiences.push_back(audience);
       }
     } else if (arg == "--service-account-extend-token-expiration") {
-      if (value != "true" && value != "false") throw std::invalid_argument(value);
-      options.service_accounts.extend_expiration = value == "true";
+      options.service_accounts.extend_expiration = boolValue(value);
     } else if (arg == "--kubelet-client-certificate") {
       options.kubelet_client_certificate = value;
     } else if (arg == "--kubelet-client-key") {

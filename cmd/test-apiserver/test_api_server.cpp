@@ -452,25 +452,25 @@ void TestApiServer::Impl::runCertificateControllers(const std::string& name, boo
                       {"kube-controller-manager", "certificates.k8s.io/v1", "status", "", true});
 }
 
-ReviewUser TestApiServer::Impl::requestUser(const httplib::Request& req) const {
-  if (std::optional<ReviewUser> user = certificateUser(req)) {
-    user->groups.push_back("system:authenticated");
-    return std::move(*user);
-  }
+std::optional<ReviewUser> TestApiServer::Impl::credentialUser(const httplib::Request& req) const {
+  std::optional<ReviewUser> user = certificateUser(req);
   const std::string auth = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
-  if (auth.starts_with(prefix)) {
+  if (!user && auth.starts_with(prefix)) {
     TokenVerdict verdict =
         authenticateToken(auth.substr(prefix.size()), sa_tokens_->apiAudiences());
-    if (verdict.authenticated) {
-      std::vector<std::string>& groups = verdict.user.groups;
-      if (std::find(groups.begin(), groups.end(), "system:authenticated") == groups.end()) {
-        groups.push_back("system:authenticated");
-      }
-      return std::move(verdict.user);
-    }
+    if (verdict.authenticated) user = std::move(verdict.user);
   }
-  return {"system:anonymous", "", {"system:unauthenticated"}, {}};
+  if (user && std::find(user->groups.begin(), user->groups.end(), "system:authenticated") ==
+                  user->groups.end()) {
+    user->groups.push_back("system:authenticated");
+  }
+  return user;
+}
+
+ReviewUser TestApiServer::Impl::requestUser(const httplib::Request& req) const {
+  return credentialUser(req).value_or(
+      ReviewUser{"system:anonymous", "", {"system:unauthenticated"}, {}});
 }
 
 bool TestApiServer::Impl::authorizeRequest(const httplib::Request& req, httplib::Response& res) {

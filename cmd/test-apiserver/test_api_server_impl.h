@@ -167,12 +167,12 @@ class TestApiServer::Impl {
   bool authenticated(const httplib::Request& req) const {
     if (review_users_.empty() && !client_ca_ && !options_.enable_bootstrap_token_auth) return true;
     if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") return true;
-    if (certificateUser(req)) return true;
-    std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    return auth.starts_with(prefix) &&
-           authenticateToken(auth.substr(prefix.size()), sa_tokens_->apiAudiences()).authenticated;
+    return credentialUser(req).has_value();
   }
+
+  // The user of the request's client certificate, else of its bearer token, with
+  // system:authenticated among its groups; nullopt when it has neither that is valid.
+  std::optional<ReviewUser> credentialUser(const httplib::Request& req) const;
 
   // The user of a client certificate that verified against --client-ca-file: CN the name, O the
   // groups (kube-apiserver's x509 authenticator); nullopt without one.
