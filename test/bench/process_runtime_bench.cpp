@@ -2,7 +2,8 @@
 //   build/bench/process_runtime_bench [N=1000] [samples=200] [--no-supervisord]
 //                                     [--cgroups=on|off|on,off|off,on]).
 // The real daemon (build/nodeagent, process runtime, one nodeagent-shim per container):
-//  - time from the daemon's start until N pods (`sleep`) are Running in GET /pods,
+//  - time from the daemon's start until N pods (`sleep`) are Running in GET /pods, and the
+//    agent's CPU until then,
 //  - agent RSS/PSS (anonymous and file-backed), agent CPU per second while idle with N pods
 //    (20 s), mean shim PSS, agent CPU per GET /pods of the unchanged node,
 //  - pick-up latency: a manifest renamed into the directory -> its process has started (it
@@ -10,6 +11,9 @@
 //  - exit-to-status latency: a container exits (it was blocked reading a FIFO the bench writes) ->
 //    GET /pods shows it terminated,
 //  - first-restart latency: an Always container exits -> its next start (a line it appends),
+// Before the agent runs, the machine's process-creation floor: N x (exec of the static
+// nodeagent-shim + exec of `sleep`) with no agent, on every core, wall time and CPU, which bounds
+// how fast any N containers can start here;
 // and the same N programs under supervisord (Debian package `supervisor`; skipped with a message
 // when it is not installed): time until `supervisorctl status` shows all RUNNING (startsecs=0, so
 // RUNNING means started, as in /pods), RSS/PSS, idle CPU, pick-up of one more program through
@@ -38,6 +42,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -594,8 +599,9 @@ bool release(const fs::path& fifo) {
 
 // One figure of each side, for the summary.
 struct Figures {
-  std::optional<double> all_running_ms, rss_kib, pss_kib, anon_kib, idle_cpu_pct, pickup_p50,
-      pickup_p99, exit_status_p50, exit_status_p99, restart_p50, restart_p99, per_container_kib;
+  std::optional<double> all_running_ms, start_cpu_ms, rss_kib, pss_kib, anon_kib, idle_cpu_pct,
+      pickup_p50, pickup_p99, exit_status_p50, exit_status_p99, restart_p50, restart_p99,
+      per_container_kib;
   std::optional<bool> cgroups_enforced;  // what the agent's /metrics said
 };
 
@@ -886,8 +892,14 @@ void runNodeagent(size_t n, size_t samples, const fs::path& base, bool cgroups_o
     std::this_thread::sleep_for(20ms);
   }
   auto took = SteadyClock::now() - t0;
-  std::printf("%s: %zu/%zu pods Running in /pods after %.0f ms\n", who, running, n, ms(took));
-  if (running >= n) f.all_running_ms = ms(took);
+  const double start_cpu_ms = procCpuSeconds(d.pid()) * 1000;
+  std::printf(
+      "%s: %zu/%zu pods Running in /pods after %.0f ms (agent CPU %.0f ms, %.2f ms per pod)\n", who,
+      running, n, ms(took), start_cpu_ms, start_cpu_ms / static_cast<double>(n));
+  if (running >= n) {
+    f.all_running_ms = ms(took);
+    f.start_cpu_ms = start_cpu_ms;
+  }
   checkCgroupMode(d, base, n, cgroups_off, who, f);
   std::this_thread::sleep_for(3s);
   printMemory(who, d.pid(), f);
@@ -1033,6 +1045,7 @@ void printSummary(size_t n, const std::vector<std::pair<std::string, Figures>>& 
   };
   const Row rows[] = {
       {"all Running (ms)", "< 2000", &Figures::all_running_ms, "%.0f"},
+      {"agent CPU until all Running (ms)", "", &Figures::start_cpu_ms, "%.0f"},
       {"agent RSS (KiB)", "< 32768", &Figures::rss_kib, "%.0f"},
       {"agent PSS (KiB)", "", &Figures::pss_kib, "%.0f"},
       {"agent anonymous RSS (KiB)", "", &Figures::anon_kib, "%.0f"},
@@ -1084,6 +1097,42 @@ void printSummary(size_t n, const std::vector<std::pair<std::string, Figures>>& 
   std::printf("  first restart p50: %s, p99: %s\n",
               delta(on->restart_p50, off->restart_p50, 1).c_str(),
               delta(on->restart_p99, off->restart_p99, 1).c_str());
+}
+
+// The machine's floor for starting `n` containers: what the kernel alone charges for the two
+// execs each container needs (the static nodeagent-shim and the container's dynamically linked
+// `sleep`), spawned and reaped on every core at once with no agent involved. Wall milliseconds;
+// `cpu_ms` gets the CPU all of it took (children's rusage).
+double processFloorMs(size_t n, double& cpu_ms) {
+  const std::string shim = testing::binaryPath("nodeagent-shim").string();
+  const unsigned threads = std::max(1U, std::thread::hardware_concurrency());
+  auto runOne = [](std::vector<std::string> args) {
+    const pid_t pid = spawn(args, "/dev/null");
+    int st;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+  };
+  rusage before{};
+  ::getrusage(RUSAGE_CHILDREN, &before);
+  const auto t0 = SteadyClock::now();
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (size_t i = t; i < n; i += threads) {
+        runOne({shim});  // usage: exits 2 right after the static start-up
+        runOne({"/bin/sleep", "0"});
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const double wall = ms(SteadyClock::now() - t0);
+  rusage after{};
+  ::getrusage(RUSAGE_CHILDREN, &after);
+  auto usec = [](const timeval& tv) { return tv.tv_sec * 1e6 + static_cast<double>(tv.tv_usec); };
+  cpu_ms = (usec(after.ru_utime) + usec(after.ru_stime) - usec(before.ru_utime) -
+            usec(before.ru_stime)) /
+           1000;
+  return wall;
 }
 
 void usage() {
@@ -1150,6 +1199,15 @@ int main(int argc, char** argv) {
     {
       std::lock_guard lock(g_cleanup_mu);
       g_base = base.path();
+    }
+    {
+      double cpu_ms = 0;
+      const double wall = processFloorMs(n, cpu_ms);
+      std::printf(
+          "\nprocess-creation floor (no agent): %zu x (exec nodeagent-shim + exec sleep) on %u "
+          "threads: %.0f ms wall, %.0f ms CPU (%.2f ms per container)\n",
+          n, std::max(1U, std::thread::hardware_concurrency()), wall, cpu_ms,
+          cpu_ms / static_cast<double>(n));
     }
     for (const auto& mode : modes) {
       columns.emplace_back("cgroups " + mode, Figures{});
