@@ -47,6 +47,13 @@ void PodDirectories::forget(const std::string& uid) {
   made_.erase(uid);
 }
 
+base::Status PodDirectories::unmountVolumes(const std::string& uid) {
+  auto dir = path(uid);
+  if (!dir.ok()) return dir.status();
+  unmountPodVolumes(*dir);
+  return base::okStatus();
+}
+
 bool PodDirectories::removeOrphans(const std::set<std::string>& known,
                                    const std::unordered_set<std::string>& in_runtime) {
   bool removed = false;

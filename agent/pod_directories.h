@@ -28,6 +28,10 @@ class PodDirectories {
   bool made(const std::string& uid) const;
   // The pod is gone: the next ensure() looks at the disk again.
   void forget(const std::string& uid);
+  // A terminated pod's memory-backed volumes (its secret and projected tmpfs) are unmounted, as
+  // kubelet's SyncTerminatedPod waits for, while the directory stays until removeOrphans() (its
+  // exited containers may be kept longer). Blocking.
+  base::Status unmountVolumes(const std::string& uid);
   // Removes the directory of every pod in neither set; true when it removed any. Blocking.
   bool removeOrphans(const std::set<std::string>& known,
                      const std::unordered_set<std::string>& in_runtime);

@@ -497,6 +497,13 @@ asio::awaitable<base::Status> PodLifecycle::syncTerminatedPod(api::PodPtr pod) {
   deps_.dirs.forget(uid);
   // Nothing of the pod may run on (a container's forked children included): its cgroup goes.
   co_await destroyPodCgroup(pod);
+  // Nor keep its secrets in memory, though its exited containers may stay a while.
+  auto unmount = [this, uid] { return deps_.dirs.unmountVolumes(uid); };
+  auto unmounted = co_await base::runBlocking(deps_.blocking, std::move(unmount));
+  if (!unmounted.ok()) {
+    log()->warn("Cannot unmount the pod's volumes pod={} err={}", api::podRef(*pod),
+                unmounted.toString());
+  }
   // A pod config no longer has: drop its exited containers (state and logs go with them) and its
   // sandbox.
   if (!deps_.pod_manager.getPodByUID(uid)) {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <filesystem>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -14,12 +15,14 @@
 #include "agent/read_only_server.h"
 #include "agent/runtime/fake_runtime.h"
 #include "agent/status/pod_status.h"
+#include "agent/volume/tmpfs.h"
 #include "api/pod_json.h"
 #include "api/pod_update.h"
 #include "podmanager/mirror_client.h"
 #include "test/support/fake_clock.h"
 #include "test/support/integration_env.h"
 #include "test/support/pod_builder.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -265,6 +268,30 @@ TEST_CASE("agent: restart policies Never and OnFailure", "[unit][agent]") {
     CHECK(h.actions(Action::Kind::kStart).size() == 2);
     CHECK(h.phase("u1") == "Succeeded");
   }
+}
+
+TEST_CASE("agent: a terminated pod's secret tmpfs is unmounted while its exited container is kept",
+          "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod("u1", "Never")});
+  const auto pod_dir = h.root.path() / "pods" / "u1";
+  const auto secret = pod_dir / "volumes" / "kubernetes.io~secret" / "creds";
+  auto mounted = agent::ensureTmpfs(secret);
+  REQUIRE(mounted.ok());
+  if (!*mounted) testing::skipTest("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+  struct Unmount {  // even when a check fails, before the temporary directory goes
+    std::filesystem::path dir;
+    ~Unmount() { agent::unmountPodVolumes(dir); }
+  } unmount{pod_dir};
+  h.drain();
+  CHECK(agent::isMountPoint(secret));  // a running pod keeps it
+  REQUIRE(h.runtime.exitContainer("u1", "web", 3));
+  h.drain();
+  REQUIRE(h.phase("u1") == "Failed");
+  CHECK_FALSE(agent::isMountPoint(secret));
+  // The pod is still wanted: its exited container (and so its directory) stays.
+  CHECK(h.runtimeStatus("u1").container_statuses.size() == 1);
+  CHECK(std::filesystem::is_directory(pod_dir));
 }
 
 TEST_CASE("agent: init containers run in order, each to success, before app containers",
