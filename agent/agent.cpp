@@ -26,9 +26,14 @@ void sortByCreation(std::vector<api::PodPtr>& pods) {
   });
 }
 
+runtime::NodeAllocatableResources downwardAllocatable(const NodeAllocatable& allocatable) {
+  return {allocatable.cpu_milli, allocatable.memory_bytes, allocatable.ephemeral_storage_bytes};
+}
+
 PodLifecycleOptions lifecycleOptions(const AgentOptions& options) {
   PodLifecycleOptions lo;
   lo.node_ip = options.node_ip;
+  lo.node_allocatable = downwardAllocatable(options.allocatable);
   lo.dns = options.dns;
   lo.network_errors = options.network_errors;
   lo.sandbox_network = options.sandbox_network;
@@ -55,7 +60,8 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       blocking_(options_.blocking_executor ? options_.blocking_executor : executor),
       crash_backoff_(clock, options_.crashloop_backoff_initial, options_.crashloop_backoff_max),
       pod_dirs_(options_.root_dir),
-      volumes_(pod_dirs_, options_.allow_root_api_pods, options_.api_objects),
+      volumes_(pod_dirs_, options_.allow_root_api_pods, options_.api_objects,
+               downwardAllocatable(options_.allocatable)),
       pod_cgroups_(options_.container_manager, options_.memory_capacity,
                    options_.root_dir / "pod-cgroups"),
       probe_handler_(options_.probe_handler ? options_.probe_handler

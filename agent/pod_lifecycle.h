@@ -46,6 +46,8 @@ using EventSink =
 struct PodLifecycleOptions {
   // The host IP: every pod's hostIP, and the podIP of pods with the node's network.
   std::string node_ip;
+  // What a resourceFieldRef env of a limit the container does not set reads as.
+  runtime::NodeAllocatableResources node_allocatable;
   // kubelet's DNS settings, for the sandboxes of a runtime that runs images (whose containers have
   // a root filesystem, and so a resolv.conf, of their own).
   PodDnsOptions dns;

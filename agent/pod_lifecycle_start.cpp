@@ -95,7 +95,8 @@ asio::awaitable<base::StatusOr<std::optional<images::EnsureImageResult>>> PodLif
 
 asio::awaitable<base::StatusOr<ContainerEnvSources>> PodLifecycle::envSources(
     api::PodPtr pod, api::Container container) {
-  if (!needsEnvSources(*pod, container)) co_return ContainerEnvSources{std::move(container), {}, {}};
+  if (!needsEnvSources(*pod, container))
+    co_return ContainerEnvSources{std::move(container), {}, {}};
   auto resolve = [objects = deps_.volumes.objects(), pod, container] {
     return resolveEnvSources(*pod, container, objects);
   };
@@ -124,6 +125,7 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
   options.mounts = std::move(*mounts);
   options.pod_ip = request.pod_ip;
   options.host_ip = options_.node_ip;
+  options.node_allocatable = options_.node_allocatable;
   options.refuse_root = !options_.allow_root_api_pods && !api::isStaticPod(pod);
   options.cgroup_parent = deps_.cgroups.parent(pod);
   options.resources = deps_.cgroups.resources(pod, container);

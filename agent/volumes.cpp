@@ -127,7 +127,7 @@ base::StatusOr<std::filesystem::path> VolumePreparer::apiData(const api::Pod& po
   const nlohmann::json* source = volumeSource(spec, v);
   if (source == nullptr) return base::internalError("the pod's JSON has no such volume");
   ASSIGN_OR_RETURN(VolumePayload payload,
-                   apiDataVolumePayload(pod, v.source_type, *source, objects_.get()));
+                   apiDataVolumePayload(pod, v.source_type, *source, objects_.get(), node_));
   auto pod_dir = dirs_.path(pod.metadata.uid);
   if (!pod_dir.ok()) return pod_dir.status();
   ASSIGN_OR_RETURN(

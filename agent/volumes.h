@@ -23,9 +23,14 @@ class VolumePreparer {
   // `allow_root_api_pods`: whether pods from the apiserver may have the agent (root) create a
   // hostPath (types DirectoryOrCreate and FileOrCreate); static pods always may.
   // `objects`: where configMap and secret volumes read from; null without an apiserver.
+  // `node`: what a downwardAPI resourceFieldRef of a limit the container does not set reads as.
   VolumePreparer(PodDirectories& dirs, bool allow_root_api_pods,
-                 std::shared_ptr<ApiObjectSource> objects = nullptr)
-      : dirs_(dirs), allow_root_api_pods_(allow_root_api_pods), objects_(std::move(objects)) {}
+                 std::shared_ptr<ApiObjectSource> objects = nullptr,
+                 runtime::NodeAllocatableResources node = {})
+      : dirs_(dirs),
+        allow_root_api_pods_(allow_root_api_pods),
+        objects_(std::move(objects)),
+        node_(node) {}
 
   // Every volume of the pod, ready: emptyDir under the pod's directory (0777, or group fsGroup
   // and setgid with one), hostPath checked against its type (and created for the *OrCreate
@@ -60,6 +65,7 @@ class VolumePreparer {
   PodDirectories& dirs_;
   bool allow_root_api_pods_;
   std::shared_ptr<ApiObjectSource> objects_;
+  runtime::NodeAllocatableResources node_;
 };
 
 }  // namespace nodeagent::agent

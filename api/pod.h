@@ -105,11 +105,22 @@ struct ObjectFieldSelector {
   bool operator==(const ObjectFieldSelector&) const = default;
 };
 
+// The downward API's resourceFieldRef: one of a container's requests or limits, in units of
+// `divisor` (default 1).
+struct ResourceFieldSelector {
+  std::string container_name;  // "" in env: the container itself
+  std::string resource;        // "limits.cpu", "requests.memory", ...
+  std::optional<Quantity> divisor;
+  bool operator==(const ResourceFieldSelector&) const = default;
+};
+
 struct EnvVar {
   std::string name;
   std::string value;
-  // valueFrom.fieldRef; the other valueFrom kinds are kept in raw and named in `value_from_kind`.
+  // valueFrom.fieldRef and valueFrom.resourceFieldRef; the other valueFrom kinds are kept in raw
+  // and named in `value_from_kind`.
   std::optional<ObjectFieldSelector> field_ref;
+  std::optional<ResourceFieldSelector> resource_field_ref;
   std::string value_from_kind;  // "" (none), "fieldRef", "resourceFieldRef", "secretKeyRef", ...
   bool operator==(const EnvVar&) const = default;
 };

@@ -75,6 +75,12 @@ base::Status decodeProbe(const json& j, const Path& p, Probe* probe) {
   return readInt64(j, p, "terminationGracePeriodSeconds", &probe->termination_grace_period_seconds);
 }
 
+base::Status decodeResourceField(const json& j, const Path& p, ResourceFieldSelector* s) {
+  RETURN_IF_ERROR(readString(j, p, "containerName", &s->container_name));
+  RETURN_IF_ERROR(readString(j, p, "resource", &s->resource));
+  return readQuantity(j, p, "divisor", &s->divisor);
+}
+
 base::Status decodeEnvVar(const json& j, const Path& p, EnvVar* env) {
   RETURN_IF_ERROR(readString(j, p, "name", &env->name));
   RETURN_IF_ERROR(readString(j, p, "value", &env->value));
@@ -82,11 +88,12 @@ base::Status decodeEnvVar(const json& j, const Path& p, EnvVar* env) {
   if (from == nullptr) return base::okStatus();
   Path fp = p.field("valueFrom");
   if (!from->empty()) env->value_from_kind = from->begin().key();
-  return readOptional(*from, fp, "fieldRef", &env->field_ref,
-                      [](const json& e, const Path& ep, ObjectFieldSelector* s) {
-                        RETURN_IF_ERROR(readString(e, ep, "apiVersion", &s->api_version));
-                        return readString(e, ep, "fieldPath", &s->field_path);
-                      });
+  RETURN_IF_ERROR(readOptional(*from, fp, "fieldRef", &env->field_ref,
+                               [](const json& e, const Path& ep, ObjectFieldSelector* s) {
+                                 RETURN_IF_ERROR(readString(e, ep, "apiVersion", &s->api_version));
+                                 return readString(e, ep, "fieldPath", &s->field_path);
+                               }));
+  return readOptional(*from, fp, "resourceFieldRef", &env->resource_field_ref, decodeResourceField);
 }
 
 base::Status decodeContainer(const json& j, const Path& p, Container* c) {
@@ -573,6 +580,13 @@ base::StatusOr<PodStatus> decodePodStatus(const json& status) {
   } catch (const std::exception& e) {
     return base::invalidArgumentError(std::string("decoding pod status: ") + e.what());
   }
+}
+
+base::StatusOr<ResourceFieldSelector> decodeResourceFieldSelector(const json& object,
+                                                                  std::string_view path) {
+  ResourceFieldSelector s;
+  RETURN_IF_ERROR(decodeResourceField(object, Path{nullptr, path, -1}, &s));
+  return s;
 }
 
 }  // namespace nodeagent::api

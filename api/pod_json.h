@@ -22,6 +22,9 @@ namespace nodeagent::api {
 // Does not default or validate (config/ does that for static pods). Never throws.
 base::StatusOr<Pod> decodePod(const nlohmann::json& object);
 base::StatusOr<PodPtr> decodePodPtr(const nlohmann::json& object);
+// A resourceFieldRef object (a downwardAPI volume item's); errors name `path` and the field.
+base::StatusOr<ResourceFieldSelector> decodeResourceFieldSelector(const nlohmann::json& object,
+                                                                  std::string_view path);
 // Parses JSON text then decodes.
 base::StatusOr<Pod> decodePodJson(std::string_view json_text);
 

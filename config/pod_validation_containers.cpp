@@ -251,6 +251,8 @@ void PodValidator::validateEnvValueFrom(const api::EnvVar& ev, const std::string
       if (resource == nullptr || !resource->is_string() ||
           resource->get_ref<const std::string&>().empty()) {
         add(required(child(path, "resourceFieldRef.resource")));
+      } else if (ev.resource_field_ref) {
+        validateResourceFieldSelector(*ev.resource_field_ref, child(path, "resourceFieldRef"));
       }
     }
     for (const char* selector : {"configMapKeyRef", "secretKeyRef"}) {
@@ -283,6 +285,44 @@ void PodValidator::validateEnvValueFrom(const api::EnvVar& ev, const std::string
     add(invalid(path, "", "may not be specified when `value` is not empty"));
   } else if (sources > 1) {
     add(invalid(path, "", "may not have more than one field specified at a time"));
+  }
+}
+
+// kube-apiserver's validateContainerResourceFieldSelector and validateContainerResourceDivisor:
+// the resource one of the container's requests or limits, the divisor 1m or 1 for CPU and a unit
+// of bytes (1, 1k ... 1E, 1Ki ... 1Ei) for memory and ephemeral storage. The invalid value quoted
+// is the resource's name, as kube-apiserver quotes it.
+void PodValidator::validateResourceFieldSelector(const api::ResourceFieldSelector& fs,
+                                                 const std::string& path) {
+  static const std::vector<std::string_view> kResources = {
+      "limits.cpu",   "limits.ephemeral-storage",   "limits.memory",
+      "requests.cpu", "requests.ephemeral-storage", "requests.memory"};
+  const std::string& r = fs.resource;
+  const bool hugepages = r.starts_with("limits.hugepages-") || r.starts_with("requests.hugepages-");
+  if (!hugepages && std::find(kResources.begin(), kResources.end(), r) == kResources.end()) {
+    add(notSupported(child(path, "resource"), r, kResources));
+    return;
+  }
+  if (!fs.divisor || fs.divisor->isZero() || hugepages) return;
+  const __int128 nanos = fs.divisor->nanoValue();
+  constexpr __int128 kOne = 1'000'000'000;
+  if (r.ends_with(".cpu")) {
+    if (nanos != kOne && nanos != kOne / 1000) {
+      add(invalid(child(path, "divisor"), r,
+                  "only divisor's values 1m and 1 are supported with the cpu resource"));
+    }
+    return;
+  }
+  bool unit = false;
+  for (__int128 d = 1, b = 1; d <= __int128{1'000'000'000'000'000'000}; d *= 1000, b *= 1024) {
+    unit = unit || nanos == d * kOne || nanos == b * kOne;
+  }
+  if (!unit) {
+    add(invalid(child(path, "divisor"), r,
+                "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei "
+                "are supported with the " +
+                    std::string(r.ends_with(".memory") ? "memory" : "local ephemeral storage") +
+                    " resource"));
   }
 }
 

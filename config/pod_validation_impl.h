@@ -177,6 +177,7 @@ class PodValidator {
   void validateEnvValueFrom(const api::EnvVar& ev, const std::string& path, const json* from_json);
 
   void validateObjectFieldSelector(const api::ObjectFieldSelector& fs, const std::string& path);
+  void validateResourceFieldSelector(const api::ResourceFieldSelector& fs, const std::string& path);
 
   void validateVolumeMounts(const std::vector<api::VolumeMount>& mounts, const std::string& path);
 

@@ -171,6 +171,7 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
       actions_.back().cgroup_parent = options.cgroup_parent;
       actions_.back().resources = options.resources;
       actions_.back().image_info = options.image_info;
+      actions_.back().node_allocatable = options.node_allocatable;
     }
     if (!options.cgroup_parent.empty() || options.resources != cm::LinuxContainerResources{}) {
       started_resources_[status.id.id] = {options.cgroup_parent, options.resources};

@@ -45,10 +45,12 @@ class FakeRuntime final : public Runtime {
     KillOptions kill_options;   // kills: as passed
     int64_t grace_seconds = 0;  // kills: the grace period that applied (after the preStop hook)
     std::string reason;         // kills
-    // Starts: the cgroup parent, resources and image info of StartContainerOptions, as passed.
+    // Starts: the cgroup parent, resources, image info and node allocatable of
+    // StartContainerOptions, as passed.
     std::string cgroup_parent{};
     cm::LinuxContainerResources resources{};
     std::optional<ImageInfo> image_info{};
+    NodeAllocatableResources node_allocatable{};
   };
 
   // Events are posted to `event_executor` (give it a strand or a single-threaded context).

@@ -185,22 +185,26 @@ base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerE
       return base::invalidArgumentError("container \"" + container.name +
                                         "\": env: a variable has an empty name");
     }
-    if (var.field_ref) {
-      auto value = resolveFieldRef(pod, var.field_ref->field_path, options);
-      if (!value.ok()) {
-        return base::invalidArgumentError("container \"" + container.name + "\": env " + var.name +
-                                          ": " + value.status().message());
+    auto resolved = [&]() -> base::StatusOr<std::string> {
+      if (var.field_ref) return resolveFieldRef(pod, var.field_ref->field_path, options);
+      if (var.resource_field_ref) {
+        return resolveResourceFieldRef(pod, &container, *var.resource_field_ref,
+                                       options.node_allocatable);
       }
-      setEnv(env, var.name, *value);
-    } else if (!var.value_from_kind.empty() && var.value_from_kind != "fieldRef") {
-      return base::invalidArgumentError(
-          "container \"" + container.name + "\": env " + var.name + ": valueFrom." +
-          var.value_from_kind +
-          " is not supported by nodeagent (only value, fieldRef, configMapKeyRef "
-          "and secretKeyRef)");
-    } else {
-      setEnv(env, var.name, expandVars(var.value, env));
+      if (!var.value_from_kind.empty() && var.value_from_kind != "fieldRef" &&
+          var.value_from_kind != "resourceFieldRef") {
+        return base::invalidArgumentError(
+            "valueFrom." + var.value_from_kind +
+            " is not supported by nodeagent (only value, fieldRef, resourceFieldRef, "
+            "configMapKeyRef and secretKeyRef)");
+      }
+      return expandVars(var.value, env);
+    }();
+    if (!resolved.ok()) {
+      return base::invalidArgumentError("container \"" + container.name + "\": env " + var.name +
+                                        ": " + resolved.status().message());
     }
+    setEnv(env, var.name, *resolved);
   }
   return env;
 }

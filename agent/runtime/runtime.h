@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "agent/cm/resources.h"
+#include "agent/runtime/resource_field.h"
 #include "agent/runtime/stream_session.h"
 #include "api/hash.h"
 #include "api/pod.h"
@@ -203,6 +204,8 @@ struct StartContainerOptions {
   // For fieldRef env (status.podIP, status.hostIP).
   std::string pod_ip;
   std::string host_ip;
+  // For resourceFieldRef env: what a limit the container does not set reads as.
+  NodeAllocatableResources node_allocatable;
   // Set before the container's own env (which may override them).
   std::vector<std::pair<std::string, std::string>> extra_env;
   // Refuse a container that would run as root on the node or asks for privileged: true or
@@ -512,8 +515,9 @@ base::StatusOr<std::string> resolveFieldRef(const api::Pod& pod, const std::stri
                                             const StartContainerOptions& options);
 
 // The container's environment, in order: PATH (a default the env may replace), the extra env,
-// then the container's env with fieldRef values resolved and $(VAR) references expanded
-// (kubelet's expansion rules). A later duplicate replaces an earlier value in place.
+// then the container's env with fieldRef and resourceFieldRef values resolved and $(VAR)
+// references expanded (kubelet's expansion rules). A later duplicate replaces an earlier value in
+// place.
 // InvalidArgument (CreateContainerConfigError) names the variable for an unsupported source.
 base::StatusOr<std::vector<std::pair<std::string, std::string>>> buildContainerEnv(
     const api::Pod& pod, const api::Container& container, const StartContainerOptions& options);

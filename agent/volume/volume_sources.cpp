@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/runtime/resource_field.h"
 #include "agent/runtime/runtime.h"
+#include "api/pod_json.h"
 #include "base/printable.h"
 
 namespace nodeagent::agent {
@@ -84,7 +86,8 @@ base::Status addObjectPayload(const api::Pod& pod, ApiObjectKind kind, const jso
   return addKeyToPathPayload(kind, source, found, default_mode, optional, out);
 }
 
-base::StatusOr<std::string> downwardValue(const api::Pod& pod, const json& item) {
+base::StatusOr<std::string> downwardValue(const api::Pod& pod, const json& item,
+                                          const runtime::NodeAllocatableResources& node) {
   auto field_ref = item.find("fieldRef");
   if (field_ref != item.end() && field_ref->is_object()) {
     const std::string path = stringMember(*field_ref, "fieldPath");
@@ -92,19 +95,22 @@ base::StatusOr<std::string> downwardValue(const api::Pod& pod, const json& item)
     if (path == "metadata.annotations") return formatDownwardMap(pod.metadata.annotations);
     return runtime::resolveFieldRef(pod, path, runtime::StartContainerOptions{});
   }
-  if (item.contains("resourceFieldRef")) {
-    return base::unimplementedError("resourceFieldRef is not supported by nodeagent yet");
+  auto resource_ref = item.find("resourceFieldRef");
+  if (resource_ref != item.end() && resource_ref->is_object()) {
+    ASSIGN_OR_RETURN(auto selector,
+                     api::decodeResourceFieldSelector(*resource_ref, "resourceFieldRef"));
+    return runtime::resolveResourceFieldRef(pod, nullptr, selector, node);
   }
   return base::invalidArgumentError("an item must have fieldRef or resourceFieldRef");
 }
 
 base::Status addDownwardPayload(const api::Pod& pod, const json& source, int64_t default_mode,
-                                VolumePayload& out) {
+                                const runtime::NodeAllocatableResources& node, VolumePayload& out) {
   ASSIGN_OR_RETURN(const json* items, listField(source, "items"));
   if (items == nullptr) return base::okStatus();
   for (const auto& item : *items) {
     const std::string path = stringMember(item, "path");
-    auto value = downwardValue(pod, item);
+    auto value = downwardValue(pod, item, node);
     if (!value.ok()) return value.status().withContext("item \"" + path + "\"");
     ASSIGN_OR_RETURN(mode_t mode, fileMode(item, default_mode));
     out[path] = {std::move(*value), mode};
@@ -137,6 +143,7 @@ base::Status addTokenPayload(const api::Pod& pod, const json& source, int64_t de
 }
 
 base::Status addProjectedPayload(const api::Pod& pod, const json& source, ApiObjectSource* objects,
+                                 const runtime::NodeAllocatableResources& node,
                                  VolumePayload& out) {
   const int64_t default_mode = defaultModeOf(source, kDefaultMode);
   ASSIGN_OR_RETURN(const json* sources, listField(source, "sources"));
@@ -149,7 +156,7 @@ base::Status addProjectedPayload(const api::Pod& pod, const json& source, ApiObj
       RETURN_IF_ERROR(addObjectPayload(pod, ApiObjectKind::kSecret, *it, stringMember(*it, "name"),
                                        default_mode, objects, out));
     } else if (auto it = s.find("downwardAPI"); it != s.end() && it->is_object()) {
-      RETURN_IF_ERROR(addDownwardPayload(pod, *it, default_mode, out));
+      RETURN_IF_ERROR(addDownwardPayload(pod, *it, default_mode, node, out));
     } else if (auto it = s.find("serviceAccountToken"); it != s.end() && it->is_object()) {
       RETURN_IF_ERROR(addTokenPayload(pod, *it, default_mode, objects, out));
     } else {
@@ -178,7 +185,8 @@ std::string formatDownwardMap(const std::map<std::string, std::string>& map) {
 
 base::StatusOr<VolumePayload> apiDataVolumePayload(const api::Pod& pod,
                                                    const std::string& source_type,
-                                                   const json& source, ApiObjectSource* objects) {
+                                                   const json& source, ApiObjectSource* objects,
+                                                   const runtime::NodeAllocatableResources& node) {
   VolumePayload out;
   base::Status made;
   try {
@@ -192,9 +200,9 @@ base::StatusOr<VolumePayload> apiDataVolumePayload(const api::Pod& pod,
           addObjectPayload(pod, ApiObjectKind::kSecret, source, stringMember(source, "secretName"),
                            defaultModeOf(source, kDefaultMode), objects, out);
     } else if (source_type == "downwardAPI") {
-      made = addDownwardPayload(pod, source, defaultModeOf(source, kDefaultMode), out);
+      made = addDownwardPayload(pod, source, defaultModeOf(source, kDefaultMode), node, out);
     } else if (source_type == "projected") {
-      made = addProjectedPayload(pod, source, objects, out);
+      made = addProjectedPayload(pod, source, objects, node, out);
     } else {
       made = base::invalidArgumentError("not a configMap, secret, downwardAPI or projected volume");
     }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "agent/runtime/resource_field.h"
 #include "agent/volume/api_objects.h"
 #include "agent/volume/atomic_writer.h"
 #include "api/pod.h"
@@ -22,12 +23,12 @@ bool isApiDataVolume(std::string_view source_type);
 
 // The payload of a volume of `pod` whose source (the value under `source_type` in
 // the pod's JSON) is `source`. `objects` may be null when no apiserver is configured: a volume
-// that needs one then fails, saying so. Errors are worded as kubelet's ("configmap \"app\" not
+// that needs one then fails, saying so. `node`: what a resourceFieldRef item of a limit the
+// container does not set reads as. Errors are worded as kubelet's ("configmap \"app\" not
 // found", "configmap references non-existent config key: k").
-base::StatusOr<VolumePayload> apiDataVolumePayload(const api::Pod& pod,
-                                                   const std::string& source_type,
-                                                   const nlohmann::json& source,
-                                                   ApiObjectSource* objects);
+base::StatusOr<VolumePayload> apiDataVolumePayload(
+    const api::Pod& pod, const std::string& source_type, const nlohmann::json& source,
+    ApiObjectSource* objects, const runtime::NodeAllocatableResources& node = {});
 
 // kubelet's fieldpath.FormatMap: `key="value"` lines (Go quoting), sorted by key.
 std::string formatDownwardMap(const std::map<std::string, std::string>& map);

@@ -196,6 +196,16 @@ TEST_CASE("agent: an added pod gets its containers started and reports Running",
   }
 }
 
+TEST_CASE("agent: a container starts with the node allocatable its resourceFieldRefs read",
+          "[unit][agent]") {
+  Harness h;  // allocatable: 4 CPUs, 8 GiB
+  h.update(api::PodOperation::kAdd, {webPod()});
+  auto starts = h.actions(Action::Kind::kStart);
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].node_allocatable.cpu_milli == 4000);
+  CHECK(starts[0].node_allocatable.memory_bytes == int64_t{8} << 30);
+}
+
 TEST_CASE("agent: a changed container spec restarts that container", "[unit][agent]") {
   Harness h;
   h.update(api::PodOperation::kAdd, {webPod()});

@@ -187,6 +187,38 @@ TEST_CASE("requests of non-overcommitable resources must equal their limits", "[
           R"(spec.containers[0].resources.requests[example.com/gpu]: Invalid value: "500m": must be an integer)"});
 }
 
+TEST_CASE("a resourceFieldRef names a request or limit and a divisor of its unit",
+          "[unit][config]") {
+  auto env = [](const std::string& resource, const std::string& divisor) {
+    return "    env:\n    - name: R\n      valueFrom:\n        resourceFieldRef:\n"
+           "          resource: " +
+           resource + "\n" + (divisor.empty() ? "" : "          divisor: " + divisor + "\n");
+  };
+  for (const auto& [resource, divisor] :
+       std::vector<std::pair<std::string, std::string>>{{"limits.cpu", "1m"},
+                                                        {"requests.cpu", "1"},
+                                                        {"limits.memory", "1Mi"},
+                                                        {"requests.memory", "1k"},
+                                                        {"limits.ephemeral-storage", "1Gi"},
+                                                        {"requests.ephemeral-storage", ""},
+                                                        {"limits.hugepages-2Mi", "1Mi"}}) {
+    CAPTURE(resource, divisor);
+    CHECK(errorLines(decodeFile(manifest("web", env(resource, divisor)))) == Lines{});
+  }
+  CHECK(
+      errorLines(decodeFile(manifest("web", env("limits.gpu", "")))) ==
+      Lines{
+          R"(spec.containers[0].env[0].valueFrom.resourceFieldRef.resource: Unsupported value: "limits.gpu": supported values: "limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu", "requests.ephemeral-storage", "requests.memory")"});
+  CHECK(
+      errorLines(decodeFile(manifest("web", env("limits.cpu", "2")))) ==
+      Lines{
+          R"(spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: "limits.cpu": only divisor's values 1m and 1 are supported with the cpu resource)"});
+  CHECK(
+      errorLines(decodeFile(manifest("web", env("requests.memory", "1m")))) ==
+      Lines{
+          R"(spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: "requests.memory": only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the memory resource)"});
+}
+
 }  // namespace
 }  // namespace nodeagent::config
 

@@ -152,3 +152,67 @@ TEST_CASE("runtime types: grace period, hash hex and newest status lookup", "[un
   CHECK(status.runningContainerStatuses().size() == 1);
   CHECK(ContainerId{"process", "abc"}.toString() == "process://abc");
 }
+
+namespace {
+api::EnvVar resourceRef(std::string name, std::string resource, std::string divisor = "",
+                        std::string container = "") {
+  api::EnvVar e;
+  e.name = std::move(name);
+  e.value_from_kind = "resourceFieldRef";
+  api::ResourceFieldSelector s{std::move(container), std::move(resource), std::nullopt};
+  if (!divisor.empty()) s.divisor = api::Quantity::parse(divisor).value();
+  e.resource_field_ref = s;
+  return e;
+}
+
+api::Quantity q(const char* text) { return api::Quantity::parse(text).value(); }
+}  // namespace
+
+TEST_CASE("env: resourceFieldRef reads requests and limits as kubelet rounds them",
+          "[unit][runtime]") {
+  api::Pod pod = makePod();
+  api::Container c;
+  c.name = "main";
+  c.resources.requests = {{"cpu", q("250m")}, {"memory", q("64Mi")}};
+  c.resources.limits = {{"cpu", q("1500m")}, {"ephemeral-storage", q("1G")}};
+  api::Container side;
+  side.name = "side";
+  side.resources.limits = {{"memory", q("32Mi")}};
+  pod.spec.containers = {c, side};
+  c.env = {resourceRef("CPU_LIMIT", "limits.cpu"),               // 1.5 cores, rounded up: 2
+           resourceRef("CPU_LIMIT_M", "limits.cpu", "1m"),       // 1500
+           resourceRef("CPU_REQ_M", "requests.cpu", "1m"),       // 250
+           resourceRef("MEM_REQ_MI", "requests.memory", "1Mi"),  // 64
+           resourceRef("MEM_LIMIT", "limits.memory"),            // unset: the node's 8Gi
+           resourceRef("DISK_LIMIT_K", "limits.ephemeral-storage", "1k"),
+           resourceRef("DISK_REQ", "requests.ephemeral-storage"),  // the limit, as defaulted
+           resourceRef("SIDE_MEM_REQ", "requests.memory", "1Mi", "side"),  // its limit: 32
+           resourceRef("SIDE_CPU_REQ", "requests.cpu", "", "side")};       // none at all: 0
+  StartContainerOptions options;
+  options.node_allocatable = {4000, int64_t{8} << 30, 0};
+  auto env = buildContainerEnv(pod, c, options);
+  REQUIRE(env.ok());
+  CHECK(*env == Env{{"PATH", std::string(kDefaultPath)},
+                    {"CPU_LIMIT", "2"},
+                    {"CPU_LIMIT_M", "1500"},
+                    {"CPU_REQ_M", "250"},
+                    {"MEM_REQ_MI", "64"},
+                    {"MEM_LIMIT", std::to_string(int64_t{8} << 30)},
+                    {"DISK_LIMIT_K", "1000000"},
+                    {"DISK_REQ", "1000000000"},
+                    {"SIDE_MEM_REQ", "32"},
+                    {"SIDE_CPU_REQ", "0"}});
+
+  SECTION("an unknown container or resource names the variable") {
+    c.env = {resourceRef("X", "limits.cpu", "", "nope")};
+    auto missing = buildContainerEnv(pod, c, options);
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.status().message() ==
+          "container \"main\": env X: resourceFieldRef: container nope not found in the pod");
+    c.env = {resourceRef("Y", "limits.gpu")};
+    auto unsupported = buildContainerEnv(pod, c, options);
+    REQUIRE_FALSE(unsupported.ok());
+    CHECK(unsupported.status().message() ==
+          "container \"main\": env Y: unsupported container resource : limits.gpu");
+  }
+}

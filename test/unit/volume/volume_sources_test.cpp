@@ -127,12 +127,28 @@ TEST_CASE("volume sources: downwardAPI writes the pod's metadata as kubelet form
   CHECK(payload->at("name").data == "web");
   CHECK(payload->at("app").data == "web");
 
+  // A limit the container does not set reads as the node's allocatable; a volume's item names
+  // its container.
   auto resource = agent::apiDataVolumePayload(
+      *pod(), "downwardAPI",
+      {{"items",
+        {{{"path", "cpu"},
+          {"resourceFieldRef",
+           {{"containerName", "c"}, {"resource", "limits.cpu"}, {"divisor", "1m"}}}},
+         {{"path", "mem"},
+          {"resourceFieldRef",
+           {{"containerName", "c"}, {"resource", "limits.memory"}, {"divisor", "1Mi"}}}}}}},
+      nullptr, {2000, int64_t{512} << 20, 0});
+  REQUIRE(resource.ok());
+  CHECK(resource->at("cpu").data == "2000");
+  CHECK(resource->at("mem").data == "512");
+  auto unnamed = agent::apiDataVolumePayload(
       *pod(), "downwardAPI",
       {{"items", {{{"path", "cpu"}, {"resourceFieldRef", {{"resource", "limits.cpu"}}}}}}},
       nullptr);
-  REQUIRE_FALSE(resource.ok());
-  CHECK(resource.status().code() == base::StatusCode::kUnimplemented);
+  REQUIRE_FALSE(unnamed.ok());
+  CHECK(unnamed.status().message() ==
+        "item \"cpu\": resourceFieldRef.containerName: Required value");
 }
 
 TEST_CASE("volume sources: projected merges its sources under one defaultMode", "[unit][volume]") {
