@@ -144,7 +144,10 @@ class HandlerEnv {
     api::Container c;
     c.name = "main";
     c.command = {"sleep", "1000"};
-    c.env.push_back(api::EnvVar{"GREETING", "hello", std::nullopt, ""});
+    api::EnvVar greeting;
+    greeting.name = "GREETING";
+    greeting.value = "hello";
+    c.env.push_back(greeting);
     pod->spec.containers.push_back(c);
     runtime::StartContainerOptions options;
     options.pod_dir = dir_ / "pod";
