@@ -49,6 +49,9 @@ struct ProcessRuntimeOptions {
   // Makes and removes container cgroups (on the file pool). Null: containers get no cgroup of
   // their own, whatever StartContainerOptions::cgroup_parent says.
   std::shared_ptr<cm::CgroupManager> cgroups;
+  // The RLIMIT_NOFILE soft limit of containers (ShimConfig::open_files): the agent's own from
+  // before it raised it. Absent: they inherit the agent's.
+  std::optional<uint64_t> container_open_files;
 };
 
 class ProcessRuntime final : public Runtime {

@@ -229,6 +229,7 @@ base::StatusOr<ShimConfig> ProcessRuntime::State::shimConfig(
   if (options.resources.oom_score_adj != 0) {
     config.oom_score_adj = static_cast<int>(options.resources.oom_score_adj);
   }
+  config.open_files = options_.container_open_files;
   return config;
 }
 

@@ -277,7 +277,7 @@ bool checkContainerCgroup(const ShimConfig& c, std::string& error) {
   return true;
 }
 
-constexpr std::array<Field<ShimConfig>, 32> kConfigFields{{
+constexpr std::array<Field<ShimConfig>, 33> kConfigFields{{
     {"container_id", textField<&ShimConfig::container_id>},
     {"pod_uid", textField<&ShimConfig::pod_uid>},
     {"pod_name", textField<&ShimConfig::pod_name>},
@@ -308,6 +308,7 @@ constexpr std::array<Field<ShimConfig>, 32> kConfigFields{{
     {"cgroup_unified", cgroupUnifiedField},
     {"cgroup_v1", cgroupV1Field},
     {"oom_score_adj", intField<&ShimConfig::oom_score_adj>},
+    {"open_files", uintField<&ShimConfig::open_files>},
     {"stdin", intField<&ShimConfig::stdin>},
     {"stdin_once", intField<&ShimConfig::stdin_once>},
 }};
@@ -382,6 +383,7 @@ std::string encodeShimConfig(const ShimConfig& c) {
   if (!c.cgroup.unified_dir.empty()) put(out, "cgroup_unified", c.cgroup.unified_dir);
   for (const auto& [controller, dir] : c.cgroup.v1) put(out, "cgroup_v1", controller + ":" + dir);
   if (c.oom_score_adj) putInt(out, "oom_score_adj", *c.oom_score_adj);
+  if (c.open_files) put(out, "open_files", std::to_string(*c.open_files));
   if (c.stdin) putInt(out, "stdin", 1);
   if (c.stdin_once) putInt(out, "stdin_once", 1);
   return out;

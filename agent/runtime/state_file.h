@@ -81,6 +81,9 @@ struct ShimConfig {
   // Written to the container's /proc/<pid>/oom_score_adj before exec (kubelet's value). Absent:
   // an inherited negative value is reset to 0.
   std::optional<int> oom_score_adj;
+  // The container's RLIMIT_NOFILE soft limit (the hard limit stays): the agent raises its own at
+  // start and gives its containers the limit it was started with. Absent: inherited.
+  std::optional<uint64_t> open_files;
   // The container's stdin (spec stdin: true): a pipe whose write end the shim keeps for attached
   // clients (else /dev/null); with stdin_once (stdinOnce: true) the shim closes it once the first
   // client that attached with stdin has ended its input or detached.

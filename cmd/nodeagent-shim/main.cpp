@@ -45,6 +45,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -52,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -204,6 +206,16 @@ void applyOomScoreAdj(const rt::ShimConfig& c) {
   if (!written) resetOomScoreAdj();
 }
 
+// The agent runs with a raised RLIMIT_NOFILE soft limit; the container gets the one the agent was
+// started with (programs that close every descriptor up to the limit stay fast). Never above the
+// hard limit; best effort.
+void applyOpenFileLimit(const rt::ShimConfig& c) {
+  rlimit lim{};
+  if (!c.open_files || ::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  lim.rlim_cur = std::min<rlim_t>(*c.open_files, lim.rlim_max);
+  (void)::setrlimit(RLIMIT_NOFILE, &lim);
+}
+
 // Applies the capability bounding set, groups, gid, uid, the other capability sets and
 // no_new_privs, in that order: each step needs the privileges the next one removes. Returns false
 // on failure, with errno set and `stage` naming the step that failed.
@@ -284,6 +296,7 @@ void execContainer(const rt::ShimConfig& c, const std::vector<std::string>& argv
     }
   }
   applyOomScoreAdj(c);
+  applyOpenFileLimit(c);
   if (!switchIdentity(c, stage)) return;
   if (!c.working_dir.empty()) {
     stage = "chdir";

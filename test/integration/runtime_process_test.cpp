@@ -2,6 +2,7 @@
 // built nodeagent-shim.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -604,6 +605,27 @@ TEST_CASE(
   INFO("open fds: " << fds);
   CHECK(fds == "0 1 2 3 ");
   CHECK(logText(env.status(pod, id2)->log_path) == options.pod_dir.string() + "\n");
+}
+
+TEST_CASE("process runtime: a container gets the open-file limit the agent was started with",
+          "[integration][runtime]") {
+  rlimit own{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &own) == 0);
+  if (own.rlim_max != RLIM_INFINITY && own.rlim_max < 300) {
+    testing::skipTest("the hard open-file limit is below 300");
+  }
+  ProcessRuntimeOptions extra;
+  extra.container_open_files = 257;  // as if the agent had been started with 257
+  Env env(extra);
+  auto pod =
+      makePod("u-nofile", {shContainer("main", "echo soft=$(ulimit -Sn) hard=$(ulimit -Hn)")});
+  StartContainerOptions options;
+  options.pod_dir = env.dir() / "pods" / "u-nofile";
+  auto id = env.start(pod, 0, 0, options);
+  REQUIRE(testing::eventually([&] { return env.exited(pod, id); }));
+  const std::string hard =
+      own.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(own.rlim_max);
+  CHECK(logText(env.status(pod, id)->log_path) == "soft=257 hard=" + hard + "\n");
 }
 
 TEST_CASE("process runtime: runAsUser and runAsGroup apply when the agent is root",

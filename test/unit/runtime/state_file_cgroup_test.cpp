@@ -23,7 +23,8 @@ ShimConfig minimalConfig() {
 
 }  // namespace
 
-TEST_CASE("state file: a v1 container cgroup and OOM score round-trip", "[unit][runtime]") {
+TEST_CASE("state file: a v1 container cgroup and OOM score and open-file limit round-trip",
+          "[unit][runtime]") {
   ShimConfig c = minimalConfig();
   c.cgroup_name = "/kubepods/burstable/poduid-1/c0ffee";
   c.cgroup.v1 = {
@@ -34,6 +35,7 @@ TEST_CASE("state file: a v1 container cgroup and OOM score round-trip", "[unit][
       {"freezer", "/sys/fs/cgroup/freezer/kubepods/burstable/poduid-1/c0ffee"},
   };
   c.oom_score_adj = -998;
+  c.open_files = 1024;
   const std::string text = encodeShimConfig(c);
   CHECK(text.find("cgroup_v1=memory:/sys/fs/cgroup/memory/kubepods/burstable/poduid-1/c0ffee\n") !=
         std::string::npos);
@@ -45,6 +47,7 @@ TEST_CASE("state file: a v1 container cgroup and OOM score round-trip", "[unit][
   CHECK(d.cgroup == c.cgroup);
   CHECK_FALSE(d.cgroup.unified());
   CHECK(d.oom_score_adj == std::optional<int>(-998));
+  CHECK(d.open_files == std::optional<uint64_t>(1024));
   CHECK(d.argv == c.argv);
 }
 
