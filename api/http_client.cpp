@@ -197,16 +197,27 @@ class HttpConnection::Impl {
     asio::post(ioc_, [this] { closeStreams(); });
   }
 
-  // A connection cancelled after its last exchange is not reusable either.
+  void close(std::string reason) {
+    std::lock_guard lock(mu_);
+    if (closed_reason_.empty()) closed_reason_ = std::move(reason);
+    asio::post(ioc_, [this] { closeStreams(); });
+  }
+
+  // A connection cancelled or closed after its last exchange is not reusable either.
   bool reusable() {
     std::lock_guard lock(mu_);
-    return reusable_ && !cancelled_;
+    return reusable_ && !cancelled_ && closed_reason_.empty();
   }
 
  private:
   bool cancelled() {
     std::lock_guard lock(mu_);
     return cancelled_;
+  }
+
+  std::string closedReason() {
+    std::lock_guard lock(mu_);
+    return closed_reason_;
   }
 
   std::string hostHeader() const {
@@ -256,6 +267,10 @@ class HttpConnection::Impl {
   base::Status failure(const ErrorCode& ec, const std::string& doing,
                        std::chrono::milliseconds timeout, std::optional<size_t> body_limit = {}) {
     if (cancelled()) return base::cancelledError("cancelled");
+    if (std::string reason = closedReason(); !reason.empty()) {
+      return base::unavailableError("connection closed by the client while " + doing + ": " +
+                                    reason);
+    }
     if (ec == beast::error::timeout) {
       return base::deadlineExceededError("timed out after " + formatMs(timeout) + " " + doing);
     }
@@ -465,8 +480,9 @@ class HttpConnection::Impl {
   std::vector<char> chunk_;
   bool reusable_ = false;
   bool written_ = false;  // the last request was written whole
-  std::mutex mu_;         // guards cancelled_ (cancel() comes from any thread)
+  std::mutex mu_;         // guards cancelled_ and closed_reason_ (set from any thread)
   bool cancelled_ = false;
+  std::string closed_reason_;  // close()'s
 };
 
 HttpConnection::HttpConnection(HttpEndpoint endpoint, std::shared_ptr<HttpTlsContext> tls,
@@ -492,6 +508,8 @@ base::Status HttpConnection::stream(const HttpRequest& request, const HttpBodySt
 }
 
 void HttpConnection::cancel() { impl_->cancel(); }
+
+void HttpConnection::close(std::string reason) { impl_->close(std::move(reason)); }
 
 bool HttpConnection::reusable() { return impl_->reusable(); }
 

@@ -132,6 +132,10 @@ class HttpConnection {
 
   // Any thread: aborts the call in flight; this and later calls fail with Cancelled.
   void cancel();
+  // Any thread: closes the connection under the call in flight, which fails with Unavailable
+  // naming `reason` (a caller retries as after a dropped connection; the connection is not
+  // reused).
+  void close(std::string reason);
 
   // Whether the last exchange left the connection open for another request.
   // Not after cancel(). Owner thread.

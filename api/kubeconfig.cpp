@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 
+#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 namespace nodeagent::api {
@@ -100,6 +101,15 @@ base::StatusOr<std::string> dataOrFile(const YAML::Node& map, const char* data_k
 }
 
 }  // namespace
+
+std::string encodeBase64(std::string_view in) {
+  std::string out(4 * ((in.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()),
+                                static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
 
 base::StatusOr<std::string> decodeBase64(std::string_view text) {
   auto value = [](char c) -> int {

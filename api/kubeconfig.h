@@ -46,5 +46,7 @@ base::StatusOr<RestConfig> loadKubeconfig(const std::filesystem::path& path,
 
 // Standard base64 (padding optional, whitespace ignored). Error on other characters.
 base::StatusOr<std::string> decodeBase64(std::string_view text);
+// Standard base64 with padding.
+std::string encodeBase64(std::string_view data);
 
 }  // namespace nodeagent::api

@@ -5,7 +5,6 @@
 #include <charconv>
 #include <condition_variable>
 
-#include <openssl/evp.h>
 #include <nlohmann/json.hpp>
 
 #include "api/api_errors.h"
@@ -13,9 +12,8 @@
 #include "base/log.h"
 
 namespace nodeagent::api {
-namespace {
 
-bool defaultWait(base::Duration d, std::stop_token stop) {
+bool waitOrStop(base::Duration d, std::stop_token stop) {
   if (stop.stop_requested()) return false;
   if (d <= base::Duration::zero()) return true;
   std::mutex m;
@@ -25,14 +23,7 @@ bool defaultWait(base::Duration d, std::stop_token stop) {
   return !stop.stop_requested();
 }
 
-std::string encodeBase64(std::string_view in) {
-  std::string out(4 * ((in.size() + 2) / 3), '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
+namespace {
 
 std::optional<std::chrono::seconds> parseRetryAfter(const HttpResponse& response) {
   const std::string s = response.header("Retry-After");
@@ -158,7 +149,7 @@ RestClient::RestClient(RestConfig config, RestClientOptions options, base::Clock
       limiter_(options_.qps, options_.burst, clock) {
   user_agent_ = options_.user_agent.empty() ? std::string("nodeagent/") + NODEAGENT_VERSION
                                             : options_.user_agent;
-  if (!options_.wait) options_.wait = defaultWait;
+  if (!options_.wait) options_.wait = waitOrStop;
 }
 
 RestClient::~RestClient() { shutdown(); }
@@ -238,13 +229,7 @@ base::Status RestClient::init() {
   const bool https = endpoint_.https;
 
   if (https) {
-    HttpTlsOptions tls;
-    tls.ca_pem = config_.ca_pem;
-    tls.insecure_skip_verify = config_.insecure_skip_tls_verify;
-    tls.server_name = config_.tls_server_name;
-    tls.client_cert_pem = config_.client_cert_pem;
-    tls.client_key_pem = config_.client_key_pem;
-    ASSIGN_OR_RETURN(tls_, HttpTlsContext::create(tls, where));
+    ASSIGN_OR_RETURN(tls_, HttpTlsContext::create(tlsOptions(), where));
   } else if (!config_.client_cert_pem.empty()) {
     return base::invalidArgumentError(where + ": a client certificate needs an https:// server");
   }
@@ -256,13 +241,52 @@ base::Status RestClient::init() {
   return base::okStatus();
 }
 
+HttpTlsOptions RestClient::tlsOptions() const {
+  HttpTlsOptions tls;
+  tls.ca_pem = config_.ca_pem;
+  tls.insecure_skip_verify = config_.insecure_skip_tls_verify;
+  tls.server_name = config_.tls_server_name;
+  tls.client_cert_pem = config_.client_cert_pem;
+  tls.client_key_pem = config_.client_key_pem;
+  return tls;
+}
+
+base::Status RestClient::setClientCertificate(const std::string& cert_pem,
+                                              const std::string& key_pem) {
+  const std::string where = config_.origin.empty() ? "rest config" : config_.origin;
+  if (!endpoint_.https) {
+    return base::invalidArgumentError(where + ": a client certificate needs an https:// server");
+  }
+  HttpTlsOptions options = tlsOptions();
+  options.client_cert_pem = cert_pem;
+  options.client_key_pem = key_pem;
+  ASSIGN_OR_RETURN(std::shared_ptr<HttpTlsContext> tls, HttpTlsContext::create(options, where));
+  std::vector<std::unique_ptr<HttpConnection>> doomed;
+  std::lock_guard lock(mu_);
+  tls_ = std::move(tls);
+  doomed.swap(idle_);
+  for (HttpConnection* c : in_use_) {
+    if (std::find(watches_.begin(), watches_.end(), c) != watches_.end()) {
+      c->close("the client certificate was rotated");
+    } else {
+      retired_.push_back(c);
+    }
+  }
+  return base::okStatus();
+}
+
 std::unique_ptr<HttpConnection> RestClient::newConnection() {
+  std::shared_ptr<HttpTlsContext> tls;
+  {
+    std::lock_guard lock(mu_);
+    tls = tls_;
+  }
   HttpClientOptions o;
   o.connect_timeout = options_.connect_timeout;
   o.write_timeout = options_.request_timeout;
   o.head_timeout = options_.request_timeout;
   o.read_timeout = options_.request_timeout;
-  return std::make_unique<HttpConnection>(endpoint_, tls_, o);
+  return std::make_unique<HttpConnection>(endpoint_, std::move(tls), o);
 }
 
 std::unique_ptr<HttpConnection> RestClient::acquire() {
@@ -286,7 +310,8 @@ void RestClient::release(std::unique_ptr<HttpConnection> c) {
   const bool reusable = c->reusable();
   std::lock_guard lock(mu_);
   std::erase(in_use_, c.get());
-  if (reusable && !shut_down_ && idle_.size() < options_.max_idle_connections) {
+  const bool retired = std::erase(retired_, c.get()) > 0;
+  if (reusable && !retired && !shut_down_ && idle_.size() < options_.max_idle_connections) {
     idle_.push_back(std::move(c));
   }
 }
@@ -554,6 +579,7 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
     std::lock_guard lock(mu_);
     if (shut_down_) return base::cancelledError(what + ": client shut down");
     in_use_.push_back(raw);
+    watches_.push_back(raw);
   }
   struct Unregister {
     RestClient* self;
@@ -561,6 +587,7 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
     ~Unregister() {
       std::lock_guard lock(self->mu_);
       std::erase(self->in_use_, raw);
+      std::erase(self->watches_, raw);
     }
   } unregister{this, raw};
   std::stop_callback on_stop(stop, [raw] { raw->cancel(); });

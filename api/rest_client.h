@@ -104,6 +104,10 @@ std::optional<std::string> urlDecode(std::string_view s);
 // (a name without '=' has value ""); InvalidArgument quoting the pair whose escape is malformed.
 base::StatusOr<Query> parseQuery(std::string_view query);
 
+// Waits `d` unless `stop` fires first (false then): RestClientOptions' default wait, for other
+// blocking loops that retry. Any non-io thread.
+bool waitOrStop(base::Duration d, std::stop_token stop);
+
 class RestClient {
  public:
   // Validates the config (URL, PEM blocks) up front; errors name the kubeconfig field.
@@ -156,6 +160,13 @@ class RestClient {
   // Aborts calls in flight and makes later calls fail with Cancelled. Any thread.
   void shutdown();
 
+  // Swaps the client certificate (rotation): connections opened from now on offer the new one;
+  // idle connections are dropped, calls in flight finish on their connection (which is then
+  // dropped), and open watches are closed so that their owners re-open them with the new
+  // certificate (they end as after a dropped connection, Unavailable). InvalidArgument when the
+  // pair does not parse or the server is not https. Any thread.
+  base::Status setClientCertificate(const std::string& cert_pem, const std::string& key_pem);
+
   const RestConfig& config() const { return config_; }
   RateLimiter& rateLimiter() { return limiter_; }
   const std::string& userAgent() const { return user_agent_; }
@@ -164,6 +175,7 @@ class RestClient {
   RestClient(RestConfig config, RestClientOptions options, base::Clock& clock);
   base::Status init();
 
+  HttpTlsOptions tlsOptions() const;
   std::unique_ptr<HttpConnection> newConnection();
   std::unique_ptr<HttpConnection> acquire();
   void release(std::unique_ptr<HttpConnection> conn);
@@ -180,12 +192,15 @@ class RestClient {
   // Parsed from config_.server.
   HttpEndpoint endpoint_;
   std::string path_prefix_;
-  std::shared_ptr<HttpTlsContext> tls_;
 
   std::mutex mu_;
+  std::shared_ptr<HttpTlsContext> tls_;  // replaced by setClientCertificate()
   bool shut_down_ = false;
   std::vector<std::unique_ptr<HttpConnection>> idle_;
   std::vector<HttpConnection*> in_use_;
+  std::vector<HttpConnection*> watches_;  // the subset of in_use_ that are watches
+  // Connections in use when the certificate changed: dropped when they come back.
+  std::vector<HttpConnection*> retired_;
   std::stop_source shutdown_source_;
 };
 
