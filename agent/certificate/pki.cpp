@@ -283,6 +283,17 @@ std::string nameEntry(const X509_NAME_ENTRY* entry) {
                      static_cast<size_t>(ASN1_STRING_length(data)));
 }
 
+// The CN and O entries of a subject.
+void readSubject(const X509_NAME* subject, std::string& common_name,
+                 std::vector<std::string>& organizations) {
+  for (int i = 0; i < X509_NAME_entry_count(subject); ++i) {
+    const X509_NAME_ENTRY* entry = X509_NAME_get_entry(subject, i);
+    const int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry));
+    if (nid == NID_commonName) common_name = nameEntry(entry);
+    if (nid == NID_organizationName) organizations.push_back(nameEntry(entry));
+  }
+}
+
 void readAltNames(X509_REQ* req, SigningRequest& out) {
   ExtStackPtr exts(X509_REQ_get_extensions(req));
   if (!exts) return;
@@ -300,8 +311,8 @@ void readAltNames(X509_REQ* req, SigningRequest& out) {
       const int len = ASN1_STRING_length(ip);
       char text[INET6_ADDRSTRLEN] = {};
       if ((len == 4 || len == 16) &&
-          inet_ntop(len == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(ip), text,
-                    sizeof(text)) != nullptr) {
+          inet_ntop(len == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(ip), text, sizeof(text)) !=
+              nullptr) {
         out.ip_addresses.emplace_back(text);
       }
     } else {
@@ -327,9 +338,18 @@ base::StatusOr<ReqPtr> readRequest(const std::string& csr_pem) {
 
 }  // namespace
 
-base::StatusOr<KeyPair> generateSigningRequest(const CertificateRequest& request) {
-  auto key = generateKey();
-  if (!key.ok()) return key.status();
+base::StatusOr<std::string> generatePrivateKey() {
+  ASSIGN_OR_RETURN(PkeyPtr key, generateKey());
+  return keyPem(key.get());
+}
+
+base::StatusOr<std::string> makeSigningRequest(const std::string& key_pem,
+                                               const CertificateRequest& request) {
+  PkeyPtr key = parseKey(key_pem);
+  if (!key) {
+    ERR_clear_error();
+    return base::invalidArgumentError("the private key does not parse");
+  }
   ReqPtr req(X509_REQ_new());
   if (!req) return sslError("making a request");
   X509_NAME* name = X509_REQ_get_subject_name(req.get());
@@ -356,29 +376,50 @@ base::StatusOr<KeyPair> generateSigningRequest(const CertificateRequest& request
     ext.release();
     if (X509_REQ_add_extensions(req.get(), exts.get()) != 1) return sslError("adding extensions");
   }
-  if (X509_REQ_set_pubkey(req.get(), key->get()) != 1 ||
-      X509_REQ_sign(req.get(), key->get(), EVP_sha256()) <= 0) {
+  if (X509_REQ_set_pubkey(req.get(), key.get()) != 1 ||
+      X509_REQ_sign(req.get(), key.get(), EVP_sha256()) <= 0) {
     return sslError("signing the request");
   }
   BioPtr bio(BIO_new(BIO_s_mem()));
   if (!bio || PEM_write_bio_X509_REQ(bio.get(), req.get()) != 1) {
     return sslError("writing the request");
   }
-  auto key_pem = keyPem(key->get());
-  if (!key_pem.ok()) return key_pem.status();
-  return KeyPair{bioText(bio.get()), std::move(*key_pem)};
+  return bioText(bio.get());
+}
+
+base::StatusOr<KeyPair> generateSigningRequest(const CertificateRequest& request) {
+  ASSIGN_OR_RETURN(std::string key_pem, generatePrivateKey());
+  ASSIGN_OR_RETURN(std::string csr_pem, makeSigningRequest(key_pem, request));
+  return KeyPair{std::move(csr_pem), std::move(key_pem)};
+}
+
+bool signingRequestMatchesKey(const std::string& csr_pem, const std::string& key_pem) {
+  auto req = readRequest(csr_pem);
+  PkeyPtr key = parseKey(key_pem);
+  const bool same =
+      req.ok() && key && EVP_PKEY_eq(X509_REQ_get0_pubkey(req->get()), key.get()) == 1;
+  ERR_clear_error();
+  return same;
+}
+
+base::StatusOr<std::string> publicKeyDer(const std::string& key_pem) {
+  PkeyPtr key = parseKey(key_pem);
+  if (!key) {
+    ERR_clear_error();
+    return base::invalidArgumentError("the private key does not parse");
+  }
+  unsigned char* der = nullptr;
+  const int n = i2d_PUBKEY(key.get(), &der);
+  if (n <= 0) return sslError("encoding a public key");
+  std::string out(reinterpret_cast<const char*>(der), static_cast<size_t>(n));
+  OPENSSL_free(der);
+  return out;
 }
 
 base::StatusOr<SigningRequest> parseSigningRequest(const std::string& csr_pem) {
   ASSIGN_OR_RETURN(ReqPtr req, readRequest(csr_pem));
   SigningRequest out;
-  const X509_NAME* subject = X509_REQ_get_subject_name(req.get());
-  for (int i = 0; i < X509_NAME_entry_count(subject); ++i) {
-    const X509_NAME_ENTRY* entry = X509_NAME_get_entry(subject, i);
-    const int nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry));
-    if (nid == NID_commonName) out.common_name = nameEntry(entry);
-    if (nid == NID_organizationName) out.organizations.push_back(nameEntry(entry));
-  }
+  readSubject(X509_REQ_get_subject_name(req.get()), out.common_name, out.organizations);
   readAltNames(req.get(), out);
   return out;
 }
@@ -431,10 +472,8 @@ base::StatusOr<KeyPair> generateSelfSignedServing(const std::string& host,
   return serving;
 }
 
-namespace {
-
 base::Status writeFileAtomically(const std::filesystem::path& file, const std::string& data,
-                                 mode_t mode) {
+                                 unsigned mode) {
   auto fail = [&](std::string_view what) {
     return base::internalError(std::string(what) + " " + file.string() + ": " +
                                std::strerror(errno));
@@ -442,7 +481,7 @@ base::Status writeFileAtomically(const std::filesystem::path& file, const std::s
   std::string tmp = file.string() + ".tmp-XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return fail("creating a temporary file for");
-  bool ok = ::fchmod(fd, mode) == 0;
+  bool ok = ::fchmod(fd, static_cast<mode_t>(mode)) == 0;
   for (size_t off = 0; ok && off < data.size();) {
     ssize_t n = ::write(fd, data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
@@ -478,6 +517,8 @@ base::Status ensureDirectory(const std::filesystem::path& dir) {
   return base::okStatus();
 }
 
+namespace {
+
 base::StatusOr<std::string> readFile(const std::filesystem::path& file, std::string_view what) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec))
@@ -508,7 +549,37 @@ base::Status checkValidity(const std::string& cert_file, X509* cert) {
   return base::okStatus();
 }
 
+base::SystemTime asn1SystemTime(const ASN1_TIME* t) {
+  std::tm tm{};
+  if (ASN1_TIME_to_tm(t, &tm) != 1) return base::SystemTime{};
+  return std::chrono::system_clock::from_time_t(::timegm(&tm));
+}
+
 }  // namespace
+
+base::StatusOr<CertificateInfo> inspectCertificate(const std::string& cert_pem) {
+  X509Ptr cert = parseCert(cert_pem);
+  if (!cert) {
+    ERR_clear_error();
+    return base::invalidArgumentError("no PEM certificate");
+  }
+  CertificateInfo info;
+  readSubject(X509_get_subject_name(cert.get()), info.common_name, info.organizations);
+  info.not_before = asn1SystemTime(X509_get0_notBefore(cert.get()));
+  info.not_after = asn1SystemTime(X509_get0_notAfter(cert.get()));
+  return info;
+}
+
+base::Status checkKeyMatches(const std::string& cert_pem, const std::string& key_pem) {
+  X509Ptr cert = parseCert(cert_pem);
+  PkeyPtr key = parseKey(key_pem);
+  const bool ok = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();
+  if (!cert) return base::invalidArgumentError("no PEM certificate");
+  if (!key) return base::invalidArgumentError("no PEM private key");
+  if (!ok) return base::invalidArgumentError("the key does not match the certificate");
+  return base::okStatus();
+}
 
 base::Status writeKeyPair(const KeyPair& pair, const std::filesystem::path& cert_file,
                           const std::filesystem::path& key_file) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 
 namespace nodeagent::certificate {
@@ -54,6 +55,15 @@ struct SigningRequest {
 // A new ECDSA P-256 key and a PEM "CERTIFICATE REQUEST" for `request`'s CN, O and names (the
 // pair's cert_pem holds the request).
 base::StatusOr<KeyPair> generateSigningRequest(const CertificateRequest& request);
+// A new ECDSA P-256 private key, PEM (PKCS#8).
+base::StatusOr<std::string> generatePrivateKey();
+// A PEM "CERTIFICATE REQUEST" for `request`'s CN, O and names, signed by `key_pem`.
+base::StatusOr<std::string> makeSigningRequest(const std::string& key_pem,
+                                               const CertificateRequest& request);
+// Whether the PEM request's public key is `key_pem`'s (a request made with that key).
+bool signingRequestMatchesKey(const std::string& csr_pem, const std::string& key_pem);
+// The DER SubjectPublicKeyInfo of a PEM private key.
+base::StatusOr<std::string> publicKeyDer(const std::string& key_pem);
 // Parses a PEM request and checks its self-signature; InvalidArgument saying why otherwise.
 base::StatusOr<SigningRequest> parseSigningRequest(const std::string& csr_pem);
 // A certificate for the request's subject and public key signed by `ca`: CN, O and names from
@@ -68,6 +78,24 @@ base::StatusOr<std::string> signSigningRequest(const KeyPair& ca, const std::str
 base::StatusOr<KeyPair> generateSelfSignedServing(const std::string& host,
                                                   const std::vector<std::string>& ip_addresses,
                                                   const std::vector<std::string>& dns_names);
+
+// What the agent reads of a certificate: the first of a PEM text.
+struct CertificateInfo {
+  std::string common_name;
+  std::vector<std::string> organizations;
+  base::SystemTime not_before;
+  base::SystemTime not_after;
+};
+base::StatusOr<CertificateInfo> inspectCertificate(const std::string& cert_pem);
+// Checks that the PEM key parses and belongs to the PEM certificate (its first).
+base::Status checkKeyMatches(const std::string& cert_pem, const std::string& key_pem);
+
+// Writes `data` to `file` through a temporary file, fsync and rename (the directory synced too),
+// with `mode`.
+base::Status writeFileAtomically(const std::filesystem::path& file, const std::string& data,
+                                 unsigned mode);
+// Makes `dir` (mode 0700) when missing.
+base::Status ensureDirectory(const std::filesystem::path& dir);
 
 // Writes the pair (key mode 0600, certificate 0644), each file atomically (write + rename), the
 // directory made when missing (0700).
