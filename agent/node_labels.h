@@ -1,0 +1,28 @@
+// kubelet's --node-labels rules (cmd/kubelet/app/options ValidateKubeletFlags with
+// k8s.io/kubelet's IsKubeletLabel): a node may set labels of the kubernetes.io and k8s.io
+// namespaces only from a fixed list or under the kubelet.kubernetes.io and node.kubernetes.io
+// (sub)domains, because NodeRestriction admission would refuse the others (node-role.kubernetes.io,
+// *.node-restriction.kubernetes.io, ...). Pure functions: any thread.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace nodeagent::agent {
+
+// kubelet's KubeletLabels(): the kubernetes.io labels a node may set itself, sorted.
+const std::vector<std::string>& kubeletLabels();
+// kubelet's KubeletLabelNamespaces(): the domains (and their subdomains) a node may label in.
+const std::vector<std::string>& kubeletLabelNamespaces();
+// Whether a node may set `key` itself (IsKubeletLabel).
+bool isKubeletLabel(const std::string& key);
+
+// Checks --node-labels as kubelet does before starting: InvalidArgument worded as kubelet's
+// "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [...]" (with the
+// allowed prefixes and set) or "invalid node labels: ..." for malformed keys and values.
+base::Status validateNodeLabels(const std::map<std::string, std::string>& labels);
+
+}  // namespace nodeagent::agent
