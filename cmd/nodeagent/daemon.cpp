@@ -1,4 +1,5 @@
 #include "cmd/nodeagent/daemon.h"
+#include "cmd/nodeagent/client_certificate.h"
 #include "cmd/nodeagent/kubelet_api.h"
 #include "cmd/nodeagent/local_sources.h"
 
@@ -177,6 +178,13 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       started_(clock_.now()),
       clients_(std::move(clients)),
       work_(asio::make_work_guard(ioc_)),
+      cert_pool_(config.flags.rotate_certificates && clients_.rest
+                     ? std::make_unique<asio::thread_pool>(1)
+                     : nullptr),
+      client_certificate_(cert_pool_ ? makeClientCertificateManager(
+                                           config, ioc_.get_executor(), cert_pool_->get_executor(),
+                                           clock_, random_, clients_)
+                                     : nullptr),
       runtime_pool_(config.flags.runtime == "cri"
                         ? std::make_unique<asio::thread_pool>(kRuntimePoolThreads)
                         : nullptr),
@@ -496,6 +504,7 @@ base::Status Daemon::buildServers() {
     ro.extra_metrics = [this] {
       std::ostringstream runtime_metrics;
       instrumented_.writeMetrics(runtime_metrics);
+      if (client_certificate_) client_certificate_->writeMetrics(runtime_metrics);
       return runtime_metrics.str() + manifestErrorsMetrics(manifest_errors_) +
              cgroups_.metricsText();
     };
@@ -580,6 +589,7 @@ void Daemon::start() {
 
 void Daemon::stop() {
   sdNotify("STOPPING=1");
+  if (client_certificate_) client_certificate_->stop();
   for (auto& s : sources_) s->stop();
   if (status_syncer_) status_syncer_->stop();
   if (node_status_) node_status_->stop();
@@ -636,6 +646,7 @@ void Daemon::joinAndRelease() {
   if (clients_.webhooks) clients_.webhooks->shutdown();
   api_pool_.join();
   webhook_pool_.join();
+  if (cert_pool_) cert_pool_->join();
   blocking_.join();
   if (runtime_pool_) runtime_pool_->join();
 }

@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/api_mirror_client.h"
 #include "agent/api_state_loss.h"
+#include "agent/certificate/certificate_manager.h"
 #include "agent/event_recorder.h"
 #include "agent/eviction/eviction_manager.h"
 #include "agent/eviction/signal_source.h"
@@ -115,6 +116,10 @@ class Daemon {
   asio::thread_pool blocking_{2};
   asio::thread_pool api_pool_{kApiPoolThreads};
   asio::thread_pool webhook_pool_{2};  // the kubelet API's reviews
+  // --rotate-certificates: the client certificate manager's requests (a thread of their own: the
+  // wait for approval may be long) and the manager, whose rotations all of clients_ follow.
+  std::unique_ptr<asio::thread_pool> cert_pool_;
+  std::shared_ptr<certificate::ClientCertificateManager> client_certificate_;
   // The CRI runtime's blocking gRPC calls (with --runtime=cri; else null): a StopContainer holds
   // its thread for the grace period, so they stay off the file pool, and as many pods as there
   // are threads stop at once.

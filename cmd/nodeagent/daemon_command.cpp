@@ -10,6 +10,7 @@
 
 #include "agent/cm/cgroup_manager.h"
 #include "base/log.h"
+#include "cmd/nodeagent/client_certificate.h"
 #include "cmd/nodeagent/daemon.h"
 #include "cmd/nodeagent/daemon_config.h"
 #include "cmd/nodeagent/daemon_support.h"
@@ -79,20 +80,26 @@ int runDaemon(int argc, char** argv) {
   tuneMalloc();
   auto loaded = loadDaemonConfig(argc, argv);
   if (!loaded.config) return loaded.exit_code;
-  const DaemonConfig& config = *loaded.config;
+  DaemonConfig& config = *loaded.config;
   for (const auto& key : config.ignored_config_keys) {
     log()->warn("Ignoring a KubeletConfiguration field nodeagent does not implement file={} key={}",
                 config.flags.config, key);
-  }
-  auto clients = makeApiClients(config, base::realClock());
-  if (!clients.ok()) {
-    std::fprintf(stderr, "nodeagent: %s\n", clients.status().message().c_str());
-    return 2;
   }
   auto locks = lockRootDir(config.flags);
   if (!locks.ok()) {
     log()->error("Cannot start: {}", locks.status().message());
     return 1;
+  }
+  // The TLS bootstrap may wait for an operator to approve the request: under the lock (it writes
+  // --cert-dir and --kubeconfig), before any client exists.
+  if (auto st = prepareClientCertificate(config, base::realClock()); !st.ok()) {
+    log()->error("Cannot start: {}", st.message());
+    return 1;
+  }
+  auto clients = makeApiClients(config, base::realClock());
+  if (!clients.ok()) {
+    std::fprintf(stderr, "nodeagent: %s\n", clients.status().message().c_str());
+    return 2;
   }
   runtime::cri::MakeCriRuntimeFn make_cri = nullptr;
   if (config.flags.runtime == "cri") {

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "agent/cm/cgroup_manager.h"
+#include "agent/node_labels.h"
 #include "agent/node_status.h"
 #include "agent/runtime/cri/cri_endpoint.h"
 #include "api/quantity.h"
@@ -30,7 +31,9 @@ void registerServingFlags(FlagSet& fs, DaemonFlags& f) {
                "kubelet API certificate, PEM (default: self-signed under --cert-dir)");
   fs.addString("tls-private-key-file", &f.tls_private_key_file, "kubelet API private key, PEM");
   fs.addString("cert-dir", &f.cert_dir,
-               "where the self-signed kubelet API certificate is kept (default <root-dir>/pki)");
+               "where the self-signed kubelet API certificate and the client certificates of "
+               "--bootstrap-kubeconfig and --rotate-certificates are kept (default "
+               "<root-dir>/pki)");
   fs.addString("client-ca-file", &f.client_ca_file,
                "CA bundle that kubelet API client certificates are verified against");
   fs.addBool("anonymous-auth", &f.anonymous_auth,
@@ -49,6 +52,19 @@ void registerServingFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addDuration("authorization-webhook-cache-unauthorized-ttl",
                  &f.authorization_webhook_cache_unauthorized_ttl,
                  "how long denying SubjectAccessReview answers are cached");
+}
+
+// How the agent reaches and authenticates to the apiserver.
+void registerApiserverFlags(FlagSet& fs, DaemonFlags& f) {
+  fs.addString("kubeconfig", &f.kubeconfig,
+               "kubeconfig of the apiserver (enables the api source); with "
+               "--bootstrap-kubeconfig, written by the TLS bootstrap when missing or expired");
+  fs.addString("bootstrap-kubeconfig", &f.bootstrap_kubeconfig,
+               "kubeconfig with a bootstrap token: asks the apiserver for the node's client "
+               "certificate (a CertificateSigningRequest) and writes --kubeconfig");
+  fs.addBool("rotate-certificates", &f.rotate_certificates,
+             "request a new client certificate from the apiserver when 70-90% of the current "
+             "one's lifetime has passed");
 }
 
 // The container runtime's flags.
@@ -79,7 +95,7 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("manifest-url", &f.manifest_url, "URL serving static pod manifests");
   fs.addStringList("manifest-url-header", &f.manifest_url_header,
                    "HTTP header for --manifest-url, Key:Value (repeatable)");
-  fs.addString("kubeconfig", &f.kubeconfig, "kubeconfig of the apiserver (enables the api source)");
+  registerApiserverFlags(fs, f);
   fs.addString("hostname-override", &f.hostname_override, "node name (default: the host name)");
   fs.addString("node-ip", &f.node_ip, "the node's IP (default: the first non-loopback IPv4)");
   fs.addString("root-dir", &f.root_dir, "state directory");
@@ -195,6 +211,19 @@ std::optional<UsageError> checkServingFlags(const DaemonFlags& f) {
   return std::nullopt;
 }
 
+// --bootstrap-kubeconfig and --rotate-certificates.
+std::optional<UsageError> checkClientCertificateFlags(const DaemonFlags& f) {
+  if (!f.bootstrap_kubeconfig.empty() && f.kubeconfig.empty()) {
+    return UsageError{
+        "--bootstrap-kubeconfig needs --kubeconfig: the path the bootstrapped kubeconfig is "
+        "written to"};
+  }
+  if (f.rotate_certificates && f.kubeconfig.empty()) {
+    return UsageError{"--rotate-certificates needs --kubeconfig"};
+  }
+  return std::nullopt;
+}
+
 // "a, b,c" -> {"a", "b", "c"} (empty entries dropped).
 std::vector<std::string> splitCommaList(const std::string& text) {
   std::vector<std::string> out;
@@ -264,6 +293,7 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   }
   if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
   if (auto bad = checkServingFlags(f)) return bad;
+  if (auto bad = checkClientCertificateFlags(f)) return bad;
   if (f.eviction_max_pod_grace_period < 0) {
     return UsageError{"--eviction-max-pod-grace-period must not be negative: " +
                       std::to_string(f.eviction_max_pod_grace_period)};
@@ -352,10 +382,18 @@ std::optional<UsageError> derive(DaemonConfig& c) {
     if (!headers.ok()) return UsageError{headers.status().message()};
     c.manifest_url_headers = std::move(*headers);
   }
-  if (!f.kubeconfig.empty()) {
-    auto labels = agent::parseNodeLabels(f.node_labels);
-    if (!labels.ok()) return UsageError{labels.status().message()};
-    c.node_labels = std::move(*labels);
+  auto labels = agent::parseNodeLabels(f.node_labels);
+  if (!labels.ok()) return UsageError{labels.status().message()};
+  if (auto st = agent::validateNodeLabels(*labels); !st.ok()) {
+    return UsageError{"failed to validate kubelet flags: " + st.message()};
+  }
+  c.node_labels = std::move(*labels);
+  if (!f.bootstrap_kubeconfig.empty()) {
+    // Checked now so that a typo fails at once; --kubeconfig is read after the bootstrap.
+    if (auto rc = api::loadKubeconfig(f.bootstrap_kubeconfig); !rc.ok()) {
+      return UsageError{"--bootstrap-kubeconfig: " + rc.status().message()};
+    }
+  } else if (!f.kubeconfig.empty()) {
     auto rc = api::loadKubeconfig(f.kubeconfig);
     if (!rc.ok()) return UsageError{"--kubeconfig: " + rc.status().message()};
     c.kubeconfig = std::move(*rc);
@@ -370,6 +408,11 @@ LoadedConfig usageError(const std::string& message, const FlagSet& fs) {
 }
 
 }  // namespace
+
+std::filesystem::path certDirectory(const DaemonFlags& flags) {
+  return flags.cert_dir.empty() ? std::filesystem::path(flags.root_dir) / "pki"
+                                : std::filesystem::path(flags.cert_dir);
+}
 
 LoadedConfig loadDaemonConfig(int argc, char** argv) {
   DaemonConfig c;

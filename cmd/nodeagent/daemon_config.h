@@ -25,6 +25,11 @@ struct DaemonFlags {
   std::string manifest_url;
   std::vector<std::string> manifest_url_header;
   std::string kubeconfig;
+  // TLS bootstrap: the bootstrap token's kubeconfig, used when --kubeconfig is missing or its
+  // client certificate has expired (agent/certificate/bootstrap.h).
+  std::string bootstrap_kubeconfig;
+  // Client certificate rotation (agent/certificate/certificate_manager.h); kubelet's default.
+  bool rotate_certificates = false;
   std::string hostname_override;
   std::string node_ip;
   std::string root_dir = "/var/lib/nodeagent";
@@ -115,8 +120,13 @@ struct DaemonConfig {
   std::map<std::string, std::string> node_labels;
   std::vector<std::string> cluster_dns;  // --cluster-dns, split
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;
-  std::optional<api::RestConfig> kubeconfig;  // with --kubeconfig
+  // With --kubeconfig; with --bootstrap-kubeconfig only once the bootstrap wrote it.
+  std::optional<api::RestConfig> kubeconfig;
 };
+
+// --cert-dir, or <root-dir>/pki: the kubelet API's self-signed certificate and the client
+// certificates of the TLS bootstrap and rotation.
+std::filesystem::path certDirectory(const DaemonFlags& flags);
 
 // What loading the configuration ends with: a configuration, or an exit code (0 after --help,
 // 2 for a usage error, 1 for a failure) with its message already printed.

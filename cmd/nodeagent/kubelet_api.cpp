@@ -57,8 +57,7 @@ base::StatusOr<agent::KubeletServerOptions> kubeletServerOptions(const DaemonCon
   o.http.port = static_cast<int>(f.port);
   agent::HttpTlsServerOptions tls{f.tls_cert_file, f.tls_private_key_file, f.client_ca_file};
   if (tls.cert_file.empty()) {
-    const std::filesystem::path dir = f.cert_dir.empty() ? std::filesystem::path(f.root_dir) / "pki"
-                                                         : std::filesystem::path(f.cert_dir);
+    const std::filesystem::path dir = certDirectory(f);
     std::vector<std::string> ips{config.node_ip};
     if (config.node_ip != "127.0.0.1") ips.push_back("127.0.0.1");
     auto paths = certificate::ensureSelfSignedServing(dir, config.node_name, ips, {"localhost"});

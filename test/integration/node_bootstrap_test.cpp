@@ -1,0 +1,332 @@
+// The nodeagent binary joins build/test-apiserver the kubelet way: TLS bootstrap with a bootstrap
+// token (the CSR, its approval by the server's approver or by kubectl certificate approve, the
+// pem, its symlink and the kubeconfig written, a restart that skips the bootstrap), client
+// certificate rotation with connections moved to the new certificate, and --node-labels that a
+// node may not set refused at start.
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/certificate/pki.h"
+#include "api/kubeconfig.h"
+#include "base/clock.h"
+#include "test/integration/apiserver_test_util.h"
+
+using namespace nodeagent::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kToken[] = "abcdef.0123456789abcdef";
+
+// test-apiserver over TLS with bootstrap tokens and client certificates, an admin kubectl, and
+// one nodeagent (fake runtime) named n1.
+struct Cluster {
+  TempDir dir{"node-bootstrap"};
+  std::unique_ptr<SpawnedApiServer> server;
+  std::unique_ptr<Kubectl> kubectl;
+  std::unique_ptr<ChildProcess> agent;
+
+  explicit Cluster(std::vector<std::string> extra = {}) {
+    writeFile(dir / "tokens.csv", "admin-token,admin,1,\"system:masters\"\n");
+    std::vector<std::string> args = {
+        "--cert-dir=" + certs().string(), "--token-auth-file=" + (dir / "tokens.csv").string(),
+        "--client-ca-file=" + (certs() / "ca.crt").string(), "--enable-bootstrap-token-auth"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server = std::make_unique<SpawnedApiServer>(dir, args);
+    REQUIRE(server->ok());
+    kubectl = std::make_unique<Kubectl>(dir, *server);
+  }
+  ~Cluster() {
+    if (agent) {
+      agent->signal(SIGTERM);
+      agent->wait(10s);
+    }
+  }
+
+  fs::path certs() const { return dir / "certs"; }
+  fs::path pki() const { return dir / "pki"; }
+  fs::path kubeletConf() const { return dir / "kubelet.conf"; }
+
+  void createBootstrapToken() {
+    auto made =
+        kubectl->run({"create", "secret", "generic", "bootstrap-token-abcdef", "-n", "kube-system",
+                      "--type=bootstrap.kubernetes.io/token", "--from-literal=token-id=abcdef",
+                      "--from-literal=token-secret=0123456789abcdef",
+                      "--from-literal=usage-bootstrap-authentication=true"});
+    INFO(made.err);
+    REQUIRE(made.exit_code == 0);
+  }
+
+  // A kubeconfig for `user` (its YAML lines) at the server, trusting the cluster CA.
+  fs::path writeKubeconfig(const std::string& name, const std::string& user) {
+    writeFile(dir / name,
+              "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n"
+              "    server: " +
+                  server->url() + "\n    certificate-authority: " + (certs() / "ca.crt").string() +
+                  "\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nusers:\n- name: u\n"
+                  "  user:\n" +
+                  user);
+    return dir / name;
+  }
+
+  void startAgent(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {binaryPath("nodeagent").string(),
+                                     "--kubeconfig=" + kubeletConf().string(),
+                                     "--cert-dir=" + pki().string(),
+                                     "--hostname-override=n1",
+                                     "--node-ip=127.0.0.1",
+                                     "--root-dir=" + (dir / "root").string(),
+                                     "--runtime=fake",
+                                     "--read-only-port=0",
+                                     "--port=0",
+                                     "--healthz-port=0",
+                                     "--node-status-update-frequency=1s",
+                                     "--v=1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    agent = std::make_unique<ChildProcess>(argv, dir / "agent.out", dir / "agent.err");
+    REQUIRE(agent->started());
+  }
+  void stopAgent() {
+    agent->signal(SIGTERM);
+    REQUIRE(agent->wait(20s).has_value());
+  }
+
+  std::optional<json> getJson(std::vector<std::string> args) {
+    args.insert(args.end(), {"-o", "json"});
+    auto r = kubectl->run(args);
+    if (r.exit_code != 0) return std::nullopt;
+    return json::parse(r.out, nullptr, false);
+  }
+  bool nodeReady() {
+    auto node = getJson({"get", "node", "n1"});
+    if (!node || node->is_discarded()) return false;
+    for (const auto& c : (*node)["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+    }
+    return false;
+  }
+  json csrs() {
+    auto list = getJson({"get", "csr"});
+    REQUIRE(list.has_value());
+    return (*list)["items"];
+  }
+  std::string agentLog() const { return agent->err() + agent->out(); }
+
+  // A bootstrap token and its kubeconfig; the agent started with it.
+  void startBootstrapping() {
+    createBootstrapToken();
+    bootstrap = writeKubeconfig("bootstrap.conf", std::string("    token: ") + kToken + "\n");
+    startAgent({"--bootstrap-kubeconfig=" + bootstrap.string()});
+  }
+  // The name of the one request once it exists and `pred` holds.
+  std::string csrName(const std::function<bool(const std::string&)>& pred) {
+    std::string name;
+    const bool found = eventually(
+        [&] {
+          json items = csrs();
+          if (items.size() == 1) name = items[0]["metadata"]["name"].get<std::string>();
+          return !name.empty() && pred(name);
+        },
+        30s);
+    REQUIRE(found);
+    return name;
+  }
+
+  // eventually(), failing with the agent's and the server's logs.
+  void await(const std::function<bool()>& pred, std::chrono::milliseconds deadline,
+             const std::string& what) {
+    INFO(what);
+    if (eventually(pred, deadline)) return;
+    FAIL("timed out waiting for " << what << "\n--- agent:\n"
+                                  << agentLog() << "\n--- apiserver:\n"
+                                  << server->log());
+  }
+
+  fs::path bootstrap;
+};
+
+}  // namespace
+
+TEST_CASE("node bootstrap: an agent with only a bootstrap kubeconfig joins as system:node:n1",
+          "[integration][certificate]") {
+  Cluster cluster;
+  cluster.startBootstrapping();
+  cluster.await([&] { return cluster.nodeReady(); }, 60s, "the node to be Ready");
+
+  // One request, made with the bootstrap token, approved by the server's approver.
+  json csrs = cluster.csrs();
+  REQUIRE(csrs.size() == 1);
+  const json& csr = csrs[0];
+  CHECK(csr["metadata"]["name"].get<std::string>().starts_with("node-csr-"));
+  CHECK(csr["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet");
+  CHECK(csr["spec"]["username"] == "system:bootstrap:abcdef");
+  CHECK(csr["spec"]["usages"] == json{"digital signature", "client auth"});
+  CHECK(csr["status"]["conditions"][0]["type"] == "Approved");
+
+  // The files: the pem behind the symlink, no pending key, the kubeconfig pointing at the pem.
+  const fs::path current = cluster.pki() / "kubelet-client-current.pem";
+  REQUIRE(fs::is_symlink(current));
+  const std::string target = fs::read_symlink(current).string();
+  CHECK(target.starts_with("kubelet-client-"));
+  CHECK(target.ends_with(".pem"));
+  CHECK(fs::exists(cluster.pki() / target));
+  CHECK(!fs::exists(cluster.pki() / "kubelet-client.key.tmp"));
+  const std::string conf = readFile(cluster.kubeletConf());
+  CHECK(conf.find("client-certificate: \"" + current.string() + "\"") != std::string::npos);
+  CHECK(conf.find("client-key: \"" + current.string() + "\"") != std::string::npos);
+  CHECK(conf.find(kToken) == std::string::npos);
+
+  // The certificate authenticates the node as system:node:n1 in system:nodes.
+  auto whoami = runCommand({"kubectl", "--kubeconfig=" + cluster.kubeletConf().string(),
+                            "--cache-dir=" + (cluster.dir / "cache2").string(), "auth", "whoami"},
+                           cluster.dir);
+  INFO(whoami.err);
+  CHECK(whoami.out.find("Username    system:node:n1\n") != std::string::npos);
+  CHECK(whoami.out.find("system:nodes") != std::string::npos);
+
+  // A restart with a valid certificate skips the bootstrap: no new request.
+  cluster.stopAgent();
+  cluster.startAgent({"--bootstrap-kubeconfig=" + cluster.bootstrap.string()});
+  cluster.await(
+      [&] {
+        return cluster.agentLog().find("Kubeconfig exists and is valid, skipping bootstrap") !=
+               std::string::npos;
+      },
+      20s, "the condition above");
+  cluster.await([&] { return cluster.nodeReady(); }, 30s, "the node to be Ready");
+  CHECK(cluster.csrs().size() == 1);
+  CHECK(fs::read_symlink(current).string() == target);
+}
+
+TEST_CASE(
+    "node bootstrap: with auto-approval off the agent waits and says why until an "
+    "operator approves its request",
+    "[integration][certificate]") {
+  Cluster cluster({"--csr-auto-approve=false"});
+  cluster.startBootstrapping();
+  const std::string name = cluster.csrName([&](const std::string& csr) {
+    return cluster.agentLog().find("Waiting for CSR " + csr + " to be approved") !=
+           std::string::npos;
+  });
+  // Pending: no certificate, no kubeconfig, no Node; the key is kept for a restart.
+  CHECK(fs::exists(cluster.pki() / "kubelet-client.key.tmp"));
+  CHECK(!fs::exists(cluster.kubeletConf()));
+  CHECK(cluster.agent->running());
+  CHECK(!cluster.getJson({"get", "node", "n1"}).has_value());
+
+  // A restart asks again with the same key: the same request is found and reused.
+  cluster.stopAgent();
+  cluster.startAgent({"--bootstrap-kubeconfig=" + cluster.bootstrap.string()});
+  cluster.await(
+      [&] {
+        return cluster.agentLog().find("exists already, reusing it csr=" + name) !=
+               std::string::npos;
+      },
+      20s, "the condition above");
+  CHECK(cluster.csrs().size() == 1);
+
+  auto approved = cluster.kubectl->run({"certificate", "approve", name});
+  INFO(approved.err);
+  REQUIRE(approved.exit_code == 0);
+  cluster.await([&] { return cluster.nodeReady(); }, 60s, "the node to be Ready");
+  CHECK(fs::is_symlink(cluster.pki() / "kubelet-client-current.pem"));
+  CHECK(cluster.agentLog().find("Certificate signing request is issued csr=" + name) !=
+        std::string::npos);
+}
+
+TEST_CASE("node bootstrap: a denied request stops the agent with the reason",
+          "[integration][certificate]") {
+  Cluster cluster({"--csr-auto-approve=false"});
+  cluster.startBootstrapping();
+  const std::string name = cluster.csrName([](const std::string&) { return true; });
+  REQUIRE(cluster.kubectl->run({"certificate", "deny", name}).exit_code == 0);
+  auto code = cluster.agent->wait(30s);
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK(cluster.agentLog().find("certificate signing request " + name + " is denied") !=
+        std::string::npos);
+}
+
+TEST_CASE(
+    "node bootstrap: with --rotate-certificates a certificate near its end is replaced "
+    "and the agent goes on with the new one",
+    "[integration][certificate]") {
+  Cluster cluster;
+  // A node certificate from the cluster CA that ends in 45 s: far past its rotation deadline.
+  nodeagent::certificate::KeyPair ca{readFile(cluster.certs() / "ca.crt"),
+                                     readFile(cluster.certs() / "ca.key")};
+  nodeagent::certificate::CertificateRequest request;
+  request.common_name = "system:node:n1";
+  request.organizations = {"system:nodes"};
+  request.client_auth = true;
+  request.backdate = 1h;
+  request.validity = 1h + 45s;
+  auto old = nodeagent::certificate::issueCertificate(ca, request);
+  REQUIRE(old.ok());
+  const auto old_expiry = nodeagent::certificate::inspectCertificate(old->cert_pem)->not_after;
+  cluster.writeKubeconfig(
+      "kubelet.conf",
+      "    client-certificate-data: " + nodeagent::api::encodeBase64(old->cert_pem) +
+          "\n    client-key-data: " + nodeagent::api::encodeBase64(old->key_pem) + "\n");
+  cluster.startAgent({"--rotate-certificates"});
+  const fs::path current = cluster.pki() / "kubelet-client-current.pem";
+  cluster.await(
+      [&] { return cluster.agentLog().find("Certificate rotation detected") != std::string::npos; },
+      60s, "the condition above");
+  REQUIRE(fs::is_symlink(current));
+  // The node asked for it with its own certificate.
+  json csrs = cluster.csrs();
+  REQUIRE(csrs.size() == 1);
+  CHECK(csrs[0]["spec"]["username"] == "system:node:n1");
+  CHECK(csrs[0]["metadata"]["name"].get<std::string>().starts_with("csr-"));
+  auto rotated = nodeagent::certificate::inspectCertificate(readFile(current));
+  REQUIRE(rotated.ok());
+  CHECK(rotated->not_after > old_expiry + 24h);
+  // Open watches were closed and re-opened with the new certificate.
+  cluster.await(
+      [&] {
+        return cluster.agentLog().find("the client certificate was rotated") != std::string::npos;
+      },
+      30s, "the condition above");
+
+  // Once the old certificate has expired, the node still renews its lease and stays Ready: the
+  // new connections use the new certificate.
+  REQUIRE(
+      eventually([&] { return nodeagent::base::realClock().wallNow() > old_expiry + 2s; }, 90s));
+  auto renew = [&] {
+    return cluster.kubectl
+        ->run({"get", "lease", "n1", "-n", "kube-node-lease", "-o", "jsonpath={.spec.renewTime}"})
+        .out;
+  };
+  const std::string after_expiry = renew();
+  cluster.await([&] { return renew() != after_expiry; }, 30s, "the condition above");
+  CHECK(cluster.nodeReady());
+  CHECK(cluster.agentLog().find("Rotated the client certificate") != std::string::npos);
+}
+
+TEST_CASE("node bootstrap: --node-labels a node may not set refuse to start",
+          "[integration][certificate]") {
+  TempDir dir("node-labels");
+  for (const char* label : {"node-role.kubernetes.io/worker=",
+                            "x.node-restriction.kubernetes.io/a=b", "k8s.io/foo=bar"}) {
+    auto run = runCommand(
+        {binaryPath("nodeagent").string(), "--allow-no-sources", "--hostname-override=n1",
+         "--root-dir=" + (dir / "root").string(), "--runtime=fake", "--read-only-port=0",
+         "--port=0", "--healthz-port=0", std::string("--node-labels=e2e=yes,") + label},
+        dir, 20s);
+    INFO(label << "\n" << run.err);
+    REQUIRE(run.exit_code.has_value());
+    CHECK(*run.exit_code == 2);
+    const std::string key = std::string(label).substr(0, std::string(label).find('='));
+    CHECK(run.err.find("failed to validate kubelet flags: unknown 'kubernetes.io' or 'k8s.io' "
+                       "labels specified with --node-labels: [" +
+                       key + "]") != std::string::npos);
+  }
+}
