@@ -63,6 +63,7 @@ std::unique_ptr<runtime::Runtime> makeRuntime(const DaemonConfig& c, asio::io_co
   ro.log_max_size = c.log_max_size;
   ro.log_max_files = static_cast<int>(c.flags.container_log_max_files);
   ro.cgroups = cgroups.cgroups();
+  ro.container_open_files = containerOpenFileLimit();
   return std::make_unique<runtime::ProcessRuntime>(ioc.get_executor(), clock, ro);
 }
 

@@ -81,6 +81,7 @@ int runDaemon(int argc, char** argv) {
   auto loaded = loadDaemonConfig(argc, argv);
   if (!loaded.config) return loaded.exit_code;
   DaemonConfig& config = *loaded.config;
+  raiseOpenFileLimit();
   for (const auto& key : config.ignored_config_keys) {
     log()->warn("Ignoring a KubeletConfiguration field nodeagent does not implement file={} key={}",
                 config.flags.config, key);

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -38,6 +39,29 @@ void tuneMalloc() {
   ::mallopt(M_ARENA_MAX, 1);
   ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
+
+namespace {
+std::optional<uint64_t> g_container_open_files;
+}  // namespace
+
+void raiseOpenFileLimit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  const rlim_t before = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    log()->warn("Cannot raise the open-file limit (RLIMIT_NOFILE) soft={} hard={} err={}", before,
+                lim.rlim_max, std::strerror(errno));
+    return;
+  }
+  g_container_open_files = before;
+  log()->info(
+      "Raised the open-file limit (RLIMIT_NOFILE) to the hard limit from={} to={} "
+      "containers={}",
+      before, lim.rlim_max, before);
+}
+
+std::optional<uint64_t> containerOpenFileLimit() { return g_container_open_files; }
 
 void sdNotify(const std::string& message) {
   const char* path = std::getenv("NOTIFY_SOCKET");

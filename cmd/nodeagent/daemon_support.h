@@ -3,8 +3,10 @@
 // (--exit-on-lock-contention). Each piece runs on the daemon's io_context.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,16 @@ namespace nodeagent::cmd {
 // kept its own high-water mark), large blocks always mmap'ed so they go back when freed (the
 // default threshold grows after the first large free and then keeps them on the heap).
 void tuneMalloc();
+
+// The open-file limit: the agent holds descriptors for every container (its shim's pidfd, log and
+// exec pipes) and connection, so its soft RLIMIT_NOFILE goes up to the hard limit at start, as
+// containerd and systemd raise their own; the change is logged. Containers keep the soft limit
+// the agent was started with (containerOpenFileLimit), as systemd gives its services: programs
+// that walk every descriptor up to the limit stay fast.
+void raiseOpenFileLimit();
+// The soft limit from before raiseOpenFileLimit() raised it; nullopt when it did not (already at
+// the hard limit, or not called).
+std::optional<uint64_t> containerOpenFileLimit();
 
 // systemd's sd_notify, written directly (no libsystemd); nothing without NOTIFY_SOCKET.
 void sdNotify(const std::string& message);

@@ -12,10 +12,13 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "test/e2e/daemon_fixture.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -36,6 +39,42 @@ TEST_CASE("daemon runs a new manifest's container and lists the pod Running", "[
   CHECK((*p)["metadata"]["namespace"] == "default");
   CHECK((*p)["spec"]["nodeName"] == kNode);
   CHECK((*p)["status"]["containerStatuses"][0]["restartCount"] == 0);
+}
+
+TEST_CASE("daemon raises its open-file limit and starts containers with the one it was given",
+          "[e2e][daemon]") {
+  rlimit own{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &own) == 0);
+  if (own.rlim_max != RLIM_INFINITY && own.rlim_max <= 1024) {
+    testing::skipTest("the hard open-file limit is too low to raise anything");
+  }
+  Daemon d;
+  {
+    // The agent inherits a soft limit of 512 (as from a unit's default); the test keeps its own.
+    rlimit low = own;
+    low.rlim_cur = 512;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    d.spawn();
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &own) == 0);
+  }
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.get("/healthz").has_value(); }, 15s);
+  const auto m = marker("nofile");
+  const fs::path out = d.dir() / "nofile.out";
+  d.writeManifest("nofile.yaml", shPod("nofile", m,
+                                       "ulimit -Sn > " + out.string() + ".tmp && mv " +
+                                           out.string() + ".tmp " + out.string() + "; sleep 1000"));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return fs::exists(out); }, 15s);
+  CHECK(readOr(out) == "512\n");
+  const std::string limits = readOr("/proc/" + std::to_string(d.pid()) + "/limits");
+  const std::string hard =
+      own.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(own.rlim_max);
+  INFO(limits);
+  CHECK(limits.find("Max open files            " + hard + " ") != std::string::npos);
+  CHECK(readOr(d.dir() / "agent.log")
+            .find("Raised the open-file limit (RLIMIT_NOFILE) to the hard limit from=512") !=
+        std::string::npos);
 }
 
 TEST_CASE("daemon leaves a container alone on an identical rewrite and replaces it on an edit",
