@@ -94,4 +94,43 @@ base::Status validateNodeLabels(const std::map<std::string, std::string>& labels
   return base::okStatus();
 }
 
+base::StatusOr<std::vector<api::Taint>> parseRegisterWithTaints(const std::string& text) {
+  std::vector<api::Taint> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string spec = text.substr(start, end - start);
+    start = end + 1;
+    if (spec.empty()) continue;
+    auto bad = [&](const std::string& why) {
+      return base::invalidArgumentError("--register-with-taints: invalid taint spec: " + spec +
+                                        ", " + why);
+    };
+    const size_t colon = spec.rfind(':');
+    if (colon == std::string::npos) return bad("no effect (key=value:Effect)");
+    api::Taint taint;
+    taint.effect = spec.substr(colon + 1);
+    const std::string key_value = spec.substr(0, colon);
+    const size_t eq = key_value.find('=');
+    taint.key = key_value.substr(0, eq);
+    if (eq != std::string::npos) taint.value = key_value.substr(eq + 1);
+    if (taint.effect != "NoSchedule" && taint.effect != "PreferNoSchedule" &&
+        taint.effect != "NoExecute") {
+      return bad("unsupported effect: \"" + taint.effect + "\"");
+    }
+    if (auto errs = config::validation::isQualifiedName(taint.key); !errs.empty()) {
+      return bad(join(errs, "; "));
+    }
+    if (auto errs = config::validation::isValidLabelValue(taint.value); !errs.empty()) {
+      return bad(join(errs, "; "));
+    }
+    for (const auto& t : out) {
+      if (t.key == taint.key && t.effect == taint.effect) return bad("duplicated taint");
+    }
+    out.push_back(std::move(taint));
+  }
+  return out;
+}
+
 }  // namespace nodeagent::agent

@@ -93,6 +93,23 @@ base::StatusOr<std::map<std::string, std::string>> parseNodeLabels(const std::st
   return out;
 }
 
+namespace {
+
+nlohmann::json nodeSpec(const NodeStatusOptions& o) {
+  nlohmann::json spec = nlohmann::json::object();
+  if (o.register_with_taints.empty()) return spec;
+  nlohmann::json taints = nlohmann::json::array();
+  for (const auto& t : o.register_with_taints) {
+    nlohmann::json tj = {{"key", t.key}, {"effect", t.effect}};
+    if (!t.value.empty()) tj["value"] = t.value;
+    taints.push_back(std::move(tj));
+  }
+  spec["taints"] = std::move(taints);
+  return spec;
+}
+
+}  // namespace
+
 nlohmann::json buildNode(const NodeStatusOptions& o) {
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [k, v] : o.labels) labels[k] = v;
@@ -107,7 +124,7 @@ nlohmann::json buildNode(const NodeStatusOptions& o) {
            {{"name", o.node_name},
             {"labels", labels},
             {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"}}}}},
-          {"spec", nlohmann::json::object()}};
+          {"spec", nodeSpec(o)}};
 }
 
 NodeStatusController::NodeStatusController(asio::any_io_executor executor, base::Clock& clock,

@@ -25,12 +25,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "agent/admission.h"
 #include "agent/eviction/eviction_manager.h"
 #include "api/async_rest_client.h"
+#include "api/objects.h"
 #include "base/asio.h"
 #include "base/clock.h"
 
@@ -63,6 +65,9 @@ struct NodeStatusOptions {
   std::string node_ip;
   // Extra labels (--node-labels); the well-known hostname/os/arch labels are added.
   std::map<std::string, std::string> labels;
+  // --register-with-taints: the Node's taints when the agent creates it (an existing Node keeps
+  // its own, as with kubelet).
+  std::vector<api::Taint> register_with_taints;
   NodeCapacity capacity;
   NodeAllocatable allocatable;
   NodeInfo info;
@@ -145,7 +150,7 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
   ConditionState disk_pressure_;
   ConditionState pid_pressure_;
   bool update_requested_ = false;  // an update to run once the step in flight is done
-  std::string last_sent_;  // the last status sent, without heartbeat times
+  std::string last_sent_;          // the last status sent, without heartbeat times
   std::optional<base::MonotonicTime> last_report_;
 };
 

@@ -245,6 +245,7 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
   no.node_name = config_.node_name;
   no.node_ip = config_.node_ip;
   no.labels = config_.node_labels;
+  no.register_with_taints = config_.register_with_taints;
   no.capacity = config_.capacity;
   no.allocatable = config_.allocatable;
   no.info = agent::readNodeInfo(runtime_->type() + "://" + NODEAGENT_VERSION);

@@ -54,7 +54,7 @@ void registerServingFlags(FlagSet& fs, DaemonFlags& f) {
                  "how long denying SubjectAccessReview answers are cached");
 }
 
-// How the agent reaches and authenticates to the apiserver.
+// How the agent reaches and authenticates to the apiserver, and what its Node is made with.
 void registerApiserverFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("kubeconfig", &f.kubeconfig,
                "kubeconfig of the apiserver (enables the api source); with "
@@ -65,6 +65,10 @@ void registerApiserverFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addBool("rotate-certificates", &f.rotate_certificates,
              "request a new client certificate from the apiserver when 70-90% of the current "
              "one's lifetime has passed");
+  fs.addString("node-labels", &f.node_labels,
+               "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
+  fs.addString("register-with-taints", &f.register_with_taints,
+               "taints the Node is created with, key=value:Effect,key:Effect (with --kubeconfig)");
 }
 
 // The container runtime's flags.
@@ -105,8 +109,6 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
                "address of the kubelet API (default 0.0.0.0) and, when given, of the read-only "
                "and healthz ports (default 127.0.0.1)");
   registerServingFlags(fs, f);
-  fs.addString("node-labels", &f.node_labels,
-               "labels of the Node object, k=v,k2=v2 (with --kubeconfig)");
   fs.addDuration("node-status-update-frequency", &f.node_status_update_frequency,
                  "how often the node status is computed and posted when changed");
   fs.addString("system-reserved", &f.system_reserved,
@@ -388,6 +390,9 @@ std::optional<UsageError> derive(DaemonConfig& c) {
     return UsageError{"failed to validate kubelet flags: " + st.message()};
   }
   c.node_labels = std::move(*labels);
+  auto taints = agent::parseRegisterWithTaints(f.register_with_taints);
+  if (!taints.ok()) return UsageError{taints.status().message()};
+  c.register_with_taints = std::move(*taints);
   if (!f.bootstrap_kubeconfig.empty()) {
     // Checked now so that a typo fails at once; --kubeconfig is read after the bootstrap.
     if (auto rc = api::loadKubeconfig(f.bootstrap_kubeconfig); !rc.ok()) {

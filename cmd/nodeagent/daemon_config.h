@@ -15,6 +15,7 @@
 #include "agent/cm/resources.h"
 #include "agent/eviction/thresholds.h"
 #include "api/kubeconfig.h"
+#include "api/objects.h"
 #include "base/clock.h"
 
 namespace nodeagent::cmd {
@@ -75,6 +76,7 @@ struct DaemonFlags {
   base::Duration eviction_pressure_transition_period = std::chrono::minutes(5);
   int64_t eviction_max_pod_grace_period = 0;
   std::string node_labels;
+  std::string register_with_taints;
   std::string container_log_max_size = "10Mi";
   int64_t container_log_max_files = 5;
   int64_t read_only_port = 10255;
@@ -118,7 +120,8 @@ struct DaemonConfig {
   // --eviction-hard and --eviction-soft, parsed.
   std::vector<eviction::Threshold> eviction_thresholds;
   std::map<std::string, std::string> node_labels;
-  std::vector<std::string> cluster_dns;  // --cluster-dns, split
+  std::vector<api::Taint> register_with_taints;  // parsed
+  std::vector<std::string> cluster_dns;          // --cluster-dns, split
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;
   // With --kubeconfig; with --bootstrap-kubeconfig only once the bootstrap wrote it.
   std::optional<api::RestConfig> kubeconfig;

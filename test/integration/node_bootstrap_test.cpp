@@ -120,10 +120,11 @@ struct Cluster {
   std::string agentLog() const { return agent->err() + agent->out(); }
 
   // A bootstrap token and its kubeconfig; the agent started with it.
-  void startBootstrapping() {
+  void startBootstrapping(std::vector<std::string> extra = {}) {
     createBootstrapToken();
     bootstrap = writeKubeconfig("bootstrap.conf", std::string("    token: ") + kToken + "\n");
-    startAgent({"--bootstrap-kubeconfig=" + bootstrap.string()});
+    extra.push_back("--bootstrap-kubeconfig=" + bootstrap.string());
+    startAgent(std::move(extra));
   }
   // The name of the one request once it exists and `pred` holds.
   std::string csrName(const std::function<bool(const std::string&)>& pred) {
@@ -157,8 +158,14 @@ struct Cluster {
 TEST_CASE("node bootstrap: an agent with only a bootstrap kubeconfig joins as system:node:n1",
           "[integration][certificate]") {
   Cluster cluster;
-  cluster.startBootstrapping();
+  cluster.startBootstrapping({"--node-labels=node.kubernetes.io/pool=a",
+                              "--register-with-taints=dedicated=infra:NoSchedule"});
   cluster.await([&] { return cluster.nodeReady(); }, 60s, "the node to be Ready");
+  auto node = cluster.getJson({"get", "node", "n1"});
+  REQUIRE(node.has_value());
+  CHECK((*node)["metadata"]["labels"]["node.kubernetes.io/pool"] == "a");
+  CHECK((*node)["spec"]["taints"] ==
+        json::parse(R"([{"key":"dedicated","value":"infra","effect":"NoSchedule"}])"));
 
   // One request, made with the bootstrap token, approved by the server's approver.
   json csrs = cluster.csrs();

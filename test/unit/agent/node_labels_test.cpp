@@ -2,6 +2,9 @@
 #include "agent/node_labels.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/node_status.h"
 
 namespace nodeagent::agent {
 
@@ -48,6 +51,35 @@ TEST_CASE("node labels: malformed keys and values are invalid node labels", "[un
   CHECK(st.message().starts_with("invalid node labels: 'bad key' - "));
   st = validateNodeLabels({{"k", "bad value!"}});
   CHECK(st.message().starts_with("invalid node labels: 'bad value!' - "));
+}
+
+TEST_CASE("node taints: --register-with-taints as kubelet parses it", "[unit][agent]") {
+  auto taints = parseRegisterWithTaints(
+      "dedicated=infra:NoSchedule,gpu:PreferNoSchedule,,"
+      "example.com/drain=now:NoExecute");
+  REQUIRE(taints.ok());
+  REQUIRE(taints->size() == 3);
+  CHECK((*taints)[0] == api::Taint{"dedicated", "infra", "NoSchedule", std::nullopt});
+  CHECK((*taints)[1] == api::Taint{"gpu", "", "PreferNoSchedule", std::nullopt});
+  CHECK((*taints)[2] == api::Taint{"example.com/drain", "now", "NoExecute", std::nullopt});
+  CHECK(parseRegisterWithTaints("")->empty());
+  for (const char* bad : {"dedicated=infra", "k=v:Sometimes", "bad key:NoSchedule",
+                          "k=bad value:NoSchedule", "k:NoSchedule,k=v:NoSchedule"}) {
+    INFO(bad);
+    auto st = parseRegisterWithTaints(bad).status();
+    CHECK(st.message().starts_with("--register-with-taints: invalid taint spec: "));
+  }
+}
+
+TEST_CASE("node taints: the Node is created with them", "[unit][agent]") {
+  NodeStatusOptions o;
+  o.node_name = "n1";
+  CHECK(buildNode(o)["spec"] == nlohmann::json::object());
+  o.register_with_taints = {{"dedicated", "infra", "NoSchedule", std::nullopt},
+                            {"gpu", "", "NoExecute", std::nullopt}};
+  CHECK(buildNode(o)["spec"]["taints"] ==
+        nlohmann::json::parse(R"([{"key":"dedicated","value":"infra","effect":"NoSchedule"},
+                                  {"key":"gpu","effect":"NoExecute"}])"));
 }
 
 }  // namespace nodeagent::agent
