@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/certificate/pki.h"
 #include "api/api_errors.h"
 #include "api/kubeconfig.h"
 #include "api/rest_client.h"
@@ -404,6 +405,28 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
       REQUIRE(who.ok());
       CHECK((*who)["subject"].get<std::string>().find("CN=system:node:n1") != std::string::npos);
       CHECK(saw_client_cert);
+    }
+    SECTION("a swapped client certificate is offered on the next connection") {
+      auto cfg =
+          kubeconfig("    certificate-authority: pki/ca.crt\n",
+                     "    client-certificate: pki/client.crt\n    client-key: pki/client.key\n");
+      auto client = api::RestClient::create(cfg, fastOptions(), base::realClock());
+      REQUIRE(client.ok());
+      auto who = (*client)->getJson("/whoami");  // keeps an idle connection with the old one
+      REQUIRE(who.ok());
+      CHECK((*who)["subject"].get<std::string>().find("CN=system:node:n1") != std::string::npos);
+      certificate::CertificateRequest request;
+      request.common_name = "system:node:n1-rotated";
+      request.client_auth = true;
+      auto rotated = certificate::issueCertificate(
+          {readFile(dir / "ca.crt"), readFile(dir / "ca.key")}, request);
+      REQUIRE(rotated.ok());
+      REQUIRE((*client)->setClientCertificate(rotated->cert_pem, rotated->key_pem).ok());
+      who = (*client)->getJson("/whoami");
+      REQUIRE(who.ok());
+      CHECK((*who)["subject"].get<std::string>().find("CN=system:node:n1-rotated") !=
+            std::string::npos);
+      CHECK_FALSE((*client)->setClientCertificate(rotated->cert_pem, "not a key").ok());
     }
     SECTION("*-data fields") {
       auto cfg =
