@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <set>
 
 #include "cmd/test-apiserver/api_status.h"
 #include "cmd/test-apiserver/config_objects.h"
+#include "cmd/test-apiserver/pod_defaults.h"
 #include "cmd/test-apiserver/util.h"
-#include "config/field_validation.h"
 
 namespace nodeagent::testapiserver {
 
@@ -65,97 +64,6 @@ base::Status invalid(const ResourceInfo& res, std::string_view name, const std::
   return invalidObjectError(res.kind, name, field + ": " + detail);
 }
 
-// Minimal pod defaulting, as kube-apiserver's defaulters do on create.
-void defaultPod(json& pod) {
-  json& spec = pod["spec"];
-  if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";
-  if (!spec.contains("terminationGracePeriodSeconds")) spec["terminationGracePeriodSeconds"] = 30;
-  if (!spec.contains("dnsPolicy")) spec["dnsPolicy"] = "ClusterFirst";
-  if (!spec.contains("schedulerName")) spec["schedulerName"] = "default-scheduler";
-  if (!spec.contains("securityContext")) spec["securityContext"] = json::object();
-  if (!spec.contains("enableServiceLinks")) spec["enableServiceLinks"] = true;
-  if (!spec.contains("priority")) spec["priority"] = 0;
-  for (const char* list : {"containers", "initContainers"}) {
-    if (!spec.contains(list) || !spec[list].is_array()) continue;
-    for (auto& c : spec[list]) {
-      if (!c.is_object()) continue;
-      if (!c.contains("terminationMessagePath"))
-        c["terminationMessagePath"] = "/dev/termination-log";
-      if (!c.contains("terminationMessagePolicy")) c["terminationMessagePolicy"] = "File";
-      if (!c.contains("resources")) c["resources"] = json::object();
-      if (!c.contains("imagePullPolicy") && c.contains("image") && c["image"].is_string()) {
-        std::string image = c["image"];
-        auto slash = image.rfind('/');
-        std::string last = slash == std::string::npos ? image : image.substr(slash + 1);
-        bool latest = last.find('@') == std::string::npos &&
-                      (last.find(':') == std::string::npos || last.ends_with(":latest"));
-        c["imagePullPolicy"] = latest ? "Always" : "IfNotPresent";
-      }
-      if (c.contains("ports") && c["ports"].is_array()) {
-        for (auto& p : c["ports"]) {
-          if (p.is_object() && !p.contains("protocol")) p["protocol"] = "TCP";
-        }
-      }
-    }
-  }
-  // Like kube-apiserver, a created pod starts with a fresh status; writers set it through
-  // pods/status.
-  pod["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
-}
-
-// kube-apiserver's rule for a container or volume name (a DNS-1123 label), as its message.
-std::string labelNameProblem(std::string_view value) {
-  if (value.empty()) return "Required value";
-  auto problems = config::validation::isDns1123Label(value);
-  if (problems.empty()) return {};
-  return "Invalid value: " + config::validation::goQuote(value) + ": " + problems.front();
-}
-
-// The part of ValidatePod that decides what a node turns into paths: container, init container
-// and volume names are DNS-1123 labels, unique (containers and init containers share one space).
-base::Status validatePod(const ResourceInfo& res, const json& pod) {
-  const std::string name = str(pod, {"metadata", "name"});
-  const json* spec = pod.contains("spec") ? &pod["spec"] : nullptr;
-  if (!spec || !spec->is_object() || !spec->contains("containers") ||
-      !(*spec)["containers"].is_array() || (*spec)["containers"].empty()) {
-    return invalid(res, name, "spec.containers", "Required value");
-  }
-  if (spec->contains("volumes") && (*spec)["volumes"].is_array()) {
-    std::set<std::string> volumes;
-    const json& list = (*spec)["volumes"];
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string field = "spec.volumes[" + std::to_string(i) + "].name";
-      const std::string vname = list[i].is_object() ? str(list[i], {"name"}) : std::string();
-      if (auto problem = labelNameProblem(vname); !problem.empty()) {
-        return invalid(res, name, field, problem);
-      }
-      if (!volumes.insert(vname).second) {
-        return invalid(res, name, field, "Duplicate value: " + config::validation::goQuote(vname));
-      }
-    }
-  }
-  std::set<std::string> names;
-  for (const char* list_name : {"containers", "initContainers"}) {
-    if (!spec->contains(list_name) || !(*spec)[list_name].is_array()) continue;
-    const json& containers = (*spec)[list_name];
-    for (size_t i = 0; i < containers.size(); ++i) {
-      const json& c = containers[i];
-      const std::string field = std::string("spec.") + list_name + "[" + std::to_string(i) + "]";
-      if (!c.is_object()) return invalid(res, name, field, "Invalid value: must be an object");
-      const std::string cname = str(c, {"name"});
-      if (auto problem = labelNameProblem(cname); !problem.empty()) {
-        return invalid(res, name, field + ".name", problem);
-      }
-      if (!names.insert(cname).second) {
-        return invalid(res, name, field + ".name",
-                       "Duplicate value: " + config::validation::goQuote(cname));
-      }
-      if (str(c, {"image"}).empty()) return invalid(res, name, field + ".image", "Required value");
-    }
-  }
-  return base::okStatus();
-}
-
 bool hasFinalizers(const json& obj) {
   auto m = obj.find("metadata");
   if (m == obj.end() || !m->is_object()) return false;
@@ -166,6 +74,14 @@ bool hasFinalizers(const json& obj) {
 bool isTerminating(const json& obj) {
   return obj.contains("metadata") && obj["metadata"].contains("deletionTimestamp") &&
          !obj["metadata"]["deletionTimestamp"].is_null();
+}
+
+// The admission check's verdict on a write of `object` over `old` (either may be null).
+base::Status admitWrite(const AdmissionCheck& admit, AdmissionOperation op, const ResourceInfo& res,
+                        std::string_view sub, const std::string& ns, const std::string& name,
+                        const json* object, const json* old) {
+  if (!admit) return base::okStatus();
+  return admit({op, res.group, res.plural, std::string(sub), ns, name, object, old});
 }
 
 // POST's body must be an object of the resource's kind (when it names one).
@@ -367,7 +283,7 @@ std::string Store::randomSuffix() {
 }
 
 base::StatusOr<json> Store::create(std::string_view resource, std::string_view ns, json object,
-                                   const FieldWrite& write) {
+                                   const FieldWrite& write, const AdmissionCheck& admit) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   RETURN_IF_ERROR(checkCreateBody(*res, object));
   if (!object.contains("metadata") || !object["metadata"].is_object()) {
@@ -377,6 +293,8 @@ base::StatusOr<json> Store::create(std::string_view resource, std::string_view n
   RETURN_IF_ERROR(applyCreateDefaults(*res, ns, namespace_name, object));
 
   std::unique_lock lock(mu_);
+  RETURN_IF_ERROR(admitWrite(admit, AdmissionOperation::kCreate, *res, "", namespace_name,
+                             str(object, {"metadata", "name"}), &object, nullptr));
   Objects& objects = objects_[res];
   ASSIGN_OR_RETURN(const std::string name,
                    nameForCreateLocked(*res, objects, namespace_name, object));
@@ -467,7 +385,7 @@ base::StatusOr<json> Store::get(std::string_view resource, std::string_view ns,
 
 base::StatusOr<json> Store::update(std::string_view resource, std::string_view ns,
                                    std::string_view name, json object, std::string_view subresource,
-                                   const FieldWrite& write) {
+                                   const FieldWrite& write, const AdmissionCheck& admit) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   if (!subresource.empty() && !res->hasSubresource(subresource)) {
     return base::notFoundError("the server could not find the requested resource");
@@ -495,12 +413,13 @@ base::StatusOr<json> Store::update(std::string_view resource, std::string_view n
                               "latest version and try again");
   }
   const StoredObject current = it->second;
-  return commitUpdateLocked(*res, key, current, std::move(object), subresource, write);
+  return commitUpdateLocked(*res, key, current, std::move(object), subresource, write, admit);
 }
 
 base::StatusOr<json> Store::patch(std::string_view resource, std::string_view ns,
                                   std::string_view name, PatchType type, const json& patch_doc,
-                                  std::string_view subresource, const FieldWrite& write) {
+                                  std::string_view subresource, const FieldWrite& write,
+                                  const AdmissionCheck& admit) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   if (!subresource.empty() && !res->hasSubresource(subresource)) {
     return base::notFoundError("the server could not find the requested resource");
@@ -532,12 +451,13 @@ base::StatusOr<json> Store::patch(std::string_view resource, std::string_view ns
   if (str(patched, {"metadata", "name"}) != name) {
     return base::invalidArgumentError("a patch may not change metadata.name");
   }
-  return commitUpdateLocked(*res, key, current, std::move(patched), subresource, write);
+  return commitUpdateLocked(*res, key, current, std::move(patched), subresource, write, admit);
 }
 
 base::StatusOr<ApplyOutcome> Store::apply(std::string_view resource, std::string_view ns,
                                           std::string_view name, const json& applied,
-                                          const FieldWrite& write, bool force) {
+                                          const FieldWrite& write, bool force,
+                                          const AdmissionCheck& admit) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   if (!write.subresource.empty() && !res->hasSubresource(write.subresource)) {
     return base::notFoundError("the server could not find the requested resource");
@@ -560,10 +480,10 @@ base::StatusOr<ApplyOutcome> Store::apply(std::string_view resource, std::string
     ApplyResult made = applyConfiguration(nullptr, applied, stamped, force);
     made.object["metadata"]["name"] = std::string(name);
     made.object["metadata"]["namespace"] = std::string(ns);
-    auto created = create(resource, ns, std::move(made.object));
+    auto created = create(resource, ns, std::move(made.object), {}, admit);
     // Created by another writer in the meantime: apply to that one.
     if (created.status().code() == base::StatusCode::kAlreadyExists) {
-      return apply(resource, ns, name, applied, write, force);
+      return apply(resource, ns, name, applied, write, force, admit);
     }
     if (!created.ok()) return created.status();
     return ApplyOutcome{std::move(*created), true, {}};
@@ -572,7 +492,7 @@ base::StatusOr<ApplyOutcome> Store::apply(std::string_view resource, std::string
   ApplyResult result = applyConfiguration(current.object.get(), applied, stamped, force);
   if (!result.conflicts.empty()) return ApplyOutcome{nullptr, false, std::move(result.conflicts)};
   ASSIGN_OR_RETURN(json updated, commitUpdateLocked(*res, key, current, std::move(result.object),
-                                                    write.subresource, std::nullopt));
+                                                    write.subresource, std::nullopt, admit));
   return ApplyOutcome{std::move(updated), false, {}};
 }
 
@@ -623,7 +543,8 @@ void Store::trackWrite(const json* current, json& next, FieldWrite write) const 
 base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Key& key,
                                                const StoredObject& current, json desired,
                                                std::string_view subresource,
-                                               const std::optional<FieldWrite>& write) {
+                                               const std::optional<FieldWrite>& write,
+                                               const AdmissionCheck& admit) {
   const json& cur = *current.object;
   json next;
   if (subresource == "status") {
@@ -688,6 +609,8 @@ base::StatusOr<json> Store::commitUpdateLocked(const ResourceInfo& res, const Ke
   meta["resourceVersion"] = std::to_string(current.resource_version);
   if (subresource.empty()) RETURN_IF_ERROR(prepareConfigObject(res, next, &cur));
   if (write) trackWrite(&cur, next, *write);
+  RETURN_IF_ERROR(admitWrite(admit, AdmissionOperation::kUpdate, res, subresource, key.first,
+                             key.second, &next, &cur));
   if (next == cur) return cur;  // a no-op write changes nothing and emits nothing
   if (res.plural == "pods" && options_.validate_pods) RETURN_IF_ERROR(validatePod(res, next));
 
@@ -717,7 +640,8 @@ json Store::removeLocked(const ResourceInfo& res, const Key& key) {
 }
 
 base::StatusOr<DeleteResult> Store::remove(std::string_view resource, std::string_view ns,
-                                           std::string_view name, const DeleteOptions& options) {
+                                           std::string_view name, const DeleteOptions& options,
+                                           const AdmissionCheck& admit) {
   ASSIGN_OR_RETURN(const ResourceInfo* res, resolve(resource));
   std::unique_lock lock(mu_);
   Objects& objects = objects_[res];
@@ -728,6 +652,8 @@ base::StatusOr<DeleteResult> Store::remove(std::string_view resource, std::strin
   }
   const json cur = *it->second.object;
   RETURN_IF_ERROR(checkDeletePreconditions(options, cur, it->second.resource_version));
+  RETURN_IF_ERROR(admitWrite(admit, AdmissionOperation::kDelete, *res, "", key.first, key.second,
+                             nullptr, &cur));
   if (res->plural == "namespaces") return removeNamespaceLocked(*res, key);
 
   const int64_t grace = deletionGracePeriod(*res, cur, options);

@@ -30,6 +30,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "cmd/test-apiserver/admission.h"
 #include "cmd/test-apiserver/managed_fields.h"
 #include "cmd/test-apiserver/patch.h"
 #include "cmd/test-apiserver/resources.h"
@@ -194,30 +195,38 @@ class Store {
   // `write` names the field manager the write is recorded for in metadata.managedFields
   // (managed_fields.h; its time is the store's clock); without a manager the object keeps the
   // managedFields it had.
+  // `admit` (admission.h) sees each write before it is stored, under the store's lock; its error
+  // refuses the write. A create shows it the object with its defaults, before a generateName
+  // becomes a name.
   base::StatusOr<nlohmann::json> create(std::string_view resource, std::string_view ns,
-                                        nlohmann::json object, const FieldWrite& write = {});
+                                        nlohmann::json object, const FieldWrite& write = {},
+                                        const AdmissionCheck& admit = {});
   base::StatusOr<nlohmann::json> get(std::string_view resource, std::string_view ns,
                                      std::string_view name) const;
   // PUT. `subresource` "" or "status". A set metadata.resourceVersion must match (409 Conflict).
   base::StatusOr<nlohmann::json> update(std::string_view resource, std::string_view ns,
                                         std::string_view name, nlohmann::json object,
                                         std::string_view subresource = "",
-                                        const FieldWrite& write = {});
+                                        const FieldWrite& write = {},
+                                        const AdmissionCheck& admit = {});
   // PATCH. A metadata.uid or metadata.resourceVersion in the patch acts as a precondition.
   base::StatusOr<nlohmann::json> patch(std::string_view resource, std::string_view ns,
                                        std::string_view name, PatchType type,
                                        const nlohmann::json& patch,
                                        std::string_view subresource = "",
-                                       const FieldWrite& write = {});
+                                       const FieldWrite& write = {},
+                                       const AdmissionCheck& admit = {});
   // Server-side apply (PATCH application/apply-patch+yaml) of the configuration `applied` by
   // `write.manager`: creates the object when it does not exist (not through a subresource).
   base::StatusOr<ApplyOutcome> apply(std::string_view resource, std::string_view ns,
                                      std::string_view name, const nlohmann::json& applied,
-                                     const FieldWrite& write, bool force);
+                                     const FieldWrite& write, bool force,
+                                     const AdmissionCheck& admit = {});
   // DELETE. Pods bound to a node are deleted gracefully (deletionTimestamp set, removed by a
   // later grace-0 delete); objects with finalizers stay until an update empties them.
   base::StatusOr<DeleteResult> remove(std::string_view resource, std::string_view ns,
-                                      std::string_view name, const DeleteOptions& options = {});
+                                      std::string_view name, const DeleteOptions& options = {},
+                                      const AdmissionCheck& admit = {});
   // An empty `ns` lists every namespace. May block up to too_large_resource_version_wait.
   base::StatusOr<ListResult> list(std::string_view resource, std::string_view ns,
                                   const ListOptions& options = {}) const;
@@ -257,7 +266,8 @@ class Store {
                                                     const StoredObject& current,
                                                     nlohmann::json desired,
                                                     std::string_view subresource,
-                                                    const std::optional<FieldWrite>& write);
+                                                    const std::optional<FieldWrite>& write,
+                                                    const AdmissionCheck& admit);
   // metadata.managedFields of `next` after a write from `current` (nullptr: a create): recorded
   // for `write`'s manager, or `current`'s kept when it names none.
   void trackWrite(const nlohmann::json* current, nlohmann::json& next, FieldWrite write) const;
