@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "cmd/test-apiserver/api_status.h"
+#include "cmd/test-apiserver/node_authorizer.h"
 #include "cmd/test-apiserver/util.h"
 
 namespace nodeagent::testapiserver {
@@ -100,6 +101,9 @@ std::string accessRequestFrom(const json& spec, AccessRequest& request) {
     request.resource = stringAt(a, "resource");
     request.subresource = stringAt(a, "subresource");
     request.name = stringAt(a, "name");
+    if (a.contains("fieldSelector") && a["fieldSelector"].is_object()) {
+      request.field_selector = stringAt(a["fieldSelector"], "rawSelector");
+    }
   } else {
     request.path = stringAt(spec["nonResourceAttributes"], "path");
     request.verb = stringAt(spec["nonResourceAttributes"], "verb");
@@ -297,16 +301,55 @@ json forbiddenStatus(const AccessRequest& request, const std::string& reason) {
                       request.resource_request ? std::move(details) : json(nullptr));
 }
 
-base::StatusOr<AuthorizationMode> parseAuthorizationMode(const std::string& text) {
-  if (text == "AlwaysAllow") return AuthorizationMode::kAlwaysAllow;
-  if (text == "ABAC") return AuthorizationMode::kAbac;
-  return base::invalidArgumentError("--authorization-mode: unknown mode \"" + text +
-                                    "\" (supported: AlwaysAllow, ABAC)");
+base::StatusOr<std::vector<AuthorizationMode>> parseAuthorizationModes(const std::string& text) {
+  std::vector<AuthorizationMode> modes;
+  for (const std::string& name : splitString(text, ',')) {
+    AuthorizationMode mode;
+    if (name == "AlwaysAllow") {
+      mode = AuthorizationMode::kAlwaysAllow;
+    } else if (name == "ABAC") {
+      mode = AuthorizationMode::kAbac;
+    } else if (name == "Node") {
+      mode = AuthorizationMode::kNode;
+    } else {
+      return base::invalidArgumentError("--authorization-mode: unknown mode \"" + name +
+                                        "\" (supported: AlwaysAllow, ABAC, Node)");
+    }
+    if (std::find(modes.begin(), modes.end(), mode) != modes.end()) {
+      return base::invalidArgumentError("--authorization-mode: mode \"" + name +
+                                        "\" is given more than once");
+    }
+    modes.push_back(mode);
+  }
+  return modes;
 }
 
+Authorizer::Authorizer(
+    std::vector<AuthorizationMode> modes, std::vector<AbacPolicy> policies,
+    std::function<std::vector<std::shared_ptr<const json>>(const std::string&, const std::string&)>
+        pods_on_node)
+    : modes_(std::move(modes)),
+      policies_(std::move(policies)),
+      pods_on_node_(std::move(pods_on_node)) {}
+
+bool Authorizer::has(AuthorizationMode mode) const {
+  return std::find(modes_.begin(), modes_.end(), mode) != modes_.end();
+}
+
+bool Authorizer::allowsAll() const { return has(AuthorizationMode::kAlwaysAllow); }
+
 AccessDecision Authorizer::authorize(const AccessRequest& request) const {
-  if (mode_ == AuthorizationMode::kAlwaysAllow) return {true, ""};
-  return testapiserver::authorize(policies_, request);
+  if (contains(request.groups, kMastersGroup)) return {true, ""};
+  std::string reasons;
+  for (AuthorizationMode mode : modes_) {
+    AccessDecision decision{true, ""};
+    if (mode == AuthorizationMode::kAbac) decision = testapiserver::authorize(policies_, request);
+    if (mode == AuthorizationMode::kNode) decision = authorizeNode(request, pods_on_node_);
+    if (decision.allowed) return decision;
+    // kube-apiserver's union authorizer: the reasons of every mode that had no opinion.
+    if (!decision.reason.empty()) reasons += (reasons.empty() ? "" : "\n") + decision.reason;
+  }
+  return {false, reasons};
 }
 
 json Authorizer::rulesFor(const ReviewUser& user, const std::string& ns) const {
@@ -316,8 +359,8 @@ json Authorizer::rulesFor(const ReviewUser& user, const std::string& ns) const {
     resource_rules.push_back({{"verbs", {"*"}}, {"apiGroups", {"*"}}, {"resources", {"*"}}});
     non_resource_rules.push_back({{"verbs", {"*"}}, {"nonResourceURLs", {"*"}}});
   };
-  if (mode_ == AuthorizationMode::kAlwaysAllow || contains(user.groups, kMastersGroup)) all();
-  if (mode_ == AuthorizationMode::kAbac) {
+  if (allowsAll() || contains(user.groups, kMastersGroup)) all();
+  if (has(AuthorizationMode::kAbac)) {
     AccessRequest subject;
     subject.user = user.username;
     subject.groups = user.groups;
@@ -335,9 +378,14 @@ json Authorizer::rulesFor(const ReviewUser& user, const std::string& ns) const {
       }
     }
   }
-  return {{"resourceRules", std::move(resource_rules)},
-          {"nonResourceRules", std::move(non_resource_rules)},
-          {"incomplete", false}};
+  json rules = {{"resourceRules", std::move(resource_rules)},
+                {"nonResourceRules", std::move(non_resource_rules)},
+                {"incomplete", false}};
+  if (has(AuthorizationMode::kNode) && nodeIdentity(user.username, user.groups)) {
+    rules["incomplete"] = true;
+    rules["evaluationError"] = "node authorizer does not support user rule resolution";
+  }
+  return rules;
 }
 
 }  // namespace nodeagent::testapiserver

@@ -1,8 +1,9 @@
 // The test apiserver's answers to the reviews a kubelet sends when it delegates its API's
 // authentication and authorization (kubelet --authentication-token-webhook and
 // --authorization-mode=Webhook): TokenReview from the --token-auth-file users, SubjectAccessReview
-// from kube-apiserver's two fixed rules (the system:masters group may do everything) and an ABAC
-// policy file (--authorization-policy-file); the same authorizer decides the server's own requests
+// from kube-apiserver's fixed rule (the system:masters group may do everything) and the modes of
+// --authorization-mode in order (AlwaysAllow, an ABAC policy file (--authorization-policy-file),
+// the Node authorizer (node_authorizer.h)); the same authorizer decides the server's own requests
 // and the self reviews kubectl auth sends.
 //
 // Policy file: kube-apiserver's ABAC format, one JSON object a line; blank lines and lines whose
@@ -25,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,9 @@ struct AccessRequest {
   std::string subresource;
   std::string name;
   std::string path;  // non-resource requests
+  // A list's or watch's fieldSelector as sent (a review's resourceAttributes.fieldSelector
+  // .rawSelector): the Node authorizer lets a node list its own pods by spec.nodeName.
+  std::string field_selector;
 };
 
 struct AccessDecision {
@@ -80,30 +85,45 @@ struct ReviewUser {
 };
 
 // What the server enforces on its own requests and answers in access reviews
-// (--authorization-mode): kube-apiserver's AlwaysAllow, or ABAC, the union of the system:masters
-// rule and the policies (only system:masters without a policy file).
-enum class AuthorizationMode { kAlwaysAllow, kAbac };
+// (--authorization-mode, a comma-separated list as kube-apiserver's): AlwaysAllow, ABAC (the
+// policies; none without a policy file) and Node (node_authorizer.h). As kube-apiserver, members
+// of system:masters may do everything, then the modes are asked in order and the first that
+// allows wins (none denies: they allow or have no opinion); a request none allows is refused with
+// their reasons, one a line.
+enum class AuthorizationMode { kAlwaysAllow, kAbac, kNode };
 
-// "AlwaysAllow" or "ABAC"; InvalidArgument naming the supported modes otherwise.
-base::StatusOr<AuthorizationMode> parseAuthorizationMode(const std::string& text);
+// "AlwaysAllow", "ABAC", "Node" or a comma-separated list of them, each at most once;
+// InvalidArgument naming the supported modes otherwise.
+base::StatusOr<std::vector<AuthorizationMode>> parseAuthorizationModes(const std::string& text);
 
 class Authorizer {
  public:
   Authorizer() = default;  // AlwaysAllow
+  // `pods_on_node` is the Node mode's graph (node_authorizer.h); unused without it.
+  Authorizer(std::vector<AuthorizationMode> modes, std::vector<AbacPolicy> policies,
+             std::function<std::vector<std::shared_ptr<const nlohmann::json>>(const std::string&,
+                                                                              const std::string&)>
+                 pods_on_node = {});
   Authorizer(AuthorizationMode mode, std::vector<AbacPolicy> policies)
-      : mode_(mode), policies_(std::move(policies)) {}
+      : Authorizer(std::vector<AuthorizationMode>{mode}, std::move(policies)) {}
 
-  AuthorizationMode mode() const { return mode_; }
+  // Whether AlwaysAllow is among the modes: every request is allowed.
+  bool allowsAll() const;
+  bool has(AuthorizationMode mode) const;
   AccessDecision authorize(const AccessRequest& request) const;
   // kube-apiserver's RulesFor, as a SelfSubjectRulesReview's status: the resource and
   // non-resource rules that apply to `user` in namespace `ns` (everything for AlwaysAllow and
   // system:masters; for ABAC each matching policy's resource or path with get/list/watch when
-  // readonly, else "*").
+  // readonly, else "*"; the Node mode lists none for a node and marks the answer incomplete, as
+  // kube-apiserver's).
   nlohmann::json rulesFor(const ReviewUser& user, const std::string& ns) const;
 
  private:
-  AuthorizationMode mode_ = AuthorizationMode::kAlwaysAllow;
+  std::vector<AuthorizationMode> modes_ = {AuthorizationMode::kAlwaysAllow};
   std::vector<AbacPolicy> policies_;
+  std::function<std::vector<std::shared_ptr<const nlohmann::json>>(const std::string&,
+                                                                   const std::string&)>
+      pods_on_node_;
 };
 
 // What the server's authenticators say of a bearer token.

@@ -30,7 +30,10 @@ void usage() {
                "         [--cert-dir=DIR] [--insecure-serve-http] [--client-ca-file=CA]\n"
                "         [--enable-bootstrap-token-auth] [--csr-auto-approve=true|false]\n"
                "         [--cluster-signing-cert-file=F --cluster-signing-key-file=K]\n"
-               "         [--authorization-mode=AlwaysAllow|ABAC]\n"
+               "         [--authorization-mode=MODE[,MODE...]] (AlwaysAllow, ABAC, Node;\n"
+               "          the first mode that allows a request wins)\n"
+               "         [--enable-admission-plugins=NodeRestriction] (on by default)\n"
+               "         [--disable-admission-plugins=NodeRestriction]\n"
                "         [--authorization-policy-file=ABAC-JSONL]\n"
                "         [--service-account-signing-key-file=PEM]\n"
                "         [--service-account-issuer=URL] [--api-audiences=A,B]\n"
@@ -45,6 +48,20 @@ void usage() {
 bool boolValue(const std::string& value) {
   if (value != "true" && value != "false") throw std::invalid_argument(value);
   return value == "true";
+}
+
+// The admission plugins of --enable-admission-plugins or --disable-admission-plugins: only
+// NodeRestriction is known (the others kube-apiserver has are not implemented).
+bool admissionPlugins(const std::string& value) {
+  std::istringstream list(value);
+  for (std::string plugin; std::getline(list, plugin, ',');) {
+    if (plugin != "NodeRestriction") {
+      std::cerr << "test-apiserver: unknown admission plugin \"" << plugin
+                << "\" (supported: NodeRestriction)\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 struct Flags {
@@ -87,6 +104,9 @@ std::optional<int> applyFlag(const std::string& arg, const std::string& value, F
       options.client_ca_file = value;
     } else if (arg == "--authorization-mode") {
       options.authorization_mode = value;
+    } else if (arg == "--enable-admission-plugins" || arg == "--disable-admission-plugins") {
+      if (!admissionPlugins(value)) return 2;
+      options.node_restriction = arg == "--enable-admission-plugins";
     } else if (arg == "--service-account-signing-key-file") {
       options.service_account_signing_key_file = value;
     } else if (arg == "--service-account-issuer") {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <vector>
 
+#include "cmd/test-apiserver/selectors.h"
 #include "cmd/test-apiserver/util.h"
 
 namespace nodeagent::testapiserver {
@@ -21,12 +22,30 @@ std::string resourceVerb(const std::string& method, bool named, bool watch) {
   return asciiLower(method);
 }
 
+// The name a field selector requires with metadata.name=<name> (or ==); "" when it requires none
+// or the name could not be a path segment.
+std::string selectedName(const std::string& field_selector) {
+  auto selector = FieldSelector::parse(field_selector);
+  if (!selector.ok()) return "";
+  for (const FieldSelector::Term& term : selector->terms()) {
+    if (term.field != "metadata.name" || term.negated) continue;
+    const std::string& name = term.value;
+    if (name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('%') != std::string::npos) {
+      return "";
+    }
+    return name;
+  }
+  return "";
+}
+
 }  // namespace
 
 AccessRequest requestAttributes(const std::string& method, const std::string& path,
-                                bool watch_param) {
+                                bool watch_param, const std::string& field_selector) {
   AccessRequest request;
   request.path = path;
+  request.field_selector = field_selector;
   request.verb = asciiLower(method);
   std::vector<std::string> parts;
   for (std::string& part : splitString(path, '/')) {
@@ -65,6 +84,9 @@ AccessRequest requestAttributes(const std::string& method, const std::string& pa
   const bool watch = watch_path || (watch_param && request.name.empty());
   // ?watch=true turns only a list into a watch (a named GET stays a get, as it is served).
   request.verb = resourceVerb(method, !request.name.empty(), watch);
+  if (request.name.empty() && (request.verb == "list" || request.verb == "watch")) {
+    request.name = selectedName(field_selector);
+  }
   return request;
 }
 

@@ -10,9 +10,11 @@
 
 namespace nodeagent::testapiserver {
 
-// `watch_param`: the query's watch=true (turns list into watch). The user is left empty.
+// `watch_param`: the query's watch=true (turns list into watch); `field_selector`: the query's
+// fieldSelector, kept for the authorizers, whose metadata.name=<name> names the object of a list
+// or watch (as kube-apiserver's RequestInfoFactory). The user is left empty.
 AccessRequest requestAttributes(const std::string& method, const std::string& path,
-                                bool watch_param);
+                                bool watch_param, const std::string& field_selector = "");
 
 // What every user may do whatever the mode, as kube-apiserver's default RBAC roles grant to all
 // (system:discovery, system:public-info-viewer, system:basic-user): read the discovery, version,

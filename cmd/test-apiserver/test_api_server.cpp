@@ -474,8 +474,9 @@ ReviewUser TestApiServer::Impl::requestUser(const httplib::Request& req) const {
 }
 
 bool TestApiServer::Impl::authorizeRequest(const httplib::Request& req, httplib::Response& res) {
-  if (authorizer_.mode() == AuthorizationMode::kAlwaysAllow) return true;
-  AccessRequest request = requestAttributes(req.method, req.path, truthy(param(req, "watch")));
+  if (authorizer_.allowsAll()) return true;
+  AccessRequest request = requestAttributes(req.method, req.path, truthy(param(req, "watch")),
+                                            param(req, "fieldSelector"));
   if (alwaysAllowed(request)) return true;
   ReviewUser user = requestUser(req);
   request.user = std::move(user.username);

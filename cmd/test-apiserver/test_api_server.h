@@ -12,11 +12,12 @@
 //
 // The kubelet API's other half, as kube-apiserver: TokenReview (authentication.k8s.io/v1) from
 // the token file's users and service account tokens, SubjectAccessReview (authorization.k8s.io/v1)
-// from system:masters and an ABAC policy file (authz.h), and the pods/log, pods/exec, pods/attach,
-// pods/portforward and nodes/proxy subresources proxied to the pod's node's kubelet over TLS
-// (kubelet_location.h for where, tunnel.h for how: the client's connection is taken over from
-// httplib and tunnelled to the kubelet, so upgrades (SPDY, WebSocket) and followed logs pass
-// through).
+// from system:masters, an ABAC policy file and the Node authorizer (authz.h), and the pods/log,
+// pods/exec, pods/attach, pods/portforward and nodes/proxy subresources proxied to the pod's
+// node's kubelet over TLS (kubelet_location.h for where, tunnel.h for how: the client's
+// connection is taken over from httplib and tunnelled to the kubelet, so upgrades (SPDY,
+// WebSocket) and followed logs pass through). Writes by nodes pass NodeRestriction admission
+// (node_restriction.h).
 //
 // Tests run it in-process:
 //
@@ -80,11 +81,16 @@ struct ServerOptions {
   // kube-apiserver's ABAC policy file (authz.h): what users outside system:masters may do.
   std::string authorization_policy_file;
   // What the server enforces on its own requests and answers in SubjectAccessReviews and the
-  // self reviews (`kubectl auth can-i`): "AlwaysAllow" (every authenticated request), or "ABAC"
-  // (system:masters and the policy file; only system:masters without one; everyone may still
+  // self reviews (`kubectl auth can-i`), a comma-separated list as kube-apiserver's (authz.h):
+  // "AlwaysAllow" (every authenticated request), "ABAC" (the policy file), "Node" (kubelets,
+  // node_authorizer.h), e.g. "Node,ABAC". system:masters may always do everything; everyone may
   // read discovery, version, OpenAPI and health and ask about themselves, as kube-apiserver's
-  // default RBAC roles allow). Empty: ABAC when a policy file is given, else AlwaysAllow.
+  // default RBAC roles allow. Empty: ABAC when a policy file is given, else AlwaysAllow.
   std::string authorization_mode;
+  // kube-apiserver's NodeRestriction admission plugin (node_restriction.h), which kubeadm's
+  // clusters enable: what a node (system:node:<name>) writes is checked whatever the authorizer
+  // allowed. --enable-admission-plugins / --disable-admission-plugins=NodeRestriction.
+  bool node_restriction = true;
   // Service account tokens (serviceaccounts/token, service_account_token.h): their issuer, API
   // audiences and expiry extension, and the PEM private key (RSA: RS256, ECDSA: ES256...) they
   // are signed with; empty: an ECDSA P-256 key generated at start.

@@ -2,7 +2,8 @@
 // lifecycle, authentication, request limits, fault injection and the /_test/ endpoints;
 // test_api_server_routes.cpp the REST routing (discovery, get, list, create, update, patch,
 // delete); test_api_server_watch.cpp the watch streams; test_api_server_kubelet.cpp the reviews,
-// service account tokens and the kubelet proxy.
+// service account tokens and the kubelet proxy; test_api_server_nodes.cpp the Node authorizer's
+// graph and NodeRestriction admission.
 #pragma once
 
 #include <httplib.h>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "agent/certificate/pki.h"
+#include "cmd/test-apiserver/admission.h"
 #include "cmd/test-apiserver/api_status.h"
 #include "cmd/test-apiserver/authz.h"
 #include "cmd/test-apiserver/kubelet_location.h"
@@ -191,6 +193,16 @@ class TestApiServer::Impl {
   void runCertificateControllers(const std::string& name, bool approve);
   // The authorizer's decision on the request; false after answering 403 when it is denied.
   bool authorizeRequest(const httplib::Request& req, httplib::Response& res);
+
+  // The pods bound to `node` in `ns` (every namespace when ""): the Node authorizer's graph.
+  std::vector<std::shared_ptr<const json>> podsOnNode(const std::string& node,
+                                                      const std::string& ns) const;
+  // NodeRestriction's check of a write by the request's user (test_api_server_nodes.cpp); empty
+  // when the user is no node or the plugin is off.
+  AdmissionCheck nodeAdmission(const httplib::Request& req);
+  // NodeRestriction on a node's TokenRequest for service account `ns`/`name`; OK for other users.
+  base::Status admitTokenRequest(const httplib::Request& req, const std::string& ns,
+                                 const std::string& name, const json& token_request);
 
   // The token file's users first, then the service account tokens (TokenAuthenticator).
   TokenVerdict authenticateToken(const std::string& token,

@@ -51,17 +51,18 @@ base::Status TestApiServer::Impl::loadKubeletAccess() {
   if (!options_.authorization_policy_file.empty()) {
     ASSIGN_OR_RETURN(policies, parseAbacPolicyFile(options_.authorization_policy_file));
   }
-  AuthorizationMode mode = options_.authorization_policy_file.empty()
-                               ? AuthorizationMode::kAlwaysAllow
-                               : AuthorizationMode::kAbac;
-  if (!options_.authorization_mode.empty()) {
-    ASSIGN_OR_RETURN(mode, parseAuthorizationMode(options_.authorization_mode));
+  std::string mode_text = options_.authorization_mode;
+  if (mode_text.empty()) {
+    mode_text = options_.authorization_policy_file.empty() ? "AlwaysAllow" : "ABAC";
   }
-  if (mode == AuthorizationMode::kAlwaysAllow && !options_.authorization_policy_file.empty()) {
+  ASSIGN_OR_RETURN(std::vector<AuthorizationMode> modes, parseAuthorizationModes(mode_text));
+  authorizer_ = Authorizer(
+      std::move(modes), std::move(policies),
+      [this](const std::string& node, const std::string& ns) { return podsOnNode(node, ns); });
+  if (!authorizer_.has(AuthorizationMode::kAbac) && !options_.authorization_policy_file.empty()) {
     return base::invalidArgumentError(
-        "--authorization-policy-file needs --authorization-mode=ABAC (it is AlwaysAllow)");
+        "--authorization-policy-file needs --authorization-mode=ABAC (it is " + mode_text + ")");
   }
-  authorizer_ = Authorizer(mode, std::move(policies));
   for (const std::string& type : options_.kubelet_preferred_address_types) {
     RETURN_IF_ERROR(parsePreferredAddressTypes(type).status());
   }
@@ -146,6 +147,10 @@ bool TestApiServer::Impl::serveTokenRequest(const httplib::Request& req, httplib
   }
   auto body = parsePostBody(req, res);
   if (!body) return true;
+  if (base::Status admitted = admitTokenRequest(req, segs[3], segs[5], *body); !admitted.ok()) {
+    sendError(res, admitted, segs[5], "serviceaccounts");
+    return true;
+  }
   auto [code, answer] = sa_tokens_->requestToken(segs[3], segs[5], *body);
   sendJson(res, code, answer);
   return true;

@@ -157,7 +157,8 @@ void TestApiServer::Impl::serveCreate(const httplib::Request& req, httplib::Resp
     base::Status valid = prepareCertificateSigningRequest(*body, requestUser(req));
     if (!valid.ok()) return sendError(res, valid, "", t.resource->plural);
   }
-  auto created = store_.create(t.resource->plural, t.ns, std::move(*body), fieldWrite(req, t));
+  auto created = store_.create(t.resource->plural, t.ns, std::move(*body), fieldWrite(req, t),
+                               nodeAdmission(req));
   if (!created.ok()) return sendError(res, created.status(), "", t.resource->plural);
   sendJson(res, 201, *created);
   if (csr) runCertificateControllers(stringAt((*created)["metadata"], "name"), /*approve=*/true);
@@ -169,8 +170,8 @@ void TestApiServer::Impl::serveUpdate(const httplib::Request& req, httplib::Resp
   if (!checkFields(req, res, t)) return;
   auto body = parseBody(req, res);
   if (!body) return;
-  auto updated =
-      store_.update(t.resource->plural, t.ns, t.name, std::move(*body), t.sub, fieldWrite(req, t));
+  auto updated = store_.update(t.resource->plural, t.ns, t.name, std::move(*body), t.sub,
+                               fieldWrite(req, t), nodeAdmission(req));
   if (!updated.ok()) return sendError(res, updated.status(), t.name, t.resource->plural);
   sendJson(res, 200, *updated);
   if (t.resource->plural == "certificatesigningrequests") {
@@ -200,8 +201,8 @@ void TestApiServer::Impl::servePatch(const httplib::Request& req, httplib::Respo
   json patch_doc = json::parse(req.body, nullptr, false);
   if (patch_doc.is_discarded()) return sendCode(res, 400, "the patch is not valid JSON");
   if (!checkFields(req, res, t)) return;
-  auto patched =
-      store_.patch(t.resource->plural, t.ns, t.name, *type, patch_doc, t.sub, fieldWrite(req, t));
+  auto patched = store_.patch(t.resource->plural, t.ns, t.name, *type, patch_doc, t.sub,
+                              fieldWrite(req, t), nodeAdmission(req));
   if (!patched.ok()) return sendError(res, patched.status(), t.name, t.resource->plural);
   sendJson(res, 200, *patched);
   if (t.resource->plural == "certificatesigningrequests") {
@@ -225,8 +226,8 @@ void TestApiServer::Impl::serveApply(const httplib::Request& req, httplib::Respo
     return sendCode(res, 400, "error decoding YAML: " + std::string(applied.status().message()));
   }
   if (!checkApplyFields(res, t, *applied)) return;
-  auto outcome =
-      store_.apply(t.resource->plural, t.ns, t.name, *applied, write, truthy(param(req, "force")));
+  auto outcome = store_.apply(t.resource->plural, t.ns, t.name, *applied, write,
+                              truthy(param(req, "force")), nodeAdmission(req));
   if (!outcome.ok()) return sendError(res, outcome.status(), t.name, t.resource->plural);
   if (!outcome->conflicts.empty())
     return sendJson(res, 409, applyConflictStatus(outcome->conflicts));
@@ -259,7 +260,7 @@ void TestApiServer::Impl::serveDelete(const httplib::Request& req, httplib::Resp
   if (!opts) return;
   const ResourceInfo& resource = *t.resource;
   if (t.name.empty()) return serveDeleteCollection(req, res, resource, t.ns, *opts);
-  auto deleted = store_.remove(resource.plural, t.ns, t.name, *opts);
+  auto deleted = store_.remove(resource.plural, t.ns, t.name, *opts, nodeAdmission(req));
   if (!deleted.ok()) return sendError(res, deleted.status(), t.name, resource.plural);
   if (resource.plural == "pods" || !deleted->removed) return sendJson(res, 200, deleted->object);
   return sendJson(res, 200,
@@ -391,10 +392,11 @@ void TestApiServer::Impl::serveDeleteCollection(const httplib::Request& req, htt
   auto result = store_.list(resource.plural, ns, lopts);
   if (!result.ok()) return sendError(res, result.status(), "", resource.plural);
   json items = json::array();
+  const AdmissionCheck admit = nodeAdmission(req);
   for (const auto& item : result->items) {
     const json& meta = (*item.object)["metadata"];
-    auto deleted =
-        store_.remove(resource.plural, meta.value("namespace", ""), meta.value("name", ""), opts);
+    auto deleted = store_.remove(resource.plural, meta.value("namespace", ""),
+                                 meta.value("name", ""), opts, admit);
     if (deleted.ok()) items.push_back(deleted->object);
   }
   sendJson(res, 200,

@@ -114,12 +114,19 @@ TEST_CASE("what every user may do whatever the mode: discovery, health and the s
 
 TEST_CASE("authorization modes: AlwaysAllow allows all, ABAC masters and the policies",
           "[unit][apiserver]") {
-  CHECK(parseAuthorizationMode("AlwaysAllow").value() == AuthorizationMode::kAlwaysAllow);
-  CHECK(parseAuthorizationMode("ABAC").value() == AuthorizationMode::kAbac);
-  auto bad = parseAuthorizationMode("Node,RBAC");
+  using Modes = std::vector<AuthorizationMode>;
+  CHECK(parseAuthorizationModes("AlwaysAllow").value() == Modes{AuthorizationMode::kAlwaysAllow});
+  CHECK(parseAuthorizationModes("ABAC").value() == Modes{AuthorizationMode::kAbac});
+  CHECK(parseAuthorizationModes("Node,ABAC").value() ==
+        Modes{AuthorizationMode::kNode, AuthorizationMode::kAbac});
+  auto bad = parseAuthorizationModes("Node,RBAC");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message() ==
-        "--authorization-mode: unknown mode \"Node,RBAC\" (supported: AlwaysAllow, ABAC)");
+        "--authorization-mode: unknown mode \"RBAC\" (supported: AlwaysAllow, ABAC, Node)");
+  auto twice = parseAuthorizationModes("Node,ABAC,Node");
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.status().message() == "--authorization-mode: mode \"Node\" is given more than once");
+  CHECK_FALSE(parseAuthorizationModes("").ok());
 
   AccessRequest list_nodes = requestAttributes("GET", "/api/v1/nodes", false);
   list_nodes.user = "bob";
