@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <httplib.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "api/kubeconfig.h"
 #include "base/clock.h"
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/integration_env.h"
 
 using namespace nodeagent::testing;
 using namespace std::chrono_literals;
@@ -160,7 +162,7 @@ TEST_CASE("node bootstrap: an agent with only a bootstrap kubeconfig joins as sy
   Cluster cluster;
   cluster.startBootstrapping({"--node-labels=node.kubernetes.io/pool=a",
                               "--register-with-taints=dedicated=infra:NoSchedule"});
-  cluster.await([&] { return cluster.nodeReady(); }, 60s, "the node to be Ready");
+  cluster.await([&] { return cluster.nodeReady(); }, 90s, "the node to be Ready");
   auto node = cluster.getJson({"get", "node", "n1"});
   REQUIRE(node.has_value());
   CHECK((*node)["metadata"]["labels"]["node.kubernetes.io/pool"] == "a");
@@ -207,7 +209,7 @@ TEST_CASE("node bootstrap: an agent with only a bootstrap kubeconfig joins as sy
                std::string::npos;
       },
       20s, "the condition above");
-  cluster.await([&] { return cluster.nodeReady(); }, 30s, "the node to be Ready");
+  cluster.await([&] { return cluster.nodeReady(); }, 90s, "the node to be Ready");
   CHECK(cluster.csrs().size() == 1);
   CHECK(fs::read_symlink(current).string() == target);
 }
@@ -242,7 +244,7 @@ TEST_CASE(
   auto approved = cluster.kubectl->run({"certificate", "approve", name});
   INFO(approved.err);
   REQUIRE(approved.exit_code == 0);
-  cluster.await([&] { return cluster.nodeReady(); }, 60s, "the node to be Ready");
+  cluster.await([&] { return cluster.nodeReady(); }, 90s, "the node to be Ready");
   CHECK(fs::is_symlink(cluster.pki() / "kubelet-client-current.pem"));
   CHECK(cluster.agentLog().find("Certificate signing request is issued csr=" + name) !=
         std::string::npos);
@@ -282,7 +284,8 @@ TEST_CASE(
       "kubelet.conf",
       "    client-certificate-data: " + nodeagent::api::encodeBase64(old->cert_pem) +
           "\n    client-key-data: " + nodeagent::api::encodeBase64(old->key_pem) + "\n");
-  cluster.startAgent({"--rotate-certificates"});
+  const int metrics_port = unusedLoopbackPort();
+  cluster.startAgent({"--rotate-certificates", "--read-only-port=" + std::to_string(metrics_port)});
   const fs::path current = cluster.pki() / "kubelet-client-current.pem";
   cluster.await(
       [&] { return cluster.agentLog().find("Certificate rotation detected") != std::string::npos; },
@@ -296,6 +299,18 @@ TEST_CASE(
   auto rotated = nodeagent::certificate::inspectCertificate(readFile(current));
   REQUIRE(rotated.ok());
   CHECK(rotated->not_after > old_expiry + 24h);
+  // The expiry metric follows the new certificate.
+  const std::string expiry_line = "\nkubelet_certificate_manager_client_expiration_seconds " +
+                                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                     rotated->not_after.time_since_epoch())
+                                                     .count()) +
+                                  "\n";
+  cluster.await(
+      [&] {
+        auto res = httplib::Client("127.0.0.1", metrics_port).Get("/metrics");
+        return res && res->body.find(expiry_line) != std::string::npos;
+      },
+      20s, "the expiration metric of the new certificate");
   // Open watches were closed and re-opened with the new certificate.
   cluster.await(
       [&] {
