@@ -62,6 +62,13 @@ asio::awaitable<base::Status> ApiMirrorClient::createMirrorPod(api::PodPtr pod) 
     co_return base::unavailableError("createMirrorPod: too many mirror calls in flight");
   }
   std::string node_uid = options_.node_uid ? options_.node_uid() : "";
+  if (options_.node_uid && node_uid.empty()) {
+    // kubelet creates mirror pods only once it can read its Node: NodeRestriction refuses a
+    // mirror pod the node's own Node does not own. No request until the node is registered.
+    in_flight_->fetch_sub(1);
+    co_return base::failedPreconditionError("node " + options_.node_name +
+                                            " is not registered yet");
+  }
   auto fn = [guard = InFlight{in_flight_}, pod, hash, node_uid,
              node_name = options_.node_name](api::RestClient& c) mutable -> base::Status {
     if (node_uid.empty()) {

@@ -29,8 +29,9 @@ namespace nodeagent::agent {
 
 struct ApiMirrorClientOptions {
   std::string node_name;
-  // The registered Node's UID (for the owner reference); "" while unknown, in which case the
-  // client GETs the Node itself. Any thread.
+  // The registered Node's UID (for the owner reference); "" until the node is registered, while
+  // createMirrorPod makes no request and answers FailedPrecondition (NodeRestriction refuses a
+  // mirror pod its Node does not own). Unset: the client GETs the Node itself. Any thread.
   std::function<std::string()> node_uid;
   base::Duration call_timeout = std::chrono::seconds(5);
   // Calls still running (possibly past their timeout) beyond which new calls fail at once; less

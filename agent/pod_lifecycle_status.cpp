@@ -12,6 +12,9 @@ namespace {
 
 NODEAGENT_LOGGER("agent")
 
+// How soon a static pod asks again for its mirror pod while the node is not registered.
+constexpr base::Duration kMirrorRetry = std::chrono::seconds(1);
+
 bool hasRequestsOrLimits(const api::Container& c) {
   return !c.resources.requests.empty() || !c.resources.limits.empty();
 }
@@ -147,7 +150,12 @@ asio::awaitable<void> PodLifecycle::syncMirrorPod(api::PodPtr pod, api::PodPtr m
   }
   if (!mirror || deleted) {
     auto s = co_await client.createMirrorPod(pod);
-    if (!s.ok()) {
+    if (s.code() == base::StatusCode::kFailedPrecondition) {
+      // The node is not registered yet: try again shortly (no request is made meanwhile).
+      log()->debug("Mirror pod waits for the node's registration pod={} err={}", api::podRef(*pod),
+                   s.toString());
+      deps_.schedule_sync(pod->metadata.uid, kMirrorRetry);
+    } else if (!s.ok()) {
       log()->warn("Failed creating mirror pod pod={} err={}", api::podRef(*pod), s.toString());
     }
   }

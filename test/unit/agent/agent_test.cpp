@@ -37,10 +37,15 @@ class FixedRandom final : public base::Random {
   uint64_t next64() override { return 0; }
 };
 
-// Counts the mirror pods created; every call succeeds.
+// Counts the mirror pods created; every call succeeds once the node is `registered` (before, a
+// creation is refused as ApiMirrorClient refuses it).
 class RecordingMirrorClient final : public podmanager::MirrorClient {
  public:
   asio::awaitable<base::Status> createMirrorPod(api::PodPtr) override {
+    if (!registered.load()) {
+      refused_.fetch_add(1);
+      co_return base::failedPreconditionError("node node1 is not registered yet");
+    }
     created_.fetch_add(1);
     co_return base::okStatus();
   }
@@ -49,9 +54,12 @@ class RecordingMirrorClient final : public podmanager::MirrorClient {
     co_return true;
   }
   int created() const { return created_.load(); }
+  int refused() const { return refused_.load(); }
+  std::atomic<bool> registered{true};
 
  private:
   std::atomic<int> created_{0};
+  std::atomic<int> refused_{0};
 };
 
 struct Harness {
@@ -1057,6 +1065,29 @@ TEST_CASE("agent: an API pod may not have the agent create a hostPath, a static 
   auto starts = h.actions(Action::Kind::kStart);
   REQUIRE(starts.size() == 1);
   CHECK(starts[0].pod_uid == "uid-static-dir");
+}
+
+TEST_CASE(
+    "agent: a static pod's mirror pod is asked for again each second until the node is "
+    "registered",
+    "[unit][agent][mirror]") {
+  Harness h;
+  h.mirror_client.registered = false;
+  h.update(api::PodOperation::kAdd,
+           {testing::PodBuilder()
+                .name("web")
+                .uid("uid-static")
+                .container("web", {"sleep", "1000"})
+                .annotation("kubernetes.io/config.source", "file")
+                .annotation("kubernetes.io/config.hash", "h1")
+                .build()},
+           "file");
+  h.advance(3500ms);
+  CHECK(h.mirror_client.created() == 0);
+  CHECK(h.mirror_client.refused() >= 3);
+  h.mirror_client.registered = true;
+  h.advance(1s);
+  CHECK(h.mirror_client.created() >= 1);
 }
 
 TEST_CASE("agent: a mirror pod that vanished from the apiserver is re-created at once",
