@@ -3,17 +3,10 @@
 #include <optional>
 #include <string_view>
 
+#include "agent/runtime/runtime.h"
+
 namespace nodeagent::runtime {
 namespace {
-
-const api::Container* findContainer(const api::Pod& pod, const std::string& name) {
-  for (const auto* list : {&pod.spec.containers, &pod.spec.init_containers}) {
-    for (const auto& c : *list) {
-      if (c.name == name) return &c;
-    }
-  }
-  return nullptr;
-}
 
 const api::Quantity* find(const std::map<std::string, api::Quantity>& m, const std::string& key) {
   auto it = m.find(key);
@@ -42,7 +35,7 @@ base::StatusOr<std::string> resolveResourceFieldRef(const api::Pod& pod, const a
     if (selector.container_name.empty()) {
       return base::invalidArgumentError("resourceFieldRef.containerName: Required value");
     }
-    container = findContainer(pod, selector.container_name);
+    container = findSpecContainer(pod, selector.container_name);
     if (container == nullptr) {
       return base::invalidArgumentError("resourceFieldRef: container " + selector.container_name +
                                         " not found in the pod");
