@@ -66,9 +66,17 @@ asio::awaitable<base::Status> ApiMirrorClient::createMirrorPod(api::PodPtr pod) 
     // kubelet creates mirror pods only once it can read its Node: NodeRestriction refuses a
     // mirror pod the node's own Node does not own. No request until the node is registered.
     in_flight_->fetch_sub(1);
+    // Said once per wait, not at each of the static pods' syncs (every second) meanwhile.
+    if (!waiting_for_node_.exchange(true)) {
+      log()->info(
+          "Mirror pods wait for the node's registration: NodeRestriction refuses a mirror pod its "
+          "Node does not own node={} pod={}",
+          options_.node_name, api::podRef(*pod));
+    }
     co_return base::failedPreconditionError("node " + options_.node_name +
                                             " is not registered yet");
   }
+  waiting_for_node_ = false;
   auto fn = [guard = InFlight{in_flight_}, pod, hash, node_uid,
              node_name = options_.node_name](api::RestClient& c) mutable -> base::Status {
     if (node_uid.empty()) {

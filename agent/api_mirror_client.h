@@ -31,7 +31,8 @@ struct ApiMirrorClientOptions {
   std::string node_name;
   // The registered Node's UID (for the owner reference); "" until the node is registered, while
   // createMirrorPod makes no request and answers FailedPrecondition (NodeRestriction refuses a
-  // mirror pod its Node does not own). Unset: the client GETs the Node itself. Any thread.
+  // mirror pod its Node does not own; the wait is logged once). Unset: the client GETs the Node
+  // itself. Any thread.
   std::function<std::string()> node_uid;
   base::Duration call_timeout = std::chrono::seconds(5);
   // Calls still running (possibly past their timeout) beyond which new calls fail at once; less
@@ -59,6 +60,7 @@ class ApiMirrorClient final : public podmanager::MirrorClient {
   std::shared_ptr<std::atomic<int>> in_flight_;
   std::atomic<uint64_t> created_{0};
   std::atomic<uint64_t> deleted_{0};
+  std::atomic<bool> waiting_for_node_{false};  // the wait for the Node's registration was logged
 };
 
 // The body of a mirror pod's POST: the static pod without uid/resourceVersion/creationTimestamp/

@@ -7,6 +7,7 @@
 #include "api/api_errors.h"
 #include "api/time.h"
 #include "base/log.h"
+#include "base/printable.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -115,7 +116,7 @@ asio::awaitable<void> NodeLeaseController::sync() {
     auto s = co_await retryUpdateLease(lease_);
     if (s.ok() || stopped_) co_return;
     log()->info("Failed to update the lease using the latest lease, ensuring it node={} err={}",
-                options_.node_name, s.toString());
+                options_.node_name, base::goQuote(s.toString()));
   }
   Ensured ensured = co_await backoffEnsureLease();
   if (stopped_) co_return;
@@ -130,7 +131,7 @@ asio::awaitable<void> NodeLeaseController::sync() {
   if (!s.ok() && !stopped_) {
     log()->error(
         "Failed to renew the node lease node={} err={} retry_in_ms={}", options_.node_name,
-        s.toString(),
+        base::goQuote(s.toString()),
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.renew_interval).count());
   }
 }
@@ -149,7 +150,7 @@ asio::awaitable<base::Status> NodeLeaseController::retryUpdateLease(JsonPtr from
       co_return base::okStatus();
     }
     log()->warn("Failed to update the node lease node={} attempt={} err={}", options_.node_name,
-                i + 1, r.status().toString());
+                i + 1, base::goQuote(r.status().toString()));
     if (api::isNotFound(r.status())) {
       // We created it, so the apiserver lost its state (or someone deleted the lease).
       lost_ = true;
@@ -179,7 +180,7 @@ asio::awaitable<NodeLeaseController::Ensured> NodeLeaseController::backoffEnsure
     if (ensured.ok()) co_return std::move(*ensured);
     sleep = std::min(sleep * 2, options_.backoff_max);
     log()->warn("Failed to ensure the node lease exists node={} err={} retry_in_ms={}",
-                options_.node_name, ensured.status().toString(),
+                options_.node_name, base::goQuote(ensured.status().toString()),
                 std::chrono::duration_cast<std::chrono::milliseconds>(sleep).count());
     co_await waitFor(sleep);
     if (stopped_) co_return Ensured{};
@@ -210,7 +211,7 @@ asio::awaitable<base::StatusOr<NodeLeaseController::Ensured>> NodeLeaseControlle
       // After a loss the Node is being registered again: retry with the backoff until it is.
       if (lost_) co_return base::unavailableError("the Node is not registered yet: " + why);
       log()->warn("Cannot read the Node to own its lease, creating it later node={} err={}", name,
-                  why);
+                  base::goQuote(why));
       co_return Ensured{};
     }
   }

@@ -14,6 +14,7 @@
 #include "api/quantity.h"
 #include "api/time.h"
 #include "base/log.h"
+#include "base/printable.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -312,8 +313,9 @@ asio::awaitable<void> NodeStatusController::registerNode() {
   if (!r.ok()) {
     backoff_ = backoff_.count() == 0 ? options_.register_backoff_initial
                                      : std::min(backoff_ * 2, options_.register_backoff_max);
+    // Quoted whole: the apiserver's reason and its "[apiserver code=403 ...]" tail stay one value.
     log()->warn("Unable to register node node={} err={} retry_in_ms={}", name,
-                r.status().toString(),
+                base::goQuote(r.status().toString()),
                 std::chrono::duration_cast<std::chrono::milliseconds>(backoff_).count());
     schedule(backoff_, true);
     co_return;
@@ -351,7 +353,8 @@ asio::awaitable<void> NodeStatusController::updateStatus() {
   auto r = co_await api::runOnPool(async_, call);
   if (stopped_) co_return;
   if (!r.ok()) {
-    log()->warn("Error updating node status node={} err={}", name, r.status().toString());
+    log()->warn("Error updating node status node={} err={}", name,
+                base::goQuote(r.status().toString()));
     if (api::isNotFound(r.status())) {
       // We registered it, so the apiserver lost its state (or someone deleted the Node): its
       // UID is no owner any more, and everything else we created there is gone too.

@@ -1,9 +1,11 @@
 // The status syncer and the mirror client against the in-process test apiserver: what goes over
 // the wire (PATCH bodies with the UID precondition, nothing when nothing changed, the final
-// DELETE only once the pod's resources are reclaimed) and the mirror client's bounded calls.
+// DELETE only once the pod's resources are reclaimed) and the mirror client's bounded calls and
+// its wait for the node's registration.
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "podmanager/pod_manager.h"
 #include "test/support/api_test_client.h"
 #include "test/support/fake_clock.h"
+#include "test/support/log_capture.h"
 #include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
 
@@ -86,6 +89,19 @@ api::PodStatus runningStatus() {
   ready.status = "True";
   s.conditions.push_back(ready);
   return s;
+}
+
+// The static pod web-n1 of node n1, as the file source makes it.
+api::PodPtr staticPod() {
+  return testing::PodBuilder()
+      .name("web-n1")
+      .ns("default")
+      .uid("static-uid")
+      .annotation("kubernetes.io/config.hash", "h1")
+      .annotation("kubernetes.io/config.source", "file")
+      .nodeName("n1")
+      .container("c")
+      .build();
 }
 
 }  // namespace
@@ -326,15 +342,7 @@ TEST_CASE("mirror client bounds a call to a slow apiserver by its timeout",
   mo.node_uid = [] { return std::string("node-uid"); };
   mo.call_timeout = 200ms;
   agent::ApiMirrorClient mirror(f.api_pool->async(), base::realClock(), mo);
-  auto pod = testing::PodBuilder()
-                 .name("web-n1")
-                 .ns("default")
-                 .uid("static-uid")
-                 .annotation("kubernetes.io/config.hash", "h1")
-                 .annotation("kubernetes.io/config.source", "file")
-                 .nodeName("n1")
-                 .container("c")
-                 .build();
+  auto pod = staticPod();
   std::atomic<int> done{0};
   base::Status fast_result;
   base::Status slow_result;
@@ -363,4 +371,59 @@ TEST_CASE("mirror client bounds a call to a slow apiserver by its timeout",
   CHECK(std::chrono::steady_clock::now() - t0 < 2s);
   CHECK(slow_result.code() == base::StatusCode::kDeadlineExceeded);
   f.server->setLatency(0ms);
+}
+
+TEST_CASE("mirror client sends nothing before the node is registered and says so once per wait",
+          "[integration][mirror]") {
+  Fixture f;
+  testing::LogCapture logs("mirror");
+  std::string node_uid;  // set by the test thread between calls, read on the API pool
+  std::mutex mu;
+  agent::ApiMirrorClientOptions mo;
+  mo.node_name = "n1";
+  mo.node_uid = [&] {
+    std::lock_guard lock(mu);
+    return node_uid;
+  };
+  agent::ApiMirrorClient mirror(f.api_pool->async(), base::realClock(), mo);
+  auto pod = staticPod();
+  auto create = [&] {
+    std::atomic<bool> done{false};
+    base::Status result;
+    asio::co_spawn(
+        f.ioc,
+        [](agent::ApiMirrorClient& m, api::PodPtr p, base::Status* o,
+           std::atomic<bool>* d) -> asio::awaitable<void> {
+          *o = co_await m.createMirrorPod(p);
+          d->store(true);
+        }(mirror, pod, &result, &done),
+        asio::detached);
+    REQUIRE(testing::eventually([&] { return done.load(); }));
+    return result;
+  };
+  const std::string waiting = "Mirror pods wait for the node's registration";
+  for (int i = 0; i < 3; ++i) {
+    CHECK(create().code() == base::StatusCode::kFailedPrecondition);
+  }
+  CHECK(f.server->requests().empty());
+  auto said = logs.lines(waiting);
+  REQUIRE(said.size() == 1);
+  CHECK(said[0].find("node=n1 pod=default/web-n1") != std::string::npos);
+
+  {
+    std::lock_guard lock(mu);
+    node_uid = "node-uid";
+  }
+  CHECK(create().ok());
+  auto created = f.server->store().get("pods", "default", "web-n1");
+  REQUIRE(created.ok());
+  CHECK((*created)["metadata"]["ownerReferences"][0]["uid"] == "node-uid");
+  // The Node is lost and registered again: a new wait, said again once.
+  {
+    std::lock_guard lock(mu);
+    node_uid.clear();
+  }
+  CHECK(create().code() == base::StatusCode::kFailedPrecondition);
+  CHECK(create().code() == base::StatusCode::kFailedPrecondition);
+  CHECK(logs.lines(waiting).size() == 2);
 }
