@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/certificate/pki.h"
 #include "test/integration/apiserver_test_util.h"
 
 using nlohmann::json;
@@ -17,13 +16,7 @@ namespace {
 // n1's client certificate and key, written as n1.crt and n1.key, and a kubeconfig for them,
 // n1.kubeconfig.
 void writeNodeCredentials(const TempDir& dir, const std::string& url) {
-  auto ca = nodeagent::certificate::loadKeyPair(dir / "certs" / "ca.crt", dir / "certs" / "ca.key");
-  REQUIRE(ca.ok());
-  nodeagent::certificate::CertificateRequest request;
-  request.common_name = "system:node:n1";
-  request.organizations = {"system:nodes"};
-  request.client_auth = true;
-  auto issued = nodeagent::certificate::issueCertificate(*ca, request);
+  auto issued = issueNodeCertificate(dir / "certs", "n1");
   REQUIRE(issued.ok());
   writeFile(dir / "n1.crt", issued->cert_pem);
   writeFile(dir / "n1.key", issued->key_pem);

@@ -1,5 +1,6 @@
 // Helpers for the test-apiserver integration tests: spawning processes (kubectl, python3, the
-// test-apiserver binary) with their output in files, and waiting for them with deadlines.
+// test-apiserver binary) with their output in files, waiting for them with deadlines, and a
+// node's client certificate from the server's CA.
 #pragma once
 
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/certificate/pki.h"
 #include "test/support/test_util.h"
 
 extern char** environ;
@@ -155,5 +157,19 @@ class Kubectl {
   const TempDir& dir_;
   std::filesystem::path kubeconfig_;
 };
+
+// A client certificate for system:node:<node> (group system:nodes), as a kubelet holds, issued
+// by the CA of a test-apiserver's --cert-dir `certs` (its ca.crt and ca.key); `request` gives
+// the validity.
+inline base::StatusOr<certificate::KeyPair> issueNodeCertificate(
+    const std::filesystem::path& certs, const std::string& node,
+    certificate::CertificateRequest request = {}) {
+  auto ca = certificate::loadKeyPair(certs / "ca.crt", certs / "ca.key");
+  if (!ca.ok()) return ca.status();
+  request.common_name = "system:node:" + node;
+  request.organizations = {"system:nodes"};
+  request.client_auth = true;
+  return certificate::issueCertificate(*ca, request);
+}
 
 }  // namespace nodeagent::testing

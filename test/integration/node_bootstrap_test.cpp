@@ -1,8 +1,9 @@
 // The nodeagent binary joins build/test-apiserver the kubelet way: TLS bootstrap with a bootstrap
 // token (the CSR, its approval by the server's approver or by kubectl certificate approve, the
 // pem, its symlink and the kubeconfig written, a restart that skips the bootstrap), client
-// certificate rotation with connections moved to the new certificate, and --node-labels that a
-// node may not set refused at start.
+// certificate rotation with connections moved to the new certificate, --node-labels that a node
+// may not set refused at start, and an agent holding another node's certificate refused by the
+// Node authorizer and NodeRestriction (--authorization-mode=Node) without harm to either node.
 #include <chrono>
 #include <functional>
 #include <string>
@@ -77,12 +78,19 @@ struct Cluster {
                   user);
     return dir / name;
   }
+  // kubelet.conf with `pair` as its client certificate.
+  void writeClientKubeconfig(const nodeagent::certificate::KeyPair& pair) {
+    writeKubeconfig("kubelet.conf",
+                    "    client-certificate-data: " + nodeagent::api::encodeBase64(pair.cert_pem) +
+                        "\n    client-key-data: " + nodeagent::api::encodeBase64(pair.key_pem) +
+                        "\n");
+  }
 
   void startAgent(std::vector<std::string> extra) {
     std::vector<std::string> argv = {binaryPath("nodeagent").string(),
                                      "--kubeconfig=" + kubeletConf().string(),
                                      "--cert-dir=" + pki().string(),
-                                     "--hostname-override=n1",
+                                     "--hostname-override=" + node,
                                      "--node-ip=127.0.0.1",
                                      "--root-dir=" + (dir / "root").string(),
                                      "--runtime=fake",
@@ -153,6 +161,7 @@ struct Cluster {
   }
 
   fs::path bootstrap;
+  std::string node = "n1";  // the agent's --hostname-override
 };
 
 }  // namespace
@@ -269,21 +278,13 @@ TEST_CASE(
     "[integration][certificate]") {
   Cluster cluster;
   // A node certificate from the cluster CA that ends in 45 s: far past its rotation deadline.
-  nodeagent::certificate::KeyPair ca{readFile(cluster.certs() / "ca.crt"),
-                                     readFile(cluster.certs() / "ca.key")};
   nodeagent::certificate::CertificateRequest request;
-  request.common_name = "system:node:n1";
-  request.organizations = {"system:nodes"};
-  request.client_auth = true;
   request.backdate = 1h;
   request.validity = 1h + 45s;
-  auto old = nodeagent::certificate::issueCertificate(ca, request);
+  auto old = issueNodeCertificate(cluster.certs(), "n1", request);
   REQUIRE(old.ok());
   const auto old_expiry = nodeagent::certificate::inspectCertificate(old->cert_pem)->not_after;
-  cluster.writeKubeconfig(
-      "kubelet.conf",
-      "    client-certificate-data: " + nodeagent::api::encodeBase64(old->cert_pem) +
-          "\n    client-key-data: " + nodeagent::api::encodeBase64(old->key_pem) + "\n");
+  cluster.writeClientKubeconfig(*old);
   const int metrics_port = unusedLoopbackPort();
   cluster.startAgent({"--rotate-certificates", "--read-only-port=" + std::to_string(metrics_port)});
   const fs::path current = cluster.pki() / "kubelet-client-current.pem";
@@ -351,4 +352,121 @@ TEST_CASE("node bootstrap: --node-labels a node may not set refuse to start",
                        "labels specified with --node-labels: [" +
                        key + "]") != std::string::npos);
   }
+}
+
+namespace {
+
+// How often `needle` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "node authorization: an agent named n2 holding n1's certificate is refused n2's Node and "
+    "lease and says why while its static pod runs",
+    "[integration][certificate]") {
+  Cluster cluster({"--authorization-mode=Node"});
+  // n2 and its lease as an administrator made them.
+  writeFile(cluster.dir / "n2.yaml",
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n2}\n---\n"
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\n"
+            "metadata: {name: n2, namespace: kube-node-lease}\n"
+            "spec: {holderIdentity: n2, leaseDurationSeconds: 40, "
+            "renewTime: \"2020-01-01T00:00:00.000000Z\"}\n");
+  auto made = cluster.kubectl->run({"create", "-f", (cluster.dir / "n2.yaml").string()});
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  const std::optional<json> node_before = cluster.getJson({"get", "node", "n2"});
+  const std::optional<json> lease_before =
+      cluster.getJson({"get", "lease", "n2", "-n", "kube-node-lease"});
+  REQUIRE(node_before.has_value());
+  REQUIRE(lease_before.has_value());
+
+  // The wrong kubeconfig: n1's certificate for an agent named n2 with a static pod.
+  auto n1 = issueNodeCertificate(cluster.certs(), "n1");
+  REQUIRE(n1.ok());
+  cluster.writeClientKubeconfig(*n1);
+  fs::create_directories(cluster.dir / "manifests");
+  writeFile(cluster.dir / "manifests" / "static.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: static, namespace: default}\n"
+            "spec:\n  containers:\n  - {name: c, image: busybox}\n");
+  const int port = unusedLoopbackPort();
+  cluster.node = "n2";
+  cluster.startAgent({"--pod-manifest-path=" + (cluster.dir / "manifests").string(),
+                      "--read-only-port=" + std::to_string(port)});
+
+  // Each refusal is logged naming the object, with the apiserver's reason.
+  const std::string tail = R"( [apiserver code=403 reason=Forbidden]")";
+  const std::string registration =
+      R"(Unable to register node node=n2 err="PERMISSION_DENIED: POST /api/v1/nodes: nodes )"
+      R"(\"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\")" +
+      tail;
+  const std::string lease =
+      R"(Failed to ensure the node lease exists node=n2 err="PERMISSION_DENIED: GET )"
+      R"(/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n2: )"
+      R"(leases.coordination.k8s.io \"n2\" is forbidden: User \"system:node:n1\" cannot get )"
+      R"(resource \"leases\" in API group \"coordination.k8s.io\" in the namespace )"
+      R"(\"kube-node-lease\": can only access node lease with the same name as the requesting )"
+      R"(node)" +
+      tail;
+  const std::string pods =
+      R"(cannot list resource \"pods\" in API group \"\" at the cluster scope: can only )"
+      R"(list/watch pods with spec.nodeName field selector)";
+  const std::string mirror =
+      "Mirror pods wait for the node's registration: NodeRestriction refuses a mirror pod its "
+      "Node does not own node=n2 pod=default/static-n2";
+  // Five refused registrations (100 ms doubling: some 3 s), while the static pod was synced
+  // again each second for its mirror pod.
+  cluster.await(
+      [&] {
+        const std::string log = cluster.agentLog();
+        return occurrences(log, registration) >= 5 && occurrences(log, lease) >= 2 &&
+               occurrences(log, pods) >= 1 && occurrences(log, mirror) >= 1;
+      },
+      60s, "the refusals to be logged");
+  CHECK(occurrences(cluster.agentLog(), mirror) == 1);
+  // Retried with a growing backoff, not at once.
+  CHECK(occurrences(cluster.agentLog(), registration + " retry_in_ms=1600") == 1);
+
+  // The static pod runs all the same.
+  cluster.await(
+      [&] {
+        auto res = httplib::Client("127.0.0.1", port).Get("/pods");
+        if (!res || res->status != 200) return false;
+        const json list = json::parse(res->body, nullptr, false);
+        if (!list.is_object()) return false;
+        for (const auto& pod : list.value("items", json::array())) {
+          if (pod["metadata"].value("name", "") == "static-n2") {
+            return pod.value("status", json::object()).value("phase", "") == "Running";
+          }
+        }
+        return false;
+      },
+      30s, "the static pod to run");
+  CHECK(cluster.agent->running());
+
+  // Nothing of n2 changed: its Node, its lease; no mirror pod.
+  auto node_after = cluster.getJson({"get", "node", "n2"});
+  REQUIRE(node_after.has_value());
+  CHECK((*node_after)["metadata"]["resourceVersion"] ==
+        (*node_before)["metadata"]["resourceVersion"]);
+  CHECK_FALSE((*node_after).value("status", json::object()).contains("conditions"));
+  auto lease_after = cluster.getJson({"get", "lease", "n2", "-n", "kube-node-lease"});
+  REQUIRE(lease_after.has_value());
+  CHECK((*lease_after)["metadata"]["resourceVersion"] ==
+        (*lease_before)["metadata"]["resourceVersion"]);
+  CHECK((*lease_after)["spec"]["renewTime"] == "2020-01-01T00:00:00.000000Z");
+  auto all_pods = cluster.getJson({"get", "pods", "-A"});
+  REQUIRE(all_pods.has_value());
+  CHECK((*all_pods)["items"].empty());
+
+  // Refused is not broken: the agent stops as asked.
+  cluster.agent->signal(SIGTERM);
+  const std::optional<int> code = cluster.agent->wait(20s);
+  INFO(cluster.agentLog());
+  CHECK(code.value_or(-1) == 0);
 }
