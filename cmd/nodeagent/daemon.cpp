@@ -169,8 +169,20 @@ base::StatusOr<ApiClients> makeApiClients(const DaemonConfig& c, base::Clock& cl
   return clients;
 }
 
+void DaemonThreads::run(int threads) {
+  std::vector<std::thread> running;
+  for (int i = 0; i < threads; ++i) running.emplace_back([this] { ioc.run(); });
+  for (auto& t : running) t.join();
+}
+
+void DaemonThreads::joinPools() {
+  api_pool.join();
+  webhook_pool.join();
+  blocking.join();
+}
+
 Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients,
-               runtime::cri::MakeCriRuntimeFn make_cri)
+               runtime::cri::MakeCriRuntimeFn make_cri, DaemonThreads* shared)
     : config_(config),
       flags_(config.flags),
       locks_(std::move(locks)),
@@ -178,13 +190,19 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       random_(base::defaultRandom()),
       started_(clock_.now()),
       clients_(std::move(clients)),
+      own_threads_(shared == nullptr ? std::make_unique<DaemonThreads>() : nullptr),
+      threads_(shared == nullptr ? *own_threads_ : *shared),
+      ioc_(threads_.ioc),
       work_(asio::make_work_guard(ioc_)),
+      blocking_(threads_.blocking),
+      api_pool_(threads_.api_pool),
+      webhook_pool_(threads_.webhook_pool),
       cert_pool_(config.flags.rotate_certificates && clients_.rest
                      ? std::make_unique<asio::thread_pool>(1)
                      : nullptr),
-      client_certificate_(cert_pool_ ? makeClientCertificateManager(
-                                           config, ioc_.get_executor(), cert_pool_->get_executor(),
-                                           clock_, random_, clients_)
+      client_certificate_(cert_pool_ ? makeClientCertificateManager(config, ioc_.get_executor(),
+                                                                    cert_pool_->get_executor(),
+                                                                    clock_, random_, clients_)
                                      : nullptr),
       runtime_pool_(config.flags.runtime == "cri"
                         ? std::make_unique<asio::thread_pool>(kRuntimePoolThreads)
@@ -226,7 +244,13 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
           [this](std::string* why) { return watchdogAlive(why); }),
       lock_watch_(ioc_),
       trimmer_(ioc_.get_executor(), clock_),
-      signals_(ioc_, SIGINT, SIGTERM) {
+      signals_(ioc_) {
+  // Caught from here on (a SIGTERM while init() binds the ports is handled once run() starts);
+  // a fleet's daemons leave signals to the fleet.
+  if (own_threads_) {
+    signals_.add(SIGINT);
+    signals_.add(SIGTERM);
+  }
   buildSources();
   buildApiControllers();
 }
@@ -585,12 +609,15 @@ void Daemon::start() {
   summary_->start();
   eviction_->start();
   for (auto& s : sources_) s->start();
-  systemd_.start();
-  trimmer_.start();
+  if (own_threads_) {
+    systemd_.start();
+    trimmer_.start();
+  }
 }
 
-void Daemon::stop() {
-  sdNotify("STOPPING=1");
+void Daemon::stop(std::function<void()> on_stopped) {
+  on_stopped_ = std::move(on_stopped);
+  if (own_threads_) sdNotify("STOPPING=1");
   if (client_certificate_) client_certificate_->stop();
   for (auto& s : sources_) s->stop();
   if (status_syncer_) status_syncer_->stop();
@@ -618,7 +645,7 @@ void Daemon::stopWhenServersIdle(int attempts_left) {
     return;
   }
   work_.reset();
-  ioc_.stop();
+  if (on_stopped_) on_stopped_();
 }
 
 int Daemon::run() {
@@ -626,11 +653,9 @@ int Daemon::run() {
   signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     log()->info("Shutting down signal={}", sig);
-    stop();
+    stop([this] { ioc_.stop(); });
   });
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) threads.emplace_back([this] { ioc_.run(); });
-  for (auto& t : threads) t.join();
+  threads_.run(2);
   joinAndRelease();
   log()->info("Stopped; containers keep running");
   return 0;
@@ -646,10 +671,8 @@ void Daemon::joinAndRelease() {
   if (clients_.rest) clients_.rest->shutdown();
   if (clients_.events) clients_.events->shutdown();
   if (clients_.webhooks) clients_.webhooks->shutdown();
-  api_pool_.join();
-  webhook_pool_.join();
+  if (own_threads_) own_threads_->joinPools();
   if (cert_pool_) cert_pool_->join();
-  blocking_.join();
   if (runtime_pool_) runtime_pool_->join();
 }
 

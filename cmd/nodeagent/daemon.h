@@ -10,6 +10,7 @@
 // every blocking apiserver call of every controller (api/async_rest_client.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -22,13 +23,13 @@
 #include "agent/eviction/eviction_manager.h"
 #include "agent/eviction/signal_source.h"
 #include "agent/health_checks.h"
+#include "agent/logs/container_log_manager.h"
 #include "agent/node_lease.h"
 #include "agent/node_status.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/cri/cri_module.h"
 #include "agent/runtime/instrumented_runtime.h"
 #include "agent/runtime_state.h"
-#include "agent/logs/container_log_manager.h"
 #include "agent/server/kubelet_server.h"
 #include "agent/stats/summary.h"
 #include "agent/status/status_manager.h"
@@ -61,15 +62,38 @@ struct ApiClients {
   std::unique_ptr<api::RestClient> webhooks;
 };
 
+// The threads every component of a daemon runs on: the io_context (run by the owner's threads),
+// the blocking pool, the API pool and the kubelet API's review pool. A standalone daemon owns
+// its own; the daemons of a hollow fleet (hollow_fleet.h) share one.
+struct DaemonThreads {
+  static constexpr int kApiPoolThreads = 4;
+
+  explicit DaemonThreads(int api_threads = kApiPoolThreads) : api_pool(api_threads) {}
+
+  asio::io_context ioc;
+  asio::thread_pool blocking{2};
+  asio::thread_pool api_pool;
+  asio::thread_pool webhook_pool{2};  // the kubelet API's reviews
+
+  // Runs the io_context on `threads` threads until it is stopped.
+  void run(int threads);
+  // Waits for the pools' work to finish (after the io_context stopped and every daemon using
+  // them shut its clients down: see Daemon::joinAndRelease).
+  void joinPools();
+};
+
 class Daemon {
  public:
-  static constexpr int kApiPoolThreads = 4;
+  static constexpr int kApiPoolThreads = DaemonThreads::kApiPoolThreads;
   static constexpr int kRuntimePoolThreads = 64;
 
   // `clients` are empty without --kubeconfig. Builds every component; starts nothing.
   // `make_cri` is the CRI runtime module's entry point (with --runtime=cri; else null).
+  // `shared` are the threads of a hollow fleet, which outlive the daemon and are run, stopped
+  // and joined by the fleet (null: the daemon has threads of its own); a fleet's daemon leaves
+  // systemd notifications, heap trimming and signals to the fleet.
   Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClients clients,
-         runtime::cri::MakeCriRuntimeFn make_cri = nullptr);
+         runtime::cri::MakeCriRuntimeFn make_cri = nullptr, DaemonThreads* shared = nullptr);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -78,8 +102,19 @@ class Daemon {
   // startup error when taken) and watches the lock files.
   base::Status init();
   // Starts every component and runs until SIGINT/SIGTERM (or lock contention), then stops them
-  // in reverse. Containers keep running. The exit code.
+  // in reverse. Containers keep running. The exit code. Not for a fleet's daemon.
   int run();
+
+  // A fleet's daemon: start() starts every component on the shared threads; stop() stops them
+  // in reverse and calls `on_stopped` (on the io_context) once the pod workers are idle and the
+  // kubelet API's streams ended. After the io_context stopped, joinAndRelease() ends the
+  // apiserver calls in flight and joins the daemon's own pools; the fleet then joins the shared
+  // ones before destroying the daemon.
+  void start();
+  void stop(std::function<void()> on_stopped);
+  void joinAndRelease();
+
+  const std::string& nodeName() const { return config_.node_name; }
 
  private:
   api::AsyncRestClient api(api::RestClient& client);
@@ -100,9 +135,6 @@ class Daemon {
   bool nodeHealthy(std::string* why) const;
   bool watchdogAlive(std::string* why) const;
   bool localSourcesAnswered() const;
-  void start();
-  void stop();
-  void joinAndRelease();
 
   const DaemonConfig& config_;
   const DaemonFlags& flags_;
@@ -111,11 +143,15 @@ class Daemon {
   base::Random& random_;
   const base::MonotonicTime started_;
   ApiClients clients_;  // outlive everything that calls them
-  asio::io_context ioc_;
+  // The threads: owned (own_threads_) or a fleet's; the references below name their parts.
+  std::unique_ptr<DaemonThreads> own_threads_;
+  DaemonThreads& threads_;
+  asio::io_context& ioc_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
-  asio::thread_pool blocking_{2};
-  asio::thread_pool api_pool_{kApiPoolThreads};
-  asio::thread_pool webhook_pool_{2};  // the kubelet API's reviews
+  asio::thread_pool& blocking_;
+  asio::thread_pool& api_pool_;
+  asio::thread_pool& webhook_pool_;
+  std::function<void()> on_stopped_;  // stop()'s
   // --rotate-certificates: the client certificate manager's requests (a thread of their own: the
   // wait for approval may be long) and the manager, whose rotations all of clients_ follow.
   std::unique_ptr<asio::thread_pool> cert_pool_;

@@ -34,8 +34,9 @@ std::optional<std::string> cgroupRootLockPath(const DaemonFlags& f) {
   return cm::cgroupRootLockPath(f.cgroup_root);
 }
 
-// Before anything that reads or changes the root dir: two agents on one root dir would each take
-// the other's containers for orphans. The root dir itself is made first (the lock lives in it).
+}  // namespace
+
+// The root dir itself is made first (the lock lives in it).
 base::StatusOr<std::vector<LockFile>> lockRootDir(const DaemonFlags& f) {
   std::error_code ec;
   std::filesystem::create_directories(f.root_dir, ec);
@@ -73,8 +74,6 @@ base::StatusOr<std::vector<LockFile>> lockRootDir(const DaemonFlags& f) {
                                ec.message());
   return locks;
 }
-
-}  // namespace
 
 int runDaemon(int argc, char** argv) {
   tuneMalloc();

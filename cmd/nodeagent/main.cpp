@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "cmd/nodeagent/daemon_command.h"
+#include "cmd/nodeagent/hollow_fleet.h"
 #include "cmd/nodeagent/lazy_openssl.h"
 #include "cmd/nodeagent/operator_commands.h"
 #include "cmd/nodeagent/pod_updates_command.h"
@@ -22,6 +23,7 @@ constexpr Subcommand kSubcommands[] = {
     {"ps", nodeagent::cmd::runPs},
     {"logs", nodeagent::cmd::runLogs},
     {"stop-all", nodeagent::cmd::runStopAll},
+    {"hollow-fleet", nodeagent::cmd::runHollowFleet},
 };
 
 }  // namespace
@@ -45,7 +47,9 @@ int main(int argc, char** argv) {
                "       nodeagent pod-updates [flags]      print the merged pod updates\n"
                "       nodeagent ps [-a]                  list this node's containers\n"
                "       nodeagent logs POD [CONTAINER] [-f] print a container's log\n"
-               "       nodeagent stop-all                 stop every container (agent stopped)\n",
+               "       nodeagent stop-all                 stop every container (agent stopped)\n"
+               "       nodeagent hollow-fleet --nodes=N --fleet-dir=DIR [flags]\n"
+               "                                          run N hollow nodes (scale tests)\n",
                argv[1]);
   return 2;
 }

@@ -12,6 +12,7 @@
 #include "agent/certificate/pki.h"
 #include "cmd/test-apiserver/util.h"
 #include "test/integration/apiserver_test_util.h"
+#include "test/integration/joinable_cluster.h"
 
 using nlohmann::json;
 using namespace nodeagent::testing;
@@ -52,12 +53,7 @@ TEST_CASE(
     "[integration][apiserver]") {
   TempDir dir("apiserver-csr");
   writeFile(dir / "tokens.csv", "admin-token,admin,1,\"system:masters\"\n");
-  // Bootstrappers may request node client certificates (kubeadm's nodeclient binding).
-  writeFile(dir / "policy.jsonl",
-            R"({"apiVersion":"abac.authorization.kubernetes.io/v1beta1","kind":"Policy",)"
-            R"("spec":{"group":"system:bootstrappers","namespace":"*",)"
-            R"("apiGroup":"certificates.k8s.io","resource":"certificatesigningrequests"}})"
-            "\n");
+  writeFile(dir / "policy.jsonl", kBootstrapperCsrPolicy);
   // The CA is made before the client CA file is read, so the signer's certificates are
   // accepted as client certificates.
   SpawnedApiServer server(dir, {"--cert-dir=" + (dir / "certs").string(),
