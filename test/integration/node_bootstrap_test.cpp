@@ -277,10 +277,12 @@ TEST_CASE(
     "and the agent goes on with the new one",
     "[integration][certificate]") {
   Cluster cluster;
-  // A node certificate from the cluster CA that ends in 45 s: far past its rotation deadline.
+  // A node certificate from the cluster CA that ends in 45 s, issued 60 s ago for 105 s: its
+  // rotation deadline (70-90 % of its lifetime) comes 13.5-34.5 s after the start, once the
+  // agent's watch is open (a rotation at the very start would find no watch to close).
   nodeagent::certificate::CertificateRequest request;
-  request.backdate = 1h;
-  request.validity = 1h + 45s;
+  request.backdate = 60s;
+  request.validity = 105s;
   auto old = issueNodeCertificate(cluster.certs(), "n1", request);
   REQUIRE(old.ok());
   const auto old_expiry = nodeagent::certificate::inspectCertificate(old->cert_pem)->not_after;
