@@ -121,6 +121,23 @@ base::Status makeContainerFiles(const fs::path& dir, const api::Container& conta
   return base::okStatus();
 }
 
+// A start that failed for want of descriptors (EMFILE, ENFILE: in the agent or its shim) says
+// which limit to raise.
+base::Status withDescriptorHint(const base::Status& s) {
+  if (s.message().find(std::strerror(ENFILE)) != std::string::npos) {
+    return base::Status(s.code(),
+                        s.message() + " (the system's open-file limit fs.file-max is reached)");
+  }
+  if (s.message().find(std::strerror(EMFILE)) != std::string::npos) {
+    return base::Status(s.code(), s.message() +
+                                      " (the open-file limit RLIMIT_NOFILE is reached: each "
+                                      "running container holds one of the agent's descriptors; "
+                                      "raise the hard limit, e.g. LimitNOFILE= in the systemd "
+                                      "unit)");
+  }
+  return s;
+}
+
 }  // namespace
 
 int spawnShimProcess(std::vector<std::string> args,
@@ -168,8 +185,9 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
     RETURN_IF_ERROR(makeContainerFiles(dir, container, *config, where));
     return spawnContainerShim(id, dir, std::move(*config), where);
   }();
-  if (!launched.ok()) removeContainerCgroup(id, cgroup_name, cgroup);
-  return launched;
+  if (launched.ok()) return launched;
+  removeContainerCgroup(id, cgroup_name, cgroup);
+  return withDescriptorHint(launched.status());
 }
 
 base::Status ProcessRuntime::State::makeContainerCgroup(const std::string& id, ShimConfig& config,
@@ -259,9 +277,10 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::spawnCont
     const std::string& id, const fs::path& dir, ShimConfig config, const std::string& where) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    const int err = errno;
     std::error_code ec;
     fs::remove_all(dir, ec);
-    return base::internalError(where + ": pipe: " + std::strerror(errno));
+    return base::internalError(where + ": " + "pipe: " + std::strerror(err));
   }
   addStartingRecord(id, std::move(config));
   auto pid = spawnShim(dir, pipe_fds[1]);
@@ -279,7 +298,7 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::spawnCont
     ::waitpid(*pid, nullptr, 0);
     ::close(pipe_fds[0]);
     abandonStart(id, dir);
-    return base::internalError(where + ": pidfd_open: " + std::strerror(err));
+    return base::internalError(where + ": " + "pidfd_open: " + std::strerror(err));
   }
   {
     std::lock_guard lock(mu_);
@@ -357,7 +376,7 @@ base::StatusOr<ContainerId> ProcessRuntime::State::finishStart(const std::string
   if (have_state && st.status == ShimStatus::kExited) finishExit(id, st);
   log()->warn("Container failed to start pod={} container={} id={} error={}", api::podRef(pod),
               container_name, id, message);
-  return base::unknownError(where + ": " + message);
+  return withDescriptorHint(base::unknownError(where + ": " + message));
 }
 
 void ProcessRuntime::State::recordStarted(const std::string& id, const ShimState& st,

@@ -62,6 +62,20 @@ struct Fd {
   int fd = -1;
 };
 
+// A wait for a shim's pidfd on the reactor without a descriptor of its own: the stream
+// descriptor borrows `pidfd`'s and gives it back (release) before `pidfd` may close it, so a
+// container costs the agent one descriptor, not two, and the record's signals and the watch
+// share it.
+struct PidfdWatch {
+  PidfdWatch(const asio::any_io_executor& ex, std::shared_ptr<Fd> fd)
+      : pidfd(std::move(fd)), sd(ex, pidfd->fd) {}
+  ~PidfdWatch() { sd.release(); }
+  PidfdWatch(const PidfdWatch&) = delete;
+  PidfdWatch& operator=(const PidfdWatch&) = delete;
+  std::shared_ptr<Fd> pidfd;
+  asio::posix::stream_descriptor sd;
+};
+
 inline base::SystemTime fromNanos(int64_t ns) {
   if (ns == 0) return {};
   return base::SystemTime(duration_cast<base::SystemTime::duration>(nanoseconds(ns)));
@@ -196,18 +210,15 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   // the reactor can wake a wait with a stale event of another, just closed descriptor (seen
   // during start bursts, where start pipes are closed as fast as new shims are watched).
   void watch(const std::string& id, const std::shared_ptr<Fd>& pidfd) {
-    int dup = ::fcntl(pidfd->fd, F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) {
-      log()->error("Cannot watch container shim id={} error={}", id, std::strerror(errno));
-      return;
-    }
-    asio::post(strand_, [self = shared_from_this(), id, dup] {
-      auto sd = std::make_shared<asio::posix::stream_descriptor>(self->strand_, dup);
-      if (self->stopped_) return;  // sd closes the fd
-      self->watchers_[id] = sd;
-      base::asyncWaitReadable(sd, [self, id, fd = dup](const boost::system::error_code& ec) {
+    asio::post(strand_, [self = shared_from_this(), id, pidfd] {
+      if (self->stopped_) return;
+      auto watch = std::make_shared<PidfdWatch>(self->strand_, pidfd);
+      self->watchers_[id] = watch;
+      // The wait keeps the watch (and so the pidfd) alive until its handler has run.
+      std::shared_ptr<asio::posix::stream_descriptor> sd(watch, &watch->sd);
+      base::asyncWaitReadable(sd, [self, id, pidfd](const boost::system::error_code& ec) {
         if (ec || self->stopped_) return;
-        self->onShimExit(id, fd);
+        self->onShimExit(id, pidfd->fd);
         self->watchers_.erase(id);
       });
     });
@@ -517,9 +528,10 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
     stopped_ = true;
     setFiles({});
     asio::post(strand_, [self = shared_from_this()] {
-      for (auto& [id, sd] : self->watchers_) {
+      // The waits end (operation_aborted); each pidfd closes with its last holder.
+      for (auto& [id, watch] : self->watchers_) {
         boost::system::error_code ec;
-        sd->close(ec);
+        watch->sd.cancel(ec);
       }
       self->watchers_.clear();
     });
@@ -539,7 +551,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   // Pod UID -> the sandbox runPodSandbox made (guarded by mu_).
   std::map<std::string, PodSandboxStatus> sandboxes_;
   // Strand only.
-  std::map<std::string, std::shared_ptr<asio::posix::stream_descriptor>> watchers_;
+  std::map<std::string, std::shared_ptr<PidfdWatch>> watchers_;
   std::mutex files_mu_;
   asio::any_io_executor files_;  // guarded by files_mu_; see setFiles
 };

@@ -734,6 +734,65 @@ TEST_CASE("process runtime: exit events arrive within milliseconds", "[integrati
   CHECK(env.status(pod, id)->exit_code == 137);
 }
 
+TEST_CASE("process runtime: a running container costs the agent one descriptor",
+          "[integration][runtime]") {
+  Env env;
+  constexpr int kContainers = 20;
+  const int before = testing::countEntries("/proc/self/fd");
+  std::vector<std::pair<api::PodPtr, ContainerId>> started;
+  for (int i = 0; i < kContainers; ++i) {
+    auto pod = makePod("u-fd-" + std::to_string(i), {shContainer("main", "exec sleep 30")});
+    started.emplace_back(pod, env.start(pod));
+  }
+  // The shims' pidfds, each watched on the reactor without a copy; a little slack for the
+  // test's own threads.
+  const int running = testing::countEntries("/proc/self/fd");
+  INFO("descriptors before " << before << ", with " << kContainers << " containers " << running);
+  CHECK(running - before >= kContainers);
+  CHECK(running - before <= kContainers + 3);
+  for (auto& [pod, id] : started) ::kill(env.status(pod, id)->pid, SIGKILL);
+  for (auto& [pod, id] : started) REQUIRE(testing::eventually([&] { return env.exited(pod, id); }));
+  // An exited container holds none.
+  CHECK(testing::eventually([&] { return testing::countEntries("/proc/self/fd") <= before + 3; }));
+}
+
+TEST_CASE(
+    "process runtime: when descriptors run out a start fails with a clear error and the "
+    "running containers are unharmed",
+    "[integration][runtime]") {
+  Env env;
+  auto first = makePod("u-nofile-a", {shContainer("main", "exec sleep 30")});
+  auto first_id = env.start(first);
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  struct Restore {
+    rlimit limit;
+    ~Restore() { ::setrlimit(RLIMIT_NOFILE, &limit); }
+  } restore{saved};
+  // No descriptor left to open: the limit is the lowest free descriptor number.
+  const int lowest_free = ::dup(0);
+  REQUIRE(lowest_free >= 0);
+  ::close(lowest_free);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  auto second = makePod("u-nofile-b", {shContainer("main", "exec sleep 30")});
+  auto failed = env.sync(env.runtime().startContainer(second, second->spec.containers[0], 0, {}));
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  REQUIRE_FALSE(failed.ok());
+  INFO(failed.status().toString());
+  CHECK(failed.status().message().find("Too many open files") != std::string::npos);
+  CHECK(failed.status().message().find("RLIMIT_NOFILE is reached") != std::string::npos);
+  CHECK_FALSE(startErrorReason(failed.status()).empty());
+  // The running container is untouched and the runtime starts containers again.
+  auto cs = env.status(first, first_id);
+  REQUIRE(cs);
+  CHECK(cs->state == ContainerState::kRunning);
+  auto third = makePod("u-nofile-c", {shContainer("main", "exec sleep 30")});
+  auto third_id = env.start(third);
+  CHECK(env.status(third, third_id)->state == ContainerState::kRunning);
+}
+
 TEST_CASE("process runtime: podsVersion moves with every start, exit and removal only",
           "[integration][runtime]") {
   Env env;
