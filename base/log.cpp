@@ -34,9 +34,12 @@ spdlog::level::level_enum& currentLevel() {
   return level;
 }
 
-bool isKeyChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+bool isKeyChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
 
-// The length of the key at `pos` (a lower-case letter, then [a-z0-9_]*, then '='), 0 if none.
+// The length of the key at `pos` (a lower-case letter, then [a-zA-Z0-9_]*, then '='; klog's
+// camelCase keys such as exitCode count), 0 if none.
 size_t keyAt(std::string_view s, size_t pos) {
   if (pos >= s.size() || s[pos] < 'a' || s[pos] > 'z') return 0;
   size_t end = pos;

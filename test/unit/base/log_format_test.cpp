@@ -34,6 +34,9 @@ TEST_CASE("log format text: values with spaces, quotes or control characters are
   const auto forged =
       formatLogLine(LogFormat::kText, at(), 'E', "a", 1, "M reason=x\nI0101 forged");
   CHECK(forged.find('\n') == forged.size() - 1);
+  // camelCase keys (klog's exitCode, podUID) end the value before them.
+  CHECK(formatLogLine(LogFormat::kText, at(), 'I', "a", 1, "Exited id=abc exitCode=137 podUID=u") ==
+        "2026-12-01T10:00:00.123456Z I a [1] Exited id=abc exitCode=137 podUID=u\n");
   // No key=value: the message alone.
   CHECK(formatLogLine(LogFormat::kText, at(), 'I', "a", 1, "Plain message, nothing more") ==
         "2026-12-01T10:00:00.123456Z I a [1] Plain message, nothing more\n");
