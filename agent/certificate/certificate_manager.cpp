@@ -49,6 +49,17 @@ ClientCertificateManager::ClientCertificateManager(asio::any_io_executor ex, bas
       options_(std::move(options)),
       timer_(clock.makeTimer(strand_)) {}
 
+bool serverAnswered(const base::Status& request_error) {
+  switch (request_error.code()) {
+    case base::StatusCode::kUnauthenticated:
+    case base::StatusCode::kPermissionDenied:
+    case base::StatusCode::kNotFound:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void ClientCertificateManager::start(StoredCertificate current) {
   {
     std::lock_guard lock(mu_);
@@ -122,6 +133,7 @@ base::StatusOr<StoredCertificate> ClientCertificateManager::requestBlocking(std:
 
 void ClientCertificateManager::onRotated(base::StatusOr<StoredCertificate> result) {
   if (stopped_) return;
+  server_healthy_ = result.ok() || serverAnswered(result.status());
   if (!result.ok()) {
     renew_errors_.fetch_add(1);
     ++failures_in_a_row_;
@@ -135,6 +147,21 @@ void ClientCertificateManager::onRotated(base::StatusOr<StoredCertificate> resul
                "Failed to rotate the client certificate, keeping the current one err={} "
                "expiration={} retry_in={}",
                result.status().message(), formatTime(expiry), base::formatDuration(delay));
+    if (clock_.wallNow() >= expiry && options_.on_expired) {
+      if (server_healthy_) {
+        log()->error(
+            "The currently active client certificate has expired and the server is responsive, "
+            "exiting expiration={}",
+            formatTime(expiry));
+        options_.on_expired();
+        return;
+      }
+      log()->error(
+          "The currently active client certificate has expired, but the server is not "
+          "responsive. A restart may be necessary to retrieve new initial credentials "
+          "expiration={}",
+          formatTime(expiry));
+    }
     timer_->asyncWaitFor(delay, [self = shared_from_this()] { self->rotate(); });
     return;
   }

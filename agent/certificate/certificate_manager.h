@@ -32,6 +32,11 @@
 
 namespace nodeagent::certificate {
 
+// client-go's serverHealth after a failed request: the apiserver answered it (401, 403, 404),
+// so it is up and the request itself was refused; anything else (no connection, a timeout, a 5xx
+// from a proxy) says nothing about it.
+bool serverAnswered(const base::Status& request_error);
+
 // client-go's jittered rotation deadline: `random` in [0, 1) picks 70-90 % of the lifetime.
 base::SystemTime rotationDeadline(const CertificateInfo& info, double random);
 
@@ -68,6 +73,10 @@ struct ClientCertificateManagerOptions {
   asio::any_io_executor blocking;
   // Runs on the manager's strand once a new certificate is stored.
   std::function<void(const StoredCertificate&)> on_rotated;
+  // Runs on the strand when a rotation failed after the current certificate expired and the
+  // apiserver answered the request (serverAnswered): kubelet exits then, so that it starts over
+  // with its bootstrap credentials. Unset: the manager keeps trying.
+  std::function<void()> on_expired;
   base::Duration retry_initial = std::chrono::seconds(2);
   int retry_steps = 5;
   base::Duration retry_poll = std::chrono::seconds(32);
@@ -90,6 +99,8 @@ class ClientCertificateManager : public std::enable_shared_from_this<ClientCerti
   std::optional<base::SystemTime> nextDeadline() const;
   int rotations() const { return rotations_.load(); }
   int renewErrors() const { return renew_errors_.load(); }
+  // Whether the apiserver answered the last request (client-go's ServerHealthy); true before any.
+  bool serverHealthy() const { return server_healthy_.load(); }
   // kubelet_certificate_manager_client_expiration_seconds (unix time of the expiry),
   // kubelet_certificate_manager_client_ttl_seconds (seconds left) and
   // kubelet_certificate_manager_client_expiration_renew_errors.
@@ -113,6 +124,7 @@ class ClientCertificateManager : public std::enable_shared_from_this<ClientCerti
   std::atomic<bool> stopped_{false};
   std::atomic<int> rotations_{0};
   std::atomic<int> renew_errors_{0};
+  std::atomic<bool> server_healthy_{true};
   mutable std::mutex mu_;  // guards current_ and deadline_
   CertificateInfo current_;
   std::optional<base::SystemTime> deadline_;

@@ -61,7 +61,8 @@ base::Status prepareClientCertificate(DaemonConfig& config, base::Clock& clock) 
 
 std::shared_ptr<certificate::ClientCertificateManager> makeClientCertificateManager(
     const DaemonConfig& config, asio::any_io_executor ex, asio::any_io_executor blocking,
-    base::Clock& clock, base::Random& random, ApiClients& clients) {
+    base::Clock& clock, base::Random& random, ApiClients& clients,
+    std::function<void()> on_expired) {
   if (!config.flags.rotate_certificates || !clients.rest) return nullptr;
   auto start = startingCertificate(config, clock.wallNow());
   if (!start) {
@@ -73,6 +74,7 @@ std::shared_ptr<certificate::ClientCertificateManager> makeClientCertificateMana
   certificate::ClientCertificateManagerOptions mo;
   mo.node_name = config.node_name;
   mo.blocking = std::move(blocking);
+  mo.on_expired = std::move(on_expired);
   mo.on_rotated = [&clients](const certificate::StoredCertificate& stored) {
     log()->info(
         "Certificate rotation detected, shutting down client connections to start using new "

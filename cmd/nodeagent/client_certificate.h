@@ -3,6 +3,7 @@
 // (--rotate-certificates), and the certificate manager whose rotations the clients follow.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "agent/certificate/certificate_manager.h"
@@ -25,8 +26,11 @@ base::Status prepareClientCertificate(DaemonConfig& config, base::Clock& clock);
 // The client certificate manager of --rotate-certificates (null without it, or when the
 // kubeconfig authenticates without a client certificate). Its rotations go to every client of
 // `clients`. `blocking` runs its requests (a thread of its own: the wait for approval is long).
+// `on_expired` runs when the certificate has expired and the apiserver refuses the rotation (the
+// daemon exits then, as kubelet, so that a restart bootstraps again).
 std::shared_ptr<certificate::ClientCertificateManager> makeClientCertificateManager(
     const DaemonConfig& config, asio::any_io_executor ex, asio::any_io_executor blocking,
-    base::Clock& clock, base::Random& random, ApiClients& clients);
+    base::Clock& clock, base::Random& random, ApiClients& clients,
+    std::function<void()> on_expired);
 
 }  // namespace nodeagent::cmd

@@ -200,9 +200,9 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       cert_pool_(config.flags.rotate_certificates && clients_.rest
                      ? std::make_unique<asio::thread_pool>(1)
                      : nullptr),
-      client_certificate_(cert_pool_ ? makeClientCertificateManager(config, ioc_.get_executor(),
-                                                                    cert_pool_->get_executor(),
-                                                                    clock_, random_, clients_)
+      client_certificate_(cert_pool_ ? makeClientCertificateManager(
+                                           config, ioc_.get_executor(), cert_pool_->get_executor(),
+                                           clock_, random_, clients_, [this] { stopForRestart(); })
                                      : nullptr),
       runtime_pool_(config.flags.runtime == "cri"
                         ? std::make_unique<asio::thread_pool>(kRuntimePoolThreads)
@@ -615,7 +615,17 @@ void Daemon::start() {
   }
 }
 
+void Daemon::stopForRestart() {
+  // A fleet's node has no process of its own to end: it goes on without a valid certificate.
+  if (!own_threads_) return;
+  asio::post(ioc_, [this] {
+    exit_code_ = 1;
+    stop([this] { ioc_.stop(); });
+  });
+}
+
 void Daemon::stop(std::function<void()> on_stopped) {
+  if (stopping_.exchange(true)) return;
   on_stopped_ = std::move(on_stopped);
   if (own_threads_) sdNotify("STOPPING=1");
   if (client_certificate_) client_certificate_->stop();
@@ -657,8 +667,8 @@ int Daemon::run() {
   });
   threads_.run(2);
   joinAndRelease();
-  log()->info("Stopped; containers keep running");
-  return 0;
+  log()->info("Stopped; containers keep running exit_code={}", exit_code_.load());
+  return exit_code_;
 }
 
 // After the io_context stopped: no request is answered any more, the apiserver calls in flight

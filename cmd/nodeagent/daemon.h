@@ -10,6 +10,7 @@
 // every blocking apiserver call of every controller (api/async_rest_client.h).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -111,6 +112,7 @@ class Daemon {
   // apiserver calls in flight and joins the daemon's own pools; the fleet then joins the shared
   // ones before destroying the daemon.
   void start();
+  // Only the first call stops; later ones do nothing.
   void stop(std::function<void()> on_stopped);
   void joinAndRelease();
 
@@ -135,6 +137,9 @@ class Daemon {
   bool nodeHealthy(std::string* why) const;
   bool watchdogAlive(std::string* why) const;
   bool localSourcesAnswered() const;
+  // The client certificate expired and the apiserver refuses its rotation: the daemon stops with
+  // exit code 1 (kubelet exits), so that its restart bootstraps again. Any thread.
+  void stopForRestart();
 
   const DaemonConfig& config_;
   const DaemonFlags& flags_;
@@ -152,6 +157,8 @@ class Daemon {
   asio::thread_pool& api_pool_;
   asio::thread_pool& webhook_pool_;
   std::function<void()> on_stopped_;  // stop()'s
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> exit_code_{0};
   // --rotate-certificates: the client certificate manager's requests (a thread of their own: the
   // wait for approval may be long) and the manager, whose rotations all of clients_ follow.
   std::unique_ptr<asio::thread_pool> cert_pool_;

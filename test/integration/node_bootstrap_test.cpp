@@ -336,6 +336,29 @@ TEST_CASE(
   CHECK(cluster.agentLog().find("Rotated the client certificate") != std::string::npos);
 }
 
+TEST_CASE(
+    "node bootstrap: with --rotate-certificates an expired certificate the apiserver refuses "
+    "stops the agent with exit code 1 so that a restart bootstraps again",
+    "[integration][certificate]") {
+  Cluster cluster;
+  // A node certificate that expired an hour ago: its rotation request is refused (401).
+  nodeagent::certificate::CertificateRequest request;
+  request.backdate = 2h;
+  request.validity = 1h;
+  auto expired = issueNodeCertificate(cluster.certs(), "n1", request);
+  REQUIRE(expired.ok());
+  cluster.writeClientKubeconfig(*expired);
+  cluster.startAgent({"--rotate-certificates"});
+  auto code = cluster.agent->wait(60s);
+  INFO(cluster.agentLog());
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK(cluster.agentLog().find("The currently active client certificate has expired and the "
+                                "server is responsive, exiting") != std::string::npos);
+  CHECK(cluster.agentLog().find("Stopped; containers keep running exit_code=1") !=
+        std::string::npos);
+}
+
 TEST_CASE("node bootstrap: --node-labels a node may not set refuse to start",
           "[integration][certificate]") {
   TempDir dir("node-labels");

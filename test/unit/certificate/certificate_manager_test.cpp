@@ -64,6 +64,7 @@ struct Fixture {
   testing::TempDir dir{"cert-manager"};
   std::shared_ptr<FakeRequester> requester;
   std::vector<StoredCertificate> rotated;
+  int expired = 0;  // on_expired calls
   std::shared_ptr<ClientCertificateManager> manager;
   StoredCertificate initial;
 
@@ -84,6 +85,7 @@ struct Fixture {
     o.requested_lifetime = 600s;
     o.blocking = ioc.get_executor();
     o.on_rotated = [this](const StoredCertificate& s) { rotated.push_back(s); };
+    o.on_expired = [this] { ++expired; };
     manager = std::make_shared<ClientCertificateManager>(
         ioc.get_executor(), clock, random, CertificateStore(dir / "pki"), requester, o);
   }
@@ -186,6 +188,39 @@ TEST_CASE("certificate manager: the old certificate stays while requests fail",
   f.manager->writeMetrics(metrics);
   CHECK(metrics.str().find("kubelet_certificate_manager_client_expiration_renew_errors 1\n") !=
         std::string::npos);
+}
+
+TEST_CASE(
+    "certificate manager: an expired certificate whose rotation the apiserver refuses ends the "
+    "agent and one the apiserver does not answer keeps it trying",
+    "[unit][certificate]") {
+  CHECK(serverAnswered(base::unauthenticatedError("expired")));
+  CHECK(serverAnswered(base::permissionDeniedError("forbidden")));
+  CHECK(serverAnswered(base::notFoundError("no csr api")));
+  CHECK_FALSE(serverAnswered(base::unavailableError("connection refused")));
+  CHECK_FALSE(serverAnswered(base::deadlineExceededError("timeout")));
+  Fixture f;
+  for (int i = 0; i < 200; ++i) {
+    f.requester->failures.push_back(base::unavailableError("connection refused"));
+  }
+  f.manager->start(f.initial);
+  f.ioc.poll();
+  // Every request fails without an answer, past the expiry: the manager keeps trying.
+  while (f.clock.wallNow() < f.initial.info.not_after + 60s) f.advance(8s);
+  CHECK(f.expired == 0);
+  CHECK_FALSE(f.manager->serverHealthy());
+  const size_t before = f.requester->specs.size();
+  CHECK(before > 10);
+  // The apiserver is back and refuses the expired certificate: kubelet exits.
+  f.requester->failures.assign(5, base::unauthenticatedError("Unauthorized"));
+  f.advance(40s);
+  CHECK(f.expired == 1);
+  CHECK(f.manager->serverHealthy());
+  // And asks no more.
+  const size_t after = f.requester->specs.size();
+  f.advance(200s);
+  CHECK(f.requester->specs.size() == after);
+  CHECK(f.expired == 1);
 }
 
 TEST_CASE("certificate manager: stop cancels the pending rotation", "[unit][certificate]") {
