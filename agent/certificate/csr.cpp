@@ -118,15 +118,7 @@ base::StatusOr<std::string> nodeCsrName(const std::string& key_pem, const std::s
   for (const auto& o : organizations) write(o);
   for (const auto& u : usages) write(u);
   ASSIGN_OR_RETURN(std::string digest, sha512_256(stream));
-  // Hex rather than kubelet's base64url: a lowercase DNS subdomain, which servers that check
-  // object names as for most kinds accept too.
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string name = "node-csr-";
-  for (unsigned char c : digest) {
-    name += kHex[c >> 4];
-    name += kHex[c & 15];
-  }
-  return name;
+  return "node-csr-" + rawUrlBase64(digest);
 }
 
 CsrState csrState(const json& csr) {

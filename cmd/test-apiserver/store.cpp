@@ -361,6 +361,21 @@ base::StatusOr<std::string> Store::nameForCreateLocked(const ResourceInfo& res,
     }
     object["metadata"]["name"] = name;
   }
+  if (res.plural == "certificatesigningrequests") {
+    // kube-apiserver does not care what certificate requests are called
+    // (ValidateCertificateRequestName): only that the name is one path segment.
+    std::string bad;
+    if (name == "." || name == "..") {
+      bad = "may not be '" + name + "'";
+    } else if (name.find('/') != std::string::npos) {
+      bad = "may not contain '/'";
+    } else if (name.find('%') != std::string::npos) {
+      bad = "may not contain '%'";
+    }
+    if (!bad.empty())
+      return invalid(res, name, "metadata.name", "Invalid value: " + dq(name) + ": " + bad);
+    return name;
+  }
   if (!validName(name)) {
     return invalid(res, name, "metadata.name",
                    "Invalid value: " + dq(name) +

@@ -124,6 +124,31 @@ TEST_CASE("store: create errors carry kube-apiserver's codes and messages", "[un
   CHECK(store.create("widgets", "", json::object()).status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("store: certificate signing requests may have any name that is one path segment",
+          "[unit][apiserver]") {
+  FakeClock clock;
+  Store store(clock, fastOptions());
+  auto csr = [](const std::string& name) {
+    return json{{"apiVersion", "certificates.k8s.io/v1"},
+                {"kind", "CertificateSigningRequest"},
+                {"metadata", {{"name", name}}},
+                {"spec", {{"signerName", "example.com/x"}, {"request", "AA=="}}}};
+  };
+  // kubelet's names: node-csr- and a base64url digest.
+  auto kubelet = store.create("certificatesigningrequests", "", csr("node-csr-Ab_9-Z"));
+  INFO(kubelet.status().toString());
+  CHECK(kubelet.ok());
+  for (const char* bad : {"a/b", "a%b", "..", "."}) {
+    auto refused = store.create("certificatesigningrequests", "", csr(bad));
+    INFO(bad);
+    CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+    CHECK(refused.status().message().find("metadata.name: Invalid value") != std::string::npos);
+  }
+  // Other kinds still need a DNS subdomain.
+  CHECK(store.create("pods", "default", pod("Ab_9")).status().code() ==
+        StatusCode::kFailedPrecondition);
+}
+
 TEST_CASE("store: generateName gives a unique name with a random suffix", "[unit][apiserver]") {
   FakeClock clock;
   Store store(clock, fastOptions());

@@ -53,8 +53,10 @@ TEST_CASE("csr: the bootstrap request's name follows the key and the subject",
   auto name = nodeCsrName(*key, "system:node:n1", orgs, nodeClientUsages());
   REQUIRE(name.ok());
   CHECK(name->starts_with("node-csr-"));
-  CHECK(name->size() == 9 + 64);  // 32 bytes in hex
-  CHECK(name->find_first_not_of("0123456789abcdef", 9) == std::string::npos);
+  // kubelet's: 32 bytes, base64url without padding.
+  CHECK(name->size() == 9 + 43);
+  CHECK(name->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+                                9) == std::string::npos);
   CHECK(*nodeCsrName(*key, "system:node:n1", orgs, nodeClientUsages()) == *name);
   CHECK(*nodeCsrName(*other, "system:node:n1", orgs, nodeClientUsages()) != *name);
   CHECK(*nodeCsrName(*key, "system:node:n2", orgs, nodeClientUsages()) != *name);
