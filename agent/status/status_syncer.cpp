@@ -1,5 +1,7 @@
 #include "agent/status/status_syncer.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "api/async_rest_client.h"
@@ -60,15 +62,59 @@ nlohmann::json podStatusPatch(const nlohmann::json& old_status, const nlohmann::
   return patch;
 }
 
+namespace {
+
+class RestPodStatusWriter final : public PodStatusWriter {
+ public:
+  explicit RestPodStatusWriter(api::AsyncRestClient api) : async_(std::move(api)) {}
+
+  asio::awaitable<base::StatusOr<nlohmann::json>> patchStatus(std::string path,
+                                                              nlohmann::json body) override {
+    auto call = [path = std::move(path), body = std::move(body)](api::RestClient& c) {
+      return c.patchJson(path, body, api::PatchType::kStrategicMerge);
+    };
+    auto r = co_await api::runOnPool(async_, call);
+    co_return r;
+  }
+
+  asio::awaitable<base::StatusOr<nlohmann::json>> deletePod(std::string path,
+                                                            nlohmann::json options) override {
+    auto call = [path = std::move(path), options = std::move(options)](api::RestClient& c) {
+      return c.deleteJson(path, &options);
+    };
+    auto r = co_await api::runOnPool(async_, call);
+    co_return r;
+  }
+
+ private:
+  api::AsyncRestClient async_;
+};
+
+}  // namespace
+
+std::shared_ptr<PodStatusWriter> restPodStatusWriter(api::AsyncRestClient api) {
+  return std::make_shared<RestPodStatusWriter>(std::move(api));
+}
+
 StatusSyncer::StatusSyncer(asio::any_io_executor executor, base::Clock& clock,
                            api::AsyncRestClient api, StatusManager& status_manager,
                            podmanager::PodManager& pod_manager, StatusSyncerOptions options)
+    : StatusSyncer(std::move(executor), clock, restPodStatusWriter(std::move(api)), status_manager,
+                   pod_manager, std::move(options)) {}
+
+StatusSyncer::StatusSyncer(asio::any_io_executor executor, base::Clock& clock,
+                           std::shared_ptr<PodStatusWriter> writer, StatusManager& status_manager,
+                           podmanager::PodManager& pod_manager, StatusSyncerOptions options)
     : strand_(asio::make_strand(executor)),
       clock_(clock),
-      async_(std::move(api)),
+      writer_(std::move(writer)),
       status_manager_(status_manager),
       pod_manager_(pod_manager),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  options_.coalesce_window =
+      std::clamp(options_.coalesce_window, base::Duration::zero(), kMaxStatusCoalesceWindow);
+  options_.max_in_flight = std::max<size_t>(options_.max_in_flight, 1);
+}
 
 StatusSyncer::~StatusSyncer() = default;
 
@@ -80,6 +126,7 @@ void StatusSyncer::start() {
   asio::post(strand_, [self = shared_from_this()] {
     self->batch_timer_ = self->clock_.makeTimer(self->strand_);
     self->delete_timer_ = self->clock_.makeTimer(self->strand_);
+    self->window_timer_ = self->clock_.makeTimer(self->strand_);
     self->batch();
   });
 }
@@ -90,14 +137,18 @@ void StatusSyncer::stop() {
   asio::post(strand_, [self = shared_from_this()] {
     if (self->batch_timer_) self->batch_timer_->cancel();
     if (self->delete_timer_) self->delete_timer_->cancel();
+    if (self->window_timer_) self->window_timer_->cancel();
+    self->held_.clear();
+    self->held_by_time_.clear();
     self->queue_.clear();
     self->queued_.clear();
+    self->again_.clear();
   });
 }
 
 void StatusSyncer::notify(const std::string& uid) {
   if (stopped_) return;
-  asio::post(strand_, [self = shared_from_this(), uid] { self->enqueue(uid); });
+  asio::post(strand_, [self = shared_from_this(), uid] { self->hold(uid); });
 }
 
 void StatusSyncer::resyncAll() {
@@ -107,30 +158,77 @@ void StatusSyncer::resyncAll() {
   });
 }
 
+void StatusSyncer::hold(const std::string& raw_uid) {
+  if (stopped_) return;
+  if (options_.coalesce_window <= base::Duration::zero()) {
+    enqueue(raw_uid);
+    return;
+  }
+  std::string uid = pod_manager_.translatePodUID(raw_uid);
+  // Already waiting: its sync reads the newest status when it comes.
+  if (uid.empty() || queued_.count(uid) || held_.count(uid)) return;
+  const auto due = clock_.now() + options_.coalesce_window;
+  held_.emplace(uid, due);
+  held_by_time_.emplace(due, std::move(uid));
+  armWindowTimer();
+}
+
+void StatusSyncer::armWindowTimer() {
+  if (stopped_ || !window_timer_ || window_timer_->armed() || held_by_time_.empty()) return;
+  const auto wait = std::max(held_by_time_.begin()->first - clock_.now(), base::Duration::zero());
+  window_timer_->asyncWaitFor(wait, [self = shared_from_this()] { self->releaseDue(); });
+}
+
+void StatusSyncer::releaseDue() {
+  if (stopped_) return;
+  const auto now = clock_.now();
+  // In window order: the pod whose change came first is sent first.
+  while (!held_by_time_.empty() && held_by_time_.begin()->first <= now) {
+    std::string uid = held_by_time_.begin()->second;
+    held_by_time_.erase(held_by_time_.begin());
+    held_.erase(uid);
+    enqueue(uid);
+  }
+  armWindowTimer();
+}
+
 void StatusSyncer::enqueue(const std::string& raw_uid) {
   if (stopped_) return;
   std::string uid = pod_manager_.translatePodUID(raw_uid);
-  if (uid.empty() || !queued_.insert(uid).second) return;
+  if (uid.empty()) return;
+  if (auto it = held_.find(uid); it != held_.end()) {
+    held_by_time_.erase({it->second, uid});
+    held_.erase(it);
+  }
+  if (in_flight_.count(uid)) {
+    // Sent again once the request in flight is done: a pod's requests never overtake each other.
+    again_.insert(uid);
+    return;
+  }
+  if (!queued_.insert(uid).second) return;
   queue_.push_back(uid);
   runQueue();
 }
 
 void StatusSyncer::runQueue() {
-  if (draining_ || queue_.empty()) return;
-  draining_ = true;
-  asio::co_spawn(
-      strand_,
-      [](std::shared_ptr<StatusSyncer> self) -> asio::awaitable<void> {
-        co_await self->drain();
-      }(shared_from_this()),
-      asio::detached);
-}
-
-asio::awaitable<void> StatusSyncer::drain() {
-  while (!queue_.empty() && !stopped_) {
+  while (!stopped_ && !queue_.empty() && in_flight_.size() < options_.max_in_flight) {
     std::string uid = std::move(queue_.front());
     queue_.pop_front();
     queued_.erase(uid);
+    in_flight_.insert(uid);
+    asio::co_spawn(
+        strand_,
+        [](std::shared_ptr<StatusSyncer> self, std::string id) -> asio::awaitable<void> {
+          // Named: GCC 12 destroys temporaries of a co_await expression twice.
+          auto sync = self->syncQueued(std::move(id));
+          co_await std::move(sync);
+        }(shared_from_this(), std::move(uid)),
+        asio::detached);
+  }
+}
+
+asio::awaitable<void> StatusSyncer::syncQueued(std::string uid) {
+  if (!stopped_) {
     try {
       // Named: GCC 12 destroys temporaries of a co_await expression twice.
       auto sync = syncPod(uid);
@@ -139,7 +237,9 @@ asio::awaitable<void> StatusSyncer::drain() {
       log()->error("Status sync failed uid={} err={}", uid, e.what());
     }
   }
-  draining_ = false;
+  in_flight_.erase(uid);
+  if (again_.erase(uid) > 0) enqueue(uid);
+  runQueue();
 }
 
 // As kubelet's status manager syncPod: PATCHes the apiserver's copy of the pod (a static pod's
@@ -200,13 +300,12 @@ asio::awaitable<bool> StatusSyncer::patchStatus(std::string uid, api::PodPtr pod
                                                 nlohmann::json patch) {
   nlohmann::json body = {{"metadata", {{"uid", target->metadata.uid}}},
                          {"status", std::move(patch)}};
-  const std::string path = api::podStatusPath(target->metadata.namespace_, target->metadata.name);
+  std::string path = api::podStatusPath(target->metadata.namespace_, target->metadata.name);
   log()->debug("Patching pod status pod={} uid={} version={} patch={}", api::podRef(*target),
                target->metadata.uid, version, api::canonicalJson(body));
-  auto call = [path, body = std::move(body)](api::RestClient& c) {
-    return c.patchJson(path, body, api::PatchType::kStrategicMerge);
-  };
-  auto r = co_await api::runOnPool(async_, call);
+  // Named: GCC 12 destroys temporaries of a co_await expression twice.
+  auto patching = writer_->patchStatus(std::move(path), std::move(body));
+  auto r = co_await std::move(patching);
   if (!r.ok()) {
     metrics_.patch_errors.fetch_add(1);
     if (api::isNotFound(r.status()) || api::isConflict(r.status())) {
@@ -245,9 +344,9 @@ asio::awaitable<void> StatusSyncer::maybeDelete(api::PodPtr pod, std::string uid
     co_return;
   }
   nlohmann::json options = {{"gracePeriodSeconds", 0}, {"preconditions", {{"uid", uid}}}};
-  const std::string path = api::podPath(pod->metadata.namespace_, pod->metadata.name);
-  auto call = [path, options](api::RestClient& c) { return c.deleteJson(path, &options); };
-  auto r = co_await api::runOnPool(async_, call);
+  auto deleting = writer_->deletePod(api::podPath(pod->metadata.namespace_, pod->metadata.name),
+                                     std::move(options));
+  auto r = co_await std::move(deleting);
   if (r.ok() || api::isNotFound(r.status()) || api::isConflict(r.status())) {
     state_[uid].delete_sent = true;
     pending_deletes_.erase(uid);

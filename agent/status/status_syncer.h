@@ -1,8 +1,12 @@
 // The status syncer: the sending half of kubelet's status manager (status_manager.go syncPod /
 // syncBatch). It observes the StatusManager's versions and brings the apiserver's copy of every
 // pod's status in line with them:
-//  - each new version (StatusManager::setOnChange) queues the pod on the syncer's strand; the
-//    queue is drained one request at a time, so a pod's statuses reach the apiserver in order;
+//  - each new version (StatusManager::setOnChange) holds the pod for `coalesce_window` (50 ms)
+//    from its first change not yet sent, then queues it: a pod whose status changes again within
+//    the window (Pending, then Running once its containers started) is sent once, with its newest
+//    status. Every sync reads the newest status, so a pod that changes while it waits in the queue
+//    (behind the QPS limit) is sent once too. The queue runs up to `max_in_flight` requests at
+//    once, never two of the same pod, so a pod's statuses reach the apiserver in order;
 //  - every `batch_period` (10 s) every cached status is checked again against the pod manager's
 //    copy of the API pod, which catches up after an apiserver outage and reverts status edits made
 //    by other clients;
@@ -15,7 +19,8 @@
 //    state), and is sent to it as soon as it shows up;
 //  - once a gracefully deleted API pod's resources are reclaimed (`pod_resources_reclaimed`), the
 //    syncer sends the final DELETE with grace 0 and the UID precondition.
-// Requests go through the shared RestClient (its QPS/burst limit) on the shared API pool.
+// Requests go through the shared RestClient (its QPS/burst limit) on the shared API pool, through
+// a PodStatusWriter (tests give their own).
 //
 // Threading: start/stop/notify and the metrics are safe from any thread; everything else runs on
 // the syncer's strand. Create with std::make_shared; the StatusManager, PodManager, RestClient, API
@@ -23,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -31,6 +37,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -39,12 +46,38 @@
 #include "api/pod.h"
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/status.h"
 #include "podmanager/pod_manager.h"
 
 namespace nodeagent::agent {
 
+// The requests the syncer makes. The daemon's (restPodStatusWriter) runs them on the API pool.
+class PodStatusWriter {
+ public:
+  virtual ~PodStatusWriter() = default;
+  // A strategic-merge PATCH of `path` (pods/<name>/status); the answer is the pod as stored.
+  virtual asio::awaitable<base::StatusOr<nlohmann::json>> patchStatus(std::string path,
+                                                                      nlohmann::json body) = 0;
+  // A DELETE of `path` (the pod) with the DeleteOptions `options`.
+  virtual asio::awaitable<base::StatusOr<nlohmann::json>> deletePod(std::string path,
+                                                                    nlohmann::json options) = 0;
+};
+
+// The RestClient's patchJson and deleteJson on `api`'s pool.
+std::shared_ptr<PodStatusWriter> restPodStatusWriter(api::AsyncRestClient api);
+
+// The longest coalesce_window: a status never waits longer for the changes that may follow it.
+inline constexpr base::Duration kMaxStatusCoalesceWindow = std::chrono::milliseconds(100);
+
 struct StatusSyncerOptions {
   base::Duration batch_period = std::chrono::seconds(10);
+  // How long a pod's first change not yet sent waits for more changes of the same pod before it
+  // is queued (then sent with the newest status). Cut to kMaxStatusCoalesceWindow; 0 queues every
+  // change at once, as kubelet does.
+  base::Duration coalesce_window = std::chrono::milliseconds(50);
+  // Requests of different pods in flight at once (a pod's own go one at a time). Each occupies a
+  // thread of the API pool while it waits for the QPS limit.
+  size_t max_in_flight = 2;
   // How often pods waiting for their final DELETE, or static pods waiting for their mirror pod,
   // are checked again.
   base::Duration deletion_check_period = std::chrono::milliseconds(500);
@@ -65,13 +98,17 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   StatusSyncer(asio::any_io_executor executor, base::Clock& clock, api::AsyncRestClient api,
                StatusManager& status_manager, podmanager::PodManager& pod_manager,
                StatusSyncerOptions options = {});
+  StatusSyncer(asio::any_io_executor executor, base::Clock& clock,
+               std::shared_ptr<PodStatusWriter> writer, StatusManager& status_manager,
+               podmanager::PodManager& pod_manager, StatusSyncerOptions options = {});
   ~StatusSyncer();
 
   // Hooks the StatusManager and starts the batch timer. Any thread.
   void start();
   // Stops timers and queueing; requests in flight finish in the background. Any thread.
   void stop();
-  // Queues a sync of `uid` (static, regular or mirror UID). Any thread.
+  // Queues a sync of `uid` (static, regular or mirror UID) once the coalescing window of its
+  // first change not yet sent has passed. Any thread.
   void notify(const std::string& uid);
   // Queues a sync of every pod now rather than at the next batch: the apiserver lost its state,
   // so its copies of our statuses are gone. Any thread.
@@ -95,9 +132,16 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
     api::PodPtr gone_mirror;
   };
 
+  // Queues `uid` at the end of its window (see notify), or at once without one.
+  void hold(const std::string& uid);
+  // Queues `uid` now (a pod in flight goes again once its request is done).
   void enqueue(const std::string& uid);
+  // Queues the pods whose window has passed and arms the timer for the next one.
+  void releaseDue();
+  void armWindowTimer();
+  // Starts syncs of queued pods, up to max_in_flight.
   void runQueue();
-  asio::awaitable<void> drain();
+  asio::awaitable<void> syncQueued(std::string uid);
   asio::awaitable<void> syncPod(std::string uid);
   // syncPod's steps. The pod whose status to PATCH (a static pod's mirror), or null while there
   // is none (a static pod then waits for its mirror).
@@ -115,7 +159,7 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
 
   asio::strand<asio::any_io_executor> strand_;
   base::Clock& clock_;
-  api::AsyncRestClient async_;
+  std::shared_ptr<PodStatusWriter> writer_;
   StatusManager& status_manager_;
   podmanager::PodManager& pod_manager_;
   StatusSyncerOptions options_;
@@ -123,14 +167,20 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   std::atomic<bool> stopped_{false};
 
   // Strand only.
+  // Pods waiting for their window to pass: by UID, and by (end of window, UID).
+  std::map<std::string, base::MonotonicTime> held_;
+  std::set<std::pair<base::MonotonicTime, std::string>> held_by_time_;
   std::deque<std::string> queue_;
   std::set<std::string> queued_;
-  bool draining_ = false;
+  // Pods with a sync in flight, and those of them queued again meanwhile.
+  std::set<std::string> in_flight_;
+  std::set<std::string> again_;
   std::map<std::string, PodState> state_;
   std::set<std::string> pending_deletes_;
   std::set<std::string> waiting_for_mirror_;  // static pods whose mirror is not there yet
   base::TimerPtr batch_timer_;
   base::TimerPtr delete_timer_;
+  base::TimerPtr window_timer_;
 };
 
 // The strategic-merge patch of a pod's `status` from `old_status` to `new_status` (both encoded

@@ -32,15 +32,20 @@ namespace {
 constexpr char kNode[] = "bench-node";
 
 json podJson(int i) {
-  return {
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "default"}}},
-      {"spec",
-       {{"nodeName", kNode},
-        // Not root: the process runtime refuses API pods that would run as root.
-        {"securityContext", {{"runAsUser", 65534}}},
-        {"containers", {{{"name", "c"}, {"image", "busybox"}, {"command", {"sleep", "3600"}}}}}}}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "default"}}},
+          {"spec",
+           {{"nodeName", kNode},
+            // Not root: the process runtime refuses API pods that would run as root. The working
+            // directory is one user 65534 may enter (the pod's directory under the bench's root is
+            // not).
+            {"securityContext", {{"runAsUser", 65534}}},
+            {"containers",
+             {{{"name", "c"},
+               {"image", "busybox"},
+               {"command", {"sleep", "3600"}},
+               {"workingDir", "/"}}}}}}};
 }
 
 int countRunning(testapiserver::TestApiServer& server) {

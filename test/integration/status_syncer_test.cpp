@@ -201,6 +201,7 @@ struct BatchedSyncer {
   explicit BatchedSyncer(Fixture& f) {
     agent::StatusSyncerOptions options;
     options.batch_period = 10s;
+    options.coalesce_window = 0s;  // each change at once: only the test moves the fake clock
     syncer = std::make_shared<agent::StatusSyncer>(f.ioc.get_executor(), f.batch_clock,
                                                    f.api_pool->async(), f.status_manager,
                                                    f.pod_manager, options);
