@@ -126,6 +126,13 @@ int main(int argc, char** argv) {
   for (const auto& [k, n] : by_kind) std::printf("  idle %s: %d\n", k.c_str(), n);
   agent.signal(SIGTERM);
   agent.wait(std::chrono::seconds(10));
+  if (runtime == "process") {
+    // The agent leaves its containers running when it stops: stop them with the root dir.
+    auto stopped = testing::runCommand(
+        {binary, "stop-all", "--root-dir=" + (dir / "root").string(), "--grace=5s"}, dir,
+        std::chrono::seconds(120));
+    if (stopped.exit_code != 0) std::fprintf(stderr, "stop-all failed: %s", stopped.err.c_str());
+  }
   server->stop();
   return all ? 0 : 1;
 }
