@@ -160,6 +160,26 @@ struct Cluster {
                                   << server->log());
   }
 
+  // An API pod bound to the node, created with the admin kubectl; true once kubectl shows it
+  // Running (the node read it and reported its status as itself).
+  void runApiPod(const std::string& name) {
+    writeFile(dir / (name + ".yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name +
+                                          ", namespace: default}\n"
+                                          "spec:\n  nodeName: " +
+                                          node +
+                                          "\n  containers:\n  - name: c\n    image: busybox\n"
+                                          "    command: [sleep, \"3600\"]\n");
+    auto applied = kubectl->run({"apply", "-f", (dir / (name + ".yaml")).string()});
+    INFO(applied.err);
+    REQUIRE(applied.exit_code == 0);
+    await(
+        [&] {
+          return kubectl->run({"get", "pod", name, "-o", "jsonpath={.status.phase}"}).out ==
+                 "Running";
+        },
+        60s, "the API pod " + name + " to be Running");
+  }
+
   fs::path bootstrap;
   std::string node = "n1";  // the agent's --hostname-override
 };
@@ -208,6 +228,7 @@ TEST_CASE("node bootstrap: an agent with only a bootstrap kubeconfig joins as sy
   INFO(whoami.err);
   CHECK(whoami.out.find("Username    system:node:n1\n") != std::string::npos);
   CHECK(whoami.out.find("system:nodes") != std::string::npos);
+  cluster.runApiPod("web");
 
   // A restart with a valid certificate skips the bootstrap: no new request.
   cluster.stopAgent();
@@ -333,6 +354,9 @@ TEST_CASE(
   const std::string after_expiry = renew();
   cluster.await([&] { return renew() != after_expiry; }, 30s, "the condition above");
   CHECK(cluster.nodeReady());
+  // A pod created after the old certificate expired runs: the watch and the status writes use
+  // the new one.
+  cluster.runApiPod("after-rotation");
   CHECK(cluster.agentLog().find("Rotated the client certificate") != std::string::npos);
 }
 
