@@ -82,14 +82,7 @@ void BasicPodWorkers::Impl::forgetWorker(const std::string& uid) {
 
 std::vector<std::string> BasicPodWorkers::Impl::getWorkToSync() {
   std::lock_guard lock(mu_);
-  const auto now = clock_.now();
-  std::vector<std::string> out;
-  while (!due_.empty() && due_.begin()->first <= now) {
-    auto node = due_.extract(due_.begin());
-    queue_.erase(node.value().second);
-    out.push_back(std::move(node.value().second));
-  }
-  return out;
+  return queue_.takeDue(clock_.now());
 }
 
 uint64_t BasicPodWorkers::Impl::generation() const {
@@ -98,20 +91,10 @@ uint64_t BasicPodWorkers::Impl::generation() const {
 }
 
 void BasicPodWorkers::Impl::queueLocked(const std::string& uid, base::MonotonicTime at) {
-  auto [it, inserted] = queue_.try_emplace(uid, at);
-  if (!inserted) {
-    due_.erase({it->second, uid});
-    it->second = at;
-  }
-  due_.emplace(at, uid);
+  queue_.schedule(uid, at);
 }
 
-void BasicPodWorkers::Impl::unqueueLocked(const std::string& uid) {
-  auto it = queue_.find(uid);
-  if (it == queue_.end()) return;
-  due_.erase({it->second, uid});
-  queue_.erase(it);
-}
+void BasicPodWorkers::Impl::unqueueLocked(const std::string& uid) { queue_.erase(uid); }
 
 std::set<std::string> BasicPodWorkers::Impl::knownTerminatedUIDs() const {
   std::lock_guard lock(mu_);
@@ -138,7 +121,6 @@ void BasicPodWorkers::Impl::shutdown(std::function<void()> on_idle) {
     closed_ = true;
     log()->info("pod workers shutting down in_flight={}", in_flight_);
     queue_.clear();
-    due_.clear();
     for (const auto& [uid, st] : statuses_) {
       st->pending.reset();
       st->restart.reset();

@@ -10,6 +10,7 @@
 #include <set>
 #include <stop_token>
 
+#include "base/due_queue.h"
 #include "base/log.h"
 #include "podworkers/pod_workers.h"
 
@@ -241,10 +242,9 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   // Static pods: the UID that holds each full name, and the UIDs waiting for it in order.
   std::map<std::string, std::string, std::less<>> started_static_;
   std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;
-  // Sync-phase requeues (kubelet's workQueue; a new deadline replaces the old): UID -> due time,
-  // and the same entries ordered by due time so that a tick looks only at what is due.
-  std::map<std::string, base::MonotonicTime, std::less<>> queue_;
-  std::set<std::pair<base::MonotonicTime, std::string>> due_;
+  // Sync-phase requeues (kubelet's workQueue; a new deadline replaces the old), taken by due time
+  // so that a tick looks only at what is due.
+  base::DueQueue<std::string> queue_;
   uint64_t generation_ = 0;
 };
 

@@ -139,7 +139,6 @@ void StatusSyncer::stop() {
     if (self->delete_timer_) self->delete_timer_->cancel();
     if (self->window_timer_) self->window_timer_->cancel();
     self->held_.clear();
-    self->held_by_time_.clear();
     self->queue_.clear();
     self->queued_.clear();
     self->again_.clear();
@@ -166,16 +165,15 @@ void StatusSyncer::hold(const std::string& raw_uid) {
   }
   std::string uid = pod_manager_.translatePodUID(raw_uid);
   // Already waiting: its sync reads the newest status when it comes.
-  if (uid.empty() || queued_.count(uid) || held_.count(uid)) return;
-  const auto due = clock_.now() + options_.coalesce_window;
-  held_.emplace(uid, due);
-  held_by_time_.emplace(due, std::move(uid));
+  if (uid.empty() || queued_.count(uid) || held_.contains(uid)) return;
+  held_.schedule(uid, clock_.now() + options_.coalesce_window);
   armWindowTimer();
 }
 
 void StatusSyncer::armWindowTimer() {
-  if (stopped_ || !window_timer_ || window_timer_->armed() || held_by_time_.empty()) return;
-  const auto wait = std::max(held_by_time_.begin()->first - clock_.now(), base::Duration::zero());
+  const auto next = held_.next();
+  if (stopped_ || !window_timer_ || window_timer_->armed() || !next) return;
+  const auto wait = std::max(*next - clock_.now(), base::Duration::zero());
   window_timer_->asyncWaitFor(wait, [self = shared_from_this()] { self->releaseDue(); });
 }
 
@@ -183,12 +181,7 @@ void StatusSyncer::releaseDue() {
   if (stopped_) return;
   const auto now = clock_.now();
   // In window order: the pod whose change came first is sent first.
-  while (!held_by_time_.empty() && held_by_time_.begin()->first <= now) {
-    std::string uid = held_by_time_.begin()->second;
-    held_by_time_.erase(held_by_time_.begin());
-    held_.erase(uid);
-    enqueue(uid);
-  }
+  for (const auto& uid : held_.takeDue(now)) enqueue(uid);
   armWindowTimer();
 }
 
@@ -196,10 +189,7 @@ void StatusSyncer::enqueue(const std::string& raw_uid) {
   if (stopped_) return;
   std::string uid = pod_manager_.translatePodUID(raw_uid);
   if (uid.empty()) return;
-  if (auto it = held_.find(uid); it != held_.end()) {
-    held_by_time_.erase({it->second, uid});
-    held_.erase(it);
-  }
+  held_.erase(uid);
   if (in_flight_.count(uid)) {
     // Sent again once the request in flight is done: a pod's requests never overtake each other.
     again_.insert(uid);

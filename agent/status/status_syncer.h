@@ -46,6 +46,7 @@
 #include "api/pod.h"
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/due_queue.h"
 #include "base/status.h"
 #include "podmanager/pod_manager.h"
 
@@ -167,9 +168,8 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   std::atomic<bool> stopped_{false};
 
   // Strand only.
-  // Pods waiting for their window to pass: by UID, and by (end of window, UID).
-  std::map<std::string, base::MonotonicTime> held_;
-  std::set<std::pair<base::MonotonicTime, std::string>> held_by_time_;
+  // Pods waiting for their window to pass, due at its end.
+  base::DueQueue<std::string> held_;
   std::deque<std::string> queue_;
   std::set<std::string> queued_;
   // Pods with a sync in flight, and those of them queued again meanwhile.
