@@ -29,6 +29,12 @@ class FlagSet {
   // Parses argv[1..]; positional arguments are collected in `positional` (an error when null).
   base::Status parse(int argc, char** argv, std::vector<std::string>* positional = nullptr);
   bool isSet(const std::string& name) const { return set_.count(name) > 0; }
+  // Whether `name` is one of this set's flags, and whether it takes a value (all but bools).
+  bool has(const std::string& name) const { return flags_.count(name) > 0; }
+  bool takesValue(const std::string& name) const {
+    auto it = flags_.find(name);
+    return it != flags_.end() && !it->second.is_bool;
+  }
   // Sets a flag from text (the config file uses this for keys the command line left alone).
   base::Status setValue(const std::string& name, const std::string& value);
   std::string usage() const;

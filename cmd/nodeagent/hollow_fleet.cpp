@@ -69,31 +69,36 @@ constexpr std::string_view kPerNodeFlags[] = {"hostname-override",
 // "--name=value" and "--name" → "name"; anything else → "".
 std::string flagName(std::string_view arg) {
   if (arg.size() < 3 || !arg.starts_with("--")) return {};
-  return std::string(arg.substr(
-      2, arg.find('=') == std::string_view::npos ? std::string_view::npos : arg.find('=') - 2));
+  return std::string(arg.substr(2, arg.find('=') - 2));
 }
 
-// argv[1..] split into the fleet's own flags and every node's daemon flags (in their order).
+// argv[1..] split into the fleet's own flags and every node's daemon flags (in their order),
+// and which kubeconfig flags the daemon flags hold.
 struct SplitArgs {
   std::vector<std::string> fleet{"hollow-fleet"};
   std::vector<std::string> daemon;
+  bool bootstrap = false;   // --bootstrap-kubeconfig
+  bool kubeconfig = false;  // --kubeconfig
 };
 
 SplitArgs splitArgs(int argc, char** argv) {
+  FleetFlags unused;
+  FlagSet fleet_flags;
+  registerFleetFlags(fleet_flags, unused);
   SplitArgs out;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    const std::string name = flagName(arg);
-    const bool ours = arg == "-h" || name == "help" || name == "nodes" || name == "fleet-dir" ||
-                      name == "name-prefix" || name == "fleet-threads" ||
-                      name == "fleet-api-threads";
-    if (!ours) {
+    const std::string name = arg == "-h" ? "help" : flagName(arg);
+    if (!fleet_flags.has(name)) {
       out.daemon.push_back(arg);
+      out.bootstrap = out.bootstrap || name == "bootstrap-kubeconfig";
+      out.kubeconfig = out.kubeconfig || name == "kubeconfig";
       continue;
     }
     out.fleet.push_back(arg);
-    const bool takes_value = arg != "-h" && name != "help" && arg.find('=') == std::string::npos;
-    if (takes_value && i + 1 < argc) out.fleet.push_back(argv[++i]);
+    if (fleet_flags.takesValue(name) && arg.find('=') == std::string::npos && i + 1 < argc) {
+      out.fleet.push_back(argv[++i]);
+    }
   }
   return out;
 }
@@ -103,24 +108,20 @@ int usageError(const std::string& message) {
   return 2;
 }
 
-std::string checkFleetFlags(const FleetFlags& f, const std::vector<std::string>& daemon_args) {
+std::string checkFleetFlags(const FleetFlags& f, const SplitArgs& args) {
   if (f.nodes < 1) return "--nodes must be at least 1";
   if (f.fleet_dir.empty()) return "--fleet-dir is required";
   if (f.threads < 1 || f.api_threads < 1) {
     return "--fleet-threads and --fleet-api-threads must be at least 1";
   }
-  bool bootstrap = false;
-  bool kubeconfig = false;
-  for (const auto& arg : daemon_args) {
+  for (const auto& arg : args.daemon) {
     const std::string name = flagName(arg);
     if (std::find(std::begin(kPerNodeFlags), std::end(kPerNodeFlags), name) !=
         std::end(kPerNodeFlags)) {
       return "--" + name + " is set for each node by hollow-fleet (under --fleet-dir)";
     }
-    bootstrap = bootstrap || name == "bootstrap-kubeconfig";
-    kubeconfig = kubeconfig || name == "kubeconfig";
   }
-  if (bootstrap && kubeconfig) {
+  if (args.bootstrap && args.kubeconfig) {
     return "with --bootstrap-kubeconfig each node's kubeconfig is written under --fleet-dir: "
            "leave out --kubeconfig";
   }
@@ -128,19 +129,16 @@ std::string checkFleetFlags(const FleetFlags& f, const std::vector<std::string>&
 }
 
 // Node `name`'s command line: every node's flags, then what the fleet sets for it.
-std::vector<std::string> nodeArgs(const FleetFlags& f, const std::vector<std::string>& daemon_args,
+std::vector<std::string> nodeArgs(const FleetFlags& f, const SplitArgs& split,
                                   const std::string& name) {
   const std::filesystem::path dir = std::filesystem::path(f.fleet_dir) / name;
   std::vector<std::string> args{"nodeagent"};
-  args.insert(args.end(), daemon_args.begin(), daemon_args.end());
+  args.insert(args.end(), split.daemon.begin(), split.daemon.end());
   args.insert(args.end(),
               {"--hostname-override=" + name, "--root-dir=" + dir.string(),
                "--pod-log-dir=" + (dir / "logs").string(), "--runtime=fake", "--port=0",
                "--read-only-port=0", "--healthz-port=0", "--cert-dir=" + (dir / "pki").string()});
-  const bool bootstrap = std::any_of(daemon_args.begin(), daemon_args.end(), [](const auto& a) {
-    return flagName(a) == "bootstrap-kubeconfig";
-  });
-  if (bootstrap) args.push_back("--kubeconfig=" + (dir / "kubeconfig").string());
+  if (split.bootstrap) args.push_back("--kubeconfig=" + (dir / "kubeconfig").string());
   return args;
 }
 
@@ -152,10 +150,9 @@ struct FleetNode {
 
 // Loads node `name`'s configuration, locks its root dir, joins (TLS bootstrap) and builds its
 // daemon on the shared threads. On failure the exit code, with the reason logged or printed.
-int buildNode(const FleetFlags& f, const std::vector<std::string>& daemon_args,
-              const std::string& name, DaemonThreads& threads,
-              std::vector<std::unique_ptr<FleetNode>>& nodes) {
-  auto args = nodeArgs(f, daemon_args, name);
+int buildNode(const FleetFlags& f, const SplitArgs& split, const std::string& name,
+              DaemonThreads& threads, std::vector<std::unique_ptr<FleetNode>>& nodes) {
+  auto args = nodeArgs(f, split, name);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   auto loaded = loadDaemonConfig(static_cast<int>(argv.size()), argv.data());
@@ -204,7 +201,7 @@ int runHollowFleet(int argc, char** argv) {
     std::printf("%sfleet flags:\n%s", kUsage, fs.usage().c_str());
     return 0;
   }
-  if (auto bad = checkFleetFlags(f, split.daemon); !bad.empty()) return usageError(bad);
+  if (auto bad = checkFleetFlags(f, split); !bad.empty()) return usageError(bad);
   raiseOpenFileLimit();
 
   // Declared before the nodes: their daemons run on these threads and are destroyed first.
@@ -214,7 +211,7 @@ int runHollowFleet(int argc, char** argv) {
   std::vector<std::unique_ptr<FleetNode>> nodes;
   for (int64_t i = 0; i < f.nodes; ++i) {
     const std::string name = f.name_prefix + std::to_string(i);
-    if (int code = buildNode(f, split.daemon, name, threads, nodes); code != 0) return code;
+    if (int code = buildNode(f, split, name, threads, nodes); code != 0) return code;
   }
 
   HeapTrimmer trimmer(threads.ioc.get_executor(), base::realClock());
