@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -37,6 +36,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr char kPrefix[] = "hollow-";
+// Listing thousands of pods is work for the in-process apiserver, which the fleet's requests
+// compete with: the bench looks every 250 ms.
+constexpr std::chrono::milliseconds kPollInterval{250};
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -76,17 +78,6 @@ double cpuSeconds(pid_t pid) {
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-// Polls `pred` every 250 ms until it holds or `deadline` passes: listing thousands of pods is
-// work for the in-process apiserver, which the fleet's requests compete with.
-bool pollUntil(const std::function<bool()>& pred, std::chrono::seconds deadline) {
-  const auto end = Clock::now() + deadline;
-  while (!pred()) {
-    if (Clock::now() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  return true;
-}
-
 void waitFor(double seconds) {
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
@@ -116,8 +107,8 @@ int main(int argc, char** argv) {
        "--bootstrap-kubeconfig=" + cluster.bootstrapKubeconfig().string(), "--node-ip=127.0.0.1",
        "--max-pods=" + std::to_string(per_node + 10), "--kube-api-qps=" + qps},
       dir / "fleet.out", dir / "fleet.err");
-  const bool ready =
-      pollUntil([&] { return cluster.readyNodes() == nodes; }, std::chrono::seconds(600));
+  const bool ready = testing::eventually([&] { return cluster.readyNodes() == nodes; },
+                                         std::chrono::seconds(600), kPollInterval);
   std::printf("nodes=%d pods_per_node=%d kube_api_qps=%s (per node)\n", nodes, per_node,
               qps.c_str());
   std::printf("all_nodes_ready=%s time_to_all_ready_s=%.2f\n", ready ? "yes" : "no",
@@ -132,8 +123,8 @@ int main(int argc, char** argv) {
       (void)server.store().create("pods", "default", podJson(n, i));
   }
   const int pods = nodes * per_node;
-  const bool all =
-      pollUntil([&] { return cluster.runningPods() == pods; }, std::chrono::seconds(900));
+  const bool all = testing::eventually([&] { return cluster.runningPods() == pods; },
+                                       std::chrono::seconds(900), kPollInterval);
   std::printf("pods=%d all_running=%s time_to_all_running_s=%.2f\n", pods, all ? "yes" : "no",
               secondsSince(t1));
 

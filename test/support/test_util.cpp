@@ -23,12 +23,13 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds deadline) {
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds deadline,
+                std::chrono::milliseconds interval) {
   auto end = std::chrono::steady_clock::now() + deadline;
   while (true) {
     if (pred()) return true;
     if (std::chrono::steady_clock::now() >= end) return pred();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(interval);
   }
 }
 

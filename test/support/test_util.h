@@ -22,10 +22,12 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Polls `pred` every few milliseconds until it is true or `deadline` passes (real time: for
-// integration and e2e tests only). Returns the last value of `pred`.
+// Polls `pred` every `interval` (a few milliseconds) until it is true or `deadline` passes (real
+// time: for integration and e2e tests only). Returns the last value of `pred`. A costly `pred`
+// (listing thousands of objects) wants a longer interval.
 bool eventually(const std::function<bool()>& pred,
-                std::chrono::milliseconds deadline = std::chrono::seconds(10));
+                std::chrono::milliseconds deadline = std::chrono::seconds(10),
+                std::chrono::milliseconds interval = std::chrono::milliseconds(5));
 
 // Writes a file atomically enough for tests (write then close).
 void writeFile(const std::filesystem::path& path, const std::string& content);
