@@ -280,7 +280,7 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::spawnCont
     const int err = errno;
     std::error_code ec;
     fs::remove_all(dir, ec);
-    return base::internalError(where + ": " + "pipe: " + std::strerror(err));
+    return base::internalError(where + ": pipe: " + std::strerror(err));
   }
   addStartingRecord(id, std::move(config));
   auto pid = spawnShim(dir, pipe_fds[1]);
@@ -298,7 +298,7 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::spawnCont
     ::waitpid(*pid, nullptr, 0);
     ::close(pipe_fds[0]);
     abandonStart(id, dir);
-    return base::internalError(where + ": " + "pidfd_open: " + std::strerror(err));
+    return base::internalError(where + ": pidfd_open: " + std::strerror(err));
   }
   {
     std::lock_guard lock(mu_);
