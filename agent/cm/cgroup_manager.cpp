@@ -1,6 +1,7 @@
 #include "agent/cm/cgroup_manager.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -153,6 +154,39 @@ base::Status writeControl(const CgroupName& name, const std::string& dir, std::s
     return base::internalError(cgroupLabel(name) + ": short write of \"" + value + "\" to " + path);
   }
   return base::okStatus();
+}
+
+// Writes `value` only when the file does not already read `current_form` (the value as the
+// kernel prints it back). For the CFS bandwidth files: each write of cpu.cfs_period_us,
+// cpu.cfs_quota_us or cpu.max checks the bandwidth of every cgroup of the cpu hierarchy
+// (tg_set_cfs_bandwidth walks the whole task-group tree under a global lock), so on a node with
+// many cgroups a write costs far more than the read that finds a fresh cgroup already at the
+// value (a new cgroup starts at the kernel's 100 ms period and no quota, the values kubelet
+// writes for a container without a CPU limit).
+base::Status writeControlIfChanged(const CgroupName& name, const std::string& dir,
+                                   std::string_view file, const std::string& value,
+                                   std::string_view current_form) {
+  std::string current;
+  if (readSmallFile(dir + "/" + std::string(file), current) && trim(current) == current_form) {
+    return base::okStatus();
+  }
+  return writeControl(name, dir, file, value);
+}
+
+// Makes one cgroup directory. Its parent nearly always exists (kubepods, the QoS cgroup, the pod
+// cgroup), so one mkdir(2) is tried first; only when the parent is missing does
+// create_directories stat and make the chain.
+base::Status makeCgroupDir(const CgroupName& name, const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0777) == 0) return base::okStatus();
+  int err = errno;
+  std::error_code ec;
+  if (err == EEXIST && fs::is_directory(dir, ec)) return base::okStatus();
+  if (err == ENOENT) {
+    fs::create_directories(dir, ec);
+    if (!ec) return base::okStatus();
+    err = ec.value();
+  }
+  return errnoStatus(err, cgroupLabel(name) + ": mkdir " + dir + ": " + errnoText(err));
 }
 
 bool controlFileExists(const std::string& dir, std::string_view file) {
@@ -372,13 +406,7 @@ base::Status CgroupManager::create(const CgroupName& name, const ResourceConfig&
       if (!add.empty()) RETURN_IF_ERROR(writeControl(name, dir, "cgroup.subtree_control", add));
     }
   }
-  for (const auto& dir : p.dirs()) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) {
-      return errnoStatus(ec.value(), cgroupLabel(name) + ": mkdir " + dir + ": " + ec.message());
-    }
-  }
+  for (const auto& dir : p.dirs()) RETURN_IF_ERROR(makeCgroupDir(name, dir));
   return update(name, config);
 }
 
@@ -407,7 +435,9 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
                               ? std::to_string(*config.cpu_quota)
                               : std::string("max");
       if (config.cpu_period) value += " " + std::to_string(*config.cpu_period);
-      RETURN_IF_ERROR(writeControl(name, dir, "cpu.max", value));
+      // cpu.max reads "<quota|max> <period>"; a value without a period changes the quota only.
+      RETURN_IF_ERROR(writeControlIfChanged(name, dir, "cpu.max", value,
+                                            config.cpu_period ? std::string_view(value) : ""));
     }
     if (config.pids_limit) {
       RETURN_IF_ERROR(writeControl(
@@ -429,12 +459,12 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
     }
     // The period first: the kernel checks the quota against it.
     if (config.cpu_period) {
-      RETURN_IF_ERROR(
-          writeControl(name, cpu, "cpu.cfs_period_us", std::to_string(*config.cpu_period)));
+      const std::string period = std::to_string(*config.cpu_period);
+      RETURN_IF_ERROR(writeControlIfChanged(name, cpu, "cpu.cfs_period_us", period, period));
     }
     if (config.cpu_quota) {
-      RETURN_IF_ERROR(writeControl(name, cpu, "cpu.cfs_quota_us",
-                                   std::to_string(*config.cpu_quota > 0 ? *config.cpu_quota : -1)));
+      const std::string quota = std::to_string(*config.cpu_quota > 0 ? *config.cpu_quota : -1);
+      RETURN_IF_ERROR(writeControlIfChanged(name, cpu, "cpu.cfs_quota_us", quota, quota));
     }
   }
   if (config.pids_limit && !pids.empty()) {

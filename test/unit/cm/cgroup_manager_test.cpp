@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 
 #include "agent/cm/cgroup_manager.h"
@@ -219,6 +220,86 @@ TEST_CASE("CgroupManager v1: create, update, readConfig, children, stats, destro
   CHECK(missing.status().code() == base::StatusCode::kNotFound);
   CHECK(missing.status().message().find("/kubepods/burstable/podu1") != std::string::npos);
   CHECK(mgr.readConfig(name).status().code() == base::StatusCode::kNotFound);
+}
+
+namespace {
+
+// A file's modification time set far in the past, so that any later write shows.
+void ageFile(const fs::path& p) {
+  fs::last_write_time(p, fs::file_time_type::clock::now() - std::chrono::hours(24 * 365));
+}
+
+bool unwrittenSinceAged(const fs::path& p) {
+  return fs::last_write_time(p) < fs::file_time_type::clock::now() - std::chrono::hours(24 * 300);
+}
+
+}  // namespace
+
+TEST_CASE("CgroupManager: CFS bandwidth files already at the value are not written again",
+          "[unit][cm]") {
+  testing::TempDir tmp("cm-mgr");
+  SECTION("v1 cpu.cfs_period_us and cpu.cfs_quota_us") {
+    cm::CgroupManager mgr(fakeV1(tmp));
+    const cm::CgroupName name{"kubepods", "podb"};
+    const fs::path cpu = tmp / "cpu" / "kubepods" / "podb";
+    fs::create_directories(cpu);
+    // What the kernel shows in a new cgroup: the 100 ms period, no quota.
+    testing::writeFile(cpu / "cpu.cfs_period_us", "100000\n");
+    testing::writeFile(cpu / "cpu.cfs_quota_us", "-1\n");
+    ageFile(cpu / "cpu.cfs_period_us");
+    ageFile(cpu / "cpu.cfs_quota_us");
+    cm::ResourceConfig config;
+    config.cpu_period = 100000;
+    config.cpu_quota = -1;
+    REQUIRE(mgr.create(name, config).ok());
+    CHECK(unwrittenSinceAged(cpu / "cpu.cfs_period_us"));
+    CHECK(unwrittenSinceAged(cpu / "cpu.cfs_quota_us"));
+    // A different value is written.
+    config.cpu_quota = 20000;
+    REQUIRE(mgr.update(name, config).ok());
+    CHECK(read(cpu / "cpu.cfs_quota_us") == "20000");
+    CHECK_FALSE(unwrittenSinceAged(cpu / "cpu.cfs_quota_us"));
+    CHECK(unwrittenSinceAged(cpu / "cpu.cfs_period_us"));
+    config.cpu_period = 50000;
+    REQUIRE(mgr.update(name, config).ok());
+    CHECK(read(cpu / "cpu.cfs_period_us") == "50000");
+  }
+  SECTION("v2 cpu.max") {
+    cm::CgroupManager mgr(fakeV2(tmp, "cpu memory pids"));
+    const cm::CgroupName name{"kubepods", "podb"};
+    const fs::path dir = tmp / "unified" / "kubepods" / "podb";
+    fs::create_directories(dir);
+    testing::writeFile(dir / "cpu.max", "max 100000\n");
+    ageFile(dir / "cpu.max");
+    cm::ResourceConfig config;
+    config.cpu_period = 100000;
+    config.cpu_quota = -1;
+    REQUIRE(mgr.create(name, config).ok());
+    CHECK(unwrittenSinceAged(dir / "cpu.max"));
+    // Without a period the value sets the quota alone: always written.
+    config.cpu_period.reset();
+    REQUIRE(mgr.update(name, config).ok());
+    CHECK(read(dir / "cpu.max") == "max");
+    CHECK_FALSE(unwrittenSinceAged(dir / "cpu.max"));
+  }
+}
+
+TEST_CASE("CgroupManager: create makes missing parents and accepts an existing cgroup",
+          "[unit][cm]") {
+  testing::TempDir tmp("cm-mgr");
+  cm::CgroupManager mgr(fakeV1(tmp));
+  const cm::CgroupName deep{"a", "b", "c", "d"};
+  REQUIRE(mgr.create(deep, {}).ok());
+  for (const char* c : {"cpu", "cpuacct", "freezer", "memory", "pids"}) {
+    CHECK(fs::is_directory(tmp / c / "a" / "b" / "c" / "d"));
+  }
+  CHECK(mgr.create(deep, {}).ok());
+  // A file where the cgroup's directory should be is an error naming it.
+  testing::writeFile(tmp / "memory" / "a" / "b" / "file", "");
+  auto s = mgr.create({"a", "b", "file"}, {});
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message().find("mkdir " + (tmp / "memory" / "a" / "b" / "file").string()) !=
+        std::string::npos);
 }
 
 TEST_CASE("CgroupManager::destroy refuses the root and names that climb up, touching nothing",
