@@ -78,29 +78,41 @@ void FileSource::Impl::relist(bool force, bool check_mode) {
     }
   }
   if (mode_ == Mode::kDir) {
-    std::set<std::string> seen;
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* de = ::readdir(d)) {
-        std::string name = de->d_name;
-        if (isIgnoredManifestName(name)) continue;
-        seen.insert(std::move(name));
-      }
-      ::closedir(d);
-    } else {
+    // The listing, sorted, is walked beside entries_ (sorted too): a merge, so no lookup per
+    // file. Known files whose stat is unchanged need nothing more; the others (new, changed,
+    // settling, symlinks, not regular files) go through processName in name order, and known
+    // files no longer listed are gone.
+    std::vector<std::string> names;
+    std::vector<std::string> others;
+    std::vector<std::string> gone;
+    DIR* d = ::opendir(dir_.c_str());
+    if (!d) {
       const std::string reason = std::strerror(errno);
       log()->warn("Cannot list manifest directory path={} reason={}", base::goQuote(dir_), reason);
       path_problem_ = "cannot list " + dir_ + ": " + reason;
       emitIfChanged();
       return;
     }
-    path_problem_.clear();
-    for (const auto& name : seen) {
-      if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;  // read once quiet
-      processName(name, force, /*settled=*/false);
+    while (dirent* de = ::readdir(d)) {
+      if (!isIgnoredManifestName(de->d_name)) names.emplace_back(de->d_name);
     }
-    std::vector<std::string> gone;
-    for (const auto& [name, entry] : entries_) {
-      if (!seen.count(name)) gone.push_back(name);
+    std::sort(names.begin(), names.end());
+    const int dir_fd = ::dirfd(d);
+    auto it = entries_.begin();
+    for (auto& name : names) {
+      while (it != entries_.end() && it->first < name) gone.push_back((it++)->first);
+      const bool known = it != entries_.end() && it->first == name;
+      const bool unchanged = known && !force && unchangedInDir(dir_fd, name.c_str(), it->second);
+      if (known) ++it;
+      if (!unchanged) others.push_back(std::move(name));
+    }
+    for (; it != entries_.end(); ++it) gone.push_back(it->first);
+    ::closedir(d);
+    path_problem_.clear();
+    for (const auto& name : others) {
+      // A file being written is read once quiet.
+      if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;
+      processName(name, force, /*settled=*/false);
     }
     for (const auto& name : gone) fileGone(name, /*settled=*/false);
   } else if (mode_ == Mode::kFile) {
@@ -156,6 +168,20 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
   e.has_content = true;
   e.content_hash = hash;
   decodeContent(name, e, full, *bytes);
+}
+
+bool FileSource::Impl::unchangedInDir(int dir_fd, const char* name, const Entry& entry) const {
+  // processName would stat, clear the name from the settle queue and compare: a queued name, a
+  // symlink (its target is stat'ed too) or anything not a regular file takes that path.
+  if (!settle_.empty() && settle_.kindOf(std::string(name))) return false;
+  if (entry.is_symlink) return false;
+  struct stat st;
+  if (::fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    return false;
+  }
+  const StatKey key{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
+  if (entry.oversize_key == key) return true;  // still too large
+  return entry.has_content && entry.key == key;
 }
 
 std::optional<StatKey> FileSource::Impl::statManifest(const std::string& name,

@@ -208,6 +208,9 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   // Brings the cache entry of `name` up to date with the file: read and decode it if its content
   // changed (or always when `force`). A file that is gone is handed to fileGone.
   void processName(const std::string& name, bool force, bool settled);
+  // The relist's fast path: the file `name` (in the directory open as `dir_fd`) is known and its
+  // stat is unchanged, so processName would do nothing. Stats relative to the directory.
+  bool unchangedInDir(int dir_fd, const char* name, const Entry& entry) const;
   // The stat key of a regular file (through a symlink); nullopt, having handed the file to
   // fileGone or recordReadError (or skipped a directory), when it is not one.
   std::optional<StatKey> statManifest(const std::string& name, const std::string& full,

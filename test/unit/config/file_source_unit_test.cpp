@@ -484,6 +484,41 @@ TEST_CASE("file source: no update is pushed after stop", "[unit][config]") {
   CHECK(f.clock.pendingTimers() == 0);
 }
 
+TEST_CASE("file source: the periodic relist alone finds new, changed and deleted files",
+          "[unit][config]") {
+  // No events at all: what changed is found by the relist's listing and stats only.
+  Fixture f;
+  for (const char* name : {"b", "d", "f", "h"}) {
+    testing::writeFile(f.dir / (std::string(name) + ".yaml"), podYaml(name));
+  }
+  f.start(f.dir.path(), 0ms);
+  REQUIRE(f.rec.count() == 1);
+  auto s0 = f.source->stats();
+
+  // Before the first known name, between known ones and after the last: new files; a known one
+  // deleted, another rewritten in place (same size, other content), the rest untouched.
+  for (const char* name : {"a", "e", "z"}) {
+    testing::writeFile(f.dir / (std::string(name) + ".yaml"), podYaml(name));
+  }
+  fs::remove(f.dir / "d.yaml");
+  fs::remove(f.dir / "h.yaml");
+  testing::writeFile(f.dir / "f.yaml", podYaml("f", "busybox:1.37"));
+  f.advance(20s);
+  REQUIRE(f.rec.count() == 2);
+  CHECK(names(f.rec.last()) ==
+        std::vector<std::string>{"a-node1", "b-node1", "e-node1", "f-node1", "z-node1"});
+  for (const auto& pod : f.rec.last().pods) {
+    if (pod->metadata.name == "f-node1") CHECK(pod->spec.containers[0].image == "busybox:1.37");
+  }
+  // Read again: the three new files and the changed one, nothing else.
+  CHECK(f.source->stats().files_read == s0.files_read + 4);
+
+  // A relist with nothing changed reads nothing and sends nothing.
+  f.advance(20s);
+  CHECK(f.rec.count() == 2);
+  CHECK(f.source->stats().files_read == s0.files_read + 4);
+}
+
 TEST_CASE("file source: an inotify queue overflow relists and finds changes events missed",
           "[unit][config]") {
   Fixture f;
