@@ -1,11 +1,12 @@
 // Keys each due at a time, taken in time order: a key is scheduled (or moved to a new time),
-// dropped, or taken once its time has come. Every operation is logarithmic. Not thread-safe.
+// dropped, or taken once its time has come. A key is found by hash (constant time) and ordered by
+// time (logarithmic); each key is stored once. Not thread-safe.
 #pragma once
 
 #include <functional>
-#include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -13,23 +14,24 @@
 
 namespace nodeagent::base {
 
-template <typename Key>
+template <typename Key, typename Hash = std::hash<Key>>
 class DueQueue {
  public:
   // Schedules `key` at `at`; a key already there moves to `at`.
   void schedule(const Key& key, MonotonicTime at) {
     auto [it, inserted] = at_.try_emplace(key, at);
     if (!inserted) {
-      order_.erase({it->second, key});
+      if (it->second == at) return;
+      order_.erase({it->second, &it->first});
       it->second = at;
     }
-    order_.emplace(at, key);
+    order_.emplace(at, &it->first);
   }
   // Drops `key`; false when it was not there.
   bool erase(const Key& key) {
     auto it = at_.find(key);
     if (it == at_.end()) return false;
-    order_.erase({it->second, key});
+    order_.erase({it->second, &it->first});
     at_.erase(it);
     return true;
   }
@@ -37,28 +39,39 @@ class DueQueue {
   bool empty() const { return at_.empty(); }
   size_t size() const { return at_.size(); }
   void clear() {
-    at_.clear();
     order_.clear();
+    at_.clear();
   }
   // When the first key is due; nullopt when empty.
   std::optional<MonotonicTime> next() const {
     if (order_.empty()) return std::nullopt;
     return order_.begin()->first;
   }
-  // Removes and returns the keys due at `now` or before, earliest first.
+  // Removes and returns the keys due at `now` or before, earliest first (equal times in key
+  // order).
   std::vector<Key> takeDue(MonotonicTime now) {
     std::vector<Key> out;
     while (!order_.empty() && order_.begin()->first <= now) {
-      auto node = order_.extract(order_.begin());
-      at_.erase(node.value().second);
-      out.push_back(std::move(node.value().second));
+      const Key* key = order_.begin()->second;
+      order_.erase(order_.begin());
+      out.push_back(std::move(at_.extract(*key).key()));
     }
     return out;
   }
 
  private:
-  std::map<Key, MonotonicTime, std::less<>> at_;
-  std::set<std::pair<MonotonicTime, Key>> order_;
+  // A key's node in `at_` does not move while it is there (rehashing keeps nodes), so the
+  // order holds a pointer to the key instead of a second copy.
+  using Slot = std::pair<MonotonicTime, const Key*>;
+  struct ByTimeThenKey {
+    bool operator()(const Slot& a, const Slot& b) const {
+      if (a.first != b.first) return a.first < b.first;
+      return *a.second < *b.second;
+    }
+  };
+
+  std::unordered_map<Key, MonotonicTime, Hash> at_;
+  std::set<Slot, ByTimeThenKey> order_;
 };
 
 }  // namespace nodeagent::base

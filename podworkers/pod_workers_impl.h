@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <stop_token>
+#include <unordered_map>
 
 #include "base/due_queue.h"
 #include "base/log.h"
@@ -238,7 +239,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   bool pods_synced_ = false;
   size_t in_flight_ = 0;
   std::vector<std::function<void()>> on_idle_;
-  std::map<std::string, StatusPtr, std::less<>> statuses_;
+  std::unordered_map<std::string, StatusPtr> statuses_;
   // Static pods: the UID that holds each full name, and the UIDs waiting for it in order.
   std::map<std::string, std::string, std::less<>> started_static_;
   std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;
