@@ -195,11 +195,20 @@ void thawDescendants(const std::string& dir, const char* file, const char* thawe
 // v1: freeze (FROZEN), kill each process, thaw. A frozen task cannot fork, so none escapes; the
 // SIGKILLs take effect on thaw.
 int killV1Frozen(const std::string& freezer_dir, std::string& error) {
+  std::string state_file = joinPath(freezer_dir, "freezer.state");
   // Nothing to freeze when no process is left (the usual case when a container's main process
   // has exited: an exited, unreaped process is not listed). Freezing costs about a millisecond,
-  // reading the lists far less; with no process left, none can fork into the cgroup either.
-  if (treePids(freezer_dir).empty()) return 0;
-  std::string state_file = joinPath(freezer_dir, "freezer.state");
+  // reading the lists far less; with no process left, none can fork into the cgroup either. A
+  // tree left frozen (a shim killed in the middle of its own kill) is still thawed, so that the
+  // cgroup is never handed on frozen.
+  if (treePids(freezer_dir).empty()) {
+    std::string state;
+    if (readSmallFileImpl(state_file, state) && state.rfind("THAWED", 0) != 0) {
+      (void)writeOnce(state_file, "THAWED");
+      thawDescendants(freezer_dir, "freezer.state", "THAWED");
+    }
+    return 0;
+  }
   if (!writeOnce(state_file, "FROZEN")) {
     if (errno == ENOENT && !isDir(freezer_dir)) return 0;
     error = "write FROZEN to " + state_file + ": " + errnoText(errno);

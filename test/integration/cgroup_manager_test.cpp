@@ -280,6 +280,41 @@ TEST_CASE(
   CHECK(waitChild(pid, 5s) != -1);
 }
 
+TEST_CASE(
+    "cgroups (real): killCgroup of an empty cgroup freezes nothing and thaws a tree left frozen",
+    "[integration][cm]") {
+  auto mounts = requireWritableCgroups();
+  if (!mounts.v1_roots.contains("freezer")) testing::skipTest("no v1 freezer hierarchy");
+  cm::CgroupManager cgroups(mounts);
+  RootGuard guard{cgroups, {uniqueRoot()}};
+  const cm::CgroupName ctr{guard.root[0], "empty"};
+  const cm::CgroupName child{guard.root[0], "empty", "child"};
+  REQUIRE(cgroups.create(ctr, {}).ok());
+  REQUIRE(cgroups.create(child, {}).ok());
+  const std::string state = cgroups.paths(ctr).dirFor("freezer") + "/freezer.state";
+  const std::string child_state = cgroups.paths(child).dirFor("freezer") + "/freezer.state";
+  std::string error;
+  CHECK(cm::killCgroup(cgroups.paths(ctr), error) == 0);
+  CHECK(error.empty());
+  CHECK(testing::readFile(state).rfind("THAWED", 0) == 0);
+
+  // Left frozen with nothing in it (a shim killed in the middle of its own kill, after its
+  // processes died): the kill thaws it and its child, so that nothing started there later hangs.
+  testing::writeFile(child_state, "FROZEN");
+  testing::writeFile(state, "FROZEN");
+  REQUIRE(testing::eventually(
+      [&] { return testing::readFile(state).rfind("FROZEN", 0) == 0; }, 5s));
+  CHECK(cm::killCgroup(cgroups.paths(ctr), error) == 0);
+  // (REQUIRE: a process started in a frozen cgroup would hang the test.)
+  REQUIRE(testing::readFile(state).rfind("THAWED", 0) == 0);
+  REQUIRE(testing::readFile(child_state).rfind("THAWED", 0) == 0);
+  pid_t pid = spawnSh(joinScript(cgroups.paths(child)) + "exit 7");
+  const int status = waitChild(pid, 5s);
+  REQUIRE(status != -1);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 7);
+}
+
 TEST_CASE("cgroups (real): oomKillCount rises after an OOM kill", "[integration][cm]") {
   auto mounts = requireWritableCgroups();
   cm::CgroupManager cgroups(mounts);
