@@ -17,6 +17,13 @@ namespace nodeagent::base {
 template <typename Key, typename Hash = std::hash<Key>>
 class DueQueue {
  public:
+  DueQueue() = default;
+  // The time order points into the key index: a copy would point into the original.
+  DueQueue(const DueQueue&) = delete;
+  DueQueue& operator=(const DueQueue&) = delete;
+  DueQueue(DueQueue&&) noexcept = default;
+  DueQueue& operator=(DueQueue&&) noexcept = default;
+
   // Schedules `key` at `at`; a key already there moves to `at`.
   void schedule(const Key& key, MonotonicTime at) {
     auto [it, inserted] = at_.try_emplace(key, at);

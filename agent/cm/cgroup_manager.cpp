@@ -156,18 +156,20 @@ base::Status writeControl(const CgroupName& name, const std::string& dir, std::s
   return base::okStatus();
 }
 
-// Writes `value` only when the file does not already read `current_form` (the value as the
-// kernel prints it back). For the CFS bandwidth files: each write of cpu.cfs_period_us,
+// Writes `value` unless the file already reads `current_form` (the value as the kernel prints it
+// back; nullopt: always write). For the CFS bandwidth files: each write of cpu.cfs_period_us,
 // cpu.cfs_quota_us or cpu.max checks the bandwidth of every cgroup of the cpu hierarchy
 // (tg_set_cfs_bandwidth walks the whole task-group tree under a global lock), so on a node with
 // many cgroups a write costs far more than the read that finds a fresh cgroup already at the
 // value (a new cgroup starts at the kernel's 100 ms period and no quota, the values kubelet
-// writes for a container without a CPU limit).
+// writes for a container without a CPU limit). A skipped write is not checked against the
+// hierarchy again.
 base::Status writeControlIfChanged(const CgroupName& name, const std::string& dir,
                                    std::string_view file, const std::string& value,
-                                   std::string_view current_form) {
+                                   std::optional<std::string_view> current_form) {
   std::string current;
-  if (readSmallFile(dir + "/" + std::string(file), current) && trim(current) == current_form) {
+  if (current_form && readSmallFile(dir + "/" + std::string(file), current) &&
+      trim(current) == *current_form) {
     return base::okStatus();
   }
   return writeControl(name, dir, file, value);
@@ -436,8 +438,9 @@ base::Status CgroupManager::update(const CgroupName& name, const ResourceConfig&
                               : std::string("max");
       if (config.cpu_period) value += " " + std::to_string(*config.cpu_period);
       // cpu.max reads "<quota|max> <period>"; a value without a period changes the quota only.
-      RETURN_IF_ERROR(writeControlIfChanged(name, dir, "cpu.max", value,
-                                            config.cpu_period ? std::string_view(value) : ""));
+      RETURN_IF_ERROR(writeControlIfChanged(
+          name, dir, "cpu.max", value,
+          config.cpu_period ? std::optional<std::string_view>(value) : std::nullopt));
     }
     if (config.pids_limit) {
       RETURN_IF_ERROR(writeControl(
