@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cmd/test-apiserver/api_status.h"
+#include "cmd/test-apiserver/node_authorizer.h"
 #include "cmd/test-apiserver/util.h"
 
 namespace nodeagent::testapiserver {
@@ -70,11 +71,11 @@ std::string requestPem(const json& csr) {
 // kube's ValidateKubeletClientCSR / isNodeClientCert: "" when it is one, else why not.
 std::string nodeClientProblem(const certificate::SigningRequest& req,
                               const std::vector<std::string>& usages) {
-  if (req.organizations != std::vector<std::string>{"system:nodes"}) {
-    return "subject organization is not system:nodes";
+  if (req.organizations != std::vector<std::string>{std::string(kNodesGroup)}) {
+    return "subject organization is not " + std::string(kNodesGroup);
   }
-  if (!req.common_name.starts_with("system:node:")) {
-    return "subject common name does not begin with system:node:";
+  if (!req.common_name.starts_with(kNodeUserPrefix)) {
+    return "subject common name does not begin with " + std::string(kNodeUserPrefix);
   }
   if (!req.dns_names.empty() || !req.ip_addresses.empty() || req.other_names > 0) {
     return "subject alternative names are not allowed";
@@ -194,7 +195,7 @@ bool signCertificateSigningRequest(json& csr, const certificate::KeyPair& ca,
     problem = "usages must include client auth";
   }
   if (problem.empty() && signer == kKubeletServingSigner &&
-      (!has(usages, "server auth") || !parsed->common_name.starts_with("system:node:"))) {
+      (!has(usages, "server auth") || !parsed->common_name.starts_with(kNodeUserPrefix))) {
     problem = "a kubelet serving certificate is for system:node:<name> with server auth";
   }
   if (!problem.empty()) {

@@ -13,8 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kNodeUserPrefix[] = "system:node:";
-constexpr char kNodesGroup[] = "system:nodes";
 constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
 
 // An RBAC PolicyRule of the Node authorizer's static rules (bootstrappolicy.NodeRules).
@@ -217,8 +215,10 @@ std::optional<AccessDecision> authorizeSubdivided(const std::string& node, const
 
 std::optional<std::string> nodeIdentity(const std::string& user,
                                         const std::vector<std::string>& groups) {
-  if (!user.starts_with(kNodeUserPrefix) || !has(groups, kNodesGroup)) return std::nullopt;
-  return user.substr(sizeof(kNodeUserPrefix) - 1);
+  if (!user.starts_with(kNodeUserPrefix) || !has(groups, std::string(kNodesGroup))) {
+    return std::nullopt;
+  }
+  return user.substr(kNodeUserPrefix.size());
 }
 
 AccessDecision authorizeNode(const AccessRequest& request, const PodsOnNode& pods_on_node) {

@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -45,6 +46,10 @@
 #include "cmd/test-apiserver/authz.h"
 
 namespace nodeagent::testapiserver {
+
+// A node's user name is kNodeUserPrefix + its name, in the group kNodesGroup.
+inline constexpr std::string_view kNodeUserPrefix = "system:node:";
+inline constexpr std::string_view kNodesGroup = "system:nodes";
 
 // kube-apiserver's NodeIdentifier: the node name of a user system:node:<name> in the group
 // system:nodes ("" for system:node: itself), nullopt for anyone else.
