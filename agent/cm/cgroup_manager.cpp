@@ -167,11 +167,7 @@ base::Status writeControl(const CgroupName& name, const std::string& dir, std::s
 base::Status writeControlIfChanged(const CgroupName& name, const std::string& dir,
                                    std::string_view file, const std::string& value,
                                    std::optional<std::string_view> current_form) {
-  std::string current;
-  if (current_form && readSmallFile(dir + "/" + std::string(file), current) &&
-      trim(current) == *current_form) {
-    return base::okStatus();
-  }
+  if (current_form && readTrimmed(dir, file) == *current_form) return base::okStatus();
   return writeControl(name, dir, file, value);
 }
 
