@@ -159,13 +159,14 @@ void StatusSyncer::resyncAll() {
 
 void StatusSyncer::hold(const std::string& raw_uid) {
   if (stopped_) return;
+  std::string uid = pod_manager_.translatePodUID(raw_uid);
+  if (uid.empty()) return;
   if (options_.coalesce_window <= base::Duration::zero()) {
-    enqueue(raw_uid);
+    enqueueTranslated(uid);
     return;
   }
-  std::string uid = pod_manager_.translatePodUID(raw_uid);
   // Already waiting: its sync reads the newest status when it comes.
-  if (uid.empty() || queued_.count(uid) || held_.contains(uid)) return;
+  if (queued_.count(uid) || held_.contains(uid)) return;
   held_.schedule(uid, clock_.now() + options_.coalesce_window);
   armWindowTimer();
 }
@@ -181,14 +182,18 @@ void StatusSyncer::releaseDue() {
   if (stopped_) return;
   const auto now = clock_.now();
   // In window order: the pod whose change came first is sent first.
-  for (const auto& uid : held_.takeDue(now)) enqueue(uid);
+  for (const auto& uid : held_.takeDue(now)) enqueueTranslated(uid);
   armWindowTimer();
 }
 
 void StatusSyncer::enqueue(const std::string& raw_uid) {
   if (stopped_) return;
   std::string uid = pod_manager_.translatePodUID(raw_uid);
-  if (uid.empty()) return;
+  if (!uid.empty()) enqueueTranslated(uid);
+}
+
+void StatusSyncer::enqueueTranslated(const std::string& uid) {
+  if (stopped_) return;
   held_.erase(uid);
   if (in_flight_.count(uid)) {
     // Sent again once the request in flight is done: a pod's requests never overtake each other.
@@ -228,7 +233,7 @@ asio::awaitable<void> StatusSyncer::syncQueued(std::string uid) {
     }
   }
   in_flight_.erase(uid);
-  if (again_.erase(uid) > 0) enqueue(uid);
+  if (again_.erase(uid) > 0) enqueueTranslated(uid);
   runQueue();
 }
 

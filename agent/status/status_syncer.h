@@ -137,6 +137,8 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   void hold(const std::string& uid);
   // Queues `uid` now (a pod in flight goes again once its request is done).
   void enqueue(const std::string& uid);
+  // The same for a UID already translated (a static pod's, never its mirror's).
+  void enqueueTranslated(const std::string& uid);
   // Queues the pods whose window has passed and arms the timer for the next one.
   void releaseDue();
   void armWindowTimer();
