@@ -71,6 +71,9 @@ void writeNodeagentMetrics(std::ostream& out, const AgentMetrics& m, const Pleg&
   writeCounter(out, "nodeagent_sync_pod_total", "syncPod calls.", m.sync_pod_total.load());
   writeCounter(out, "nodeagent_sync_pod_errors_total", "syncPod calls that returned an error.",
                m.sync_pod_errors.load());
+  writeCounter(out, "nodeagent_sync_pod_unchanged_total",
+               "syncPod calls that found the pod as the last sync left it, with nothing to do.",
+               m.sync_pod_unchanged.load());
   writeCounter(out, "nodeagent_containers_started_total", "Containers started.",
                m.containers_started.load());
   writeCounter(out, "nodeagent_containers_killed_total", "Containers killed.",

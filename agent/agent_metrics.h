@@ -24,6 +24,9 @@ class SyncLoop;
 struct AgentMetrics {
   std::atomic<uint64_t> sync_pod_total{0};
   std::atomic<uint64_t> sync_pod_errors{0};
+  // syncPod calls that found the pod as the last one left it, with nothing to do (a resync of
+  // a settled pod): no status was generated and no action computed.
+  std::atomic<uint64_t> sync_pod_unchanged{0};
   std::atomic<uint64_t> containers_started{0};
   std::atomic<uint64_t> containers_killed{0};
   std::atomic<uint64_t> pods_rejected{0};

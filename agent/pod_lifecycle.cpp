@@ -57,6 +57,14 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   const auto& uid = pod->metadata.uid;
   log()->debug("syncPod pod={} uid={} type={}", api::podRef(*pod), uid, api::syncPodTypeName(type));
   if (type == api::SyncPodType::kCreate) forgetFinishedLife(*pod);
+  uint64_t settled_fingerprint = 0;
+  const Resync resync = type == api::SyncPodType::kCreate
+                            ? Resync::kFull
+                            : settledResync(pod, mirror_pod, settled_fingerprint);
+  if (resync == Resync::kSkip) {
+    ++deps_.metrics.sync_pod_unchanged;
+    co_return false;
+  }
 
   // The file work comes first, while this frame holds nothing else: a node starting thousands of
   // pods at once has them all waiting for the blocking pool here. Its outcome is acted on in
@@ -69,14 +77,23 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     prepared.volumes = names;
   }
 
+  // Read before the status: a change while it is read shows as another version next time.
+  Settled settled{
+      pod, mirror_pod, deps_.runtime.podStatusVersion(uid), 0, deps_.prober.resultsVersion(uid), 0};
   auto status =
       co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
   if (!status.ok()) {
     ++deps_.metrics.sync_pod_errors;
     co_return status.status();
   }
+  if (!settled.runtime_version) settled.runtime_fingerprint = runtime::fingerprint(*status);
+  if (resync == Resync::kSkipIfStatusSame && settled.runtime_fingerprint == settled_fingerprint) {
+    ++deps_.metrics.sync_pod_unchanged;
+    co_return false;
+  }
+  unsettle(uid);
   reportOomKills(*pod, *status);
-  if (publishStatus(*pod, *status)) co_return true;  // terminal
+  if (publishStatus(*pod, *status, settled.status_stamp)) co_return true;  // terminal
   if (cancel.stop_requested()) co_return cancelled();
   CO_RETURN_IF_ERROR(checkNetworkReady(*pod));
   if (!prepared.cgroup.ok()) co_return refuseWithoutCgroup(*pod, prepared.cgroup);
@@ -98,15 +115,82 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     co_return volumes.status();
   }
   auto synced = syncRuntimePod(pod, *std::move(status), *std::move(volumes), cancel);
-  CO_RETURN_IF_ERROR(co_await std::move(synced));
+  auto nothing_done = co_await std::move(synced);
+  if (!nothing_done.ok()) co_return nothing_done.status();
+  if (*nothing_done && canSettle(*pod, mirror_pod)) settle(uid, std::move(settled));
   co_return false;
 }
 
-asio::awaitable<base::Status> PodLifecycle::syncRuntimePod(api::PodPtr pod,
-                                                           runtime::PodStatus status,
-                                                           std::vector<runtime::PodVolume> volumes,
-                                                           std::stop_token cancel) {
+bool PodLifecycle::trySettledSync(const api::PodPtr& pod, const api::PodPtr& mirror_pod) {
+  uint64_t fingerprint = 0;
+  if (settledResync(pod, mirror_pod, fingerprint) != Resync::kSkip) return false;
+  ++deps_.metrics.sync_pod_total;
+  ++deps_.metrics.sync_pod_unchanged;
+  return true;
+}
+
+PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const api::PodPtr& mirror,
+                                                 uint64_t& fingerprint) {
+  const auto& uid = pod->metadata.uid;
+  std::optional<uint64_t> runtime_version;
+  uint64_t probe_version = 0;
+  uint64_t status_stamp = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = settled_.find(uid);
+    if (it == settled_.end()) return Resync::kFull;
+    const Settled& s = it->second;
+    if (s.pod != pod || s.mirror != mirror) return Resync::kFull;
+    runtime_version = s.runtime_version;
+    fingerprint = s.runtime_fingerprint;
+    probe_version = s.probe_version;
+    status_stamp = s.status_stamp;
+  }
+  if (deps_.prober.resultsVersion(uid) != probe_version ||
+      deps_.status_manager.statusStamp(uid) != status_stamp) {
+    return Resync::kFull;
+  }
+  if (!deps_.dirs.made(uid) || !deps_.cgroups.made(uid)) return Resync::kFull;
+  // A runtime network that went away is reported by a full sync.
+  if (!pod->spec.host_network && options_.network_errors && !options_.network_errors().empty()) {
+    return Resync::kFull;
+  }
+  if (!runtime_version) return Resync::kSkipIfStatusSame;
+  return deps_.runtime.podStatusVersion(uid) == runtime_version ? Resync::kSkip : Resync::kFull;
+}
+
+bool PodLifecycle::canSettle(const api::Pod& pod, const api::PodPtr& mirror) const {
+  // Volumes are refreshed by every sync (ConfigMaps, Secrets), an active deadline is checked by
+  // it, and a start failure's reason can only change with a start.
+  if (!pod.spec.volumes.empty() || pod.spec.active_deadline_seconds) return false;
+  if (!startFailures(pod.metadata.uid).empty()) return false;
+  if (api::isStaticPod(pod) && deps_.pod_manager.mirrorClient().makesMirrorPods()) {
+    // Until its mirror pod is in place, each sync asks for one.
+    if (!mirror || mirror->metadata.deletion_timestamp ||
+        !podmanager::PodManager::isMirrorPodOf(*mirror, pod)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void PodLifecycle::settle(const std::string& uid, Settled settled) {
+  std::lock_guard lock(mu_);
+  settled_.insert_or_assign(uid, std::move(settled));
+}
+
+void PodLifecycle::unsettle(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  settled_.erase(uid);
+}
+
+asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncRuntimePod(
+    api::PodPtr pod, runtime::PodStatus status, std::vector<runtime::PodVolume> volumes,
+    std::stop_token cancel) {
   auto actions = computePodActions(*pod, status, &deps_.prober, options_.sandbox_network);
+  const bool nothing_to_do = !actions.kill_pod && !actions.replace_sandbox &&
+                             actions.containers_to_kill.empty() && !actions.next_init_container &&
+                             actions.containers_to_start.empty();
   // The running containers matter only for a pod kill: a periodic sync does not copy them.
   runtime::Pod running;
   if (actions.kill_pod) running = runningPodOf(status);
@@ -117,9 +201,7 @@ asio::awaitable<base::Status> PodLifecycle::syncRuntimePod(api::PodPtr pod,
     CO_RETURN_IF_ERROR(co_await std::move(retire));
   }
   if (cancel.stop_requested()) co_return cancelled();
-  if (!actions.next_init_container && actions.containers_to_start.empty()) {
-    co_return base::okStatus();
-  }
+  if (!actions.next_init_container && actions.containers_to_start.empty()) co_return nothing_to_do;
   auto ensure = ensureSandbox(pod, actions, status.ips);
   auto sandbox = co_await std::move(ensure);
   if (!sandbox.ok()) {
@@ -128,8 +210,9 @@ asio::awaitable<base::Status> PodLifecycle::syncRuntimePod(api::PodPtr pod,
   }
   auto start = startForActions(pod, std::move(actions), std::move(status), *std::move(sandbox),
                                std::move(volumes), cancel);
-  auto started = co_await std::move(start);
-  co_return started;
+  base::Status started = co_await std::move(start);
+  if (!started.ok()) co_return started;
+  co_return false;
 }
 
 void PodLifecycle::forgetFinishedLife(const api::Pod& pod) {
@@ -141,12 +224,13 @@ void PodLifecycle::forgetFinishedLife(const api::Pod& pod) {
   }
 }
 
-bool PodLifecycle::publishStatus(const api::Pod& pod, const runtime::PodStatus& status) {
+bool PodLifecycle::publishStatus(const api::Pod& pod, const runtime::PodStatus& status,
+                                 uint64_t& stamp) {
   // Not part of syncPod's frame: a sync suspended later (at the blocking pool, on a node starting
   // thousands of pods) holds no copy of the API status.
   auto api_status = generateAPIPodStatus(pod, status);
   const bool terminal = api::isTerminalPhase(api_status.phase);
-  deps_.status_manager.setPodStatus(pod, std::move(api_status));
+  deps_.status_manager.setPodStatus(pod, std::move(api_status), stamp);
   return terminal;
 }
 
@@ -405,6 +489,7 @@ asio::awaitable<base::Status> PodLifecycle::syncTerminatingPod(
     api::PodPtr pod, std::optional<int64_t> grace_period_seconds, podworkers::PodStatusFn status_fn,
     std::stop_token cancel) {
   const auto& uid = pod->metadata.uid;
+  unsettle(uid);  // a pod being torn down is synced whole, and no longer held here
   auto status =
       co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
   if (!status.ok()) co_return status.status();

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "agent/agent_metrics.h"
 #include "agent/crash_backoff.h"
@@ -103,6 +104,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
   asio::awaitable<base::StatusOr<bool>> syncPod(api::SyncPodType type, api::PodPtr pod,
                                                 api::PodPtr mirror_pod,
                                                 std::stop_token cancel) override;
+  bool trySettledSync(const api::PodPtr& pod, const api::PodPtr& mirror_pod) override;
   asio::awaitable<base::Status> syncTerminatingPod(api::PodPtr pod,
                                                    std::optional<int64_t> grace_period_seconds,
                                                    podworkers::PodStatusFn status_fn,
@@ -117,8 +119,9 @@ class PodLifecycle final : public podworkers::PodSyncer {
  private:
   // syncPod's steps, in kubelet's order.
   void forgetFinishedLife(const api::Pod& pod);
-  // Generates and stores the pod's API status; true when its phase is terminal.
-  bool publishStatus(const api::Pod& pod, const runtime::PodStatus& status);
+  // Generates and stores the pod's API status; true when its phase is terminal. `stamp`: the
+  // status manager's stamp of the pod's status afterwards.
+  bool publishStatus(const api::Pod& pod, const runtime::PodStatus& status, uint64_t& stamp);
   // Sets the reason and message of the pod's stored status (a sync that cannot go on).
   void setStatusReason(const api::Pod& pod, std::string reason, std::string message);
   // Records why the pod is refused (`names` is the failed path-name check) and returns it.
@@ -144,9 +147,10 @@ class PodLifecycle final : public podworkers::PodSyncer {
   // (Coroutines take their parameters by value: a reference would outlive its caller only by
   // luck.)
   // kuberuntime's SyncPod: the pod's actions computed from its runtime status and carried out.
-  asio::awaitable<base::Status> syncRuntimePod(api::PodPtr pod, runtime::PodStatus status,
-                                               std::vector<runtime::PodVolume> volumes,
-                                               std::stop_token cancel);
+  // True when there was nothing to do.
+  asio::awaitable<base::StatusOr<bool>> syncRuntimePod(api::PodPtr pod, runtime::PodStatus status,
+                                                       std::vector<runtime::PodVolume> volumes,
+                                                       std::stop_token cancel);
   asio::awaitable<base::Status> killForActions(api::PodPtr pod, PodActions actions,
                                                runtime::Pod running, std::stop_token cancel);
   // The rest of kubelet's killPodWithSyncResult for a replaced sandbox: every ready sandbox of
@@ -214,6 +218,28 @@ class PodLifecycle final : public podworkers::PodSyncer {
   void recordEvent(const api::Pod& pod, const std::string& type, const std::string& reason,
                    const std::string& message, const std::string& field_path) const;
 
+  // A settled pod: what the inputs of its last sync were when that sync found nothing to do. A
+  // resync with the same inputs would generate the same status and compute no action, so it is
+  // skipped (kubelet's periodic resync of a healthy pod, at a few microseconds).
+  struct Settled {
+    api::PodPtr pod;                          // the same object (a changed pod is a new one)
+    api::PodPtr mirror;                       // the same object, or both null
+    std::optional<uint64_t> runtime_version;  // Runtime::podStatusVersion, when it tells one
+    uint64_t runtime_fingerprint = 0;         // else the fingerprint of its status
+    uint64_t probe_version = 0;               // Prober::resultsVersion
+    uint64_t status_stamp = 0;                // the status manager's stamp of the pod's status
+  };
+  enum class Resync { kFull, kSkip, kSkipIfStatusSame };
+  // Whether this sync of `pod` may be skipped; kSkipIfStatusSame with the fingerprint the
+  // runtime status must have (`fingerprint`) when the runtime tells no version.
+  Resync settledResync(const api::PodPtr& pod, const api::PodPtr& mirror, uint64_t& fingerprint);
+  // Whether a sync that found nothing to do leaves `pod` settled: its status and actions depend
+  // on nothing but the inputs Settled holds (no volumes to refresh, no deadline, no start failure,
+  // its mirror pod in place).
+  bool canSettle(const api::Pod& pod, const api::PodPtr& mirror) const;
+  void settle(const std::string& uid, Settled settled);
+  void unsettle(const std::string& uid);
+
   void setStartFailure(const std::string& uid, const std::string& container, StartFailure f);
   void clearStartFailure(const std::string& uid, const std::string& container);
   StartFailures startFailures(const std::string& uid) const;
@@ -227,6 +253,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
   std::map<std::string, StartFailures> start_failures_;  // by pod UID
   std::set<std::string> started_once_;                   // pods whose start latency was observed
   std::map<std::string, std::set<std::string>> oom_reported_;  // by pod UID: container IDs
+  std::unordered_map<std::string, Settled> settled_;           // by pod UID
 };
 
 // kubelet's lifecycle HandlerRunner for preStop hooks, installed in the runtime

@@ -34,6 +34,10 @@ class MirrorClient {
   // failed in a way worth reporting. Any thread / any executor; resumes on the caller's executor.
   virtual asio::awaitable<base::StatusOr<bool>> deleteMirrorPod(std::string full_name,
                                                                 std::optional<std::string> uid) = 0;
+
+  // False for a client that makes no mirror pods (no apiserver): a static pod then never has one
+  // and never waits for one.
+  virtual bool makesMirrorPods() const { return true; }
 };
 
 // The mirror client of an agent without an apiserver: creates nothing, deletes nothing.
@@ -42,6 +46,7 @@ class NoopMirrorClient final : public MirrorClient {
   asio::awaitable<base::Status> createMirrorPod(api::PodPtr pod) override;
   asio::awaitable<base::StatusOr<bool>> deleteMirrorPod(std::string full_name,
                                                         std::optional<std::string> uid) override;
+  bool makesMirrorPods() const override { return false; }
 };
 
 }  // namespace nodeagent::podmanager

@@ -48,6 +48,18 @@ class PodSyncer {
                                                         api::PodPtr mirror_pod,
                                                         std::stop_token cancel) = 0;
 
+  // A sync of a settled pod, done at once: true when a syncPod(kSync) of `pod` with `mirror_pod`
+  // would find nothing to do (the pod's last sync found nothing to do, and nothing it depends on
+  // changed since), and the sync is then counted as done. The worker asks this only while it
+  // is idle and its last sync was of the same objects, from the thread that asks it to sync,
+  // under its own lock: it must not block, run coroutines or call back into the workers. False
+  // when it cannot tell at once (the pod then syncs as usual).
+  virtual bool trySettledSync(const api::PodPtr& pod, const api::PodPtr& mirror_pod) {
+    (void)pod;
+    (void)mirror_pod;
+    return false;
+  }
+
   // Stops every container of a pod that is terminating. `grace_period_seconds` is the effective
   // grace period (>= 1; it only shrinks between calls); nullopt when the pod finished on its own
   // (terminal phase) and the pod's own spec applies. `status_fn` (may be empty) is the latest kill

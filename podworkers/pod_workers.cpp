@@ -1,6 +1,7 @@
 #include "podworkers/pod_workers.h"
 
 #include "api/pod_phase.h"
+#include "base/backoff.h"
 #include "podworkers/pod_workers_impl.h"
 
 namespace nodeagent::podworkers {
@@ -41,9 +42,32 @@ void BasicPodWorkers::Impl::updatePod(UpdatePodOptions options) {
   Deferred deferred;
   {
     std::lock_guard lock(mu_);
+    if (settledSyncLocked(options)) return;
     updatePodLocked(std::move(options), deferred, std::nullopt);
   }
   deferred.run();
+}
+
+bool BasicPodWorkers::Impl::settledSyncLocked(const UpdatePodOptions& options) {
+  // Only a plain sync of an idle, running worker with the objects its last sync had: anything
+  // else goes through the worker.
+  if (closed_ || options.update_type != api::SyncPodType::kSync || options.runtime_pod ||
+      options.kill_pod_options || !options.pod) {
+    return false;
+  }
+  auto it = statuses_.find(options.pod->metadata.uid);
+  if (it == statuses_.end()) return false;
+  const SyncStatus& st = *it->second;
+  if (st.working || st.pending || !st.started || st.finished || st.restart ||
+      st.terminationRequested() || st.last.pod != options.pod ||
+      st.last.mirror_pod != options.mirror_pod) {
+    return false;
+  }
+  if (!syncer_.trySettledSync(options.pod, options.mirror_pod)) return false;
+  // As a completed sync: the next periodic one is a resync interval away.
+  queueLocked(st.uid, clock_.now() +
+                          base::jitter(options_.resync_interval, options_.jitter_factor, random_));
+  return true;
 }
 
 std::map<std::string, PodWorkerSync> BasicPodWorkers::Impl::syncKnownPods(

@@ -154,6 +154,9 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
 
   StatusPtr statusForLocked(const UpdatePodOptions& options, std::optional<Strand> strand);
 
+  // A sync the syncer takes as done at once (PodSyncer::trySettledSync): the pod is queued for
+  // its next resync and no work is delivered. False when the update needs the worker.
+  bool settledSyncLocked(const UpdatePodOptions& options);
   // kubelet's UpdatePod, in steps.
   void updatePodLocked(UpdatePodOptions options, Deferred& deferred, std::optional<Strand> strand);
   // Whether an update is to be applied at all: none after shutdown, none without a pod, and only

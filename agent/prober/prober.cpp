@@ -111,6 +111,7 @@ void Prober::addPod(const api::Pod& pod) {
         ++pods_with_probes_;
       }
       auto& entry = it->second;
+      entry.version = ++versions_;
       entry.deleting = pod.metadata.deletion_timestamp.has_value();
       for (const auto& c : pod.spec.containers) {
         for (ProbeType type : kProbeTypes) {
@@ -131,6 +132,17 @@ void Prober::addPod(const api::Pod& pod) {
     }
   }
   apply({}, std::move(idle));
+}
+
+uint64_t Prober::resultsVersion(const std::string& pod_uid) const {
+  if (pods_with_probes_.load() == 0) return 0;
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(pod_uid);
+  return it == pods_.end() ? 0 : it->second.version;
+}
+
+void Prober::bumpVersionLocked(const std::string& pod_uid) {
+  if (auto it = pods_.find(pod_uid); it != pods_.end()) it->second.version = ++versions_;
 }
 
 void Prober::removePod(const std::string& pod_uid) {
@@ -196,6 +208,7 @@ void Prober::observeLocked(const std::shared_ptr<Worker>& worker,
   w.running = running;
   if (new_container) {
     w.container_id = status.container_id;
+    if (w.result != initialResult(w.type)) bumpVersionLocked(w.pod_uid);
     w.result = initialResult(w.type);
     w.last_result = ProbeResult::kUnknown;
     w.result_run = 0;
@@ -363,6 +376,7 @@ bool Prober::recordResultLocked(Worker& w, ProbeResult r, std::vector<Schedule>&
   if (below) return false;
   const bool changed = w.result != r;
   w.result = r;
+  if (changed) bumpVersionLocked(w.pod_uid);
   if (r == ProbeResult::kFailure && w.type != ProbeType::kReadiness) {
     // The container is restarted: stop probing it until a new container runs.
     w.on_hold = true;

@@ -71,6 +71,11 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
   // Stops every worker; later calls do nothing.
   void stop();
 
+  // A number that changes whenever a result of the pod's workers changes (or its workers do), so
+  // that a resync can tell that the statuses' `ready` and `started` would come out the same; 0
+  // for a pod without probes. Any thread.
+  uint64_t resultsVersion(const std::string& pod_uid) const;
+
   // The result a worker holds for its current container (kUnknown without such a worker).
   ProbeResult result(const std::string& pod_uid, const std::string& container_name,
                      ProbeType type) const;
@@ -80,6 +85,7 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
   struct Worker;
   struct PodEntry {
     bool deleting = false;
+    uint64_t version = 0;  // resultsVersion
     std::vector<std::shared_ptr<Worker>> workers;
   };
   struct Schedule {
@@ -103,6 +109,7 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
   bool recordResultLocked(Worker& w, ProbeResult r, std::vector<Schedule>& triggers);
   // kubelet's manual trigger: probe readiness and liveness now rather than a period later.
   void triggerAfterStartupLocked(const Worker& startup, std::vector<Schedule>& triggers);
+  void bumpVersionLocked(const std::string& pod_uid);
   const Worker* findLocked(const std::string& pod_uid, const std::string& container,
                            ProbeType type) const;
 
@@ -116,6 +123,7 @@ class Prober final : public std::enable_shared_from_this<Prober>, public ProbeFa
   mutable std::mutex mu_;
   bool stopped_ = false;
   std::unordered_map<std::string, PodEntry> pods_;
+  uint64_t versions_ = 0;  // the last PodEntry::version given out (a re-made entry gets a new one)
   std::atomic<size_t> pods_with_probes_{0};
 };
 

@@ -77,6 +77,12 @@ std::optional<uint64_t> FakeRuntime::podsVersion() const {
   return version_;
 }
 
+std::optional<uint64_t> FakeRuntime::podStatusVersion(const std::string& uid) const {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  return it == pods_.end() ? 0 : it->second.version;
+}
+
 asio::awaitable<base::StatusOr<PodStatus>> FakeRuntime::getPodStatus(std::string uid,
                                                                      std::string name,
                                                                      std::string namespace_) {
@@ -102,6 +108,7 @@ asio::awaitable<base::StatusOr<std::string>> FakeRuntime::runPodSandbox(PodSandb
   std::lock_guard lock(mu_);
   ++sandboxes_run_;
   auto& rec = pods_[config.uid];
+  rec.version = ++version_;
   rec.name = config.name;
   rec.namespace_ = config.namespace_;
   rec.sandbox =
@@ -115,6 +122,7 @@ asio::awaitable<base::Status> FakeRuntime::stopPodSandbox(std::string id) {
   if (it != pods_.end()) {
     if (!it->second.sandbox) it->second.sandbox = PodSandboxStatus{id, SandboxState::kReady, 0, {}};
     it->second.sandbox->state = SandboxState::kNotReady;
+    it->second.version = ++version_;
   }
   co_return base::okStatus();
 }
@@ -124,6 +132,7 @@ asio::awaitable<base::Status> FakeRuntime::removePodSandbox(std::string id) {
   auto it = pods_.find(id);
   if (it != pods_.end()) {
     it->second.sandbox.reset();
+    it->second.version = ++version_;
     if (it->second.containers.empty()) pods_.erase(it);
   }
   co_return base::okStatus();
@@ -176,8 +185,8 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
     if (!options.cgroup_parent.empty() || options.resources != cm::LinuxContainerResources{}) {
       started_resources_[status.id.id] = {options.cgroup_parent, options.resources};
     }
-    ++version_;
     auto& rec = pods_[uid];
+    rec.version = ++version_;
     rec.name = pod->metadata.name;
     rec.namespace_ = pod->metadata.namespace_;
     pod_of_container_[status.id.id] = uid;
@@ -241,7 +250,7 @@ asio::awaitable<base::Status> FakeRuntime::killContainer(api::PodPtr pod, Contai
       c->exit_code = kill_exit_code_;
       c->reason = kill_exit_code_ == 0 ? "Completed" : "Error";
       died = true;
-      ++version_;
+      pods_[uid].version = ++version_;
     }
   }
   if (died) emit(ContainerEvent{ContainerEvent::Type::kDied, uid, id, name});
@@ -272,8 +281,9 @@ asio::awaitable<base::Status> FakeRuntime::removeContainer(ContainerId id) {
     co_return base::failedPreconditionError("container " + id.toString() + " is running");
   }
   record(Action{Action::Kind::kRemove, uid, c->name, c->restart_count, id, KillOptions{}, 0, ""});
-  ++version_;
-  auto& containers = pods_[uid].containers;
+  auto& rec = pods_[uid];
+  rec.version = ++version_;
+  auto& containers = rec.containers;
   containers.erase(std::remove_if(containers.begin(), containers.end(),
                                   [&](const ContainerStatus& s) { return s.id == id; }),
                    containers.end());
@@ -360,7 +370,7 @@ bool FakeRuntime::exitContainer(const std::string& uid, const std::string& name,
     c->exit_code = exit_code;
     c->reason = !reason.empty() ? std::move(reason) : exit_code == 0 ? "Completed" : "Error";
     id = c->id;
-    ++version_;
+    it->second.version = ++version_;
   }
   emit(ContainerEvent{ContainerEvent::Type::kDied, uid, id, name});
   return true;

@@ -72,6 +72,7 @@ class FakeRuntime final : public Runtime {
   void setPreStopHookRunner(PreStopHookRunner runner) override;
   asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
   std::optional<uint64_t> podsVersion() const override;
+  std::optional<uint64_t> podStatusVersion(const std::string& uid) const override;
   // How often getPods ran (tests of relist skipping).
   size_t getPodsCalls() const;
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
@@ -178,6 +179,7 @@ class FakeRuntime final : public Runtime {
     std::string namespace_;
     std::vector<ContainerStatus> containers;  // oldest first
     std::optional<PodSandboxStatus> sandbox;
+    uint64_t version = 0;  // version_ at the record's last change (podStatusVersion)
   };
 
   void emit(ContainerEvent event);

@@ -29,6 +29,9 @@ class InstrumentedRuntime : public Runtime {
   }
   asio::awaitable<base::StatusOr<std::vector<Pod>>> getPods(bool all) override;
   std::optional<uint64_t> podsVersion() const override { return inner_.podsVersion(); }
+  std::optional<uint64_t> podStatusVersion(const std::string& uid) const override {
+    return inner_.podStatusVersion(uid);
+  }
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -30,6 +31,72 @@ const ContainerStatus* PodStatus::findContainerStatusByName(std::string_view nam
     if (s.name == name) return &s;  // newest first
   }
   return nullptr;
+}
+
+namespace {
+
+// Mixes values into a 64-bit digest (a multiply-xorshift step per value; strings through
+// std::hash, their length first so that neighbouring strings cannot trade characters).
+class Digest {
+ public:
+  void add(uint64_t v) {
+    h_ ^= v + 0x9e3779b97f4a7c15ULL + (h_ << 6) + (h_ >> 2);
+    h_ *= 0xff51afd7ed558ccdULL;
+    h_ ^= h_ >> 33;
+  }
+  void add(std::string_view s) {
+    add(static_cast<uint64_t>(s.size()));
+    add(static_cast<uint64_t>(std::hash<std::string_view>{}(s)));
+  }
+  void add(const std::string& s) { add(std::string_view(s)); }
+  void add(base::SystemTime t) { add(static_cast<uint64_t>(t.time_since_epoch().count())); }
+  void add(const api::Hash128& hash) {
+    add(hash.high);
+    add(hash.low);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0x243f6a8885a308d3ULL;
+};
+
+}  // namespace
+
+uint64_t fingerprint(const PodStatus& status) {
+  Digest d;
+  d.add(status.uid);
+  d.add(status.name);
+  d.add(status.namespace_);
+  d.add(static_cast<uint64_t>(status.ips.size()));
+  for (const auto& ip : status.ips) d.add(ip);
+  d.add(static_cast<uint64_t>(status.sandbox_statuses.size()));
+  for (const auto& s : status.sandbox_statuses) {
+    d.add(s.id);
+    d.add(static_cast<uint64_t>(s.state));
+    d.add(static_cast<uint64_t>(s.attempt));
+    d.add(s.created_at);
+  }
+  d.add(static_cast<uint64_t>(status.container_statuses.size()));
+  for (const auto& c : status.container_statuses) {
+    d.add(c.id.type);
+    d.add(c.id.id);
+    d.add(c.name);
+    d.add(static_cast<uint64_t>(c.state));
+    d.add(c.created_at);
+    d.add(c.started_at);
+    d.add(c.finished_at);
+    d.add(static_cast<uint64_t>(static_cast<int64_t>(c.exit_code)));
+    d.add(static_cast<uint64_t>(static_cast<int64_t>(c.signal)));
+    d.add(c.reason);
+    d.add(c.message);
+    d.add(c.image);
+    d.add(c.image_id);
+    d.add(c.hash);
+    d.add(static_cast<uint64_t>(static_cast<int64_t>(c.restart_count)));
+    d.add(static_cast<uint64_t>(static_cast<int64_t>(c.pid)));
+    d.add(c.log_path.native());
+  }
+  return d.value();
 }
 
 std::vector<const ContainerStatus*> PodStatus::runningContainerStatuses() const {

@@ -158,6 +158,11 @@ struct PodStatus {
   std::vector<const ContainerStatus*> runningContainerStatuses() const;
 };
 
+// A digest of every field of `status` (its containers' and sandboxes' too): equal statuses have
+// equal fingerprints, and a status that differs in any field has another one but for a 2^-64
+// chance. Valid within one process only (string hashes are not stable across builds).
+uint64_t fingerprint(const PodStatus& status);
+
 // A volume of the pod, made ready on the node (emptyDir, hostPath) by the agent's volume
 // preparer: its name and where it is.
 struct PodVolume {
@@ -385,6 +390,15 @@ class Runtime {
   // skip an unchanged runtime; nullopt when the runtime cannot tell (relists then always list).
   // Any thread.
   virtual std::optional<uint64_t> podsVersion() const { return std::nullopt; }
+
+  // A number that changes whenever what getPodStatus(uid) answers may have changed (a container
+  // of the pod made, started, exited or removed, its sandbox changed), so that a resync of an
+  // unchanged pod can skip the status; nullopt when the runtime cannot tell for this pod. Cheap
+  // (no copy of the status). Any thread.
+  virtual std::optional<uint64_t> podStatusVersion(const std::string& uid) const {
+    (void)uid;
+    return std::nullopt;
+  }
 
   // Every container of the pod (NotFound is never returned: an unknown UID gives an empty status).
   virtual asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,

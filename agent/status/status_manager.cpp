@@ -176,6 +176,11 @@ bool StatusManager::setPodStatus(const api::Pod& pod, api::PodStatus status) {
   return updateStatusInternal(pod, std::move(status), pod.metadata.deletion_timestamp.has_value());
 }
 
+bool StatusManager::setPodStatus(const api::Pod& pod, api::PodStatus status, uint64_t& stamp) {
+  return updateStatusInternal(pod, std::move(status), pod.metadata.deletion_timestamp.has_value(),
+                              &stamp);
+}
+
 void StatusManager::terminatePod(const api::Pod& pod) {
   api::PodStatus status = getPodStatus(pod.metadata.uid).value_or(pod.status);
   auto mark = [](std::vector<api::ContainerStatus>& list) {
@@ -245,12 +250,14 @@ void updateTimes(const api::PodStatus& old, api::PodStatus& status, api::Timesta
 
 }  // namespace
 
-bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force) {
+bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force,
+                                         uint64_t* stamp) {
   const auto& uid = pod.metadata.uid;
   std::function<void(const std::string&)> notify;
   {
     std::lock_guard lock(mu_);
     auto cached = statuses_.find(uid);
+    if (stamp != nullptr) *stamp = cached != statuses_.end() ? cached->second.stamp : 0;
     // Without a cached status, the pod's own is the old one.
     const api::PodStatus& old = cached != statuses_.end() ? cached->second.status : pod.status;
     if (!checkStateTransitions(pod, old, status)) return false;
@@ -263,6 +270,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
       return false;
     }
     storeLocked(pod, std::move(status), cached != statuses_.end() ? cached->second.version + 1 : 1);
+    if (stamp != nullptr) *stamp = next_stamp_;
     notify = on_change_;
   }
   if (notify) notify(uid);

@@ -62,6 +62,9 @@ class StatusManager {
   // Records `status` for `pod`. Returns false when the update was refused (an illegal container
   // state transition) or changed nothing.
   bool setPodStatus(const api::Pod& pod, api::PodStatus status);
+  // The same; `stamp` gets the stamp of the status cached for the pod afterwards (the new one, or
+  // the one kept when nothing changed; 0 when none is cached), read under the same lock.
+  bool setPodStatus(const api::Pod& pod, api::PodStatus status, uint64_t& stamp);
 
   // Marks every container that is neither terminated nor waiting as terminated with
   // ContainerStatusUnknown (exit 137), as kubelet does when a pod is torn down.
@@ -78,7 +81,8 @@ class StatusManager {
   std::map<std::string, VersionedPodStatus> snapshot() const;
 
  private:
-  bool updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force);
+  bool updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force,
+                            uint64_t* stamp = nullptr);
   // Stores `status` as the pod's new version.
   void storeLocked(const api::Pod& pod, api::PodStatus status, uint64_t version);
 

@@ -169,15 +169,23 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(2s);
   const double idle0 = cpuSeconds();
   const uint64_t syncs0 = the_agent->metrics().sync_pod_total;
+  const uint64_t unchanged0 = the_agent->metrics().sync_pod_unchanged;
+  const uint64_t pleg0 = the_agent->pleg().eventCount();
+  const uint64_t relists0 = the_agent->pleg().relistCount();
   std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
   const double idle_cpu = cpuSeconds() - idle0;
   const auto idle_syncs = the_agent->metrics().sync_pod_total - syncs0;
+  const auto idle_unchanged = the_agent->metrics().sync_pod_unchanged - unchanged0;
+  std::printf("hollow node: PLEG while idle: %lu relists, %lu events\n",
+              static_cast<unsigned long>(the_agent->pleg().relistCount() - relists0),
+              static_cast<unsigned long>(the_agent->pleg().eventCount() - pleg0));
   std::printf(
       "hollow node: idle CPU %.1f ms/s (%.2f%% of one core) with %zu pods over %ld s "
-      "(%lu periodic syncPod calls, %.1f us CPU per call if all of it were syncPod)\n",
+      "(%lu periodic syncPod calls, %lu of them skipped as unchanged; %.1f us CPU per call if all "
+      "of it were syncPod)\n",
       idle_cpu * 1000 / static_cast<double>(idle_seconds),
       idle_cpu * 100 / static_cast<double>(idle_seconds), n, idle_seconds,
-      static_cast<unsigned long>(idle_syncs),
+      static_cast<unsigned long>(idle_syncs), static_cast<unsigned long>(idle_unchanged),
       idle_syncs ? idle_cpu * 1e6 / static_cast<double>(idle_syncs) : 0.0);
 
   std::vector<double> lat;

@@ -164,6 +164,12 @@ asio::awaitable<base::Status> FakePodSyncer::syncTerminatingRuntimePod(api::PodP
   co_return popOr(runtime_results_);
 }
 
+bool FakePodSyncer::trySettledSync(const api::PodPtr&, const api::PodPtr&) {
+  if (!settled.load()) return false;
+  ++settled_syncs;
+  return true;
+}
+
 asio::awaitable<base::Status> FakePodSyncer::syncTerminatedPod(api::PodPtr pod) {
   Call call;
   call.method = Method::kSyncTerminatedPod;

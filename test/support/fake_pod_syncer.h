@@ -3,6 +3,7 @@
 // Safe from any thread; held calls resume on their own executor (the pod strand).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -52,6 +53,10 @@ class FakePodSyncer final : public podworkers::PodSyncer {
   asio::awaitable<base::Status> syncTerminatingRuntimePod(api::PodPtr pod,
                                                           std::stop_token cancel) override;
   asio::awaitable<base::Status> syncTerminatedPod(api::PodPtr pod) override;
+  // Answers `settled` (and counts the calls that answered true).
+  bool trySettledSync(const api::PodPtr& pod, const api::PodPtr& mirror_pod) override;
+  std::atomic<bool> settled{false};
+  std::atomic<int> settled_syncs{0};
 
   // Scripted results, consumed in order per method; when empty: OK (syncPod: not terminal).
   void pushSyncPodResult(base::StatusOr<bool> result);
