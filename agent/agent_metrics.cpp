@@ -68,7 +68,9 @@ void writeKubeletMetrics(std::ostream& out, const AgentMetrics& m, const Pleg& p
 // nodeagent's own.
 void writeNodeagentMetrics(std::ostream& out, const AgentMetrics& m, const Pleg& pleg,
                            const SyncLoop& sync_loop) {
-  writeCounter(out, "nodeagent_sync_pod_total", "syncPod calls.", m.sync_pod_total.load());
+  writeCounter(out, "nodeagent_sync_pod_total",
+               "syncPod calls, and periodic syncs of settled pods taken as done without one.",
+               m.sync_pod_total.load());
   writeCounter(out, "nodeagent_sync_pod_errors_total", "syncPod calls that returned an error.",
                m.sync_pod_errors.load());
   writeCounter(out, "nodeagent_sync_pod_unchanged_total",

@@ -65,6 +65,7 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     ++deps_.metrics.sync_pod_unchanged;
     co_return false;
   }
+  if (resync == Resync::kFull) unsettle(uid);
 
   // The file work comes first, while this frame holds nothing else: a node starting thousands of
   // pods at once has them all waiting for the blocking pool here. Its outcome is acted on in
@@ -87,7 +88,9 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     co_return status.status();
   }
   if (!settled.runtime_version) settled.runtime_fingerprint = runtime::fingerprint(*status);
-  if (resync == Resync::kSkipIfStatusSame && settled.runtime_fingerprint == settled_fingerprint) {
+  // (The other inputs are checked again: they may have changed while the status was read.)
+  if (resync == Resync::kSkipIfStatusSame && settled.runtime_fingerprint == settled_fingerprint &&
+      settledResync(pod, mirror_pod, settled_fingerprint) == Resync::kSkipIfStatusSame) {
     ++deps_.metrics.sync_pod_unchanged;
     co_return false;
   }

@@ -77,8 +77,14 @@ std::optional<uint64_t> FakeRuntime::podsVersion() const {
   return version_;
 }
 
+void FakeRuntime::setReportsPodStatusVersions(bool reports) {
+  std::lock_guard lock(mu_);
+  reports_pod_status_versions_ = reports;
+}
+
 std::optional<uint64_t> FakeRuntime::podStatusVersion(const std::string& uid) const {
   std::lock_guard lock(mu_);
+  if (!reports_pod_status_versions_) return std::nullopt;
   auto it = pods_.find(uid);
   return it == pods_.end() ? 0 : it->second.version;
 }

@@ -111,6 +111,8 @@ class FakeRuntime final : public Runtime {
   void clearActions();
   // Stops recording actions (hollow nodes with many pods).
   void setRecordActions(bool record);
+  // Off: podStatusVersion tells nothing (as a runtime without per-pod versions).
+  void setReportsPodStatusVersions(bool reports);
   // Makes the newest running container `name` of pod `uid` exit with `exit_code` (emits a died
   // event), with `reason` (default: kubelet's "Completed" for 0, else "Error"). False when no
   // such container runs.
@@ -200,6 +202,7 @@ class FakeRuntime final : public Runtime {
   std::unordered_map<std::string, StartedResources> started_resources_;
   std::vector<Action> actions_;
   bool record_actions_ = true;
+  bool reports_pod_status_versions_ = true;
   std::map<std::pair<std::string, std::string>, base::Status> start_errors_;
   int kill_exit_code_ = 0;
   base::Duration kill_delay_{0};

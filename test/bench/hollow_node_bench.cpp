@@ -5,7 +5,8 @@
 //  - RSS after that (VmRSS and VmHWM from /proc/self/status),
 //  - CPU used per second while idle afterwards (getrusage over HOLLOW_IDLE_SECONDS, default 90 s:
 //    one full --sync-frequency period of 60 s plus its 50% jitter, so every pod's periodic resync
-//    is in the figure),
+//    is in the figure), after HOLLOW_SETTLE_SECONDS (default 2 s); with 95 s or more every pod has
+//    had its first resync, and the window shows the steady state (settled resyncs),
 //  - delay from a new manifest's rename into the directory to its container start, p50/p99 over
 //    `samples` new pods with the N pods present.
 // The manifests go to $TMPDIR (default /dev/shm). HOLLOW_PROGRESS=1 prints the running count
@@ -166,7 +167,9 @@ int main(int argc, char** argv) {
   // Idle: let the start settle a little, then measure.
   const char* idle_env = getenv("HOLLOW_IDLE_SECONDS");
   const long idle_seconds = idle_env ? std::max(1L, std::strtol(idle_env, nullptr, 10)) : 90;
-  std::this_thread::sleep_for(2s);
+  const char* settle_env = getenv("HOLLOW_SETTLE_SECONDS");
+  std::this_thread::sleep_for(
+      std::chrono::seconds(settle_env ? std::max(0L, std::strtol(settle_env, nullptr, 10)) : 2));
   const double idle0 = cpuSeconds();
   const uint64_t syncs0 = the_agent->metrics().sync_pod_total;
   const uint64_t unchanged0 = the_agent->metrics().sync_pod_unchanged;

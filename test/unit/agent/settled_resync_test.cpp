@@ -2,6 +2,7 @@
 // pod's last sync is unchanged, done in full as soon as one of them changes.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <functional>
 
 #include <nlohmann/json.hpp>
@@ -100,4 +101,45 @@ TEST_CASE("settled resync: a pod with volumes is resynced in full", "[unit][agen
   REQUIRE(h.phase("uid-web") == "Running");
   h.advance(5min);
   CHECK(unchanged(h) == 0);  // its volumes are refreshed by every sync
+}
+
+TEST_CASE("settled resync: a liveness probe that starts failing on a settled pod restarts it",
+          "[unit][agent][prober]") {
+  Harness h;
+  h.runtime.setKillExitCode(137);
+  std::atomic<int> live_exit{0};
+  h.runtime.setExecHandler([&](const std::string&, const std::vector<std::string>&) {
+    return runtime::ExecResult{live_exit.load(), false, "sick"};
+  });
+  h.update(api::PodOperation::kAdd, {apiPod([](nlohmann::json& j) {
+             j["spec"]["containers"][0]["livenessProbe"] = {{"exec", {{"command", {"live"}}}},
+                                                            {"periodSeconds", 10}};
+           })},
+           "api");
+  h.advance(3min);
+  REQUIRE(unchanged(h) > 0);
+  CHECK(h.actions(Action::Kind::kKill).empty());
+
+  live_exit = 1;
+  h.advance(31s);  // three failures in a row (failureThreshold 3)
+  auto kills = h.actions(Action::Kind::kKill);
+  REQUIRE(kills.size() == 1);
+  CHECK(kills[0].reason == "Container web failed liveness probe, will be restarted");
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+}
+
+TEST_CASE("settled resync: a runtime without per-pod versions is compared by its status",
+          "[unit][agent]") {
+  Harness h;
+  h.runtime.setReportsPodStatusVersions(false);
+  h.update(api::PodOperation::kAdd, {apiPod()}, "api");
+  h.advance(5min);
+  CHECK(unchanged(h) > 0);  // skipped once the status read matched the settled one
+
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.drain();
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+  const auto unchanged_before = unchanged(h);
+  h.advance(3min);
+  CHECK(unchanged(h) > unchanged_before);  // settled again after the restart
 }
