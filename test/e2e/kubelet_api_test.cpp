@@ -13,10 +13,12 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/printable.h"
 #include "test/integration/apiserver_test_util.h"
 #include "test/support/kubectl_transport.h"
 #include "test/support/kubelet_env.h"
@@ -273,14 +275,24 @@ TEST_CASE(
   }
   std::vector<std::thread> execs;
   std::atomic<int> exec_ok{0};
+  std::mutex failures_mu;
+  std::string failures;  // what each failed exec printed, for the report
   for (int i = 0; i < 20; ++i) {
     execs.emplace_back([&, i] {
       auto r = env.kubectl(
           {"exec", web, "-c", "side", "--", "sh", "-c", "echo " + std::to_string(i)}, 60s);
-      if (r.exit_code == 0 && r.out == std::to_string(i) + "\n") ++exec_ok;
+      if (r.exit_code == 0 && r.out == std::to_string(i) + "\n") {
+        ++exec_ok;
+        return;
+      }
+      std::lock_guard lock(failures_mu);
+      const std::string exit = r.exit_code ? std::to_string(*r.exit_code) : "killed at 60 s";
+      failures += "exec " + std::to_string(i) + ": exit " + exit + " out=" + base::goQuote(r.out) +
+                  " err=" + base::goQuote(r.err) + "\n";
     });
   }
   for (auto& t : execs) t.join();
+  INFO(failures);
   CHECK(exec_ok == 20);
   CHECK(testing::eventually(
       [&] {
