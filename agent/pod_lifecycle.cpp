@@ -94,7 +94,7 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     ++deps_.metrics.sync_pod_unchanged;
     co_return false;
   }
-  unsettle(uid);
+  if (resync == Resync::kSkipIfStatusSame) unsettle(uid);  // (a full one forgot it above)
   reportOomKills(*pod, *status);
   if (publishStatus(*pod, *status, settled.status_stamp)) co_return true;  // terminal
   if (cancel.stop_requested()) co_return cancelled();
@@ -155,9 +155,7 @@ PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const a
   }
   if (!deps_.dirs.made(uid) || !deps_.cgroups.made(uid)) return Resync::kFull;
   // A runtime network that went away is reported by a full sync.
-  if (!pod->spec.host_network && options_.network_errors && !options_.network_errors().empty()) {
-    return Resync::kFull;
-  }
+  if (!networkErrors(*pod).empty()) return Resync::kFull;
   if (!runtime_version) return Resync::kSkipIfStatusSame;
   return deps_.runtime.podStatusVersion(uid) == runtime_version ? Resync::kSkip : Resync::kFull;
 }
@@ -409,9 +407,13 @@ std::vector<std::string> PodLifecycle::podIps(const api::Pod& pod,
   return {};
 }
 
+std::string PodLifecycle::networkErrors(const api::Pod& pod) const {
+  if (pod.spec.host_network || !options_.network_errors) return {};
+  return options_.network_errors();
+}
+
 base::Status PodLifecycle::checkNetworkReady(const api::Pod& pod) {
-  if (pod.spec.host_network || !options_.network_errors) return base::okStatus();
-  const std::string errors = options_.network_errors();
+  const std::string errors = networkErrors(pod);
   if (errors.empty()) return base::okStatus();
   ++deps_.metrics.sync_pod_errors;
   const std::string message = std::string(podworkers::kNetworkNotReadyErrorMsg) + ": " + errors;

@@ -139,6 +139,9 @@ class PodLifecycle final : public podworkers::PodSyncer {
   // kubelet's NetworkNotReady: the error that keeps a pod that is not hostNetwork from syncing
   // while the runtime's network is not ready, recorded as a Warning event; OK otherwise.
   base::Status checkNetworkReady(const api::Pod& pod);
+  // The runtime network's errors that keep the pod from syncing ("" for a hostNetwork pod, or
+  // while the network is ready).
+  std::string networkErrors(const api::Pod& pod) const;
   // The pod's IPs from its sandbox's (kubelet): the node's for a pod with the node's network.
   std::vector<std::string> podIps(const api::Pod& pod,
                                   const std::vector<std::string>& sandbox_ips) const;

@@ -65,8 +65,7 @@ bool BasicPodWorkers::Impl::settledSyncLocked(const UpdatePodOptions& options) {
   }
   if (!syncer_.trySettledSync(options.pod, options.mirror_pod)) return false;
   // As a completed sync: the next periodic one is a resync interval away.
-  queueLocked(st.uid, clock_.now() +
-                          base::jitter(options_.resync_interval, options_.jitter_factor, random_));
+  queueAfterLocked(st.uid, options_.resync_interval);
   return true;
 }
 
@@ -116,6 +115,10 @@ uint64_t BasicPodWorkers::Impl::generation() const {
 
 void BasicPodWorkers::Impl::queueLocked(const std::string& uid, base::MonotonicTime at) {
   queue_.schedule(uid, at);
+}
+
+void BasicPodWorkers::Impl::queueAfterLocked(const std::string& uid, base::Duration delay) {
+  queueLocked(uid, clock_.now() + base::jitter(delay, options_.jitter_factor, random_));
 }
 
 void BasicPodWorkers::Impl::unqueueLocked(const std::string& uid) { queue_.erase(uid); }

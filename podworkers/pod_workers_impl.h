@@ -127,6 +127,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::string> getWorkToSync();
   uint64_t generation() const;
   void queueLocked(const std::string& uid, base::MonotonicTime at);
+  // Queued `delay` from now, plus the workers' jitter.
+  void queueAfterLocked(const std::string& uid, base::Duration delay);
   void unqueueLocked(const std::string& uid);
   std::set<std::string> knownTerminatedUIDs() const;
 

@@ -248,7 +248,7 @@ void BasicPodWorkers::Impl::completeSyncLocked(const StatusPtr& st, const PodWor
                   ? options_.transient_backoff_period
                   : options_.backoff_period;
     }
-    queueLocked(st->uid, clock_.now() + base::jitter(delay, options_.jitter_factor, random_));
+    queueAfterLocked(st->uid, delay);
   }
 }
 

@@ -33,6 +33,13 @@ api::PodPtr apiPod(const std::function<void(nlohmann::json&)>& edit = {}) {
       .build();
 }
 
+// Adds `pod` and lets it run until its resyncs are skipped.
+void addSettled(Harness& h, api::PodPtr pod) {
+  h.update(api::PodOperation::kAdd, {std::move(pod)}, "api");
+  h.advance(3min);
+  REQUIRE(unchanged(h) > 0);
+}
+
 }  // namespace
 
 TEST_CASE("settled resync: a running pod's resyncs are skipped and its status stays as it was",
@@ -58,9 +65,7 @@ TEST_CASE("settled resync: a running pod's resyncs are skipped and its status st
 TEST_CASE("settled resync: a container that exits after the pod settled is restarted",
           "[unit][agent]") {
   Harness h;
-  h.update(api::PodOperation::kAdd, {apiPod()}, "api");
-  h.advance(3min);
-  REQUIRE(unchanged(h) > 0);
+  addSettled(h, apiPod());
   REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
   h.drain();
   CHECK(h.actions(Action::Kind::kStart).size() == 2);
@@ -72,9 +77,7 @@ TEST_CASE("settled resync: a container that exits after the pod settled is resta
 TEST_CASE("settled resync: a status changed by someone else is generated again at the next resync",
           "[unit][agent]") {
   Harness h;
-  h.update(api::PodOperation::kAdd, {apiPod()}, "api");
-  h.advance(3min);
-  REQUIRE(unchanged(h) > 0);
+  addSettled(h, apiPod());
   auto pod = h.pod_manager.getPodByUID("uid-web");
   REQUIRE(pod);
   auto foreign = *h.status_manager.getPodStatus("uid-web");
@@ -111,13 +114,10 @@ TEST_CASE("settled resync: a liveness probe that starts failing on a settled pod
   h.runtime.setExecHandler([&](const std::string&, const std::vector<std::string>&) {
     return runtime::ExecResult{live_exit.load(), false, "sick"};
   });
-  h.update(api::PodOperation::kAdd, {apiPod([](nlohmann::json& j) {
-             j["spec"]["containers"][0]["livenessProbe"] = {{"exec", {{"command", {"live"}}}},
-                                                            {"periodSeconds", 10}};
-           })},
-           "api");
-  h.advance(3min);
-  REQUIRE(unchanged(h) > 0);
+  addSettled(h, apiPod([](nlohmann::json& j) {
+               j["spec"]["containers"][0]["livenessProbe"] = {{"exec", {{"command", {"live"}}}},
+                                                              {"periodSeconds", 10}};
+             }));
   CHECK(h.actions(Action::Kind::kKill).empty());
 
   live_exit = 1;
