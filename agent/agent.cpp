@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string_view>
+#include <unordered_set>
 
 #include "agent/status/pod_status.h"
 #include "api/pod_phase.h"
@@ -280,12 +282,14 @@ void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
 std::vector<api::PodPtr> Agent::podsToSync() {
   assertOnSyncLoop("Agent::podsToSync");
   std::vector<api::PodPtr> out;
-  std::set<std::string> added;
-  for (const auto& uid : pod_workers_->getWorkToSync()) {
-    if (auto pod = pod_manager_.getPodByUID(uid); pod && added.insert(uid).second) {
-      out.push_back(pod);
-    }
+  // The queue gives each UID once; only the deadline pods may repeat one of them.
+  const auto due = pod_workers_->getWorkToSync();
+  out.reserve(due.size());
+  for (const auto& uid : due) {
+    if (auto pod = pod_manager_.getPodByUID(uid)) out.push_back(std::move(pod));
   }
+  if (deadline_uids_.empty()) return out;
+  std::unordered_set<std::string_view> added(due.begin(), due.end());
   for (auto it = deadline_uids_.begin(); it != deadline_uids_.end();) {
     auto pod = pod_manager_.getPodByUID(*it);
     if (!pod) {

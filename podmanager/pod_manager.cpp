@@ -1,5 +1,6 @@
 #include "podmanager/pod_manager.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "api/pod_update.h"
@@ -13,11 +14,16 @@ api::PodPtr find(const Map& map, std::string_view key) {
   return it == map.end() ? nullptr : it->second;
 }
 
+// The pods in UID order.
 template <typename Map>
 std::vector<api::PodPtr> values(const Map& map) {
+  std::vector<const std::pair<const std::string, api::PodPtr>*> entries;
+  entries.reserve(map.size());
+  for (const auto& entry : map) entries.push_back(&entry);
+  std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
   std::vector<api::PodPtr> out;
-  out.reserve(map.size());
-  for (const auto& [key, pod] : map) out.push_back(pod);
+  out.reserve(entries.size());
+  for (const auto* entry : entries) out.push_back(entry->second);
   return out;
 }
 
@@ -127,6 +133,7 @@ api::PodPtr PodManager::getPodByName(std::string_view ns, std::string_view name)
 
 api::PodPtr PodManager::getMirrorPodByPod(const api::Pod& pod) const {
   std::shared_lock lock(mu_);
+  if (mirror_pod_by_full_name_.empty()) return nullptr;  // (no full name to build)
   return find(mirror_pod_by_full_name_, pod.fullName());
 }
 
@@ -161,6 +168,7 @@ std::vector<std::string> PodManager::getOrphanedMirrorPodNames() const {
   for (const auto& [full_name, mirror] : mirror_pod_by_full_name_) {
     if (!pod_by_full_name_.contains(full_name)) out.push_back(full_name);
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "api/pod.h"
+#include "base/string_map.h"
 
 namespace nodeagent::podmanager {
 
@@ -98,12 +99,14 @@ class PodManager {
   mutable std::shared_mutex mu_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> version_{0};
-  std::map<std::string, api::PodPtr, std::less<>> pod_by_uid_;
-  std::map<std::string, api::PodPtr, std::less<>> pod_by_full_name_;
-  std::map<std::string, api::PodPtr, std::less<>> mirror_pod_by_uid_;
-  std::map<std::string, api::PodPtr, std::less<>> mirror_pod_by_full_name_;
+  // Hash maps: a periodic sync of each of a large node's pods looks them up; the few callers
+  // that list them get them sorted.
+  base::StringHashMap<api::PodPtr> pod_by_uid_;
+  base::StringHashMap<api::PodPtr> pod_by_full_name_;
+  base::StringHashMap<api::PodPtr> mirror_pod_by_uid_;
+  base::StringHashMap<api::PodPtr> mirror_pod_by_full_name_;
   // mirror UID -> static pod UID
-  std::map<std::string, std::string, std::less<>> translation_by_uid_;
+  base::StringHashMap<std::string> translation_by_uid_;
 };
 
 }  // namespace nodeagent::podmanager

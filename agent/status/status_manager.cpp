@@ -115,7 +115,13 @@ std::optional<api::PodStatus> StatusManager::getPodStatus(const std::string& uid
 }
 
 std::optional<uint64_t> StatusManager::statusStamp(const std::string& uid) const {
+  {
+    // Statuses are stored under non-mirror UIDs only: one found needs no translation.
+    std::lock_guard lock(mu_);
+    if (auto it = statuses_.find(uid); it != statuses_.end()) return it->second.stamp;
+  }
   auto key = pod_manager_.translatePodUID(uid);
+  if (key == uid) return std::nullopt;
   std::lock_guard lock(mu_);
   auto it = statuses_.find(key);
   if (it == statuses_.end()) return std::nullopt;
@@ -126,18 +132,10 @@ std::vector<std::optional<uint64_t>> StatusManager::statusStamps(
     const std::vector<api::PodPtr>& pods) const {
   std::vector<std::optional<uint64_t>> out(pods.size());
   std::lock_guard lock(mu_);
-  // A merge of two UID-ordered sequences; input out of order falls back to lookups.
-  auto it = statuses_.begin();
-  const std::string* prev = nullptr;
   for (size_t i = 0; i < pods.size(); ++i) {
-    const std::string& uid = pods[i]->metadata.uid;
-    if (prev == nullptr || *prev <= uid) {
-      while (it != statuses_.end() && it->first < uid) ++it;
-    } else {
-      it = statuses_.lower_bound(uid);
+    if (auto it = statuses_.find(pods[i]->metadata.uid); it != statuses_.end()) {
+      out[i] = it->second.stamp;
     }
-    if (it != statuses_.end() && it->first == uid) out[i] = it->second.stamp;
-    prev = &uid;
   }
   return out;
 }
@@ -312,7 +310,7 @@ void StatusManager::setOnChange(std::function<void(const std::string&)> on_chang
 
 std::map<std::string, VersionedPodStatus> StatusManager::snapshot() const {
   std::lock_guard lock(mu_);
-  return statuses_;
+  return {statuses_.begin(), statuses_.end()};
 }
 
 }  // namespace nodeagent::agent

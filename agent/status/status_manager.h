@@ -22,6 +22,7 @@
 
 #include "api/pod.h"
 #include "base/clock.h"
+#include "base/string_map.h"
 #include "podmanager/pod_manager.h"
 
 namespace nodeagent::agent {
@@ -46,7 +47,6 @@ class StatusManager {
   // The stamp of the cached status of `uid` (see VersionedPodStatus), without copying it.
   std::optional<uint64_t> statusStamp(const std::string& uid) const;
   // statusStamp of each pod (as the pod manager holds them: no mirror pods), under one lock.
-  // Pods in UID order (as PodManager::getPods gives them) cost one step each.
   std::vector<std::optional<uint64_t>> statusStamps(const std::vector<api::PodPtr>& pods) const;
   // Only the cached phase ("" when none): cheap enough to ask for every pod of a large node.
   std::string getPodPhase(const std::string& uid) const;
@@ -89,7 +89,8 @@ class StatusManager {
   base::Clock& clock_;
   podmanager::PodManager& pod_manager_;
   mutable std::mutex mu_;
-  std::map<std::string, VersionedPodStatus> statuses_;
+  // By the static or regular pod's UID (never a mirror pod's).
+  base::StringHashMap<VersionedPodStatus> statuses_;
   uint64_t terminal_generation_ = 0;
   uint64_t next_stamp_ = 0;
   std::atomic<uint64_t> version_{0};
