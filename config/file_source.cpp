@@ -78,43 +78,11 @@ void FileSource::Impl::relist(bool force, bool check_mode) {
     }
   }
   if (mode_ == Mode::kDir) {
-    // The listing, sorted, is walked beside entries_ (sorted too): a merge, so no lookup per
-    // file. Known files whose stat is unchanged need nothing more; the others (new, changed,
-    // settling, symlinks, not regular files) go through processName in name order, and known
-    // files no longer listed are gone.
-    std::vector<std::string> names;
-    std::vector<std::string> others;
-    std::vector<std::string> gone;
-    DIR* d = ::opendir(dir_.c_str());
-    if (!d) {
-      const std::string reason = std::strerror(errno);
-      log()->warn("Cannot list manifest directory path={} reason={}", base::goQuote(dir_), reason);
-      path_problem_ = "cannot list " + dir_ + ": " + reason;
-      emitIfChanged();
-      return;
+    if (!force && watchTrusted()) {
+      recheckUntrusted();
+    } else {
+      sweepDir(force);
     }
-    while (dirent* de = ::readdir(d)) {
-      if (!isIgnoredManifestName(de->d_name)) names.emplace_back(de->d_name);
-    }
-    std::sort(names.begin(), names.end());
-    const int dir_fd = ::dirfd(d);
-    auto it = entries_.begin();
-    for (auto& name : names) {
-      while (it != entries_.end() && it->first < name) gone.push_back((it++)->first);
-      const bool known = it != entries_.end() && it->first == name;
-      const bool unchanged = known && !force && unchangedInDir(dir_fd, name.c_str(), it->second);
-      if (known) ++it;
-      if (!unchanged) others.push_back(std::move(name));
-    }
-    for (; it != entries_.end(); ++it) gone.push_back(it->first);
-    ::closedir(d);
-    path_problem_.clear();
-    for (const auto& name : others) {
-      // A file being written is read once quiet.
-      if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;
-      processName(name, force, /*settled=*/false);
-    }
-    for (const auto& name : gone) fileGone(name, /*settled=*/false);
   } else if (mode_ == Mode::kFile) {
     if (settle_.kindOf(file_name_) != SettleQueue::Kind::kWriting) {
       processName(file_name_, force, /*settled=*/false);
@@ -124,6 +92,86 @@ void FileSource::Impl::relist(bool force, bool check_mode) {
   }
   armSettleTimer();
   emitIfChanged();
+}
+
+void FileSource::Impl::sweepDir(bool force) {
+  ++stat_sweeps_;
+  // The listing, sorted, is walked beside entries_ (sorted too): a merge, so no lookup per
+  // file. Known files whose stat is unchanged need nothing more; the others (new, changed,
+  // settling, symlinks, not regular files) go through processName in name order, and known
+  // files no longer listed are gone.
+  std::vector<std::string> names;
+  std::vector<std::string> others;
+  std::vector<std::string> gone;
+  DIR* d = ::opendir(dir_.c_str());
+  if (!d) {
+    const std::string reason = std::strerror(errno);
+    log()->warn("Cannot list manifest directory path={} reason={}", base::goQuote(dir_), reason);
+    path_problem_ = "cannot list " + dir_ + ": " + reason;
+    return;
+  }
+  last_sweep_ = clock_.now();
+  while (dirent* de = ::readdir(d)) {
+    if (!isIgnoredManifestName(de->d_name)) names.emplace_back(de->d_name);
+  }
+  std::sort(names.begin(), names.end());
+  const int dir_fd = ::dirfd(d);
+  auto it = entries_.begin();
+  for (auto& name : names) {
+    while (it != entries_.end() && it->first < name) gone.push_back((it++)->first);
+    const bool known = it != entries_.end() && it->first == name;
+    const bool unchanged = known && !force && unchangedInDir(dir_fd, name.c_str(), it->second);
+    if (known) ++it;
+    if (!unchanged) others.push_back(std::move(name));
+  }
+  for (; it != entries_.end(); ++it) gone.push_back(it->first);
+  ::closedir(d);
+  path_problem_.clear();
+  for (const auto& name : others) {
+    // A file being written is read once quiet.
+    if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;
+    processName(name, force, /*settled=*/false);
+  }
+  for (const auto& name : gone) fileGone(name, /*settled=*/false);
+}
+
+bool FileSource::Impl::watchTrusted() const {
+  if (!opts_.watch || main_wd_ < 0 || !dir_local_ || !last_sweep_ ||
+      opts_.full_check_period <= base::Duration::zero()) {
+    return false;
+  }
+  return clock_.now() - *last_sweep_ < opts_.full_check_period;
+}
+
+void FileSource::Impl::recheckUntrusted() {
+  // The watch reports every new, changed and removed file. What a stat sweep would look at
+  // beyond that: symlinks (their targets' directories are watched, but a target may be swapped
+  // in a way only a stat tells) and files with no good content yet (unreadable, or never read).
+  std::vector<std::string> names;
+  for (const auto& [name, e] : entries_) {
+    if (e.is_symlink || !(e.has_content || e.oversize_key)) names.push_back(name);
+  }
+  for (const auto& name : names) {
+    if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;
+    processName(name, /*force=*/false, /*settled=*/false);
+  }
+}
+
+bool watchSeesEveryChange(int64_t fs_type) {
+  switch (fs_type) {
+    case 0xEF53:      // ext2, ext3, ext4
+    case 0x58465342:  // xfs
+    case 0x9123683E:  // btrfs
+    case 0x01021994:  // tmpfs
+    case 0x858458F6:  // ramfs
+    case 0xF2F52010:  // f2fs
+    case 0x2FC12FC1:  // zfs
+    case 0x3153464A:  // jfs
+    case 0xCA451A4E:  // bcachefs
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string FileSource::Impl::fullPath(const std::string& name) const {

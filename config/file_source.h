@@ -3,7 +3,11 @@
 //
 // Change detection is inotify on the io_context (create, close-write, moved-to/from, delete,
 // attrib, delete-self/move-self; queue overflow -> full relist) plus a relist every
-// `check_frequency` as a safety net. A missing path sends an empty SET (the source counts as
+// `check_frequency` as a safety net. While a directory on a local filesystem has a working watch,
+// that relist trusts the watch and stats every file only once per `full_check_period` (a stat of
+// every file is most of an idle node's CPU at tens of thousands of manifests); on a network or
+// FUSE filesystem, whose remote changes inotify never reports, or without a watch, every relist
+// stats every file. A missing path sends an empty SET (the source counts as
 // seen) and is watched for again with backoff (1s doubling to 20s) and through its nearest
 // existing parent, so its pods appear as soon as it does. Symlinked manifests are followed: the
 // directory holding a link's target is watched too, and a swap of hidden entries (Kubernetes
@@ -81,6 +85,10 @@ struct FileSourceOptions {
   std::string path;       // --pod-manifest-path: a directory or a single file
   std::string node_name;  // for the pods' name suffix, nodeName and UID
   base::Duration check_frequency = std::chrono::seconds(20);  // --file-check-frequency
+  // With a working inotify watch of a directory on a local filesystem, the relist stats every
+  // file once per this period only (and in between re-checks only files that need it: symlinks,
+  // files never read or unreadable). 0: every relist stats every file.
+  base::Duration full_check_period = std::chrono::minutes(5);
   base::Duration settle_window = std::chrono::milliseconds(300);
   base::Duration watch_retry_initial = std::chrono::seconds(1);
   base::Duration watch_retry_max = std::chrono::seconds(20);
@@ -96,7 +104,8 @@ struct FileSourceStats {
   uint64_t files_read = 0;         // manifest files read from disk
   uint64_t manifests_decoded = 0;  // decodeManifest calls (content changed)
   uint64_t updates_pushed = 0;     // SETs sent to the sink
-  uint64_t relists = 0;            // full directory listings
+  uint64_t relists = 0;            // relists, periodic or not
+  uint64_t stat_sweeps = 0;        // relists that listed the directory and stat'ed every file
   uint64_t event_batches = 0;      // inotify reads handled
   uint64_t watch_setups = 0;       // times the path was examined and (re)watched: start, retries
 };
@@ -129,6 +138,11 @@ class FileSource final : public PodSource {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+// Whether inotify sees every change of a filesystem of this type (statfs f_type): local disk and
+// memory filesystems. Network, FUSE and overlay filesystems (whose changes may come from
+// elsewhere) are not.
+bool watchSeesEveryChange(int64_t fs_type);
 
 std::unique_ptr<PodSource> makeFileSource(asio::any_io_executor ex, base::Clock& clock,
                                           FileSourceOptions options, PodUpdateSink sink);

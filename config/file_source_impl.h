@@ -150,6 +150,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
     s.manifests_decoded = manifests_decoded_.load();
     s.updates_pushed = updates_pushed_.load();
     s.relists = relists_.load();
+    s.stat_sweeps = stat_sweeps_.load();
     s.event_batches = event_batches_.load();
     s.watch_setups = watch_setups_.load();
     return s;
@@ -203,6 +204,11 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   // Reads what changed (every file when `force`), removes what is gone (after the settle
   // window), then sends the set if it changed (always the first time).
   void relist(bool force, bool check_mode);
+  // The directory relist's two ways: list and stat every file, or trust the watch.
+  void sweepDir(bool force);
+  void recheckUntrusted();
+  // The watch of the directory reports every change, and the last sweep is recent enough.
+  bool watchTrusted() const;
   std::string fullPath(const std::string& name) const;
 
   // Brings the cache entry of `name` up to date with the file: read and decode it if its content
@@ -287,6 +293,10 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   std::string file_name_;  // single-file mode: the file's name in dir_
   dev_t path_dev_ = 0;
   ino_t path_ino_ = 0;
+  // dir_ is on a filesystem whose changes the watch sees (watchSeesEveryChange).
+  bool dir_local_ = false;
+  // When every file was last listed and stat'ed.
+  std::optional<base::MonotonicTime> last_sweep_;
 
   std::shared_ptr<InotifyWatcher> watcher_;
   int main_wd_ = -1;
@@ -316,6 +326,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   std::atomic<uint64_t> manifests_decoded_{0};
   std::atomic<uint64_t> updates_pushed_{0};
   std::atomic<uint64_t> relists_{0};
+  std::atomic<uint64_t> stat_sweeps_{0};
   std::atomic<uint64_t> event_batches_{0};
   std::atomic<uint64_t> watch_setups_{0};
 };

@@ -2,6 +2,8 @@
 // it is missing), of the directories holding symlink targets, their events, and the settle window.
 #include "config/file_source_impl.h"
 
+#include <sys/statfs.h>
+
 namespace nodeagent::config {
 
 void FileSource::Impl::close() {
@@ -111,6 +113,15 @@ bool FileSource::Impl::adoptPathKind(const struct stat& st) {
   path_ino_ = st.st_ino;
   char real[PATH_MAX];
   dir_real_ = ::realpath(dir_.c_str(), real) != nullptr ? std::string(real) : dir_;
+  struct statfs fs {};
+  const bool local = ::statfs(dir_.c_str(), &fs) == 0 && watchSeesEveryChange(fs.f_type);
+  if (!local && mode_ == Mode::kDir && (dir_local_ || !last_sweep_)) {
+    log()->info(
+        "Manifest directory is not on a local filesystem: every relist stats every file "
+        "path={} fs_type={:#x}",
+        dir_, static_cast<uint64_t>(fs.f_type));
+  }
+  dir_local_ = local;
   return true;
 }
 

@@ -2,6 +2,9 @@
 // (replayed with the same system calls, and with real sed and vim where installed), symlinks
 // and ConfigMap-style swaps. The relist period is an hour so only the watch can pass these.
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -510,4 +513,111 @@ TEST_CASE("file source (inotify): single-file mode survives an editor replacing 
   renameIn(web, podYaml("web"));
   REQUIRE(
       testing::eventually([&] { return h.names() == std::vector<std::string>{"web-node1"}; }, 3s));
+}
+
+namespace {
+
+// A manifest mapped shared and writable. Writes through it change the file and its mtime, and
+// inotify reports none of them (inotify(7)): only a stat can notice. The mapping holds the file
+// open, so the IN_CLOSE_WRITE of its descriptor comes only when it is unmapped: keep it alive
+// for as long as the change must stay unannounced.
+class SharedMapping {
+ public:
+  explicit SharedMapping(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    struct stat st {};
+    REQUIRE(::fstat(fd, &st) == 0);
+    size_ = static_cast<size_t>(st.st_size);
+    map_ = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    REQUIRE(map_ != MAP_FAILED);
+  }
+  ~SharedMapping() { ::munmap(map_, size_); }
+  SharedMapping(const SharedMapping&) = delete;
+  SharedMapping& operator=(const SharedMapping&) = delete;
+
+  // Replaces `from` by `to` (same length).
+  void replace(const std::string& from, const std::string& to) {
+    REQUIRE(from.size() == to.size());
+    char* bytes = static_cast<char*>(map_);
+    const auto pos = std::string_view(bytes, size_).find(from);
+    REQUIRE(pos != std::string_view::npos);
+    std::copy(to.begin(), to.end(), bytes + pos);
+    ::msync(map_, size_, MS_SYNC);
+  }
+
+ private:
+  void* map_ = MAP_FAILED;
+  size_t size_ = 0;
+};
+
+// Skips (loudly) when $TMPDIR is on a filesystem whose watch the file source does not trust.
+void requireTrustedTempFs() {
+  struct statfs fs {};
+  const auto tmp = fs::temp_directory_path();
+  if (::statfs(tmp.c_str(), &fs) != 0 || !config::watchSeesEveryChange(fs.f_type)) {
+    testing::skipTest("$TMPDIR (" + tmp.string() +
+                      ") is not on a local filesystem the file source trusts its watch on");
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "file source (inotify): with a working watch on a local filesystem the periodic relist "
+    "stats no file until the full check period",
+    "[integration][config]") {
+  requireTrustedTempFs();
+  testing::TempDir dir("fs-trust");
+  testing::writeFile(dir / "web.yaml", podYaml("web"));
+  Harness h(dir.path(), [](config::FileSourceOptions& o) {
+    o.check_frequency = 50ms;
+    o.full_check_period = 1h;
+  });
+  REQUIRE(h.waitCount(1));
+  const auto uid = h.uidOf("web-node1");
+  const auto before = h.source->stats();
+
+  SharedMapping mapping(dir / "web.yaml");
+  mapping.replace("busybox:1.36", "busybox:1.37");
+  const auto relists = h.source->stats().relists;
+  REQUIRE(testing::eventually([&] { return h.source->stats().relists >= relists + 5; },
+                              10s));
+  // Between sweeps the watch is trusted: a change it does not report is not seen yet.
+  CHECK(h.source->stats().stat_sweeps == before.stat_sweeps);
+  CHECK(h.uidOf("web-node1") == uid);
+
+  // What the watch reports is picked up at once, sweep or not.
+  renameIn(dir / "db.yaml", podYaml("db"));
+  REQUIRE(testing::eventually([&] { return h.names().size() == 2; }, 3s));
+  fs::remove(dir / "db.yaml");
+  REQUIRE(testing::eventually([&] { return h.names().size() == 1; }, 3s));
+  CHECK(h.source->stats().stat_sweeps == before.stat_sweeps);
+}
+
+TEST_CASE(
+    "file source (inotify): the full check period's stat sweep catches a change the watch "
+    "does not report",
+    "[integration][config]") {
+  requireTrustedTempFs();
+  // 0: every relist is a sweep.
+  const auto period = GENERATE(std::chrono::milliseconds(0), std::chrono::milliseconds(300));
+  testing::TempDir dir("fs-sweep");
+  testing::writeFile(dir / "web.yaml", podYaml("web"));
+  Harness h(dir.path(), [period](config::FileSourceOptions& o) {
+    o.check_frequency = 50ms;
+    o.full_check_period = period;
+  });
+  REQUIRE(h.waitCount(1));
+  const auto uid = h.uidOf("web-node1");
+  const auto before = h.source->stats();
+
+  SharedMapping mapping(dir / "web.yaml");
+  mapping.replace("busybox:1.36", "busybox:1.37");
+  REQUIRE(testing::eventually([&] { return h.uidOf("web-node1") != uid; }, 10s));
+  CHECK(h.source->stats().stat_sweeps > before.stat_sweeps);
+  auto pods = h.last().pods;
+  REQUIRE(pods.size() == 1);
+  CHECK(pods[0]->spec.containers.at(0).image == "busybox:1.37");
 }

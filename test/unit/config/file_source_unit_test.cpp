@@ -440,6 +440,9 @@ TEST_CASE("file source: a change re-reads only that file, an idle relist reads n
   auto s1 = f.source->stats();
   CHECK(s1.files_read == s0.files_read);
   CHECK(f.rec.count() == 1);
+  // Without a watch, every relist stats every file (none is trusted to have been reported).
+  CHECK(s1.relists == s0.relists + 1);
+  CHECK(s1.stat_sweeps == s0.stat_sweeps + 1);
 
   testing::writeFile(f.dir / "pod7.yaml", podYaml("pod7", "busybox:2"));
   f.inject({ev(IN_CLOSE_WRITE, "pod7.yaml")});
@@ -757,4 +760,17 @@ TEST_CASE(
   REQUIRE(podNamed("free-node1"));
   CHECK(podNamed("free-node1")->metadata.uid != free_uid);
   CHECK(podNamed("fixed-node1")->metadata.uid == "fixed-uid");
+}
+
+TEST_CASE("file source: inotify is trusted on local disk and memory filesystems only",
+          "[unit][config]") {
+  CHECK(config::watchSeesEveryChange(0xEF53));      // ext4
+  CHECK(config::watchSeesEveryChange(0x58465342));  // xfs
+  CHECK(config::watchSeesEveryChange(0x9123683E));  // btrfs
+  CHECK(config::watchSeesEveryChange(0x01021994));  // tmpfs
+  CHECK_FALSE(config::watchSeesEveryChange(0x6969));      // nfs
+  CHECK_FALSE(config::watchSeesEveryChange(0xFF534D42));  // cifs
+  CHECK_FALSE(config::watchSeesEveryChange(0x65735546));  // fuse
+  CHECK_FALSE(config::watchSeesEveryChange(0x794C7630));  // overlayfs
+  CHECK_FALSE(config::watchSeesEveryChange(0));
 }
