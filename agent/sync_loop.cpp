@@ -18,12 +18,14 @@ SyncLoop::SyncLoop(asio::any_io_executor executor, base::Clock& clock, SyncHandl
       options_(options) {}
 
 void SyncLoop::start() {
-  last_tick_ = clock_.now().time_since_epoch().count();
+  started_at_ = clock_.now();
+  last_tick_ = started_at_.time_since_epoch().count();
   asio::dispatch(strand_, [self = shared_from_this()] {
     self->sync_timer_ = self->clock_.makeTimer(self->strand_);
     self->housekeeping_timer_ = self->clock_.makeTimer(self->strand_);
-    self->sync_timer_->asyncWaitFor(self->options_.sync_period, [self] { self->tick(); });
-    self->housekeeping_timer_->asyncWaitFor(self->options_.housekeeping_period,
+    self->sync_timer_->asyncWaitFor(self->untilNext(self->options_.sync_period),
+                                    [self] { self->tick(); });
+    self->housekeeping_timer_->asyncWaitFor(self->untilNext(self->options_.housekeeping_period),
                                             [self] { self->housekeeping(); });
   });
 }
@@ -82,7 +84,13 @@ void SyncLoop::tick() {
   last_tick_.store(clock_.now().time_since_epoch().count(), std::memory_order_relaxed);
   auto pods = handler_.podsToSync();
   if (!pods.empty()) handler_.handlePodSyncs(pods);
-  sync_timer_->asyncWaitFor(options_.sync_period, [self = shared_from_this()] { self->tick(); });
+  sync_timer_->asyncWaitFor(untilNext(options_.sync_period),
+                            [self = shared_from_this()] { self->tick(); });
+}
+
+base::Duration SyncLoop::untilNext(base::Duration period) const {
+  if (period <= base::Duration::zero()) return period;
+  return period - (clock_.now() - started_at_) % period;
 }
 
 void SyncLoop::housekeeping() {
@@ -99,7 +107,7 @@ void SyncLoop::housekeeping() {
       log()->debug("Skipping housekeeping: not every source is ready");
     }
   }
-  housekeeping_timer_->asyncWaitFor(options_.housekeeping_period,
+  housekeeping_timer_->asyncWaitFor(untilNext(options_.housekeeping_period),
                                     [self = shared_from_this()] { self->housekeeping(); });
 }
 

@@ -1,7 +1,9 @@
 // The sync loop (kubelet's syncLoop): one strand that serves config updates, PLEG events, a 1 s
 // sync tick (pods due for a resync or past their deadline) and 2 s housekeeping, calling the
 // SyncHandler. Inputs arrive from any thread and are queued on the strand in arrival order; each
-// kind of input is handled as one strand task, so no source starves another.
+// kind of input is handled as one strand task, so no source starves another. The tick and
+// housekeeping keep their phase from start() (as Go's tickers do: a late run does not push the
+// next one back), so a housekeeping run falls on a tick and both cost the process one wakeup.
 #pragma once
 
 #include <atomic>
@@ -48,6 +50,8 @@ class SyncLoop : public std::enable_shared_from_this<SyncLoop> {
   void handleUpdate(const api::PodUpdate& update);
   void tick();
   void housekeeping();
+  // From now to the next multiple of `period` after start().
+  base::Duration untilNext(base::Duration period) const;
 
   asio::strand<asio::any_io_executor> strand_;
   base::Clock& clock_;
@@ -56,6 +60,7 @@ class SyncLoop : public std::enable_shared_from_this<SyncLoop> {
   SyncLoopOptions options_;
   base::TimerPtr sync_timer_;
   base::TimerPtr housekeeping_timer_;
+  base::MonotonicTime started_at_{};
   std::atomic<bool> stopped_{false};
   std::atomic<uint64_t> housekeeping_runs_{0};
   std::atomic<uint64_t> housekeeping_waiting_{0};

@@ -68,3 +68,42 @@ TEST_CASE(
   loop->stop();
   ioc.poll();
 }
+
+TEST_CASE(
+    "sync loop: a late tick does not push the next one back, and housekeeping falls on a tick",
+    "[unit][agent][syncloop]") {
+  asio::io_context ioc;
+  auto guard = asio::make_work_guard(ioc);
+  testing::FakeClock clock;
+  CountingHandler handler;
+  auto loop =
+      std::make_shared<agent::SyncLoop>(ioc.get_executor(), clock, handler, [] { return true; });
+  loop->start();
+  ioc.poll();
+
+  clock.advance(1300ms);  // the first tick runs 300 ms late
+  ioc.poll();
+  CHECK(handler.ticks == 1);
+  clock.advance(699ms);
+  ioc.poll();
+  CHECK(handler.ticks == 1);
+  clock.advance(1ms);  // 2 s after the start, not 1 s after the late tick
+  ioc.poll();
+  CHECK(handler.ticks == 2);
+  CHECK(handler.cleanups == 1);  // housekeeping, due at the same instant
+
+  clock.advance(2500ms);  // a stall over two periods: one tick for them, then the phase again
+  ioc.poll();
+  CHECK(handler.ticks == 3);
+  CHECK(handler.cleanups == 2);
+  clock.advance(500ms);  // 5 s
+  ioc.poll();
+  CHECK(handler.ticks == 4);
+  CHECK(handler.cleanups == 2);
+  clock.advance(1s);  // 6 s: both again
+  ioc.poll();
+  CHECK(handler.ticks == 5);
+  CHECK(handler.cleanups == 3);
+  loop->stop();
+  ioc.poll();
+}
