@@ -90,6 +90,7 @@ base::Status PodCgroups::destroy(const std::string& uid) {
     if (auto it = made_.find(uid); it != made_.end()) {
       pod = it->second;
       burstable_milli_ -= burstableMilli(*pod);
+      ++removals_;
       made_.erase(it);
     }
   }

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,8 @@ class PodCgroups {
   // Whether ensure() made the pod's cgroup (and destroy() has not been called since); always
   // true when cgroups are not enforced.
   bool made(const std::string& uid) const;
+  // Changes whenever made() turns false for a pod (before it does). Any thread.
+  uint64_t removals() const { return removals_.load(); }
   // Kills what still runs in the pod's cgroup and removes it (kubelet's Destroy), wherever it is
   // (a cgroup a previous agent made is found by its UID), then forgets its record. Blocking.
   base::Status destroy(const std::string& uid);
@@ -90,6 +93,7 @@ class PodCgroups {
   mutable std::mutex mu_;  // never held during IO
   std::condition_variable released_;
   std::map<std::string, api::PodPtr> made_;  // by UID: the pods whose cgroups ensure() made
+  std::atomic<uint64_t> removals_{0};
   std::set<std::string> busy_;               // UIDs with cgroup IO in flight
   int64_t burstable_milli_ = 0;              // the CPU requests of made_'s Burstable pods
   std::mutex qos_mu_;                        // one QoS write at a time

@@ -44,6 +44,7 @@ bool PodDirectories::made(const std::string& uid) const {
 
 void PodDirectories::forget(const std::string& uid) {
   std::lock_guard lock(mu_);
+  if (made_.count(uid) > 0) ++removals_;
   made_.erase(uid);
 }
 

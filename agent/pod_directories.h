@@ -5,6 +5,7 @@
 // blocking pool, never on a strand. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -28,6 +29,8 @@ class PodDirectories {
   bool made(const std::string& uid) const;
   // The pod is gone: the next ensure() looks at the disk again.
   void forget(const std::string& uid);
+  // Changes whenever made() turns false for a pod (before it does). Any thread.
+  uint64_t removals() const { return removals_.load(); }
   // A terminated pod's memory-backed volumes (its secret and projected tmpfs) are unmounted, as
   // kubelet's SyncTerminatedPod waits for, while the directory stays until removeOrphans() (its
   // exited containers may be kept longer). Blocking.
@@ -40,6 +43,7 @@ class PodDirectories {
   std::filesystem::path root_;
   mutable std::mutex mu_;
   std::unordered_set<std::string> made_;
+  std::atomic<uint64_t> removals_{0};
 };
 
 }  // namespace nodeagent::agent

@@ -78,9 +78,12 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     prepared.volumes = names;
   }
 
-  // Read before the status: a change while it is read shows as another version next time.
+  // Read before the status: a change while it is read shows as another version next time. The
+  // watermarks come first of all, before any of the pod's own inputs.
+  const Watermarks marks = watermarks();
   Settled settled{
-      pod, mirror_pod, deps_.runtime.podStatusVersion(uid), 0, deps_.prober.resultsVersion(uid), 0};
+      pod, mirror_pod, deps_.runtime.podStatusVersion(uid), 0, deps_.prober.resultsVersion(uid),
+      0,   marks};
   auto status =
       co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
   if (!status.ok()) {
@@ -132,32 +135,48 @@ bool PodLifecycle::trySettledSync(const api::PodPtr& pod, const api::PodPtr& mir
   return true;
 }
 
+PodLifecycle::Watermarks PodLifecycle::watermarks() const {
+  return Watermarks{deps_.runtime.podsVersion(), deps_.status_manager.version(),
+                    deps_.dirs.removals(), deps_.cgroups.removals()};
+}
+
 PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const api::PodPtr& mirror,
                                                  uint64_t& fingerprint) {
   const auto& uid = pod->metadata.uid;
-  std::optional<uint64_t> runtime_version;
-  uint64_t probe_version = 0;
-  uint64_t status_stamp = 0;
+  // Before the pod's own inputs: a change after this read moves a watermark past it.
+  const Watermarks now = watermarks();
+  Settled s;
   {
     std::lock_guard lock(mu_);
     auto it = settled_.find(uid);
     if (it == settled_.end()) return Resync::kFull;
-    const Settled& s = it->second;
-    if (s.pod != pod || s.mirror != mirror) return Resync::kFull;
-    runtime_version = s.runtime_version;
-    fingerprint = s.runtime_fingerprint;
-    probe_version = s.probe_version;
-    status_stamp = s.status_stamp;
+    if (it->second.pod != pod || it->second.mirror != mirror) return Resync::kFull;
+    s = it->second;
   }
-  if (deps_.prober.resultsVersion(uid) != probe_version ||
-      deps_.status_manager.statusStamp(uid) != status_stamp) {
+  fingerprint = s.runtime_fingerprint;
+  // Each input is looked up only when its node-wide watermark moved since the pod settled (or
+  // was last found unchanged).
+  if (deps_.prober.resultsVersion(uid) != s.probe_version) return Resync::kFull;
+  if (now.status != s.marks.status && deps_.status_manager.statusStamp(uid) != s.status_stamp) {
     return Resync::kFull;
   }
-  if (!deps_.dirs.made(uid) || !deps_.cgroups.made(uid)) return Resync::kFull;
+  if (now.dirs != s.marks.dirs && !deps_.dirs.made(uid)) return Resync::kFull;
+  if (now.cgroups != s.marks.cgroups && !deps_.cgroups.made(uid)) return Resync::kFull;
   // A runtime network that went away is reported by a full sync.
   if (!networkErrors(*pod).empty()) return Resync::kFull;
-  if (!runtime_version) return Resync::kSkipIfStatusSame;
-  return deps_.runtime.podStatusVersion(uid) == runtime_version ? Resync::kSkip : Resync::kFull;
+  if (s.runtime_version && (!now.runtime || *now.runtime != s.marks.runtime) &&
+      deps_.runtime.podStatusVersion(uid) != s.runtime_version) {
+    return Resync::kFull;
+  }
+  if (now != s.marks) {
+    // Everything the moved watermarks vouch for was checked above: they vouch for it from now.
+    std::lock_guard lock(mu_);
+    auto it = settled_.find(uid);
+    if (it != settled_.end() && it->second.pod == pod && it->second.mirror == mirror) {
+      it->second.marks = now;
+    }
+  }
+  return s.runtime_version ? Resync::kSkip : Resync::kSkipIfStatusSame;
 }
 
 bool PodLifecycle::canSettle(const api::Pod& pod, const api::PodPtr& mirror) const {
@@ -165,6 +184,8 @@ bool PodLifecycle::canSettle(const api::Pod& pod, const api::PodPtr& mirror) con
   // it, and a start failure's reason can only change with a start.
   if (!pod.spec.volumes.empty() || pod.spec.active_deadline_seconds) return false;
   if (!startFailures(pod.metadata.uid).empty()) return false;
+  // Made before the watermarks were read (the sync prepared them): still made now.
+  if (!deps_.dirs.made(pod.metadata.uid) || !deps_.cgroups.made(pod.metadata.uid)) return false;
   if (api::isStaticPod(pod) && deps_.pod_manager.mirrorClient().makesMirrorPods()) {
     // Until its mirror pod is in place, each sync asks for one.
     if (!mirror || mirror->metadata.deletion_timestamp ||

@@ -224,6 +224,15 @@ class PodLifecycle final : public podworkers::PodSyncer {
   // A settled pod: what the inputs of its last sync were when that sync found nothing to do. A
   // resync with the same inputs would generate the same status and compute no action, so it is
   // skipped (kubelet's periodic resync of a healthy pod, at a few microseconds).
+  // Node-wide versions, each changing whenever the per-pod input it covers changes for any pod:
+  // read before a pod's own inputs, an unchanged one vouches for them without a lookup.
+  struct Watermarks {
+    std::optional<uint64_t> runtime;  // Runtime::podsVersion
+    uint64_t status = 0;              // StatusManager::version
+    uint64_t dirs = 0;                // PodDirectories::removals
+    uint64_t cgroups = 0;             // PodCgroups::removals
+    bool operator==(const Watermarks&) const = default;
+  };
   struct Settled {
     api::PodPtr pod;                          // the same object (a changed pod is a new one)
     api::PodPtr mirror;                       // the same object, or both null
@@ -231,7 +240,10 @@ class PodLifecycle final : public podworkers::PodSyncer {
     uint64_t runtime_fingerprint = 0;         // else the fingerprint of its status
     uint64_t probe_version = 0;               // Prober::resultsVersion
     uint64_t status_stamp = 0;                // the status manager's stamp of the pod's status
+    // Read before the values above were last found (or known) to be the pod's.
+    Watermarks marks;
   };
+  Watermarks watermarks() const;
   enum class Resync { kFull, kSkip, kSkipIfStatusSame };
   // Whether this sync of `pod` may be skipped; kSkipIfStatusSame with the fingerprint the
   // runtime status must have (`fingerprint`) when the runtime tells no version.

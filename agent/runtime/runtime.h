@@ -394,7 +394,9 @@ class Runtime {
   // A number that changes whenever what getPodStatus(uid) answers may have changed (a container
   // of the pod made, started, exited or removed, its sandbox changed), so that a resync of an
   // unchanged pod can skip the status; nullopt when the runtime cannot tell for this pod. Cheap
-  // (no copy of the status). Any thread.
+  // (no copy of the status). A runtime that tells these also changes podsVersion() whenever any
+  // pod's version changes (before the pod's does), so an unchanged podsVersion vouches for every
+  // pod's. Any thread.
   virtual std::optional<uint64_t> podStatusVersion(const std::string& uid) const {
     (void)uid;
     return std::nullopt;

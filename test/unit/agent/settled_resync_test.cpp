@@ -95,6 +95,47 @@ TEST_CASE("settled resync: a status changed by someone else is generated again a
   CHECK(unchanged(h) > unchanged_before);
 }
 
+TEST_CASE(
+    "settled resync: a status written for one pod moves the node-wide watermark and the other "
+    "pods still notice their own changes afterwards",
+    "[unit][agent]") {
+  // Settled resyncs look a pod's status up only when the status manager's version moved since
+  // the pod last checked; a move caused by another pod is taken in once checked, and must not
+  // hide a later change of this pod.
+  Harness h;
+  h.update(api::PodOperation::kAdd, {apiPod(), apiPod([](nlohmann::json& j) {
+                                       j["metadata"]["name"] = "db";
+                                       j["metadata"]["uid"] = "uid-db";
+                                     })},
+           "api");
+  h.advance(3min);
+  REQUIRE(unchanged(h) > 0);
+  auto overwrite = [&h](const std::string& uid) {
+    auto pod = h.pod_manager.getPodByUID(uid);
+    REQUIRE(pod);
+    auto foreign = *h.status_manager.getPodStatus(uid);
+    foreign.container_statuses.at(0).ready = false;
+    REQUIRE(h.status_manager.setPodStatus(*pod, foreign));
+  };
+  auto ready = [&h](const std::string& uid) {
+    return h.status_manager.getPodStatus(uid)->container_statuses.at(0).ready;
+  };
+
+  overwrite("uid-web");
+  const auto db_stamp = h.status_manager.statusStamp("uid-db");
+  h.advance(2min);  // web is synced in full, db checks its own status and stays settled
+  CHECK(ready("uid-web"));
+  CHECK(h.status_manager.statusStamp("uid-db") == db_stamp);
+  const auto unchanged_before = unchanged(h);
+  h.advance(2min);
+  CHECK(unchanged(h) >= unchanged_before + 2);  // both settled again
+
+  overwrite("uid-db");
+  h.advance(2min);
+  CHECK(ready("uid-db"));
+  CHECK(ready("uid-web"));
+}
+
 TEST_CASE("settled resync: a pod with volumes is resynced in full", "[unit][agent]") {
   Harness h;
   auto pod = apiPod([](nlohmann::json& j) {
