@@ -144,16 +144,20 @@ bool FileSource::Impl::watchTrusted() const {
 }
 
 void FileSource::Impl::recheckUntrusted() {
-  // The watch reports every new, changed and removed file. What a stat sweep would look at
-  // beyond that: symlinks (their targets' directories are watched, but a target may be swapped
-  // in a way only a stat tells) and files with no good content yet (unreadable, or never read).
-  std::vector<std::string> names;
-  for (const auto& [name, e] : entries_) {
-    if (e.is_symlink || !(e.has_content || e.oversize_key)) names.push_back(name);
-  }
+  // The watch reports every new, changed and removed file: only what it may not tell is looked
+  // at (processName may change recheck_, hence the copy).
+  const std::vector<std::string> names(recheck_.begin(), recheck_.end());
   for (const auto& name : names) {
     if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;
     processName(name, /*force=*/false, /*settled=*/false);
+  }
+}
+
+void FileSource::Impl::noteRecheck(const std::string& name, const Entry& e) {
+  if (e.is_symlink || !(e.has_content || e.oversize_key)) {
+    recheck_.insert(name);
+  } else {
+    recheck_.erase(name);
   }
 }
 
@@ -210,11 +214,13 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
   e.key = *key;
   e.is_symlink = is_link;
   updateTargetWatch(name, e, full);
+  noteRecheck(name, e);
 
   api::Hash128 hash = api::hash128(*bytes);
   if (e.has_content && e.content_hash == hash) return;  // identical content: nothing to do
   e.has_content = true;
   e.content_hash = hash;
+  noteRecheck(name, e);
   decodeContent(name, e, full, *bytes);
 }
 
@@ -306,13 +312,16 @@ base::StatusOr<std::string> FileSource::Impl::readManifest(const std::string& fu
 void FileSource::Impl::recordOversize(const std::string& name, const StatKey& key) {
   recordReadError(name, "manifest is larger than " + std::to_string(opts_.max_manifest_bytes) +
                             " bytes; not read again until it changes");
-  entries_[name].oversize_key = key;
+  Entry& e = entries_[name];
+  e.oversize_key = key;
+  noteRecheck(name, e);
 }
 
 void FileSource::Impl::recordReadError(const std::string& name, const std::string& reason) {
   Entry& e = entries_[name];
   e.oversize_key.reset();
   e.has_content = false;
+  noteRecheck(name, e);
   e.parse_error = reason;
   e.parse_invalid = false;
   e.invalid_pod = {};
@@ -342,6 +351,7 @@ void FileSource::Impl::removeEntry(const std::string& name) {
   setPod(name, it->second, nullptr);
   dropTargetWatch(name, it->second);
   if (opts_.errors) opts_.errors->clear(api::kFileSource, fullPath(name));
+  recheck_.erase(name);
   entries_.erase(it);
 }
 

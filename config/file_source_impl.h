@@ -207,6 +207,10 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   // The directory relist's two ways: list and stat every file, or trust the watch.
   void sweepDir(bool force);
   void recheckUntrusted();
+  // Keeps recheck_ in step with one entry: what a trusted relist still re-checks are symlinks
+  // (a target may be swapped in a way only a stat tells) and files with no good content yet
+  // (unreadable, or never read).
+  void noteRecheck(const std::string& name, const Entry& e);
   // The watch of the directory reports every change, and the last sweep is recent enough.
   bool watchTrusted() const;
   std::string fullPath(const std::string& name) const;
@@ -306,6 +310,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   std::map<std::string, int> target_wd_by_dir_;
 
   std::map<std::string, Entry> entries_;  // by file name, sorted: the order duplicates resolve in
+  std::set<std::string> recheck_;         // entries a trusted relist re-checks (noteRecheck)
   std::unordered_map<std::string, std::set<std::string>> claimants_;  // full name -> file names
   std::vector<std::string> set_names_;  // files whose pod is in the set, sorted
   std::vector<api::PodPtr> set_pods_;   // their pods, in the same order

@@ -582,8 +582,7 @@ TEST_CASE(
   SharedMapping mapping(dir / "web.yaml");
   mapping.replace("busybox:1.36", "busybox:1.37");
   const auto relists = h.source->stats().relists;
-  REQUIRE(testing::eventually([&] { return h.source->stats().relists >= relists + 5; },
-                              10s));
+  REQUIRE(testing::eventually([&] { return h.source->stats().relists >= relists + 5; }, 10s));
   // Between sweeps the watch is trusted: a change it does not report is not seen yet.
   CHECK(h.source->stats().stat_sweeps == before.stat_sweeps);
   CHECK(h.uidOf("web-node1") == uid);

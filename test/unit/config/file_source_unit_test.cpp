@@ -764,10 +764,10 @@ TEST_CASE(
 
 TEST_CASE("file source: inotify is trusted on local disk and memory filesystems only",
           "[unit][config]") {
-  CHECK(config::watchSeesEveryChange(0xEF53));      // ext4
-  CHECK(config::watchSeesEveryChange(0x58465342));  // xfs
-  CHECK(config::watchSeesEveryChange(0x9123683E));  // btrfs
-  CHECK(config::watchSeesEveryChange(0x01021994));  // tmpfs
+  CHECK(config::watchSeesEveryChange(0xEF53));            // ext4
+  CHECK(config::watchSeesEveryChange(0x58465342));        // xfs
+  CHECK(config::watchSeesEveryChange(0x9123683E));        // btrfs
+  CHECK(config::watchSeesEveryChange(0x01021994));        // tmpfs
   CHECK_FALSE(config::watchSeesEveryChange(0x6969));      // nfs
   CHECK_FALSE(config::watchSeesEveryChange(0xFF534D42));  // cifs
   CHECK_FALSE(config::watchSeesEveryChange(0x65735546));  // fuse
