@@ -80,10 +80,14 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
 
   // Read before the status: a change while it is read shows as another version next time. The
   // watermarks come first of all, before any of the pod's own inputs.
-  const Watermarks marks = watermarks();
-  Settled settled{
-      pod, mirror_pod, deps_.runtime.podStatusVersion(uid), 0, deps_.prober.resultsVersion(uid),
-      0,   marks};
+  Settled settled{pod, mirror_pod, std::nullopt, 0, 0, 0, watermarks()};
+  if (deps_.runtime.podStatusVersion(uid)) {
+    // (Only a runtime with per-pod versions has its watermark read: it vouches for nothing else,
+    // and may cost more elsewhere.)
+    settled.marks.runtime = deps_.runtime.podsVersion();
+    settled.runtime_version = deps_.runtime.podStatusVersion(uid);
+  }
+  settled.probe_version = deps_.prober.resultsVersion(uid);
   auto status =
       co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
   if (!status.ok()) {
@@ -123,7 +127,10 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   auto synced = syncRuntimePod(pod, *std::move(status), *std::move(volumes), cancel);
   auto nothing_done = co_await std::move(synced);
   if (!nothing_done.ok()) co_return nothing_done.status();
-  if (*nothing_done && canSettle(*pod, mirror_pod)) settle(uid, std::move(settled));
+  // (A status the manager refused leaves no stamp to compare: such a pod is synced in full.)
+  if (*nothing_done && settled.status_stamp != 0 && canSettle(*pod, mirror_pod)) {
+    settle(uid, std::move(settled));
+  }
   co_return false;
 }
 
@@ -136,15 +143,15 @@ bool PodLifecycle::trySettledSync(const api::PodPtr& pod, const api::PodPtr& mir
 }
 
 PodLifecycle::Watermarks PodLifecycle::watermarks() const {
-  return Watermarks{deps_.runtime.podsVersion(), deps_.status_manager.version(),
-                    deps_.dirs.removals(), deps_.cgroups.removals()};
+  return Watermarks{std::nullopt, deps_.status_manager.version(), deps_.dirs.removals(),
+                    deps_.cgroups.removals()};
 }
 
 PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const api::PodPtr& mirror,
                                                  uint64_t& fingerprint) {
   const auto& uid = pod->metadata.uid;
   // Before the pod's own inputs: a change after this read moves a watermark past it.
-  const Watermarks now = watermarks();
+  Watermarks now = watermarks();
   Settled s;
   {
     std::lock_guard lock(mu_);
@@ -164,9 +171,12 @@ PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const a
   if (now.cgroups != s.marks.cgroups && !deps_.cgroups.made(uid)) return Resync::kFull;
   // A runtime network that went away is reported by a full sync.
   if (!networkErrors(*pod).empty()) return Resync::kFull;
-  if (s.runtime_version && (!now.runtime || *now.runtime != s.marks.runtime) &&
-      deps_.runtime.podStatusVersion(uid) != s.runtime_version) {
-    return Resync::kFull;
+  if (s.runtime_version) {
+    now.runtime = deps_.runtime.podsVersion();
+    if ((!now.runtime || now.runtime != s.marks.runtime) &&
+        deps_.runtime.podStatusVersion(uid) != s.runtime_version) {
+      return Resync::kFull;
+    }
   }
   if (now != s.marks) {
     // Everything the moved watermarks vouch for was checked above: they vouch for it from now.

@@ -227,7 +227,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
   // Node-wide versions, each changing whenever the per-pod input it covers changes for any pod:
   // read before a pod's own inputs, an unchanged one vouches for them without a lookup.
   struct Watermarks {
-    std::optional<uint64_t> runtime;  // Runtime::podsVersion
+    std::optional<uint64_t> runtime;  // Runtime::podsVersion (read for per-pod versions only)
     uint64_t status = 0;              // StatusManager::version
     uint64_t dirs = 0;                // PodDirectories::removals
     uint64_t cgroups = 0;             // PodCgroups::removals

@@ -32,8 +32,6 @@ class DueQueue {
   // Slots point into the key index: a copy would point into the original.
   DueQueue(const DueQueue&) = delete;
   DueQueue& operator=(const DueQueue&) = delete;
-  DueQueue(DueQueue&&) noexcept = default;
-  DueQueue& operator=(DueQueue&&) noexcept = default;
 
   // Schedules `key` at `at`; a key already there moves to `at`.
   void schedule(const Key& key, MonotonicTime at) {

@@ -108,6 +108,7 @@ void FileSource::Impl::sweepDir(bool force) {
     const std::string reason = std::strerror(errno);
     log()->warn("Cannot list manifest directory path={} reason={}", base::goQuote(dir_), reason);
     path_problem_ = "cannot list " + dir_ + ": " + reason;
+    last_sweep_.reset();  // nothing is trusted until a sweep succeeds
     return;
   }
   last_sweep_ = clock_.now();

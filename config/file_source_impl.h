@@ -299,6 +299,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   ino_t path_ino_ = 0;
   // dir_ is on a filesystem whose changes the watch sees (watchSeesEveryChange).
   bool dir_local_ = false;
+  bool nonlocal_logged_ = false;  // said once that dir_ is not on such a filesystem
   // When every file was last listed and stat'ed.
   std::optional<base::MonotonicTime> last_sweep_;
 

@@ -46,6 +46,7 @@ void FileSource::Impl::setupWatch() {
   ++watch_setups_;
   retry_timer_->cancel();
   dropWatches();
+  last_sweep_.reset();  // a new watch (or a new directory) is trusted after its first sweep
   struct stat st;
   if (::stat(path_.c_str(), &st) != 0) {
     handleUnstattablePath(errno);
@@ -115,7 +116,8 @@ bool FileSource::Impl::adoptPathKind(const struct stat& st) {
   dir_real_ = ::realpath(dir_.c_str(), real) != nullptr ? std::string(real) : dir_;
   struct statfs fs {};
   const bool local = ::statfs(dir_.c_str(), &fs) == 0 && watchSeesEveryChange(fs.f_type);
-  if (!local && mode_ == Mode::kDir && (dir_local_ || !last_sweep_)) {
+  if (!local && mode_ == Mode::kDir && !nonlocal_logged_) {
+    nonlocal_logged_ = true;
     log()->info(
         "Manifest directory is not on a local filesystem: every relist stats every file "
         "path={} fs_type={:#x}",
