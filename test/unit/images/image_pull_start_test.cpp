@@ -8,95 +8,22 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/agent.h"
-#include "agent/runtime/fake_runtime.h"
-#include "api/pod_update.h"
-#include "podmanager/mirror_client.h"
-#include "test/support/fake_clock.h"
-#include "test/support/pod_builder.h"
-#include "test/support/test_util.h"
+#include "test/unit/agent/agent_harness.h"
 
 using namespace nodeagent;
 using namespace std::chrono_literals;
-using Action = runtime::FakeRuntime::Action;
+using nodeagent::testing::agent_harness::Action;
 
 namespace {
 
-class FixedRandom final : public base::Random {
- public:
-  double uniform() override { return 0.0; }
-  uint64_t next64() override { return 0; }
-};
-
-class NullMirrorClient final : public podmanager::MirrorClient {
- public:
-  asio::awaitable<base::Status> createMirrorPod(api::PodPtr) override {
-    co_return base::okStatus();
-  }
-  asio::awaitable<base::StatusOr<bool>> deleteMirrorPod(std::string,
-                                                        std::optional<std::string>) override {
-    co_return true;
-  }
-};
-
-struct Harness {
-  asio::io_context ioc;
-  asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(ioc);
-  testing::FakeClock clock;
-  FixedRandom random;
-  runtime::FakeRuntime runtime{ioc.get_executor(), clock};
-  NullMirrorClient mirror_client;
-  podmanager::PodManager pod_manager{mirror_client};
-  agent::StatusManager status_manager{clock, pod_manager};
-  testing::TempDir root;
-  std::unique_ptr<agent::Agent> agent;
-  std::mutex events_mu;
-  std::vector<std::string> events;  // "<type> <reason>: <message>"
-
-  explicit Harness(bool runs_images = true) {
-    runtime.setRunsImages(runs_images);
-    agent::AgentOptions o;
-    o.node_name = "node1";
-    o.node_ip = "10.0.0.1";
-    o.root_dir = root.path();
-    o.allocatable = {"node1", 4000, int64_t{8} << 30, 110};
-    o.record_event = [this](const api::Pod&, const std::string& type, const std::string& reason,
-                            const std::string& message, const std::string&) {
-      std::lock_guard lock(events_mu);
-      events.push_back(type + " " + reason + ": " + message);
-    };
-    agent = std::make_unique<agent::Agent>(
-        ioc.get_executor(), clock, random, runtime, pod_manager, status_manager,
-        [](const std::string&) { return true; }, [] { return true; }, o);
-    agent->start();
-    drain();
-  }
-  ~Harness() {
-    agent->stop({});
-    drain();
-    agent.reset();
-    drain();
-  }
-  void drain() {
-    for (int i = 0; i < 50; ++i) {
-      if (ioc.poll() == 0) break;
-    }
-  }
-  void advance(base::Duration d) {
-    for (auto step = 100ms; d > base::Duration::zero(); d -= step) {
-      clock.advance(std::min<base::Duration>(step, d));
-      drain();
-    }
-  }
-  void add(const api::PodPtr& pod) {
-    agent->onPodUpdate(api::PodUpdate{{pod}, api::PodOperation::kAdd, "file"});
-    drain();
-  }
-  size_t starts() {
-    auto all = runtime.actions();
-    return std::count_if(all.begin(), all.end(),
-                         [](const Action& a) { return a.kind == Action::Kind::kStart; });
-  }
+// The agent's harness with a runtime that runs images (or not), and the image tests' queries.
+struct Harness : testing::agent_harness::Harness {
+  explicit Harness(bool runs_images = true)
+      : testing::agent_harness::Harness(110, [this, runs_images](agent::AgentOptions&) {
+          runtime.setRunsImages(runs_images);
+        }) {}
+  void add(const api::PodPtr& pod) { update(api::PodOperation::kAdd, {pod}); }
+  size_t starts() { return actions(Action::Kind::kStart).size(); }
   api::ContainerStatus container(const std::string& uid = "uid-web") {
     auto status = status_manager.getPodStatus(uid);
     REQUIRE(status.has_value());
@@ -107,9 +34,12 @@ struct Harness {
     auto c = container();
     return c.state.waiting ? c.state.waiting->reason : "";
   }
+  // Events recorded as "<type> <reason>: <message>".
   size_t countEvents(const std::string& text) {
     std::lock_guard lock(events_mu);
-    return std::count(events.begin(), events.end(), text);
+    return std::count_if(events.begin(), events.end(), [&](const Event& e) {
+      return e.type + " " + e.reason + ": " + e.message == text;
+    });
   }
 };
 
