@@ -47,8 +47,30 @@ class Boxed {
     p_ = std::make_unique<T>(std::move(value));
     return *this;
   }
+  Boxed& operator=(std::optional<T> value) {
+    if (value) {
+      p_ = std::make_unique<T>(std::move(*value));
+    } else {
+      p_.reset();
+    }
+    return *this;
+  }
+
+  template <typename... Args>
+  T& emplace(Args&&... args) {
+    p_ = std::make_unique<T>(std::forward<Args>(args)...);
+    return *p_;
+  }
 
   bool has_value() const { return p_ != nullptr; }
+  const T& value() const {
+    if (!p_) throw std::bad_optional_access();
+    return *p_;
+  }
+  T& value() {
+    if (!p_) throw std::bad_optional_access();
+    return *p_;
+  }
   explicit operator bool() const { return p_ != nullptr; }
   const T& operator*() const { return *p_; }
   T& operator*() { return *p_; }
@@ -119,8 +141,8 @@ struct EnvVar {
   std::string value;
   // valueFrom.fieldRef and valueFrom.resourceFieldRef; the other valueFrom kinds are kept in raw
   // and named in `value_from_kind`.
-  std::optional<ObjectFieldSelector> field_ref;
-  std::optional<ResourceFieldSelector> resource_field_ref;
+  Boxed<ObjectFieldSelector> field_ref;
+  Boxed<ResourceFieldSelector> resource_field_ref;
   std::string value_from_kind;  // "" (none), "fieldRef", "resourceFieldRef", "secretKeyRef", ...
   bool operator==(const EnvVar&) const = default;
 };
@@ -247,7 +269,7 @@ struct Container {
   Boxed<Lifecycle> lifecycle;
   std::string termination_message_path;
   std::string termination_message_policy;
-  std::optional<SecurityContext> security_context;
+  Boxed<SecurityContext> security_context;
   bool stdin = false;
   bool stdin_once = false;  // stdinOnce
   bool tty = false;
@@ -295,7 +317,7 @@ struct PodSpec {
   std::vector<std::string> readiness_gates;  // conditionType of each gate
   std::optional<int32_t> priority;
   std::string priority_class_name;
-  std::optional<PodSecurityContext> security_context;
+  Boxed<PodSecurityContext> security_context;
   bool operator==(const PodSpec&) const = default;
 };
 
@@ -321,11 +343,12 @@ struct ContainerStateTerminated {
   bool operator==(const ContainerStateTerminated&) const = default;
 };
 
-// At most one member is set.
+// At most one member is set. Boxed: a status holds two of these (state and lastState), and most
+// of the four members are empty.
 struct ContainerState {
-  std::optional<ContainerStateWaiting> waiting;
+  Boxed<ContainerStateWaiting> waiting;
   std::optional<ContainerStateRunning> running;
-  std::optional<ContainerStateTerminated> terminated;
+  Boxed<ContainerStateTerminated> terminated;
   bool operator==(const ContainerState&) const = default;
 };
 

@@ -14,6 +14,7 @@
 //    0 skips it).
 // The manifests go to $TMPDIR (default /dev/shm). HOLLOW_PROGRESS=1 prints the running count
 // every second while starting.
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -72,6 +73,13 @@ long statusKb(const std::string& key) {
       return std::strtol(line.c_str() + key.size() + 1, nullptr, 10);
   }
   return 0;
+}
+
+// Bytes malloc has handed out and not taken back: RSS minus this is the allocator's slack
+// (freed memory it keeps) plus code and stacks.
+double heapInUseMiB() {
+  struct mallinfo2 mi = mallinfo2();
+  return static_cast<double>(mi.uordblks + mi.hblkhd) / (1024.0 * 1024.0);
 }
 
 double cpuSeconds() {
@@ -165,8 +173,8 @@ int main(int argc, char** argv) {
   const auto all_running = SteadyClock::now() - t0;
   std::printf("hollow node: %zu pods running after %.0f ms (CPU %.1f s)\n", n, ms(all_running),
               cpuSeconds() - cpu0);
-  std::printf("hollow node: RSS %ld MiB (peak %ld MiB)\n", statusKb("VmRSS") / 1024,
-              statusKb("VmHWM") / 1024);
+  std::printf("hollow node: RSS %ld MiB (peak %ld MiB), heap in use %.0f MiB\n",
+              statusKb("VmRSS") / 1024, statusKb("VmHWM") / 1024, heapInUseMiB());
 
   // Idle: let the start settle a little, then measure.
   const char* idle_env = getenv("HOLLOW_IDLE_SECONDS");
@@ -216,7 +224,8 @@ int main(int argc, char** argv) {
       "max %.1f ms (%zu samples)\n",
       n, percentile(lat, 0.5), percentile(lat, 0.99), *std::max_element(lat.begin(), lat.end()),
       samples);
-  std::printf("hollow node: RSS at the end %ld MiB\n", statusKb("VmRSS") / 1024);
+  std::printf("hollow node: RSS at the end %ld MiB, heap in use %.0f MiB\n",
+              statusKb("VmRSS") / 1024, heapInUseMiB());
 
   source->stop();
   std::promise<void> idle;

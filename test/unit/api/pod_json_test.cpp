@@ -573,6 +573,56 @@ TEST_CASE("Boxed: an optional on the heap with value semantics", "[unit][api]") 
   CHECK_FALSE(b);
   CHECK_FALSE(a == b);
   CHECK(sizeof(Container) < 1024);
+
+  // optional's other ways in and out.
+  CHECK_THROWS_AS(b.value(), std::bad_optional_access);
+  b.emplace().period_seconds = 9;
+  CHECK(b.value().period_seconds == 9);
+  b = std::optional<Probe>{};
+  CHECK_FALSE(b);
+  b = std::optional<Probe>{p};
+  CHECK(b == a);
+}
+
+TEST_CASE("the parts most pods and statuses lack are boxed, not inline", "[unit][api]") {
+  // What a status of one container and an env var cost in every cached status and every pod:
+  // boxed, a waiting or terminated state or a fieldRef is a pointer until set.
+  CHECK(sizeof(ContainerState) <= 48);
+  CHECK(sizeof(EnvVar) <= 128);
+  // Set and read back through the box.
+  Pod pod = mustDecode(R"(
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns, uid: u}
+spec:
+  securityContext: {runAsUser: 1000}
+  containers:
+  - name: c
+    image: i
+    securityContext: {runAsNonRoot: true}
+    env:
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+status:
+  containerStatuses:
+  - name: c
+    state: {terminated: {exitCode: 3, reason: Error}}
+    lastState: {waiting: {reason: CrashLoopBackOff}}
+)");
+  REQUIRE(pod.spec.security_context);
+  CHECK(pod.spec.security_context->run_as_user == 1000);
+  REQUIRE(pod.spec.containers[0].security_context);
+  CHECK(pod.spec.containers[0].security_context->run_as_non_root == true);
+  REQUIRE(pod.spec.containers[0].env[0].field_ref);
+  CHECK(pod.spec.containers[0].env[0].field_ref->field_path == "metadata.name");
+  CHECK_FALSE(pod.spec.containers[0].env[0].resource_field_ref);
+  const auto& cs = pod.status.container_statuses.at(0);
+  REQUIRE(cs.state.terminated);
+  CHECK(cs.state.terminated->exit_code == 3);
+  CHECK_FALSE(cs.state.waiting);
+  REQUIRE(cs.last_state.waiting);
+  CHECK(cs.last_state.waiting->reason == "CrashLoopBackOff");
+  CHECK_FALSE(cs.last_state.terminated);
 }
 
 }  // namespace nodeagent::api
