@@ -319,7 +319,7 @@ PodWork BasicPodWorkers::Impl::workForLocked(const StatusPtr& st, UpdatePodOptio
 
 void BasicPodWorkers::Impl::dispatchLocked(const StatusPtr& st, PodWork work, bool cancel_current,
                                            Deferred& deferred) {
-  keepCreate(st->pending, work);
+  if (st->pending) keepCreate(*st->pending, work);
   if (!st->working) {
     st->pending.reset();
     deliverLocked(st, std::move(work));

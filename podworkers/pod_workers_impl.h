@@ -49,7 +49,7 @@ struct SyncStatus {
   // Static pods: passed the full-name gate (kubelet's podStarted).
   bool started = false;
   // The newest undelivered work (kubelet's lastUndeliveredWorkUpdate).
-  std::optional<PodWork> pending;
+  api::Boxed<PodWork> pending;  // boxed, as `restart`: a worker at rest has neither
   // Cancels the work in flight (kubelet's ctx/cancelFn); replaced for each delivery.
   std::stop_source stop;
   // The newest options seen (without kill callbacks): what retries run with.
@@ -67,7 +67,7 @@ struct SyncStatus {
   std::vector<std::function<void()>> notify_post_terminating;
   std::vector<PodStatusFn> status_post_terminating;
   // Config created this UID again while it was terminating: run these options once finished.
-  std::optional<UpdatePodOptions> restart;
+  api::Boxed<UpdatePodOptions> restart;
 
   bool terminationRequested() const { return terminating_at.has_value(); }
   bool terminated() const { return terminated_at.has_value(); }
@@ -98,9 +98,9 @@ struct SyncResult {
 };
 
 // A create that is replaced before it ran stays a create, so syncPod still sees the first sync.
-inline void keepCreate(const std::optional<PodWork>& older, PodWork& newer) {
-  if (older && older->type == WorkType::kSync && newer.type == WorkType::kSync &&
-      older->options.update_type == api::SyncPodType::kCreate) {
+inline void keepCreate(const PodWork& older, PodWork& newer) {
+  if (older.type == WorkType::kSync && newer.type == WorkType::kSync &&
+      older.options.update_type == api::SyncPodType::kCreate) {
     newer.options.update_type = api::SyncPodType::kCreate;
   }
 }
