@@ -98,8 +98,8 @@ void expectEvent(const ContainerEvent& e, ContainerEvent::Type type, const std::
 TEST_CASE("cri events: a container's start and exit reach the handler, not a pause or exec exit",
           "[integration][cri]") {
   testing::skipUnlessContainerdCanRun();
+  EventLog log;  // outlives the runtime, whose event thread calls into it until it stops
   testing::CriRuntimeFixture f;
-  EventLog log;
   f.runtime->setEventHandler(log.handler());
   REQUIRE(f.runtime->recover().ok());  // the runtime's name, for the events' container IDs
 
@@ -148,8 +148,8 @@ TEST_CASE("cri events: a container's start and exit reach the handler, not a pau
 TEST_CASE("cri events: the stream is subscribed again after containerd restarts",
           "[integration][cri]") {
   testing::skipUnlessContainerdCanRun();
+  EventLog log;  // outlives the runtime, whose event thread calls into it until it stops
   testing::CriRuntimeFixture f;
-  EventLog log;
   f.runtime->setEventHandler(log.handler());
   REQUIRE(f.runtime->recover().ok());
   const auto pod = waitingPod("uid-events-restart");
