@@ -155,7 +155,7 @@ void FileSource::Impl::recheckUntrusted() {
 }
 
 void FileSource::Impl::noteRecheck(const std::string& name, const Entry& e) {
-  if (e.is_symlink || !(e.has_content || e.oversize_key)) {
+  if (e.is_symlink || !(e.has_content || e.oversize())) {
     recheck_.insert(name);
   } else {
     recheck_.erase(name);
@@ -192,7 +192,7 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
   settle_.clear(name);
 
   auto it = entries_.find(name);
-  if (it != entries_.end() && it->second.oversize_key == *key) return;  // still too large
+  if (it != entries_.end() && it->second.oversizeAt(*key)) return;  // still too large
   if (!force && it != entries_.end() && it->second.has_content && it->second.key == *key) return;
   if (static_cast<uintmax_t>(key->size) > opts_.max_manifest_bytes) {
     recordOversize(name, *key);
@@ -211,7 +211,7 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     return;
   }
   Entry& e = entries_[name];
-  e.oversize_key.reset();
+  if (e.problem) e.problem->oversize_key.reset();
   e.key = *key;
   e.is_symlink = is_link;
   updateTargetWatch(name, e, full);
@@ -235,7 +235,7 @@ bool FileSource::Impl::unchangedInDir(int dir_fd, const char* name, const Entry&
     return false;
   }
   const StatKey key{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
-  if (entry.oversize_key == key) return true;  // still too large
+  if (entry.oversizeAt(key)) return true;  // still too large
   return entry.has_content && entry.key == key;
 }
 
@@ -283,23 +283,21 @@ void FileSource::Impl::decodeContent(const std::string& name, Entry& e, const st
       bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
       /*allow_list=*/false);
   if (!result.ok() || result.pods.size() != 1) {
-    e.parse_error = result.ok()
+    EntryProblem& p = e.mutableProblem();
+    p.parse_error = result.ok()
                         ? "expected exactly one pod, got " + std::to_string(result.pods.size())
                         : result.errorText();
-    e.parse_invalid = true;
-    e.invalid_pod =
+    p.parse_invalid = true;
+    p.invalid_pod =
         result.invalid_pods.size() == 1 ? result.invalid_pods.front() : ManifestPodRef{};
-    if (!e.pod && !e.bad_since) e.bad_since = clock_.now();
+    if (!e.pod && !p.bad_since) p.bad_since = clock_.now();
     log()->warn("Could not process manifest file, keeping its last good pod file={} reason={}",
-                base::goQuote(full), base::goQuote(e.parse_error));
+                base::goQuote(full), base::goQuote(p.parse_error));
     refreshError(name, e);
     return;
   }
-  bool had_error = !e.parse_error.empty();
-  e.parse_error.clear();
-  e.parse_invalid = false;
-  e.invalid_pod = {};
-  e.bad_since.reset();
+  bool had_error = e.problem.has_value();
+  e.problem.reset();
   if (had_error) log()->info("Manifest file parses again file={}", base::goQuote(full));
   setPod(name, e, result.pods.front());
   refreshError(name, e);
@@ -314,19 +312,20 @@ void FileSource::Impl::recordOversize(const std::string& name, const StatKey& ke
   recordReadError(name, "manifest is larger than " + std::to_string(opts_.max_manifest_bytes) +
                             " bytes; not read again until it changes");
   Entry& e = entries_[name];
-  e.oversize_key = key;
+  e.mutableProblem().oversize_key = key;
   noteRecheck(name, e);
 }
 
 void FileSource::Impl::recordReadError(const std::string& name, const std::string& reason) {
   Entry& e = entries_[name];
-  e.oversize_key.reset();
+  EntryProblem& p = e.mutableProblem();
+  p.oversize_key.reset();
   e.has_content = false;
   noteRecheck(name, e);
-  e.parse_error = reason;
-  e.parse_invalid = false;
-  e.invalid_pod = {};
-  if (!e.pod && !e.bad_since) e.bad_since = clock_.now();
+  p.parse_error = reason;
+  p.parse_invalid = false;
+  p.invalid_pod = {};
+  if (!e.pod && !p.bad_since) p.bad_since = clock_.now();
   log()->warn("Could not read manifest file, keeping its last good pod file={} reason={}",
               base::goQuote(fullPath(name)), base::goQuote(reason));
   refreshError(name, e);
@@ -436,11 +435,11 @@ void FileSource::Impl::syncSetSlot(const std::string& name, const Entry& e) {
 
 void FileSource::Impl::refreshError(const std::string& name, const Entry& e) {
   if (!opts_.errors) return;
-  std::string message = e.parse_error;
+  std::string message = e.problem ? e.problem->parse_error : std::string();
   ManifestErrorDetail detail;
-  if (e.parse_invalid) {
-    detail.invalid = e.parse_error;
-    detail.pod = e.invalid_pod;
+  if (e.problem && e.problem->parse_invalid) {
+    detail.invalid = e.problem->parse_error;
+    detail.pod = e.problem->invalid_pod;
   }
   if (!e.duplicate_of.empty() && e.pod) {
     std::string duplicate = "pod " + e.pod->fullName() + " is also defined by " +
@@ -471,12 +470,13 @@ std::string FileSource::Impl::incompleteReason() const {
   // period only, so that one broken manifest cannot stop the cleanup of every other pod.
   const base::MonotonicTime now = clock_.now();
   for (const auto& [name, e] : entries_) {
-    if (e.pod || e.parse_error.empty()) continue;
-    if (mode_ == Mode::kDir && e.bad_since && now - *e.bad_since >= opts_.check_frequency) continue;
+    if (e.pod || !e.problem) continue;
+    const EntryProblem& p = *e.problem;
+    if (mode_ == Mode::kDir && p.bad_since && now - *p.bad_since >= opts_.check_frequency) continue;
     return "manifest " + fullPath(name) +
            " has not been read successfully since the agent "
            "started: " +
-           e.parse_error;
+           p.parse_error;
   }
   return {};
 }

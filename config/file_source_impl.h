@@ -71,26 +71,41 @@ struct StatKey {
   bool operator==(const StatKey&) const = default;
 };
 
-struct Entry {
-  StatKey key;
-  bool is_symlink = false;
-  std::string target_dir;   // symlinks: the directory holding the resolved target
-  std::string target_name;  // symlinks: the resolved target's name in that directory
-  bool has_content = false;
-  api::Hash128 content_hash;
-  api::PodPtr pod;      // the last good pod (null until the file first parsed)
-  bool winner = false;  // pod is in the set (last in sorted order among same full names)
-  std::string parse_error;
+// What only a manifest that cannot be used has (boxed in Entry: most entries never do).
+struct EntryProblem {
+  std::string parse_error;     // never empty
   bool parse_invalid = false;  // parse_error is about the content (not a read failure)
   ManifestPodRef invalid_pod;  // the pod the bad content names, if it could be read
   // Set while a file that never gave a pod is unreadable or unparseable: when it first was. A
   // directory's answer waits one check period for it (it may be being written), then goes out
   // complete without it.
   std::optional<base::MonotonicTime> bad_since;
-  std::string duplicate_of;  // name of the file whose pod wins over this one's
   // Set while the file is over max_manifest_bytes: the stat it was refused at. A file refused
   // and unchanged is neither read nor warned about again.
   std::optional<StatKey> oversize_key;
+};
+
+// Where a symlinked manifest resolves to.
+struct SymlinkTarget {
+  std::string dir;   // the directory holding the resolved target
+  std::string name;  // the resolved target's name in that directory
+};
+
+struct Entry {
+  StatKey key;
+  bool is_symlink = false;
+  bool has_content = false;
+  bool winner = false;  // pod is in the set (last in sorted order among same full names)
+  api::Hash128 content_hash;
+  api::PodPtr pod;                   // the last good pod (null until the file first parsed)
+  std::string duplicate_of;          // name of the file whose pod wins over this one's
+  api::Boxed<SymlinkTarget> target;  // symlinks whose target resolved
+  api::Boxed<EntryProblem> problem;  // set while the file cannot be used as it is
+
+  bool oversize() const { return problem && problem->oversize_key; }
+  bool oversizeAt(const StatKey& k) const { return problem && problem->oversize_key == k; }
+  // The problem, made if there is none yet.
+  EntryProblem& mutableProblem() { return problem ? *problem : problem.emplace(); }
 };
 
 struct TargetWatch {

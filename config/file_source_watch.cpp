@@ -221,10 +221,12 @@ void FileSource::Impl::updateTargetWatch(const std::string& name, Entry& e,
   std::string target = real;
   std::string tdir = parentOf(target);
   std::string tname = baseOf(target);
-  if (tdir == e.target_dir && tname == e.target_name && target_wd_by_dir_.count(tdir)) return;
+  if (e.target && tdir == e.target->dir && tname == e.target->name &&
+      target_wd_by_dir_.count(tdir)) {
+    return;
+  }
   dropTargetWatch(name, e);
-  e.target_dir = tdir;
-  e.target_name = tname;
+  e.target = SymlinkTarget{tdir, tname};
   if (!watcher_) return;
   int wd;
   if (auto found = target_wd_by_dir_.find(tdir); found != target_wd_by_dir_.end()) {
@@ -244,8 +246,8 @@ void FileSource::Impl::updateTargetWatch(const std::string& name, Entry& e,
 }
 
 void FileSource::Impl::dropTargetWatch(const std::string& name, Entry& e) {
-  if (e.target_dir.empty()) return;
-  auto found = target_wd_by_dir_.find(e.target_dir);
+  if (!e.target) return;
+  auto found = target_wd_by_dir_.find(e.target->dir);
   if (found != target_wd_by_dir_.end()) {
     int wd = found->second;
     auto& tw = target_watches_[wd];
@@ -256,8 +258,7 @@ void FileSource::Impl::dropTargetWatch(const std::string& name, Entry& e) {
       target_wd_by_dir_.erase(found);
     }
   }
-  e.target_dir.clear();
-  e.target_name.clear();
+  e.target.reset();
 }
 
 void FileSource::Impl::handleEvents(std::vector<InotifyEvent> events) {
@@ -389,7 +390,8 @@ void FileSource::Impl::handleTargetEvent(const InotifyEvent& e, const TargetWatc
   }
   for (const auto& name : tw.entries) {
     auto it = entries_.find(name);
-    if (it != entries_.end() && it->second.target_name == e.name) dirty.insert(name);
+    if (it == entries_.end() || !it->second.target) continue;
+    if (it->second.target->name == e.name) dirty.insert(name);
   }
 }
 
