@@ -182,7 +182,7 @@ std::vector<api::PodPtr> Agent::activePodsBefore(const std::set<std::string>& ba
     if (batch_uids.count(uid) > 0) continue;
     // A pod object with a terminal phase is rare: ask precisely (its cached status wins).
     const bool inactive =
-        api::isTerminalPhase(other->status.phase)
+        api::isTerminalPhase(other->status->phase)
             ? podIsInactive(*other)
             : rejected_.count(uid) > 0 || terminal.count(uid) > 0 || terminated.count(uid) > 0;
     if (!inactive) active.push_back(other);
@@ -246,10 +246,11 @@ void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
     if (api::isMirrorPod(*pod)) continue;
     // A pod with readiness gates whose Ready condition is stale needs a sync to recompute it.
     if (pod->spec.readiness_gates.empty()) continue;
-    const auto* ready = findCondition(pod->status.conditions, api::kConditionReady);
+    const auto* ready = findCondition(pod->status->conditions, api::kConditionReady);
     if (ready == nullptr) continue;
-    auto want = generatePodReadyCondition(pod->spec, pod->status.conditions,
-                                          pod->status.container_statuses, true, pod->status.phase);
+    auto want =
+        generatePodReadyCondition(pod->spec, pod->status->conditions,
+                                  pod->status->container_statuses, true, pod->status->phase);
     if (ready->status != want.status || ready->message != want.message) {
       dispatchWork(pod, api::SyncPodType::kSync, pod_manager_.getMirrorPodByPod(*pod));
     }
@@ -344,7 +345,7 @@ std::vector<api::PodPtr> Agent::activePods() const {
   for (auto& pod : pod_manager_.getPods()) {
     const auto& uid = pod->metadata.uid;
     auto phase = status_manager_.getPodPhase(uid);
-    if (phase.empty()) phase = pod->status.phase;
+    if (phase.empty()) phase = pod->status->phase;
     if (api::isTerminalPhase(phase) || pod_workers_->isPodTerminationRequested(uid) ||
         pod_workers_->isPodKnownTerminated(uid)) {
       continue;
@@ -384,7 +385,7 @@ void Agent::rejectPod(const api::Pod& pod, const std::string& reason, const std:
               pod.metadata.uid, reason, message);
   ++metrics_.pods_rejected;
   rejected_.insert(pod.metadata.uid);
-  api::PodStatus status = pod.status;
+  api::PodStatus status = *pod.status;
   status.phase = std::string(api::kPhaseFailed);
   status.reason = reason;
   status.message = "Pod " + message;
@@ -395,7 +396,7 @@ bool Agent::podIsInactive(const api::Pod& pod) const {
   if (rejected_.count(pod.metadata.uid) > 0) return true;
   // The phase only: copying whole statuses here made each addition slow on a large node.
   auto phase = status_manager_.getPodPhase(pod.metadata.uid);
-  if (phase.empty()) phase = pod.status.phase;
+  if (phase.empty()) phase = pod.status->phase;
   if (api::isTerminalPhase(phase)) return true;
   return pod_workers_->isPodKnownTerminated(pod.metadata.uid);
 }

@@ -88,7 +88,7 @@ asio::awaitable<Agent::CleanupResult> Agent::cleanups() {
     const auto& uid = pod->metadata.uid;
     if (working.count(uid) > 0) continue;
     if (api::isTerminalPhase(status_manager_.getPodPhase(uid))) continue;
-    if (api::isTerminalPhase(pod->status.phase)) continue;
+    if (api::isTerminalPhase(pod->status->phase)) continue;
     result.restart.push_back(pod);
   }
   killWorkersOfRemovedPods(working, result);

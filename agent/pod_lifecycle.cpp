@@ -251,7 +251,7 @@ void PodLifecycle::forgetFinishedLife(const api::Pod& pod) {
   // A UID started again (its manifest was deleted and re-added): its old life's final status must
   // not hold the new one back.
   auto cached = deps_.status_manager.getPodStatus(pod.metadata.uid);
-  if (cached && api::isTerminalPhase(cached->phase) && !api::isTerminalPhase(pod.status.phase)) {
+  if (cached && api::isTerminalPhase(cached->phase) && !api::isTerminalPhase(pod.status->phase)) {
     deps_.status_manager.removeStatus(pod.metadata.uid);
   }
 }
@@ -267,7 +267,7 @@ bool PodLifecycle::publishStatus(const api::Pod& pod, const runtime::PodStatus& 
 }
 
 void PodLifecycle::setStatusReason(const api::Pod& pod, std::string reason, std::string message) {
-  auto api_status = deps_.status_manager.getPodStatus(pod.metadata.uid).value_or(pod.status);
+  auto api_status = deps_.status_manager.getPodStatus(pod.metadata.uid).value_or(*pod.status);
   api_status.reason = std::move(reason);
   api_status.message = std::move(message);
   deps_.status_manager.setPodStatus(pod, std::move(api_status));

@@ -53,7 +53,7 @@ bool pastActiveDeadline(const api::Pod& pod, const StatusManager& status_manager
 
 api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
                                                   const runtime::PodStatus& status) const {
-  auto old = deps_.status_manager.getPodStatus(pod.metadata.uid).value_or(pod.status);
+  auto old = deps_.status_manager.getPodStatus(pod.metadata.uid).value_or(*pod.status);
   auto failures = startFailures(pod.metadata.uid);
   api::PodStatus s;
   s.host_ip = options_.node_ip;
@@ -67,7 +67,7 @@ api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
   deps_.prober.updatePodStatus(pod, s.container_statuses);
   s.init_container_statuses = convertToAPIContainerStatuses(
       pod, status, old.init_container_statuses, pod.spec.init_containers, has_init, true, failures);
-  for (const auto& c : pod.status.conditions) {
+  for (const auto& c : pod.status->conditions) {
     if (!podConditionByKubelet(c.type)) s.conditions.push_back(c);
   }
   if (pastActiveDeadline(pod, deps_.status_manager, deps_.clock)) {
@@ -82,15 +82,15 @@ api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
   if (!api::isTerminalPhase(s.phase)) {
     if (api::isTerminalPhase(old.phase)) {
       s.phase = old.phase;
-    } else if (api::isTerminalPhase(pod.status.phase)) {
-      s.phase = pod.status.phase;
+    } else if (api::isTerminalPhase(pod.status->phase)) {
+      s.phase = pod.status->phase;
     }
   }
   if (s.phase == old.phase) {
     // (The API's, only when it is about the same phase.)
-    const bool api_same = pod.status.phase == s.phase;
-    s.reason = old.reason.empty() && api_same ? pod.status.reason : old.reason;
-    s.message = old.message.empty() && api_same ? pod.status.message : old.message;
+    const bool api_same = pod.status->phase == s.phase;
+    s.reason = old.reason.empty() && api_same ? pod.status->reason : old.reason;
+    s.message = old.message.empty() && api_same ? pod.status->message : old.message;
   }
   s.conditions.push_back(
       generatePodInitializedCondition(pod.spec, s.init_container_statuses, true, s.phase));

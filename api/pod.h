@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,6 +86,110 @@ class Boxed {
 
  private:
   std::unique_ptr<T> p_;
+};
+
+// A part most objects lack, kept on the heap like Boxed, that reads as a default T while empty
+// (so readers need no check); writing through a non-const object makes it.
+template <typename T>
+class DefaultBoxed {
+ public:
+  DefaultBoxed() = default;
+  DefaultBoxed(T value) : box_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+
+  const T& operator*() const { return box_ ? *box_ : empty(); }
+  const T* operator->() const { return &**this; }
+  T& operator*() { return box_ ? *box_ : box_.emplace(); }
+  T* operator->() { return &**this; }
+  bool has_value() const { return box_.has_value(); }
+  bool operator==(const DefaultBoxed& o) const { return **this == *o; }
+
+ private:
+  static const T& empty() {
+    static const T kEmpty;
+    return kEmpty;
+  }
+  Boxed<T> box_;
+};
+
+// A list that pods with identical items share: the codec hands out one copy of each distinct
+// container list (api/pod_json.cpp), so a node of replicas keeps one. Reads have std::vector's
+// interface (and convert to `const std::vector<T>&`); a write through a non-const list copies the
+// items first when they are shared, so a changed copy never changes another pod.
+template <typename T>
+class SharedList {
+ public:
+  using value_type = T;
+  using Vector = std::vector<T>;
+  using const_iterator = typename Vector::const_iterator;
+  using iterator = typename Vector::iterator;
+  using size_type = typename Vector::size_type;
+
+  SharedList() = default;
+  SharedList(Vector items)  // NOLINT(google-explicit-constructor): vector-like
+      : p_(items.empty() ? nullptr : std::make_shared<Vector>(std::move(items))) {}
+  SharedList(std::initializer_list<T> items) : SharedList(Vector(items)) {}
+  // Shares `items` (null: empty); a write through the result copies them first.
+  static SharedList shared(std::shared_ptr<Vector> items) {
+    SharedList list;
+    list.p_ = std::move(items);
+    list.frozen_ = true;
+    return list;
+  }
+
+  const Vector& items() const { return p_ ? *p_ : emptyItems(); }
+  operator const Vector&() const { return items(); }  // NOLINT(google-explicit-constructor)
+  // Whether this list and `o` hold the very same items (not merely equal ones).
+  bool sharesWith(const SharedList& o) const { return p_ == o.p_; }
+  // The items to share; null when empty.
+  const std::shared_ptr<Vector>& sharedItems() const { return p_; }
+
+  const_iterator begin() const { return items().begin(); }
+  const_iterator end() const { return items().end(); }
+  const_iterator cbegin() const { return items().begin(); }
+  const_iterator cend() const { return items().end(); }
+  size_type size() const { return items().size(); }
+  bool empty() const { return items().empty(); }
+  const T& operator[](size_type i) const { return items()[i]; }
+  const T& at(size_type i) const { return items().at(i); }
+  const T& front() const { return items().front(); }
+  const T& back() const { return items().back(); }
+
+  // Writes: this list's own items, copied first if shared.
+  Vector& mutableItems() {
+    if (!p_) {
+      p_ = std::make_shared<Vector>();
+    } else if (frozen_ || p_.use_count() > 1) {
+      p_ = std::make_shared<Vector>(*p_);
+    }
+    frozen_ = false;
+    return *p_;
+  }
+  iterator begin() { return p_ ? mutableItems().begin() : iterator(); }
+  iterator end() { return p_ ? mutableItems().end() : iterator(); }
+  T& operator[](size_type i) { return mutableItems()[i]; }
+  T& at(size_type i) { return mutableItems().at(i); }
+  T& front() { return mutableItems().front(); }
+  T& back() { return mutableItems().back(); }
+  void push_back(T item) { mutableItems().push_back(std::move(item)); }
+  template <typename... Args>
+  T& emplace_back(Args&&... args) {
+    return mutableItems().emplace_back(std::forward<Args>(args)...);
+  }
+  void clear() {
+    p_.reset();
+    frozen_ = false;
+  }
+
+  bool operator==(const SharedList& o) const { return p_ == o.p_ || items() == o.items(); }
+
+ private:
+  static const Vector& emptyItems() {
+    static const Vector kEmpty;
+    return kEmpty;
+  }
+  std::shared_ptr<Vector> p_;
+  // The items may be shared through a weak reference (the codec's table): never written in place.
+  bool frozen_ = false;
 };
 
 struct OwnerReference {
@@ -299,8 +404,9 @@ struct Volume {
 };
 
 struct PodSpec {
-  std::vector<Container> init_containers;
-  std::vector<Container> containers;
+  // Shared between pods with the same containers (api/pod_json.h).
+  SharedList<Container> init_containers;
+  SharedList<Container> containers;
   std::string restart_policy;  // "Always" | "OnFailure" | "Never"
   std::optional<int64_t> termination_grace_period_seconds;
   std::optional<int64_t> active_deadline_seconds;
@@ -390,12 +496,12 @@ struct PodStatus {
   bool operator==(const PodStatus&) const = default;
 };
 
+// apiVersion "v1", kind "Pod": the codec accepts no other.
 struct Pod {
-  std::string api_version = "v1";
-  std::string kind = "Pod";
   ObjectMeta metadata;
   PodSpec spec;
-  PodStatus status;
+  // Boxed: static pods and pods from the HTTP source have none.
+  DefaultBoxed<PodStatus> status;
 
   // The whole object as canonical JSON (sorted keys, compact); never null in a decoded pod.
   std::shared_ptr<const std::string> raw;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <exception>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -183,8 +185,12 @@ base::Status decodeVolume(const json& j, const Path& p, Volume* v) {
 base::StatusOr<PodSpec> decodeSpec(const json& j, const Path& p) {
   RETURN_IF_ERROR(checkObject(j, p));
   PodSpec s;
-  RETURN_IF_ERROR(readList(j, p, "initContainers", &s.init_containers, decodeContainer));
-  RETURN_IF_ERROR(readList(j, p, "containers", &s.containers, decodeContainer));
+  std::vector<Container> init_containers;
+  std::vector<Container> containers;
+  RETURN_IF_ERROR(readList(j, p, "initContainers", &init_containers, decodeContainer));
+  RETURN_IF_ERROR(readList(j, p, "containers", &containers, decodeContainer));
+  s.init_containers = std::move(init_containers);
+  s.containers = std::move(containers);
   RETURN_IF_ERROR(readString(j, p, "restartPolicy", &s.restart_policy));
   RETURN_IF_ERROR(
       readInt64(j, p, "terminationGracePeriodSeconds", &s.termination_grace_period_seconds));
@@ -333,6 +339,48 @@ json encodeContainerStatus(const ContainerStatus& cs) {
   return j;
 }
 
+// One copy of each distinct container list among the decoded pods alive: replicas of one
+// template (and static pods written from one) share their containers. Keyed by the containers'
+// content hashes and confirmed by comparison; a list no pod holds any more is dropped from the
+// table in a sweep once the table has grown by half.
+class ContainerLists {
+ public:
+  SharedList<Container> intern(const SharedList<Container>& list) {
+    if (list.empty()) return list;
+    std::string key_bytes;
+    key_bytes.reserve(list.size() * 2 * sizeof(uint64_t));
+    for (const Container& c : list) {
+      key_bytes.append(reinterpret_cast<const char*>(&c.hash.high), sizeof c.hash.high);
+      key_bytes.append(reinterpret_cast<const char*>(&c.hash.low), sizeof c.hash.low);
+    }
+    const Hash128 key = hash128(key_bytes);
+    std::lock_guard lock(mu_);
+    auto& slot = table_[key];
+    if (auto held = slot.lock(); held && *held == list.items()) {
+      return SharedList<Container>::shared(std::move(held));
+    }
+    slot = list.sharedItems();
+    if (++added_ > table_.size() / 2 + 1024) {
+      std::erase_if(table_, [](const auto& e) { return e.second.expired(); });
+      added_ = 0;
+    }
+    return SharedList<Container>::shared(list.sharedItems());
+  }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ h.high); }
+  };
+  std::mutex mu_;
+  std::unordered_map<Hash128, std::weak_ptr<std::vector<Container>>, KeyHash> table_;
+  size_t added_ = 0;
+};
+
+ContainerLists& containerLists() {
+  static auto* lists = new ContainerLists();  // never destroyed: pods may outlive static objects
+  return *lists;
+}
+
 base::StatusOr<Pod> decodeChecked(const json& object) {
   Path root;
   RETURN_IF_ERROR(checkObject(object, root));
@@ -372,6 +420,7 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
   size_t next = 1;
   for (auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
     for (Container& c : *list) c.hash = hash128(marks.at(next++).in(*raw));
+    *list = containerLists().intern(*list);
   }
   pod.raw = std::move(raw);
   return pod;
@@ -400,7 +449,7 @@ base::StatusOr<Pod> decodePodJson(std::string_view json_text) {
 json encodePod(const Pod& pod) {
   if (!pod.raw) {
     // Only a default-constructed Pod lacks raw (decoded pods always carry it).
-    json j = {{"apiVersion", pod.api_version}, {"kind", pod.kind}};
+    json j = {{"apiVersion", "v1"}, {"kind", "Pod"}};
     j["metadata"] = encodeObjectMeta(pod.metadata);
     return j;
   }

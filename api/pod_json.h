@@ -1,6 +1,8 @@
 // The one decode path for pods: JSON (from YAML via api/yaml.h, or from the apiserver) ->
-// decodePod -> typed Pod with its canonical raw JSON and hashes. Includes nlohmann/json: include
-// it from .cpp files only.
+// decodePod -> typed Pod with its canonical raw JSON and hashes. Pods decoded with the same
+// containers (replicas, static pods written from one template) share one copy of them
+// (api::SharedList); the rest of each pod is its own. Includes nlohmann/json: include it from .cpp
+// files only.
 #pragma once
 
 #include <array>

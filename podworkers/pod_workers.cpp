@@ -270,9 +270,9 @@ bool BasicPodWorkers::Impl::beginTerminationLocked(const StatusPtr& st,
   } else if (pod.metadata.deletion_timestamp) {
     log()->info("pod is marked for deletion, begin teardown pod={} uid={}", api::podRef(pod), uid);
     st->deleted = true;
-  } else if (api::isTerminalPhase(pod.status.phase)) {
+  } else if (api::isTerminalPhase(pod.status->phase)) {
     log()->info("pod is in a terminal phase, begin teardown pod={} uid={} phase={}",
-                api::podRef(pod), uid, pod.status.phase);
+                api::podRef(pod), uid, pod.status->phase);
   } else if (options.update_type == api::SyncPodType::kKill) {
     st->evicted = options.kill_pod_options && options.kill_pod_options->evict;
     log()->info("pod is being {}, begin teardown pod={} uid={}", st->evicted ? "evicted" : "killed",

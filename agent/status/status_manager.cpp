@@ -180,7 +180,7 @@ bool StatusManager::setPodStatus(const api::Pod& pod, api::PodStatus status, uin
 }
 
 void StatusManager::terminatePod(const api::Pod& pod) {
-  api::PodStatus status = getPodStatus(pod.metadata.uid).value_or(pod.status);
+  api::PodStatus status = getPodStatus(pod.metadata.uid).value_or(*pod.status);
   auto mark = [](std::vector<api::ContainerStatus>& list) {
     for (auto& s : list) {
       if (s.state.terminated || s.state.waiting) continue;
@@ -257,7 +257,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
     auto cached = statuses_.find(uid);
     if (stamp != nullptr) *stamp = cached != statuses_.end() ? cached->second.stamp : 0;
     // Without a cached status, the pod's own is the old one.
-    const api::PodStatus& old = cached != statuses_.end() ? cached->second.status : pod.status;
+    const api::PodStatus& old = cached != statuses_.end() ? cached->second.status : *pod.status;
     if (!checkStateTransitions(pod, old, status)) return false;
     keepTerminalPhase(pod, old, status);
     updateTimes(old, status, toApiTime(clock_.wallNow()));

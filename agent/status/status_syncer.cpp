@@ -287,7 +287,7 @@ nlohmann::json StatusSyncer::apiserverStatus(const std::string& uid, const api::
   // The watch delivered something since: the pod manager's copy is the newer truth.
   st.base_pod.reset();
   st.answered_status.reset();
-  return api::encodePodStatus(target->status);
+  return api::encodePodStatus(*target->status);
 }
 
 asio::awaitable<bool> StatusSyncer::patchStatus(std::string uid, api::PodPtr pod,

@@ -243,9 +243,9 @@ TEST_CASE("status syncer reverts an edit the watch delivers after its own write 
   // The watch brings our own write, then another client's edit: each a status-only change, so the
   // stored pod keeps its first resourceVersion through both.
   const std::string first_rv = watched.initial->metadata.resource_version;
-  REQUIRE(watched.deliver()->status.phase == "Running");
+  REQUIRE(watched.deliver()->status->phase == "Running");
   editMessage(f, "p4");
-  REQUIRE(watched.deliver()->status.message == "edited elsewhere");
+  REQUIRE(watched.deliver()->status->message == "edited elsewhere");
   CHECK(f.pod_manager.getPodByName("default", "p4")->metadata.resource_version == first_rv);
 
   const auto unchanged = syncer->metrics().unchanged.load();

@@ -167,7 +167,7 @@ TEST_CASE("PodList: items without kind decode, item errors carry the index", "[u
   CHECK(list->resource_version == "10245");
   REQUIRE(list->items.size() == 1);
   CHECK(list->items[0]->metadata.name == "web-node1");
-  CHECK(list->items[0]->status.phase == "Running");
+  CHECK(list->items[0]->status->phase == "Running");
   json out = encodePodList(*list);
   CHECK(out["metadata"] == json{{"resourceVersion", "10245"}});
   CHECK(out["items"][0] == in["items"][0]);

@@ -218,23 +218,23 @@ TEST_CASE("decodePod: builds every typed field", "[unit][api]") {
   CHECK(s.security_context->fs_group == 2000);
 
   const auto& st = pod.status;
-  CHECK(st.phase == "Running");
-  CHECK(st.message == "m");
-  CHECK(st.reason == "r");
-  CHECK(st.host_ip == "10.0.0.1");
-  CHECK(st.pod_ip == "10.1.0.5");
-  CHECK(st.pod_ips == std::vector<std::string>{"10.1.0.5", "fd00::5"});
-  CHECK(st.start_time == at(2024, 2, 29, 12, 0, 1));
-  CHECK(st.qos_class == "Burstable");
-  REQUIRE(st.conditions.size() == 1);
-  CHECK(st.conditions[0].type == "Ready");
-  CHECK_FALSE(st.conditions[0].last_probe_time.has_value());
-  CHECK(st.conditions[0].last_transition_time == at(2024, 2, 29, 12, 0, 5));
-  REQUIRE(st.init_container_statuses.size() == 1);
-  CHECK(st.init_container_statuses[0].state.terminated->reason == "Completed");
-  CHECK(st.init_container_statuses[0].state.terminated->finished_at == at(2024, 2, 29, 12, 0, 2));
-  REQUIRE(st.container_statuses.size() == 2);
-  const auto& cs = st.container_statuses[0];
+  CHECK(st->phase == "Running");
+  CHECK(st->message == "m");
+  CHECK(st->reason == "r");
+  CHECK(st->host_ip == "10.0.0.1");
+  CHECK(st->pod_ip == "10.1.0.5");
+  CHECK(st->pod_ips == std::vector<std::string>{"10.1.0.5", "fd00::5"});
+  CHECK(st->start_time == at(2024, 2, 29, 12, 0, 1));
+  CHECK(st->qos_class == "Burstable");
+  REQUIRE(st->conditions.size() == 1);
+  CHECK(st->conditions[0].type == "Ready");
+  CHECK_FALSE(st->conditions[0].last_probe_time.has_value());
+  CHECK(st->conditions[0].last_transition_time == at(2024, 2, 29, 12, 0, 5));
+  REQUIRE(st->init_container_statuses.size() == 1);
+  CHECK(st->init_container_statuses[0].state.terminated->reason == "Completed");
+  CHECK(st->init_container_statuses[0].state.terminated->finished_at == at(2024, 2, 29, 12, 0, 2));
+  REQUIRE(st->container_statuses.size() == 2);
+  const auto& cs = st->container_statuses[0];
   CHECK(cs.ready);
   CHECK(cs.started == true);
   CHECK(cs.restart_count == 2);
@@ -243,7 +243,7 @@ TEST_CASE("decodePod: builds every typed field", "[unit][api]") {
   CHECK(cs.state.running->started_at == at(2024, 2, 29, 12, 0, 3));
   CHECK(cs.last_state.terminated->exit_code == 137);
   CHECK(cs.last_state.terminated->signal == 9);
-  CHECK(st.container_statuses[1].state.waiting->reason == "CrashLoopBackOff");
+  CHECK(st->container_statuses[1].state.waiting->reason == "CrashLoopBackOff");
 }
 
 TEST_CASE("decodePod: raw is the canonical JSON of the whole object", "[unit][api]") {
@@ -475,7 +475,7 @@ TEST_CASE("withJsonEdit: edits and re-decodes, bad edits are errors", "[unit][ap
 TEST_CASE("encodePodStatus: omits empty fields and round-trips", "[unit][api]") {
   CHECK(encodePodStatus(PodStatus{}) == json::object());
   Pod pod = mustDecode(kRichPod);
-  json enc = encodePodStatus(pod.status);
+  json enc = encodePodStatus(*pod.status);
   auto back = decodePodStatus(enc);
   REQUIRE(back.ok());
   CHECK(*back == pod.status);
@@ -616,13 +616,91 @@ status:
   REQUIRE(pod.spec.containers[0].env[0].field_ref);
   CHECK(pod.spec.containers[0].env[0].field_ref->field_path == "metadata.name");
   CHECK_FALSE(pod.spec.containers[0].env[0].resource_field_ref);
-  const auto& cs = pod.status.container_statuses.at(0);
+  const auto& cs = pod.status->container_statuses.at(0);
   REQUIRE(cs.state.terminated);
   CHECK(cs.state.terminated->exit_code == 3);
   CHECK_FALSE(cs.state.waiting);
   REQUIRE(cs.last_state.waiting);
   CHECK(cs.last_state.waiting->reason == "CrashLoopBackOff");
   CHECK_FALSE(cs.last_state.terminated);
+}
+
+}  // namespace nodeagent::api
+
+namespace nodeagent::api {
+namespace {
+
+Pod replica(const std::string& name, const std::string& image) {
+  return mustDecode("apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+                    "\n  labels: {app: web}\nspec:\n  containers:\n  - name: c\n    image: " +
+                    image + "\n    command: [sleep, '3600']\n    env: [{name: A, value: b}]\n");
+}
+
+}  // namespace
+
+TEST_CASE("decoded pods with the same containers share one copy of them", "[unit][api]") {
+  Pod a = replica("a", "debian:12");
+  Pod b = replica("b", "debian:12");
+  Pod c = replica("c", "debian:13");
+  CHECK(a.spec.containers.sharesWith(b.spec.containers));
+  CHECK_FALSE(a.spec.containers.sharesWith(c.spec.containers));
+  CHECK(a.spec.containers == b.spec.containers);
+  CHECK_FALSE(a.spec.containers == c.spec.containers);
+  CHECK(a.spec.init_containers.empty());
+  // Each pod keeps its own metadata and raw JSON.
+  CHECK(a.metadata.name == "a");
+  CHECK(b.metadata.name == "b");
+  CHECK(*a.raw != *b.raw);
+
+  SECTION("a write through one pod's copy never reaches another pod") {
+    Pod edited = a;
+    edited.spec.containers[0].image = "busybox";
+    edited.spec.containers.push_back(Container{});
+    CHECK(a.spec.containers.size() == 1);
+    CHECK(a.spec.containers[0].image == "debian:12");
+    CHECK(b.spec.containers[0].image == "debian:12");
+    CHECK(edited.spec.containers.size() == 2);
+    CHECK(edited.spec.containers[0].image == "busybox");
+    // Even the last holder of a shared list copies before writing: the codec may hand its
+    // items to the next pod decoded.
+    Pod last = replica("d", "debian:14");
+    last.spec.containers[0].image = "changed";
+    CHECK(replica("e", "debian:14").spec.containers[0].image == "debian:14");
+  }
+  SECTION("lists outlive the pods that made them only while some pod holds them") {
+    std::weak_ptr<std::vector<Container>> held = c.spec.containers.sharedItems();
+    c = Pod{};
+    CHECK(held.expired());
+    Pod again = replica("f", "debian:13");
+    CHECK(again.spec.containers[0].image == "debian:13");
+    // Thousands of distinct lists come and go without the table keeping any of them alive.
+    for (int i = 0; i < 3000; ++i) {
+      Pod p = replica("g", "img-" + std::to_string(i));
+      REQUIRE(p.spec.containers[0].image == "img-" + std::to_string(i));
+    }
+  }
+}
+
+TEST_CASE("SharedList reads like a vector and is empty without allocating", "[unit][api]") {
+  SharedList<int> list;
+  CHECK(list.empty());
+  CHECK(list.begin() == list.end());
+  const std::vector<int>& view = list;
+  CHECK(view.empty());
+  int n = 0;
+  for (int& x : list) n += x;  // a non-const walk of an empty list
+  CHECK(n == 0);
+  CHECK(list.sharedItems() == nullptr);
+  list.push_back(1);
+  list.emplace_back(2);
+  SharedList<int> copy = list;
+  CHECK(copy.sharesWith(list));
+  copy[0] = 5;
+  CHECK_FALSE(copy.sharesWith(list));
+  CHECK(list == SharedList<int>{1, 2});
+  CHECK(copy == SharedList<int>{5, 2});
+  list.clear();
+  CHECK(list.empty());
 }
 
 }  // namespace nodeagent::api

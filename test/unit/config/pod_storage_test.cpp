@@ -57,7 +57,7 @@ TEST_CASE("merge: one SET emits REMOVE, ADD, UPDATE, DELETE, RECONCILE in that o
   CHECK(uids(out[3].pods) == Strings{"cns"});
   CHECK(uids(out[4].pods) == Strings{"dns"});
   for (const auto& u : out) CHECK(u.source == kSrc);
-  CHECK(out[4].pods[0]->status.message == "hello");
+  CHECK(out[4].pods[0]->status->message == "hello");
 }
 
 TEST_CASE("merge: pods within one emitted update keep the input order",
@@ -176,7 +176,7 @@ TEST_CASE("merge: status plus spec change is UPDATE only, and the status is take
   });
   auto out = t.merge(PodOperation::kSet, {changed});
   REQUIRE(opNames(out) == Strings{"UPDATE"});
-  CHECK(out[0].pods[0]->status.phase == "Running");
+  CHECK(out[0].pods[0]->status->phase == "Running");
   CHECK(out[0].pods[0]->spec.containers.at(0).name == "bar");
 }
 
@@ -322,7 +322,7 @@ TEST_CASE("merge: an update copies only the compared fields and the status into 
   CHECK(annotation(stored, "other") == "yes");
   CHECK(annotation(stored, "keep") == "<none>");
   CHECK(annotation(stored, api::kConfigMirrorAnnotationKey) == "m1");  // local: the stored one wins
-  CHECK(stored.status.phase == "Pending");
+  CHECK(stored.status->phase == "Pending");
   CHECK(t.storage.pod(kSrc, "ans") == out[0].pods[0]);
 
   // A metadata-only change is ignored entirely.

@@ -66,7 +66,6 @@ TEST_CASE("a PodList is decoded item by item for the HTTP source", "[unit][confi
   REQUIRE(result.pods.size() == 2);
   CHECK(result.pods[0]->metadata.name == "a-node1");
   CHECK(result.pods[0]->metadata.namespace_ == "default");
-  CHECK(result.pods[0]->kind == "Pod");
   CHECK(result.pods[1]->metadata.name == "b-node1");
   CHECK(result.pods[1]->metadata.namespace_ == "ns");
   for (const auto& pod : result.pods) CHECK(pod->spec.tolerations.empty());

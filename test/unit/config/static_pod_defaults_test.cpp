@@ -109,8 +109,8 @@ TEST_CASE("static pods are Pending whatever status the manifest carries", "[unit
   std::string text = manifest("web") + "status:\n  phase: Running\n  podIP: 10.1.2.3\n";
   auto result = decodeFile(text);
   REQUIRE(result.ok());
-  CHECK(result.pods[0]->status.phase == "Pending");
-  CHECK(result.pods[0]->status.pod_ip == "10.1.2.3");
+  CHECK(result.pods[0]->status->phase == "Pending");
+  CHECK(result.pods[0]->status->pod_ip == "10.1.2.3");
 }
 
 TEST_CASE("a minimal manifest gets every Kubernetes API default", "[unit][config]") {
@@ -332,7 +332,7 @@ TEST_CASE("HTTP pods get every static default except the toleration", "[unit][co
   CHECK(pod.metadata.namespace_ == "default");
   CHECK(pod.spec.node_name == "node1");
   CHECK(pod.metadata.annotations.at("kubernetes.io/config.hash") == pod.metadata.uid);
-  CHECK(pod.status.phase == "Pending");
+  CHECK(pod.status->phase == "Pending");
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ inline api::PodPtr makePod(const PodSpec& s) {
     pod.metadata.deletion_timestamp = api::Timestamp(std::chrono::seconds(1767225600));
     pod.metadata.deletion_grace_period_seconds = s.deletion_grace;
   }
-  pod.status.phase = s.phase;
+  pod.status->phase = s.phase;
   return std::make_shared<const api::Pod>(std::move(pod));
 }
 
