@@ -88,8 +88,8 @@ class Boxed {
   std::unique_ptr<T> p_;
 };
 
-// A part most objects lack, kept on the heap like Boxed, that reads as a default T while empty
-// (so readers need no check); writing through a non-const object makes it.
+// A part kept on the heap like Boxed that reads as a default T while empty (so readers need no
+// check); any access through a non-const object makes it.
 template <typename T>
 class DefaultBoxed {
  public:
@@ -112,9 +112,11 @@ class DefaultBoxed {
 };
 
 // A list that pods with identical items share: the codec hands out one copy of each distinct
-// container list (api/pod_json.cpp), so a node of replicas keeps one. Reads have std::vector's
-// interface (and convert to `const std::vector<T>&`); a write through a non-const list copies the
-// items first when they are shared, so a changed copy never changes another pod.
+// container list (api/pod_json.cpp), so a node of replicas keeps one. A const list reads like a
+// const std::vector (and converts to `const std::vector<T>&`). Any non-const access except on an
+// empty list, even one that only reads, first copies the items when they are shared or came from
+// the codec, so a changed copy never changes another pod; it also ends references taken before.
+// Pods are read through `const Pod&` (PodPtr), which never copies.
 template <typename T>
 class SharedList {
  public:
@@ -404,7 +406,7 @@ struct Volume {
 };
 
 struct PodSpec {
-  // Shared between pods with the same containers (api/pod_json.h).
+  // Shared between pods with the same containers (see api/pod_json.h).
   SharedList<Container> init_containers;
   SharedList<Container> containers;
   std::string restart_policy;  // "Always" | "OnFailure" | "Never"
@@ -449,8 +451,8 @@ struct ContainerStateTerminated {
   bool operator==(const ContainerStateTerminated&) const = default;
 };
 
-// At most one member is set. Boxed: a status holds two of these (state and lastState), and most
-// of the four members are empty.
+// At most one member is set. Boxed: a status holds two of these (state and lastState), and at
+// most one of each one's waiting and terminated parts is set.
 struct ContainerState {
   Boxed<ContainerStateWaiting> waiting;
   std::optional<ContainerStateRunning> running;
@@ -500,7 +502,7 @@ struct PodStatus {
 struct Pod {
   ObjectMeta metadata;
   PodSpec spec;
-  // Boxed: static pods and pods from the HTTP source have none.
+  // The status the pod came with (static pods get phase Pending from their defaults).
   DefaultBoxed<PodStatus> status;
 
   // The whole object as canonical JSON (sorted keys, compact); never null in a decoded pod.
