@@ -15,7 +15,7 @@ FROM debian:12
 # tini: PID 1 reaps the orphans a host-process container leaves (the agent is not PID 1).
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends tini python3 procps ca-certificates \
- && apt-get install -y -qq --no-install-recommends libyaml-cpp0.7 libyaml-0-2 libspdlog1.10 libfmt9 libcpp-httplib0.11 libssl3 zlib1g libbrotli1 \
+ && apt-get install -y -qq --no-install-recommends libyaml-cpp0.7 libyaml-0-2 libspdlog1.10 libfmt9 libcpp-httplib0.11 libssl3 zlib1g libbrotli1 libjemalloc2 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/nodeagent /src/build/nodeagent-shim /src/build/test-apiserver /usr/local/bin/
 COPY deploy/examples/config.yaml /etc/nodeagent/config.yaml

@@ -7,6 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libboost-dev libcpp-httplib-dev libyaml-cpp-dev libyaml-dev libspdlog-dev catch2 nlohmann-json3-dev
   libssl-dev zlib1g-dev libbrotli-dev libbenchmark-dev
+  # The daemon's allocator (see CMakeLists.txt, NODEAGENT_JEMALLOC).
+  libjemalloc-dev
   openssl python3 python3-kubernetes procps tmux curl
   # The CRI runtime (agent/runtime/cri/): gRPC/protobuf to build its client, and containerd with
   # runc for the tests, which start a containerd of their own (never the system one).

@@ -592,9 +592,9 @@ base::Status Daemon::init() {
 }
 
 void Daemon::start() {
-  log()->info("Starting nodeagent version={} node={} node_ip={} runtime={} root_dir={}",
+  log()->info("Starting nodeagent version={} node={} node_ip={} runtime={} root_dir={} malloc={}",
               NODEAGENT_VERSION, config_.node_name, config_.node_ip, runtime_->type(),
-              flags_.root_dir);
+              flags_.root_dir, base::allocatorName());
   if (sources_.empty()) {
     log()->warn(
         "No pod source configured (--allow-no-sources): every container under the root dir is an "

@@ -39,6 +39,7 @@
 #include "api/rest_client.h"
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/heap.h"
 #include "base/random.h"
 #include "cmd/nodeagent/daemon_config.h"
 #include "cmd/nodeagent/daemon_support.h"
@@ -205,7 +206,7 @@ class Daemon {
   std::unique_ptr<agent::ReadOnlyServer> healthz_;        // --healthz-port
   SystemdNotifier systemd_;
   LockContentionWatch lock_watch_;
-  HeapTrimmer trimmer_;
+  base::HeapTrimmer trimmer_;
   asio::signal_set signals_;
 };
 

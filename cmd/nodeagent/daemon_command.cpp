@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/cm/cgroup_manager.h"
+#include "base/heap.h"
 #include "base/log.h"
 #include "cmd/nodeagent/client_certificate.h"
 #include "cmd/nodeagent/daemon.h"
@@ -76,7 +77,7 @@ base::StatusOr<std::vector<LockFile>> lockRootDir(const DaemonFlags& f) {
 }
 
 int runDaemon(int argc, char** argv) {
-  tuneMalloc();
+  base::tuneMalloc();
   auto loaded = loadDaemonConfig(argc, argv);
   if (!loaded.config) return loaded.exit_code;
   DaemonConfig& config = *loaded.config;

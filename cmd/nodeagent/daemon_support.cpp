@@ -1,6 +1,5 @@
 #include "cmd/nodeagent/daemon_support.h"
 
-#include <malloc.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -23,25 +22,8 @@ namespace {
 
 NODEAGENT_LOGGER("nodeagent")
 
-long residentBytes() {
-  long pages = 0;
-  long resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "re");
-  if (f == nullptr) return 0;
-  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-  std::fclose(f);
-  return resident * ::sysconf(_SC_PAGESIZE);
-}
-
-}  // namespace
-
-void tuneMalloc() {
-  ::mallopt(M_ARENA_MAX, 1);
-  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-}
-
-namespace {
 std::optional<uint64_t> g_container_open_files;
+
 }  // namespace
 
 void raiseOpenFileLimit() {
@@ -77,21 +59,6 @@ void sdNotify(const std::string& message) {
   (void)sendto(fd, message.data(), message.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
                len);
   close(fd);
-}
-
-void HeapTrimmer::arm() {
-  static constexpr long kSlack = 1 << 20;
-  static constexpr std::chrono::seconds kPeriod{3};
-  timer_->asyncWaitFor(kPeriod, [this] {
-    const long rss = residentBytes();
-    if (rss > rss_after_trim_ + kSlack) {
-      ::malloc_trim(0);
-      rss_after_trim_ = residentBytes();
-    } else if (rss < rss_after_trim_) {
-      rss_after_trim_ = rss;
-    }
-    arm();
-  });
 }
 
 SystemdNotifier::SystemdNotifier(asio::any_io_executor ex, base::Clock& clock,

@@ -1,4 +1,4 @@
-// The daemon's dealings with its host: malloc tuning for a long-running process, systemd's
+// The daemon's dealings with its host: the open-file limit, systemd's
 // readiness and watchdog notifications, and the lock files' contention watch
 // (--exit-on-lock-contention). Each piece runs on the daemon's io_context.
 #pragma once
@@ -17,12 +17,6 @@
 
 namespace nodeagent::cmd {
 
-// glibc malloc for a long-running daemon whose memory comes in bursts (a thousand pods started
-// at once, a large /pods body): one arena instead of one per thread that ever allocated (each
-// kept its own high-water mark), large blocks always mmap'ed so they go back when freed (the
-// default threshold grows after the first large free and then keeps them on the heap).
-void tuneMalloc();
-
 // The open-file limit: the agent holds descriptors for every container (its shim's pidfd, log and
 // exec pipes) and connection, so its soft RLIMIT_NOFILE goes up to the hard limit at start, as
 // containerd and systemd raise their own; the change is logged. Containers keep the soft limit
@@ -35,23 +29,6 @@ std::optional<uint64_t> containerOpenFileLimit();
 
 // systemd's sd_notify, written directly (no libsystemd); nothing without NOTIFY_SOCKET.
 void sdNotify(const std::string& message);
-
-// Free heap pages only go back to the system from the top of the heap; after a burst (pods
-// started, a large request) most free memory sits between live blocks. Every few seconds, when
-// the resident size grew by more than 1 MiB since the last trim, malloc_trim returns the whole
-// free pages. The check reads /proc/self/statm (mallinfo2 walks every free chunk: too costly to
-// poll on an idle agent).
-class HeapTrimmer {
- public:
-  HeapTrimmer(asio::any_io_executor ex, base::Clock& clock) : timer_(clock.makeTimer(ex)) {}
-  void start() { arm(); }
-  void stop() { timer_->cancel(); }
-
- private:
-  void arm();
-  base::TimerPtr timer_;
-  long rss_after_trim_ = 0;
-};
 
 // READY=1 once `ready()` first answers true (polled every 100 ms), and WATCHDOG=1 every half of
 // systemd's WATCHDOG_USEC while `alive(why)` answers true (a stuck agent gets restarted).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/heap.h"
 #include "base/log.h"
 #include "cmd/nodeagent/client_certificate.h"
 #include "cmd/nodeagent/daemon.h"
@@ -187,7 +188,7 @@ int buildNode(const FleetFlags& f, const SplitArgs& split, const std::string& na
 }  // namespace
 
 int runHollowFleet(int argc, char** argv) {
-  tuneMalloc();
+  base::tuneMalloc();
   SplitArgs split = splitArgs(argc, argv);
   FleetFlags f;
   FlagSet fs;
@@ -214,7 +215,7 @@ int runHollowFleet(int argc, char** argv) {
     if (int code = buildNode(f, split, name, threads, nodes); code != 0) return code;
   }
 
-  HeapTrimmer trimmer(threads.ioc.get_executor(), base::realClock());
+  base::HeapTrimmer trimmer(threads.ioc.get_executor(), base::realClock());
   std::atomic<size_t> stopped{0};
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;

@@ -1,6 +1,7 @@
 // Hollow node benchmark (prints figures; run by hand: build/bench/hollow_node_bench [N] [samples]).
 // The daemon's wiring in-process (file source -> PodConfig -> Agent -> FakeRuntime, real clock,
-// real inotify, two io threads) with N static pods in one manifest directory (default 50,000):
+// real inotify, two io threads, the daemon's malloc settings and heap trimmer) with N static pods
+// in one manifest directory (default 50,000):
 //  - time from start until every pod's container runs (FakeRuntime running count reaches N),
 //  - RSS after that (VmRSS and VmHWM from /proc/self/status),
 //  - CPU used per second while idle afterwards (getrusage over HOLLOW_IDLE_SECONDS, default 90 s:
@@ -14,7 +15,6 @@
 //    0 skips it).
 // The manifests go to $TMPDIR (default /dev/shm). HOLLOW_PROGRESS=1 prints the running count
 // every second while starting.
-#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -35,6 +35,7 @@
 #include "agent/status/status_manager.h"
 #include "api/pod_update.h"
 #include "base/asio.h"
+#include "base/heap.h"
 #include "base/log.h"
 #include "config/file_source.h"
 #include "config/manifest_errors.h"
@@ -75,12 +76,7 @@ long statusKb(const std::string& key) {
   return 0;
 }
 
-// Bytes malloc has handed out and not taken back: RSS minus this is the allocator's slack
-// (freed memory it keeps) plus code and stacks.
-double heapInUseMiB() {
-  struct mallinfo2 mi = mallinfo2();
-  return static_cast<double>(mi.uordblks + mi.hblkhd) / (1024.0 * 1024.0);
-}
+double heapInUseMiB() { return static_cast<double>(base::heapInUseBytes()) / (1024.0 * 1024.0); }
 
 double cpuSeconds() {
   rusage ru{};
@@ -98,6 +94,7 @@ void writeManifest(const fs::path& dir, const std::string& file, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
+  base::tuneMalloc();  // as the daemon's main
   const size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 50000;
   const size_t samples = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 100;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -114,7 +111,8 @@ int main(int argc, char** argv) {
     testing::writeFile(manifests / ("pod-" + std::to_string(i) + ".yaml"),
                        podYaml("pod-" + std::to_string(i)));
   }
-  std::printf("hollow node: %zu manifests written in %.0f ms\n", n, ms(SteadyClock::now() - t0));
+  std::printf("hollow node: %zu manifests written in %.0f ms (allocator: %s)\n", n,
+              ms(SteadyClock::now() - t0), base::allocatorName());
 
   asio::io_context ioc;
   auto guard = asio::make_work_guard(ioc);
@@ -156,6 +154,9 @@ int main(int argc, char** argv) {
   fo.errors = &errors;
   auto source = config::makeFileSource(ioc.get_executor(), clock, fo,
                                        pod_config.channel(std::string(api::kFileSource)));
+  auto trimmer_strand = asio::make_strand(ioc);
+  base::HeapTrimmer trimmer(trimmer_strand, clock);
+  trimmer.start();
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) threads.emplace_back([&ioc] { ioc.run(); });
 
@@ -228,6 +229,7 @@ int main(int argc, char** argv) {
               statusKb("VmRSS") / 1024, heapInUseMiB());
 
   source->stop();
+  asio::post(trimmer_strand, [&trimmer] { trimmer.stop(); });
   std::promise<void> idle;
   the_agent->stop([&idle] { idle.set_value(); });
   idle.get_future().wait_for(30s);

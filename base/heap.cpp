@@ -1,0 +1,85 @@
+#include "base/heap.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+
+extern "C" {
+// jemalloc's settings, read as it starts when the process links it (glibc's malloc ignores
+// them): one arena (as M_ARENA_MAX for glibc; each thread keeps a small cache of its own), freed
+// pages given back a second after they were last used, and none kept for lazy reuse
+// (muzzy_decay_ms: pages freed with MADV_FREE count in RSS until the kernel needs them).
+__attribute__((used, visibility("default"))) const char* malloc_conf =
+    "narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0";
+// jemalloc's control interface: set when jemalloc serves this process, null otherwise.
+int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
+    __attribute__((weak));
+}
+
+namespace nodeagent::base {
+namespace {
+
+bool jemalloc() { return mallctl != nullptr; }
+
+long residentBytes() {
+  long pages = 0;
+  long resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "re");
+  if (f == nullptr) return 0;
+  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+void giveBackFreePages() {
+  if (jemalloc()) {
+    // MALLCTL_ARENAS_ALL: every arena.
+    mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+  } else {
+    ::malloc_trim(0);
+  }
+}
+
+}  // namespace
+
+const char* allocatorName() { return jemalloc() ? "jemalloc" : "glibc"; }
+
+size_t heapInUseBytes() {
+  if (jemalloc()) {
+    uint64_t epoch = 1;  // refreshes the statistics
+    size_t len = sizeof(epoch);
+    mallctl("epoch", &epoch, &len, &epoch, len);
+    size_t allocated = 0;
+    len = sizeof(allocated);
+    if (mallctl("stats.allocated", &allocated, &len, nullptr, 0) != 0) return 0;
+    return allocated;
+  }
+  struct mallinfo2 mi = ::mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+void tuneMalloc() {
+  if (jemalloc()) return;
+  ::mallopt(M_ARENA_MAX, 1);
+  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
+void HeapTrimmer::arm() {
+  static constexpr long kSlack = 1 << 20;
+  static constexpr std::chrono::seconds kPeriod{3};
+  timer_->asyncWaitFor(kPeriod, [this] {
+    const long rss = residentBytes();
+    if (rss > rss_after_trim_ + kSlack) {
+      giveBackFreePages();
+      rss_after_trim_ = residentBytes();
+    } else if (rss < rss_after_trim_) {
+      rss_after_trim_ = rss;
+    }
+    arm();
+  });
+}
+
+}  // namespace nodeagent::base

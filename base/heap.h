@@ -1,0 +1,47 @@
+// The daemon's memory allocator, for a long-running process whose memory comes in bursts (a
+// thousand pods started at once, a large /pods body): its settings, the trimmer that gives freed
+// pages back, and what it holds. The daemon and the benches that stand in for it use them.
+//
+// The daemon links jemalloc where it is installed (CMakeLists.txt, NODEAGENT_JEMALLOC), set up by
+// heap.cpp: one arena, freed pages purged after a second. Otherwise glibc's malloc serves, tuned
+// by tuneMalloc().
+#pragma once
+
+#include <cstddef>
+
+#include "base/asio.h"
+#include "base/clock.h"
+
+namespace nodeagent::base {
+
+// "jemalloc" or "glibc": the allocator this process runs on.
+const char* allocatorName();
+
+// Bytes the allocator has handed out and not taken back: what the process's objects hold. RSS
+// minus this is the allocator's slack (freed memory it keeps) plus code and stacks.
+size_t heapInUseBytes();
+
+// glibc's malloc: one arena instead of one per thread that ever allocated (each kept its own
+// high-water mark), large blocks always mmap'ed so they go back when freed (the default
+// threshold grows after the first large free and then keeps them on the heap). Nothing under
+// jemalloc, which takes its settings before main. Call first thing in main.
+void tuneMalloc();
+
+// Freed pages between live blocks stay resident until the allocator is told to give them back
+// (glibc's heap only shrinks from its top; jemalloc purges on allocation activity, which an idle
+// agent has little of). Every few seconds, when the resident size grew by more than 1 MiB since
+// the last trim, the free pages go back (malloc_trim, or jemalloc's purge). The check reads
+// /proc/self/statm (asking the allocator walks its free lists: too costly to poll when idle).
+class HeapTrimmer {
+ public:
+  HeapTrimmer(asio::any_io_executor ex, Clock& clock) : timer_(clock.makeTimer(ex)) {}
+  void start() { arm(); }
+  void stop() { timer_->cancel(); }
+
+ private:
+  void arm();
+  TimerPtr timer_;
+  long rss_after_trim_ = 0;
+};
+
+}  // namespace nodeagent::base
