@@ -88,27 +88,47 @@ class Boxed {
   std::unique_ptr<T> p_;
 };
 
-// A part kept on the heap like Boxed that reads as a default T while empty (so readers need no
-// check); any access through a non-const object makes it.
+// A part held behind a shared pointer that reads as a default T while empty (readers need no
+// check). Pods with an equal part may share one copy: the codec hands every static pod the same
+// copy of the status they all start with (phase Pending). Any access through a non-const object
+// first makes the part this object's own, copied when another object holds it too, so a change
+// never reaches another pod. Pods are read through `const Pod&` (PodPtr), which never copies.
 template <typename T>
-class DefaultBoxed {
+class SharedBox {
  public:
-  DefaultBoxed() = default;
-  DefaultBoxed(T value) : box_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  SharedBox() = default;
+  SharedBox(T value) : p_(std::make_shared<T>(std::move(value))) {}  // NOLINT: optional-like
+  // Shares `value`, which its caller keeps holding: a write through the result copies it first.
+  static SharedBox shared(std::shared_ptr<T> value) {
+    SharedBox box;
+    box.p_ = std::move(value);
+    return box;
+  }
 
-  const T& operator*() const { return box_ ? *box_ : empty(); }
+  const T& operator*() const { return p_ ? *p_ : empty(); }
   const T* operator->() const { return &**this; }
-  T& operator*() { return box_ ? *box_ : box_.emplace(); }
-  T* operator->() { return &**this; }
-  bool has_value() const { return box_.has_value(); }
-  bool operator==(const DefaultBoxed& o) const { return **this == *o; }
+  T& operator*() { return own(); }
+  T* operator->() { return &own(); }
+  bool has_value() const { return p_ != nullptr; }
+  // Whether this box and `o` hold the very same part (not merely equal ones).
+  bool sharesWith(const SharedBox& o) const { return p_ == o.p_; }
+  bool operator==(const SharedBox& o) const { return p_ == o.p_ || **this == *o; }
 
  private:
   static const T& empty() {
     static const T kEmpty;
     return kEmpty;
   }
-  Boxed<T> box_;
+  // A count of one means no other holder exists, so none can take a reference meanwhile.
+  T& own() {
+    if (!p_) {
+      p_ = std::make_shared<T>();
+    } else if (p_.use_count() > 1) {
+      p_ = std::make_shared<T>(*p_);
+    }
+    return *p_;
+  }
+  std::shared_ptr<T> p_;
 };
 
 // A list that pods with identical items share: the codec hands out one copy of each distinct
@@ -502,8 +522,9 @@ struct PodStatus {
 struct Pod {
   ObjectMeta metadata;
   PodSpec spec;
-  // The status the pod came with (static pods get phase Pending from their defaults).
-  DefaultBoxed<PodStatus> status;
+  // The status the pod came with. Static pods get phase Pending from their defaults and share
+  // one copy of that status.
+  SharedBox<PodStatus> status;
 
   // The whole object as canonical JSON (sorted keys, compact); never null in a decoded pod.
   std::shared_ptr<const std::string> raw;

@@ -396,7 +396,18 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
   }
   ASSIGN_OR_RETURN(const json* status, objectMember(object, root, "status"));
   if (status != nullptr) {
-    ASSIGN_OR_RETURN(pod.status, decodeStatusAt(*status, root.field("status")));
+    ASSIGN_OR_RETURN(PodStatus decoded, decodeStatusAt(*status, root.field("status")));
+    // The status of every static pod until it is reported: one copy for all of them.
+    static auto* const kPendingOnly = [] {
+      auto pending = std::make_shared<PodStatus>();
+      pending->phase = "Pending";
+      return new std::shared_ptr<PodStatus>(std::move(pending));  // outlives every pod
+    }();
+    if (decoded == **kPendingOnly) {
+      pod.status = SharedBox<PodStatus>::shared(*kPendingOnly);
+    } else {
+      pod.status = std::move(decoded);
+    }
   }
   // One serialization gives the raw text and, as substrings of it, the canonical JSON of the spec
   // and of every container for their hashes.

@@ -1,6 +1,8 @@
 #include "api/pod_json.h"
 
 #include <chrono>
+#include <string>
+#include <utility>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -701,6 +703,55 @@ TEST_CASE("SharedList reads like a vector and is empty without allocating", "[un
   CHECK(copy == SharedList<int>{5, 2});
   list.clear();
   CHECK(list.empty());
+}
+
+TEST_CASE("decoded pods with the status static pods start with share one copy of it",
+          "[unit][api]") {
+  auto withStatus = [](const std::string& name, const std::string& status) {
+    return mustDecode("apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+                      "\nspec:\n  containers:\n  - name: c\n    image: i\nstatus: " + status +
+                      "\n");
+  };
+  Pod a = withStatus("a", "{phase: Pending}");
+  Pod b = withStatus("b", "{phase: Pending}");
+  Pod running = withStatus("r", "{phase: Running}");
+  Pod reported = withStatus("p", "{phase: Pending, hostIP: 10.0.0.1}");
+  Pod none = mustDecode("apiVersion: v1\nkind: Pod\nmetadata:\n  name: bare\n");
+  // Reads go through const pods, as PodPtr gives them: any access through a non-const pod makes
+  // its status its own.
+  const Pod& ca = a;
+  const Pod& cb = b;
+  CHECK(ca.status.sharesWith(cb.status));
+  CHECK(ca.status->phase == "Pending");
+  CHECK_FALSE(running.status.sharesWith(ca.status));
+  CHECK(std::as_const(running).status->phase == "Running");
+  CHECK_FALSE(reported.status.sharesWith(ca.status));
+  CHECK(std::as_const(reported).status->host_ip == "10.0.0.1");
+  CHECK_FALSE(none.status.has_value());
+  CHECK(std::as_const(none).status->phase.empty());
+
+  SECTION("a write through one pod's copy never reaches another pod") {
+    Pod edited = a;
+    edited.status->phase = "Running";
+    CHECK_FALSE(edited.status.sharesWith(ca.status));
+    CHECK(ca.status->phase == "Pending");
+    CHECK(cb.status->phase == "Pending");
+    CHECK(ca.status.sharesWith(cb.status));
+    CHECK(withStatus("c", "{phase: Pending}").status.sharesWith(cb.status));
+  }
+  SECTION("even through the last pod that holds it") {
+    Pod last = withStatus("c", "{phase: Pending}");
+    a = Pod{};
+    b = Pod{};
+    last.status->phase = "Failed";
+    const Pod again = withStatus("d", "{phase: Pending}");
+    CHECK(again.status->phase == "Pending");
+  }
+  SECTION("a pod's own status is written in place") {
+    const PodStatus* before = &*std::as_const(running).status;
+    running.status->phase = "Succeeded";
+    CHECK(&*std::as_const(running).status == before);
+  }
 }
 
 }  // namespace nodeagent::api
