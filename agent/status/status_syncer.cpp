@@ -114,6 +114,10 @@ StatusSyncer::StatusSyncer(asio::any_io_executor executor, base::Clock& clock,
   options_.coalesce_window =
       std::clamp(options_.coalesce_window, base::Duration::zero(), kMaxStatusCoalesceWindow);
   options_.max_in_flight = std::max<size_t>(options_.max_in_flight, 1);
+  options_.first_status_hold =
+      options_.coalesce_window <= base::Duration::zero()
+          ? base::Duration::zero()
+          : std::clamp(options_.first_status_hold, base::Duration::zero(), options_.batch_period);
 }
 
 StatusSyncer::~StatusSyncer() = default;
@@ -139,6 +143,7 @@ void StatusSyncer::stop() {
     if (self->delete_timer_) self->delete_timer_->cancel();
     if (self->window_timer_) self->window_timer_->cancel();
     self->held_.clear();
+    self->starting_.clear();
     self->queue_.clear();
     self->queued_.clear();
     self->again_.clear();
@@ -165,10 +170,48 @@ void StatusSyncer::hold(const std::string& raw_uid) {
     enqueueTranslated(uid);
     return;
   }
-  // Already waiting: its sync reads the newest status when it comes.
-  if (queued_.count(uid) || held_.contains(uid)) return;
-  held_.schedule(uid, clock_.now() + options_.coalesce_window);
+  // Already queued: its sync reads the newest status when it comes.
+  if (queued_.count(uid)) return;
+  const bool starting =
+      options_.first_status_hold > base::Duration::zero() && isFirstStartingStatus(uid);
+  const auto first_due = held_.next();
+  if (held_.contains(uid)) {
+    // Waiting already, and its sync reads the newest status. A pod held for its first starting
+    // status that moved on waits no longer than the window from now.
+    if (starting || starting_.erase(uid) == 0) return;
+    held_.schedule(uid, clock_.now() + options_.coalesce_window);
+  } else if (starting) {
+    starting_.insert(uid);
+    held_.schedule(uid, clock_.now() + options_.first_status_hold);
+  } else {
+    held_.schedule(uid, clock_.now() + options_.coalesce_window);
+  }
+  // Behind a pod held for its first status, this one may now be the first due.
+  if (window_timer_ && first_due && held_.next() < first_due) window_timer_->cancel();
   armWindowTimer();
+}
+
+bool StatusSyncer::isFirstStartingStatus(const std::string& uid) {
+  auto status = status_manager_.getPodStatus(uid);
+  if (!status || status->phase != "Pending" ||
+      status->init_container_statuses.size() + status->container_statuses.size() == 0) {
+    return false;
+  }
+  for (const auto* list : {&status->init_container_statuses, &status->container_statuses}) {
+    for (const auto& cs : *list) {
+      if (!cs.state.waiting || (cs.state.waiting->reason != "ContainerCreating" &&
+                                cs.state.waiting->reason != "PodInitializing")) {
+        return false;
+      }
+    }
+  }
+  // The apiserver's copy (a static pod's mirror): a pod some agent reported on before (this one
+  // before a restart) is not new.
+  auto pod = pod_manager_.getPodByUID(uid);
+  if (!pod) return false;
+  api::PodPtr target = api::isStaticPod(*pod) ? pod_manager_.getMirrorPodByPod(*pod) : pod;
+  return target && target->status->container_statuses.empty() &&
+         target->status->init_container_statuses.empty();
 }
 
 void StatusSyncer::armWindowTimer() {
@@ -182,7 +225,10 @@ void StatusSyncer::releaseDue() {
   if (stopped_) return;
   const auto now = clock_.now();
   // In window order: the pod whose change came first is sent first.
-  for (const auto& uid : held_.takeDue(now)) enqueueTranslated(uid);
+  for (const auto& uid : held_.takeDue(now)) {
+    starting_.erase(uid);
+    enqueueTranslated(uid);
+  }
   armWindowTimer();
 }
 
@@ -195,6 +241,7 @@ void StatusSyncer::enqueue(const std::string& raw_uid) {
 void StatusSyncer::enqueueTranslated(const std::string& uid) {
   if (stopped_) return;
   held_.erase(uid);
+  starting_.erase(uid);
   if (in_flight_.count(uid)) {
     // Sent again once the request in flight is done: a pod's requests never overtake each other.
     again_.insert(uid);
@@ -387,7 +434,10 @@ void StatusSyncer::batch() {
   for (auto it = state_.begin(); it != state_.end();) {
     it = all.count(it->first) ? std::next(it) : state_.erase(it);
   }
-  for (const auto& [uid, vs] : all) enqueue(uid);
+  for (const auto& [uid, vs] : all) {
+    // A pod held for its first starting status is sent when its wait ends, which is sooner.
+    if (!starting_.count(uid)) enqueue(uid);
+  }
   batch_timer_->asyncWaitFor(options_.batch_period, [self = shared_from_this()] { self->batch(); });
 }
 

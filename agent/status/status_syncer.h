@@ -7,6 +7,9 @@
 //    status. Every sync reads the newest status, so a pod that changes while it waits in the queue
 //    (behind the QPS limit) is sent once too. The queue runs up to `max_in_flight` requests at
 //    once, never two of the same pod, so a pod's statuses reach the apiserver in order;
+//  - a new pod's first status that says only that it is starting waits longer, up to
+//    `first_status_hold` (10 s), for the status that follows (Running, or a failure), which then
+//    goes out alone: a start that queues behind others still costs one PATCH;
 //  - every `batch_period` (10 s) every cached status is checked again against the pod manager's
 //    copy of the API pod, which catches up after an apiserver outage and reverts status edits made
 //    by other clients;
@@ -76,6 +79,13 @@ struct StatusSyncerOptions {
   // is queued (then sent with the newest status). Cut to kMaxStatusCoalesceWindow; 0 queues every
   // change at once, as kubelet does.
   base::Duration coalesce_window = std::chrono::milliseconds(50);
+  // A new pod's first status while it only says the pod is starting (phase Pending, its
+  // containers all waiting as ContainerCreating or PodInitializing, and the apiserver's copy
+  // holding no container status yet) waits up to this long for the status that follows it: Running,
+  // a failure, anything else ends the wait, and that newer status goes out alone within
+  // coalesce_window. Starts queued behind each other (hundreds of pods at once) then cost one
+  // PATCH per pod. Cut to batch_period; 0, or a coalesce_window of 0, sends it at once.
+  base::Duration first_status_hold = std::chrono::seconds(10);
   // Requests of different pods in flight at once (a pod's own go one at a time). Each occupies a
   // thread of the API pool while it waits for the QPS limit.
   size_t max_in_flight = 2;
@@ -135,6 +145,9 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
 
   // Queues `uid` at the end of its window (see notify), or at once without one.
   void hold(const std::string& uid);
+  // Whether the newest status of `uid` (translated) is a new pod's first, starting one (see
+  // StatusSyncerOptions::first_status_hold).
+  bool isFirstStartingStatus(const std::string& uid);
   // Queues `uid` now (a pod in flight goes again once its request is done).
   void enqueue(const std::string& uid);
   // The same for a UID already translated (a static pod's, never its mirror's).
@@ -172,6 +185,8 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   // Strand only.
   // Pods waiting for their window to pass, due at its end.
   base::DueQueue<std::string> held_;
+  // Those of them held for first_status_hold: a newer status shortens their wait.
+  std::set<std::string> starting_;
   std::deque<std::string> queue_;
   std::set<std::string> queued_;
   // Pods with a sync in flight, and those of them queued again meanwhile.

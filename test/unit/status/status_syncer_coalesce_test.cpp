@@ -17,6 +17,7 @@
 
 #include "agent/status/status_manager.h"
 #include "agent/status/status_syncer.h"
+#include "api/pod_json.h"
 #include "podmanager/mirror_client.h"
 #include "podmanager/pod_manager.h"
 #include "test/support/fake_clock.h"
@@ -444,5 +445,151 @@ TEST_CASE("status syncer sends a deleted pod's terminal status and its DELETE wi
     CHECK(env.writer->requests[2].method == "DELETE");
     env.advance(1s);
     CHECK(env.writer->requests.size() == 3);
+  }
+}
+
+namespace {
+
+// A new pod's statuses with its container "c": being created (optionally waiting with another
+// reason), then running.
+api::PodStatus starting(const std::string& reason = "ContainerCreating") {
+  api::PodStatus s = pending();
+  api::ContainerStatus cs;
+  cs.name = "c";
+  cs.state.waiting.emplace().reason = reason;
+  s.container_statuses.push_back(cs);
+  return s;
+}
+api::PodStatus startedRunning() {
+  api::PodStatus s = running();
+  api::ContainerStatus cs;
+  cs.name = "c";
+  cs.ready = true;
+  cs.state.running.emplace();
+  s.container_statuses.push_back(cs);
+  return s;
+}
+
+agent::StatusSyncerOptions withFirstStatusHold(base::Duration hold) {
+  agent::StatusSyncerOptions options = withWindow(50ms);
+  options.first_status_hold = hold;
+  options.batch_period = 10s;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("status syncer holds a new pod's first starting status until its Running one",
+          "[unit][status]") {
+  Env env(withFirstStatusHold(10s));
+  auto pod = env.addPods({"p1"})[0];
+  env.advance(1s);  // past the batch at start
+  env.set(pod, starting());
+  env.advance(3s);  // a start queued behind others
+  CHECK(env.writer->requests.empty());
+  env.set(pod, startedRunning());
+  env.advance(50ms - 1ns);
+  CHECK(env.writer->requests.empty());
+  env.advance(1ns);  // the window after Running, not the hold
+  auto patches = env.writer->patches();
+  REQUIRE(patches.size() == 1);
+  CHECK(phaseOf(patches[0]) == "Running");
+  CHECK(patches[0].body["status"]["containerStatuses"][0]["state"].contains("running"));
+  env.advance(20s);
+  CHECK(env.writer->requests.size() == 1);
+}
+
+TEST_CASE("status syncer sends a first starting status at the end of its hold", "[unit][status]") {
+  Env env(withFirstStatusHold(10s));
+  auto pod = env.addPods({"p1"})[0];
+  env.advance(1s);
+  env.set(pod, starting());
+  env.advance(9s);  // the batch at 10 s does not send it early
+  CHECK(env.writer->requests.empty());
+  env.advance(1s - 1ns);
+  CHECK(env.writer->requests.empty());
+  env.advance(1ns);
+  REQUIRE(env.writer->requests.size() == 1);
+  CHECK(phaseOf(env.writer->requests[0]) == "Pending");
+  CHECK(env.writer->requests[0].body["status"]["containerStatuses"][0]["state"]["waiting"]
+                                    ["reason"] == "ContainerCreating");
+}
+
+TEST_CASE("status syncer ends a first status hold at a failure", "[unit][status]") {
+  Env env(withFirstStatusHold(10s));
+  auto pod = env.addPods({"p1"})[0];
+  env.advance(1s);
+  env.set(pod, starting());
+  env.advance(2s);
+  env.set(pod, starting("ErrImagePull"));
+  env.advance(50ms);
+  REQUIRE(env.writer->requests.size() == 1);
+  CHECK(env.writer->requests[0].body["status"]["containerStatuses"][0]["state"]["waiting"]
+                                    ["reason"] == "ErrImagePull");
+}
+
+TEST_CASE("status syncer holds no first status of a pod reported before, nor a failing one",
+          "[unit][status]") {
+  Env env(withFirstStatusHold(10s));
+  SECTION("the apiserver's copy has container statuses (this agent before a restart)") {
+    api::PodStatus reported = starting();
+    auto pod = testing::PodBuilder()
+                   .name("p1")
+                   .ns("default")
+                   .uid("uid-p1")
+                   .container("c")
+                   .phase("Pending")
+                   .build();
+    auto with_status = api::withStatus(*pod, reported);
+    REQUIRE(with_status.ok());
+    env.pods.addPod(*with_status);
+    env.advance(1s);
+    auto changed = starting();
+    changed.message = "restarted";
+    env.set(*with_status, changed);
+    env.advance(50ms);
+    REQUIRE(env.writer->requests.size() == 1);
+    CHECK(env.writer->requests[0].body["status"]["message"] == "restarted");
+  }
+  SECTION("a container waiting with another reason") {
+    auto pod = env.addPods({"p1"})[0];
+    env.advance(1s);
+    env.set(pod, starting("CreateContainerConfigError"));
+    env.advance(50ms);
+    CHECK(env.writer->requests.size() == 1);
+  }
+}
+
+TEST_CASE("status syncer sends other pods within the window behind a held first status",
+          "[unit][status]") {
+  Env env(withFirstStatusHold(10s));
+  auto pods = env.addPods({"held", "other"});
+  env.advance(1s);
+  env.set(pods[0], starting());
+  env.advance(1s);
+  env.set(pods[1], startedRunning());
+  env.advance(50ms);
+  REQUIRE(env.writer->requests.size() == 1);
+  CHECK(env.writer->requests[0].path.find("/pods/other/") != std::string::npos);
+}
+
+TEST_CASE("status syncer sends a first starting status at once without a window or a hold",
+          "[unit][status]") {
+  SECTION("no hold") {
+    Env env(withFirstStatusHold(0s));
+    auto pod = env.addPods({"p1"})[0];
+    env.advance(1s);
+    env.set(pod, starting());
+    env.advance(50ms);
+    CHECK(env.writer->requests.size() == 1);
+  }
+  SECTION("no window (kubelet's send at once)") {
+    agent::StatusSyncerOptions options = withFirstStatusHold(10s);
+    options.coalesce_window = 0s;
+    Env env(options);
+    auto pod = env.addPods({"p1"})[0];
+    env.advance(1s);
+    env.set(pod, starting());
+    CHECK(env.writer->requests.size() == 1);
   }
 }
