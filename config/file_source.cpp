@@ -56,6 +56,12 @@ std::optional<base::MonotonicTime> SettleQueue::nextDeadline() const {
 // ---------------------------------------------------------------------------------------------
 // FileSource::Impl: listing, reading and the pod set
 
+namespace {
+// A sweep with this many files to read reads and decodes them on several threads (prefetch): the
+// first list of a large directory is mostly that work, and each file's is its own.
+constexpr size_t kParallelSweepMin = 64;
+}  // namespace
+
 void FileSource::Impl::relist(bool force, bool check_mode) {
   ++relists_;
   if (check_mode) {
@@ -128,12 +134,62 @@ void FileSource::Impl::sweepDir(bool force) {
   for (; it != entries_.end(); ++it) gone.push_back(it->first);
   ::closedir(d);
   path_problem_.clear();
-  for (const auto& name : others) {
-    // A file being written is read once quiet.
-    if (settle_.kindOf(name) == SettleQueue::Kind::kWriting) continue;
-    processName(name, force, /*settled=*/false);
+  // A file being written is read once quiet.
+  std::erase_if(others, [this](const std::string& name) {
+    return settle_.kindOf(name) == SettleQueue::Kind::kWriting;
+  });
+  std::vector<std::optional<Prefetched>> pre;
+  if (others.size() >= kParallelSweepMin) pre = prefetch(others);
+  for (size_t i = 0; i < others.size(); ++i) {
+    processName(others[i], force, /*settled=*/false, i < pre.size() && pre[i] ? &*pre[i] : nullptr);
   }
   for (const auto& name : gone) fileGone(name, /*settled=*/false);
+}
+
+std::vector<std::optional<Prefetched>> FileSource::Impl::prefetch(
+    const std::vector<std::string>& names) {
+  // What the threads read of the entries: each file's known content.
+  std::vector<std::optional<api::Hash128>> known(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = entries_.find(names[i]);
+    if (it != entries_.end() && it->second.has_content) known[i] = it->second.content_hash;
+  }
+  const std::string seen = seenTime(clock_);
+  std::vector<std::optional<Prefetched>> out(names.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < names.size();) {
+      const std::string full = fullPath(names[i]);
+      struct stat st;
+      if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+          static_cast<uintmax_t>(st.st_size) > opts_.max_manifest_bytes) {
+        continue;
+      }
+      auto bytes = readManifestFile(full, opts_.max_manifest_bytes);
+      if (!bytes.ok()) continue;
+      Prefetched& p = out[i].emplace();
+      p.key = StatKey{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
+      p.bytes = std::move(*bytes);
+      p.hash = api::hash128(p.bytes);
+      if (known[i] != p.hash) {
+        p.decoded = decodeManifest(p.bytes, ManifestSource{opts_.node_name, full, true, seen},
+                                   /*allow_list=*/false);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const unsigned helpers = std::clamp(std::thread::hardware_concurrency(), 1U, 8U) - 1;
+  for (unsigned t = 0; t < helpers; ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error& e) {  // no thread to be had: fewer do the work
+      log()->debug("Manifest sweep runs on fewer threads err={}", e.what());
+      break;
+    }
+  }
+  work();
+  for (auto& t : threads) t.join();
+  return out;
 }
 
 bool FileSource::Impl::watchTrusted() const {
@@ -184,10 +240,12 @@ std::string FileSource::Impl::fullPath(const std::string& name) const {
   return dir_ == "/" ? "/" + name : dir_ + "/" + name;
 }
 
-void FileSource::Impl::processName(const std::string& name, bool force, bool settled) {
+void FileSource::Impl::processName(const std::string& name, bool force, bool settled,
+                                   Prefetched* pre) {
   const std::string full = fullPath(name);
   bool is_link = false;
-  std::optional<StatKey> key = statManifest(name, full, settled, is_link);
+  std::optional<StatKey> key =
+      pre != nullptr ? std::optional(pre->key) : statManifest(name, full, settled, is_link);
   if (!key) return;
   settle_.clear(name);
 
@@ -199,7 +257,9 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     return;
   }
 
-  auto bytes = readManifest(full);
+  if (pre != nullptr) ++files_read_;
+  auto bytes =
+      pre != nullptr ? base::StatusOr<std::string>(std::move(pre->bytes)) : readManifest(full);
   if (!bytes.ok()) {
     if (bytes.status().code() == base::StatusCode::kNotFound) {
       fileGone(name, settled);
@@ -217,12 +277,12 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
   updateTargetWatch(name, e, full);
   noteRecheck(name, e);
 
-  api::Hash128 hash = api::hash128(*bytes);
+  api::Hash128 hash = pre != nullptr ? pre->hash : api::hash128(*bytes);
   if (e.has_content && e.content_hash == hash) return;  // identical content: nothing to do
   e.has_content = true;
   e.content_hash = hash;
   noteRecheck(name, e);
-  decodeContent(name, e, full, *bytes);
+  decodeContent(name, e, full, *bytes, pre != nullptr ? std::move(pre->decoded) : std::nullopt);
 }
 
 bool FileSource::Impl::unchangedInDir(int dir_fd, const char* name, const Entry& entry) const {
@@ -277,11 +337,15 @@ std::optional<StatKey> FileSource::Impl::statManifest(const std::string& name,
 }
 
 void FileSource::Impl::decodeContent(const std::string& name, Entry& e, const std::string& full,
-                                     const std::string& bytes) {
+                                     const std::string& bytes,
+                                     std::optional<DecodeResult> decoded) {
   ++manifests_decoded_;
-  DecodeResult result = decodeManifest(
-      bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
-      /*allow_list=*/false);
+  DecodeResult result =
+      decoded
+          ? std::move(*decoded)
+          : decodeManifest(
+                bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
+                /*allow_list=*/false);
   if (!result.ok() || result.pods.size() != 1) {
     EntryProblem& p = e.mutableProblem();
     p.parse_error = result.ok()

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -19,7 +20,10 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "api/hash.h"
 #include "base/backoff.h"
@@ -106,6 +110,15 @@ struct Entry {
   bool oversizeAt(const StatKey& k) const { return problem && problem->oversize_key == k; }
   // The problem, made if there is none yet.
   EntryProblem& mutableProblem() { return problem ? *problem : problem.emplace(); }
+};
+
+// A regular file read (and its content decoded unless it is the known one) ahead of processName,
+// by one of the threads a large sweep uses (the first list of a large directory).
+struct Prefetched {
+  StatKey key;
+  std::string bytes;
+  api::Hash128 hash;
+  std::optional<DecodeResult> decoded;  // unset when the content is the entry's known content
 };
 
 struct TargetWatch {
@@ -232,7 +245,12 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   // Brings the cache entry of `name` up to date with the file: read and decode it if its content
   // changed (or always when `force`). A file that is gone is handed to fileGone.
-  void processName(const std::string& name, bool force, bool settled);
+  // `pre`, when given, is the file as prefetch read it.
+  void processName(const std::string& name, bool force, bool settled, Prefetched* pre = nullptr);
+  // Reads (and decodes what is new of) the regular files among `names` on several threads; the
+  // others (gone, symlinks, too large, unreadable) are left unset, for processName to handle
+  // and report. The strand waits: nothing else touches the entries meanwhile.
+  std::vector<std::optional<Prefetched>> prefetch(const std::vector<std::string>& names);
   // The relist's fast path: the file `name` (in the directory open as `dir_fd`) is known and its
   // stat is unchanged, so processName would do nothing. Stats relative to the directory.
   bool unchangedInDir(int dir_fd, const char* name, const Entry& entry) const;
@@ -243,7 +261,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   // Decodes the file's new content: its pod replaces the entry's, or the entry keeps its last
   // good pod and records the parse error.
   void decodeContent(const std::string& name, Entry& e, const std::string& full,
-                     const std::string& bytes);
+                     const std::string& bytes, std::optional<DecodeResult> decoded = {});
   base::StatusOr<std::string> readManifest(const std::string& full);
 
   // A file that cannot be read keeps its last good pod, like one that does not parse.

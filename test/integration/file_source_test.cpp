@@ -620,3 +620,50 @@ TEST_CASE(
   REQUIRE(pods.size() == 1);
   CHECK(pods[0]->spec.containers.at(0).image == "busybox:1.37");
 }
+
+TEST_CASE(
+    "file source (inotify): a first list of many files, read on several threads, gives what "
+    "one thread would",
+    "[integration][config]") {
+  testing::TempDir dir("fs-many");
+  // Enough files for the parallel read, with each kind the sequential path handles beside them.
+  const int n = 300;
+  for (int i = 0; i < n; ++i) {
+    testing::writeFile(dir / ("p" + std::to_string(i) + ".yaml"),
+                       podYaml("p" + std::to_string(i)));
+  }
+  testing::writeFile(dir / "bad-syntax.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n");
+  testing::writeFile(dir / "bad-field.yaml", podYaml("Bad_Name"));
+  testing::writeFile(dir / "huge.yaml", podYaml("huge") + "# " + std::string(4096, 'x') + "\n");
+  testing::writeFile(dir / "dup.yaml", podYaml("p7"));  // same pod name as p7.yaml
+  testing::TempDir other("fs-many-target");
+  testing::writeFile(other / "linked.yaml", podYaml("linked"));
+  fs::create_symlink(other / "linked.yaml", dir / "link.yaml");
+  Harness h(dir.path(), [](config::FileSourceOptions& o) { o.max_manifest_bytes = 2048; });
+  REQUIRE(h.waitCount(1, 10s));
+
+  auto names = h.names();
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> want;
+  for (int i = 0; i < n; ++i) want.push_back("p" + std::to_string(i) + "-node1");
+  want.push_back("linked-node1");
+  std::sort(want.begin(), want.end());
+  CHECK(names == want);
+  // Every pod decoded with its file's path and the node's defaults.
+  for (const auto& pod : h.last().pods) {
+    CHECK(pod->spec.node_name == "node1");
+    CHECK(pod->metadata.annotations.count("kubernetes.io/config.seen") == 1);
+  }
+  // dup.yaml sorts before p7.yaml: the last one in sorted order wins (kubelet's rule), dup.yaml
+  // is the reported duplicate.
+  auto error = [&](const std::string& file) {
+    return h.errors.get("file", (dir / file).string());
+  };
+  REQUIRE(error("bad-syntax.yaml"));
+  REQUIRE(error("bad-field.yaml"));
+  CHECK(error("bad-field.yaml")->message.find("metadata.name") != std::string::npos);
+  REQUIRE(error("huge.yaml"));
+  REQUIRE(error("dup.yaml"));
+  CHECK_FALSE(error("p7.yaml"));
+  CHECK(h.errors.size() == 4);
+}
