@@ -61,6 +61,12 @@ class DueQueue {
     return true;
   }
   bool contains(const Key& key) const { return index_.count(key) > 0; }
+  // When `key` is due; nullopt when it is not scheduled.
+  std::optional<MonotonicTime> dueAt(const Key& key) const {
+    auto it = index_.find(key);
+    if (it == index_.end()) return std::nullopt;
+    return slots_[it->second].at;
+  }
   bool empty() const { return index_.empty(); }
   size_t size() const { return index_.size(); }
   void clear() {

@@ -34,15 +34,6 @@ long residentBytes() {
   return resident * ::sysconf(_SC_PAGESIZE);
 }
 
-void giveBackFreePages() {
-  if (jemalloc()) {
-    // MALLCTL_ARENAS_ALL: every arena.
-    mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
-  } else {
-    ::malloc_trim(0);
-  }
-}
-
 }  // namespace
 
 const char* allocatorName() { return jemalloc() ? "jemalloc" : "glibc"; }
@@ -57,8 +48,12 @@ size_t heapInUseBytes() {
     if (mallctl("stats.allocated", &allocated, &len, nullptr, 0) != 0) return 0;
     return allocated;
   }
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
   struct mallinfo2 mi = ::mallinfo2();
   return mi.uordblks + mi.hblkhd;
+#else
+  return 0;  // unknown
+#endif
 }
 
 void tuneMalloc() {
@@ -67,13 +62,19 @@ void tuneMalloc() {
   ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 
+void HeapTrimmer::start() {
+  // jemalloc gives pages back itself, dirty_decay_ms after they were last used, as it allocates:
+  // purging more often only makes the next allocations fault the same pages in again.
+  if (!jemalloc()) arm();
+}
+
 void HeapTrimmer::arm() {
   static constexpr long kSlack = 1 << 20;
   static constexpr std::chrono::seconds kPeriod{3};
   timer_->asyncWaitFor(kPeriod, [this] {
     const long rss = residentBytes();
     if (rss > rss_after_trim_ + kSlack) {
-      giveBackFreePages();
+      ::malloc_trim(0);
       rss_after_trim_ = residentBytes();
     } else if (rss < rss_after_trim_) {
       rss_after_trim_ = rss;

@@ -27,15 +27,15 @@ size_t heapInUseBytes();
 // jemalloc, which takes its settings before main. Call first thing in main.
 void tuneMalloc();
 
-// Freed pages between live blocks stay resident until the allocator is told to give them back
-// (glibc's heap only shrinks from its top; jemalloc purges on allocation activity, which an idle
-// agent has little of). Every few seconds, when the resident size grew by more than 1 MiB since
-// the last trim, the free pages go back (malloc_trim, or jemalloc's purge). The check reads
-// /proc/self/statm (asking the allocator walks its free lists: too costly to poll when idle).
+// glibc's malloc keeps freed pages between live blocks resident (its heap only shrinks from the
+// top). Every few seconds, when the resident size grew by more than 1 MiB since the last trim,
+// malloc_trim gives the free pages back. The check reads /proc/self/statm (mallinfo2 walks every
+// free chunk: too costly to poll when idle). Under jemalloc it does nothing: jemalloc gives pages
+// back itself, dirty_decay_ms after their last use.
 class HeapTrimmer {
  public:
   HeapTrimmer(asio::any_io_executor ex, Clock& clock) : timer_(clock.makeTimer(ex)) {}
-  void start() { arm(); }
+  void start();
   void stop() { timer_->cancel(); }
 
  private:
