@@ -132,6 +132,7 @@ void StatusSyncer::start() {
     self->delete_timer_ = self->clock_.makeTimer(self->strand_);
     self->window_timer_ = self->clock_.makeTimer(self->strand_);
     self->batch();
+    self->armWindowTimer();  // for pods held before the timer existed
   });
 }
 
@@ -172,26 +173,29 @@ void StatusSyncer::hold(const std::string& raw_uid) {
   }
   // Already queued: its sync reads the newest status when it comes.
   if (queued_.count(uid)) return;
-  const bool starting =
-      options_.first_status_hold > base::Duration::zero() && isFirstStartingStatus(uid);
-  const auto first_due = held_.next();
+  const auto window_end = clock_.now() + options_.coalesce_window;
   if (held_.contains(uid)) {
     // Waiting already, and its sync reads the newest status. A pod held for its first starting
     // status that moved on waits no longer than the window from now.
-    if (starting || starting_.erase(uid) == 0) return;
-    held_.schedule(uid, clock_.now() + options_.coalesce_window);
-  } else if (starting) {
+    if (!starting_.count(uid) || isFirstStartingStatus(uid)) return;
+    starting_.erase(uid);
+    if (held_.dueAt(uid) > window_end) held_.schedule(uid, window_end);
+  } else if (options_.first_status_hold > base::Duration::zero() && isFirstStartingStatus(uid)) {
     starting_.insert(uid);
     held_.schedule(uid, clock_.now() + options_.first_status_hold);
   } else {
-    held_.schedule(uid, clock_.now() + options_.coalesce_window);
+    held_.schedule(uid, window_end);
   }
-  // Behind a pod held for its first status, this one may now be the first due.
-  if (window_timer_ && first_due && held_.next() < first_due) window_timer_->cancel();
   armWindowTimer();
 }
 
 bool StatusSyncer::isFirstStartingStatus(const std::string& uid) {
+  // Sent before, or being sent: this syncer reported on the pod.
+  if (in_flight_.count(uid)) return false;
+  if (auto it = state_.find(uid); it != state_.end() && it->second.synced_version > 0) {
+    return false;
+  }
+  if (status_manager_.getPodPhase(uid) != "Pending") return false;
   auto status = status_manager_.getPodStatus(uid);
   if (!status || status->phase != "Pending" ||
       status->init_container_statuses.size() + status->container_statuses.size() == 0) {
@@ -216,7 +220,11 @@ bool StatusSyncer::isFirstStartingStatus(const std::string& uid) {
 
 void StatusSyncer::armWindowTimer() {
   const auto next = held_.next();
-  if (stopped_ || !window_timer_ || window_timer_->armed() || !next) return;
+  if (stopped_ || !window_timer_ || !next) return;
+  // Armed for this time or sooner already. A pod held for its first status puts the timer far
+  // out, and one queued behind it may be due sooner (re-arming replaces the callback).
+  if (window_timer_->armed() && window_due_ <= *next) return;
+  window_due_ = *next;
   const auto wait = std::max(*next - clock_.now(), base::Duration::zero());
   window_timer_->asyncWaitFor(wait, [self = shared_from_this()] { self->releaseDue(); });
 }
@@ -225,10 +233,7 @@ void StatusSyncer::releaseDue() {
   if (stopped_) return;
   const auto now = clock_.now();
   // In window order: the pod whose change came first is sent first.
-  for (const auto& uid : held_.takeDue(now)) {
-    starting_.erase(uid);
-    enqueueTranslated(uid);
-  }
+  for (const auto& uid : held_.takeDue(now)) enqueueTranslated(uid);
   armWindowTimer();
 }
 

@@ -70,7 +70,8 @@ class PodStatusWriter {
 // The RestClient's patchJson and deleteJson on `api`'s pool.
 std::shared_ptr<PodStatusWriter> restPodStatusWriter(api::AsyncRestClient api);
 
-// The longest coalesce_window: a status never waits longer for the changes that may follow it.
+// The longest coalesce_window: a status never waits longer for the changes that may follow it,
+// except a new pod's first starting status (StatusSyncerOptions::first_status_hold).
 inline constexpr base::Duration kMaxStatusCoalesceWindow = std::chrono::milliseconds(100);
 
 struct StatusSyncerOptions {
@@ -198,6 +199,7 @@ class StatusSyncer : public std::enable_shared_from_this<StatusSyncer> {
   base::TimerPtr batch_timer_;
   base::TimerPtr delete_timer_;
   base::TimerPtr window_timer_;
+  base::MonotonicTime window_due_{};  // when window_timer_ fires, while it is armed
 };
 
 // The strategic-merge patch of a pod's `status` from `old_status` to `new_status` (both encoded

@@ -593,3 +593,37 @@ TEST_CASE("status syncer sends a first starting status at once without a window 
     CHECK(env.writer->requests.size() == 1);
   }
 }
+
+TEST_CASE("status syncer sends a pod queued behind a held first status on time after a resync",
+          "[unit][status]") {
+  Env env(withFirstStatusHold(10s));
+  auto pods = env.addPods({"held", "other"});
+  env.advance(1s);
+  env.set(pods[0], starting());
+  env.advance(1s);
+  env.syncer->resyncAll();  // the apiserver lost its state: the held pod goes now
+  env.poll();
+  REQUIRE(env.writer->requests.size() == 1);
+  CHECK(env.writer->requests[0].path.find("/pods/held/") != std::string::npos);
+  // The timer armed for the held pod's 10 s must not hold this one.
+  env.set(pods[1], startedRunning());
+  env.advance(50ms);
+  REQUIRE(env.writer->requests.size() == 2);
+  CHECK(env.writer->requests[1].path.find("/pods/other/") != std::string::npos);
+}
+
+TEST_CASE("status syncer holds no starting status of a pod it already sent one for",
+          "[unit][status]") {
+  Env env(withFirstStatusHold(10s));
+  auto pod = env.addPods({"p1"})[0];
+  env.advance(1s);
+  env.set(pod, starting());
+  env.advance(10s);
+  REQUIRE(env.writer->requests.size() == 1);
+  auto again = starting();
+  again.message = "still creating";
+  env.set(pod, again);
+  env.advance(50ms);
+  REQUIRE(env.writer->requests.size() == 2);
+  CHECK(env.writer->requests[1].body["status"]["message"] == "still creating");
+}
