@@ -98,7 +98,9 @@ class SharedBox {
  public:
   SharedBox() = default;
   SharedBox(T value) : p_(std::make_shared<T>(std::move(value))) {}  // NOLINT: optional-like
-  // Shares `value`, which its caller keeps holding: a write through the result copies it first.
+  // Shares `value`. The caller keeps a reference of its own for as long as it hands `value` out
+  // (the codec's lives forever): the count then never drops to one, so a write through the
+  // result always copies it first.
   static SharedBox shared(std::shared_ptr<T> value) {
     SharedBox box;
     box.p_ = std::move(value);
@@ -119,7 +121,9 @@ class SharedBox {
     static const T kEmpty;
     return kEmpty;
   }
-  // A count of one means no other holder exists, so none can take a reference meanwhile.
+  // A count of one means no other holder exists, so none can take a reference meanwhile. Pods
+  // are only written while they are made, on the thread making them, before any other thread
+  // sees them.
   T& own() {
     if (!p_) {
       p_ = std::make_shared<T>();

@@ -397,7 +397,8 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
   ASSIGN_OR_RETURN(const json* status, objectMember(object, root, "status"));
   if (status != nullptr) {
     ASSIGN_OR_RETURN(PodStatus decoded, decodeStatusAt(*status, root.field("status")));
-    // The status of every static pod until it is reported: one copy for all of them.
+    // The status every static pod is decoded with (its defaults set phase Pending): one copy for
+    // all of them.
     static auto* const kPendingOnly = [] {
       auto pending = std::make_shared<PodStatus>();
       pending->phase = "Pending";

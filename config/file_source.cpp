@@ -157,38 +157,39 @@ std::vector<std::optional<Prefetched>> FileSource::Impl::prefetch(
   const std::string seen = seenTime(clock_);
   std::vector<std::optional<Prefetched>> out(names.size());
   std::atomic<size_t> next{0};
-  auto work = [&] {
+  auto work = [&]() noexcept {
     for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < names.size();) {
-      const std::string full = fullPath(names[i]);
-      struct stat st;
-      if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-          static_cast<uintmax_t>(st.st_size) > opts_.max_manifest_bytes) {
-        continue;
-      }
-      auto bytes = readManifestFile(full, opts_.max_manifest_bytes);
-      if (!bytes.ok()) continue;
-      Prefetched& p = out[i].emplace();
-      p.key = StatKey{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
-      p.bytes = std::move(*bytes);
-      p.hash = api::hash128(p.bytes);
-      if (known[i] != p.hash) {
-        p.decoded = decodeManifest(p.bytes, ManifestSource{opts_.node_name, full, true, seen},
-                                   /*allow_list=*/false);
+      try {
+        const std::string full = fullPath(names[i]);
+        struct stat st;
+        if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            static_cast<uintmax_t>(st.st_size) > opts_.max_manifest_bytes) {
+          continue;
+        }
+        auto bytes = readManifestFile(full, opts_.max_manifest_bytes);
+        if (!bytes.ok()) continue;
+        Prefetched p;
+        p.key = statKeyOf(st);
+        p.bytes = std::move(*bytes);
+        p.hash = api::hash128(p.bytes);
+        if (known[i] != p.hash) p.decoded = decodeFile(p.bytes, full, seen);
+        out[i] = std::move(p);
+      } catch (const std::exception&) {
+        out[i].reset();  // (out of memory) processName reads this one again
       }
     }
   };
-  std::vector<std::thread> threads;
-  const unsigned helpers = std::clamp(std::thread::hardware_concurrency(), 1U, 8U) - 1;
-  for (unsigned t = 0; t < helpers; ++t) {
+  {
+    const unsigned helpers = std::clamp(std::thread::hardware_concurrency(), 1U, 8U) - 1;
+    std::vector<std::jthread> threads;  // joined before `work` and what it uses go
     try {
-      threads.emplace_back(work);
-    } catch (const std::system_error& e) {  // no thread to be had: fewer do the work
+      threads.reserve(helpers);
+      for (unsigned t = 0; t < helpers; ++t) threads.emplace_back(work);
+    } catch (const std::exception& e) {  // no thread to be had: fewer do the work
       log()->debug("Manifest sweep runs on fewer threads err={}", e.what());
-      break;
     }
+    work();
   }
-  work();
-  for (auto& t : threads) t.join();
   return out;
 }
 
@@ -257,9 +258,7 @@ void FileSource::Impl::processName(const std::string& name, bool force, bool set
     return;
   }
 
-  if (pre != nullptr) ++files_read_;
-  auto bytes =
-      pre != nullptr ? base::StatusOr<std::string>(std::move(pre->bytes)) : readManifest(full);
+  auto bytes = pre != nullptr ? readPrefetched(*pre) : readManifest(full);
   if (!bytes.ok()) {
     if (bytes.status().code() == base::StatusCode::kNotFound) {
       fileGone(name, settled);
@@ -294,7 +293,7 @@ bool FileSource::Impl::unchangedInDir(int dir_fd, const char* name, const Entry&
   if (::fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
     return false;
   }
-  const StatKey key{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
+  const StatKey key = statKeyOf(st);
   if (entry.oversizeAt(key)) return true;  // still too large
   return entry.has_content && entry.key == key;
 }
@@ -328,7 +327,7 @@ std::optional<StatKey> FileSource::Impl::statManifest(const std::string& name,
     }
     return std::nullopt;
   }
-  StatKey key{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
+  StatKey key = statKeyOf(st);
   if (is_link) {
     key.link_ino = lst.st_ino;
     key.link_ctime = nanos(lst.st_ctim);
@@ -340,12 +339,7 @@ void FileSource::Impl::decodeContent(const std::string& name, Entry& e, const st
                                      const std::string& bytes,
                                      std::optional<DecodeResult> decoded) {
   ++manifests_decoded_;
-  DecodeResult result =
-      decoded
-          ? std::move(*decoded)
-          : decodeManifest(
-                bytes, ManifestSource{opts_.node_name, full, /*is_file=*/true, seenTime(clock_)},
-                /*allow_list=*/false);
+  DecodeResult result = decoded ? std::move(*decoded) : decodeFile(bytes, full, seenTime(clock_));
   if (!result.ok() || result.pods.size() != 1) {
     EntryProblem& p = e.mutableProblem();
     p.parse_error = result.ok()
@@ -370,6 +364,18 @@ void FileSource::Impl::decodeContent(const std::string& name, Entry& e, const st
 base::StatusOr<std::string> FileSource::Impl::readManifest(const std::string& full) {
   ++files_read_;
   return readManifestFile(full, opts_.max_manifest_bytes);
+}
+
+base::StatusOr<std::string> FileSource::Impl::readPrefetched(Prefetched& pre) {
+  ++files_read_;
+  return std::move(pre.bytes);
+}
+
+DecodeResult FileSource::Impl::decodeFile(const std::string& bytes, const std::string& full,
+                                          std::string seen) const {
+  return decodeManifest(bytes,
+                        ManifestSource{opts_.node_name, full, /*is_file=*/true, std::move(seen)},
+                        /*allow_list=*/false);
 }
 
 void FileSource::Impl::recordOversize(const std::string& name, const StatKey& key) {

@@ -75,6 +75,10 @@ struct StatKey {
   bool operator==(const StatKey&) const = default;
 };
 
+inline StatKey statKeyOf(const struct stat& st) {
+  return StatKey{st.st_dev, st.st_ino, st.st_size, nanos(st.st_mtim), nanos(st.st_ctim), 0, 0};
+}
+
 // What only a manifest that cannot be used has (boxed in Entry: most entries never do).
 struct EntryProblem {
   std::string parse_error;     // never empty
@@ -263,6 +267,11 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   void decodeContent(const std::string& name, Entry& e, const std::string& full,
                      const std::string& bytes, std::optional<DecodeResult> decoded = {});
   base::StatusOr<std::string> readManifest(const std::string& full);
+  // The content prefetch read (counted as read here).
+  base::StatusOr<std::string> readPrefetched(Prefetched& pre);
+  // decodeManifest of a file's content, stamped `seen` (config.seen).
+  DecodeResult decodeFile(const std::string& bytes, const std::string& full,
+                          std::string seen) const;
 
   // A file that cannot be read keeps its last good pod, like one that does not parse.
   void recordReadError(const std::string& name, const std::string& reason);
@@ -278,7 +287,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   void setPod(const std::string& name, Entry& e, api::PodPtr pod);
 
-  // The first file in sorted order owns a pod full name; the others are reported.
+  // The last file in sorted order owns a pod full name (kubelet's rule); the others are reported.
   void reconcileClaims(const std::string& full_name);
 
   // Keeps set_names_/set_pods_ (the pods sent, sorted by file name) in step with one entry, so

@@ -666,4 +666,8 @@ TEST_CASE(
   REQUIRE(error("dup.yaml"));
   CHECK_FALSE(error("p7.yaml"));
   CHECK(h.errors.size() == 4);
+  // Each file read and decoded once: huge.yaml neither (too large).
+  const auto stats = h.source->stats();
+  CHECK(stats.files_read == n + 4);
+  CHECK(stats.manifests_decoded == n + 4);
 }

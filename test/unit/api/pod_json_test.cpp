@@ -747,6 +747,12 @@ TEST_CASE("decoded pods with the status static pods start with share one copy of
     const Pod again = withStatus("d", "{phase: Pending}");
     CHECK(again.status->phase == "Pending");
   }
+  SECTION("a copy of a pod with its own status is written apart from it") {
+    Pod copy = running;
+    copy.status->phase = "Failed";
+    CHECK(std::as_const(running).status->phase == "Running");
+    CHECK(std::as_const(copy).status->phase == "Failed");
+  }
   SECTION("a pod's own status is written in place") {
     const PodStatus* before = &*std::as_const(running).status;
     running.status->phase = "Succeeded";
