@@ -48,12 +48,13 @@ size_t heapInUseBytes() {
     if (mallctl("stats.allocated", &allocated, &len, nullptr, 0) != 0) return 0;
     return allocated;
   }
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
+#if defined(__GLIBC__)
+#if __GLIBC_PREREQ(2, 33)
   struct mallinfo2 mi = ::mallinfo2();
   return mi.uordblks + mi.hblkhd;
-#else
-  return 0;  // unknown
 #endif
+#endif
+  return 0;  // unknown
 }
 
 void tuneMalloc() {
