@@ -136,10 +136,11 @@ class SharedBox {
 };
 
 // A list that pods with identical items share: the codec hands out one copy of each distinct
-// container list (api/pod_json.cpp), so a node of replicas keeps one. A const list reads like a
-// const std::vector (and converts to `const std::vector<T>&`). Any non-const access except on an
-// empty list, even one that only reads, first copies the items when they are shared or came from
-// the codec, so a changed copy never changes another pod; it also ends references taken before.
+// container list (api/pod_json.cpp), so a node of replicas keeps one, and the status manager one
+// copy of each distinct list of conditions (api/list_interner.h). A const list reads like a const
+// std::vector (and converts to `const std::vector<T>&`). Any non-const access except on an empty
+// list, even one that only reads, first copies the items when they are shared or were interned,
+// so a changed copy never changes another pod; it also ends references taken before.
 // Pods are read through `const Pod&` (PodPtr), which never copies.
 template <typename T>
 class SharedList {
@@ -168,6 +169,8 @@ class SharedList {
   bool sharesWith(const SharedList& o) const { return p_ == o.p_; }
   // The items to share; null when empty.
   const std::shared_ptr<Vector>& sharedItems() const { return p_; }
+  // Whether the items are never written in place (they came from shared()).
+  bool frozen() const { return frozen_; }
 
   const_iterator begin() const { return items().begin(); }
   const_iterator end() const { return items().end(); }
@@ -214,7 +217,8 @@ class SharedList {
     return kEmpty;
   }
   std::shared_ptr<Vector> p_;
-  // The items may be shared through a weak reference (the codec's table): never written in place.
+  // The items may be shared through a weak reference (an interner's table): never written in
+  // place.
   bool frozen_ = false;
 };
 
@@ -509,7 +513,9 @@ struct PodCondition {
 
 struct PodStatus {
   std::string phase;  // "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown"
-  std::vector<PodCondition> conditions;
+  // Shared between statuses with the same conditions: the status manager keeps one copy of each
+  // distinct list (pods started within the same second have equal ones).
+  SharedList<PodCondition> conditions;
   std::string message;
   std::string reason;
   std::string host_ip;

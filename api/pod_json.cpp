@@ -2,14 +2,13 @@
 
 #include <cstring>
 #include <exception>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "api/canonical_json.h"
 #include "api/json_util.h"
+#include "api/list_interner.h"
 #include "api/yaml.h"
 
 namespace nodeagent::api {
@@ -273,15 +272,17 @@ base::StatusOr<PodStatus> decodeStatusAt(const json& j, const Path& p) {
   RETURN_IF_ERROR(checkObject(j, p));
   PodStatus s;
   RETURN_IF_ERROR(readString(j, p, "phase", &s.phase));
-  RETURN_IF_ERROR(readList(j, p, "conditions", &s.conditions,
-                           [](const json& e, const Path& ep, PodCondition* c) {
-                             RETURN_IF_ERROR(readString(e, ep, "type", &c->type));
-                             RETURN_IF_ERROR(readString(e, ep, "status", &c->status));
-                             RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
-                             RETURN_IF_ERROR(readString(e, ep, "message", &c->message));
-                             RETURN_IF_ERROR(readTime(e, ep, "lastProbeTime", &c->last_probe_time));
-                             return readTime(e, ep, "lastTransitionTime", &c->last_transition_time);
-                           }));
+  std::vector<PodCondition> conditions;
+  RETURN_IF_ERROR(
+      readList(j, p, "conditions", &conditions, [](const json& e, const Path& ep, PodCondition* c) {
+        RETURN_IF_ERROR(readString(e, ep, "type", &c->type));
+        RETURN_IF_ERROR(readString(e, ep, "status", &c->status));
+        RETURN_IF_ERROR(readString(e, ep, "reason", &c->reason));
+        RETURN_IF_ERROR(readString(e, ep, "message", &c->message));
+        RETURN_IF_ERROR(readTime(e, ep, "lastProbeTime", &c->last_probe_time));
+        return readTime(e, ep, "lastTransitionTime", &c->last_transition_time);
+      }));
+  s.conditions = std::move(conditions);
   RETURN_IF_ERROR(readString(j, p, "message", &s.message));
   RETURN_IF_ERROR(readString(j, p, "reason", &s.reason));
   RETURN_IF_ERROR(readString(j, p, "hostIP", &s.host_ip));
@@ -341,44 +342,17 @@ json encodeContainerStatus(const ContainerStatus& cs) {
 
 // One copy of each distinct container list among the decoded pods alive: replicas of one
 // template (and static pods written from one) share their containers. Keyed by the containers'
-// content hashes and confirmed by comparison; a list no pod holds any more is dropped from the
-// table in a sweep once the table has grown by half.
-class ContainerLists {
- public:
-  SharedList<Container> intern(const SharedList<Container>& list) {
-    if (list.empty()) return list;
-    std::string key_bytes;
-    key_bytes.reserve(list.size() * 2 * sizeof(uint64_t));
-    for (const Container& c : list) {
-      key_bytes.append(reinterpret_cast<const char*>(&c.hash.high), sizeof c.hash.high);
-      key_bytes.append(reinterpret_cast<const char*>(&c.hash.low), sizeof c.hash.low);
-    }
-    const Hash128 key = hash128(key_bytes);
-    std::lock_guard lock(mu_);
-    auto& slot = table_[key];
-    if (auto held = slot.lock(); held && *held == list.items()) {
-      return SharedList<Container>::shared(std::move(held));
-    }
-    slot = list.sharedItems();
-    if (++added_ > table_.size() / 2 + 1024) {
-      std::erase_if(table_, [](const auto& e) { return e.second.expired(); });
-      added_ = 0;
-    }
-    return SharedList<Container>::shared(list.sharedItems());
+// content hashes.
+SharedList<Container> internContainers(const SharedList<Container>& list) {
+  static auto* lists = new ListInterner<Container>();  // never destroyed: pods may outlive it
+  if (list.empty()) return list;
+  std::string key_bytes;
+  key_bytes.reserve(list.size() * 2 * sizeof(uint64_t));
+  for (const Container& c : list) {
+    key_bytes.append(reinterpret_cast<const char*>(&c.hash.high), sizeof c.hash.high);
+    key_bytes.append(reinterpret_cast<const char*>(&c.hash.low), sizeof c.hash.low);
   }
-
- private:
-  struct KeyHash {
-    size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ h.high); }
-  };
-  std::mutex mu_;
-  std::unordered_map<Hash128, std::weak_ptr<std::vector<Container>>, KeyHash> table_;
-  size_t added_ = 0;
-};
-
-ContainerLists& containerLists() {
-  static auto* lists = new ContainerLists();  // never destroyed: pods may outlive static objects
-  return *lists;
+  return lists->intern(list, hash128(key_bytes));
 }
 
 base::StatusOr<Pod> decodeChecked(const json& object) {
@@ -432,7 +406,7 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
   size_t next = 1;
   for (auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
     for (Container& c : *list) c.hash = hash128(marks.at(next++).in(*raw));
-    *list = containerLists().intern(*list);
+    *list = internContainers(*list);
   }
   pod.raw = std::move(raw);
   return pod;

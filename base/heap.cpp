@@ -57,6 +57,11 @@ size_t heapInUseBytes() {
   return 0;  // unknown
 }
 
+bool dumpHeapProfile(const char* path) {
+  if (!jemalloc()) return false;
+  return mallctl("prof.dump", nullptr, nullptr, &path, sizeof(path)) == 0;
+}
+
 void tuneMalloc() {
   if (jemalloc()) return;
   ::mallopt(M_ARENA_MAX, 1);

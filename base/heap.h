@@ -21,6 +21,10 @@ const char* allocatorName();
 // minus this is the allocator's slack (freed memory it keeps) plus code and stacks.
 size_t heapInUseBytes();
 
+// Writes jemalloc's heap profile to `path` (for jeprof) when the process runs with
+// MALLOC_CONF=prof:true; false otherwise. For benchmarks that look for what holds memory.
+bool dumpHeapProfile(const char* path);
+
 // glibc's malloc: one arena instead of one per thread that ever allocated (each kept its own
 // high-water mark), large blocks always mmap'ed so they go back when freed (the default
 // threshold grows after the first large free and then keeps them on the heap). Nothing under

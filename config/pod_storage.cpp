@@ -216,6 +216,7 @@ size_t PodStorage::updatePods(const std::string& source, const std::vector<api::
                               bool source_annotated, SourcePods& store, MergeChanges& out,
                               std::vector<base::Status>& errors) {
   FullNameSet names(pods);
+  store.reserve(pods.size());
   size_t matched = 0;
   for (size_t i = 0; i < pods.size(); ++i) {
     const api::PodPtr& ref = pods[i];

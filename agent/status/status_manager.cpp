@@ -1,9 +1,13 @@
 #include "agent/status/status_manager.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <utility>
 
 #include "agent/status/container_statuses.h"
 #include "agent/status/pod_status.h"
+#include "api/list_interner.h"
 #include "api/pod_update.h"
 #include "base/log.h"
 
@@ -56,15 +60,19 @@ bool checkContainerStateTransition(const std::vector<api::ContainerStatus>& old_
 
 bool isPodStatusByKubeletEqual(const api::PodStatus& old_status, const api::PodStatus& status) {
   auto strip = [](api::PodStatus s) {
-    std::erase_if(s.conditions,
-                  [](const api::PodCondition& c) { return !podConditionByKubelet(c.type); });
+    auto foreign = [](const api::PodCondition& c) { return !podConditionByKubelet(c.type); };
+    // Written only when needed: the conditions may be shared (a write copies them).
+    const auto& conditions = std::as_const(s).conditions;
+    if (std::any_of(conditions.begin(), conditions.end(), foreign)) {
+      std::erase_if(s.conditions.mutableItems(), foreign);
+    }
     return s;
   };
   auto a = strip(old_status);
   auto b = strip(status);
   // Kubelet-owned conditions compare by type, status, reason and message only.
   if (a.conditions.size() != b.conditions.size()) return false;
-  for (const auto& c : b.conditions) {
+  for (const auto& c : std::as_const(b).conditions) {
     const auto* o = findCondition(a.conditions, c.type);
     if (o == nullptr || o->status != c.status || o->reason != c.reason || o->message != c.message) {
       return false;
@@ -246,6 +254,33 @@ void updateTimes(const api::PodStatus& old, api::PodStatus& status, api::Timesta
   }
 }
 
+// One copy of each distinct list of conditions among the cached statuses: their times are
+// whole seconds, so pods whose conditions changed within the same second share them.
+api::SharedList<api::PodCondition> internConditions(
+    const api::SharedList<api::PodCondition>& conditions) {
+  static auto* lists = new api::ListInterner<api::PodCondition>();  // statuses may outlive it
+  if (conditions.empty()) return conditions;
+  std::string key;
+  auto put = [&key](std::string_view field) {
+    const auto n = static_cast<uint32_t>(field.size());
+    key.append(reinterpret_cast<const char*>(&n), sizeof n);
+    key.append(field);
+  };
+  auto putTime = [&key](const std::optional<api::Timestamp>& t) {
+    const int64_t n = t ? t->time_since_epoch().count() : INT64_MIN;
+    key.append(reinterpret_cast<const char*>(&n), sizeof n);
+  };
+  for (const api::PodCondition& c : conditions) {
+    put(c.type);
+    put(c.status);
+    put(c.reason);
+    put(c.message);
+    putTime(c.last_probe_time);
+    putTime(c.last_transition_time);
+  }
+  return lists->intern(conditions, api::hash128(key));
+}
+
 }  // namespace
 
 bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus status, bool force,
@@ -278,6 +313,7 @@ bool StatusManager::updateStatusInternal(const api::Pod& pod, api::PodStatus sta
 void StatusManager::storeLocked(const api::Pod& pod, api::PodStatus status, uint64_t version) {
   VersionedPodStatus next;
   next.status = std::move(status);
+  next.status.conditions = internConditions(next.status.conditions);
   next.version = version;
   next.stamp = ++next_stamp_;
   next.pod_name = pod.metadata.name;

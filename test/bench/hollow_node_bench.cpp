@@ -14,7 +14,8 @@
 //    of one timer wakeup a second on the two io threads (over HOLLOW_FLOOR_SECONDS, default 20;
 //    0 skips it).
 // The manifests go to $TMPDIR (default /dev/shm). HOLLOW_PROGRESS=1 prints the running count
-// every second while starting.
+// every second while starting. HOLLOW_HEAP_PROFILE=<file> writes jemalloc's heap profile there at
+// the end (run with MALLOC_CONF=prof:true; read with jeprof).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -232,6 +233,11 @@ int main(int argc, char** argv) {
       samples);
   std::printf("hollow node: RSS at the end %ld MiB, heap in use %.0f MiB\n",
               statusKb("VmRSS") / 1024, heapInUseMiB());
+  if (const char* prof = getenv("HOLLOW_HEAP_PROFILE")) {
+    std::printf(
+        "hollow node: heap profile %s %s\n", prof,
+        base::dumpHeapProfile(prof) ? "written" : "NOT written (needs MALLOC_CONF=prof:true)");
+  }
 
   source->stop();
   asio::post(trimmer_strand, [&trimmer] { trimmer.stop(); });

@@ -1,6 +1,9 @@
-// Status stamps: unique over the manager and every update, so caches derived from a status can
-// key on them even when a UID's versions start again.
+// The status manager's cache: stamps unique over the manager and every update (caches derived
+// from a status key on them even when a UID's versions start again), and one copy of each distinct
+// list of pod conditions among its statuses.
 #include <catch2/catch.hpp>
+
+#include <chrono>
 
 #include "agent/status/status_manager.h"
 #include "podmanager/mirror_client.h"
@@ -8,6 +11,7 @@
 #include "test/support/pod_builder.h"
 
 using namespace nodeagent;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -18,6 +22,14 @@ struct Managers {
   podmanager::PodManager pods{mirror};
   agent::StatusManager statuses{clock, pods};
 };
+
+api::PodStatus runningStatus(const char* ready) {
+  api::PodStatus s;
+  s.phase = "Running";
+  s.conditions.push_back({"Initialized", "True", "", "", std::nullopt, std::nullopt});
+  s.conditions.push_back({"Ready", ready, "", "", std::nullopt, std::nullopt});
+  return s;
+}
 
 }  // namespace
 
@@ -107,4 +119,46 @@ TEST_CASE("status: statusStamps gives each pod's stamp in one pass, in any order
   expect({});
   CHECK(manager.statusStamps(all)[1] == std::nullopt);
   CHECK(manager.statusStamps(all)[2].has_value());
+}
+
+TEST_CASE("status: pods whose conditions changed within one second share one copy of them",
+          "[unit][status]") {
+  Managers m;
+  auto& manager = m.statuses;
+  auto a = testing::PodBuilder().name("a").uid("ua").container("c", {"true"}).build();
+  auto b = testing::PodBuilder().name("b").uid("ub").container("c", {"true"}).build();
+  auto c = testing::PodBuilder().name("c").uid("uc").container("c", {"true"}).build();
+  m.clock.setWallTime(base::SystemTime(std::chrono::seconds(1'800'000'000)));
+  REQUIRE(manager.setPodStatus(*a, runningStatus("True")));
+  m.clock.advance(300ms);  // the same second: times are whole seconds in the cache
+  REQUIRE(manager.setPodStatus(*b, runningStatus("True")));
+  m.clock.advance(1s);
+  REQUIRE(manager.setPodStatus(*c, runningStatus("True")));
+
+  const auto sa = manager.getPodStatus("ua");
+  const auto sb = manager.getPodStatus("ub");
+  const auto sc = manager.getPodStatus("uc");
+  REQUIRE(sa);
+  REQUIRE(sb);
+  REQUIRE(sc);
+  CHECK(sa->conditions.size() == 2);
+  CHECK(sa->conditions.sharesWith(sb->conditions));
+  CHECK_FALSE(sa->conditions.sharesWith(sc->conditions));  // other transition times
+  CHECK(sa->conditions[1].last_transition_time == sb->conditions[1].last_transition_time);
+
+  // A changed copy reaches neither the cache nor another pod.
+  auto copy = *sb;
+  copy.conditions[1].status = "False";
+  CHECK(manager.getPodStatus("ua")->conditions[1].status == "True");
+  CHECK(manager.getPodStatus("ub")->conditions[1].status == "True");
+
+  // b's Ready turns False: b gets its own list, a keeps its own.
+  m.clock.advance(1s);
+  REQUIRE(manager.setPodStatus(*b, runningStatus("False")));
+  const auto a_after = manager.getPodStatus("ua");
+  const auto b_after = manager.getPodStatus("ub");
+  CHECK_FALSE(a_after->conditions.sharesWith(b_after->conditions));
+  CHECK(a_after->conditions[1].status == "True");
+  CHECK(b_after->conditions[1].status == "False");
+  CHECK(a_after->conditions.sharesWith(sa->conditions));
 }
