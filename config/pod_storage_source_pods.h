@@ -40,6 +40,9 @@ class PodStorage::SourcePods {
       ix = free_.back();
       free_.pop_back();
     } else {
+      // A quarter more at a time rather than double: one pod added to a store of thousands
+      // would leave as many slots unused.
+      if (slots_.size() == slots_.capacity()) reserve(slots_.size() + slots_.size() / 4 + 16);
       ix = static_cast<uint32_t>(slots_.size());
       slots_.emplace_back();
     }
@@ -85,7 +88,7 @@ class PodStorage::SourcePods {
   size_t size() const { return live_; }
 
   // Room for `n` entries in all: a first SET of thousands of pods allocates its slots once, at
-  // their number (growing one by one would leave up to half of the slots unused).
+  // their number.
   void reserve(size_t n) {
     if (n > slots_.capacity()) slots_.reserve(n);
   }
