@@ -65,7 +65,7 @@ bool BasicPodWorkers::Impl::settledSyncLocked(const UpdatePodOptions& options) {
   }
   if (!syncer_.trySettledSync(options.pod, options.mirror_pod)) return false;
   // As a completed sync: the next periodic one is a resync interval away.
-  queueAfterLocked(st.uid, options_.resync_interval);
+  queueAfterLocked(st, options_.resync_interval);
   return true;
 }
 
@@ -105,7 +105,11 @@ void BasicPodWorkers::Impl::forgetWorker(const std::string& uid) {
 
 std::vector<std::string> BasicPodWorkers::Impl::getWorkToSync() {
   std::lock_guard lock(mu_);
-  return queue_.takeDue(clock_.now());
+  const auto due = queue_.takeDue(clock_.now());
+  std::vector<std::string> uids;
+  uids.reserve(due.size());
+  for (const SyncStatus* st : due) uids.push_back(st->uid);
+  return uids;
 }
 
 uint64_t BasicPodWorkers::Impl::generation() const {
@@ -113,15 +117,15 @@ uint64_t BasicPodWorkers::Impl::generation() const {
   return generation_;
 }
 
-void BasicPodWorkers::Impl::queueLocked(const std::string& uid, base::MonotonicTime at) {
-  queue_.schedule(uid, at);
+void BasicPodWorkers::Impl::queueLocked(const SyncStatus& st, base::MonotonicTime at) {
+  queue_.schedule(&st, at);
 }
 
-void BasicPodWorkers::Impl::queueAfterLocked(const std::string& uid, base::Duration delay) {
-  queueLocked(uid, clock_.now() + base::jitter(delay, options_.jitter_factor, random_));
+void BasicPodWorkers::Impl::queueAfterLocked(const SyncStatus& st, base::Duration delay) {
+  queueLocked(st, clock_.now() + base::jitter(delay, options_.jitter_factor, random_));
 }
 
-void BasicPodWorkers::Impl::unqueueLocked(const std::string& uid) { queue_.erase(uid); }
+void BasicPodWorkers::Impl::unqueueLocked(const SyncStatus& st) { queue_.erase(&st); }
 
 std::set<std::string> BasicPodWorkers::Impl::knownTerminatedUIDs() const {
   std::lock_guard lock(mu_);
@@ -282,7 +286,7 @@ bool BasicPodWorkers::Impl::beginTerminationLocked(const StatusPtr& st,
   }
   st->terminating_at = clock_.now();
   ++generation_;
-  unqueueLocked(uid);
+  unqueueLocked(*st);
   return true;
 }
 

@@ -126,10 +126,11 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   void forgetWorker(const std::string& uid);
   std::vector<std::string> getWorkToSync();
   uint64_t generation() const;
-  void queueLocked(const std::string& uid, base::MonotonicTime at);
+  // The queue holds the worker's status itself (a current one: see queue_).
+  void queueLocked(const SyncStatus& st, base::MonotonicTime at);
   // Queued `delay` from now, plus the workers' jitter.
-  void queueAfterLocked(const std::string& uid, base::Duration delay);
-  void unqueueLocked(const std::string& uid);
+  void queueAfterLocked(const SyncStatus& st, base::Duration delay);
+  void unqueueLocked(const SyncStatus& st);
   std::set<std::string> knownTerminatedUIDs() const;
 
   template <typename Pred>
@@ -249,8 +250,11 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   std::map<std::string, std::string, std::less<>> started_static_;
   std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;
   // Sync-phase requeues (kubelet's workQueue; a new deadline replaces the old), taken by due time
-  // so that a tick looks only at what is due.
-  base::DueQueue<std::string> queue_;
+  // so that a tick looks only at what is due. Keyed by the worker's status rather than its UID:
+  // a resync of each of tens of thousands of pods takes and requeues its key, and a pointer is
+  // hashed and compared at once. Only a current status is queued (in statuses_), and
+  // retireLocked unqueues it before it leaves statuses_, so no key outlives its status.
+  base::DueQueue<const SyncStatus*> queue_;
   uint64_t generation_ = 0;
 };
 

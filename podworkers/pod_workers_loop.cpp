@@ -239,7 +239,7 @@ void BasicPodWorkers::Impl::completeSyncLocked(const StatusPtr& st, const PodWor
     if (!st->terminating_at) st->terminating_at = clock_.now();
     st->started_terminating = true;
     ++generation_;
-    unqueueLocked(st->uid);
+    unqueueLocked(*st);
     st->pending = PodWork{WorkType::kTerminating, st->last};
   } else if (!st->terminationRequested()) {
     base::Duration delay = options_.resync_interval;
@@ -248,7 +248,7 @@ void BasicPodWorkers::Impl::completeSyncLocked(const StatusPtr& st, const PodWor
                   ? options_.transient_backoff_period
                   : options_.backoff_period;
     }
-    queueAfterLocked(st->uid, delay);
+    queueAfterLocked(*st, delay);
   }
 }
 
@@ -379,7 +379,7 @@ void BasicPodWorkers::Impl::onRetry(const StatusPtr& st) {
 void BasicPodWorkers::Impl::retireLocked(StatusPtr st) {
   if (isCurrent(st)) statuses_.erase(st->uid);
   ++generation_;
-  unqueueLocked(st->uid);
+  unqueueLocked(*st);
   st->pending.reset();
   retireTimerLocked(*st);
   if (st->is_static) {
