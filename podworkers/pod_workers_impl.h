@@ -253,7 +253,8 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   // so that a tick looks only at what is due. Keyed by the worker's status rather than its UID:
   // a resync of each of tens of thousands of pods takes and requeues its key, and a pointer is
   // hashed and compared at once. Only a current status is queued (in statuses_), and
-  // retireLocked unqueues it before it leaves statuses_, so no key outlives its status.
+  // retireLocked unqueues it as it leaves statuses_ (holding it meanwhile), so no key outlives
+  // its status.
   base::DueQueue<const SyncStatus*> queue_;
   uint64_t generation_ = 0;
 };
