@@ -262,6 +262,7 @@ bool PodLifecycle::publishStatus(const api::Pod& pod, const runtime::PodStatus& 
   // thousands of pods) holds no copy of the API status.
   auto api_status = generateAPIPodStatus(pod, status);
   const bool terminal = api::isTerminalPhase(api_status.phase);
+  observeStart(pod, api_status);
   deps_.status_manager.setPodStatus(pod, std::move(api_status), stamp);
   return terminal;
 }
@@ -484,7 +485,7 @@ asio::awaitable<void> PodLifecycle::publishStatusAfterStarts(api::PodPtr pod) {
                                                    pod->metadata.namespace_);
   if (!after.ok()) co_return;
   auto s = generateAPIPodStatus(*pod, *after);
-  if (s.phase == api::kPhaseRunning) observeFirstRunning(*pod);
+  observeStart(*pod, s);
   deps_.status_manager.setPodStatus(*pod, std::move(s));
 }
 
@@ -509,11 +510,10 @@ void PodLifecycle::reportOomKills(const api::Pod& pod, const runtime::PodStatus&
   }
 }
 
-void PodLifecycle::observeFirstRunning(const api::Pod& pod) {
-  {
-    std::lock_guard lock(mu_);
-    if (!started_once_.insert(pod.metadata.uid).second) return;
-  }
+void PodLifecycle::observeStart(const api::Pod& pod, const api::PodStatus& status) {
+  if (status.phase != api::kPhaseRunning) return;
+  // Once: the status cached before this one was not Running yet.
+  if (deps_.status_manager.getPodPhase(pod.metadata.uid) == api::kPhaseRunning) return;
   auto seen = pod.metadata.annotations.find(std::string(api::kConfigFirstSeenAnnotationKey));
   if (seen == pod.metadata.annotations.end()) return;
   if (auto t = api::parseTime(seen->second); t.ok()) {
@@ -612,7 +612,6 @@ asio::awaitable<base::Status> PodLifecycle::syncTerminatedPod(api::PodPtr pod) {
   {
     std::lock_guard lock(mu_);
     start_failures_.erase(uid);
-    started_once_.erase(uid);
     oom_reported_.erase(uid);
   }
   deps_.dirs.forget(uid);

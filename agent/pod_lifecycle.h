@@ -177,7 +177,9 @@ class PodLifecycle final : public podworkers::PodSyncer {
                                                 std::vector<runtime::PodVolume> volumes,
                                                 std::stop_token cancel);
   asio::awaitable<void> publishStatusAfterStarts(api::PodPtr pod);
-  void observeFirstRunning(const api::Pod& pod);
+  // kubelet_pod_start_duration_seconds (config.seen -> Running): observed when `status`, about to
+  // be cached, is Running and the cached one is not.
+  void observeStart(const api::Pod& pod, const api::PodStatus& status);
   // A Warning OOMKilled event for each container the kernel's OOM killer ended, once.
   void reportOomKills(const api::Pod& pod, const runtime::PodStatus& status);
 
@@ -265,8 +267,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
                                {},          deps_.api_objects, deps_.blocking};
 
   mutable std::mutex mu_;
-  std::map<std::string, StartFailures> start_failures_;  // by pod UID
-  std::set<std::string> started_once_;                   // pods whose start latency was observed
+  std::map<std::string, StartFailures> start_failures_;        // by pod UID
   std::map<std::string, std::set<std::string>> oom_reported_;  // by pod UID: container IDs
   std::unordered_map<std::string, Settled> settled_;           // by pod UID
 };
