@@ -262,7 +262,6 @@ bool PodLifecycle::publishStatus(const api::Pod& pod, const runtime::PodStatus& 
   // thousands of pods) holds no copy of the API status.
   auto api_status = generateAPIPodStatus(pod, status);
   const bool terminal = api::isTerminalPhase(api_status.phase);
-  observeStart(pod, api_status);
   deps_.status_manager.setPodStatus(pod, std::move(api_status), stamp);
   return terminal;
 }

@@ -178,7 +178,9 @@ class PodLifecycle final : public podworkers::PodSyncer {
                                                 std::stop_token cancel);
   asio::awaitable<void> publishStatusAfterStarts(api::PodPtr pod);
   // kubelet_pod_start_duration_seconds (config.seen -> Running): observed when `status`, about to
-  // be cached, is Running and the cached one is not.
+  // be cached after the agent started the pod's containers, is Running and the cached one is not.
+  // Not from other syncs: after an agent restart, pods already running have a new config.seen and
+  // no cached status, and are not starts.
   void observeStart(const api::Pod& pod, const api::PodStatus& status);
   // A Warning OOMKilled event for each container the kernel's OOM killer ended, once.
   void reportOomKills(const api::Pod& pod, const runtime::PodStatus& status);

@@ -1,5 +1,5 @@
 // kubelet_pod_start_duration_seconds: a pod's start latency (config.seen -> Running) is observed
-// once, when its status first turns Running.
+// once, when its status first turns Running after the agent started its containers.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -35,6 +35,13 @@ TEST_CASE("pod start latency: observed once, when the pod first turns Running", 
   h.drain();
   h.advance(3min);
   REQUIRE(h.actions(Action::Kind::kStart).size() == 2);
+  CHECK(observed() == 1);
+
+  // As after an agent restart: no cached status while the pod's containers run. A sync that
+  // starts nothing caches Running again without observing it.
+  h.status_manager.removeStatus("uid-a");
+  h.advance(2min);
+  REQUIRE(h.phase("uid-a") == "Running");
   CHECK(observed() == 1);
 
   h.update(api::PodOperation::kAdd, {seen("b")}, "api");
