@@ -43,16 +43,11 @@ class ListInterner {
     return SharedList<T>::shared(std::move(items));
   }
 
-  size_t size() const {
-    std::lock_guard lock(mu_);
-    return table_.size();
-  }
-
  private:
   struct KeyHash {
     size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ h.high); }
   };
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::unordered_map<Hash128, std::weak_ptr<std::vector<T>>, KeyHash> table_;
   size_t added_ = 0;
 };

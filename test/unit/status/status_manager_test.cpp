@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <string>
 
 #include "agent/status/status_manager.h"
 #include "podmanager/mirror_client.h"
@@ -23,9 +24,19 @@ struct Managers {
   agent::StatusManager statuses{clock, pods};
 };
 
-api::PodStatus runningStatus(const char* ready) {
+// Pod `name` with UID "u<name>".
+api::PodPtr pod(const std::string& name) {
+  return testing::PodBuilder().name(name).uid("u" + name).container("c", {"true"}).build();
+}
+
+api::PodStatus phaseStatus(const char* phase) {
   api::PodStatus s;
-  s.phase = "Running";
+  s.phase = phase;
+  return s;
+}
+
+api::PodStatus runningStatus(const char* ready) {
+  api::PodStatus s = phaseStatus("Running");
   s.conditions.push_back({"Initialized", "True", "", "", std::nullopt, std::nullopt});
   s.conditions.push_back({"Ready", ready, "", "", std::nullopt, std::nullopt});
   return s;
@@ -37,12 +48,10 @@ TEST_CASE("status: every stored update gets a new stamp, also for a re-created U
           "[unit][status]") {
   Managers m;
   auto& manager = m.statuses;
-  auto a = testing::PodBuilder().name("a").uid("ua").container("c", {"true"}).build();
-  auto b = testing::PodBuilder().name("b").uid("ub").container("c", {"true"}).build();
-  api::PodStatus pending;
-  pending.phase = "Pending";
-  api::PodStatus running;
-  running.phase = "Running";
+  auto a = pod("a");
+  auto b = pod("b");
+  const api::PodStatus pending = phaseStatus("Pending");
+  const api::PodStatus running = phaseStatus("Running");
 
   REQUIRE(manager.setPodStatus(*a, pending));
   const auto first = manager.getVersionedPodStatus("ua")->stamp;
@@ -70,11 +79,9 @@ TEST_CASE("status: version moves when a status is stored or removed, not for an 
     last = manager.version();
     return changed;
   };
-  auto a = testing::PodBuilder().name("a").uid("ua").container("c", {"true"}).build();
-  api::PodStatus pending;
-  pending.phase = "Pending";
-  api::PodStatus running;
-  running.phase = "Running";
+  auto a = pod("a");
+  const api::PodStatus pending = phaseStatus("Pending");
+  const api::PodStatus running = phaseStatus("Running");
   REQUIRE(manager.setPodStatus(*a, pending));
   CHECK(moved());
   CHECK_FALSE(manager.setPodStatus(*a, pending));
@@ -102,8 +109,7 @@ TEST_CASE("status: statusStamps gives each pod's stamp in one pass, in any order
     all.push_back(
         testing::PodBuilder().name(std::string("p-") + uid).uid(uid).container("c").build());
   }
-  api::PodStatus running;
-  running.phase = "Running";
+  const api::PodStatus running = phaseStatus("Running");
   for (size_t i : {0, 2, 3}) REQUIRE(manager.setPodStatus(*all[i], running));  // u2, u5: none
   auto expect = [&](const std::vector<api::PodPtr>& list) {
     auto stamps = manager.statusStamps(list);
@@ -125,9 +131,9 @@ TEST_CASE("status: pods whose conditions changed within one second share one cop
           "[unit][status]") {
   Managers m;
   auto& manager = m.statuses;
-  auto a = testing::PodBuilder().name("a").uid("ua").container("c", {"true"}).build();
-  auto b = testing::PodBuilder().name("b").uid("ub").container("c", {"true"}).build();
-  auto c = testing::PodBuilder().name("c").uid("uc").container("c", {"true"}).build();
+  auto a = pod("a");
+  auto b = pod("b");
+  auto c = pod("c");
   m.clock.setWallTime(base::SystemTime(std::chrono::seconds(1'800'000'000)));
   REQUIRE(manager.setPodStatus(*a, runningStatus("True")));
   m.clock.advance(300ms);  // the same second: times are whole seconds in the cache
