@@ -510,9 +510,67 @@ void FakeRuntime::addImage(const std::string& image, ImageInfo info) {
   images_[image] = std::move(info);
 }
 
-void FakeRuntime::removeImage(const std::string& image) {
+asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> FakeRuntime::listImages() {
+  std::vector<ImageInfo> out;
+  {
+    std::lock_guard lock(mu_);
+    std::set<std::string> seen;
+    for (const auto& [ref, info] : images_) {
+      if (seen.insert(info.id).second) out.push_back(info);
+    }
+  }
+  co_return out;
+}
+
+asio::awaitable<base::Status> FakeRuntime::removeImage(std::string image) {
   std::lock_guard lock(mu_);
-  images_.erase(image);
+  if (auto error = remove_image_errors_.find(image); error != remove_image_errors_.end()) {
+    co_return error->second;
+  }
+  const size_t before = images_.size();
+  std::erase_if(images_,
+                [&](const auto& kv) { return kv.first == image || kv.second.id == image; });
+  if (images_.size() != before) removed_images_.push_back(image);
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::StatusOr<ImageFsInfo>> FakeRuntime::imageFsInfo() {
+  std::lock_guard lock(mu_);
+  if (!image_fs_) co_return base::unavailableError("fake runtime: no image filesystem set");
+  co_return *image_fs_;
+}
+
+asio::awaitable<base::StatusOr<std::set<std::string>>> FakeRuntime::imagesInUse() {
+  std::set<std::string> out;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [uid, rec] : pods_) {
+      for (const auto& c : rec.containers) {
+        auto held = images_.find(c.image);
+        out.insert(held != images_.end() ? held->second.id : c.image);
+      }
+    }
+  }
+  co_return out;
+}
+
+void FakeRuntime::setImageFs(ImageFsInfo info) {
+  std::lock_guard lock(mu_);
+  image_fs_ = std::move(info);
+}
+
+void FakeRuntime::setRemoveImageError(const std::string& image, base::Status status) {
+  std::lock_guard lock(mu_);
+  if (status.ok()) {
+    remove_image_errors_.erase(image);
+  } else {
+    remove_image_errors_[image] = std::move(status);
+  }
+}
+
+std::vector<std::string> FakeRuntime::removedImages() const {
+  std::lock_guard lock(mu_);
+  return removed_images_;
 }
 
 bool FakeRuntime::hasImage(const std::string& image) const {

@@ -100,6 +100,15 @@ class FakeRuntime final : public Runtime {
   // successful pull holds the image (ID "sha256:fake-<image>" unless it was held with another).
   asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
                                                          std::optional<RegistryAuth> auth) override;
+  // The held images, one entry per ID.
+  asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> listImages() override;
+  // Drops every reference to the image whose ID or reference is `image`, unless
+  // setRemoveImageError scripted a failure for it; recorded in removedImages().
+  asio::awaitable<base::Status> removeImage(std::string image) override;
+  // As setImageFs set it (Unavailable until then).
+  asio::awaitable<base::StatusOr<ImageFsInfo>> imageFsInfo() override;
+  // The IDs of the held images that containers (any state) name, and the names of those not held.
+  asio::awaitable<base::StatusOr<std::set<std::string>>> imagesInUse() override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override;
   std::filesystem::path containerLogsPath(std::string_view pod_namespace, std::string_view pod_name,
@@ -156,8 +165,13 @@ class FakeRuntime final : public Runtime {
   // Holds `image` (a reference as containers name it, e.g. "busybox:1"); an empty info.id becomes
   // "sha256:fake-<image>".
   void addImage(const std::string& image, ImageInfo info = {});
-  void removeImage(const std::string& image);
   bool hasImage(const std::string& image) const;
+  // What imageFsInfo answers from now on.
+  void setImageFs(ImageFsInfo info);
+  // Every later removeImage of `image` (an ID) fails with `status` (OK: it succeeds again).
+  void setRemoveImageError(const std::string& image, base::Status status);
+  // The IDs removeImage removed, in order.
+  std::vector<std::string> removedImages() const;
   // Every later pull of `image` answers `result` until set again (OK, the default: the pull
   // succeeds).
   void setPullResult(const std::string& image, base::Status result);
@@ -214,6 +228,9 @@ class FakeRuntime final : public Runtime {
   std::map<std::string, base::Status> pull_results_;
   base::Duration pull_delay_{0};
   base::Status image_status_error_;
+  std::optional<ImageFsInfo> image_fs_;
+  std::map<std::string, base::Status> remove_image_errors_;
+  std::vector<std::string> removed_images_;
   std::vector<std::string> pulls_;
   size_t pulls_with_auth_ = 0;
   std::vector<std::string> pull_users_;

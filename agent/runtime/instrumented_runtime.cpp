@@ -8,21 +8,12 @@ namespace nodeagent::runtime {
 namespace {
 
 // By Op. killPod stops a pod's containers: counted as one stop_container.
-constexpr const char* kOpNames[] = {"list_containers",
-                                    "container_status",
-                                    "start_container",
-                                    "stop_container",
-                                    "exec_sync",
-                                    "remove_container",
-                                    "run_podsandbox",
-                                    "stop_podsandbox",
-                                    "remove_podsandbox",
-                                    "exec",
-                                    "attach",
-                                    "status",
-                                    "image_status",
-                                    "pull_image",
-                                    "port_forward"};
+constexpr const char* kOpNames[] = {
+    "list_containers",  "container_status", "start_container", "stop_container",    "exec_sync",
+    "remove_container", "run_podsandbox",   "stop_podsandbox", "remove_podsandbox", "exec",
+    "attach",           "status",           "image_status",    "pull_image",        "port_forward",
+    "list_images",      "remove_image",     "image_fs_info",
+};
 static_assert(std::size(kOpNames) == InstrumentedRuntime::kOpCount);
 
 }  // namespace
@@ -157,6 +148,34 @@ asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::pullImage(
   co_return r;
 }
 
+asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> InstrumentedRuntime::listImages() {
+  auto call = inner_.listImages();
+  auto r = co_await std::move(call);
+  count(kListImages, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::Status> InstrumentedRuntime::removeImage(std::string image) {
+  auto call = inner_.removeImage(std::move(image));
+  auto r = co_await std::move(call);
+  count(kRemoveImage, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<ImageFsInfo>> InstrumentedRuntime::imageFsInfo() {
+  auto call = inner_.imageFsInfo();
+  auto r = co_await std::move(call);
+  count(kImageFsInfo, r.ok());
+  co_return r;
+}
+
+asio::awaitable<base::StatusOr<std::set<std::string>>> InstrumentedRuntime::imagesInUse() {
+  auto call = inner_.imagesInUse();
+  auto r = co_await std::move(call);
+  count(kList, r.ok());
+  co_return r;
+}
+
 asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::execUrl(
     ContainerId id, std::vector<std::string> command, StreamOptions options) {
   auto call = inner_.execUrl(std::move(id), std::move(command), options);
@@ -165,8 +184,8 @@ asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::execUrl(
   co_return r;
 }
 
-asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::attachUrl(
-    ContainerId id, StreamOptions options) {
+asio::awaitable<base::StatusOr<std::string>> InstrumentedRuntime::attachUrl(ContainerId id,
+                                                                            StreamOptions options) {
   auto call = inner_.attachUrl(std::move(id), options);
   auto r = co_await std::move(call);
   count(kAttach, r.ok());

@@ -2,7 +2,8 @@
 // kubelet_runtime_operations_total{operation_type} and
 // kubelet_runtime_operations_errors_total{operation_type}, with CRI's operation names
 // (list_containers, container_status, start_container, stop_container, exec_sync,
-// remove_container, run_podsandbox, stop_podsandbox, remove_podsandbox, exec, attach). Calls pass
+// remove_container, run_podsandbox, stop_podsandbox, remove_podsandbox, exec, attach, status,
+// image_status, pull_image, port_forward, list_images, remove_image, image_fs_info). Calls pass
 // straight through.
 #pragma once
 
@@ -69,6 +70,11 @@ class InstrumentedRuntime : public Runtime {
   asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image) override;
   asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
                                                          std::optional<RegistryAuth> auth) override;
+  asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> listImages() override;
+  asio::awaitable<base::Status> removeImage(std::string image) override;
+  asio::awaitable<base::StatusOr<ImageFsInfo>> imageFsInfo() override;
+  // Counted as list_containers (a CRI runtime lists them).
+  asio::awaitable<base::StatusOr<std::set<std::string>>> imagesInUse() override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override {
     return inner_.podLogsDirectory(pod_namespace, pod_name, pod_uid);
@@ -99,6 +105,9 @@ class InstrumentedRuntime : public Runtime {
     kImageStatus,
     kPullImage,
     kPortForward,
+    kListImages,
+    kRemoveImage,
+    kImageFsInfo,
     kOpCount
   };
 

@@ -394,6 +394,22 @@ asio::awaitable<base::StatusOr<std::string>> Runtime::pullImage(std::string imag
                                      ")");
 }
 
+asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> Runtime::listImages() {
+  co_return base::unimplementedError("the " + type() + " runtime holds no images");
+}
+
+asio::awaitable<base::Status> Runtime::removeImage(std::string image) {
+  co_return base::unimplementedError("the " + type() + " runtime holds no images (" + image + ")");
+}
+
+asio::awaitable<base::StatusOr<ImageFsInfo>> Runtime::imageFsInfo() {
+  co_return base::unimplementedError("the " + type() + " runtime has no image filesystem");
+}
+
+asio::awaitable<base::StatusOr<std::set<std::string>>> Runtime::imagesInUse() {
+  co_return base::unimplementedError("the " + type() + " runtime holds no images");
+}
+
 asio::awaitable<base::StatusOr<StreamSessionPtr>> Runtime::execStream(ContainerId id,
                                                                       std::vector<std::string>,
                                                                       StreamOptions) {

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -186,6 +187,18 @@ struct ImageInfo {
   uint64_t size = 0;
   std::optional<int64_t> uid;  // the image's User when it is numeric ("1000"; 0 for "" or root)
   std::string username;        // the image's User when it is a name
+  // The runtime asks that it never be removed by image garbage collection (CRI `pinned`; the CRI
+  // runtime also pins its own sandbox image). Set by listImages only.
+  bool pinned = false;
+};
+
+// The filesystem that holds a runtime's images (CRI ImageFsInfo, with the size of the filesystem
+// from statfs of its mountpoint), for image garbage collection.
+struct ImageFsInfo {
+  std::filesystem::path mountpoint;
+  uint64_t used_bytes = 0;  // by the images
+  uint64_t capacity_bytes = 0;
+  uint64_t available_bytes = 0;
 };
 
 // CRI ContainerConfig beyond the container's spec: where it runs and what it sees.
@@ -467,6 +480,16 @@ class Runtime {
   // PullImage with optional credentials; answers the image's ID. Default: Unimplemented.
   virtual asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
                                                                  std::optional<RegistryAuth> auth);
+  // What image garbage collection asks (kubelet's ImageGCManager); each Default: Unimplemented.
+  // ListImages: every image held.
+  virtual asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> listImages();
+  // RemoveImage: `image` (an ID) no longer held; OK when it was not.
+  virtual asio::awaitable<base::Status> removeImage(std::string image);
+  // ImageFsInfo: the filesystem the images are on.
+  virtual asio::awaitable<base::StatusOr<ImageFsInfo>> imageFsInfo();
+  // The IDs of the images that the runtime's containers, running or exited, were created from
+  // (kubelet's GetPods(true) container ImageIDs).
+  virtual asio::awaitable<base::StatusOr<std::set<std::string>>> imagesInUse();
 
   // CRI ReopenContainerLog: the runtime reopens the running container's log file (kubelet's
   // container log manager renamed it to rotate it). A runtime whose containers rotate their own

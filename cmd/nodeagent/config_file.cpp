@@ -54,6 +54,9 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"evictionPressureTransitionPeriod",
        {"eviction-pressure-transition-period", Kind::kDuration}},
       {"evictionMaxPodGracePeriod", {"eviction-max-pod-grace-period", Kind::kInt}},
+      {"imageGCHighThresholdPercent", {"image-gc-high-threshold", Kind::kInt}},
+      {"imageGCLowThresholdPercent", {"image-gc-low-threshold", Kind::kInt}},
+      {"imageMinimumGCAge", {"minimum-image-ttl-duration", Kind::kDuration}},
   };
   return keys;
 }
@@ -87,10 +90,7 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "featureGates",
       "hairpinMode",
       "healthzBindAddress",
-      "imageGCHighThresholdPercent",
-      "imageGCLowThresholdPercent",
       "imageMaximumGCAge",
-      "imageMinimumGCAge",
       "imageServiceEndpoint",
       "iptablesDropBit",
       "iptablesMasqueradeBit",

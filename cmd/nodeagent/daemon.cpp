@@ -223,6 +223,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
                        : static_cast<podmanager::MirrorClient&>(noop_mirror_client_)),
       status_manager_(clock_, pod_manager_),
       events_(makeEventRecorder()),
+      image_gc_(makeImageGc()),
       pod_config_(
           ioc_.get_executor(), clock_,
           [this](api::PodUpdate u) { agent_.onPodUpdate(std::move(u)); },
@@ -326,6 +327,29 @@ std::shared_ptr<agent::EventRecorder> Daemon::makeEventRecorder() {
   return events;
 }
 
+std::shared_ptr<agent::images::ImageGcManager> Daemon::makeImageGc() {
+  if (!runtime_->runsImages()) return nullptr;
+  agent::images::ImageGcOptions io;
+  io.policy = config_.image_gc_policy;
+  // agent_ is built later; asked only once started.
+  io.wanted_images = [this] {
+    std::vector<std::string> images;
+    for (const auto& pod : agent_.activePods()) {
+      for (const auto& c : pod->spec.init_containers) images.push_back(c.image);
+      for (const auto& c : pod->spec.containers) images.push_back(c.image);
+    }
+    return images;
+  };
+  if (events_) {
+    io.record_node_warning = [events = events_](const std::string& reason,
+                                                const std::string& message) {
+      events->record(events->nodeReference(), "Warning", reason, message);
+    };
+  }
+  return std::make_shared<agent::images::ImageGcManager>(ioc_.get_executor(), clock_,
+                                                         instrumented_, std::move(io));
+}
+
 std::shared_ptr<stats::SummaryProvider> Daemon::makeSummary() {
   stats::SummaryOptions so;
   so.node_name = config_.node_name;
@@ -342,6 +366,18 @@ std::shared_ptr<stats::SummaryProvider> Daemon::makeSummary() {
     return out;
   };
   return std::make_shared<stats::SummaryProvider>(ioc_.get_executor(), clock_, std::move(so));
+}
+
+asio::awaitable<base::Status> Daemon::reclaimNodeDisk() {
+  // kubelet's node-level reclaim of a disk signal: dead containers, then unused images.
+  auto collecting = agent_.removeDeadContainers();
+  auto collected = co_await std::move(collecting);
+  if (!collected.ok() || !image_gc_) co_return collected;
+  auto deleting = image_gc_->deleteUnusedImages();
+  auto freed = co_await std::move(deleting);
+  if (!freed.ok()) co_return freed.status();
+  log()->info("Removed unused images to reclaim node resources bytes={}", *freed);
+  co_return base::okStatus();
 }
 
 std::shared_ptr<eviction::EvictionManager> Daemon::makeEvictionManager() {
@@ -371,9 +407,7 @@ std::shared_ptr<eviction::EvictionManager> Daemon::makeEvictionManager() {
     agent_.evictPod(std::move(pod), std::move(status), grace);
     co_return true;
   };
-  eo.reclaim_node_level = [this](eviction::Signal) -> asio::awaitable<base::Status> {
-    return agent_.removeDeadContainers();
-  };
+  eo.reclaim_node_level = [this](eviction::Signal) { return reclaimNodeDisk(); };
   eo.pod_cleaned_up = [this](const api::Pod& pod) { return agent_.podCleanedUp(pod); };
   if (events_) {
     eo.record_pod_event = [events = events_](const api::Pod& pod, const std::string& type,
@@ -602,6 +636,7 @@ void Daemon::start() {
   }
   runtime_state_->start();
   if (log_manager_) log_manager_->start();
+  if (image_gc_) image_gc_->start();
   if (node_status_) node_status_->start();
   if (node_lease_) node_lease_->start();
   if (status_syncer_) status_syncer_->start();
@@ -634,6 +669,7 @@ void Daemon::stop(std::function<void()> on_stopped) {
   if (node_status_) node_status_->stop();
   runtime_state_->stop();
   if (log_manager_) log_manager_->stop();
+  if (image_gc_) image_gc_->stop();
   if (node_lease_) node_lease_->stop();
   if (events_) events_->stop();
   systemd_.stop();

@@ -24,6 +24,7 @@
 #include "agent/eviction/eviction_manager.h"
 #include "agent/eviction/signal_source.h"
 #include "agent/health_checks.h"
+#include "agent/images/image_gc_manager.h"
 #include "agent/logs/container_log_manager.h"
 #include "agent/node_lease.h"
 #include "agent/node_status.h"
@@ -127,8 +128,11 @@ class Daemon {
   std::shared_ptr<agent::NodeStatusController> makeNodeStatus();
   std::unique_ptr<agent::ApiMirrorClient> makeMirrorClient();
   std::shared_ptr<agent::EventRecorder> makeEventRecorder();
+  std::shared_ptr<agent::images::ImageGcManager> makeImageGc();
   std::shared_ptr<stats::SummaryProvider> makeSummary();
   std::shared_ptr<eviction::EvictionManager> makeEvictionManager();
+  // The eviction manager's node-level reclaim for a disk signal.
+  asio::awaitable<base::Status> reclaimNodeDisk();
   void buildApiControllers();
   void buildSources();
   base::Status buildServers();
@@ -188,6 +192,9 @@ class Daemon {
   agent::StatusManager status_manager_;
   config::ManifestErrors manifest_errors_;
   std::shared_ptr<agent::EventRecorder> events_;  // with --kubeconfig
+  // Removes unused images when the image filesystem fills (a runtime that runs images; else
+  // null). The eviction manager's disk reclaim asks it too.
+  std::shared_ptr<agent::images::ImageGcManager> image_gc_;
   config::PodConfig pod_config_;
   agent::Agent agent_;
   // /stats/summary and the eviction manager's pod usage.

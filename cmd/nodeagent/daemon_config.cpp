@@ -141,6 +141,12 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("container-log-max-size", &f.container_log_max_size,
                "rotate a container log at this size");
   fs.addInt("container-log-max-files", &f.container_log_max_files, "log files kept per container");
+  fs.addInt("image-gc-high-threshold", &f.image_gc_high_threshold,
+            "image filesystem usage percent at which unused images are removed (100: never)");
+  fs.addInt("image-gc-low-threshold", &f.image_gc_low_threshold,
+            "image filesystem usage percent that image garbage collection frees down to");
+  fs.addDuration("minimum-image-ttl-duration", &f.minimum_image_ttl_duration,
+                 "how long an unused image is kept at least after it was first seen");
   fs.addInt("read-only-port", &f.read_only_port, "read-only HTTP port (0 disables)");
   fs.addInt("healthz-port", &f.healthz_port, "healthz HTTP port (0 disables)");
   fs.addInt("max-pods", &f.max_pods, "pods this node admits");
@@ -337,6 +343,11 @@ std::optional<UsageError> deriveResources(DaemonConfig& c) {
   tf.eviction_soft_grace_period = f.eviction_soft_grace_period;
   tf.eviction_minimum_reclaim = f.eviction_minimum_reclaim;
   tf.enforce_pods_allocatable = f.enforce_node_allocatable == "pods";
+  c.image_gc_policy = {f.image_gc_high_threshold, f.image_gc_low_threshold,
+                       f.minimum_image_ttl_duration};
+  if (auto policy = agent::images::validateImageGcPolicy(c.image_gc_policy); !policy.ok()) {
+    return UsageError{policy.message()};
+  }
   tf.has_image_fs = false;  // the runtimes have no image filesystem of their own
   auto thresholds = eviction::parseThresholdConfig(tf);
   if (!thresholds.ok()) return UsageError{thresholds.status().message()};

@@ -14,6 +14,7 @@
 #include "agent/admission.h"
 #include "agent/cm/resources.h"
 #include "agent/eviction/thresholds.h"
+#include "agent/images/image_gc_policy.h"
 #include "api/kubeconfig.h"
 #include "api/objects.h"
 #include "base/clock.h"
@@ -79,6 +80,10 @@ struct DaemonFlags {
   std::string register_with_taints;
   std::string container_log_max_size = "10Mi";
   int64_t container_log_max_files = 5;
+  // Image garbage collection (a runtime that runs images): percents of the image filesystem.
+  int64_t image_gc_high_threshold = 85;
+  int64_t image_gc_low_threshold = 80;
+  base::Duration minimum_image_ttl_duration = std::chrono::minutes(2);
   int64_t read_only_port = 10255;
   int64_t healthz_port = 10248;
   int64_t max_pods = 110;
@@ -119,6 +124,8 @@ struct DaemonConfig {
   cm::ResourceConfig kubepods_limits;
   // --eviction-hard and --eviction-soft, parsed.
   std::vector<eviction::Threshold> eviction_thresholds;
+  // --image-gc-high-threshold, --image-gc-low-threshold and --minimum-image-ttl-duration.
+  agent::images::ImageGcPolicy image_gc_policy;
   std::map<std::string, std::string> node_labels;
   std::vector<api::Taint> register_with_taints;  // parsed
   std::vector<std::string> cluster_dns;          // --cluster-dns, split

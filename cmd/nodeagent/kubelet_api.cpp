@@ -100,6 +100,9 @@ std::string configzJson(const DaemonConfig& config) {
       {"kubeAPIBurst", f.kube_api_burst},
       {"evictionPressureTransitionPeriod", seconds(f.eviction_pressure_transition_period)},
       {"evictionMaxPodGracePeriod", f.eviction_max_pod_grace_period},
+      {"imageGCHighThresholdPercent", f.image_gc_high_threshold},
+      {"imageGCLowThresholdPercent", f.image_gc_low_threshold},
+      {"imageMinimumGCAge", seconds(f.minimum_image_ttl_duration)},
       {"enforceNodeAllocatable", f.enforce_node_allocatable.empty()
                                      ? nlohmann::json::array()
                                      : nlohmann::json::array({f.enforce_node_allocatable})},

@@ -352,6 +352,36 @@ TEST_CASE("cri: the termination message is a file mounted into the container, or
   CHECK(terminated("logs")->value("message", "") == "last words\n");
 }
 
+TEST_CASE(
+    "cri: image garbage collection over the high threshold removes the unused image and keeps "
+    "the wanted one and the sandbox image",
+    "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  auto has = [&](const std::string& ref) {
+    const auto refs = containerd.imageReferences();
+    return std::find(refs.begin(), refs.end(), ref) != refs.end();
+  };
+  REQUIRE(has("nodeagent.test/busybox-nonroot:1"));
+  Daemon d;
+  const auto mark = marker("cri-image-gc");
+  d.writeManifest("web.yaml", busyboxPod("web", mark));
+  // Any usage is over a 1 % threshold: the first pass, at start, removes every image it may.
+  auto args = criArgs(containerd);
+  args.insert(args.end(), {"--image-gc-high-threshold=1", "--image-gc-low-threshold=0",
+                           "--minimum-image-ttl-duration=0s"});
+  d.start(args);
+
+  REQUIRE_EVENTUALLY(d, [&] { return !has("nodeagent.test/busybox-nonroot:1"); }, 60s);
+  // The static pod's image is kept even if the pass ran before its container existed.
+  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  CHECK(has("nodeagent.test/busybox:1"));
+  CHECK(has("nodeagent.test/pause:1"));
+  CHECK_THAT(d.logTail(), Catch::Contains("Removing image to free"));
+  CHECK_THAT(d.logTail(), Catch::Contains("failed to garbage collect required amount of images"));
+}
+
 TEST_CASE("cri: containerd restarted under a running agent: the agent carries on, nothing twice",
           "[e2e][cri]") {
   testing::skipUnlessContainerdCanRun();

@@ -110,6 +110,17 @@ TEST_CASE("daemon: --logging-format=json writes one JSON object per line, text q
   CHECK_THAT(bad.err, Catch::Contains("--logging-format: \"xml\" is not text or json"));
 }
 
+TEST_CASE("daemon: image garbage collection thresholds out of order are a usage error",
+          "[e2e][flags]") {
+  testing::TempDir out("nodeagent-e2e-imagegc");
+  auto bad = testing::runCommand({testing::binaryPath("nodeagent").string(), "--allow-no-sources",
+                                  "--image-gc-high-threshold=80", "--image-gc-low-threshold=85"},
+                                 out, 30s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--image-gc-low-threshold 85 must be less than "
+                                      "--image-gc-high-threshold 80"));
+}
+
 TEST_CASE("daemon: a negative --eviction-max-pod-grace-period is a usage error naming the flag",
           "[e2e][flags]") {
   testing::TempDir out("nodeagent-e2e-evictgrace");

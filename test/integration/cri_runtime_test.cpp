@@ -1,18 +1,22 @@
 // CriRuntime against a containerd of the test's own (test/support/containerd.h): a pod's sandbox
 // and a busybox container started through the Runtime interface, its status from containerd's
-// lists and kubelet's labels, exec, kill, the running-pod list, removal and the sandbox calls.
+// lists and kubelet's labels, exec, kill, the running-pod list, removal and the sandbox calls;
+// the image calls of image garbage collection, and the collection itself.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "agent/images/image_gc_manager.h"
 #include "agent/pod_lifecycle_sandbox.h"
 #include "agent/runtime/cri/cri_runtime.h"
 #include "test/support/containerd.h"
@@ -203,6 +207,80 @@ TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are kil
   CHECK(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
   CHECK(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
   CHECK(testing::eventually([&] { return f.containerd.containerProcesses().empty(); }, kWait));
+}
+
+TEST_CASE(
+    "cri runtime: image garbage collection keeps the images of containers and the sandbox image",
+    "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  Fixture f;
+  REQUIRE(f.runtime->recover().ok());
+  const api::PodPtr pod = busyboxPod();
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
+  REQUIRE(sandbox_id.ok());
+  const ContainerId id = start(f, pod, *sandbox_id, 0);
+
+  auto busybox = f.run(f.runtime->imageStatus("nodeagent.test/busybox:1"));
+  auto nonroot = f.run(f.runtime->imageStatus("nodeagent.test/busybox-nonroot:1"));
+  REQUIRE((busybox.ok() && busybox->has_value() && nonroot.ok() && nonroot->has_value()));
+  const std::string busybox_id = (*busybox)->id;
+
+  // The sandbox image is pinned: containerd's config names it (TestContainerdOptions).
+  auto images = f.run(f.runtime->listImages());
+  REQUIRE(images.ok());
+  REQUIRE(images->size() == 3);
+  for (const auto& image : *images) {
+    INFO(image.id);
+    const bool pause = std::find(image.repo_tags.begin(), image.repo_tags.end(),
+                                 "nodeagent.test/pause:1") != image.repo_tags.end();
+    CHECK(image.pinned == pause);
+  }
+  auto in_use = f.run(f.runtime->imagesInUse());
+  REQUIRE(in_use.ok());
+  CHECK(*in_use == std::set<std::string>{busybox_id});
+
+  auto fs_info = f.run(f.runtime->imageFsInfo());
+  INFO(fs_info.status().message());
+  REQUIRE(fs_info.ok());
+  // containerd's snapshotter directory (its usage figure is refreshed every few seconds).
+  CHECK(fs_info->mountpoint.string().starts_with(f.containerd.dir().string()));
+  CHECK(fs::is_directory(fs_info->mountpoint));
+  CHECK(fs_info->capacity_bytes >= fs_info->available_bytes);
+  CHECK(fs_info->capacity_bytes > 0);
+
+  // A policy that always collects and can never free enough: only the unused image goes.
+  std::vector<std::string> warnings;
+  agent::images::ImageGcOptions options;
+  options.policy = {1, 0, std::chrono::seconds(0)};
+  options.record_node_warning = [&](const std::string& reason, const std::string&) {
+    warnings.push_back(reason);
+  };
+  auto gc = std::make_shared<agent::images::ImageGcManager>(f.ioc.get_executor(),
+                                                            base::realClock(), *f.runtime, options);
+  auto collected = f.run(gc->garbageCollect());
+  INFO(collected.message());
+  CHECK_THAT(collected.message(), Catch::Contains("failed to garbage collect"));
+  CHECK(warnings == std::vector<std::string>{"FreeDiskSpaceFailed"});
+  CHECK_FALSE(f.run(f.runtime->imageStatus("nodeagent.test/busybox-nonroot:1"))->has_value());
+  CHECK(f.run(f.runtime->imageStatus("nodeagent.test/busybox:1"))->has_value());
+  CHECK(f.run(f.runtime->imageStatus("nodeagent.test/pause:1"))->has_value());
+
+  // An exited container still holds its image; once removed, the image may go.
+  REQUIRE(f.run(f.runtime->killContainer(pod, id, KillOptions::graceOverride(1), "test")).ok());
+  auto kept = f.run(gc->deleteUnusedImages());
+  REQUIRE(kept.ok());
+  CHECK(*kept == 0);
+  REQUIRE(f.run(f.runtime->removeContainer(id)).ok());
+  auto freed = f.run(gc->deleteUnusedImages());
+  REQUIRE(freed.ok());
+  CHECK(*freed == (*busybox)->size);
+  CHECK_FALSE(f.run(f.runtime->imageStatus(busybox_id))->has_value());
+  CHECK(f.run(f.runtime->imageStatus("nodeagent.test/pause:1"))->has_value());
+  // Removing an image that is gone is not an error.
+  CHECK(f.run(f.runtime->removeImage(busybox_id)).ok());
+
+  REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
+  REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
 }
 
 TEST_CASE("cri runtime: recover names the endpoint when no runtime listens", "[integration][cri]") {

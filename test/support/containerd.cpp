@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -477,6 +478,23 @@ void TestContainerd::importTestImages() {
     throw std::runtime_error("importing the test images failed (" + command + "):\n" +
                              readFile(out));
   }
+}
+
+std::vector<std::string> TestContainerd::imageReferences() const {
+  const std::string command = ctrCommand() + " images ls -q 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  if (::pclose(pipe) != 0) throw std::runtime_error(command + " failed:\n" + out);
+  std::vector<std::string> refs;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) refs.push_back(line);
+  }
+  std::sort(refs.begin(), refs.end());
+  return refs;
 }
 
 std::map<pid_t, std::string> TestContainerd::containerProcesses() const {

@@ -110,6 +110,9 @@ class TestContainerd {
   // nodeagent.test/busybox-nonroot:1, nodeagent.test/pause:1) and imports them into this
   // containerd's k8s.io namespace. Throws std::runtime_error with the script's output on failure.
   void importTestImages();
+  // The references of the images in the k8s.io namespace (`ctr images ls -q`), sorted. Throws
+  // std::runtime_error when ctr fails.
+  std::vector<std::string> imageReferences() const;
 
   // With CNI: the pods' subnet ("10.201.17.0/24"), its gateway (the bridge's address,
   // "10.201.17.1") and the bridge's name. Empty without CNI.

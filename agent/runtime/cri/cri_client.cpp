@@ -112,8 +112,9 @@ base::StatusOr<RuntimeVersion> CriClient::version() {
   return version;
 }
 
-base::StatusOr<RuntimeStatus> CriClient::status() {
+base::StatusOr<RuntimeStatus> CriClient::status(bool verbose) {
   ::runtime::v1::StatusRequest request;
+  request.set_verbose(verbose);
   ::runtime::v1::StatusResponse response;
   auto status = impl_->call("runtime.v1.RuntimeService/Status", [&](auto& context) {
     return impl_->runtime->Status(&context, request, &response);
@@ -123,6 +124,7 @@ base::StatusOr<RuntimeStatus> CriClient::status() {
   for (const auto& c : response.status().conditions()) {
     result.conditions.push_back({c.type(), c.status(), c.reason(), c.message()});
   }
+  result.info.insert(response.info().begin(), response.info().end());
   return result;
 }
 
@@ -365,6 +367,30 @@ base::StatusOr<std::vector<ImageInfo>> CriClient::listImages() {
   std::vector<ImageInfo> images;
   for (const auto& item : response.images()) images.push_back(fromProto(item));
   return images;
+}
+
+base::Status CriClient::removeImage(const std::string& image) {
+  v1::RemoveImageRequest request;
+  request.mutable_image()->set_image(image);
+  v1::RemoveImageResponse response;
+  return impl_->call("runtime.v1.ImageService/RemoveImage", [&](auto& context) {
+    return impl_->image->RemoveImage(&context, request, &response);
+  });
+}
+
+base::StatusOr<ImageFsUsage> CriClient::imageFsInfo() {
+  v1::ImageFsInfoRequest request;
+  v1::ImageFsInfoResponse response;
+  auto status = impl_->call("runtime.v1.ImageService/ImageFsInfo", [&](auto& context) {
+    return impl_->image->ImageFsInfo(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  if (response.image_filesystems().empty()) {
+    return base::notFoundError("CRI runtime at " + impl_->endpoint.uri +
+                               ": ImageFsInfo reports no image filesystem");
+  }
+  const auto& fs = response.image_filesystems(0);
+  return ImageFsUsage{fs.fs_id().mountpoint(), fs.used_bytes().value(), fs.inodes_used().value()};
 }
 
 base::Status checkRuntimeVersion(const CriEndpoint& endpoint, const RuntimeVersion& version) {

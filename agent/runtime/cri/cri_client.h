@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,8 @@ inline constexpr const char* kNetworkReady = "NetworkReady";
 
 struct RuntimeStatus {
   std::vector<RuntimeCondition> conditions;
+  // A verbose Status's info (containerd: "config", its CRI plugin's configuration as JSON).
+  std::map<std::string, std::string> info;
 
   // The condition of `type`, or nullptr when the runtime did not report it.
   const RuntimeCondition* find(const std::string& type) const;
@@ -69,6 +72,14 @@ struct ImageInfo {
   uint64_t size = 0;
   std::optional<int64_t> uid;  // the image's User when it is a number ("1000")
   std::string username;        // the image's User when it is a name
+  bool pinned = false;         // the runtime asks that it never be garbage collected
+};
+
+// ImageFsInfo's first image filesystem: where the images are and what they use of it.
+struct ImageFsUsage {
+  std::string mountpoint;
+  uint64_t used_bytes = 0;
+  uint64_t inodes_used = 0;
 };
 
 class CriClient {
@@ -87,8 +98,8 @@ class CriClient {
   base::StatusOr<RuntimeVersion> version();
 
   // RuntimeService.Status (blocking): the RuntimeReady and NetworkReady conditions that feed
-  // the node's Ready condition.
-  base::StatusOr<RuntimeStatus> status();
+  // the node's Ready condition; `verbose` also asks for the runtime's info (RuntimeStatus::info).
+  base::StatusOr<RuntimeStatus> status(bool verbose = false);
 
   // ImageService.ImageStatus (blocking): the image `image` names (a reference such as
   // "nodeagent.test/busybox:1", or an image ID), or nullopt when the runtime does not have it.
@@ -159,6 +170,10 @@ class CriClient {
   // ListImages: every image the runtime holds (CRI's filter is not offered: containerd 1.6
   // ignores it; imageStatus finds one image).
   base::StatusOr<std::vector<ImageInfo>> listImages();
+  // RemoveImage: `image` (a reference or an ID) no longer held; OK when it was not.
+  base::Status removeImage(const std::string& image);
+  // ImageFsInfo: the first image filesystem the runtime reports; NotFound when it reports none.
+  base::StatusOr<ImageFsUsage> imageFsInfo();
 
  private:
   struct Impl;

@@ -222,6 +222,7 @@ ImageInfo fromProto(const v1::Image& in) {
                  std::nullopt,
                  in.username()};
   if (in.has_uid()) info.uid = in.uid().value();
+  info.pinned = in.pinned();
   return info;
 }
 

@@ -141,17 +141,6 @@ cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config) {
 
 bool isNotFound(const base::Status& status) { return status.code() == base::StatusCode::kNotFound; }
 
-// ImageStatus as the Runtime's ImageInfo; nullopt when the runtime does not hold the image.
-base::StatusOr<std::optional<ImageInfo>> lookUpImage(cri::CriClient& client,
-                                                     const std::string& image) {
-  auto answer = client.imageStatus(image);
-  if (!answer.ok()) return answer.status();
-  if (!answer->has_value()) return std::optional<ImageInfo>();
-  const auto& in = **answer;
-  return std::optional<ImageInfo>(
-      ImageInfo{in.id, in.repo_tags, in.repo_digests, in.size, in.uid, in.username});
-}
-
 }  // namespace
 
 CriRuntime::CriRuntime(std::shared_ptr<cri::CriClient> client, base::Clock& clock,
@@ -234,32 +223,6 @@ asio::awaitable<base::StatusOr<RuntimeStatus>> CriRuntime::status() {
     return out;
   };
   auto task = base::runBlocking(options_.blocking_executor, std::move(ask));
-  co_return co_await std::move(task);
-}
-
-asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> CriRuntime::imageStatus(
-    std::string image) {
-  auto client = client_;
-  auto ask = [client, image = std::move(image)]() -> base::StatusOr<std::optional<ImageInfo>> {
-    return lookUpImage(*client, image);
-  };
-  auto task = base::runBlocking(options_.blocking_executor, std::move(ask));
-  co_return co_await std::move(task);
-}
-
-asio::awaitable<base::StatusOr<std::string>> CriRuntime::pullImage(
-    std::string image, std::optional<RegistryAuth> auth) {
-  auto client = client_;
-  auto pull = [client, image = std::move(image),
-               auth = std::move(auth)]() -> base::StatusOr<std::string> {
-    std::optional<cri::AuthConfig> cri_auth;
-    if (auth) {
-      cri_auth = cri::AuthConfig{auth->username,       auth->password,       auth->auth,
-                                 auth->server_address, auth->identity_token, auth->registry_token};
-    }
-    return client->pullImage(image, cri_auth);
-  };
-  auto task = base::runBlocking(options_.blocking_executor, std::move(pull));
   co_return co_await std::move(task);
 }
 

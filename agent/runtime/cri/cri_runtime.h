@@ -165,11 +165,20 @@ class CriRuntime final : public Runtime {
   // PortForward into the pod's ready sandbox.
   asio::awaitable<base::StatusOr<std::string>> portForwardUrl(std::string uid,
                                                               std::vector<int32_t> ports) override;
-  // ImageStatus; nullopt when the runtime does not hold the image.
+  // Images (cri_runtime_images.cpp). ImageStatus; nullopt when the runtime does not hold the
+  // image.
   asio::awaitable<base::StatusOr<std::optional<ImageInfo>>> imageStatus(std::string image) override;
   // PullImage; the image's ID.
   asio::awaitable<base::StatusOr<std::string>> pullImage(std::string image,
                                                          std::optional<RegistryAuth> auth) override;
+  // ListImages; the runtime's sandbox image (its verbose Status's config) is listed as pinned.
+  asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> listImages() override;
+  // RemoveImage; OK when the runtime does not hold it.
+  asio::awaitable<base::Status> removeImage(std::string image) override;
+  // ImageFsInfo, and statvfs of the filesystem it names.
+  asio::awaitable<base::StatusOr<ImageFsInfo>> imageFsInfo() override;
+  // The image refs of every container (ListContainers).
+  asio::awaitable<base::StatusOr<std::set<std::string>>> imagesInUse() override;
 
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
                                          std::string_view pod_uid) const override;
@@ -178,6 +187,10 @@ class CriRuntime final : public Runtime {
                                           int restart_count) const override;
 
  private:
+  // ImageStatus as the Runtime's ImageInfo; nullopt when the runtime does not hold the image.
+  // Blocking.
+  static base::StatusOr<std::optional<ImageInfo>> lookUpImage(cri::CriClient& client,
+                                                              const std::string& image);
   base::StatusOr<std::string> startBlocking(const api::Pod& pod, const api::Container& container,
                                             int attempt, const StartContainerOptions& options);
   // Runs the container's preStop hook, if any, and answers how long it took.

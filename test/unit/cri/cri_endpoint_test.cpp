@@ -132,7 +132,8 @@ TEST_CASE("cri version: only a runtime that answers runtime API v1 is accepted",
 
 TEST_CASE("cri status: conditions are found by type", "[unit][cri]") {
   RuntimeStatus status{{{"RuntimeReady", true, "", ""},
-                        {"NetworkReady", false, "NetworkPluginNotReady", "cni not initialized"}}};
+                        {"NetworkReady", false, "NetworkPluginNotReady", "cni not initialized"}},
+                       {}};
   REQUIRE(status.find(kRuntimeReady) != nullptr);
   CHECK(status.find(kRuntimeReady)->status);
   REQUIRE(status.find(kNetworkReady) != nullptr);

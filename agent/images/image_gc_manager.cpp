@@ -1,0 +1,293 @@
+#include "agent/images/image_gc_manager.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "base/log.h"
+
+namespace nodeagent::agent::images {
+namespace {
+
+NODEAGENT_LOGGER("images")
+
+std::string percentFlagError(const char* flag, int64_t value) {
+  return std::string("--") + flag + " " + std::to_string(value) +
+         " must be between 0 and 100, inclusive";
+}
+
+// `ref` as a CRI runtime lists it among an image's repo tags or digests.
+std::string fullReference(std::string_view ref) {
+  std::string out(ref);
+  const auto slash = out.find('/');
+  const std::string first = slash == std::string::npos ? std::string() : out.substr(0, slash);
+  const bool has_registry = first.find_first_of(".:") != std::string::npos || first == "localhost";
+  if (!has_registry)
+    out.insert(0, slash == std::string::npos ? "docker.io/library/" : "docker.io/");
+  if (out.find_first_of(":@", out.rfind('/') + 1) == std::string::npos) out += ":latest";
+  return out;
+}
+
+}  // namespace
+
+bool imageNamedBy(const runtime::ImageInfo& image, std::string_view ref) {
+  if (ref.empty()) return false;
+  if (image.id == ref) return true;
+  const std::string full = fullReference(ref);
+  auto named = [&](const std::vector<std::string>& refs) {
+    return std::any_of(refs.begin(), refs.end(),
+                       [&](const std::string& r) { return r == ref || r == full; });
+  };
+  return named(image.repo_tags) || named(image.repo_digests);
+}
+
+base::Status validateImageGcPolicy(const ImageGcPolicy& policy) {
+  if (policy.high_threshold_percent < 0 || policy.high_threshold_percent > 100) {
+    return base::invalidArgumentError(
+        percentFlagError("image-gc-high-threshold", policy.high_threshold_percent));
+  }
+  if (policy.low_threshold_percent < 0 || policy.low_threshold_percent > 100) {
+    return base::invalidArgumentError(
+        percentFlagError("image-gc-low-threshold", policy.low_threshold_percent));
+  }
+  if (policy.low_threshold_percent >= policy.high_threshold_percent) {
+    return base::invalidArgumentError("--image-gc-low-threshold " +
+                                      std::to_string(policy.low_threshold_percent) +
+                                      " must be less than --image-gc-high-threshold " +
+                                      std::to_string(policy.high_threshold_percent));
+  }
+  if (policy.min_age < base::Duration::zero()) {
+    return base::invalidArgumentError("--minimum-image-ttl-duration must not be negative");
+  }
+  return base::okStatus();
+}
+
+ImageGcManager::ImageGcManager(asio::any_io_executor executor, base::Clock& clock,
+                               runtime::Runtime& runtime, ImageGcOptions options)
+    : strand_(asio::make_strand(std::move(executor))),
+      clock_(clock),
+      runtime_(runtime),
+      options_(std::move(options)) {}
+
+void ImageGcManager::start() {
+  asio::co_spawn(
+      strand_,
+      [](std::shared_ptr<ImageGcManager> self) -> asio::awaitable<void> {
+        if (self->stopped_) co_return;
+        self->detect_timer_ = self->clock_.makeTimer(self->strand_);
+        self->gc_timer_ = self->clock_.makeTimer(self->strand_);
+        // The images already there when the agent starts count as seen long ago.
+        auto detecting = self->detectImages(base::MonotonicTime{}, nullptr);
+        if (auto detected = co_await std::move(detecting); detected.ok()) {
+          self->initialized_ = true;
+        } else {
+          log()->warn("Cannot list images for image garbage collection err={}",
+                      detected.toString());
+        }
+        self->schedule(self->detect_timer_, self->options_.detect_period, /*collect=*/false);
+        if (self->options_.policy.high_threshold_percent >= 100) {
+          log()->info("Image garbage collection is off (--image-gc-high-threshold=100)");
+          co_return;
+        }
+        co_await self->periodicCollect();
+        self->schedule(self->gc_timer_, self->options_.gc_period, /*collect=*/true);
+      }(shared_from_this()),
+      asio::detached);
+}
+
+void ImageGcManager::stop() {
+  stopped_ = true;
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->detect_timer_) self->detect_timer_->cancel();
+    if (self->gc_timer_) self->gc_timer_->cancel();
+  });
+}
+
+void ImageGcManager::schedule(base::TimerPtr& timer, base::Duration period, bool collect) {
+  if (stopped_ || !timer) return;
+  timer->asyncWaitFor(period, [self = shared_from_this(), &timer, period, collect] {
+    asio::co_spawn(
+        self->strand_,
+        [](std::shared_ptr<ImageGcManager> s, base::TimerPtr* t, base::Duration p,
+           bool c) -> asio::awaitable<void> {
+          if (s->stopped_) co_return;
+          if (c) {
+            co_await s->periodicCollect();
+          } else {
+            // Initial detection made the images of the first listing "seen long ago".
+            const auto when = s->initialized_ ? s->clock_.now() : base::MonotonicTime{};
+            auto detecting = s->detectImages(when, nullptr);
+            if (auto detected = co_await std::move(detecting); detected.ok()) {
+              s->initialized_ = true;
+            } else {
+              log()->warn("Cannot list images for image garbage collection err={}",
+                          detected.toString());
+            }
+          }
+          s->schedule(*t, p, c);
+        }(self, &timer, period, collect),
+        asio::detached);
+  });
+}
+
+asio::awaitable<void> ImageGcManager::periodicCollect() {
+  auto collecting = collectOnStrand();
+  auto collected = co_await std::move(collecting);
+  if (collected.ok()) {
+    if (previous_gc_failed_) log()->info("Image garbage collection succeeded");
+    previous_gc_failed_ = false;
+    co_return;
+  }
+  if (previous_gc_failed_) {
+    log()->error("Image garbage collection failed multiple times in a row err={}",
+                 collected.toString());
+    // Only repeated failures make an event, as kubelet's.
+    warn("ImageGCFailed", collected.message());
+  } else {
+    log()->warn("Image garbage collection failed once err={}", collected.toString());
+  }
+  previous_gc_failed_ = true;
+}
+
+asio::awaitable<base::Status> ImageGcManager::garbageCollect() {
+  return asio::co_spawn(strand_, collectOnStrand(), asio::use_awaitable);
+}
+
+asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::deleteUnusedImages() {
+  // co_spawn needs a default-constructible result: StatusOr travels in an optional.
+  auto on_strand = [](std::shared_ptr<ImageGcManager> self)
+      -> asio::awaitable<std::optional<base::StatusOr<uint64_t>>> {
+    auto freeing = self->freeSpace(std::numeric_limits<uint64_t>::max(), self->clock_.now());
+    co_return co_await std::move(freeing);
+  };
+  auto result =
+      co_await asio::co_spawn(strand_, on_strand(shared_from_this()), asio::use_awaitable);
+  co_return std::move(*result);
+}
+
+asio::awaitable<base::Status> ImageGcManager::collectOnStrand() {
+  auto asking = runtime_.imageFsInfo();
+  auto fs = co_await std::move(asking);
+  if (!fs.ok()) {
+    co_return base::Status(fs.status().code(),
+                           "cannot read the image filesystem's usage: " + fs.status().message());
+  }
+  const uint64_t capacity = fs->capacity_bytes;
+  uint64_t available = fs->available_bytes;
+  if (available > capacity) {
+    log()->warn("Image filesystem available {} is larger than capacity {}", available, capacity);
+    available = capacity;
+  }
+  if (capacity == 0) {
+    const std::string message = "invalid capacity 0 on image filesystem " + fs->mountpoint.string();
+    warn("InvalidDiskCapacity", message);
+    co_return base::failedPreconditionError(message);
+  }
+  // Whole percents as kubelet's (exact below 180 PB).
+  const auto usage_percent = 100 - static_cast<int64_t>(available * 100 / capacity);
+  if (usage_percent < options_.policy.high_threshold_percent) co_return base::okStatus();
+
+  const auto low = static_cast<uint64_t>(100 - options_.policy.low_threshold_percent);
+  const uint64_t target_available = capacity * low / 100;
+  const uint64_t to_free = target_available > available ? target_available - available : 0;
+  log()->info(
+      "Disk usage on the image filesystem {} is at {}%, over the high threshold ({}%): freeing "
+      "{} bytes, down to the low threshold ({}%)",
+      fs->mountpoint.string(), usage_percent, options_.policy.high_threshold_percent, to_free,
+      options_.policy.low_threshold_percent);
+  auto freeing = freeSpace(to_free, clock_.now());
+  auto freed = co_await std::move(freeing);
+  if (!freed.ok()) co_return freed.status();
+  if (*freed < to_free) {
+    const std::string message =
+        "failed to garbage collect required amount of images. Wanted to free " +
+        std::to_string(to_free) + " bytes, but freed " + std::to_string(*freed) + " bytes";
+    warn("FreeDiskSpaceFailed", message);
+    co_return base::resourceExhaustedError(message);
+  }
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::Status> ImageGcManager::detectImages(base::MonotonicTime detect_time,
+                                                           std::set<std::string>* in_use) {
+  auto listing = runtime_.listImages();
+  auto images = co_await std::move(listing);
+  if (!images.ok()) co_return images.status();
+  auto asking = runtime_.imagesInUse();
+  auto used = co_await std::move(asking);
+  if (!used.ok()) co_return used.status();
+  const auto wanted =
+      options_.wanted_images ? options_.wanted_images() : std::vector<std::string>();
+  for (const auto& image : *images) {
+    const bool is_wanted = std::any_of(wanted.begin(), wanted.end(), [&](const std::string& ref) {
+      return imageNamedBy(image, ref);
+    });
+    if (image.pinned || is_wanted) used->insert(image.id);
+  }
+
+  const auto now = clock_.now();
+  std::set<std::string> current;
+  for (const auto& image : *images) {
+    current.insert(image.id);
+    auto [it, added] = records_.try_emplace(image.id);
+    if (added) it->second.first_detected = detect_time;
+    if (used->count(image.id) != 0) it->second.last_used = now;
+    it->second.size = image.size;
+  }
+  std::erase_if(records_, [&](const auto& kv) { return current.count(kv.first) == 0; });
+  if (in_use) *in_use = std::move(*used);
+  co_return base::okStatus();
+}
+
+asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::freeSpace(uint64_t bytes_to_free,
+                                                                    base::MonotonicTime free_time) {
+  std::set<std::string> in_use;
+  auto detecting = detectImages(free_time, &in_use);
+  CO_RETURN_IF_ERROR(co_await std::move(detecting));
+
+  struct Candidate {
+    std::string id;
+    Record record;
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& [id, record] : records_) {
+    if (in_use.count(id) == 0) candidates.push_back({id, record});
+  }
+  // Least recently used first; ties by first seen.
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.record.last_used != b.record.last_used) return a.record.last_used < b.record.last_used;
+    return a.record.first_detected < b.record.first_detected;
+  });
+
+  uint64_t freed = 0;
+  std::vector<std::string> errors;
+  for (const auto& c : candidates) {
+    // Used since the listing above (a newer last use), or just pulled: kept.
+    if (c.record.last_used >= free_time) continue;
+    if (free_time - c.record.first_detected < options_.policy.min_age) continue;
+    log()->info("Removing image to free {} bytes image={}", c.record.size, c.id);
+    auto removing = runtime_.removeImage(c.id);
+    if (auto removed = co_await std::move(removing); !removed.ok()) {
+      errors.push_back(c.id + ": " + removed.toString());
+      continue;
+    }
+    records_.erase(c.id);
+    ++images_removed_;
+    freed += c.record.size;
+    if (freed >= bytes_to_free) break;
+  }
+  if (!errors.empty()) {
+    std::string message = "wanted to free " + std::to_string(bytes_to_free) + " bytes, but freed " +
+                          std::to_string(freed) + " bytes space with errors in image deletion: ";
+    for (size_t i = 0; i < errors.size(); ++i) message += (i ? "; " : "") + errors[i];
+    co_return base::unknownError(message);
+  }
+  co_return freed;
+}
+
+void ImageGcManager::warn(const char* reason, const std::string& message) const {
+  if (options_.record_node_warning) options_.record_node_warning(reason, message);
+}
+
+}  // namespace nodeagent::agent::images

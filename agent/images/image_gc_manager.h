@@ -1,0 +1,117 @@
+// ImageGcManager: kubelet's image garbage collection (pkg/kubelet/images/image_gc_manager.go) for
+// a runtime whose containers run images (the CRI runtime).
+//
+// It keeps a record of each image the runtime holds: when it was first seen, when a container
+// last used it, its size. The records are refreshed every `detect_period` (5m); the images found
+// at the first refresh count as seen long ago. Every `gc_period` (5m, kubelet's ImageGCPeriod)
+// the image filesystem's usage is checked: at or above `high_threshold_percent`
+// (--image-gc-high-threshold, 85) unused images are removed, least recently used first (then
+// first seen first), until usage is down to `low_threshold_percent` (--image-gc-low-threshold,
+// 80). An image is never removed while a container, running or exited, was created from it, while
+// the runtime pins it (its sandbox image), nor before `min_age` (--minimum-image-ttl-duration, 2m)
+// has passed since it was first seen: it may have just been pulled for a container about to
+// start. A failed removal is reported and the next image tried.
+//
+// Node events as kubelet's: Warning FreeDiskSpaceFailed when not enough could be freed, Warning
+// ImageGCFailed when a pass failed for the second time in a row, Warning InvalidDiskCapacity for
+// an image filesystem of size 0. A high threshold of 100 turns the periodic collection off (the
+// eviction manager may still ask for deleteUnusedImages).
+//
+// Unlike kubelet, the images that the containers of the pods the agent wants name are kept too,
+// whether or not a container was created from them yet (`wanted_images`): an agent that starts on
+// a full disk does not remove the image of a static pod it is about to start.
+//
+// Threading: every pass runs on the manager's own strand; deleteUnusedImages and garbageCollect
+// may be awaited from any executor. Create with std::make_shared; the clock and the runtime must
+// outlive it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/images/image_gc_policy.h"
+#include "agent/runtime/runtime.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace nodeagent::agent::images {
+
+struct ImageGcOptions {
+  ImageGcPolicy policy;
+  base::Duration gc_period = std::chrono::minutes(5);
+  base::Duration detect_period = std::chrono::minutes(5);
+  // A Warning event about the node (reason, message). Optional; must not block.
+  std::function<void(const std::string& reason, const std::string& message)> record_node_warning;
+  // The images (references, as pods name them) of the containers of the pods the agent wants:
+  // never removed. Optional; called on the manager's strand, must not block.
+  std::function<std::vector<std::string>()> wanted_images;
+};
+
+// Whether `ref` (an image reference as a pod names it, or an image ID) names `image`: its ID, or
+// one of its repo tags or digests, the reference taken as a CRI runtime lists it (a name without
+// a registry is on docker.io, under library/ when it has no path; without a tag or digest it is
+// ":latest": "busybox" names "docker.io/library/busybox:latest").
+bool imageNamedBy(const runtime::ImageInfo& image, std::string_view ref);
+
+class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
+ public:
+  ImageGcManager(asio::any_io_executor executor, base::Clock& clock, runtime::Runtime& runtime,
+                 ImageGcOptions options);
+
+  // Refreshes the records and collects at once, then every period. Any thread, once.
+  void start();
+  // No pass starts after this (one in flight finishes). Any thread; idempotent.
+  void stop();
+
+  // kubelet's GarbageCollect: one pass of the policy. An error says why it could not free what
+  // the policy asks for.
+  asio::awaitable<base::Status> garbageCollect();
+  // kubelet's DeleteUnusedImages (the eviction manager's node-level reclaim): removes every
+  // image the policy allows to remove, whatever the usage. The bytes freed (the images' sizes).
+  asio::awaitable<base::StatusOr<uint64_t>> deleteUnusedImages();
+
+  uint64_t imagesRemoved() const { return images_removed_.load(); }
+
+ private:
+  struct Record {
+    base::MonotonicTime first_detected{};
+    base::MonotonicTime last_used{};
+    uint64_t size = 0;
+  };
+
+  void schedule(base::TimerPtr& timer, base::Duration period, bool collect);
+  // Strand only.
+  asio::awaitable<base::Status> collectOnStrand();
+  asio::awaitable<void> periodicCollect();
+  // Refreshes the records (new images get `detect_time`, used ones `now`); the images not to
+  // remove (used by a container or pinned) in `in_use`.
+  asio::awaitable<base::Status> detectImages(base::MonotonicTime detect_time,
+                                             std::set<std::string>* in_use);
+  // Removes unused images, oldest use first, until `bytes_to_free` are freed.
+  asio::awaitable<base::StatusOr<uint64_t>> freeSpace(uint64_t bytes_to_free,
+                                                      base::MonotonicTime free_time);
+  void warn(const char* reason, const std::string& message) const;
+
+  asio::strand<asio::any_io_executor> strand_;
+  base::Clock& clock_;
+  runtime::Runtime& runtime_;
+  ImageGcOptions options_;
+  base::TimerPtr detect_timer_;
+  base::TimerPtr gc_timer_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<uint64_t> images_removed_{0};
+  // Strand only.
+  std::map<std::string, Record> records_;  // by image ID
+  bool initialized_ = false;               // a first refresh succeeded
+  bool previous_gc_failed_ = false;
+};
+
+}  // namespace nodeagent::agent::images
