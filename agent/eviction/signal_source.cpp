@@ -14,7 +14,6 @@ namespace {
 
 NODEAGENT_LOGGER("eviction")
 
-
 }  // namespace
 
 std::optional<MemInfo> parseMemInfo(std::string_view text) {
@@ -102,6 +101,15 @@ Observations RealSignalSource::observe() {
   // Some filesystems (btrfs) report no inode counts: nothing to judge.
   if (inode_fs && inode_fs->inodes > 0) {
     out[Signal::kNodeFsInodesFree] = {inode_fs->inodes_free, inode_fs->inodes};
+  }
+
+  if (o.image_fs_path) {
+    if (auto path = o.image_fs_path(); path && !path->empty()) {
+      if (auto fs = statFs(*path); fs && fs->capacity_bytes > 0) {
+        out[Signal::kImageFsAvailable] = {fs->available_bytes, fs->capacity_bytes};
+        if (fs->inodes > 0) out[Signal::kImageFsInodesFree] = {fs->inodes_free, fs->inodes};
+      }
+    }
   }
 
   int64_t pid_max = 0;

@@ -13,6 +13,9 @@
 //                        f_blocks * f_frsize, f_ffree of f_files. When --pod-log-dir is on
 //                        another filesystem, the one with less room available is reported
 //                        (both hold what pods write).
+//   imagefs.available / imagefs.inodesFree = statvfs of the runtime's image filesystem (a CRI
+//                        runtime's ImageFsInfo mountpoint), when there is one: as kubelet, also
+//                        when it is the node's filesystem.
 //   pid.available      = kernel.pid_max - the number of tasks (the 4th field of /proc/loadavg,
 //                        what sysinfo()'s procs, kubelet's figure, counts).
 //
@@ -60,6 +63,9 @@ struct RealSignalSourceOptions {
   // (allocatableMemory.available); both needed.
   std::function<std::optional<int64_t>()> kubepods_working_set;
   int64_t allocatable_memory_bytes = 0;
+  // Optional: the directory of the runtime's image filesystem (imagefs.available and
+  // imagefs.inodesFree, statvfs of it); nullopt while unknown.
+  std::function<std::optional<std::string>()> image_fs_path;
 };
 
 class RealSignalSource final : public SignalSource {

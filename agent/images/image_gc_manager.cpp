@@ -77,21 +77,19 @@ void ImageGcManager::start() {
         if (self->stopped_) co_return;
         self->detect_timer_ = self->clock_.makeTimer(self->strand_);
         self->gc_timer_ = self->clock_.makeTimer(self->strand_);
-        // The images already there when the agent starts count as seen long ago.
-        auto detecting = self->detectImages(base::MonotonicTime{}, nullptr);
-        if (auto detected = co_await std::move(detecting); detected.ok()) {
-          self->initialized_ = true;
-        } else {
-          log()->warn("Cannot list images for image garbage collection err={}",
-                      detected.toString());
-        }
+        co_await self->refreshRecords();
         self->schedule(self->detect_timer_, self->options_.detect_period, /*collect=*/false);
         if (self->options_.policy.high_threshold_percent >= 100) {
           log()->info("Image garbage collection is off (--image-gc-high-threshold=100)");
+          // The eviction manager still wants to know where the images are.
+          auto asking = self->imageFsInfo();
+          if (auto fs = co_await std::move(asking); !fs.ok()) {
+            log()->warn("Cannot find the image filesystem err={}", fs.status().toString());
+          }
           co_return;
         }
-        co_await self->periodicCollect();
-        self->schedule(self->gc_timer_, self->options_.gc_period, /*collect=*/true);
+        const auto next = co_await self->periodicCollect();
+        self->schedule(self->gc_timer_, next, /*collect=*/true);
       }(shared_from_this()),
       asio::detached);
 }
@@ -104,40 +102,49 @@ void ImageGcManager::stop() {
   });
 }
 
-void ImageGcManager::schedule(base::TimerPtr& timer, base::Duration period, bool collect) {
+void ImageGcManager::schedule(base::TimerPtr& timer, base::Duration delay, bool collect) {
   if (stopped_ || !timer) return;
-  timer->asyncWaitFor(period, [self = shared_from_this(), &timer, period, collect] {
+  timer->asyncWaitFor(delay, [self = shared_from_this(), &timer, collect] {
     asio::co_spawn(
         self->strand_,
-        [](std::shared_ptr<ImageGcManager> s, base::TimerPtr* t, base::Duration p,
-           bool c) -> asio::awaitable<void> {
+        [](std::shared_ptr<ImageGcManager> s, base::TimerPtr* t, bool c) -> asio::awaitable<void> {
           if (s->stopped_) co_return;
           if (c) {
-            co_await s->periodicCollect();
+            const auto next = co_await s->periodicCollect();
+            s->schedule(*t, next, c);
           } else {
-            // Initial detection made the images of the first listing "seen long ago".
-            const auto when = s->initialized_ ? s->clock_.now() : base::MonotonicTime{};
-            auto detecting = s->detectImages(when, nullptr);
-            if (auto detected = co_await std::move(detecting); detected.ok()) {
-              s->initialized_ = true;
-            } else {
-              log()->warn("Cannot list images for image garbage collection err={}",
-                          detected.toString());
-            }
+            co_await s->refreshRecords();
+            s->schedule(*t, s->options_.detect_period, c);
           }
-          s->schedule(*t, p, c);
-        }(self, &timer, period, collect),
+        }(self, &timer, collect),
         asio::detached);
   });
 }
 
-asio::awaitable<void> ImageGcManager::periodicCollect() {
+asio::awaitable<void> ImageGcManager::refreshRecords() {
+  // Until a first listing succeeded, the images found count as there since the agent started.
+  const auto when = initialized_ ? std::optional(clock_.now()) : std::nullopt;
+  auto detecting = detectImages(when, nullptr);
+  if (auto detected = co_await std::move(detecting); detected.ok()) {
+    initialized_ = true;
+  } else {
+    log()->warn("Cannot list images for image garbage collection err={}", detected.toString());
+  }
+}
+
+bool ImageGcManager::ready() const { return !options_.ready || options_.ready(); }
+
+asio::awaitable<base::Duration> ImageGcManager::periodicCollect() {
+  if (!ready()) {
+    // The pods the agent wants are not all known yet: their images must not go.
+    co_return options_.ready_retry;
+  }
   auto collecting = collectOnStrand();
   auto collected = co_await std::move(collecting);
   if (collected.ok()) {
     if (previous_gc_failed_) log()->info("Image garbage collection succeeded");
     previous_gc_failed_ = false;
-    co_return;
+    co_return options_.gc_period;
   }
   if (previous_gc_failed_) {
     log()->error("Image garbage collection failed multiple times in a row err={}",
@@ -148,10 +155,14 @@ asio::awaitable<void> ImageGcManager::periodicCollect() {
     log()->warn("Image garbage collection failed once err={}", collected.toString());
   }
   previous_gc_failed_ = true;
+  co_return options_.gc_period;
 }
 
 asio::awaitable<base::Status> ImageGcManager::garbageCollect() {
-  return asio::co_spawn(strand_, collectOnStrand(), asio::use_awaitable);
+  auto on_strand = [](std::shared_ptr<ImageGcManager> self) -> asio::awaitable<base::Status> {
+    co_return co_await self->collectOnStrand();
+  };
+  return asio::co_spawn(strand_, on_strand(shared_from_this()), asio::use_awaitable);
 }
 
 asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::deleteUnusedImages() {
@@ -166,8 +177,23 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::deleteUnusedImages() {
   co_return std::move(*result);
 }
 
-asio::awaitable<base::Status> ImageGcManager::collectOnStrand() {
+std::optional<std::filesystem::path> ImageGcManager::imageFsMountpoint() const {
+  std::lock_guard lock(mountpoint_mu_);
+  return mountpoint_;
+}
+
+asio::awaitable<base::StatusOr<runtime::ImageFsInfo>> ImageGcManager::imageFsInfo() {
   auto asking = runtime_.imageFsInfo();
+  auto fs = co_await std::move(asking);
+  if (fs.ok() && !fs->mountpoint.empty()) {
+    std::lock_guard lock(mountpoint_mu_);
+    mountpoint_ = fs->mountpoint;
+  }
+  co_return fs;
+}
+
+asio::awaitable<base::Status> ImageGcManager::collectOnStrand() {
+  auto asking = imageFsInfo();
   auto fs = co_await std::move(asking);
   if (!fs.ok()) {
     co_return base::Status(fs.status().code(),
@@ -209,8 +235,8 @@ asio::awaitable<base::Status> ImageGcManager::collectOnStrand() {
   co_return base::okStatus();
 }
 
-asio::awaitable<base::Status> ImageGcManager::detectImages(base::MonotonicTime detect_time,
-                                                           std::set<std::string>* in_use) {
+asio::awaitable<base::Status> ImageGcManager::detectImages(
+    std::optional<base::MonotonicTime> detect_time, std::set<std::string>* in_use) {
   auto listing = runtime_.listImages();
   auto images = co_await std::move(listing);
   if (!images.ok()) co_return images.status();
@@ -242,6 +268,10 @@ asio::awaitable<base::Status> ImageGcManager::detectImages(base::MonotonicTime d
 
 asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::freeSpace(uint64_t bytes_to_free,
                                                                     base::MonotonicTime free_time) {
+  if (!ready()) {
+    log()->info("Not removing images before every pod source was seen");
+    co_return uint64_t{0};
+  }
   std::set<std::string> in_use;
   auto detecting = detectImages(free_time, &in_use);
   CO_RETURN_IF_ERROR(co_await std::move(detecting));
@@ -254,10 +284,11 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::freeSpace(uint64_t byt
   for (const auto& [id, record] : records_) {
     if (in_use.count(id) == 0) candidates.push_back({id, record});
   }
-  // Least recently used first; ties by first seen.
+  // Least recently used first; ties by first seen (the images there at start first).
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.record.last_used != b.record.last_used) return a.record.last_used < b.record.last_used;
-    return a.record.first_detected < b.record.first_detected;
+    return a.record.first_detected.value_or(base::MonotonicTime::min()) <
+           b.record.first_detected.value_or(base::MonotonicTime::min());
   });
 
   uint64_t freed = 0;
@@ -265,10 +296,16 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::freeSpace(uint64_t byt
   for (const auto& c : candidates) {
     // Used since the listing above (a newer last use), or just pulled: kept.
     if (c.record.last_used >= free_time) continue;
-    if (free_time - c.record.first_detected < options_.policy.min_age) continue;
+    if (c.record.first_detected && free_time - *c.record.first_detected < options_.policy.min_age) {
+      continue;
+    }
+    // Another pass (the eviction manager's, a periodic one) removed it or is removing it.
+    if (records_.count(c.id) == 0 || !removing_.insert(c.id).second) continue;
     log()->info("Removing image to free {} bytes image={}", c.record.size, c.id);
     auto removing = runtime_.removeImage(c.id);
-    if (auto removed = co_await std::move(removing); !removed.ok()) {
+    auto removed = co_await std::move(removing);
+    removing_.erase(c.id);
+    if (!removed.ok()) {
       errors.push_back(c.id + ": " + removed.toString());
       continue;
     }

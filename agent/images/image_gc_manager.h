@@ -18,8 +18,9 @@
 // eviction manager may still ask for deleteUnusedImages).
 //
 // Unlike kubelet, the images that the containers of the pods the agent wants name are kept too,
-// whether or not a container was created from them yet (`wanted_images`): an agent that starts on
-// a full disk does not remove the image of a static pod it is about to start.
+// whether or not a container was created from them yet (`wanted_images`), and nothing is removed
+// before the agent has seen every pod source (`ready`): an agent that starts on a full disk does
+// not remove the image of a pod it is about to start.
 //
 // Threading: every pass runs on the manager's own strand; deleteUnusedImages and garbageCollect
 // may be awaited from any executor. Create with std::make_shared; the clock and the runtime must
@@ -28,9 +29,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -53,6 +57,11 @@ struct ImageGcOptions {
   // The images (references, as pods name them) of the containers of the pods the agent wants:
   // never removed. Optional; called on the manager's strand, must not block.
   std::function<std::vector<std::string>()> wanted_images;
+  // Whether the agent knows every pod it wants (each pod source was seen). Until then no image
+  // is removed, and the periodic collection is tried again every `ready_retry`. Optional
+  // (always ready); called on the manager's strand, must not block.
+  std::function<bool()> ready;
+  base::Duration ready_retry = std::chrono::seconds(1);
 };
 
 // Whether `ref` (an image reference as a pod names it, or an image ID) names `image`: its ID, or
@@ -79,26 +88,37 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   asio::awaitable<base::StatusOr<uint64_t>> deleteUnusedImages();
 
   uint64_t imagesRemoved() const { return images_removed_.load(); }
+  // The image filesystem's mountpoint as the runtime last reported it (asked at start and by
+  // each pass), for the eviction manager's imagefs signals; nullopt until known. Any thread.
+  std::optional<std::filesystem::path> imageFsMountpoint() const;
 
  private:
   struct Record {
-    base::MonotonicTime first_detected{};
+    // nullopt: there when the agent started (as old as any min age).
+    std::optional<base::MonotonicTime> first_detected;
     base::MonotonicTime last_used{};
     uint64_t size = 0;
   };
 
-  void schedule(base::TimerPtr& timer, base::Duration period, bool collect);
-  // Strand only.
+  // Runs a collection (`collect`) or a refresh of the records after `delay`, then schedules the
+  // next one.
+  void schedule(base::TimerPtr& timer, base::Duration delay, bool collect);
+  bool ready() const;
+  // Strand only. One pass of the policy.
   asio::awaitable<base::Status> collectOnStrand();
-  asio::awaitable<void> periodicCollect();
+  // A periodic pass: its failures logged and reported; the delay until the next one.
+  asio::awaitable<base::Duration> periodicCollect();
+  asio::awaitable<void> refreshRecords();
   // Refreshes the records (new images get `detect_time`, used ones `now`); the images not to
-  // remove (used by a container or pinned) in `in_use`.
-  asio::awaitable<base::Status> detectImages(base::MonotonicTime detect_time,
+  // remove (used by a container, wanted or pinned) in `in_use`.
+  asio::awaitable<base::Status> detectImages(std::optional<base::MonotonicTime> detect_time,
                                              std::set<std::string>* in_use);
   // Removes unused images, oldest use first, until `bytes_to_free` are freed.
   asio::awaitable<base::StatusOr<uint64_t>> freeSpace(uint64_t bytes_to_free,
                                                       base::MonotonicTime free_time);
   void warn(const char* reason, const std::string& message) const;
+  // ImageFsInfo, remembering the mountpoint. Strand only.
+  asio::awaitable<base::StatusOr<runtime::ImageFsInfo>> imageFsInfo();
 
   asio::strand<asio::any_io_executor> strand_;
   base::Clock& clock_;
@@ -110,8 +130,11 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   std::atomic<uint64_t> images_removed_{0};
   // Strand only.
   std::map<std::string, Record> records_;  // by image ID
+  std::set<std::string> removing_;         // IDs a pass is removing (passes interleave)
   bool initialized_ = false;               // a first refresh succeeded
   bool previous_gc_failed_ = false;
+  mutable std::mutex mountpoint_mu_;
+  std::optional<std::filesystem::path> mountpoint_;  // guarded by mountpoint_mu_
 };
 
 }  // namespace nodeagent::agent::images

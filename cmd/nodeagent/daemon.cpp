@@ -331,7 +331,8 @@ std::shared_ptr<agent::images::ImageGcManager> Daemon::makeImageGc() {
   if (!runtime_->runsImages()) return nullptr;
   agent::images::ImageGcOptions io;
   io.policy = config_.image_gc_policy;
-  // agent_ is built later; asked only once started.
+  // pod_config_ and agent_ are built later; asked only once started.
+  io.ready = [this] { return pod_config_.seenAllSources(pod_config_.sources()); };
   io.wanted_images = [this] {
     std::vector<std::string> images;
     for (const auto& pod : agent_.activePods()) {
@@ -346,8 +347,8 @@ std::shared_ptr<agent::images::ImageGcManager> Daemon::makeImageGc() {
       events->record(events->nodeReference(), "Warning", reason, message);
     };
   }
-  return std::make_shared<agent::images::ImageGcManager>(ioc_.get_executor(), clock_,
-                                                         instrumented_, std::move(io));
+  return std::make_shared<agent::images::ImageGcManager>(ioc_.get_executor(), clock_, instrumented_,
+                                                         std::move(io));
 }
 
 std::shared_ptr<stats::SummaryProvider> Daemon::makeSummary() {
@@ -369,15 +370,21 @@ std::shared_ptr<stats::SummaryProvider> Daemon::makeSummary() {
 }
 
 asio::awaitable<base::Status> Daemon::reclaimNodeDisk() {
-  // kubelet's node-level reclaim of a disk signal: dead containers, then unused images.
+  // kubelet's node-level reclaim of a disk signal: dead containers, then unused images, each
+  // whatever the other did.
   auto collecting = agent_.removeDeadContainers();
   auto collected = co_await std::move(collecting);
-  if (!collected.ok() || !image_gc_) co_return collected;
+  if (!image_gc_) co_return collected;
   auto deleting = image_gc_->deleteUnusedImages();
   auto freed = co_await std::move(deleting);
-  if (!freed.ok()) co_return freed.status();
-  log()->info("Removed unused images to reclaim node resources bytes={}", *freed);
-  co_return base::okStatus();
+  if (freed.ok()) {
+    log()->info("Removed unused images to reclaim node resources bytes={}", *freed);
+  } else if (collected.ok()) {
+    co_return freed.status();
+  } else {
+    co_return base::Status(collected.code(), collected.message() + "; " + freed.status().message());
+  }
+  co_return collected;
 }
 
 std::shared_ptr<eviction::EvictionManager> Daemon::makeEvictionManager() {
@@ -392,6 +399,13 @@ std::shared_ptr<eviction::EvictionManager> Daemon::makeEvictionManager() {
       return static_cast<int64_t>(*stats->memory_working_set_bytes);
     };
     signals.allocatable_memory_bytes = config_.kubepods_limits.memory_limit.value_or(0);
+  }
+  if (image_gc_) {
+    signals.image_fs_path = [gc = image_gc_]() -> std::optional<std::string> {
+      auto mountpoint = gc->imageFsMountpoint();
+      if (!mountpoint) return std::nullopt;
+      return mountpoint->string();
+    };
   }
   eviction::EvictionManagerOptions eo;
   eo.thresholds = config_.eviction_thresholds;

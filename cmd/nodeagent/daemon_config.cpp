@@ -348,7 +348,8 @@ std::optional<UsageError> deriveResources(DaemonConfig& c) {
   if (auto policy = agent::images::validateImageGcPolicy(c.image_gc_policy); !policy.ok()) {
     return UsageError{policy.message()};
   }
-  tf.has_image_fs = false;  // the runtimes have no image filesystem of their own
+  // A CRI runtime's images are on its image filesystem; the process runtime has none.
+  tf.has_image_fs = f.runtime == "cri";
   auto thresholds = eviction::parseThresholdConfig(tf);
   if (!thresholds.ok()) return UsageError{thresholds.status().message()};
   c.eviction_thresholds = std::move(*thresholds);

@@ -4,6 +4,7 @@
 // container, a deleted manifest removes it, and a missing runtime (or CRI module) is a clear
 // startup error that names the endpoint (or the module).
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "test/e2e/daemon_fixture.h"
 #include "test/support/containerd.h"
@@ -28,8 +29,7 @@ std::string nsOf(int pid, const char* ns) {
 }
 
 std::vector<std::string> criArgs(const testing::TestContainerd& containerd) {
-  return {"--container-runtime=remote",
-          "--container-runtime-endpoint=" + containerd.endpoint()};
+  return {"--container-runtime=remote", "--container-runtime-endpoint=" + containerd.endpoint()};
 }
 
 }  // namespace
@@ -43,7 +43,8 @@ TEST_CASE("cri: a static pod runs in a containerd container and is adopted after
   d.writeManifest("web.yaml", busyboxPod("web", mark));
   d.start(criArgs(containerd));
 
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 60s);
   auto cs = d.containerStatus("web");
   REQUIRE(cs);
   const std::string id = cs->value("containerID", "");
@@ -79,7 +80,8 @@ TEST_CASE("cri: a static pod runs in a containerd container and is adopted after
   REQUIRE(d.stop(SIGKILL) == 128 + SIGKILL);
   CHECK(alive(pid));
   d.start(criArgs(containerd));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 30s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 30s);
   cs = d.containerStatus("web");
   REQUIRE(cs);
   CHECK(cs->value("containerID", "") == id);
@@ -89,8 +91,10 @@ TEST_CASE("cri: a static pod runs in a containerd container and is adopted after
 
   // The manifest removed: the container and its sandbox go.
   d.removeManifest("web.yaml");
-  REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(mark).empty(); }, 60s);
-  REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return pidsWithArg(mark).empty(); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return containerd.containerProcesses().empty(); }, 30s);
   // And its pod cgroup.
   const fs::path besteffort =
       fs::path("/sys/fs/cgroup/memory") / d.cgroupRoot().substr(1) / "kubepods" / "besteffort";
@@ -151,9 +155,9 @@ TEST_CASE("cri: a runtime that is not there is a startup error naming the endpoi
   unloaded.spawn({"--runtime=cri", "--container-runtime-endpoint=unix://" + socket.string()});
   ::unsetenv("NODEAGENT_CRI_MODULE");
   CHECK(unloaded.waitExit(30s) == 1);
-  CHECK_THAT(readOr(unloaded.dir() / "agent.log"),
-             Catch::Contains("nodeagent-cri.so is not installed") &&
-                 Catch::Contains(module.string()));
+  CHECK_THAT(
+      readOr(unloaded.dir() / "agent.log"),
+      Catch::Contains("nodeagent-cri.so is not installed") && Catch::Contains(module.string()));
 
   Daemon both;
   both.writeManifest("web.yaml", busyboxPod("web", marker("cri-flags")));
@@ -203,7 +207,8 @@ TEST_CASE(
   const auto mark = marker("cri-net");
   d.writeManifest("net.yaml", webServerPod("net", mark));
   d.start(criArgs(containerd));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("net"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("net"); }, 60s);
 
   const auto pod = d.pod("net");
   REQUIRE(pod);
@@ -244,8 +249,10 @@ TEST_CASE(
       20s));
 
   d.removeManifest("net.yaml");
-  REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(mark).empty(); }, 60s);
-  REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return pidsWithArg(mark).empty(); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return containerd.containerProcesses().empty(); }, 30s);
 }
 
 TEST_CASE(
@@ -263,13 +270,15 @@ TEST_CASE(
   d.writeManifest("web.yaml", busyboxPod("web", host_mark));
   d.writeManifest("net.yaml", webServerPod("net", net_mark));
   d.start(criArgs(containerd));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 60s);
   REQUIRE_EVENTUALLY(
       d,
       [&] {
         const auto log = readOr(d.dir() / "agent.log");
-        return log.find("network is not ready: runtime network not ready: NetworkReady=false "
-                        "reason:NetworkPluginNotReady") != std::string::npos &&
+        return log.find(
+                   "network is not ready: runtime network not ready: NetworkReady=false "
+                   "reason:NetworkPluginNotReady") != std::string::npos &&
                log.find("pod=default/net-node1") != std::string::npos;
       },
       30s);
@@ -281,10 +290,11 @@ TEST_CASE(
   CHECK(podIpOf(d, "web") == d.pod("web").value()["status"].value("hostIP", ""));
   d.removeManifest("web.yaml");
   d.removeManifest("net.yaml");
-  REQUIRE_EVENTUALLY(d, [&] { return pidsWithArg(host_mark).empty(); }, 60s);
-  REQUIRE_EVENTUALLY(d, [&] { return containerd.containerProcesses().empty(); }, 30s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return pidsWithArg(host_mark).empty(); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return containerd.containerProcesses().empty(); }, 30s);
 }
-
 
 TEST_CASE("cri: --cluster-dns and --cluster-domain give a ClusterFirst pod the cluster's resolver",
           "[e2e][cri]") {
@@ -304,7 +314,8 @@ TEST_CASE("cri: --cluster-dns and --cluster-domain give a ClusterFirst pod the c
   args.push_back("--cluster-dns=10.96.0.10");
   args.push_back("--cluster-domain=cluster.local");
   d.start(args);
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("dns"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("dns"); }, 60s);
   const int pid = onePid(mark);
   REQUIRE(pid > 0);
   const auto resolv = readOr("/proc/" + std::to_string(pid) + "/root/etc/resolv.conf");
@@ -346,7 +357,8 @@ TEST_CASE("cri: the termination message is a file mounted into the container, or
     }
     return (*cs)["state"]["terminated"];
   };
-  REQUIRE_EVENTUALLY(d, [&] { return terminated("file") && terminated("logs"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return terminated("file") && terminated("logs"); }, 60s);
   CHECK(terminated("file")->value("message", "") == "goodbye");
   CHECK(terminated("file")->value("exitCode", 0) == 1);
   CHECK(terminated("logs")->value("message", "") == "last words\n");
@@ -373,13 +385,54 @@ TEST_CASE(
                            "--minimum-image-ttl-duration=0s"});
   d.start(args);
 
-  REQUIRE_EVENTUALLY(d, [&] { return !has("nodeagent.test/busybox-nonroot:1"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return !has("nodeagent.test/busybox-nonroot:1"); }, 60s);
   // The static pod's image is kept even if the pass ran before its container existed.
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 60s);
   CHECK(has("nodeagent.test/busybox:1"));
   CHECK(has("nodeagent.test/pause:1"));
   CHECK_THAT(d.logTail(), Catch::Contains("Removing image to free"));
   CHECK_THAT(d.logTail(), Catch::Contains("failed to garbage collect required amount of images"));
+}
+
+TEST_CASE(
+    "cri: an imagefs eviction threshold is watched on containerd's image filesystem and its "
+    "reclaim removes unused images",
+    "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-imagefs");
+  d.writeManifest("web.yaml", busyboxPod("web", mark));
+  // Periodic image GC off: only the eviction manager's reclaim can remove the image. The
+  // threshold is above what containerd's filesystem has available: met at once.
+  struct statvfs fs {};
+  REQUIRE(::statvfs(containerd.dir().c_str(), &fs) == 0);
+  const uint64_t above = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize + (uint64_t{1} << 30);
+  auto args = criArgs(containerd);
+  args.insert(args.end(), {"--image-gc-high-threshold=100",
+                           "--eviction-hard=imagefs.available<" + std::to_string(above)});
+  d.start(args);
+
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 60s);
+  const auto refs = [&] { return containerd.imageReferences(); };
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto r = refs();
+        return std::find(r.begin(), r.end(), "nodeagent.test/busybox-nonroot:1") == r.end();
+      },
+      60s);
+  CHECK_THAT(d.logTail(), Catch::Contains("imagefs.available"));
+  CHECK_THAT(d.logTail(), Catch::Contains("Removed unused images to reclaim node resources"));
+  // A static pod is not evicted; its image and the sandbox image stay.
+  CHECK(d.running("web"));
+  auto r = refs();
+  CHECK(std::find(r.begin(), r.end(), "nodeagent.test/busybox:1") != r.end());
+  CHECK(std::find(r.begin(), r.end(), "nodeagent.test/pause:1") != r.end());
 }
 
 TEST_CASE("cri: containerd restarted under a running agent: the agent carries on, nothing twice",
@@ -391,7 +444,8 @@ TEST_CASE("cri: containerd restarted under a running agent: the agent carries on
   const auto mark = marker("cri-restart");
   d.writeManifest("web.yaml", busyboxPod("web", mark));
   d.start(criArgs(containerd));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 60s);
   const std::string id = d.containerStatus("web")->value("containerID", "");
   const int pid = onePid(mark);
   REQUIRE(pid > 0);
@@ -400,7 +454,8 @@ TEST_CASE("cri: containerd restarted under a running agent: the agent carries on
   // The container ran on under its shim; the agent keeps it, and starts a new pod.
   const auto mark2 = marker("cri-restart-2");
   d.writeManifest("web2.yaml", busyboxPod("web2", mark2));
-  REQUIRE_EVENTUALLY(d, [&] { return d.running("web2"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web2"); }, 60s);
   CHECK(d.running("web"));
   CHECK(d.containerStatus("web")->value("containerID", "") == id);
   CHECK(d.containerStatus("web")->value("restartCount", -1) == 0);

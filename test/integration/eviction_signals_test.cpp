@@ -4,6 +4,9 @@
 
 #include <sys/sysinfo.h>
 
+#include <optional>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "agent/admission.h"
@@ -43,7 +46,8 @@ TEST_CASE("eviction signals: this machine's memory, nodefs and pids are plausibl
   CHECK(fs.available > 0);
   CHECK(fs.available <= fs.capacity);
   if (obs.count(Signal::kNodeFsInodesFree)) {
-    CHECK(obs.at(Signal::kNodeFsInodesFree).available <= obs.at(Signal::kNodeFsInodesFree).capacity);
+    CHECK(obs.at(Signal::kNodeFsInodesFree).available <=
+          obs.at(Signal::kNodeFsInodesFree).capacity);
   }
 
   REQUIRE(obs.count(Signal::kPidAvailable) == 1);
@@ -52,6 +56,40 @@ TEST_CASE("eviction signals: this machine's memory, nodefs and pids are plausibl
   CHECK(pids.available > 0);
   CHECK(pids.available < pids.capacity);  // this test process is running
   CHECK(pids.capacity - pids.available >= static_cast<int64_t>(si.procs) / 2);
+
+  // No image filesystem: no imagefs signals.
+  CHECK(obs.count(Signal::kImageFsAvailable) == 0);
+  CHECK(obs.count(Signal::kImageFsInodesFree) == 0);
+}
+
+TEST_CASE("eviction signals: imagefs is the runtime's image filesystem once it is known",
+          "[integration][eviction]") {
+  testing::TempDir root;
+  testing::TempDir images;
+  std::optional<std::string> image_fs;
+  eviction::RealSignalSourceOptions o;
+  o.root_dir = root.path().string();
+  o.pod_log_dir = root.path().string();
+  o.image_fs_path = [&] { return image_fs; };
+  eviction::RealSignalSource source(o);
+  CHECK(source.observe().count(Signal::kImageFsAvailable) == 0);
+
+  image_fs = images.path().string();
+  auto obs = source.observe();
+  auto fs = eviction::statFs(images.path().string());
+  REQUIRE(fs.has_value());
+  REQUIRE(obs.count(Signal::kImageFsAvailable) == 1);
+  CHECK(obs.at(Signal::kImageFsAvailable).capacity == fs->capacity_bytes);
+  CHECK(obs.at(Signal::kImageFsAvailable).available > 0);
+  CHECK(obs.at(Signal::kImageFsAvailable).available <= fs->capacity_bytes);
+  if (fs->inodes > 0) {
+    REQUIRE(obs.count(Signal::kImageFsInodesFree) == 1);
+    CHECK(obs.at(Signal::kImageFsInodesFree).capacity == fs->inodes);
+  }
+
+  // A path that cannot be read gives no signal rather than a made-up one.
+  image_fs = (images.path() / "missing").string();
+  CHECK(source.observe().count(Signal::kImageFsAvailable) == 0);
 }
 
 TEST_CASE("stats summary: this machine's node figures", "[integration][eviction]") {
@@ -61,7 +99,8 @@ TEST_CASE("stats summary: this machine's node figures", "[integration][eviction]
   o.node_name = "n";
   o.root_dir = root.path().string();
   o.pod_log_dir = root.path().string();
-  auto provider = std::make_shared<stats::SummaryProvider>(ioc.get_executor(), base::realClock(), o);
+  auto provider =
+      std::make_shared<stats::SummaryProvider>(ioc.get_executor(), base::realClock(), o);
   auto s = provider->collect();
   const auto& node = s["node"];
   CHECK(node["cpu"]["usageCoreNanoSeconds"].get<uint64_t>() > 0);

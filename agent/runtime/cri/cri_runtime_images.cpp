@@ -21,16 +21,18 @@ ImageInfo toRuntimeImage(const cri::ImageInfo& in) {
 }
 
 // The runtime's sandbox (pause) image as its verbose Status tells it (containerd's CRI plugin:
-// info["config"] is its configuration as JSON, with "sandboxImage"); "" when it does not say.
-std::string sandboxImage(cri::CriClient& client) {
+// info["config"] is its configuration as JSON, with "sandboxImage"); "" when it does not say. An
+// error when the runtime does not answer: without it the sandbox image could not be kept.
+base::StatusOr<std::string> sandboxImage(cri::CriClient& client) {
   auto status = client.status(/*verbose=*/true);
-  if (!status.ok()) return {};
+  if (!status.ok()) return status.status();
   auto config = status->info.find("config");
-  if (config == status->info.end()) return {};
+  if (config == status->info.end()) return std::string();
   auto json = nlohmann::json::parse(config->second, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return {};
+  if (!json.is_object()) return std::string();
   auto image = json.find("sandboxImage");
-  return image != json.end() && image->is_string() ? image->get<std::string>() : std::string();
+  if (image == json.end() || !image->is_string()) return std::string();
+  return image->get<std::string>();
 }
 
 }  // namespace
@@ -76,12 +78,13 @@ asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> CriRuntime::listImages()
     if (!images.ok()) return images.status();
     // The sandbox image is used by every pod's sandbox, which no container names: pinned, as
     // kubelet pins its --pod-infra-container-image.
-    const std::string sandbox = sandboxImage(*client);
+    auto sandbox = sandboxImage(*client);
+    if (!sandbox.ok()) return sandbox.status();
     std::vector<ImageInfo> out;
     out.reserve(images->size());
     for (const auto& in : *images) {
       out.push_back(toRuntimeImage(in));
-      if (agent::images::imageNamedBy(out.back(), sandbox)) out.back().pinned = true;
+      if (agent::images::imageNamedBy(out.back(), *sandbox)) out.back().pinned = true;
     }
     return out;
   };

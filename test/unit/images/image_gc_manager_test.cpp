@@ -3,6 +3,7 @@
 // young), failed removals, the node events, the periodic passes, and the policy's validation.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,7 +105,9 @@ TEST_CASE("image gc: below the high threshold nothing is removed", "[unit][image
   Harness h;
   h.addImage("a", 100);
   h.setAvailable(160);  // 84 % used
+  CHECK_FALSE(h.gc->imageFsMountpoint().has_value());
   h.start();
+  CHECK(h.gc->imageFsMountpoint() == std::filesystem::path("/var/lib/images"));
   CHECK(h.runtime.removedImages().empty());
   CHECK(h.collect().ok());
   CHECK(h.runtime.removedImages().empty());
@@ -193,6 +196,8 @@ TEST_CASE("image gc: deleteUnusedImages removes every unused image whatever the 
   h.addImage("pause", 40, /*pinned=*/true);
   h.setAvailable(1);  // 99.9 % used: a periodic pass would collect
   h.start();
+  // Without periodic passes the image filesystem is still found, for the eviction manager.
+  CHECK(h.gc->imageFsMountpoint() == std::filesystem::path("/var/lib/images"));
   h.advance(10min);
   CHECK(h.runtime.removedImages().empty());
 
@@ -285,4 +290,28 @@ TEST_CASE("image gc: a reference names an image as a CRI runtime lists it", "[un
   CHECK_FALSE(imageNamedBy(image, "busybox:1.35"));
   CHECK_FALSE(imageNamedBy(image, "registry.test/app"));
   CHECK_FALSE(imageNamedBy(image, ""));
+}
+
+TEST_CASE("image gc: nothing is removed before every pod source was seen", "[unit][images]") {
+  Harness h;
+  bool ready = false;
+  std::vector<std::string> wanted;
+  ImageGcOptions options;
+  options.ready = [&] { return ready; };
+  options.wanted_images = [&] { return wanted; };
+  h.gc = std::make_shared<ImageGcManager>(h.ioc.get_executor(), h.clock, h.runtime, options);
+  h.addImage("static-pod-image:1", 10);
+  h.addImage("unwanted:1", 10);
+  h.setAvailable(0);
+  h.start();
+  CHECK(h.runtime.removedImages().empty());
+  CHECK(*h.deleteUnused() == 0);  // the eviction manager's reclaim waits too
+  CHECK(h.runtime.removedImages().empty());
+
+  // The file source delivers its static pod: the next try, a second later, collects.
+  wanted = {"static-pod-image:1"};
+  ready = true;
+  h.advance(1s);
+  CHECK(h.runtime.removedImages() == std::vector<std::string>{"sha256:unwanted:1"});
+  CHECK(h.runtime.hasImage("static-pod-image:1"));
 }
