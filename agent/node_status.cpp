@@ -266,7 +266,7 @@ nlohmann::json NodeStatusController::computeStatus() {
   nlohmann::json addresses = nlohmann::json::array();
   if (!o.node_ip.empty()) addresses.push_back({{"type", "InternalIP"}, {"address", o.node_ip}});
   addresses.push_back({{"type", "Hostname"}, {"address", o.node_name}});
-  return {
+  nlohmann::json status = {
       {"capacity", resources(o.capacity.cpu_milli, o.capacity.memory_bytes,
                              o.capacity.ephemeral_storage_bytes, o.allocatable.pods)},
       {"allocatable", resources(o.allocatable.cpu_milli, o.allocatable.memory_bytes,
@@ -285,6 +285,22 @@ nlohmann::json NodeStatusController::computeStatus() {
         {"kubeProxyVersion", ""},
         {"operatingSystem", o.info.operating_system},
         {"architecture", o.info.architecture}}}};
+  // kubelet's Images setter: the largest images first, at most max_images of them, each with at
+  // most five names.
+  if (o.images) {
+    nlohmann::json images = nlohmann::json::array();
+    for (const auto& image : o.images()) {
+      if (o.max_images >= 0 && images.size() >= static_cast<size_t>(o.max_images)) break;
+      nlohmann::json names = nlohmann::json::array();
+      for (const auto& name : image.names) {
+        if (names.size() == kMaxNamesPerImageInNodeStatus) break;
+        names.push_back(name);
+      }
+      images.push_back({{"names", names}, {"sizeBytes", image.size_bytes}});
+    }
+    if (!images.empty()) status["images"] = std::move(images);
+  }
+  return status;
 }
 
 asio::awaitable<void> NodeStatusController::registerNode() {

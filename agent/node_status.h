@@ -60,6 +60,15 @@ inline constexpr const char* kKubernetesVersion = "1.18.0";
 // "v1.18.0-nodeagent.0.1.0", which tools that parse kubelet versions accept.
 std::string kubeletVersion();
 
+// An image the runtime holds, as the Node's status.images lists it (kubelet's ContainerImage).
+struct NodeImage {
+  std::vector<std::string> names;  // repo digests, then repo tags
+  int64_t size_bytes = 0;
+};
+
+// kubelet's MaxNamesPerImageInNodeStatus.
+inline constexpr size_t kMaxNamesPerImageInNodeStatus = 5;
+
 struct NodeStatusOptions {
   std::string node_name;
   std::string node_ip;
@@ -83,6 +92,11 @@ struct NodeStatusOptions {
   std::function<eviction::PressureConditions()> pressure;
   // Called on the strand when the registered Node is gone from the apiserver. Optional.
   std::function<void(const std::string& reason)> on_state_lost;
+  // The images the runtime holds, largest first (kubelet's image manager's list, refreshed every
+  // 30 s), for status.images. Any thread; must not block. Unset: no images (the process runtime).
+  std::function<std::vector<NodeImage>()> images;
+  // --node-status-max-images: how many of them status.images lists (-1: all).
+  int64_t max_images = 50;
 };
 
 // Parses --node-labels ("k=v,k2=v2"); InvalidArgument naming the bad entry.

@@ -77,8 +77,11 @@ void ImageGcManager::start() {
         if (self->stopped_) co_return;
         self->detect_timer_ = self->clock_.makeTimer(self->strand_);
         self->gc_timer_ = self->clock_.makeTimer(self->strand_);
+        self->list_timer_ = self->clock_.makeTimer(self->strand_);
+        co_await self->refreshList();
+        self->schedule(self->list_timer_, self->options_.list_period, Pass::kList);
         co_await self->refreshRecords();
-        self->schedule(self->detect_timer_, self->options_.detect_period, /*collect=*/false);
+        self->schedule(self->detect_timer_, self->options_.detect_period, Pass::kDetect);
         if (self->options_.policy.high_threshold_percent >= 100) {
           log()->info("Image garbage collection is off (--image-gc-high-threshold=100)");
           // The eviction manager still wants to know where the images are.
@@ -89,7 +92,7 @@ void ImageGcManager::start() {
           co_return;
         }
         const auto next = co_await self->periodicCollect();
-        self->schedule(self->gc_timer_, next, /*collect=*/true);
+        self->schedule(self->gc_timer_, next, Pass::kCollect);
       }(shared_from_this()),
       asio::detached);
 }
@@ -99,26 +102,53 @@ void ImageGcManager::stop() {
   asio::post(strand_, [self = shared_from_this()] {
     if (self->detect_timer_) self->detect_timer_->cancel();
     if (self->gc_timer_) self->gc_timer_->cancel();
+    if (self->list_timer_) self->list_timer_->cancel();
   });
 }
 
-void ImageGcManager::schedule(base::TimerPtr& timer, base::Duration delay, bool collect) {
+void ImageGcManager::schedule(base::TimerPtr& timer, base::Duration delay, Pass pass) {
   if (stopped_ || !timer) return;
-  timer->asyncWaitFor(delay, [self = shared_from_this(), &timer, collect] {
+  timer->asyncWaitFor(delay, [self = shared_from_this(), &timer, pass] {
     asio::co_spawn(
         self->strand_,
-        [](std::shared_ptr<ImageGcManager> s, base::TimerPtr* t, bool c) -> asio::awaitable<void> {
+        [](std::shared_ptr<ImageGcManager> s, base::TimerPtr* t, Pass p) -> asio::awaitable<void> {
           if (s->stopped_) co_return;
-          if (c) {
-            const auto next = co_await s->periodicCollect();
-            s->schedule(*t, next, c);
-          } else {
-            co_await s->refreshRecords();
-            s->schedule(*t, s->options_.detect_period, c);
+          switch (p) {
+            case Pass::kCollect: {
+              const auto next = co_await s->periodicCollect();
+              s->schedule(*t, next, p);
+              break;
+            }
+            case Pass::kDetect:
+              co_await s->refreshRecords();
+              s->schedule(*t, s->options_.detect_period, p);
+              break;
+            case Pass::kList:
+              co_await s->refreshList();
+              s->schedule(*t, s->options_.list_period, p);
+              break;
           }
-        }(self, &timer, collect),
+        }(self, &timer, pass),
         asio::detached);
   });
+}
+
+asio::awaitable<void> ImageGcManager::refreshList() {
+  auto listing = runtime_.listImages();
+  auto images = co_await std::move(listing);
+  if (!images.ok()) {
+    log()->warn("Cannot update the image list err={}", images.status().toString());
+    co_return;
+  }
+  std::stable_sort(images->begin(), images->end(),
+                   [](const auto& a, const auto& b) { return a.size > b.size; });
+  std::lock_guard lock(cache_mu_);
+  image_list_ = std::move(*images);
+}
+
+std::vector<runtime::ImageInfo> ImageGcManager::imageList() const {
+  std::lock_guard lock(cache_mu_);
+  return image_list_;
 }
 
 asio::awaitable<void> ImageGcManager::refreshRecords() {
@@ -178,7 +208,7 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::deleteUnusedImages() {
 }
 
 std::optional<std::filesystem::path> ImageGcManager::imageFsMountpoint() const {
-  std::lock_guard lock(mountpoint_mu_);
+  std::lock_guard lock(cache_mu_);
   return mountpoint_;
 }
 
@@ -186,7 +216,7 @@ asio::awaitable<base::StatusOr<runtime::ImageFsInfo>> ImageGcManager::imageFsInf
   auto asking = runtime_.imageFsInfo();
   auto fs = co_await std::move(asking);
   if (fs.ok() && !fs->mountpoint.empty()) {
-    std::lock_guard lock(mountpoint_mu_);
+    std::lock_guard lock(cache_mu_);
     mountpoint_ = fs->mountpoint;
   }
   co_return fs;

@@ -62,6 +62,8 @@ struct ImageGcOptions {
   // (always ready); called on the manager's strand, must not block.
   std::function<bool()> ready;
   base::Duration ready_retry = std::chrono::seconds(1);
+  // How often imageList() is refreshed (kubelet's 30 s).
+  base::Duration list_period = std::chrono::seconds(30);
 };
 
 // Whether `ref` (an image reference as a pod names it, or an image ID) names `image`: its ID, or
@@ -91,6 +93,10 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   // The image filesystem's mountpoint as the runtime last reported it (asked at start and by
   // each pass), for the eviction manager's imagefs signals; nullopt until known. Any thread.
   std::optional<std::filesystem::path> imageFsMountpoint() const;
+  // The images the runtime holds, largest first, as listed at most `list_period` ago (kubelet's
+  // image cache, which the Node's status.images shows); empty before the first listing. Any
+  // thread.
+  std::vector<runtime::ImageInfo> imageList() const;
 
  private:
   struct Record {
@@ -100,9 +106,11 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
     uint64_t size = 0;
   };
 
-  // Runs a collection (`collect`) or a refresh of the records after `delay`, then schedules the
-  // next one.
-  void schedule(base::TimerPtr& timer, base::Duration delay, bool collect);
+  // What a timer runs: a collection, a refresh of the records, or of the image list.
+  enum class Pass { kCollect, kDetect, kList };
+  // Runs `pass` after `delay`, then schedules the next one.
+  void schedule(base::TimerPtr& timer, base::Duration delay, Pass pass);
+  asio::awaitable<void> refreshList();
   bool ready() const;
   // Strand only. One pass of the policy.
   asio::awaitable<base::Status> collectOnStrand();
@@ -126,6 +134,7 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   ImageGcOptions options_;
   base::TimerPtr detect_timer_;
   base::TimerPtr gc_timer_;
+  base::TimerPtr list_timer_;
   std::atomic<bool> stopped_{false};
   std::atomic<uint64_t> images_removed_{0};
   // Strand only.
@@ -133,8 +142,9 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   std::set<std::string> removing_;         // IDs a pass is removing (passes interleave)
   bool initialized_ = false;               // a first refresh succeeded
   bool previous_gc_failed_ = false;
-  mutable std::mutex mountpoint_mu_;
-  std::optional<std::filesystem::path> mountpoint_;  // guarded by mountpoint_mu_
+  mutable std::mutex cache_mu_;                      // a leaf: the mountpoint and the image list
+  std::optional<std::filesystem::path> mountpoint_;  // guarded by cache_mu_
+  std::vector<runtime::ImageInfo> image_list_;       // guarded by cache_mu_
 };
 
 }  // namespace nodeagent::agent::images

@@ -57,6 +57,7 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"imageGCHighThresholdPercent", {"image-gc-high-threshold", Kind::kInt}},
       {"imageGCLowThresholdPercent", {"image-gc-low-threshold", Kind::kInt}},
       {"imageMinimumGCAge", {"minimum-image-ttl-duration", Kind::kDuration}},
+      {"nodeStatusMaxImages", {"node-status-max-images", Kind::kInt}},
   };
   return keys;
 }
@@ -107,7 +108,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "memoryThrottlingFactor",
       "mergeDefaultEvictionSettings",
       "nodeLeaseDurationSeconds",
-      "nodeStatusMaxImages",
       "nodeStatusReportFrequency",
       "oomScoreAdj",
       "podCIDR",

@@ -282,6 +282,21 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
     return eviction_ ? eviction_->conditions() : eviction::PressureConditions{};
   };
   no.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
+  no.max_images = flags_.node_status_max_images;
+  if (runtime_->runsImages()) {
+    // image_gc_ is built later; asked only once started.
+    no.images = [this] {
+      std::vector<agent::NodeImage> images;
+      if (!image_gc_) return images;
+      for (const auto& image : image_gc_->imageList()) {
+        agent::NodeImage& out = images.emplace_back();
+        out.names = image.repo_digests;
+        out.names.insert(out.names.end(), image.repo_tags.begin(), image.repo_tags.end());
+        out.size_bytes = static_cast<int64_t>(image.size);
+      }
+      return images;
+    };
+  }
   auto node_status = std::make_shared<agent::NodeStatusController>(ioc_.get_executor(), clock_,
                                                                    api(*clients_.rest), no);
   api_state_loss_.subscribe([n = node_status.get()](const std::string&) { n->reRegister(); });

@@ -147,6 +147,8 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
             "image filesystem usage percent that image garbage collection frees down to");
   fs.addDuration("minimum-image-ttl-duration", &f.minimum_image_ttl_duration,
                  "how long an unused image is kept at least after it was first seen");
+  fs.addInt("node-status-max-images", &f.node_status_max_images,
+            "images listed in the Node's status.images, largest first (-1: all)");
   fs.addInt("read-only-port", &f.read_only_port, "read-only HTTP port (0 disables)");
   fs.addInt("healthz-port", &f.healthz_port, "healthz HTTP port (0 disables)");
   fs.addInt("max-pods", &f.max_pods, "pods this node admits");
@@ -302,6 +304,10 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
   if (auto bad = checkServingFlags(f)) return bad;
   if (auto bad = checkClientCertificateFlags(f)) return bad;
+  if (f.node_status_max_images < -1) {
+    return UsageError{"--node-status-max-images must be -1 (no limit) or more: " +
+                      std::to_string(f.node_status_max_images)};
+  }
   if (f.eviction_max_pod_grace_period < 0) {
     return UsageError{"--eviction-max-pod-grace-period must not be negative: " +
                       std::to_string(f.eviction_max_pod_grace_period)};

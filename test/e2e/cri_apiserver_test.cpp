@@ -1,6 +1,7 @@
 // The daemon on the CRI runtime joined to the test apiserver: a pod created with kubectl runs in a
 // containerd container with a network of its own, and kubectl shows what it shows of a kubelet's
-// pod: Running, the pod's IP, containerd:// container IDs and the image and its ID.
+// pod: Running, the pod's IP, containerd:// container IDs and the image and its ID; the Node lists
+// containerd's images.
 #include <unistd.h>
 
 #include <sstream>
@@ -81,6 +82,21 @@ TEST_CASE("cri: an API pod runs in containerd and kubectl shows Running, its IP,
   CHECK(image == kImage);
   CHECK(image_id.starts_with("sha256:"));
   CHECK(image_id.size() == std::string("sha256:").size() + 64);
+
+  // The Node lists the images containerd holds (kubelet's status.images), with their sizes.
+  std::string node_images;
+  const bool listed = testing::eventually(
+      [&] {
+        auto got = env.kubectl({"get", "node", kNode, "-o",
+                                "jsonpath={range .status.images[*]}{.names} {.sizeBytes}{\"\\n\"}"
+                                "{end}"});
+        node_images = got.out;
+        return got.exit_code == 0 && contains(node_images, kImage) &&
+               contains(node_images, "nodeagent.test/pause:1");
+      },
+      60s, 500ms);
+  INFO(node_images);
+  CHECK(listed);
 
   auto del = env.kubectl({"delete", "pod", "api-cri", "-n", "default"}, 60s);
   INFO(del.err);

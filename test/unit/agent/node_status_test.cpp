@@ -24,9 +24,10 @@ nlohmann::json condition(const nlohmann::json& status, const std::string& type) 
 
 }  // namespace
 
-TEST_CASE("node status: pressure conditions follow the eviction manager, each with its own "
-          "transition time",
-          "[unit][agent]") {
+TEST_CASE(
+    "node status: pressure conditions follow the eviction manager, each with its own "
+    "transition time",
+    "[unit][agent]") {
   asio::io_context ioc;
   testing::FakeClock clock;
   clock.setWallTime(base::SystemTime(std::chrono::seconds(1700000000)));
@@ -82,4 +83,36 @@ TEST_CASE("node status: pressure conditions follow the eviction manager, each wi
   CHECK(pid["message"] == "kubelet has insufficient PID available");
   CHECK(disk["lastTransitionTime"] != condition(status, "MemoryPressure")["lastTransitionTime"]);
   CHECK(condition(status, "MemoryPressure")["lastTransitionTime"] == mem["lastTransitionTime"]);
+}
+
+TEST_CASE("node status: images as kubelet lists them, at most --node-status-max-images",
+          "[unit][agent]") {
+  asio::io_context ioc;
+  testing::FakeClock clock;
+  api::RestConfig rc;
+  rc.server = "http://127.0.0.1:1";
+  auto rest = api::RestClient::create(rc, {}, clock);
+  REQUIRE(rest.ok());
+  std::vector<agent::NodeImage> images;
+  agent::NodeStatusOptions o;
+  o.node_name = "n1";
+  o.images = [&] { return images; };
+  o.max_images = 2;
+  auto controller = std::make_shared<agent::NodeStatusController>(
+      ioc.get_executor(), clock, api::AsyncRestClient(**rest, ioc.get_executor()), o);
+
+  // No image yet: no images member (kubelet's omitempty).
+  CHECK_FALSE(controller->computeStatus().contains("images"));
+
+  images = {{{"reg.test/big@sha256:1", "reg.test/big:1", "reg.test/big:2", "reg.test/big:3",
+              "reg.test/big:4", "reg.test/big:5"},
+             300},
+            {{"reg.test/mid:1"}, 200},
+            {{"reg.test/small:1"}, 100}};
+  auto status = controller->computeStatus();
+  REQUIRE(status["images"].size() == 2);
+  CHECK(status["images"][0]["sizeBytes"] == 300);
+  CHECK(status["images"][0]["names"].size() == agent::kMaxNamesPerImageInNodeStatus);
+  CHECK(status["images"][0]["names"][0] == "reg.test/big@sha256:1");
+  CHECK(status["images"][1]["names"] == nlohmann::json::array({"reg.test/mid:1"}));
 }

@@ -315,3 +315,24 @@ TEST_CASE("image gc: nothing is removed before every pod source was seen", "[uni
   CHECK(h.runtime.removedImages() == std::vector<std::string>{"sha256:unwanted:1"});
   CHECK(h.runtime.hasImage("static-pod-image:1"));
 }
+
+TEST_CASE("image gc: the image list is kept largest first and refreshed every 30 seconds",
+          "[unit][images]") {
+  Harness h;
+  h.addImage("small", 10);
+  h.addImage("large", 30);
+  CHECK(h.gc->imageList().empty());
+  h.start();
+  auto list = h.gc->imageList();
+  REQUIRE(list.size() == 2);
+  CHECK(list[0].id == "sha256:large");
+  CHECK(list[1].id == "sha256:small");
+
+  h.addImage("medium", 20);
+  h.advance(29s);
+  CHECK(h.gc->imageList().size() == 2);
+  h.advance(1s);
+  list = h.gc->imageList();
+  REQUIRE(list.size() == 3);
+  CHECK(list[1].id == "sha256:medium");
+}
