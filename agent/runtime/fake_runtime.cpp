@@ -523,6 +523,15 @@ asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> FakeRuntime::listImages(
 }
 
 asio::awaitable<base::Status> FakeRuntime::removeImage(std::string image) {
+  base::Duration delay{};
+  {
+    std::lock_guard lock(mu_);
+    delay = remove_image_delay_;
+  }
+  if (delay > base::Duration::zero()) {
+    auto wait = base::sleepFor(clock_, delay);
+    co_await std::move(wait);
+  }
   std::lock_guard lock(mu_);
   if (auto error = remove_image_errors_.find(image); error != remove_image_errors_.end()) {
     co_return error->second;
@@ -566,6 +575,11 @@ void FakeRuntime::setRemoveImageError(const std::string& image, base::Status sta
   } else {
     remove_image_errors_[image] = std::move(status);
   }
+}
+
+void FakeRuntime::setRemoveImageDelay(base::Duration delay) {
+  std::lock_guard lock(mu_);
+  remove_image_delay_ = delay;
 }
 
 std::vector<std::string> FakeRuntime::removedImages() const {

@@ -170,6 +170,8 @@ class FakeRuntime final : public Runtime {
   void setImageFs(ImageFsInfo info);
   // Every later removeImage of `image` (an ID) fails with `status` (OK: it succeeds again).
   void setRemoveImageError(const std::string& image, base::Status status);
+  // Every later removeImage takes `delay` on the clock before it acts (zero, the default: at once).
+  void setRemoveImageDelay(base::Duration delay);
   // The IDs removeImage removed, in order.
   std::vector<std::string> removedImages() const;
   // Every later pull of `image` answers `result` until set again (OK, the default: the pull
@@ -231,6 +233,7 @@ class FakeRuntime final : public Runtime {
   std::optional<ImageFsInfo> image_fs_;
   std::map<std::string, base::Status> remove_image_errors_;
   std::vector<std::string> removed_images_;
+  base::Duration remove_image_delay_{0};
   std::vector<std::string> pulls_;
   size_t pulls_with_auth_ = 0;
   std::vector<std::string> pull_users_;

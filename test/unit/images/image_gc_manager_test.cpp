@@ -3,6 +3,7 @@
 // young), failed removals, the node events, the periodic passes, and the policy's validation.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -335,4 +336,45 @@ TEST_CASE("image gc: the image list is kept largest first and refreshed every 30
   list = h.gc->imageList();
   REQUIRE(list.size() == 3);
   CHECK(list[1].id == "sha256:medium");
+}
+
+TEST_CASE("image gc: passes that overlap never remove one image twice nor count it twice",
+          "[unit][images]") {
+  Harness h;
+  h.addImage("a", 10);
+  h.addImage("b", 20);
+  h.setAvailable(1000);
+  h.start();  // nothing to collect yet
+  h.addImage("c", 40);  // too young: kept
+  h.setAvailable(0);
+  h.runtime.setRemoveImageDelay(1s);
+
+  // The eviction manager's reclaim and a collection run at once; each waits in its removals.
+  std::optional<base::StatusOr<uint64_t>> deleted;
+  std::optional<base::Status> collected;
+  asio::co_spawn(
+      h.ioc,
+      [](std::shared_ptr<ImageGcManager> gc,
+         std::optional<base::StatusOr<uint64_t>>* out) -> asio::awaitable<void> {
+        out->emplace(co_await gc->deleteUnusedImages());
+      }(h.gc, &deleted),
+      asio::detached);
+  asio::co_spawn(
+      h.ioc,
+      [](std::shared_ptr<ImageGcManager> gc,
+         std::optional<base::Status>* out) -> asio::awaitable<void> {
+        out->emplace(co_await gc->garbageCollect());
+      }(h.gc, &collected),
+      asio::detached);
+  for (int i = 0; i < 5 && (!deleted || !collected); ++i) h.advance(1s);
+  REQUIRE(deleted.has_value());
+  REQUIRE(collected.has_value());
+  REQUIRE(deleted->ok());
+  // Between them each image went once, and the bytes freed add up to their sizes.
+  auto removed = h.runtime.removedImages();
+  std::sort(removed.begin(), removed.end());
+  CHECK(removed == std::vector<std::string>{"sha256:a", "sha256:b"});
+  CHECK(**deleted < 30);
+  CHECK_THAT(collected->message(), Catch::Contains("but freed " + std::to_string(30 - **deleted)));
+  CHECK(h.runtime.hasImage("c"));
 }
