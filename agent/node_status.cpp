@@ -286,10 +286,11 @@ nlohmann::json NodeStatusController::computeStatus() {
         {"operatingSystem", o.info.operating_system},
         {"architecture", o.info.architecture}}}};
   // kubelet's Images setter: the largest images first, at most max_images of them, each with at
-  // most five names.
-  if (o.images) {
+  // most five names. Once listed, the member is always sent (null when there is none): the status
+  // goes as a merge patch, where a member left out would keep the images the Node had.
+  if (auto listed = o.images ? o.images() : std::nullopt) {
     nlohmann::json images = nlohmann::json::array();
-    for (const auto& image : o.images()) {
+    for (const auto& image : *listed) {
       if (o.max_images >= 0 && images.size() >= static_cast<size_t>(o.max_images)) break;
       nlohmann::json names = nlohmann::json::array();
       for (const auto& name : image.names) {
@@ -298,7 +299,7 @@ nlohmann::json NodeStatusController::computeStatus() {
       }
       images.push_back({{"names", names}, {"sizeBytes", image.size_bytes}});
     }
-    if (!images.empty()) status["images"] = std::move(images);
+    status["images"] = images.empty() ? nlohmann::json(nullptr) : std::move(images);
   }
   return status;
 }

@@ -93,8 +93,9 @@ struct NodeStatusOptions {
   // Called on the strand when the registered Node is gone from the apiserver. Optional.
   std::function<void(const std::string& reason)> on_state_lost;
   // The images the runtime holds, largest first (kubelet's image manager's list, refreshed every
-  // 30 s), for status.images. Any thread; must not block. Unset: no images (the process runtime).
-  std::function<std::vector<NodeImage>()> images;
+  // 30 s), for status.images; nullopt before the first listing. Any thread; must not block.
+  // Unset: no images (the process runtime).
+  std::function<std::optional<std::vector<NodeImage>>()> images;
   // --node-status-max-images: how many of them status.images lists (-1: all).
   int64_t max_images = 50;
 };

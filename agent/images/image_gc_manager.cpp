@@ -78,17 +78,17 @@ void ImageGcManager::start() {
         self->detect_timer_ = self->clock_.makeTimer(self->strand_);
         self->gc_timer_ = self->clock_.makeTimer(self->strand_);
         self->list_timer_ = self->clock_.makeTimer(self->strand_);
-        co_await self->refreshList();
-        self->schedule(self->list_timer_, self->options_.list_period, Pass::kList);
+        self->started_ = self->clock_.now();
+        // The first refresh of the records also fills the image list.
+        auto asking = self->imageFsInfo();
+        if (auto fs = co_await std::move(asking); !fs.ok()) {
+          log()->warn("Cannot read the image filesystem's usage err={}", fs.status().toString());
+        }
         co_await self->refreshRecords();
+        self->schedule(self->list_timer_, self->options_.list_period, Pass::kList);
         self->schedule(self->detect_timer_, self->options_.detect_period, Pass::kDetect);
         if (self->options_.policy.high_threshold_percent >= 100) {
           log()->info("Image garbage collection is off (--image-gc-high-threshold=100)");
-          // The eviction manager still wants to know where the images are.
-          auto asking = self->imageFsInfo();
-          if (auto fs = co_await std::move(asking); !fs.ok()) {
-            log()->warn("Cannot find the image filesystem err={}", fs.status().toString());
-          }
           co_return;
         }
         const auto next = co_await self->periodicCollect();
@@ -134,24 +134,53 @@ void ImageGcManager::schedule(base::TimerPtr& timer, base::Duration delay, Pass 
 }
 
 asio::awaitable<void> ImageGcManager::refreshList() {
+  auto asking = imageFsInfo();
+  if (auto fs = co_await std::move(asking); !fs.ok()) {
+    log()->warn("Cannot read the image filesystem's usage err={}", fs.status().toString());
+  }
   auto listing = runtime_.listImages();
   auto images = co_await std::move(listing);
   if (!images.ok()) {
     log()->warn("Cannot update the image list err={}", images.status().toString());
     co_return;
   }
-  std::stable_sort(images->begin(), images->end(),
-                   [](const auto& a, const auto& b) { return a.size > b.size; });
-  std::lock_guard lock(cache_mu_);
-  image_list_ = std::move(*images);
+  storeList(std::move(*images));
 }
 
-std::vector<runtime::ImageInfo> ImageGcManager::imageList() const {
+void ImageGcManager::storeList(std::vector<runtime::ImageInfo> images) {
+  std::stable_sort(images.begin(), images.end(),
+                   [](const auto& a, const auto& b) { return a.size > b.size; });
+  std::lock_guard lock(cache_mu_);
+  image_list_ = std::move(images);
+}
+
+std::optional<std::vector<runtime::ImageInfo>> ImageGcManager::imageList() const {
   std::lock_guard lock(cache_mu_);
   return image_list_;
 }
 
+asio::awaitable<void> ImageGcManager::beginPass() {
+  while (pass_running_) {
+    // Woken (cancelled) by endPass; it never expires by itself.
+    auto waiter =
+        std::make_shared<asio::steady_timer>(strand_, asio::steady_timer::time_point::max());
+    pass_waiters_.push_back(waiter);
+    boost::system::error_code ec;
+    co_await waiter->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  pass_running_ = true;
+}
+
+void ImageGcManager::endPass() {
+  pass_running_ = false;
+  if (pass_waiters_.empty()) return;
+  pass_waiters_.front()->cancel();
+  pass_waiters_.pop_front();
+}
+
 asio::awaitable<void> ImageGcManager::refreshRecords() {
+  co_await beginPass();
+  const PassGuard guard{this};
   // Until a first listing succeeded, the images found count as there since the agent started.
   const auto when = initialized_ ? std::optional(clock_.now()) : std::nullopt;
   auto detecting = detectImages(when, nullptr);
@@ -162,7 +191,16 @@ asio::awaitable<void> ImageGcManager::refreshRecords() {
   }
 }
 
-bool ImageGcManager::ready() const { return !options_.ready || options_.ready(); }
+bool ImageGcManager::ready() {
+  if (!options_.ready || ready_timed_out_ || options_.ready()) return true;
+  if (started_ && clock_.now() - *started_ >= options_.ready_timeout) {
+    log()->warn("Pod sources not all seen after {}s: image garbage collection goes on without them",
+                std::chrono::duration_cast<std::chrono::seconds>(options_.ready_timeout).count());
+    ready_timed_out_ = true;
+    return true;
+  }
+  return false;
+}
 
 asio::awaitable<base::Duration> ImageGcManager::periodicCollect() {
   if (!ready()) {
@@ -199,6 +237,8 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::deleteUnusedImages() {
   // co_spawn needs a default-constructible result: StatusOr travels in an optional.
   auto on_strand = [](std::shared_ptr<ImageGcManager> self)
       -> asio::awaitable<std::optional<base::StatusOr<uint64_t>>> {
+    co_await self->beginPass();
+    const PassGuard guard{self.get()};
     auto freeing = self->freeSpace(std::numeric_limits<uint64_t>::max(), self->clock_.now());
     co_return co_await std::move(freeing);
   };
@@ -207,9 +247,9 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::deleteUnusedImages() {
   co_return std::move(*result);
 }
 
-std::optional<std::filesystem::path> ImageGcManager::imageFsMountpoint() const {
+std::optional<runtime::ImageFsInfo> ImageGcManager::imageFs() const {
   std::lock_guard lock(cache_mu_);
-  return mountpoint_;
+  return image_fs_;
 }
 
 asio::awaitable<base::StatusOr<runtime::ImageFsInfo>> ImageGcManager::imageFsInfo() {
@@ -217,12 +257,15 @@ asio::awaitable<base::StatusOr<runtime::ImageFsInfo>> ImageGcManager::imageFsInf
   auto fs = co_await std::move(asking);
   if (fs.ok() && !fs->mountpoint.empty()) {
     std::lock_guard lock(cache_mu_);
-    mountpoint_ = fs->mountpoint;
+    image_fs_ = *fs;
   }
   co_return fs;
 }
 
 asio::awaitable<base::Status> ImageGcManager::collectOnStrand() {
+  // Waits for a pass in flight: the usage read below is then after its removals.
+  co_await beginPass();
+  const PassGuard guard{this};
   auto asking = imageFsInfo();
   auto fs = co_await std::move(asking);
   if (!fs.ok()) {
@@ -270,6 +313,7 @@ asio::awaitable<base::Status> ImageGcManager::detectImages(
   auto listing = runtime_.listImages();
   auto images = co_await std::move(listing);
   if (!images.ok()) co_return images.status();
+  storeList(*images);
   auto asking = runtime_.imagesInUse();
   auto used = co_await std::move(asking);
   if (!used.ok()) co_return used.status();
@@ -329,12 +373,9 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::freeSpace(uint64_t byt
     if (c.record.first_detected && free_time - *c.record.first_detected < options_.policy.min_age) {
       continue;
     }
-    // Another pass (the eviction manager's, a periodic one) removed it or is removing it.
-    if (records_.count(c.id) == 0 || !removing_.insert(c.id).second) continue;
     log()->info("Removing image to free {} bytes image={}", c.record.size, c.id);
     auto removing = runtime_.removeImage(c.id);
     auto removed = co_await std::move(removing);
-    removing_.erase(c.id);
     if (!removed.ok()) {
       errors.push_back(c.id + ": " + removed.toString());
       continue;

@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -62,6 +63,9 @@ struct ImageGcOptions {
   // (always ready); called on the manager's strand, must not block.
   std::function<bool()> ready;
   base::Duration ready_retry = std::chrono::seconds(1);
+  // How long after start() the manager waits for `ready` at most (an apiserver that never
+  // answers must not keep a full disk from being freed).
+  base::Duration ready_timeout = std::chrono::minutes(5);
   // How often imageList() is refreshed (kubelet's 30 s).
   base::Duration list_period = std::chrono::seconds(30);
 };
@@ -90,13 +94,14 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   asio::awaitable<base::StatusOr<uint64_t>> deleteUnusedImages();
 
   uint64_t imagesRemoved() const { return images_removed_.load(); }
-  // The image filesystem's mountpoint as the runtime last reported it (asked at start and by
-  // each pass), for the eviction manager's imagefs signals; nullopt until known. Any thread.
-  std::optional<std::filesystem::path> imageFsMountpoint() const;
+  // The image filesystem as the runtime last reported it (asked at start, with each refresh of
+  // the image list and by each collection), for the eviction manager's imagefs signals and the
+  // summary's runtime.imageFs; nullopt until known. Any thread.
+  std::optional<runtime::ImageFsInfo> imageFs() const;
   // The images the runtime holds, largest first, as listed at most `list_period` ago (kubelet's
-  // image cache, which the Node's status.images shows); empty before the first listing. Any
+  // image cache, which the Node's status.images shows); nullopt before the first listing. Any
   // thread.
-  std::vector<runtime::ImageInfo> imageList() const;
+  std::optional<std::vector<runtime::ImageInfo>> imageList() const;
 
  private:
   struct Record {
@@ -111,7 +116,17 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   // Runs `pass` after `delay`, then schedules the next one.
   void schedule(base::TimerPtr& timer, base::Duration delay, Pass pass);
   asio::awaitable<void> refreshList();
-  bool ready() const;
+  bool ready();
+  // Passes that read or change the records run one at a time, as kubelet's hold its records'
+  // lock (a collection's shortfall is then its own). Strand only.
+  asio::awaitable<void> beginPass();
+  void endPass();
+  struct PassGuard {
+    ImageGcManager* manager;
+    ~PassGuard() { manager->endPass(); }
+  };
+  // Keeps `images`, largest first, for imageList().
+  void storeList(std::vector<runtime::ImageInfo> images);
   // Strand only. One pass of the policy.
   asio::awaitable<base::Status> collectOnStrand();
   // A periodic pass: its failures logged and reported; the delay until the next one.
@@ -125,7 +140,7 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   asio::awaitable<base::StatusOr<uint64_t>> freeSpace(uint64_t bytes_to_free,
                                                       base::MonotonicTime free_time);
   void warn(const char* reason, const std::string& message) const;
-  // ImageFsInfo, remembering the mountpoint. Strand only.
+  // ImageFsInfo, remembered for imageFs(). Strand only.
   asio::awaitable<base::StatusOr<runtime::ImageFsInfo>> imageFsInfo();
 
   asio::strand<asio::any_io_executor> strand_;
@@ -139,12 +154,15 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   std::atomic<uint64_t> images_removed_{0};
   // Strand only.
   std::map<std::string, Record> records_;  // by image ID
-  std::set<std::string> removing_;         // IDs a pass is removing (passes interleave)
-  bool initialized_ = false;               // a first refresh succeeded
+  bool pass_running_ = false;
+  std::deque<std::shared_ptr<asio::steady_timer>> pass_waiters_;
+  std::optional<base::MonotonicTime> started_;
+  bool ready_timed_out_ = false;
+  bool initialized_ = false;  // a first refresh succeeded
   bool previous_gc_failed_ = false;
-  mutable std::mutex cache_mu_;                      // a leaf: the mountpoint and the image list
-  std::optional<std::filesystem::path> mountpoint_;  // guarded by cache_mu_
-  std::vector<runtime::ImageInfo> image_list_;       // guarded by cache_mu_
+  mutable std::mutex cache_mu_;                   // a leaf: the image filesystem and the image list
+  std::optional<runtime::ImageFsInfo> image_fs_;  // guarded by cache_mu_
+  std::optional<std::vector<runtime::ImageInfo>> image_list_;  // guarded by cache_mu_
 };
 
 }  // namespace nodeagent::agent::images

@@ -536,10 +536,9 @@ asio::awaitable<base::Status> FakeRuntime::removeImage(std::string image) {
   if (auto error = remove_image_errors_.find(image); error != remove_image_errors_.end()) {
     co_return error->second;
   }
-  const size_t before = images_.size();
   std::erase_if(images_,
                 [&](const auto& kv) { return kv.first == image || kv.second.id == image; });
-  if (images_.size() != before) removed_images_.push_back(image);
+  removed_images_.push_back(image);
   co_return base::okStatus();
 }
 

@@ -102,8 +102,8 @@ class FakeRuntime final : public Runtime {
                                                          std::optional<RegistryAuth> auth) override;
   // The held images, one entry per ID.
   asio::awaitable<base::StatusOr<std::vector<ImageInfo>>> listImages() override;
-  // Drops every reference to the image whose ID or reference is `image`, unless
-  // setRemoveImageError scripted a failure for it; recorded in removedImages().
+  // Drops every reference to the image whose ID or reference is `image` (OK when none is held),
+  // unless setRemoveImageError scripted a failure for it; recorded in removedImages().
   asio::awaitable<base::Status> removeImage(std::string image) override;
   // As setImageFs set it (Unavailable until then).
   asio::awaitable<base::StatusOr<ImageFsInfo>> imageFsInfo() override;
@@ -172,7 +172,8 @@ class FakeRuntime final : public Runtime {
   void setRemoveImageError(const std::string& image, base::Status status);
   // Every later removeImage takes `delay` on the clock before it acts (zero, the default: at once).
   void setRemoveImageDelay(base::Duration delay);
-  // The IDs removeImage removed, in order.
+  // The images removeImage was asked for and did not fail, in order (one no longer held too, so
+  // that a repeat shows).
   std::vector<std::string> removedImages() const;
   // Every later pull of `image` answers `result` until set again (OK, the default: the pull
   // succeeds).

@@ -199,6 +199,7 @@ struct ImageFsInfo {
   uint64_t used_bytes = 0;  // by the images
   uint64_t capacity_bytes = 0;
   uint64_t available_bytes = 0;
+  uint64_t inodes_used = 0;  // by the images
 };
 
 // CRI ContainerConfig beyond the container's spec: where it runs and what it sees.

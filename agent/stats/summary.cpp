@@ -284,6 +284,19 @@ nlohmann::json SummaryProvider::nodeJson(Collection& run) {
                   {"inodesFree", node_fs->inodes_free},
                   {"inodes", node_fs->inodes}};
   }
+  if (auto images = o.image_fs ? o.image_fs() : std::nullopt) {
+    // kubelet's CRI stats provider: the size of the filesystem holding the images, and what the
+    // runtime says its images use of it.
+    if (auto fs = eviction::statFs(images->mountpoint)) {
+      node["runtime"]["imageFs"] = {{"time", time},
+                                    {"availableBytes", fs->available_bytes},
+                                    {"capacityBytes", fs->capacity_bytes},
+                                    {"usedBytes", images->used_bytes},
+                                    {"inodesFree", fs->inodes_free},
+                                    {"inodes", fs->inodes},
+                                    {"inodesUsed", images->inodes_used}};
+    }
+  }
   {
     // usedBytes / inodesUsed of the node fs (f_blocks - f_bfree as df counts).
     struct ::statvfs s {};

@@ -67,6 +67,13 @@ struct DirUsage {
 };
 DirUsage dirUsage(const std::string& path);
 
+// What a runtime's images use of their filesystem (CRI ImageFsInfo): node.runtime.imageFs.
+struct ImageFsUsage {
+  std::string mountpoint;
+  uint64_t used_bytes = 0;
+  uint64_t inodes_used = 0;
+};
+
 struct SummaryOptions {
   std::string node_name;
   std::string proc_root = "/proc";
@@ -88,6 +95,9 @@ struct SummaryOptions {
   // (kubepods(), podCgroupName() with per-QoS cgroups, else none). Any thread, pure.
   std::optional<cm::CgroupName> kubepods;
   std::function<std::optional<cm::CgroupName>(const api::Pod&)> pod_cgroup;
+  // The runtime's image filesystem (a CRI runtime's; nullopt: none, or not known yet). Any
+  // thread, must not block.
+  std::function<std::optional<ImageFsUsage>()> image_fs;
 };
 
 class SummaryProvider : public std::enable_shared_from_this<SummaryProvider> {

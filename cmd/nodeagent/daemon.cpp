@@ -285,10 +285,11 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
   no.max_images = flags_.node_status_max_images;
   if (runtime_->runsImages()) {
     // image_gc_ is built later; asked only once started.
-    no.images = [this] {
+    no.images = [this]() -> std::optional<std::vector<agent::NodeImage>> {
+      auto listed = image_gc_ ? image_gc_->imageList() : std::nullopt;
+      if (!listed) return std::nullopt;
       std::vector<agent::NodeImage> images;
-      if (!image_gc_) return images;
-      for (const auto& image : image_gc_->imageList()) {
+      for (const auto& image : *listed) {
         agent::NodeImage& out = images.emplace_back();
         out.names = image.repo_digests;
         out.names.insert(out.names.end(), image.repo_tags.begin(), image.repo_tags.end());
@@ -381,6 +382,13 @@ std::shared_ptr<stats::SummaryProvider> Daemon::makeSummary() {
     }
     return out;
   };
+  if (image_gc_) {
+    so.image_fs = [gc = image_gc_]() -> std::optional<stats::ImageFsUsage> {
+      auto fs = gc->imageFs();
+      if (!fs) return std::nullopt;
+      return stats::ImageFsUsage{fs->mountpoint.string(), fs->used_bytes, fs->inodes_used};
+    };
+  }
   return std::make_shared<stats::SummaryProvider>(ioc_.get_executor(), clock_, std::move(so));
 }
 
@@ -417,9 +425,9 @@ std::shared_ptr<eviction::EvictionManager> Daemon::makeEvictionManager() {
   }
   if (image_gc_) {
     signals.image_fs_path = [gc = image_gc_]() -> std::optional<std::string> {
-      auto mountpoint = gc->imageFsMountpoint();
-      if (!mountpoint) return std::nullopt;
-      return mountpoint->string();
+      auto fs = gc->imageFs();
+      if (!fs) return std::nullopt;
+      return fs->mountpoint.string();
     };
   }
   eviction::EvictionManagerOptions eo;

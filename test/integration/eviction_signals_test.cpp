@@ -109,4 +109,27 @@ TEST_CASE("stats summary: this machine's node figures", "[integration][eviction]
   CHECK(node["fs"]["capacityBytes"].get<int64_t>() >= node["fs"]["availableBytes"].get<int64_t>());
   CHECK(node["rlimit"]["curproc"].get<int64_t>() > 0);
   CHECK(s["pods"].empty());
+  CHECK_FALSE(node.contains("runtime"));  // no image filesystem
+}
+
+TEST_CASE("stats summary: the runtime's image filesystem", "[integration][eviction]") {
+  testing::TempDir root;
+  testing::TempDir images;
+  asio::io_context ioc;
+  stats::SummaryOptions o;
+  o.node_name = "n";
+  o.root_dir = root.path().string();
+  o.pod_log_dir = root.path().string();
+  o.image_fs = [&] { return std::optional(stats::ImageFsUsage{images.path().string(), 1234, 56}); };
+  auto provider =
+      std::make_shared<stats::SummaryProvider>(ioc.get_executor(), base::realClock(), o);
+  const auto s = provider->collect();
+  const auto& fs = s["node"]["runtime"]["imageFs"];
+  auto expected = eviction::statFs(images.path().string());
+  REQUIRE(expected.has_value());
+  CHECK(fs["capacityBytes"].get<int64_t>() == expected->capacity_bytes);
+  CHECK(fs["availableBytes"].get<int64_t>() > 0);
+  CHECK(fs["usedBytes"] == 1234);
+  CHECK(fs["inodesUsed"] == 56);
+  CHECK(fs["time"] == s["node"]["fs"]["time"]);
 }

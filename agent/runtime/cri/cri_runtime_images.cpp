@@ -110,6 +110,7 @@ asio::awaitable<base::StatusOr<ImageFsInfo>> CriRuntime::imageFsInfo() {
     ImageFsInfo out;
     out.mountpoint = usage->mountpoint;
     out.used_bytes = usage->used_bytes;
+    out.inodes_used = usage->inodes_used;
     struct statvfs fs {};
     if (::statvfs(usage->mountpoint.c_str(), &fs) != 0) {
       return base::unknownError("statvfs of the image filesystem " + usage->mountpoint + ": " +

@@ -93,7 +93,7 @@ TEST_CASE("node status: images as kubelet lists them, at most --node-status-max-
   rc.server = "http://127.0.0.1:1";
   auto rest = api::RestClient::create(rc, {}, clock);
   REQUIRE(rest.ok());
-  std::vector<agent::NodeImage> images;
+  std::optional<std::vector<agent::NodeImage>> images;
   agent::NodeStatusOptions o;
   o.node_name = "n1";
   o.images = [&] { return images; };
@@ -101,14 +101,20 @@ TEST_CASE("node status: images as kubelet lists them, at most --node-status-max-
   auto controller = std::make_shared<agent::NodeStatusController>(
       ioc.get_executor(), clock, api::AsyncRestClient(**rest, ioc.get_executor()), o);
 
-  // No image yet: no images member (kubelet's omitempty).
+  // Not listed yet: no images member.
   CHECK_FALSE(controller->computeStatus().contains("images"));
+  // Listed, none: null, so that the merge patch clears what the Node had.
+  images.emplace();
+  auto none = controller->computeStatus();
+  REQUIRE(none.contains("images"));
+  CHECK(none["images"].is_null());
 
-  images = {{{"reg.test/big@sha256:1", "reg.test/big:1", "reg.test/big:2", "reg.test/big:3",
-              "reg.test/big:4", "reg.test/big:5"},
-             300},
-            {{"reg.test/mid:1"}, 200},
-            {{"reg.test/small:1"}, 100}};
+  images =
+      std::vector<agent::NodeImage>{{{"reg.test/big@sha256:1", "reg.test/big:1", "reg.test/big:2",
+                                      "reg.test/big:3", "reg.test/big:4", "reg.test/big:5"},
+                                     300},
+                                    {{"reg.test/mid:1"}, 200},
+                                    {{"reg.test/small:1"}, 100}};
   auto status = controller->computeStatus();
   REQUIRE(status["images"].size() == 2);
   CHECK(status["images"][0]["sizeBytes"] == 300);
