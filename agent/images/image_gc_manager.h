@@ -19,12 +19,13 @@
 //
 // Unlike kubelet, the images that the containers of the pods the agent wants name are kept too,
 // whether or not a container was created from them yet (`wanted_images`), and nothing is removed
-// before the agent has seen every pod source (`ready`): an agent that starts on a full disk does
-// not remove the image of a pod it is about to start.
+// before the agent has seen every pod source (`ready`, for `ready_timeout` at most): an agent that
+// starts on a full disk does not remove the image of a pod it is about to start.
 //
-// Threading: every pass runs on the manager's own strand; deleteUnusedImages and garbageCollect
-// may be awaited from any executor. Create with std::make_shared; the clock and the runtime must
-// outlive it.
+// Threading: every pass runs on the manager's own strand, one at a time (a collection, a reclaim
+// and a refresh of the records never interleave at their co_awaits); deleteUnusedImages and
+// garbageCollect may be awaited from any executor. Create with std::make_shared; the clock and the
+// runtime must outlive it.
 #pragma once
 
 #include <atomic>
