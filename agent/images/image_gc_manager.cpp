@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "agent/images/image_manager.h"
 #include "base/log.h"
 
 namespace nodeagent::agent::images {
@@ -17,15 +18,17 @@ std::string percentFlagError(const char* flag, int64_t value) {
          " must be between 0 and 100, inclusive";
 }
 
-// `ref` as a CRI runtime lists it among an image's repo tags or digests.
+// `ref` as a CRI runtime lists it among an image's repo tags or digests; "" for a reference
+// that cannot name an image.
 std::string fullReference(std::string_view ref) {
-  std::string out(ref);
+  auto tagged = applyDefaultImageTag(ref);
+  if (!tagged.ok()) return {};
+  std::string out = std::move(*tagged);
   const auto slash = out.find('/');
   const std::string first = slash == std::string::npos ? std::string() : out.substr(0, slash);
   const bool has_registry = first.find_first_of(".:") != std::string::npos || first == "localhost";
   if (!has_registry)
     out.insert(0, slash == std::string::npos ? "docker.io/library/" : "docker.io/");
-  if (out.find_first_of(":@", out.rfind('/') + 1) == std::string::npos) out += ":latest";
   return out;
 }
 
@@ -381,7 +384,6 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::freeSpace(uint64_t byt
       continue;
     }
     records_.erase(c.id);
-    ++images_removed_;
     freed += c.record.size;
     if (freed >= bytes_to_free) break;
   }

@@ -94,7 +94,6 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   // image the policy allows to remove, whatever the usage. The bytes freed (the images' sizes).
   asio::awaitable<base::StatusOr<uint64_t>> deleteUnusedImages();
 
-  uint64_t imagesRemoved() const { return images_removed_.load(); }
   // The image filesystem as the runtime last reported it (asked at start, with each refresh of
   // the image list and by each collection), for the eviction manager's imagefs signals and the
   // summary's runtime.imageFs; nullopt until known. Any thread.
@@ -152,7 +151,6 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   base::TimerPtr gc_timer_;
   base::TimerPtr list_timer_;
   std::atomic<bool> stopped_{false};
-  std::atomic<uint64_t> images_removed_{0};
   // Strand only.
   std::map<std::string, Record> records_;  // by image ID
   bool pass_running_ = false;
