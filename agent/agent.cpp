@@ -153,6 +153,7 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
   auto active = activePodsBefore(batch_uids, key);
   for (const auto& pod : pods) {
     pod_manager_.addPod(pod);
+    registerApiObjects(*pod);
     if (api::isMirrorPod(*pod)) {
       handleMirrorPod(pod);
       continue;
@@ -210,6 +211,7 @@ void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
   assertOnSyncLoop("Agent::handlePodUpdates");
   for (const auto& pod : pods) {
     pod_manager_.updatePod(pod);
+    registerApiObjects(*pod);
     if (api::isMirrorPod(*pod)) {
       handleMirrorPod(pod);
       continue;
@@ -224,6 +226,7 @@ void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
   assertOnSyncLoop("Agent::handlePodRemoves");
   for (const auto& pod : pods) {
     pod_manager_.deletePod(pod);
+    if (options_.api_objects) options_.api_objects->unregisterPod(pod->metadata.uid);
     if (api::isMirrorPod(*pod)) {
       // The mirror is gone from the apiserver (kubelet hands the removed one to the sync, which
       // then re-creates it only at the next resync): sync with the mirror the pod manager has
@@ -243,6 +246,7 @@ void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
   assertOnSyncLoop("Agent::handlePodReconcile");
   for (const auto& pod : pods) {
     pod_manager_.updatePod(pod);
+    registerApiObjects(*pod);
     if (api::isMirrorPod(*pod)) continue;
     // A pod with readiness gates whose Ready condition is stale needs a sync to recompute it.
     if (pod->spec.readiness_gates.empty()) continue;
@@ -254,6 +258,16 @@ void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
     if (ready->status != want.status || ready->message != want.message) {
       dispatchWork(pod, api::SyncPodType::kSync, pod_manager_.getMirrorPodByPod(*pod));
     }
+  }
+}
+
+void Agent::registerApiObjects(const api::Pod& pod) {
+  if (!options_.api_objects || api::isMirrorPod(pod)) return;
+  // A terminated pod waiting for its cleanup reads nothing more (kubelet's pod manager).
+  if (api::isTerminalPhase(pod.status->phase)) {
+    options_.api_objects->unregisterPod(pod.metadata.uid);
+  } else {
+    options_.api_objects->registerPod(pod);
   }
 }
 

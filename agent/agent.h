@@ -162,6 +162,9 @@ class Agent final : public SyncHandler, public AgentView {
   void rejectPod(const api::Pod& pod, const std::string& reason, const std::string& message);
   bool podIsInactive(const api::Pod& pod) const;
   void trackDeadline(const api::PodPtr& pod);
+  // kubelet's pod manager registering pods with its configmap and secret managers: what the pod
+  // references is watched (the Watch strategy) unless it is gone or terminal.
+  void registerApiObjects(const api::Pod& pod);
   // Schedules a sync of `uid` after `delay` (crash-loop backoff expiry). Any thread.
   void scheduleSync(const std::string& uid, base::Duration delay);
 

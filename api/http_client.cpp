@@ -157,10 +157,18 @@ base::StatusOr<std::shared_ptr<HttpTlsContext>> HttpTlsContext::create(
 
 // ---------------------------------------------------------------------------------------------
 
-class HttpConnection::Impl {
+class HttpConnection::Impl : public std::enable_shared_from_this<HttpConnection::Impl> {
  public:
+  // Blocking use: the exchange runs on a private io_context, on the calling thread.
   Impl(HttpEndpoint endpoint, std::shared_ptr<HttpTlsContext> tls, HttpClientOptions options)
-      : endpoint_(std::move(endpoint)),
+      : Impl(std::nullopt, std::move(endpoint), std::move(tls), options) {}
+  // Asynchronous use: the exchange runs on a strand of `executor`.
+  Impl(std::optional<asio::any_io_executor> executor, HttpEndpoint endpoint,
+       std::shared_ptr<HttpTlsContext> tls, HttpClientOptions options)
+      : blocking_(!executor),
+        ex_(executor ? asio::any_io_executor(asio::make_strand(*executor))
+                     : asio::any_io_executor(ioc_.get_executor())),
+        endpoint_(std::move(endpoint)),
         tls_ctx_(std::move(tls)),
         options_(options),
         // Room for the largest head plus one read; the body is consumed as it is parsed.
@@ -169,13 +177,59 @@ class HttpConnection::Impl {
 
   ~Impl() { closeStreams(); }
 
-  base::Status exchange(const HttpRequest& request, const HttpBodyStream& stream,
-                        HttpResponse* head_out) {
+  // Runs the exchange to its end on the private io_context.
+  base::Status exchangeBlocking(const HttpRequest& request, const HttpBodyStream& stream,
+                                HttpResponse* head_out) {
+    std::optional<base::Status> result;
+    asio::co_spawn(ioc_, exchange(request, stream, head_out),
+                   [&result](std::exception_ptr e, base::Status st) {
+                     result = e ? base::internalError("HTTP exchange failed") : std::move(st);
+                   });
+    ioc_.restart();
+    ioc_.run();
+    return result.value_or(base::cancelledError("cancelled"));
+  }
+
+  // Starts the exchange on the connection's strand; `done` runs there. The connection lives
+  // until then.
+  void exchangeAsync(const HttpRequest& request, const HttpBodyStream& stream,
+                     std::function<void(base::Status)> done) {
+    asio::co_spawn(
+        ex_, exchange(request, stream, nullptr),
+        [self = shared_from_this(), done = std::move(done)](std::exception_ptr e, base::Status st) {
+          done(e ? base::internalError("HTTP exchange failed") : std::move(st));
+        });
+  }
+
+  void cancel() {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    closeWhereRunning();
+  }
+
+  void close(std::string reason) {
+    std::lock_guard lock(mu_);
+    if (closed_reason_.empty()) closed_reason_ = std::move(reason);
+    closeWhereRunning();
+  }
+
+  // A connection cancelled or closed after its last exchange is not reusable either.
+  bool reusable() {
+    std::lock_guard lock(mu_);
+    return reusable_ && !cancelled_ && closed_reason_.empty();
+  }
+
+ private:
+  asio::awaitable<base::Status> exchange(const HttpRequest& request, const HttpBodyStream& stream,
+                                         HttpResponse* head_out) {
     for (int attempt = 0;; ++attempt) {
       bool reused = open() && !stale();
-      if (!reused) RETURN_IF_ERROR(connect());
+      if (!reused) {
+        base::Status connected = co_await connect();
+        if (!connected.ok()) co_return connected;
+      }
       bool before_response = false;
-      auto st = exchangeOnce(request, stream, head_out, before_response);
+      base::Status st = co_await exchangeOnce(request, stream, head_out, before_response);
       // A kept connection the server closed meanwhile fails before any answer: once more on a
       // fresh one. A request that may have been acted on (written whole, not idempotent) is not
       // sent twice.
@@ -186,33 +240,24 @@ class HttpConnection::Impl {
           (idempotent || !written_)) {
         continue;
       }
-      return st;
+      co_return st;
     }
   }
 
-  void cancel() {
-    std::lock_guard lock(mu_);
-    cancelled_ = true;
-    // Runs on the thread that runs the io_context: the operation in flight ends at once.
-    asio::post(ioc_, [this] { closeStreams(); });
-  }
-
-  void close(std::string reason) {
-    std::lock_guard lock(mu_);
-    if (closed_reason_.empty()) closed_reason_ = std::move(reason);
-    asio::post(ioc_, [this] { closeStreams(); });
-  }
-
-  // A connection cancelled or closed after its last exchange is not reusable either.
-  bool reusable() {
-    std::lock_guard lock(mu_);
-    return reusable_ && !cancelled_ && closed_reason_.empty();
-  }
-
- private:
   bool cancelled() {
     std::lock_guard lock(mu_);
     return cancelled_;
+  }
+
+  // Closes the sockets where the exchange runs: the operation in flight ends at once. The private
+  // io_context runs only inside a blocking call, which the connection outlives; on a strand the
+  // connection is kept until the close ran.
+  void closeWhereRunning() {
+    if (blocking_) {
+      asio::post(ex_, [this] { closeStreams(); });
+    } else {
+      asio::post(ex_, [self = shared_from_this()] { self->closeStreams(); });
+    }
   }
 
   std::string closedReason() {
@@ -252,17 +297,10 @@ class HttpConnection::Impl {
     return ::poll(&p, 1, 0) != 0;
   }
 
-  // Starts one asynchronous operation with `start(handler)` and runs the io_context until it
-  // (and its timer) completed. A cancel() posted before or meanwhile closes the socket.
-  template <typename Start>
-  ErrorCode run(Start start) {
-    if (cancelled()) return asio::error::operation_aborted;
-    ErrorCode result = asio::error::would_block;
-    start([&result](ErrorCode ec, auto&&...) { result = ec; });
-    ioc_.restart();
-    ioc_.run();
-    return result;
-  }
+  // The completion token of every operation: the error lands in `ec`, nothing throws. An
+  // operation is not started once cancel() was called (a cancel() posted meanwhile closes the
+  // socket under it).
+  static auto into(ErrorCode& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
   base::Status failure(const ErrorCode& ec, const std::string& doing,
                        std::chrono::milliseconds timeout, std::optional<size_t> body_limit = {}) {
@@ -288,30 +326,43 @@ class HttpConnection::Impl {
     return base::unavailableError(doing + ": " + ec.message());
   }
 
-  base::Status connect() {
+  asio::awaitable<base::Status> connect() {
     reset();
-    tcp::resolver resolver(ioc_);
-    ErrorCode ec;
-    auto results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port),
-                                    tcp::resolver::numeric_service, ec);
     const std::string where = "connecting to " + endpoint_.hostPort();
-    if (ec) return base::unavailableError(where + ": " + ec.message());
-    tcp_ = std::make_unique<beast::tcp_stream>(ioc_);
+    if (cancelled()) co_return base::cancelledError("cancelled");
+    ErrorCode ec;
+    // A blocking call resolves on its own thread; on a strand, a name is looked up by Asio's
+    // resolver thread (a numeric host resolves at once either way).
+    tcp::resolver resolver(ex_);
+    tcp::resolver::results_type results;
+    if (blocking_) {
+      results = resolver.resolve(endpoint_.host, std::to_string(endpoint_.port),
+                                 tcp::resolver::numeric_service, ec);
+    } else {
+      results = co_await resolver.async_resolve(endpoint_.host, std::to_string(endpoint_.port),
+                                                tcp::resolver::numeric_service, into(ec));
+    }
+    if (ec) co_return base::unavailableError(where + ": " + ec.message());
+    tcp_ = std::make_unique<beast::tcp_stream>(ex_);
     tcp_->expires_after(options_.connect_timeout);
-    ec = run([&](auto handler) { tcp_->async_connect(results, std::move(handler)); });
+    if (!cancelled()) {
+      co_await tcp_->async_connect(results, into(ec));
+    } else {
+      ec = asio::error::operation_aborted;
+    }
     if (ec) {
       auto st = failure(ec, where, options_.connect_timeout);
       reset();
-      return st;
+      co_return st;
     }
     ErrorCode ignored;
     tcp_->socket().set_option(tcp::no_delay(true), ignored);
-    if (!endpoint_.https) return base::okStatus();
-    if (!tls_ctx_) return base::invalidArgumentError("https without a TLS configuration");
-    return handshake();
+    if (!endpoint_.https) co_return base::okStatus();
+    if (!tls_ctx_) co_return base::invalidArgumentError("https without a TLS configuration");
+    co_return co_await handshake();
   }
 
-  base::Status handshake() {
+  asio::awaitable<base::Status> handshake() {
     auto& tls = tls_ctx_->impl();
     tls_ = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(*tcp_), tls.ctx);
     tcp_.reset();
@@ -325,20 +376,19 @@ class HttpConnection::Impl {
       if (set != 1) {
         ERR_clear_error();
         reset();
-        return base::invalidArgumentError("cannot verify the server name \"" + name + "\"");
+        co_return base::invalidArgumentError("cannot verify the server name \"" + name + "\"");
       }
     }
     if (!ip) SSL_set_tlsext_host_name(ssl, name.c_str());
     tls_->next_layer().expires_after(options_.connect_timeout);
-    ErrorCode ec = run([&](auto handler) {
-      tls_->async_handshake(asio::ssl::stream_base::client, std::move(handler));
-    });
-    if (!ec) return base::okStatus();
-    if (cancelled()) return base::cancelledError("cancelled");
+    ErrorCode ec = asio::error::operation_aborted;
+    if (!cancelled()) co_await tls_->async_handshake(asio::ssl::stream_base::client, into(ec));
+    if (!ec) co_return base::okStatus();
+    if (cancelled()) co_return base::cancelledError("cancelled");
     if (ec == beast::error::timeout) {
       reset();
-      return failure(ec, "in the TLS handshake with " + endpoint_.hostPort(),
-                     options_.connect_timeout);
+      co_return failure(ec, "in the TLS handshake with " + endpoint_.hostPort(),
+                        options_.connect_timeout);
     }
     std::string detail = ec.message();
     long verify = SSL_get_verify_result(ssl);
@@ -346,43 +396,49 @@ class HttpConnection::Impl {
       detail += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
     ERR_clear_error();
     reset();
-    return base::unavailableError("TLS handshake failed with " + endpoint_.hostPort() + ": " +
-                                  detail + "; expected a certificate for \"" + name +
-                                  "\" signed by " + (tls.insecure ? "anyone" : tls.trust));
+    co_return base::unavailableError("TLS handshake failed with " + endpoint_.hostPort() + ": " +
+                                     detail + "; expected a certificate for \"" + name +
+                                     "\" signed by " + (tls.insecure ? "anyone" : tls.trust));
   }
 
-  base::Status exchangeOnce(const HttpRequest& request, const HttpBodyStream& stream,
-                            HttpResponse* head_out, bool& before_response) {
-    if (tls_) return exchangeOn(*tls_, request, stream, head_out, before_response);
-    return exchangeOn(*tcp_, request, stream, head_out, before_response);
+  asio::awaitable<base::Status> exchangeOnce(const HttpRequest& request,
+                                             const HttpBodyStream& stream, HttpResponse* head_out,
+                                             bool& before_response) {
+    if (tls_) co_return co_await exchangeOn(*tls_, request, stream, head_out, before_response);
+    co_return co_await exchangeOn(*tcp_, request, stream, head_out, before_response);
   }
 
   using ResponseParser = http::response_parser<http::buffer_body>;
 
   template <typename Stream>
-  base::Status exchangeOn(Stream& s, const HttpRequest& request, const HttpBodyStream& stream,
-                          HttpResponse* head_out, bool& before_response) {
+  asio::awaitable<base::Status> exchangeOn(Stream& s, const HttpRequest& request,
+                                           const HttpBodyStream& stream, HttpResponse* head_out,
+                                           bool& before_response) {
     reusable_ = false;
-    RETURN_IF_ERROR(writeRequest(s, request, before_response));
+    base::Status written = co_await writeRequest(s, request, before_response);
+    if (!written.ok()) co_return written;
     ResponseParser parser;
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     // No limit is the largest one (Boost 1.74's body_limit() takes a plain integer).
     parser.body_limit(stream.max_body_bytes.value_or(std::numeric_limits<std::uint64_t>::max()));
     if (request.method == "HEAD") parser.skip(true);
     HttpResponse head;
-    RETURN_IF_ERROR(readHead(s, parser, stream, head, before_response));
+    base::Status headed = co_await readHead(s, parser, stream, head, before_response);
+    if (!headed.ok()) co_return headed;
     if (head_out) *head_out = head;
     if (stream.on_head && !stream.on_head(head)) {
       reset();
-      return base::okStatus();
+      co_return base::okStatus();
     }
-    return readBody(s, parser, stream, request.read_timeout.value_or(options_.read_timeout));
+    co_return co_await readBody(s, parser, stream,
+                                request.read_timeout.value_or(options_.read_timeout));
   }
 
   // Sends the request line, headers and body. On failure the connection is closed and
   // `before_response` is set (nothing was answered).
   template <typename Stream>
-  base::Status writeRequest(Stream& s, const HttpRequest& request, bool& before_response) {
+  asio::awaitable<base::Status> writeRequest(Stream& s, const HttpRequest& request,
+                                             bool& before_response) {
     http::request<http::string_body> req;
     req.version(11);
     req.method_string(request.method);
@@ -396,81 +452,86 @@ class HttpConnection::Impl {
     }
     lowest().expires_after(options_.write_timeout);
     written_ = false;
-    ErrorCode ec = run([&](auto handler) { http::async_write(s, req, std::move(handler)); });
+    ErrorCode ec = asio::error::operation_aborted;
+    if (!cancelled()) co_await http::async_write(s, req, into(ec));
     written_ = !ec;
     if (ec) {
       before_response = true;
       auto st = failure(ec, "sending the request", options_.write_timeout);
       reset();
-      return st;
+      co_return st;
     }
-    return base::okStatus();
+    co_return base::okStatus();
   }
 
   // Reads the status line and headers into `head` (at most max_header_fields of them). On
   // failure the connection is closed; `before_response` tells whether the server closed it
   // before answering anything.
   template <typename Stream>
-  base::Status readHead(Stream& s, ResponseParser& parser, const HttpBodyStream& stream,
-                        HttpResponse& head, bool& before_response) {
+  asio::awaitable<base::Status> readHead(Stream& s, ResponseParser& parser,
+                                         const HttpBodyStream& stream, HttpResponse& head,
+                                         bool& before_response) {
     lowest().expires_after(options_.head_timeout);
-    ErrorCode ec =
-        run([&](auto handler) { http::async_read_header(s, buffer_, parser, std::move(handler)); });
+    ErrorCode ec = asio::error::operation_aborted;
+    if (!cancelled()) co_await http::async_read_header(s, buffer_, parser, into(ec));
     if (ec) {
       before_response = !parser.got_some() &&
                         (ec == http::error::end_of_stream || ec == asio::error::connection_reset);
       auto st =
           failure(ec, "reading the response headers", options_.head_timeout, stream.max_body_bytes);
       reset();
-      return st;
+      co_return st;
     }
     auto& msg = parser.get();
     size_t fields = static_cast<size_t>(std::distance(msg.begin(), msg.end()));
     if (fields > options_.max_header_fields) {
       reset();
-      return base::resourceExhaustedError("response has more than " +
-                                          std::to_string(options_.max_header_fields) +
-                                          " header fields");
+      co_return base::resourceExhaustedError("response has more than " +
+                                             std::to_string(options_.max_header_fields) +
+                                             " header fields");
     }
     head.status = static_cast<int>(msg.result_int());
     head.headers.reserve(fields);
     for (const auto& f : msg) head.headers.emplace_back(f.name_string(), f.value());
-    return base::okStatus();
+    co_return base::okStatus();
   }
 
   // Hands the body to `stream.on_chunk` as it arrives, each read within `read_timeout`. The
   // connection stays open for the next request when the server keeps it alive and the body was
   // read to its end.
   template <typename Stream>
-  base::Status readBody(Stream& s, ResponseParser& parser, const HttpBodyStream& stream,
-                        std::chrono::milliseconds read_timeout) {
+  asio::awaitable<base::Status> readBody(Stream& s, ResponseParser& parser,
+                                         const HttpBodyStream& stream,
+                                         std::chrono::milliseconds read_timeout) {
     auto& msg = parser.get();
     while (!parser.is_done()) {
       msg.body().data = chunk_.data();
       msg.body().size = chunk_.size();
       msg.body().more = true;
       lowest().expires_after(read_timeout);
-      ErrorCode ec =
-          run([&](auto handler) { http::async_read_some(s, buffer_, parser, std::move(handler)); });
+      ErrorCode ec = asio::error::operation_aborted;
+      if (!cancelled()) co_await http::async_read_some(s, buffer_, parser, into(ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         auto st = failure(ec, "reading the response body", read_timeout, stream.max_body_bytes);
         reset();
-        return st;
+        co_return st;
       }
       size_t n = chunk_.size() - msg.body().size;
       if (n > 0 && stream.on_chunk && !stream.on_chunk(std::string_view(chunk_.data(), n))) {
         reset();
-        return base::okStatus();
+        co_return base::okStatus();
       }
     }
     reusable_ = msg.keep_alive();
     if (!reusable_) reset();
-    return base::okStatus();
+    co_return base::okStatus();
   }
 
   // Declared first: destroyed last, after the streams that use it.
   asio::io_context ioc_{1};
+  const bool blocking_;
+  asio::any_io_executor ex_;  // where the exchange runs: ioc_, or a strand of the caller's
   HttpEndpoint endpoint_;
   std::shared_ptr<HttpTlsContext> tls_ctx_;
   HttpClientOptions options_;
@@ -487,7 +548,12 @@ class HttpConnection::Impl {
 
 HttpConnection::HttpConnection(HttpEndpoint endpoint, std::shared_ptr<HttpTlsContext> tls,
                                HttpClientOptions options)
-    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(tls), options)) {}
+    : impl_(std::make_shared<Impl>(std::move(endpoint), std::move(tls), options)) {}
+
+HttpConnection::HttpConnection(asio::any_io_executor executor, HttpEndpoint endpoint,
+                               std::shared_ptr<HttpTlsContext> tls, HttpClientOptions options)
+    : impl_(std::make_shared<Impl>(std::move(executor), std::move(endpoint), std::move(tls),
+                                   options)) {}
 
 HttpConnection::~HttpConnection() = default;
 
@@ -499,12 +565,17 @@ base::StatusOr<HttpResponse> HttpConnection::roundTrip(const HttpRequest& reques
     response.body.append(chunk);
     return true;
   };
-  RETURN_IF_ERROR(impl_->exchange(request, stream, &response));
+  RETURN_IF_ERROR(impl_->exchangeBlocking(request, stream, &response));
   return response;
 }
 
 base::Status HttpConnection::stream(const HttpRequest& request, const HttpBodyStream& stream) {
-  return impl_->exchange(request, stream, nullptr);
+  return impl_->exchangeBlocking(request, stream, nullptr);
+}
+
+void HttpConnection::streamAsync(const HttpRequest& request, const HttpBodyStream& stream,
+                                 std::function<void(base::Status)> done) {
+  impl_->exchangeAsync(request, stream, std::move(done));
 }
 
 void HttpConnection::cancel() { impl_->cancel(); }

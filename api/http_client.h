@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/asio.h"
 #include "base/status.h"
 
 namespace nodeagent::api {
@@ -114,9 +115,13 @@ struct HttpBodyStream {
 
 class HttpConnection {
  public:
-  // `tls` is required for an https endpoint and ignored otherwise. Connects lazily.
+  // `tls` is required for an https endpoint and ignored otherwise. Connects lazily. For the
+  // blocking calls (roundTrip, stream), on the caller's thread.
   HttpConnection(HttpEndpoint endpoint, std::shared_ptr<HttpTlsContext> tls,
                  HttpClientOptions options);
+  // For streamAsync(): the connection's I/O runs on a strand of `executor`, no thread of its own.
+  HttpConnection(asio::any_io_executor executor, HttpEndpoint endpoint,
+                 std::shared_ptr<HttpTlsContext> tls, HttpClientOptions options);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -129,6 +134,12 @@ class HttpConnection {
   // Like roundTrip() but the body goes to `stream` as it arrives. OK when the body ended or a
   // callback stopped it (the connection is then closed).
   base::Status stream(const HttpRequest& request, const HttpBodyStream& stream);
+
+  // stream() without blocking, for a connection made with an executor: the callbacks and then
+  // `done` run on the connection's strand. `request` and `stream` must live until `done`; the
+  // connection itself is kept alive until then even when its owner drops it (cancel() first).
+  void streamAsync(const HttpRequest& request, const HttpBodyStream& stream,
+                   std::function<void(base::Status)> done);
 
   // Any thread: aborts the call in flight; this and later calls fail with Cancelled.
   void cancel();
@@ -144,7 +155,7 @@ class HttpConnection {
   class Impl;
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace nodeagent::api

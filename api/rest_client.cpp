@@ -1,6 +1,7 @@
 #include "api/rest_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
@@ -275,18 +276,22 @@ base::Status RestClient::setClientCertificate(const std::string& cert_pem,
   return base::okStatus();
 }
 
-std::unique_ptr<HttpConnection> RestClient::newConnection() {
-  std::shared_ptr<HttpTlsContext> tls;
-  {
-    std::lock_guard lock(mu_);
-    tls = tls_;
-  }
+std::shared_ptr<HttpTlsContext> RestClient::tlsContext() {
+  std::lock_guard lock(mu_);
+  return tls_;
+}
+
+HttpClientOptions RestClient::connectionOptions() const {
   HttpClientOptions o;
   o.connect_timeout = options_.connect_timeout;
   o.write_timeout = options_.request_timeout;
   o.head_timeout = options_.request_timeout;
   o.read_timeout = options_.request_timeout;
-  return std::make_unique<HttpConnection>(endpoint_, std::move(tls), o);
+  return o;
+}
+
+std::unique_ptr<HttpConnection> RestClient::newConnection() {
+  return std::make_unique<HttpConnection>(endpoint_, tlsContext(), connectionOptions());
 }
 
 std::unique_ptr<HttpConnection> RestClient::acquire() {
@@ -567,28 +572,15 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   const std::string what = "WATCH " + std::string(collection_path);
   if (stop.stop_requested()) return base::cancelledError(what + ": cancelled");
   if (!waitRateLimit(stop)) return base::cancelledError(what + ": cancelled");
-  HttpRequest req = newRequest("GET", collection_path, toQuery(options, true));
-  if (options.timeout_seconds) {
-    req.read_timeout = std::chrono::milliseconds(std::chrono::seconds(*options.timeout_seconds)) +
-                       options_.watch_read_slack;
-  }
+  HttpRequest req = newWatchRequest(collection_path, options);
   // A watch holds its connection for minutes: never from (or back into) the idle pool.
   auto conn = newConnection();
   HttpConnection* raw = conn.get();
-  {
-    std::lock_guard lock(mu_);
-    if (shut_down_) return base::cancelledError(what + ": client shut down");
-    in_use_.push_back(raw);
-    watches_.push_back(raw);
-  }
+  if (!registerWatch(raw)) return base::cancelledError(what + ": client shut down");
   struct Unregister {
     RestClient* self;
     HttpConnection* raw;
-    ~Unregister() {
-      std::lock_guard lock(self->mu_);
-      std::erase(self->in_use_, raw);
-      std::erase(self->watches_, raw);
-    }
+    ~Unregister() { self->unregisterWatch(raw); }
   } unregister{this, raw};
   std::stop_callback on_stop(stop, [raw] { raw->cancel(); });
 
@@ -597,6 +589,131 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   base::Status st =
       stop.stop_requested() ? base::cancelledError("cancelled") : conn->stream(req, body);
   return stream.result(st);
+}
+
+}  // namespace nodeagent::api
+
+namespace nodeagent::api {
+
+HttpRequest RestClient::newWatchRequest(std::string_view collection_path,
+                                        const ListOptions& options) const {
+  HttpRequest req = newRequest("GET", collection_path, toQuery(options, true));
+  if (options.timeout_seconds) {
+    req.read_timeout = std::chrono::milliseconds(std::chrono::seconds(*options.timeout_seconds)) +
+                       options_.watch_read_slack;
+  }
+  return req;
+}
+
+bool RestClient::registerWatch(HttpConnection* conn) {
+  std::lock_guard lock(mu_);
+  if (shut_down_) return false;
+  in_use_.push_back(conn);
+  watches_.push_back(conn);
+  return true;
+}
+
+void RestClient::unregisterWatch(HttpConnection* conn) {
+  std::lock_guard lock(mu_);
+  std::erase(in_use_, conn);
+  std::erase(watches_, conn);
+}
+
+// One watch of startWatch(): waits for the rate limiter on a timer, then streams on a connection
+// of its own; everything runs on `strand_`.
+class RestClient::StartedWatch final : public AsyncWatch,
+                                       public std::enable_shared_from_this<StartedWatch> {
+ public:
+  StartedWatch(RestClient& client, asio::any_io_executor executor, std::string_view collection_path,
+               const ListOptions& options, std::function<bool(RawWatchEvent&&)> on_event,
+               std::function<void(base::Status)> done)
+      : client_(client),
+        strand_(asio::make_strand(executor)),
+        what_("WATCH " + std::string(collection_path)),
+        on_event_(std::move(on_event)),
+        done_(std::move(done)),
+        request_(client.newWatchRequest(collection_path, options)),
+        stream_(what_, on_event_, client.options_.max_watch_event_bytes, stop_.get_token()),
+        body_(stream_.body()),
+        conn_(std::make_unique<HttpConnection>(strand_, client.endpoint_, client.tlsContext(),
+                                               client.connectionOptions())),
+        timer_(client.clock_.makeTimer(strand_)) {}
+
+  ~StartedWatch() override { unregister(); }
+
+  void start() {
+    asio::dispatch(strand_, [self = shared_from_this()] { self->waitRateLimit(); });
+  }
+
+  void cancel() override {
+    stop_.request_stop();
+    conn_->cancel();
+    // At once, not when the stream ends: the owner may cancel, then drop the client before the
+    // executor runs again.
+    unregister();
+    asio::post(strand_, [self = shared_from_this()] {
+      if (self->timer_->armed()) {
+        self->timer_->cancel();
+        self->client_.limiter_.cancelReservation();
+        self->finish(base::cancelledError(self->what_ + ": cancelled"));
+      }
+    });
+  }
+
+ private:
+  void waitRateLimit() {
+    if (stop_.stop_requested()) return finish(base::cancelledError(what_ + ": cancelled"));
+    auto delay = client_.limiter_.reserve();
+    if (delay <= base::Duration::zero()) return open();
+    timer_->asyncWaitFor(delay, [self = shared_from_this()] { self->open(); });
+  }
+
+  void open() {
+    if (stop_.stop_requested()) return finish(base::cancelledError(what_ + ": cancelled"));
+    if (!client_.registerWatch(conn_.get())) {
+      return finish(base::cancelledError(what_ + ": client shut down"));
+    }
+    registered_ = true;
+    conn_->streamAsync(request_, body_, [self = shared_from_this()](base::Status st) {
+      self->unregister();
+      self->finish(self->stream_.result(std::move(st)));
+    });
+  }
+
+  void unregister() {
+    if (registered_.exchange(false)) client_.unregisterWatch(conn_.get());
+  }
+
+  void finish(base::Status st) {
+    if (!done_) return;
+    auto done = std::move(done_);
+    done_ = nullptr;
+    done(std::move(st));
+  }
+
+  RestClient& client_;
+  asio::strand<asio::any_io_executor> strand_;
+  std::stop_source stop_;
+  const std::string what_;
+  std::function<bool(RawWatchEvent&&)> on_event_;
+  std::function<void(base::Status)> done_;
+  HttpRequest request_;
+  WatchStream stream_;
+  HttpBodyStream body_;
+  std::unique_ptr<HttpConnection> conn_;
+  base::TimerPtr timer_;
+  std::atomic<bool> registered_{false};
+};
+
+std::shared_ptr<AsyncWatch> RestClient::startWatch(asio::any_io_executor executor,
+                                                   std::string_view collection_path,
+                                                   const ListOptions& options,
+                                                   std::function<bool(RawWatchEvent&&)> on_event,
+                                                   std::function<void(base::Status)> done) {
+  auto watch = std::make_shared<StartedWatch>(*this, std::move(executor), collection_path, options,
+                                              std::move(on_event), std::move(done));
+  watch->start();
+  return watch;
 }
 
 }  // namespace nodeagent::api

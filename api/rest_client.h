@@ -6,9 +6,9 @@
 // (api/api_errors.h). 429 answers are retried after their Retry-After.
 //
 // Every call blocks: never call it on an io_context thread. Use AsyncRestClient
-// (api/async_rest_client.h) from strands and coroutines; the long watch GET runs on a dedicated
-// thread (config/reflector.h). RestClient is thread-safe: calls from several threads use separate
-// keep-alive connections.
+// (api/async_rest_client.h) from strands and coroutines. A long watch GET either blocks a thread
+// of its own (watch()) or runs on a strand with no thread (startWatch()). RestClient is
+// thread-safe: calls from several threads use separate keep-alive connections.
 #pragma once
 
 #include <chrono>
@@ -108,6 +108,14 @@ base::StatusOr<Query> parseQuery(std::string_view query);
 // blocking loops that retry. Any non-io thread.
 bool waitOrStop(base::Duration d, std::stop_token stop);
 
+// A watch started by RestClient::startWatch().
+class AsyncWatch {
+ public:
+  virtual ~AsyncWatch() = default;
+  // Any thread: ends the watch; its `done` gets Cancelled (unless it already ran).
+  virtual void cancel() = 0;
+};
+
 class RestClient {
  public:
   // Validates the config (URL, PEM blocks) up front; errors name the kubeconfig field.
@@ -153,6 +161,16 @@ class RestClient {
   base::Status watch(std::string_view collection_path, const ListOptions& options,
                      const std::function<bool(RawWatchEvent&&)>& on_event, std::stop_token stop);
 
+  // watch() without a thread: the watch's connection runs on a strand of `executor` (as does the
+  // rate limiter's wait, on the client's clock), and `on_event` and then `done` (once, with what
+  // watch() returns) run there. Many watches share one io_context. The client must outlive
+  // `done`; shutdown() ends every watch.
+  std::shared_ptr<AsyncWatch> startWatch(asio::any_io_executor executor,
+                                         std::string_view collection_path,
+                                         const ListOptions& options,
+                                         std::function<bool(RawWatchEvent&&)> on_event,
+                                         std::function<void(base::Status)> done);
+
   // Drops the idle keep-alive connections, so the next calls connect afresh (after repeated
   // heartbeat failures a kept connection may be half-open). Any thread.
   void closeIdleConnections();
@@ -175,8 +193,17 @@ class RestClient {
   RestClient(RestConfig config, RestClientOptions options, base::Clock& clock);
   base::Status init();
 
+  class StartedWatch;
+
   HttpTlsOptions tlsOptions() const;
+  HttpClientOptions connectionOptions() const;
+  std::shared_ptr<HttpTlsContext> tlsContext();
   std::unique_ptr<HttpConnection> newConnection();
+  HttpRequest newWatchRequest(std::string_view collection_path, const ListOptions& options) const;
+  // Counts a watch's connection as in use (closed by setClientCertificate and shutdown); false
+  // once shut down.
+  bool registerWatch(HttpConnection* conn);
+  void unregisterWatch(HttpConnection* conn);
   std::unique_ptr<HttpConnection> acquire();
   void release(std::unique_ptr<HttpConnection> conn);
   bool waitRateLimit(std::stop_token stop);

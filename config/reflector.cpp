@@ -63,6 +63,36 @@ std::string failureKind(const base::Status& st) {
   return std::string(base::statusCodeName(st.code()));
 }
 
+// One LIST of `path` (blocking): its items and resourceVersion.
+base::StatusOr<ListResult> listOnce(api::RestClient& client, const std::string& path,
+                                    const std::string& field_selector, std::string rv,
+                                    std::stop_token stop) {
+  api::ListOptions opts;
+  opts.field_selector = field_selector;
+  opts.resource_version = std::move(rv);
+  ASSIGN_OR_RETURN(nlohmann::json body, client.list(path, opts, stop));
+  ListResult result;
+  auto items = body.find("items");
+  if (!body.is_object() || (items != body.end() && !items->is_array() && !items->is_null())) {
+    return base::dataLossError("GET " + path + ": response is not a list");
+  }
+  if (items != body.end() && items->is_array()) {
+    result.items.reserve(items->size());
+    for (auto& item : *items) result.items.push_back(std::move(item));
+  }
+  result.resource_version = resourceVersionOf(body);
+  return result;
+}
+
+api::ListOptions watchOptions(const std::string& field_selector, const WatchRequest& request) {
+  api::ListOptions opts;
+  opts.field_selector = field_selector;
+  opts.resource_version = request.resource_version;
+  opts.timeout_seconds = request.timeout_seconds;
+  opts.allow_watch_bookmarks = request.allow_watch_bookmarks;
+  return opts;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -118,44 +148,15 @@ ThreadedListerWatcher::~ThreadedListerWatcher() { stop(); }
 void ThreadedListerWatcher::list(std::string resource_version, ListDone done) {
   state_->enqueue([state = state_.get(), rv = std::move(resource_version),
                    done = std::move(done)](std::stop_token stop) {
-    api::ListOptions opts;
-    opts.field_selector = state->field_selector;
-    opts.resource_version = rv;
-    auto body = state->client.list(state->path, opts, stop);
-    if (!body.ok()) {
-      done(body.status());
-      return;
-    }
-    ListResult result;
-    auto items = body->find("items");
-    if (!body->is_object() || (items != body->end() && !items->is_array() && !items->is_null())) {
-      done(base::dataLossError("GET " + state->path + ": response is not a list"));
-      return;
-    }
-    if (items != body->end() && items->is_array()) {
-      result.items.reserve(items->size());
-      for (auto& item : *items) result.items.push_back(std::move(item));
-    }
-    auto meta = body->find("metadata");
-    if (meta != body->end() && meta->is_object()) {
-      auto rv_it = meta->find("resourceVersion");
-      if (rv_it != meta->end() && rv_it->is_string())
-        result.resource_version = rv_it->get<std::string>();
-    }
-    done(std::move(result));
+    done(listOnce(state->client, state->path, state->field_selector, rv, stop));
   });
 }
 
 void ThreadedListerWatcher::watch(WatchRequest request, EventFn on_event, WatchDone done) {
   state_->enqueue([state = state_.get(), request = std::move(request),
                    on_event = std::move(on_event), done = std::move(done)](std::stop_token stop) {
-    api::ListOptions opts;
-    opts.field_selector = state->field_selector;
-    opts.resource_version = request.resource_version;
-    opts.timeout_seconds = request.timeout_seconds;
-    opts.allow_watch_bookmarks = request.allow_watch_bookmarks;
     auto st = state->client.watch(
-        state->path, opts,
+        state->path, watchOptions(state->field_selector, request),
         [&](api::RawWatchEvent&& ev) {
           on_event(std::move(ev));
           return !stop.stop_requested();
@@ -186,6 +187,60 @@ void ThreadedListerWatcher::stop() {
     thread_.request_stop();
     thread_.join();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// AsyncListerWatcher
+
+AsyncListerWatcher::AsyncListerWatcher(api::RestClient& client, asio::any_io_executor executor,
+                                       asio::any_io_executor blocking, std::string collection_path,
+                                       std::string field_selector)
+    : client_(client),
+      executor_(std::move(executor)),
+      blocking_(std::move(blocking)),
+      path_(std::move(collection_path)),
+      field_selector_(std::move(field_selector)) {}
+
+AsyncListerWatcher::~AsyncListerWatcher() { cancel(); }
+
+void AsyncListerWatcher::list(std::string resource_version, ListDone done) {
+  auto stop = std::make_shared<std::stop_source>();
+  {
+    std::lock_guard lock(mu_);
+    list_stop_ = stop;
+  }
+  asio::post(blocking_, [client = &client_, path = path_, selector = field_selector_, stop,
+                         rv = std::move(resource_version), done = std::move(done)] {
+    done(listOnce(*client, path, selector, rv, stop->get_token()));
+  });
+}
+
+void AsyncListerWatcher::watch(WatchRequest request, EventFn on_event, WatchDone done) {
+  auto on_raw = [on_event = std::move(on_event)](api::RawWatchEvent&& ev) {
+    on_event(std::move(ev));
+    return true;
+  };
+  auto on_done = [client = &client_, done = std::move(done)](base::Status st) {
+    // As the threaded watcher: a broken connection makes the kept-alive ones suspect too.
+    if (isConnectionFailure(st)) client->closeIdleConnections();
+    done(std::move(st));
+  };
+  auto w = client_.startWatch(executor_, path_, watchOptions(field_selector_, request),
+                              std::move(on_raw), std::move(on_done));
+  std::lock_guard lock(mu_);
+  watch_ = std::move(w);
+}
+
+void AsyncListerWatcher::cancel() {
+  std::shared_ptr<std::stop_source> list_stop;
+  std::shared_ptr<api::AsyncWatch> watch;
+  {
+    std::lock_guard lock(mu_);
+    list_stop = std::move(list_stop_);
+    watch = std::move(watch_);
+  }
+  if (list_stop) list_stop->request_stop();
+  if (watch) watch->cancel();
 }
 
 // ---------------------------------------------------------------------------------------------

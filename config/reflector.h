@@ -23,6 +23,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -43,8 +44,9 @@ class logger;
 }
 
 namespace nodeagent::api {
+class AsyncWatch;
 class RestClient;
-}
+}  // namespace nodeagent::api
 
 namespace nodeagent::config {
 
@@ -94,6 +96,32 @@ class ThreadedListerWatcher final : public ListerWatcher {
   struct State;
   std::shared_ptr<State> state_;
   std::jthread thread_;
+};
+
+// Runs LIST and WATCH of one collection with no thread of its own: the LIST on `blocking` (the
+// shared pool for blocking API calls), the WATCH on a strand of `executor`
+// (api::RestClient::startWatch). For many reflectors at once (one per object a pod references).
+// Completions are invoked on those executors. The client must outlive the calls: cancel() the
+// watcher before the client goes.
+class AsyncListerWatcher final : public ListerWatcher {
+ public:
+  AsyncListerWatcher(api::RestClient& client, asio::any_io_executor executor,
+                     asio::any_io_executor blocking, std::string collection_path,
+                     std::string field_selector);
+  ~AsyncListerWatcher() override;
+  void list(std::string resource_version, ListDone done) override;
+  void watch(WatchRequest request, EventFn on_event, WatchDone done) override;
+  void cancel() override;
+
+ private:
+  api::RestClient& client_;
+  asio::any_io_executor executor_;
+  asio::any_io_executor blocking_;
+  const std::string path_;
+  const std::string field_selector_;
+  std::mutex mu_;
+  std::shared_ptr<std::stop_source> list_stop_;  // the LIST in flight
+  std::shared_ptr<api::AsyncWatch> watch_;       // the WATCH in flight
 };
 
 class Reflector : public std::enable_shared_from_this<Reflector> {

@@ -20,6 +20,11 @@ std::string apiObjectPath(ApiObjectKind kind, std::string_view ns, std::string_v
   return path.append(name);
 }
 
+base::Status apiObjectNotFound(ApiObjectKind kind, std::string_view name) {
+  return base::notFoundError(std::string(apiObjectKindName(kind)) + " \"" + std::string(name) +
+                             "\" not found");
+}
+
 base::StatusOr<std::map<std::string, std::string>> apiObjectData(ApiObjectKind kind,
                                                                  const nlohmann::json& object) {
   std::map<std::string, std::string> out;
@@ -145,7 +150,7 @@ base::StatusOr<std::shared_ptr<const nlohmann::json>> CachingApiObjectSource::ge
   if (!fetched.ok()) {
     std::lock_guard lock(mu_);
     entries_.erase(key);
-    if (api::isNotFound(fetched.status())) return base::notFoundError(what + " not found");
+    if (api::isNotFound(fetched.status())) return apiObjectNotFound(kind, name);
     return fetched.status().withContext("cannot read " + what + " of namespace " + ns);
   }
   if (!fetched->is_object()) {

@@ -23,6 +23,10 @@
 #include "base/clock.h"
 #include "base/status.h"
 
+namespace nodeagent::api {
+struct Pod;
+}
+
 namespace nodeagent::agent {
 
 enum class ApiObjectKind { kConfigMap, kSecret };
@@ -30,6 +34,9 @@ enum class ApiObjectKind { kConfigMap, kSecret };
 std::string_view apiObjectKindName(ApiObjectKind kind);
 // The object's path on the apiserver: /api/v1/namespaces/<ns>/configmaps/<name>.
 std::string apiObjectPath(ApiObjectKind kind, std::string_view ns, std::string_view name);
+
+// kubelet's NotFound for an object the apiserver does not have: `configmap "app" not found`.
+base::Status apiObjectNotFound(ApiObjectKind kind, std::string_view name);
 
 // The data of a ConfigMap (data, and binaryData decoded) or Secret (data decoded); an error names
 // the field that is not a map of strings or not base64.
@@ -55,6 +62,11 @@ bool isTrueMember(const nlohmann::json& object, const char* key);
 class ApiObjectSource {
  public:
   virtual ~ApiObjectSource() = default;
+  // kubelet's RegisterPod/UnregisterPod: a pod the agent now has (added or updated, not in a
+  // terminal phase), or one it no longer needs objects for. A source that watches objects watches
+  // those its registered pods reference; the others ignore this. Any thread; never blocks.
+  virtual void registerPod(const api::Pod& pod) { (void)pod; }
+  virtual void unregisterPod(const std::string& pod_uid) { (void)pod_uid; }
   // A service account token for `request` (the TokenRequest API), renewed as kubelet's token
   // manager renews it: when 80 % of its lifetime or 24 hours have passed; a failed renewal keeps
   // serving the old token until it expires. Blocking.

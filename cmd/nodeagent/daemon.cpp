@@ -21,6 +21,7 @@
 #include "config/apiserver_source.h"
 #include "config/file_source.h"
 #include "config/http_source.h"
+#include "config/reflector.h"
 
 namespace nodeagent::cmd {
 namespace {
@@ -71,19 +72,10 @@ agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor bl
                                  const std::shared_ptr<agent::EventRecorder>& events,
                                  const NodeCgroups& cgroups,
                                  std::function<agent::AdmitResult(const api::Pod&)> admit,
-                                 std::function<std::string()> network_errors, api::RestClient* rest,
-                                 base::Clock& clock) {
+                                 std::function<std::string()> network_errors,
+                                 std::shared_ptr<agent::ApiObjectSource> api_objects) {
   agent::AgentOptions ao;
-  if (rest != nullptr) {
-    // kubelet's Cache strategy keeps an object a minute (its default TTL); Get reads every time.
-    const bool get = c.flags.config_map_and_secret_change_detection_strategy == "Get";
-    ao.api_objects = std::make_shared<agent::CachingApiObjectSource>(
-        clock, [rest](const std::string& path) { return rest->getJson(path); },
-        get ? base::Duration::zero() : std::chrono::minutes(1),
-        [rest](const std::string& path, const nlohmann::json& body) {
-          return rest->createJson(path, body);
-        });
-  }
+  ao.api_objects = std::move(api_objects);
   ao.admit_handler = std::move(admit);
   ao.container_manager = cgroups.manager;
   ao.memory_capacity = c.capacity.memory_bytes;
@@ -224,6 +216,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       status_manager_(clock_, pod_manager_),
       events_(makeEventRecorder()),
       image_gc_(makeImageGc()),
+      api_objects_(makeApiObjects()),
       pod_config_(
           ioc_.get_executor(), clock_,
           [this](api::PodUpdate u) { agent_.onPodUpdate(std::move(u)); },
@@ -237,7 +230,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
               [this](const api::Pod& pod) {
                 return eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
               },
-              [this] { return runtime_state_->networkErrors(); }, clients_.rest.get(), clock_)),
+              [this] { return runtime_state_->networkErrors(); }, api_objects_)),
       summary_(makeSummary()),
       eviction_(makeEvictionManager()),
       systemd_(
@@ -341,6 +334,29 @@ std::shared_ptr<agent::EventRecorder> Daemon::makeEventRecorder() {
   manifest_errors_.setListener(
       [events](const config::ManifestError& e) { agent::recordManifestError(*events, e); });
   return events;
+}
+
+std::shared_ptr<agent::ApiObjectSource> Daemon::makeApiObjects() {
+  if (!clients_.rest) return nullptr;
+  api::RestClient* rest = clients_.rest.get();
+  const auto& strategy = flags_.config_map_and_secret_change_detection_strategy;
+  // kubelet's Cache strategy keeps an object a minute (its default TTL); Get reads every time,
+  // and reads for Watch what is not watched yet.
+  auto direct = std::make_shared<agent::CachingApiObjectSource>(
+      clock_, [rest](const std::string& path) { return rest->getJson(path); },
+      strategy == "Cache" ? base::Duration(std::chrono::minutes(1)) : base::Duration::zero(),
+      [rest](const std::string& path, const nlohmann::json& body) {
+        return rest->createJson(path, body);
+      });
+  if (strategy != "Watch") return direct;
+  watching_api_objects_ = std::make_shared<agent::WatchingApiObjectSource>(
+      ioc_.get_executor(), clock_, random_,
+      [rest, ex = ioc_.get_executor(), pool = api_pool_.get_executor()](
+          const std::string& path, const std::string& field_selector) {
+        return std::make_shared<config::AsyncListerWatcher>(*rest, ex, pool, path, field_selector);
+      },
+      std::move(direct));
+  return watching_api_objects_;
 }
 
 std::shared_ptr<agent::images::ImageGcManager> Daemon::makeImageGc() {
@@ -707,6 +723,7 @@ void Daemon::stop(std::function<void()> on_stopped) {
   runtime_state_->stop();
   if (log_manager_) log_manager_->stop();
   if (image_gc_) image_gc_->stop();
+  if (watching_api_objects_) watching_api_objects_->stop();
   if (node_lease_) node_lease_->stop();
   if (events_) events_->stop();
   systemd_.stop();

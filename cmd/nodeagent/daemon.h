@@ -36,6 +36,7 @@
 #include "agent/stats/summary.h"
 #include "agent/status/status_manager.h"
 #include "agent/status/status_syncer.h"
+#include "agent/volume/watching_api_objects.h"
 #include "api/async_rest_client.h"
 #include "api/rest_client.h"
 #include "base/asio.h"
@@ -129,6 +130,7 @@ class Daemon {
   std::unique_ptr<agent::ApiMirrorClient> makeMirrorClient();
   std::shared_ptr<agent::EventRecorder> makeEventRecorder();
   std::shared_ptr<agent::images::ImageGcManager> makeImageGc();
+  std::shared_ptr<agent::ApiObjectSource> makeApiObjects();
   std::shared_ptr<stats::SummaryProvider> makeSummary();
   std::shared_ptr<eviction::EvictionManager> makeEvictionManager();
   // The eviction manager's node-level reclaim for a disk signal.
@@ -195,6 +197,10 @@ class Daemon {
   // Removes unused images when the image filesystem fills (a runtime that runs images; else
   // null). The eviction manager's disk reclaim asks it too.
   std::shared_ptr<agent::images::ImageGcManager> image_gc_;
+  // ConfigMaps and Secrets for pods (with --kubeconfig), by the change detection strategy; the
+  // Watch strategy's source also as itself, to stop its watches.
+  std::shared_ptr<agent::WatchingApiObjectSource> watching_api_objects_;
+  std::shared_ptr<agent::ApiObjectSource> api_objects_;
   config::PodConfig pod_config_;
   agent::Agent agent_;
   // /stats/summary and the eviction manager's pod usage.

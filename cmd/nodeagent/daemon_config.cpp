@@ -123,8 +123,8 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
   fs.addString("cgroup-driver", &f.cgroup_driver, "how cgroups are made: cgroupfs");
   fs.addString("config-map-and-secret-change-detection-strategy",
                &f.config_map_and_secret_change_detection_strategy,
-               "how pods' ConfigMaps and Secrets are re-read: Cache (after a minute), Get (every "
-               "sync) or Watch (served as Cache)");
+               "how pods' ConfigMaps and Secrets are kept current: Watch (a watch per object "
+               "in use), Cache (re-read after a minute) or Get (read at every sync)");
   fs.addInt("pod-max-pids", &f.pod_max_pids, "processes a pod may have (-1: unlimited)");
   fs.addString("eviction-hard", &f.eviction_hard,
                "signal<threshold list that evicts pods at once, e.g. memory.available<100Mi");

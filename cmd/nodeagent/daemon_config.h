@@ -67,7 +67,7 @@ struct DaemonFlags {
   std::string cgroup_driver = "cgroupfs";
   // How ConfigMaps and Secrets of pods are kept fresh: Cache (read again after a minute) or Get
   // (read on every sync); kubelet's Watch is served as Cache.
-  std::string config_map_and_secret_change_detection_strategy = "Cache";
+  std::string config_map_and_secret_change_detection_strategy = "Watch";
   int64_t pod_max_pids = -1;
   std::string eviction_hard =
       "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%";

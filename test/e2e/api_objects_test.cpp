@@ -20,9 +20,32 @@
 using namespace nodeagent;
 using namespace apiserver_e2e;
 
+namespace {
+
+// How many times the agent read `path` with a plain GET, and whether it watches `collection`
+// for `name` (kubelet's Watch strategy: LIST and WATCH with fieldSelector metadata.name=<name>).
+size_t getsOf(const Env& env, const std::string& path) {
+  size_t n = 0;
+  for (const auto& r : env.server->requests()) n += r.method == "GET" && r.path == path;
+  return n;
+}
+
+bool watches(const Env& env, const std::string& collection, const std::string& name) {
+  for (const auto& r : env.server->requests()) {
+    if (r.method == "GET" && r.path == collection &&
+        r.query.find("watch=true") != std::string::npos &&
+        r.query.find("fieldSelector=metadata.name=" + name) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 TEST_CASE(
     "an API pod reads a ConfigMap and a Secret through volumes and env, and a ConfigMap change "
-    "reaches the mounted file",
+    "reaches the mounted file through the agent's watch of it",
     "[e2e][apiserver][volumes]") {
   if (::geteuid() != 0) testing::skipTest("the test pod runs as root: needs root");
   Env env;
@@ -32,8 +55,8 @@ TEST_CASE(
   REQUIRE(env.kubectl({"create", "secret", "generic", "creds", "-n", "default",
                        "--from-literal=password=s3cr3t"})
               .exit_code == 0);
-  env.startAgent({"--allow-root-api-pods", "--sync-frequency=1s",
-                  "--config-map-and-secret-change-detection-strategy=Get"});
+  // The default change detection strategy, Watch.
+  env.startAgent({"--allow-root-api-pods", "--sync-frequency=1s"});
   env.createFrom(
       "pod.yaml",
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: reader\n  namespace: default\n"
@@ -81,17 +104,27 @@ TEST_CASE(
   REQUIRE(::statfs((volumes / "kubernetes.io~secret" / "sec").c_str(), &secret_fs) == 0);
   CHECK(secret_fs.f_type == TMPFS_MAGIC);
 
+  // Both objects are watched by name, and a sync (every second here) reads neither.
+  CHECK(testing::eventually([&] {
+    return watches(env, "/api/v1/namespaces/default/configmaps", "app") &&
+           watches(env, "/api/v1/namespaces/default/secrets", "creds");
+  }));
+
   // An edit reaches the running container's file without a restart.
   auto patched = env.kubectl({"patch", "configmap", "app", "-n", "default", "--type=merge", "-p",
                               R"({"data":{"greeting":"bye"}})"});
   INFO(patched.err);
   REQUIRE(patched.exit_code == 0);
+  // (kubectl patch reads the object first.)
+  const size_t config_map_gets = getsOf(env, "/api/v1/namespaces/default/configmaps/app");
   CHECK(testing::eventually(
       [&] { return env.containerLog("reader", "main").find("greeting=bye") != std::string::npos; },
       20s));
   pod = env.pod("reader");
   REQUIRE(pod);
   CHECK((*pod)["status"]["containerStatuses"][0].value("restartCount", -1) == 0);
+  // The change came by the watch, not by a read of the object at a sync.
+  CHECK(getsOf(env, "/api/v1/namespaces/default/configmaps/app") == config_map_gets);
 }
 
 TEST_CASE(

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <httplib.h>
@@ -478,6 +480,20 @@ TEST_CASE("rest client: TLS with the kubeconfig CA, token and client certificate
 
 TEST_CASE("rest client: watch streams events, ends with the in-stream error, stops on request",
           "[integration][apiclient]") {
+  // Blocking (watch) and on an executor with no thread of its own (startWatch).
+  const bool on_executor = GENERATE(false, true);
+  INFO((on_executor ? "startWatch" : "watch"));
+  asio::io_context ioc;
+  auto work = asio::make_work_guard(ioc);
+  std::thread io_thread([&] { ioc.run(); });
+  struct Join {
+    decltype(work)& w;
+    std::thread& t;
+    ~Join() {
+      w.reset();
+      t.join();
+    }
+  } join{work, io_thread};
   ServerThread srv(std::make_unique<httplib::Server>());
   std::atomic<bool> hold_open{false};
   std::atomic<bool> server_done{false};
@@ -545,7 +561,11 @@ TEST_CASE("rest client: watch streams events, ends with the in-stream error, sto
       mode = m;
     }
     got.clear();
-    return (*client)->watch(api::podsPath(), lo, collect, {});
+    if (!on_executor) return (*client)->watch(api::podsPath(), lo, collect, {});
+    std::promise<base::Status> done;
+    auto watch = (*client)->startWatch(ioc.get_executor(), api::podsPath(), lo, collect,
+                                       [&done](base::Status st) { done.set_value(st); });
+    return done.get_future().get();
   };
 
   auto normal = run("normal");
@@ -570,17 +590,109 @@ TEST_CASE("rest client: watch streams events, ends with the in-stream error, sto
     std::lock_guard lock(mode_mu);
     mode = "hold";
   }
-  std::stop_source stop;
   base::Status held;
-  std::thread watcher([&] {
-    held = (*client)->watch(
-        api::podsPath(), lo, [](api::RawWatchEvent&&) { return true; }, stop.get_token());
-  });
-  REQUIRE(eventually([&] { return hold_open.load(); }));
-  stop.request_stop();
-  watcher.join();
+  if (!on_executor) {
+    std::stop_source stop;
+    std::thread watcher([&] {
+      held = (*client)->watch(
+          api::podsPath(), lo, [](api::RawWatchEvent&&) { return true; }, stop.get_token());
+    });
+    REQUIRE(eventually([&] { return hold_open.load(); }));
+    stop.request_stop();
+    watcher.join();
+  } else {
+    std::promise<base::Status> done;
+    auto watch = (*client)->startWatch(
+        ioc.get_executor(), api::podsPath(), lo, [](api::RawWatchEvent&&) { return true; },
+        [&done](base::Status st) { done.set_value(st); });
+    REQUIRE(eventually([&] { return hold_open.load(); }));
+    watch->cancel();
+    held = done.get_future().get();
+  }
   server_done = true;
   CHECK(held.code() == base::StatusCode::kCancelled);
+}
+
+TEST_CASE("rest client: many watches share one io_context thread and end with the client",
+          "[integration][apiclient]") {
+  ServerThread srv(std::make_unique<httplib::Server>());
+  std::atomic<bool> server_done{false};
+  srv.server().Get("/api/v1/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.get_param_value("fieldSelector");
+    res.set_chunked_content_provider(
+        "application/json", [&, name](size_t, httplib::DataSink& sink) {
+          std::string ev = R"({"type":"ADDED","object":{"metadata":{"name":")" + name +
+                           R"(","resourceVersion":"7"}}})"
+                           "\n";
+          sink.write(ev.data(), ev.size());
+          while (sink.is_writable() && !server_done) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          sink.done();
+          return true;
+        });
+  });
+  srv.server().new_task_queue = [] { return new httplib::ThreadPool(24); };
+  int port = srv.start();
+  // The held streams end before the server stops, however the test ends.
+  struct EndStreams {
+    std::atomic<bool>& done;
+    ~EndStreams() { done = true; }
+  } end_streams{server_done};
+  api::RestConfig cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(port);
+  auto options = fastOptions();
+  options.qps = 1000;
+  options.burst = 1000;
+  auto client = api::RestClient::create(cfg, options, base::realClock());
+  REQUIRE(client.ok());
+
+  // One thread runs every watch.
+  asio::io_context ioc(1);
+  auto work = asio::make_work_guard(ioc);
+  std::thread io_thread([&] { ioc.run(); });
+  constexpr int kWatches = 20;
+  std::mutex mu;
+  std::set<std::string> seen;
+  std::vector<base::Status> ended;
+  std::vector<std::shared_ptr<api::AsyncWatch>> watches;
+  for (int i = 0; i < kWatches; ++i) {
+    api::ListOptions lo;
+    lo.field_selector = "w" + std::to_string(i);
+    lo.timeout_seconds = 60;
+    watches.push_back((*client)->startWatch(
+        ioc.get_executor(), api::podsPath(), lo,
+        [&](api::RawWatchEvent&& ev) {
+          std::lock_guard lock(mu);
+          seen.insert((*ev.object)["metadata"]["name"].get<std::string>());
+          return true;
+        },
+        [&](base::Status st) {
+          std::lock_guard lock(mu);
+          ended.push_back(st);
+        }));
+  }
+  CHECK(eventually([&] {
+    std::lock_guard lock(mu);
+    return seen.size() == kWatches;
+  }));
+  {
+    std::lock_guard lock(mu);
+    CHECK(ended.empty());
+  }
+  // shutdown() ends every watch, Cancelled.
+  (*client)->shutdown();
+  CHECK(eventually([&] {
+    std::lock_guard lock(mu);
+    return ended.size() == kWatches;
+  }));
+  {
+    std::lock_guard lock(mu);
+    for (const auto& st : ended) CHECK(st.code() == base::StatusCode::kCancelled);
+  }
+  server_done = true;
+  work.reset();
+  io_thread.join();
 }
 
 TEST_CASE("rest client: async wrapper completes on the caller's executor",
