@@ -177,16 +177,20 @@ class HttpConnection::Impl : public std::enable_shared_from_this<HttpConnection:
 
   ~Impl() { closeStreams(); }
 
-  // Runs the exchange to its end on the private io_context.
+  // Runs the exchange to its end on the private io_context. What a callback throws reaches the
+  // caller.
   base::Status exchangeBlocking(const HttpRequest& request, const HttpBodyStream& stream,
                                 HttpResponse* head_out) {
     std::optional<base::Status> result;
+    std::exception_ptr thrown;
     asio::co_spawn(ioc_, exchange(request, stream, head_out),
-                   [&result](std::exception_ptr e, base::Status st) {
-                     result = e ? base::internalError("HTTP exchange failed") : std::move(st);
+                   [&result, &thrown](std::exception_ptr e, base::Status st) {
+                     thrown = e;
+                     result = std::move(st);
                    });
     ioc_.restart();
     ioc_.run();
+    if (thrown) std::rethrow_exception(thrown);
     return result.value_or(base::cancelledError("cancelled"));
   }
 
@@ -197,7 +201,7 @@ class HttpConnection::Impl : public std::enable_shared_from_this<HttpConnection:
     asio::co_spawn(
         ex_, exchange(request, stream, nullptr),
         [self = shared_from_this(), done = std::move(done)](std::exception_ptr e, base::Status st) {
-          done(e ? base::internalError("HTTP exchange failed") : std::move(st));
+          done(e ? thrownError(e) : std::move(st));
         });
   }
 
@@ -220,9 +224,26 @@ class HttpConnection::Impl : public std::enable_shared_from_this<HttpConnection:
   }
 
  private:
+  // What a callback of an asynchronous exchange threw, as an error of the exchange.
+  static base::Status thrownError(std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      return base::internalError(std::string("HTTP exchange failed: ") + ex.what());
+    } catch (...) {
+      return base::internalError("HTTP exchange failed");
+    }
+  }
+
   asio::awaitable<base::Status> exchange(const HttpRequest& request, const HttpBodyStream& stream,
                                          HttpResponse* head_out) {
     for (int attempt = 0;; ++attempt) {
+      // A close() or cancel() that came before the socket existed ends the exchange too.
+      if (cancelled()) co_return base::cancelledError("cancelled");
+      if (std::string reason = closedReason(); !reason.empty()) {
+        reset();
+        co_return base::unavailableError("connection closed by the client: " + reason);
+      }
       bool reused = open() && !stale();
       if (!reused) {
         base::Status connected = co_await connect();
@@ -342,7 +363,11 @@ class HttpConnection::Impl : public std::enable_shared_from_this<HttpConnection:
       results = co_await resolver.async_resolve(endpoint_.host, std::to_string(endpoint_.port),
                                                 tcp::resolver::numeric_service, into(ec));
     }
-    if (ec) co_return base::unavailableError(where + ": " + ec.message());
+    if (ec) co_return failure(ec, where, options_.connect_timeout);
+    // A close() or cancel() posted while the name resolved found no socket to close.
+    if (cancelled() || !closedReason().empty()) {
+      co_return failure(asio::error::operation_aborted, where, options_.connect_timeout);
+    }
     tcp_ = std::make_unique<beast::tcp_stream>(ex_);
     tcp_->expires_after(options_.connect_timeout);
     if (!cancelled()) {

@@ -574,9 +574,9 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   if (!waitRateLimit(stop)) return base::cancelledError(what + ": cancelled");
   HttpRequest req = newWatchRequest(collection_path, options);
   // A watch holds its connection for minutes: never from (or back into) the idle pool.
-  auto conn = newConnection();
+  auto conn = openWatchConnection(std::nullopt);
+  if (!conn) return base::cancelledError(what + ": client shut down");
   HttpConnection* raw = conn.get();
-  if (!registerWatch(raw)) return base::cancelledError(what + ": client shut down");
   struct Unregister {
     RestClient* self;
     HttpConnection* raw;
@@ -605,12 +605,18 @@ HttpRequest RestClient::newWatchRequest(std::string_view collection_path,
   return req;
 }
 
-bool RestClient::registerWatch(HttpConnection* conn) {
+std::unique_ptr<HttpConnection> RestClient::openWatchConnection(
+    std::optional<asio::any_io_executor> executor) {
+  // Made and registered under one lock: a certificate rotation either comes before (and the
+  // connection has the new one) or finds it registered (and closes it).
   std::lock_guard lock(mu_);
-  if (shut_down_) return false;
-  in_use_.push_back(conn);
-  watches_.push_back(conn);
-  return true;
+  if (shut_down_) return nullptr;
+  auto conn =
+      executor ? std::make_unique<HttpConnection>(*executor, endpoint_, tls_, connectionOptions())
+               : std::make_unique<HttpConnection>(endpoint_, tls_, connectionOptions());
+  in_use_.push_back(conn.get());
+  watches_.push_back(conn.get());
+  return conn;
 }
 
 void RestClient::unregisterWatch(HttpConnection* conn) {
@@ -620,14 +626,16 @@ void RestClient::unregisterWatch(HttpConnection* conn) {
 }
 
 // One watch of startWatch(): waits for the rate limiter on a timer, then streams on a connection
-// of its own; everything runs on `strand_`.
+// of its own; everything runs on `strand_`. cancel() detaches it from the client at once (the
+// owner may cancel and then destroy the client before the strand runs again): what follows
+// touches no client.
 class RestClient::StartedWatch final : public AsyncWatch,
                                        public std::enable_shared_from_this<StartedWatch> {
  public:
   StartedWatch(RestClient& client, asio::any_io_executor executor, std::string_view collection_path,
                const ListOptions& options, std::function<bool(RawWatchEvent&&)> on_event,
                std::function<void(base::Status)> done)
-      : client_(client),
+      : client_(&client),
         strand_(asio::make_strand(executor)),
         what_("WATCH " + std::string(collection_path)),
         on_event_(std::move(on_event)),
@@ -635,11 +643,9 @@ class RestClient::StartedWatch final : public AsyncWatch,
         request_(client.newWatchRequest(collection_path, options)),
         stream_(what_, on_event_, client.options_.max_watch_event_bytes, stop_.get_token()),
         body_(stream_.body()),
-        conn_(std::make_unique<HttpConnection>(strand_, client.endpoint_, client.tlsContext(),
-                                               client.connectionOptions())),
         timer_(client.clock_.makeTimer(strand_)) {}
 
-  ~StartedWatch() override { unregister(); }
+  ~StartedWatch() override { detach(); }
 
   void start() {
     asio::dispatch(strand_, [self = shared_from_this()] { self->waitRateLimit(); });
@@ -647,14 +653,10 @@ class RestClient::StartedWatch final : public AsyncWatch,
 
   void cancel() override {
     stop_.request_stop();
-    conn_->cancel();
-    // At once, not when the stream ends: the owner may cancel, then drop the client before the
-    // executor runs again.
-    unregister();
+    detach();
     asio::post(strand_, [self = shared_from_this()] {
       if (self->timer_->armed()) {
         self->timer_->cancel();
-        self->client_.limiter_.cancelReservation();
         self->finish(base::cancelledError(self->what_ + ": cancelled"));
       }
     });
@@ -662,26 +664,50 @@ class RestClient::StartedWatch final : public AsyncWatch,
 
  private:
   void waitRateLimit() {
-    if (stop_.stop_requested()) return finish(base::cancelledError(what_ + ": cancelled"));
-    auto delay = client_.limiter_.reserve();
+    base::Duration delay{};
+    {
+      std::lock_guard lock(mu_);
+      if (client_ == nullptr || stop_.stop_requested()) {
+        return finish(base::cancelledError(what_ + ": cancelled"));
+      }
+      delay = client_->limiter_.reserve();
+      reserved_ = delay > base::Duration::zero();
+    }
     if (delay <= base::Duration::zero()) return open();
     timer_->asyncWaitFor(delay, [self = shared_from_this()] { self->open(); });
   }
 
   void open() {
-    if (stop_.stop_requested()) return finish(base::cancelledError(what_ + ": cancelled"));
-    if (!client_.registerWatch(conn_.get())) {
-      return finish(base::cancelledError(what_ + ": client shut down"));
+    HttpConnection* conn = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      reserved_ = false;
+      if (client_ == nullptr || stop_.stop_requested()) {
+        return finish(base::cancelledError(what_ + ": cancelled"));
+      }
+      // Made now, not when the watch started: a certificate rotated during the wait is used.
+      conn_ = client_->openWatchConnection(strand_);
+      if (!conn_) return finish(base::cancelledError(what_ + ": client shut down"));
+      conn = conn_.get();
     }
-    registered_ = true;
-    conn_->streamAsync(request_, body_, [self = shared_from_this()](base::Status st) {
-      self->unregister();
+    conn->streamAsync(request_, body_, [self = shared_from_this()](base::Status st) {
+      self->detach();
       self->finish(self->stream_.result(std::move(st)));
     });
   }
 
-  void unregister() {
-    if (registered_.exchange(false)) client_.unregisterWatch(conn_.get());
+  // Ends the connection's part in the client (its registration, a rate limiter reservation not
+  // used) and forgets the client. Any thread.
+  void detach() {
+    std::lock_guard lock(mu_);
+    if (client_ == nullptr) return;
+    if (conn_) {
+      if (stop_.stop_requested()) conn_->cancel();
+      client_->unregisterWatch(conn_.get());
+    }
+    if (reserved_) client_->limiter_.cancelReservation();
+    reserved_ = false;
+    client_ = nullptr;
   }
 
   void finish(base::Status st) {
@@ -691,7 +717,10 @@ class RestClient::StartedWatch final : public AsyncWatch,
     done(std::move(st));
   }
 
-  RestClient& client_;
+  std::mutex mu_;  // guards client_, conn_ and reserved_ (cancel() comes from any thread)
+  RestClient* client_;
+  std::unique_ptr<HttpConnection> conn_;
+  bool reserved_ = false;  // the rate limiter's reservation is being waited for
   asio::strand<asio::any_io_executor> strand_;
   std::stop_source stop_;
   const std::string what_;
@@ -700,9 +729,7 @@ class RestClient::StartedWatch final : public AsyncWatch,
   HttpRequest request_;
   WatchStream stream_;
   HttpBodyStream body_;
-  std::unique_ptr<HttpConnection> conn_;
   base::TimerPtr timer_;
-  std::atomic<bool> registered_{false};
 };
 
 std::shared_ptr<AsyncWatch> RestClient::startWatch(asio::any_io_executor executor,

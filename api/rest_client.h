@@ -163,8 +163,9 @@ class RestClient {
 
   // watch() without a thread: the watch's connection runs on a strand of `executor` (as does the
   // rate limiter's wait, on the client's clock), and `on_event` and then `done` (once, with what
-  // watch() returns) run there. Many watches share one io_context. The client must outlive
-  // `done`; shutdown() ends every watch.
+  // watch() returns) run there. Many watches share one io_context. The client must outlive the
+  // watch or its cancel() (after which the watch touches the client no more); shutdown() ends
+  // every watch (one waiting for the rate limiter when its wait ends).
   std::shared_ptr<AsyncWatch> startWatch(asio::any_io_executor executor,
                                          std::string_view collection_path,
                                          const ListOptions& options,
@@ -200,9 +201,10 @@ class RestClient {
   std::shared_ptr<HttpTlsContext> tlsContext();
   std::unique_ptr<HttpConnection> newConnection();
   HttpRequest newWatchRequest(std::string_view collection_path, const ListOptions& options) const;
-  // Counts a watch's connection as in use (closed by setClientCertificate and shutdown); false
-  // once shut down.
-  bool registerWatch(HttpConnection* conn);
+  // A new connection for a watch (blocking, or on a strand of `executor`), counted as in use
+  // so that setClientCertificate and shutdown close it; null once shut down.
+  std::unique_ptr<HttpConnection> openWatchConnection(
+      std::optional<asio::any_io_executor> executor);
   void unregisterWatch(HttpConnection* conn);
   std::unique_ptr<HttpConnection> acquire();
   void release(std::unique_ptr<HttpConnection> conn);

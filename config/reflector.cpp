@@ -325,6 +325,7 @@ void Reflector::doList() {
       if (auto self = weak.lock()) self->onListDone(seq, std::move(result));
     });
   });
+  cancelIfStopped();
 }
 
 void Reflector::onListDone(uint64_t seq, base::StatusOr<ListResult> result) {
@@ -379,6 +380,13 @@ void Reflector::doWatch() {
           if (auto self = weak.lock()) self->onWatchDone(seq, std::move(st));
         });
       });
+  cancelIfStopped();
+}
+
+void Reflector::cancelIfStopped() {
+  // stop() from another thread between this call's stopped() check and its start cancelled
+  // nothing (or the call before): this one ends here.
+  if (stopped()) lw_->cancel();
 }
 
 void Reflector::onWatchEvent(uint64_t seq, api::RawWatchEvent ev) {

@@ -183,6 +183,7 @@ class Reflector : public std::enable_shared_from_this<Reflector> {
   void doWatch();
   void onWatchEvent(uint64_t seq, api::RawWatchEvent event);
   void onWatchDone(uint64_t seq, base::Status status);
+  void cancelIfStopped();
   enum class Next { kList, kWatch };
   void retryAfterBackoff(const std::string& kind, const base::Status& status,
                          Next next = Next::kList);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -611,6 +612,46 @@ TEST_CASE("rest client: watch streams events, ends with the in-stream error, sto
   }
   server_done = true;
   CHECK(held.code() == base::StatusCode::kCancelled);
+}
+
+TEST_CASE("http connection: a close() or cancel() before the exchange ends it, blocking or not",
+          "[integration][apiclient]") {
+  ServerThread srv(std::make_unique<httplib::Server>());
+  srv.server().Get("/x", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  const api::HttpEndpoint endpoint{false, "127.0.0.1", srv.start()};
+  api::HttpRequest request;
+  request.target = "/x";
+
+  api::HttpConnection fine(endpoint, nullptr, {});
+  auto answered = fine.roundTrip(request);
+  REQUIRE(answered.ok());
+  CHECK(answered->body == "ok");
+
+  api::HttpConnection closed(endpoint, nullptr, {});
+  closed.close("the client certificate was rotated");
+  auto refused = closed.roundTrip(request);
+  CHECK(refused.status().code() == base::StatusCode::kUnavailable);
+  CHECK(refused.status().message().find("rotated") != std::string::npos);
+
+  asio::io_context ioc;
+  for (const bool cancel : {false, true}) {
+    api::HttpConnection conn(ioc.get_executor(), endpoint, nullptr, {});
+    if (cancel) {
+      conn.cancel();
+    } else {
+      conn.close("closed early");
+    }
+    std::optional<base::Status> ended;
+    api::HttpBodyStream body;
+    conn.streamAsync(request, body, [&ended](base::Status st) { ended = std::move(st); });
+    ioc.restart();
+    ioc.run_for(std::chrono::seconds(10));
+    REQUIRE(ended.has_value());
+    CHECK(ended->code() ==
+          (cancel ? base::StatusCode::kCancelled : base::StatusCode::kUnavailable));
+  }
 }
 
 TEST_CASE("rest client: many watches share one io_context thread and end with the client",
