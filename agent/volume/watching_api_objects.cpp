@@ -155,6 +155,12 @@ WatchingApiObjectSource::WatchingApiObjectSource(asio::any_io_executor executor,
 WatchingApiObjectSource::~WatchingApiObjectSource() { stop(); }
 
 void WatchingApiObjectSource::registerPod(const api::Pod& pod) {
+  {
+    // A status update (most updates, and every reconcile) keeps the spec: nothing to parse.
+    std::lock_guard lock(mu_);
+    auto it = pods_.find(pod.metadata.uid);
+    if (stopped_ || (it != pods_.end() && it->second.spec_hash == pod.spec_hash)) return;
+  }
   std::set<ApiObjectRef> refs = apiObjectReferences(pod);
   std::vector<std::shared_ptr<config::Reflector>> doomed;
   {
@@ -163,20 +169,20 @@ void WatchingApiObjectSource::registerPod(const api::Pod& pod) {
     auto it = pods_.find(pod.metadata.uid);
     if (it == pods_.end()) {
       if (refs.empty()) return;
-      it = pods_.emplace(pod.metadata.uid, std::set<ApiObjectRef>()).first;
+      it = pods_.emplace(pod.metadata.uid, PodRefs{}).first;
     }
     // New references first, then the dropped ones: an object the pod keeps is never unwatched.
     for (const auto& ref : refs) {
-      if (it->second.count(ref) == 0) addRefLocked(ref);
+      if (it->second.refs.count(ref) == 0) addRefLocked(ref);
     }
-    for (const auto& ref : it->second) {
+    for (const auto& ref : it->second.refs) {
       if (refs.count(ref) > 0) continue;
       if (auto r = dropRefLocked(ref)) doomed.push_back(std::move(r));
     }
     if (refs.empty()) {
       pods_.erase(it);
     } else {
-      it->second = std::move(refs);
+      it->second = PodRefs{pod.spec_hash, std::move(refs)};
     }
   }
   for (auto& r : doomed) r->stop();
@@ -188,7 +194,7 @@ void WatchingApiObjectSource::unregisterPod(const std::string& pod_uid) {
     std::lock_guard lock(mu_);
     auto it = pods_.find(pod_uid);
     if (it == pods_.end()) return;
-    for (const auto& ref : it->second) {
+    for (const auto& ref : it->second.refs) {
       if (auto r = dropRefLocked(ref)) doomed.push_back(std::move(r));
     }
     pods_.erase(it);

@@ -99,6 +99,11 @@ class WatchingApiObjectSource final : public ApiObjectSource {
     std::shared_ptr<Slot> slot;
     std::shared_ptr<config::Reflector> reflector;
   };
+  // What a registered pod references, found in the spec with this hash.
+  struct PodRefs {
+    api::Hash128 spec_hash;
+    std::set<ApiObjectRef> refs;
+  };
 
   void addRefLocked(const ApiObjectRef& ref);
   // Returns the reflector to stop (outside the lock) when the last reference went.
@@ -113,7 +118,7 @@ class WatchingApiObjectSource final : public ApiObjectSource {
   mutable std::mutex mu_;
   bool stopped_ = false;
   std::map<ApiObjectRef, Watch> watches_;
-  std::map<std::string, std::set<ApiObjectRef>> pods_;  // pod UID -> what it references
+  std::map<std::string, PodRefs> pods_;  // by pod UID
 };
 
 }  // namespace nodeagent::agent
