@@ -275,17 +275,6 @@ std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, b
                                                nullptr, std::move(options), std::move(sink));
 }
 
-std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
-                                                     base::Random& random, api::RestClient& client,
-                                                     asio::any_io_executor list_pool,
-                                                     ApiserverSourceOptions options,
-                                                     PodUpdateSink sink) {
-  auto lw = std::make_shared<AsyncListerWatcher>(client, ex, std::move(list_pool), api::podsPath(),
-                                                 fieldSelectorFor(options.node_name));
-  return makeApiserverSource(std::move(ex), clock, random, std::move(lw), std::move(options),
-                             std::move(sink));
-}
-
 base::StatusOr<std::unique_ptr<PodSource>> makeApiserverSource(asio::any_io_executor ex,
                                                                base::Clock& clock,
                                                                base::Random& random,

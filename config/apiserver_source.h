@@ -87,18 +87,9 @@ base::StatusOr<std::unique_ptr<PodSource>> makeApiserverSource(asio::any_io_exec
                                                                PodUpdateSink sink);
 
 // The same over an existing client (shared with the status manager, the node and lease
-// controllers). `client` must outlive the source. The LIST and WATCH run on a thread of the
-// source's own.
+// controllers). `client` must outlive the source.
 std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
                                                      base::Random& random, api::RestClient& client,
-                                                     ApiserverSourceOptions options,
-                                                     PodUpdateSink sink);
-
-// The same with no thread of its own (AsyncListerWatcher): the LIST runs on `list_pool`, the WATCH
-// on a strand of `ex`. `client` must outlive the source's stop().
-std::unique_ptr<ApiserverSource> makeApiserverSource(asio::any_io_executor ex, base::Clock& clock,
-                                                     base::Random& random, api::RestClient& client,
-                                                     asio::any_io_executor list_pool,
                                                      ApiserverSourceOptions options,
                                                      PodUpdateSink sink);
 

@@ -170,7 +170,7 @@ void DaemonThreads::run(int threads) {
 void DaemonThreads::joinPools() {
   api_pool.join();
   webhook_pool.join();
-  list_pool.join();
+  api_objects_pool.join();
   blocking.join();
 }
 
@@ -189,7 +189,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       work_(asio::make_work_guard(ioc_)),
       blocking_(threads_.blocking),
       api_pool_(threads_.api_pool),
-      list_pool_(threads_.list_pool),
+      api_objects_pool_(threads_.api_objects_pool),
       webhook_pool_(threads_.webhook_pool),
       cert_pool_(config.flags.rotate_certificates && clients_.rest
                      ? std::make_unique<asio::thread_pool>(1)
@@ -353,7 +353,7 @@ std::shared_ptr<agent::ApiObjectSource> Daemon::makeApiObjects() {
   if (strategy != "Watch") return direct;
   watching_api_objects_ = std::make_shared<agent::WatchingApiObjectSource>(
       ioc_.get_executor(), clock_, random_,
-      [rest, ex = ioc_.get_executor(), pool = list_pool_.get_executor()](
+      [rest, ex = ioc_.get_executor(), pool = api_objects_pool_.get_executor()](
           const std::string& path, const std::string& field_selector) {
         return std::make_shared<config::AsyncListerWatcher>(*rest, ex, pool, path, field_selector);
       },
@@ -498,7 +498,7 @@ void Daemon::buildSources() {
     ao.errors = &manifest_errors_;
     ao.reflector.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
     auto source = config::makeApiserverSource(ioc_.get_executor(), clock_, random_, *clients_.rest,
-                                              list_pool_.get_executor(), ao, api_sink);
+                                              ao, api_sink);
     api_state_loss_.subscribe([src = source.get()](const std::string& r) { src->relist(r); });
     sources_.push_back(std::move(source));
   }

@@ -67,8 +67,9 @@ struct ApiClients {
 };
 
 // The threads every component of a daemon runs on: the io_context (run by the owner's threads),
-// the blocking pool, the API pool, the kubelet API's review pool and the reflectors' LIST pool. A
-// standalone daemon owns its own; the daemons of a hollow fleet (hollow_fleet.h) share one.
+// the blocking pool, the API pool, the kubelet API's review pool and the pool of the LISTs of
+// watched ConfigMaps and Secrets. A standalone daemon owns
+// its own; the daemons of a hollow fleet (hollow_fleet.h) share one.
 struct DaemonThreads {
   static constexpr int kApiPoolThreads = 4;
 
@@ -78,10 +79,9 @@ struct DaemonThreads {
   asio::thread_pool blocking{2};
   asio::thread_pool api_pool;
   asio::thread_pool webhook_pool{2};  // the kubelet API's reviews
-  // The LISTs of the reflectors (the node's pods, the watched ConfigMaps and Secrets), whose
-  // WATCHes stream on the io_context: a LIST waits for the client's rate limiter, and never on
-  // the API pool, where it would hold up the node's lease.
-  asio::thread_pool list_pool{1};
+  // The LISTs of the watched ConfigMaps and Secrets (the Watch strategy), which wait for the
+  // client's rate limiter: never on the API pool, where they would hold up the node's lease.
+  asio::thread_pool api_objects_pool{1};
 
   // Runs the io_context on `threads` threads until it is stopped.
   void run(int threads);
@@ -166,7 +166,7 @@ class Daemon {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::thread_pool& blocking_;
   asio::thread_pool& api_pool_;
-  asio::thread_pool& list_pool_;
+  asio::thread_pool& api_objects_pool_;
   asio::thread_pool& webhook_pool_;
   std::function<void()> on_stopped_;  // stop()'s
   std::atomic<bool> stopping_{false};
