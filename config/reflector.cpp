@@ -211,6 +211,7 @@ void AsyncListerWatcher::list(std::string resource_version, ListDone done) {
   }
   asio::post(blocking_, [client = &client_, path = path_, selector = field_selector_, stop,
                          rv = std::move(resource_version), done = std::move(done)] {
+    if (stop->stop_requested()) return done(base::cancelledError("LIST " + path + ": cancelled"));
     done(listOnce(*client, path, selector, rv, stop->get_token()));
   });
 }

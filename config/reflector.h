@@ -15,8 +15,9 @@
 //
 // Threading: the reflector's logic, its timers (injected Clock) and its Handler calls all run on
 // one strand. The blocking LIST and the long WATCH run elsewhere (a ListerWatcher: a dedicated
-// thread for the real client, a scripted fake in unit tests) and their completions are posted back
-// to the strand; completions of abandoned calls are recognised and dropped.
+// thread, or a pool and a strand, for the real client; a scripted fake in unit tests) and their
+// completions are posted back to the strand; completions of abandoned calls are recognised and
+// dropped.
 #pragma once
 
 #include <atomic>
@@ -98,11 +99,12 @@ class ThreadedListerWatcher final : public ListerWatcher {
   std::jthread thread_;
 };
 
-// Runs LIST and WATCH of one collection with no thread of its own: the LIST on `blocking` (the
-// shared pool for blocking API calls), the WATCH on a strand of `executor`
-// (api::RestClient::startWatch). For many reflectors at once (one per object a pod references).
-// Completions are invoked on those executors. The client must outlive the calls: cancel() the
-// watcher before the client goes.
+// Runs LIST and WATCH of one collection with no thread of its own: the LIST on `blocking` (a pool
+// whose thread it holds while it waits for the client's rate limiter: not one that the node's
+// lease needs), the WATCH on a strand of `executor` (api::RestClient::startWatch). For many
+// reflectors at once (one per object a pod references). Completions are invoked on those
+// executors. A cancelled LIST that has not started touches no client; the client must still
+// outlive the drain of `blocking` and of `executor`'s handlers.
 class AsyncListerWatcher final : public ListerWatcher {
  public:
   AsyncListerWatcher(api::RestClient& client, asio::any_io_executor executor,
