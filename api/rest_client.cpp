@@ -691,20 +691,30 @@ class RestClient::StartedWatch final : public AsyncWatch,
       conn = conn_.get();
     }
     conn->streamAsync(request_, body_, [self = shared_from_this()](base::Status st) {
-      self->detach();
-      self->finish(self->stream_.result(std::move(st)));
+      base::Status result = self->stream_.result(std::move(st));
+      self->detach(isConnectionFailure(result));
+      self->finish(std::move(result));
     });
   }
 
+  // The connection broke without an answer (refused, dropped, timed out): the apiserver may have
+  // restarted or gone away.
+  static bool isConnectionFailure(const base::Status& st) {
+    return !apiErrorOf(st) && (st.code() == base::StatusCode::kUnavailable ||
+                               st.code() == base::StatusCode::kDeadlineExceeded);
+  }
+
   // Ends the connection's part in the client (its registration, a rate limiter reservation not
-  // used) and forgets the client. Any thread.
-  void detach() {
+  // used) and forgets the client. `broken`: the client's kept-alive connections are suspect too
+  // (as after a dropped watch) and are closed, so the next calls connect afresh. Any thread.
+  void detach(bool broken = false) {
     std::lock_guard lock(mu_);
     if (client_ == nullptr) return;
     if (conn_) {
       if (stop_.stop_requested()) conn_->cancel();
       client_->unregisterWatch(conn_.get());
     }
+    if (broken) client_->closeIdleConnections();
     if (reserved_) client_->limiter_.cancelReservation();
     reserved_ = false;
     client_ = nullptr;

@@ -163,9 +163,11 @@ class RestClient {
 
   // watch() without a thread: the watch's connection runs on a strand of `executor` (as does the
   // rate limiter's wait, on the client's clock), and `on_event` and then `done` (once, with what
-  // watch() returns) run there. Many watches share one io_context. The client must outlive the
-  // watch or its cancel() (after which the watch touches the client no more); shutdown() ends
-  // every watch (one waiting for the rate limiter when its wait ends).
+  // watch() returns) run there. A watch whose connection broke (Unavailable, DeadlineExceeded)
+  // also drops the idle keep-alive connections, which are suspect too. Many watches share one
+  // io_context. The client must outlive the watch or its cancel() (after which the watch touches
+  // the client no more); shutdown() ends every watch (one waiting for the rate limiter when its
+  // wait ends).
   std::shared_ptr<AsyncWatch> startWatch(asio::any_io_executor executor,
                                          std::string_view collection_path,
                                          const ListOptions& options,

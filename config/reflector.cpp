@@ -221,13 +221,10 @@ void AsyncListerWatcher::watch(WatchRequest request, EventFn on_event, WatchDone
     on_event(std::move(ev));
     return true;
   };
-  auto on_done = [client = &client_, done = std::move(done)](base::Status st) {
-    // As the threaded watcher: a broken connection makes the kept-alive ones suspect too.
-    if (isConnectionFailure(st)) client->closeIdleConnections();
-    done(std::move(st));
-  };
+  // startWatch drops the client's idle connections after a broken watch, as the threaded watcher
+  // does below.
   auto w = client_.startWatch(executor_, path_, watchOptions(field_selector_, request),
-                              std::move(on_raw), std::move(on_done));
+                              std::move(on_raw), std::move(done));
   std::lock_guard lock(mu_);
   watch_ = std::move(w);
 }
