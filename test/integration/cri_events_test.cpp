@@ -37,9 +37,9 @@ class EventLog {
     std::lock_guard lock(mu_);
     return events_;
   }
-  // Waits (up to 10 s) until there are `n` events.
-  bool waitFor(size_t n) const {
-    return testing::eventually([&] { return events().size() >= n; }, 10s);
+  // Waits (up to `deadline`) until there are `n` events.
+  bool waitFor(size_t n, std::chrono::milliseconds deadline = 10s) const {
+    return testing::eventually([&] { return events().size() >= n; }, deadline);
   }
 
  private:
@@ -164,12 +164,15 @@ TEST_CASE("cri events: the stream is subscribed again after containerd restarts"
         return f.run(f.runtime->execInContainer(id, {"touch", "/tmp/go"}, 10s)).ok();
       },
       20s));
-  if (!log.waitFor(2)) {
+  // A containerd that restarts under the load of a full parallel run can take many seconds to
+  // serve its event service again: the waits allow for it (the stream resubscribes every 2 s at
+  // most).
+  if (!log.waitFor(2, 20s)) {
     // The exit came before the new subscription (an exit the stream misses is the relist's): a
     // new container's start must still arrive.
     const auto again = waitingPod("uid-events-restart-2");
     startMain(f, again, runSandbox(f, *again));
-    REQUIRE(log.waitFor(2));
+    REQUIRE(log.waitFor(2, 30s));
   }
   CHECK(log.events().size() == 2);
 }
