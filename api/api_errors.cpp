@@ -229,6 +229,10 @@ bool isServerError(const base::Status& s) {
   auto e = apiErrorOf(s);
   return e && e->http_code >= 500 && e->http_code < 600;
 }
+bool isConnectionFailure(const base::Status& s) {
+  return !apiErrorOf(s) && (s.code() == base::StatusCode::kUnavailable ||
+                            s.code() == base::StatusCode::kDeadlineExceeded);
+}
 std::optional<std::chrono::seconds> retryAfterOf(const base::Status& s) {
   auto e = apiErrorOf(s);
   if (!e) return std::nullopt;

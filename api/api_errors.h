@@ -55,6 +55,9 @@ bool isForbidden(const base::Status& status);
 bool isTooManyRequests(const base::Status& status);
 bool isInvalid(const base::Status& status);      // 422 or 400
 bool isServerError(const base::Status& status);  // 5xx
+// No answer from the apiserver: the connection was refused, dropped or timed out (Unavailable or
+// DeadlineExceeded without an ApiError).
+bool isConnectionFailure(const base::Status& status);
 // The server-suggested delay for 429/5xx answers, if any.
 std::optional<std::chrono::seconds> retryAfterOf(const base::Status& status);
 

@@ -591,10 +591,6 @@ base::Status RestClient::watch(std::string_view collection_path, const ListOptio
   return stream.result(st);
 }
 
-}  // namespace nodeagent::api
-
-namespace nodeagent::api {
-
 HttpRequest RestClient::newWatchRequest(std::string_view collection_path,
                                         const ListOptions& options) const {
   HttpRequest req = newRequest("GET", collection_path, toQuery(options, true));
@@ -692,16 +688,10 @@ class RestClient::StartedWatch final : public AsyncWatch,
     }
     conn->streamAsync(request_, body_, [self = shared_from_this()](base::Status st) {
       base::Status result = self->stream_.result(std::move(st));
+      // A connection that broke without an answer: the apiserver may have restarted or gone.
       self->detach(isConnectionFailure(result));
       self->finish(std::move(result));
     });
-  }
-
-  // The connection broke without an answer (refused, dropped, timed out): the apiserver may have
-  // restarted or gone away.
-  static bool isConnectionFailure(const base::Status& st) {
-    return !apiErrorOf(st) && (st.code() == base::StatusCode::kUnavailable ||
-                               st.code() == base::StatusCode::kDeadlineExceeded);
   }
 
   // Ends the connection's part in the client (its registration, a rate limiter reservation not

@@ -16,12 +16,6 @@ namespace {
 
 NODEAGENT_LOGGER("config")
 
-// The connection was refused, dropped or timed out: no answer from the apiserver.
-bool isConnectionFailure(const base::Status& st) {
-  return !api::apiErrorOf(st) && (st.code() == base::StatusCode::kUnavailable ||
-                                  st.code() == base::StatusCode::kDeadlineExceeded);
-}
-
 std::string resourceVersionOf(const nlohmann::json& obj) {
   auto meta = obj.find("metadata");
   if (meta == obj.end() || !meta->is_object()) return {};
@@ -54,7 +48,7 @@ bool isTooLargeResourceVersion(const base::Status& st) {
 // oversized event) relists.
 bool canResumeWatch(const base::Status& st) {
   if (auto e = api::apiErrorOf(st)) return e->http_code == 429;
-  return isConnectionFailure(st);
+  return api::isConnectionFailure(st);
 }
 
 // A short, stable name for a kind of failure ("http 503 ServiceUnavailable", "UNAVAILABLE").
@@ -165,7 +159,7 @@ void ThreadedListerWatcher::watch(WatchRequest request, EventFn on_event, WatchD
     // The connection broke without an answer: the apiserver may have restarted or gone away, so
     // the kept-alive connections to it are suspect too (dead, or holding a stopping server's
     // threads). The next calls connect afresh.
-    if (isConnectionFailure(st)) state->client.closeIdleConnections();
+    if (api::isConnectionFailure(st)) state->client.closeIdleConnections();
     done(std::move(st));
   });
 }

@@ -14,10 +14,13 @@ std::string_view apiObjectKindName(ApiObjectKind kind) {
   return kind == ApiObjectKind::kConfigMap ? "configmap" : "secret";
 }
 
-std::string apiObjectPath(ApiObjectKind kind, std::string_view ns, std::string_view name) {
+std::string apiObjectCollectionPath(ApiObjectKind kind, std::string_view ns) {
   std::string path = "/api/v1/namespaces/";
-  path.append(ns).append(kind == ApiObjectKind::kConfigMap ? "/configmaps/" : "/secrets/");
-  return path.append(name);
+  return path.append(ns).append(kind == ApiObjectKind::kConfigMap ? "/configmaps" : "/secrets");
+}
+
+std::string apiObjectPath(ApiObjectKind kind, std::string_view ns, std::string_view name) {
+  return apiObjectCollectionPath(kind, ns).append("/").append(name);
 }
 
 base::Status apiObjectNotFound(ApiObjectKind kind, std::string_view name) {

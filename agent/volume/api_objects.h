@@ -32,6 +32,8 @@ namespace nodeagent::agent {
 enum class ApiObjectKind { kConfigMap, kSecret };
 // "configmap" or "secret", as kubelet names them in its messages.
 std::string_view apiObjectKindName(ApiObjectKind kind);
+// The collection's path on the apiserver: /api/v1/namespaces/<ns>/configmaps.
+std::string apiObjectCollectionPath(ApiObjectKind kind, std::string_view ns);
 // The object's path on the apiserver: /api/v1/namespaces/<ns>/configmaps/<name>.
 std::string apiObjectPath(ApiObjectKind kind, std::string_view ns, std::string_view name);
 

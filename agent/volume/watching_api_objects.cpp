@@ -71,11 +71,6 @@ class References {
   std::set<ApiObjectRef> refs_;
 };
 
-std::string collectionPath(const ApiObjectRef& ref) {
-  return "/api/v1/namespaces/" + ref.ns +
-         (ref.kind == ApiObjectKind::kConfigMap ? "/configmaps" : "/secrets");
-}
-
 std::string describe(const ApiObjectRef& ref) {
   return std::string(apiObjectKindName(ref.kind)) + " " + ref.ns + "/" + ref.name;
 }
@@ -210,7 +205,7 @@ void WatchingApiObjectSource::addRefLocked(const ApiObjectRef& ref) {
   options.name = describe(ref);
   w.reflector = std::make_shared<config::Reflector>(
       asio::make_strand(executor_), clock_, random_,
-      make_lister_watcher_(collectionPath(ref), "metadata.name=" + ref.name),
+      make_lister_watcher_(apiObjectCollectionPath(ref.kind, ref.ns), "metadata.name=" + ref.name),
       std::make_shared<SlotHandler>(w.slot, ref.name), options);
   w.reflector->start();
   log()->debug("watching {}", describe(ref));
