@@ -139,11 +139,7 @@ TEST_CASE(
     "pods use but nothing of another node",
     "[integration][apiserver]") {
   TempDir dir("apiserver-node-authz");
-  // The first start makes the CA, which the second is then told to trust for clients.
-  { SpawnedApiServer first(dir, {"--cert-dir=" + (dir / "certs").string()}); }
-  SpawnedApiServer server(dir, {"--cert-dir=" + (dir / "certs").string(),
-                                "--client-ca-file=" + (dir / "certs" / "ca.crt").string(),
-                                "--authorization-mode=Node"});
+  SpawnedApiServer server(dir, nodeAuthorizedServerArgs(dir));
   REQUIRE(server.ok());
   Kubectl admin(dir, server);
   seedCluster(admin, dir);

@@ -137,6 +137,15 @@ class SpawnedApiServer {
   std::string url_;
 };
 
+// The arguments of a test-apiserver with --authorization-mode=Node that trusts the client
+// certificates of its --cert-dir CA (`dir`/certs, see issueNodeCertificate): a first start makes
+// that CA, which the server started with these arguments then trusts for clients.
+inline std::vector<std::string> nodeAuthorizedServerArgs(const TempDir& dir) {
+  { SpawnedApiServer first(dir, {"--cert-dir=" + (dir / "certs").string()}); }
+  return {"--cert-dir=" + (dir / "certs").string(),
+          "--client-ca-file=" + (dir / "certs" / "ca.crt").string(), "--authorization-mode=Node"};
+}
+
 // The real kubectl with the server's written kubeconfig and a cache directory of the test's own.
 class Kubectl {
  public:

@@ -52,10 +52,7 @@ TEST_CASE(
     "authorization, sees it change, and is refused what no pod of its uses",
     "[integration][apiserver][volume]") {
   TempDir dir("watching-api-objects");
-  { SpawnedApiServer first(dir, {"--cert-dir=" + (dir / "certs").string()}); }
-  SpawnedApiServer server(dir, {"--cert-dir=" + (dir / "certs").string(),
-                                "--client-ca-file=" + (dir / "certs" / "ca.crt").string(),
-                                "--authorization-mode=Node"});
+  SpawnedApiServer server(dir, nodeAuthorizedServerArgs(dir));
   REQUIRE(server.ok());
   Kubectl admin(dir, server);
   writeFile(dir / "seed.yaml",
