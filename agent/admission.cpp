@@ -17,7 +17,7 @@ using HostPort = std::tuple<std::string, std::string, int32_t>;  // ip, protocol
 
 std::vector<HostPort> hostPorts(const api::Pod& pod) {
   std::vector<HostPort> out;
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     for (const auto& p : c.ports) {
       if (p.host_port <= 0) continue;
       out.emplace_back(p.host_ip.empty() ? "0.0.0.0" : p.host_ip,
@@ -49,9 +49,9 @@ AdmitResult insufficient(const std::string& resource, int64_t requested, int64_t
 
 AdmitResult canAdmitPod(const api::Pod& pod, const std::vector<api::PodPtr>& active_pods,
                         const NodeAllocatable& node) {
-  if (!pod.spec.node_name.empty() && pod.spec.node_name != node.node_name) {
+  if (!pod.spec->node_name.empty() && pod.spec->node_name != node.node_name) {
     return {false, "HostName",
-            "Predicate HostName failed: the pod is bound to node \"" + pod.spec.node_name +
+            "Predicate HostName failed: the pod is bound to node \"" + pod.spec->node_name +
                 "\", not \"" + node.node_name + "\""};
   }
   // Resource fit, in the scheduler's order: pods, then cpu, then memory.

@@ -249,11 +249,11 @@ void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
     registerApiObjects(*pod);
     if (api::isMirrorPod(*pod)) continue;
     // A pod with readiness gates whose Ready condition is stale needs a sync to recompute it.
-    if (pod->spec.readiness_gates.empty()) continue;
+    if (pod->spec->readiness_gates.empty()) continue;
     const auto* ready = findCondition(pod->status->conditions, api::kConditionReady);
     if (ready == nullptr) continue;
     auto want =
-        generatePodReadyCondition(pod->spec, pod->status->conditions,
+        generatePodReadyCondition(*pod->spec, pod->status->conditions,
                                   pod->status->container_statuses, true, pod->status->phase);
     if (ready->status != want.status || ready->message != want.message) {
       dispatchWork(pod, api::SyncPodType::kSync, pod_manager_.getMirrorPodByPod(*pod));
@@ -416,7 +416,7 @@ bool Agent::podIsInactive(const api::Pod& pod) const {
 }
 
 void Agent::trackDeadline(const api::PodPtr& pod) {
-  if (pod->spec.active_deadline_seconds) {
+  if (pod->spec->active_deadline_seconds) {
     deadline_uids_.insert(pod->metadata.uid);
   } else {
     deadline_uids_.erase(pod->metadata.uid);

@@ -13,10 +13,10 @@ bool isInitContainerFailed(const runtime::ContainerStatus& status) {
 
 NextInitContainer findNextInitContainerToRun(const api::Pod& pod,
                                              const runtime::PodStatus& status) {
-  const auto& inits = pod.spec.init_containers;
+  const auto& inits = pod.spec->init_containers;
   if (inits.empty()) return {nullptr, std::nullopt, true};
   // A running app container means every init container has run.
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     const auto* cs = status.findContainerStatusByName(c.name);
     if (cs != nullptr && cs->state == ContainerState::kRunning)
       return {nullptr, std::nullopt, true};
@@ -52,10 +52,10 @@ SandboxChange podSandboxChanged(const api::Pod& pod, const runtime::PodStatus& s
   if (newest.state != runtime::SandboxState::kReady) return replace("no ready sandbox");
   if (sandbox_network) {
     // (The pod's IPs are the newest ready sandbox's.)
-    if (pod.spec.host_network && !status.ips.empty()) {
+    if (pod.spec->host_network && !status.ips.empty()) {
       return replace("the sandbox's network namespace changed");
     }
-    if (!pod.spec.host_network && status.ips.empty()) {
+    if (!pod.spec->host_network && status.ips.empty()) {
       return replace("the sandbox has no IP address");
     }
   }
@@ -80,17 +80,17 @@ PodActions replaceSandboxActions(const api::Pod& pod, const runtime::PodStatus& 
   actions.replace_reason = sandbox.reason;
   actions.create_sandbox = true;
   actions.sandbox_attempt = sandbox.attempt;
-  if (pod.spec.restart_policy == "Never" && !status.container_statuses.empty()) {
+  if (pod.spec->restart_policy == "Never" && !status.container_statuses.empty()) {
     actions.create_sandbox = false;
     return actions;
   }
-  if (!pod.spec.init_containers.empty()) {
+  if (!pod.spec->init_containers.empty()) {
     actions.next_init_container = 0;
     return actions;
   }
-  for (size_t i = 0; i < pod.spec.containers.size(); ++i) {
-    const auto& c = pod.spec.containers[i];
-    if (pod.spec.restart_policy == "OnFailure" && containerSucceeded(c, status)) continue;
+  for (size_t i = 0; i < pod.spec->containers.size(); ++i) {
+    const auto& c = pod.spec->containers[i];
+    if (pod.spec->restart_policy == "OnFailure" && containerSucceeded(c, status)) continue;
     actions.containers_to_start.push_back(i);
   }
   // Nothing to run in it: no sandbox either.
@@ -102,7 +102,7 @@ PodActions replaceSandboxActions(const api::Pod& pod, const runtime::PodStatus& 
 PodActions containerActions(const api::Pod& pod, const runtime::PodStatus& status,
                             const ProbeFailures* probes) {
   PodActions actions;
-  const bool restart_on_failure = pod.spec.restart_policy != "Never";
+  const bool restart_on_failure = pod.spec->restart_policy != "Never";
 
   auto init = findNextInitContainerToRun(pod, status);
   if (!init.done) {
@@ -118,8 +118,8 @@ PodActions containerActions(const api::Pod& pod, const runtime::PodStatus& statu
   }
 
   size_t keep = 0;
-  for (size_t i = 0; i < pod.spec.containers.size(); ++i) {
-    const auto& container = pod.spec.containers[i];
+  for (size_t i = 0; i < pod.spec->containers.size(); ++i) {
+    const auto& container = pod.spec->containers[i];
     const auto* cs = status.findContainerStatusByName(container.name);
     if (cs == nullptr || cs->state != ContainerState::kRunning) {
       if (runtime::shouldContainerBeRestarted(container, pod, status)) {

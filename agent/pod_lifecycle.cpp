@@ -192,7 +192,7 @@ PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const a
 bool PodLifecycle::canSettle(const api::Pod& pod, const api::PodPtr& mirror) const {
   // Volumes are refreshed by every sync (ConfigMaps, Secrets), an active deadline is checked by
   // it, and a start failure's reason can only change with a start.
-  if (!pod.spec.volumes.empty() || pod.spec.active_deadline_seconds) return false;
+  if (!pod.spec->volumes.empty() || pod.spec->active_deadline_seconds) return false;
   if (!startFailures(pod.metadata.uid).empty()) return false;
   // Made before the watermarks were read (the sync prepared them): still made now.
   if (!deps_.dirs.made(pod.metadata.uid) || !deps_.cgroups.made(pod.metadata.uid)) return false;
@@ -287,7 +287,7 @@ asio::awaitable<PodLifecycle::PreparedPod> PodLifecycle::preparePod(api::PodPtr 
   // A periodic sync of a pod without volumes whose cgroup and directories exist has no file work
   // to do.
   const auto& uid = pod->metadata.uid;
-  if (pod->spec.volumes.empty() && deps_.dirs.made(uid) && deps_.cgroups.made(uid)) {
+  if (pod->spec->volumes.empty() && deps_.dirs.made(uid) && deps_.cgroups.made(uid)) {
     co_return PreparedPod{base::okStatus(), base::okStatus(), std::vector<runtime::PodVolume>{}};
   }
   auto prepare = [this, pod]() -> PreparedPod {
@@ -353,7 +353,7 @@ asio::awaitable<base::Status> PodLifecycle::retireSandboxes(api::PodPtr pod, Pod
   for (const auto& cs : status.container_statuses) {
     if (cs.state == runtime::ContainerState::kRunning) continue;
     const bool init =
-        std::any_of(pod->spec.init_containers.begin(), pod->spec.init_containers.end(),
+        std::any_of(pod->spec->init_containers.begin(), pod->spec->init_containers.end(),
                     [&](const api::Container& c) { return c.name == cs.name; });
     if (!init) continue;
     auto remove = deps_.runtime.removeContainer(cs.id);
@@ -418,7 +418,7 @@ asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandb
   }
   // kubelet reads the new sandbox's IPs back for the containers' status.podIP.
   std::vector<std::string> new_ips;
-  if (options_.sandbox_network && !pod->spec.host_network) {
+  if (options_.sandbox_network && !pod->spec->host_network) {
     auto read =
         deps_.runtime.getPodStatus(pod->metadata.uid, pod->metadata.name, pod->metadata.namespace_);
     auto after = co_await std::move(read);
@@ -432,14 +432,14 @@ asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandb
 std::vector<std::string> PodLifecycle::podIps(const api::Pod& pod,
                                               const std::vector<std::string>& sandbox_ips) const {
   if (!sandbox_ips.empty()) return sandbox_ips;
-  if ((pod.spec.host_network || !options_.sandbox_network) && !options_.node_ip.empty()) {
+  if ((pod.spec->host_network || !options_.sandbox_network) && !options_.node_ip.empty()) {
     return {options_.node_ip};
   }
   return {};
 }
 
 std::string PodLifecycle::networkErrors(const api::Pod& pod) const {
-  if (pod.spec.host_network || !options_.network_errors) return {};
+  if (pod.spec->host_network || !options_.network_errors) return {};
   return options_.network_errors();
 }
 

@@ -100,10 +100,10 @@ enum class DnsType { kCluster, kHost, kNone };
 
 // kubelet's getPodDNSType; an empty policy is the default, ClusterFirst.
 DnsType podDnsType(const api::Pod& pod) {
-  const auto& policy = pod.spec.dns_policy;
+  const auto& policy = pod.spec->dns_policy;
   if (policy == "None") return DnsType::kNone;
   if (policy == "ClusterFirstWithHostNet") return DnsType::kCluster;
-  if (policy == "Default" || pod.spec.host_network) return DnsType::kHost;
+  if (policy == "Default" || pod.spec->host_network) return DnsType::kHost;
   return DnsType::kCluster;  // ClusterFirst, and kubelet's fallback for an invalid policy
 }
 
@@ -237,7 +237,7 @@ DnsConfig podDnsConfig(const api::Pod& pod, const PodDnsOptions& options,
 
 std::vector<PortMapping> makePortMappings(const api::Pod& pod) {
   std::vector<PortMapping> out;
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     std::set<std::string> names;
     for (const auto& p : c.ports) {
       const std::string protocol = p.protocol.empty() ? "TCP" : p.protocol;
@@ -264,9 +264,9 @@ bool hasPrivilegedContainer(const api::Pod& pod) {
   auto privileged = [](const api::Container& c) {
     return c.security_context && c.security_context->privileged.value_or(false);
   };
-  return std::any_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(),
+  return std::any_of(pod.spec->init_containers.begin(), pod.spec->init_containers.end(),
                      privileged) ||
-         std::any_of(pod.spec.containers.begin(), pod.spec.containers.end(), privileged);
+         std::any_of(pod.spec->containers.begin(), pod.spec->containers.end(), privileged);
 }
 
 }  // namespace
@@ -294,16 +294,16 @@ base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& 
     }
     config.dns_config = podDnsConfig(pod, inputs.dns, host, inputs.node_ip, &out.warnings);
   }
-  if (!pod.spec.host_network) {
+  if (!pod.spec->host_network) {
     auto hostname = generatePodHostname(pod);
     if (!hostname.ok()) return hostname.status();
     config.hostname = *std::move(hostname);
   }
   config.port_mappings = makePortMappings(pod);
   config.cgroup_parent = inputs.cgroup_parent;
-  config.host_network = pod.spec.host_network;
-  config.host_pid = pod.spec.host_pid;
-  config.host_ipc = pod.spec.host_ipc;
+  config.host_network = pod.spec->host_network;
+  config.host_pid = pod.spec->host_pid;
+  config.host_ipc = pod.spec->host_ipc;
   config.share_process_namespace = sharesProcessNamespace(pod);
   config.privileged = hasPrivilegedContainer(pod);
   return out;

@@ -135,8 +135,8 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
 asio::awaitable<base::Status> PodLifecycle::startContainerWithBackoff(
     StartRequest request, std::shared_ptr<const runtime::PodStatus> status) {
   const api::PodPtr pod = request.pod;
-  const api::Container container =
-      request.init ? pod->spec.init_containers[request.index] : pod->spec.containers[request.index];
+  const api::Container container = request.init ? pod->spec->init_containers[request.index]
+                                                : pod->spec->containers[request.index];
   if (inBackoff(*pod, container, *status)) co_return base::okStatus();
   const auto* last = status->findContainerStatusByName(container.name);
   const int attempt = last != nullptr ? last->restart_count + 1 : 0;

@@ -36,19 +36,19 @@ std::string podQosClass(const api::Pod& pod) {
       if (req != c.resources.requests.end() && !(req->second == lim->second)) guaranteed = false;
     }
   };
-  for (const auto& c : pod.spec.init_containers) visit(c);
-  for (const auto& c : pod.spec.containers) visit(c);
+  for (const auto& c : pod.spec->init_containers) visit(c);
+  for (const auto& c : pod.spec->containers) visit(c);
   if (!any) return "BestEffort";
   return guaranteed ? "Guaranteed" : "Burstable";
 }
 
 bool pastActiveDeadline(const api::Pod& pod, const StatusManager& status_manager,
                         base::Clock& clock) {
-  if (!pod.spec.active_deadline_seconds) return false;
+  if (!pod.spec->active_deadline_seconds) return false;
   auto status = status_manager.getPodStatus(pod.metadata.uid);
   if (!status || !status->start_time) return false;
   auto now = toApiTime(clock.wallNow());
-  return now - *status->start_time >= std::chrono::seconds(*pod.spec.active_deadline_seconds);
+  return now - *status->start_time >= std::chrono::seconds(*pod.spec->active_deadline_seconds);
 }
 
 api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
@@ -61,12 +61,13 @@ api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
   if (!s.pod_ips.empty()) s.pod_ip = s.pod_ips[0];
   s.qos_class = podQosClass(pod);
   s.start_time = old.start_time;
-  const bool has_init = !pod.spec.init_containers.empty();
+  const bool has_init = !pod.spec->init_containers.empty();
   s.container_statuses = convertToAPIContainerStatuses(
-      pod, status, old.container_statuses, pod.spec.containers, has_init, false, failures);
+      pod, status, old.container_statuses, pod.spec->containers, has_init, false, failures);
   deps_.prober.updatePodStatus(pod, s.container_statuses);
-  s.init_container_statuses = convertToAPIContainerStatuses(
-      pod, status, old.init_container_statuses, pod.spec.init_containers, has_init, true, failures);
+  s.init_container_statuses =
+      convertToAPIContainerStatuses(pod, status, old.init_container_statuses,
+                                    pod.spec->init_containers, has_init, true, failures);
   for (const auto& c : pod.status->conditions) {
     if (!podConditionByKubelet(c.type)) s.conditions.push_back(c);
   }
@@ -76,7 +77,7 @@ api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
     s.message = "Pod was active on the node longer than the specified deadline";
     return s;
   }
-  s.phase = getPhase(pod.spec, s.init_container_statuses, s.container_statuses);
+  s.phase = getPhase(*pod.spec, s.init_container_statuses, s.container_statuses);
   // kubelet's three-way merge: a terminal phase the status manager or the API has is final (an
   // evicted pod stays Failed), and the reason and message that came with a phase stay with it.
   if (!api::isTerminalPhase(s.phase)) {
@@ -93,11 +94,11 @@ api::PodStatus PodLifecycle::generateAPIPodStatus(const api::Pod& pod,
     s.message = old.message.empty() && api_same ? pod.status->message : old.message;
   }
   s.conditions.push_back(
-      generatePodInitializedCondition(pod.spec, s.init_container_statuses, true, s.phase));
+      generatePodInitializedCondition(*pod.spec, s.init_container_statuses, true, s.phase));
   s.conditions.push_back(
-      generatePodReadyCondition(pod.spec, s.conditions, s.container_statuses, true, s.phase));
+      generatePodReadyCondition(*pod.spec, s.conditions, s.container_statuses, true, s.phase));
   s.conditions.push_back(
-      generateContainersReadyCondition(pod.spec, s.container_statuses, true, s.phase));
+      generateContainersReadyCondition(*pod.spec, s.container_statuses, true, s.phase));
   api::PodCondition scheduled;
   scheduled.type = std::string(api::kConditionPodScheduled);
   scheduled.status = "True";

@@ -68,7 +68,7 @@ const nlohmann::json* volumeSource(const nlohmann::json& spec, const api::Volume
 
 base::Status VolumePreparer::checkPodPathNames(const api::Pod& pod) {
   RETURN_IF_ERROR(runtime::checkPodPathNames(pod));
-  for (const auto& v : pod.spec.volumes) {
+  for (const auto& v : pod.spec->volumes) {
     RETURN_IF_ERROR(base::checkPathComponent("volume name", v.name));
   }
   return base::okStatus();
@@ -87,7 +87,7 @@ base::StatusOr<std::filesystem::path> VolumePreparer::emptyDir(const api::Pod& p
     return base::internalError("cannot create emptyDir volume " + v.name + " at " + dir->string() +
                                ": " + ec.message());
   }
-  const auto& psc = pod.spec.security_context;
+  const auto& psc = pod.spec->security_context;
   RETURN_IF_ERROR(setEmptyDirOwnership(*dir, psc ? psc->fs_group : std::nullopt));
   return dir;
 }
@@ -147,7 +147,7 @@ base::StatusOr<std::filesystem::path> VolumePreparer::apiData(const api::Pod& po
       });
     }
   }
-  const auto& psc = pod.spec.security_context;
+  const auto& psc = pod.spec->security_context;
   std::optional<gid_t> fs_group;
   if (psc && psc->fs_group) fs_group = static_cast<gid_t>(*psc->fs_group);
   RETURN_IF_ERROR(writeAtomically(dir, payload, fs_group).status());
@@ -157,7 +157,7 @@ base::StatusOr<std::filesystem::path> VolumePreparer::apiData(const api::Pod& po
 base::StatusOr<std::vector<runtime::PodVolume>> VolumePreparer::prepare(const api::Pod& pod) const {
   std::vector<runtime::PodVolume> out;
   std::optional<nlohmann::json> spec;  // parsed once, for the volumes the agent writes
-  for (const auto& v : pod.spec.volumes) {
+  for (const auto& v : pod.spec->volumes) {
     base::StatusOr<std::filesystem::path> path = std::filesystem::path();
     if (v.source_type == "emptyDir") {
       path = emptyDir(pod, v);
@@ -209,7 +209,7 @@ base::StatusOr<std::vector<runtime::Mount>> VolumePreparer::mountsFor(
       host /= sub;
     }
     bool read_only = m.read_only;
-    for (const auto& v : pod.spec.volumes) {
+    for (const auto& v : pod.spec->volumes) {
       if (v.name == m.name && isApiDataVolume(v.source_type)) read_only = true;
     }
     out.push_back({m.name, std::move(host), m.mount_path, read_only});

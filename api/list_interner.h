@@ -1,6 +1,6 @@
-// One copy of each distinct list among the objects alive that hold one: the codec's container
-// lists (replicas of one template share their containers) and the status manager's pod conditions
-// (pods whose conditions changed within the same second share them).
+// One copy of each distinct part among the objects alive that hold one: the codec's pod specs and
+// container lists (replicas of one template, or a fleet of static pods, share them) and the status
+// manager's pod conditions (pods whose conditions changed within the same second share them).
 #pragma once
 
 #include <memory>
@@ -13,6 +13,40 @@
 
 namespace nodeagent::api {
 
+namespace detail {
+
+// A weak reference to one copy of each distinct value, by a hash of its content. Thread-safe.
+template <typename V>
+class WeakTable {
+ public:
+  // The value interned under `key` when it equals `*candidate` and someone still holds it, or
+  // else `candidate`, interned now; copied first when `copy_first` (another holder may write it in
+  // place).
+  std::shared_ptr<V> intern(std::shared_ptr<V> candidate, bool copy_first, const Hash128& key) {
+    std::lock_guard lock(mu_);
+    auto& slot = table_[key];
+    if (auto held = slot.lock(); held && *held == *candidate) return held;
+    if (copy_first) candidate = std::make_shared<V>(*candidate);
+    slot = candidate;
+    // A value no one holds any more leaves the table in a sweep once the table grew by half.
+    if (++added_ > table_.size() / 2 + 1024) {
+      std::erase_if(table_, [](const auto& e) { return e.second.expired(); });
+      added_ = 0;
+    }
+    return candidate;
+  }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ h.high); }
+  };
+  std::mutex mu_;
+  std::unordered_map<Hash128, std::weak_ptr<V>, KeyHash> table_;
+  size_t added_ = 0;
+};
+
+}  // namespace detail
+
 template <typename T>
 class ListInterner {
  public:
@@ -23,33 +57,31 @@ class ListInterner {
   // items in place. Thread-safe.
   SharedList<T> intern(const SharedList<T>& list, const Hash128& key) {
     if (list.empty()) return list;
-    std::lock_guard lock(mu_);
-    auto& slot = table_[key];
-    if (auto held = slot.lock(); held && *held == list.items()) {
-      return SharedList<T>::shared(std::move(held));
-    }
-    std::shared_ptr<std::vector<T>> items = list.sharedItems();
     // Items another list holds too, which that list may write in place, are interned as a copy
     // (counted: `list` and `items`).
-    if (!list.frozen() && items.use_count() > 2) {
-      items = std::make_shared<std::vector<T>>(*items);
-    }
-    slot = items;
-    // A list no one holds any more leaves the table in a sweep once the table grew by half.
-    if (++added_ > table_.size() / 2 + 1024) {
-      std::erase_if(table_, [](const auto& e) { return e.second.expired(); });
-      added_ = 0;
-    }
-    return SharedList<T>::shared(std::move(items));
+    std::shared_ptr<std::vector<T>> items = list.sharedItems();
+    const bool copy_first = !list.frozen() && items.use_count() > 2;
+    return SharedList<T>::shared(table_.intern(std::move(items), copy_first, key));
   }
 
  private:
-  struct KeyHash {
-    size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ h.high); }
-  };
-  std::mutex mu_;
-  std::unordered_map<Hash128, std::weak_ptr<std::vector<T>>, KeyHash> table_;
-  size_t added_ = 0;
+  detail::WeakTable<std::vector<T>> table_;
+};
+
+template <typename T>
+class BoxInterner {
+ public:
+  // ListInterner's rule for one part: the part of an equal box interned before and still held, or
+  // else `box`'s part, interned now; a write through the result copies it first.
+  SharedBox<T> intern(const SharedBox<T>& box, const Hash128& key) {
+    if (!box.has_value()) return box;
+    std::shared_ptr<T> value = box.sharedValue();
+    const bool copy_first = !box.frozen() && value.use_count() > 2;
+    return SharedBox<T>::shared(table_.intern(std::move(value), copy_first, key));
+  }
+
+ private:
+  detail::WeakTable<T> table_;
 };
 
 }  // namespace nodeagent::api

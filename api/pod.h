@@ -90,20 +90,22 @@ class Boxed {
 
 // A part held behind a shared pointer that reads as a default T while empty (readers need no
 // check). Pods with an equal part may share one copy: the codec hands every static pod the same
-// copy of the status they all start with (phase Pending). Any access through a non-const object
-// first makes the part this object's own, copied when another object holds it too, so a change
-// never reaches another pod. Pods are read through `const Pod&` (PodPtr), which never copies.
+// copy of the status they all start with (phase Pending), and pods with the same spec one copy of
+// it (api/list_interner.h). Any access through a non-const object first makes the part this
+// object's own, copied when it is shared (handed out by `shared`) or another object holds it too,
+// so a change never reaches another pod. Pods are read through `const Pod&` (PodPtr), which never
+// copies.
 template <typename T>
 class SharedBox {
  public:
   SharedBox() = default;
   SharedBox(T value) : p_(std::make_shared<T>(std::move(value))) {}  // NOLINT: optional-like
-  // Shares `value`. The caller keeps a reference of its own for as long as it hands `value` out
-  // (the codec's lives forever): the count then never drops to one, so a write through the
-  // result always copies it first.
+  // Shares `value`, which others may hold or hand out later (an interner keeps a weak reference):
+  // a write through the result always copies it first.
   static SharedBox shared(std::shared_ptr<T> value) {
     SharedBox box;
     box.p_ = std::move(value);
+    box.frozen_ = true;
     return box;
   }
 
@@ -112,6 +114,8 @@ class SharedBox {
   T& operator*() { return own(); }
   T* operator->() { return &own(); }
   bool has_value() const { return p_ != nullptr; }
+  const std::shared_ptr<T>& sharedValue() const { return p_; }
+  bool frozen() const { return frozen_; }
   // Whether this box and `o` hold the very same part (not merely equal ones).
   bool sharesWith(const SharedBox& o) const { return p_ == o.p_; }
   bool operator==(const SharedBox& o) const { return p_ == o.p_ || **this == *o; }
@@ -127,12 +131,14 @@ class SharedBox {
   T& own() {
     if (!p_) {
       p_ = std::make_shared<T>();
-    } else if (p_.use_count() > 1) {
+    } else if (frozen_ || p_.use_count() > 1) {
       p_ = std::make_shared<T>(*p_);
     }
+    frozen_ = false;
     return *p_;
   }
   std::shared_ptr<T> p_;
+  bool frozen_ = false;
 };
 
 // A list that pods with identical items share: the codec hands out one copy of each distinct
@@ -531,7 +537,8 @@ struct PodStatus {
 // apiVersion "v1", kind "Pod": the codec accepts no other.
 struct Pod {
   ObjectMeta metadata;
-  PodSpec spec;
+  // Pods with the same spec (replicas, a fleet of static pods from one template) share one copy.
+  SharedBox<PodSpec> spec;
   // The status the pod came with. Static pods get phase Pending from their defaults and share
   // one copy of that status.
   SharedBox<PodStatus> status;

@@ -355,6 +355,11 @@ SharedList<Container> internContainers(const SharedList<Container>& list) {
   return lists->intern(list, hash128(key_bytes));
 }
 
+SharedBox<PodSpec> internSpec(const SharedBox<PodSpec>& spec, const Hash128& spec_hash) {
+  static auto* specs = new BoxInterner<PodSpec>();  // never destroyed: pods may outlive it
+  return specs->intern(spec, spec_hash);
+}
+
 base::StatusOr<Pod> decodeChecked(const json& object) {
   Path root;
   RETURN_IF_ERROR(checkObject(object, root));
@@ -402,11 +407,15 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
   pod.content_hash = hash128(*raw);
   // An absent spec hashes like an empty one.
   pod.spec_hash = spec != nullptr ? hash128(marks[0].in(*raw)) : hash128("{}");
-  // The decoded containers are the items of the spec's lists, in order.
-  size_t next = 1;
-  for (auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
-    for (Container& c : *list) c.hash = hash128(marks.at(next++).in(*raw));
-    *list = internContainers(*list);
+  if (spec != nullptr) {
+    // The decoded containers are the items of the spec's lists, in order.
+    size_t next = 1;
+    for (auto* list : {&pod.spec->init_containers, &pod.spec->containers}) {
+      for (Container& c : *list) c.hash = hash128(marks.at(next++).in(*raw));
+      *list = internContainers(*list);
+    }
+    // The spec is a function of its JSON alone: pods with the same spec text share one copy.
+    pod.spec = internSpec(pod.spec, pod.spec_hash);
   }
   pod.raw = std::move(raw);
   return pod;

@@ -91,7 +91,7 @@ bool isMirrorPod(const Pod& pod) {
 
 bool isCriticalPod(const Pod& pod) {
   if (isStaticPod(pod) || isMirrorPod(pod)) return true;
-  return pod.spec.priority && *pod.spec.priority >= kSystemCriticalPriority;
+  return pod.spec->priority && *pod.spec->priority >= kSystemCriticalPriority;
 }
 
 std::string configHash(const Pod& pod) {

@@ -7,9 +7,9 @@ namespace pod_validation_internal {
 
 std::vector<FieldError> PodValidator::run(const api::Pod& pod) {
   validateObjectMeta(pod.metadata);
-  validateSpec(pod.spec);
-  validateImagesOnlyForPod(pod.spec.containers, "spec.containers");
-  validateImagesOnlyForPod(pod.spec.init_containers, "spec.initContainers");
+  validateSpec(*pod.spec);
+  validateImagesOnlyForPod(pod.spec->containers, "spec.containers");
+  validateImagesOnlyForPod(pod.spec->init_containers, "spec.initContainers");
   return std::move(errs_);
 }
 
@@ -68,11 +68,11 @@ std::vector<FieldError> PodValidator::runNames(const api::Pod& pod) {
   } else {
     validateUid(meta.uid);
   }
-  for (size_t i = 0; i < pod.spec.volumes.size(); ++i) {
-    validateLabelName(child(index("spec.volumes", i), "name"), pod.spec.volumes[i].name);
+  for (size_t i = 0; i < pod.spec->volumes.size(); ++i) {
+    validateLabelName(child(index("spec.volumes", i), "name"), pod.spec->volumes[i].name);
   }
-  for (const auto& [path, list] : {std::pair{"spec.initContainers", &pod.spec.init_containers},
-                                   std::pair{"spec.containers", &pod.spec.containers}}) {
+  for (const auto& [path, list] : {std::pair{"spec.initContainers", &pod.spec->init_containers},
+                                   std::pair{"spec.containers", &pod.spec->containers}}) {
     for (size_t i = 0; i < list->size(); ++i) {
       validateLabelName(child(index(path, i), "name"), (*list)[i].name);
     }

@@ -19,7 +19,7 @@ std::pair<int64_t, bool> effectiveGracePeriod(std::optional<int64_t> current, co
   };
   lower(pod.metadata.deletion_grace_period_seconds);
   if (kill) lower(kill->grace_period_seconds_override);
-  if (!grace) grace = pod.spec.termination_grace_period_seconds;
+  if (!grace) grace = pod.spec->termination_grace_period_seconds;
   const int64_t value = std::max<int64_t>(grace.value_or(1), 1);
   return {value, current && value < *current};
 }

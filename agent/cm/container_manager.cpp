@@ -98,11 +98,11 @@ base::Status ContainerManager::updateQosCgroups(const std::vector<api::PodPtr>& 
     // A pod's requests as PodRequestsAndLimits counts them: app containers summed, an init
     // container's when bigger.
     int64_t app = 0;
-    for (const auto& c : pod->spec.containers) {
+    for (const auto& c : pod->spec->containers) {
       auto it = c.resources.requests.find("cpu");
       if (it != c.resources.requests.end()) app += it->second.milliValue();
     }
-    for (const auto& c : pod->spec.init_containers) {
+    for (const auto& c : pod->spec->init_containers) {
       auto it = c.resources.requests.find("cpu");
       if (it != c.resources.requests.end()) app = std::max(app, it->second.milliValue());
     }

@@ -46,7 +46,7 @@ bool isZero(const std::map<std::string, api::Quantity>& list, std::string_view n
 // resource.PodRequestsAndLimits: app containers summed; each init container raises a resource to
 // its own value when bigger (init containers run one at a time).
 void podRequestsAndLimits(const api::Pod& pod, ResourceSums& reqs, ResourceSums& limits) {
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     for (const auto& [name, q] : c.resources.requests) reqs[name] += q.nanoValue();
     for (const auto& [name, q] : c.resources.limits) limits[name] += q.nanoValue();
   }
@@ -60,7 +60,7 @@ void podRequestsAndLimits(const api::Pod& pod, ResourceSums& reqs, ResourceSums&
       }
     }
   };
-  for (const auto& c : pod.spec.init_containers) {
+  for (const auto& c : pod.spec->init_containers) {
     raise(reqs, c.resources.requests);
     raise(limits, c.resources.limits);
   }
@@ -109,8 +109,8 @@ QosClass podQos(const api::Pod& pod) {
     }
     if (!limits_found.contains(kMemory) || !limits_found.contains(kCpu)) guaranteed = false;
   };
-  for (const auto& c : pod.spec.containers) account(c);
-  for (const auto& c : pod.spec.init_containers) account(c);
+  for (const auto& c : pod.spec->containers) account(c);
+  for (const auto& c : pod.spec->init_containers) account(c);
 
   if (requests.empty() && limits.empty()) return QosClass::kBestEffort;
   if (guaranteed) {
@@ -150,7 +150,7 @@ ResourceConfig resourceConfigForPod(const api::Pod& pod, int64_t pod_pids_limit)
   // A limit that is missing from one container leaves the pod unlimited in that resource.
   bool cpu_limits_declared = true;
   bool memory_limits_declared = true;
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     if (isZero(c.resources.limits, kCpu)) cpu_limits_declared = false;
     if (isZero(c.resources.limits, kMemory)) memory_limits_declared = false;
   }
@@ -260,12 +260,12 @@ int64_t requestValue(const api::Container& c, const std::string& resource) {
 
 PodRequests podRequests(const api::Pod& pod) {
   PodRequests r;
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     r.cpu_milli += requestMilli(c, "cpu");
     r.memory_bytes += requestValue(c, "memory");
     r.ephemeral_storage_bytes += requestValue(c, "ephemeral-storage");
   }
-  for (const auto& c : pod.spec.init_containers) {
+  for (const auto& c : pod.spec->init_containers) {
     r.cpu_milli = std::max(r.cpu_milli, requestMilli(c, "cpu"));
     r.memory_bytes = std::max(r.memory_bytes, requestValue(c, "memory"));
     r.ephemeral_storage_bytes =

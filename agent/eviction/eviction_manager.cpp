@@ -21,7 +21,7 @@ bool sameThreshold(const Threshold& a, const Threshold& b) {
   return a.signal == b.signal && a.value == b.value && a.grace_period == b.grace_period;
 }
 
-int32_t priorityOf(const api::Pod& pod) { return pod.spec.priority.value_or(0); }
+int32_t priorityOf(const api::Pod& pod) { return pod.spec->priority.value_or(0); }
 
 int64_t memoryRequest(const api::Pod& pod) { return cm::podRequests(pod).memory_bytes; }
 int64_t storageRequest(const api::Pod& pod) { return cm::podRequests(pod).ephemeral_storage_bytes; }
@@ -88,7 +88,7 @@ std::string conditionList(const PressureConditions& c) {
 
 // v1helper.TolerationsTolerateTaint for node.kubernetes.io/memory-pressure:NoSchedule.
 bool toleratesMemoryPressure(const api::Pod& pod) {
-  for (const auto& t : pod.spec.tolerations) {
+  for (const auto& t : pod.spec->tolerations) {
     if (!t.effect.empty() && t.effect != "NoSchedule") continue;
     if (t.operator_ == "Exists") {
       if (t.key.empty() || t.key == "node.kubernetes.io/memory-pressure") return true;
@@ -161,7 +161,7 @@ std::string evictionMessage(std::string_view resource, const api::Pod& pod, cons
   std::string message = "The node was low on resource: " + std::string(resource) + ". ";
   if (!usage) return message;
   for (const auto& cs : usage->containers) {
-    for (const auto& c : pod.spec.containers) {
+    for (const auto& c : pod.spec->containers) {
       if (c.name != cs.name) continue;
       std::optional<int64_t> used;
       if (resource == "memory") {

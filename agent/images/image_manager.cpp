@@ -18,7 +18,7 @@ std::string quoteImage(const std::string& image) { return "\"" + image + "\""; }
 
 // kubelet's container reference: init containers are named by their own list.
 std::string fieldPath(const api::Pod& pod, const api::Container& container) {
-  const auto& init = pod.spec.init_containers;
+  const auto& init = pod.spec->init_containers;
   const bool is_init = std::any_of(
       init.begin(), init.end(), [&](const api::Container& c) { return c.name == container.name; });
   return std::string(is_init ? "spec.initContainers{" : "spec.containers{") + container.name + "}";
@@ -158,7 +158,7 @@ asio::awaitable<EnsureImageResult> ImageManager::pull(api::PodPtr pod, api::Cont
 }
 
 asio::awaitable<base::StatusOr<Keyring>> ImageManager::pullKeyring(const api::PodPtr& pod) {
-  if (pod->spec.image_pull_secrets.empty()) co_return Keyring{};
+  if (pod->spec->image_pull_secrets.empty()) co_return Keyring{};
   if (!blocking_) co_return readPullSecrets(*pod);
   auto read = [this, pod] { return readPullSecrets(*pod); };
   co_return co_await base::runBlocking(blocking_, std::move(read));
@@ -167,7 +167,7 @@ asio::awaitable<base::StatusOr<Keyring>> ImageManager::pullKeyring(const api::Po
 base::StatusOr<Keyring> ImageManager::readPullSecrets(const api::Pod& pod) const {
   Keyring keyring;
   std::string failed;
-  for (const auto& name : pod.spec.image_pull_secrets) {
+  for (const auto& name : pod.spec->image_pull_secrets) {
     // The API allowed entries without a name; kubelet ignores them.
     if (name.empty()) continue;
     base::Status error = base::unavailableError("no apiserver to read secrets from");

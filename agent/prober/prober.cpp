@@ -74,7 +74,7 @@ runtime::ContainerId parseContainerId(const std::string& s) {
 }  // namespace
 
 bool hasProbes(const api::Pod& pod) {
-  return std::any_of(pod.spec.containers.begin(), pod.spec.containers.end(),
+  return std::any_of(pod.spec->containers.begin(), pod.spec->containers.end(),
                      [](const api::Container& c) {
                        return c.liveness_probe || c.readiness_probe || c.startup_probe;
                      });
@@ -113,7 +113,7 @@ void Prober::addPod(const api::Pod& pod) {
       auto& entry = it->second;
       entry.version = ++versions_;
       entry.deleting = pod.metadata.deletion_timestamp.has_value();
-      for (const auto& c : pod.spec.containers) {
+      for (const auto& c : pod.spec->containers) {
         for (ProbeType type : kProbeTypes) {
           const auto& probe = probeOf(c, type);
           if (!probe) continue;

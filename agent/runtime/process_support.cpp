@@ -24,10 +24,10 @@ std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
       }
     }
   };
-  containers(pod.spec.init_containers, "initContainers");
-  containers(pod.spec.containers, "containers");
-  for (size_t i = 0; i < pod.spec.volumes.size(); ++i) {
-    const auto& v = pod.spec.volumes[i];
+  containers(pod.spec->init_containers, "initContainers");
+  containers(pod.spec->containers, "containers");
+  for (size_t i = 0; i < pod.spec->volumes.size(); ++i) {
+    const auto& v = pod.spec->volumes[i];
     if (v.source_type == "emptyDir" || v.source_type == "hostPath" ||
         v.source_type == "configMap" || v.source_type == "secret" ||
         v.source_type == "downwardAPI" || v.source_type == "projected") {

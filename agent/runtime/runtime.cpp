@@ -129,15 +129,16 @@ base::Status checkPathNames(const api::Pod& pod, const api::Container& container
 int64_t podGracePeriodSeconds(const api::Pod& pod) {
   if (pod.metadata.deletion_grace_period_seconds)
     return *pod.metadata.deletion_grace_period_seconds;
-  if (pod.spec.termination_grace_period_seconds) return *pod.spec.termination_grace_period_seconds;
+  if (pod.spec->termination_grace_period_seconds)
+    return *pod.spec->termination_grace_period_seconds;
   return kDefaultTerminationGracePeriodSeconds;
 }
 
 const api::Container* findSpecContainer(const api::Pod& pod, std::string_view name) {
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     if (c.name == name) return &c;
   }
-  for (const auto& c : pod.spec.init_containers) {
+  for (const auto& c : pod.spec->init_containers) {
     if (c.name == name) return &c;
   }
   return nullptr;
@@ -191,8 +192,8 @@ base::StatusOr<std::string> resolveFieldRef(const api::Pod& pod, const std::stri
   if (field_path == "metadata.name") return pod.metadata.name;
   if (field_path == "metadata.namespace") return pod.metadata.namespace_;
   if (field_path == "metadata.uid") return pod.metadata.uid;
-  if (field_path == "spec.nodeName") return pod.spec.node_name;
-  if (field_path == "spec.serviceAccountName") return pod.spec.service_account_name;
+  if (field_path == "spec.nodeName") return pod.spec->node_name;
+  if (field_path == "spec.serviceAccountName") return pod.spec->service_account_name;
   if (field_path == "status.podIP") return options.pod_ip;
   if (field_path == "status.hostIP") return options.host_ip;
   if (auto key = subscript(field_path, "metadata.labels")) {
@@ -313,8 +314,8 @@ bool shouldContainerBeRestarted(const api::Container& container, const api::Pod&
   if (cs == nullptr) return true;  // never ran
   if (cs->state == ContainerState::kRunning) return false;
   if (cs->state == ContainerState::kUnknown || cs->state == ContainerState::kCreated) return true;
-  if (pod.spec.restart_policy == "Never") return false;
-  if (pod.spec.restart_policy == "OnFailure" && cs->exit_code == 0) return false;
+  if (pod.spec->restart_policy == "Never") return false;
+  if (pod.spec->restart_policy == "OnFailure" && cs->exit_code == 0) return false;
   return true;
 }
 

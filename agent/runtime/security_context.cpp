@@ -74,7 +74,7 @@ EffectiveSecurityContext determineEffectiveSecurityContext(const api::Pod& pod,
                                                            const api::Container& container) {
   EffectiveSecurityContext out;
   std::optional<bool> non_root;
-  if (const auto& psc = pod.spec.security_context) {
+  if (const auto& psc = pod.spec->security_context) {
     out.run_as_user = psc->run_as_user;
     out.run_as_group = psc->run_as_group;
     non_root = psc->run_as_non_root;
@@ -113,9 +113,9 @@ base::Status verifyRunAsNonRoot(const api::Pod& pod, const api::Container& conta
                                       where);
   }
   if (!default_user.uid && !default_user.name.empty()) {
-    return base::invalidArgumentError("container has runAsNonRoot and image has non-numeric user (" +
-                                      default_user.name + "), cannot verify user is non-root" +
-                                      where);
+    return base::invalidArgumentError(
+        "container has runAsNonRoot and image has non-numeric user (" + default_user.name +
+        "), cannot verify user is non-root" + where);
   }
   return base::okStatus();
 }

@@ -38,8 +38,8 @@ std::optional<uint16_t> parsePodPort(std::string_view s) {
 PodPortTarget PodPortTarget::of(const api::Pod& pod) {
   PodPortTarget target;
   target.uid = pod.metadata.uid;
-  target.host_network = pod.spec.host_network;
-  for (const auto* containers : {&pod.spec.containers, &pod.spec.init_containers}) {
+  target.host_network = pod.spec->host_network;
+  for (const auto* containers : {&pod.spec->containers, &pod.spec->init_containers}) {
     for (const auto& c : *containers) {
       for (const auto& p : c.ports) {
         if (p.protocol == "TCP" && p.container_port > 0 && p.container_port <= 65535) {

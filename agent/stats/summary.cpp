@@ -365,7 +365,7 @@ nlohmann::json SummaryProvider::podJson(const SummaryPod& sp, Collection& run) {
   }
   DirUsage total;
   nlohmann::json containers = nlohmann::json::array();
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     nlohmann::json cj = {{"name", c.name}};
     const api::ContainerStatus* cs = nullptr;
     if (sp.status) {
@@ -402,7 +402,7 @@ nlohmann::json SummaryProvider::podJson(const SummaryPod& sp, Collection& run) {
   p["containers"] = std::move(containers);
   nlohmann::json volumes = nlohmann::json::array();
   if (!o.root_dir.empty()) {
-    for (const auto& v : pod.spec.volumes) {
+    for (const auto& v : pod.spec->volumes) {
       if (v.source_type != "emptyDir") continue;
       auto pod_dir = base::childPath(fs::path(o.root_dir) / "pods", "pod UID", meta.uid);
       if (!pod_dir.ok()) break;
@@ -454,7 +454,7 @@ eviction::PodUsageMap SummaryProvider::podUsage(const std::vector<api::PodPtr>& 
       pod_logs =
           runtime::buildPodLogsDirectory(o.pod_log_dir, meta.namespace_, meta.name, meta.uid);
     }
-    for (const auto& c : pod.spec.containers) {
+    for (const auto& c : pod.spec->containers) {
       eviction::ContainerUsage cu;
       cu.name = c.name;
       if (pod_cgroup && status) {
@@ -480,7 +480,7 @@ eviction::PodUsageMap SummaryProvider::podUsage(const std::vector<api::PodPtr>& 
     // kubelet's local volumes: emptyDir not backed by memory. (hostPath counts too, but kubelet
     // has no metrics for it: it adds nothing.)
     if (!o.root_dir.empty()) {
-      for (const auto& v : pod.spec.volumes) {
+      for (const auto& v : pod.spec->volumes) {
         if (v.source_type != "emptyDir" || v.empty_dir_medium == "Memory") continue;
         auto pod_dir = base::childPath(fs::path(o.root_dir) / "pods", "pod UID", meta.uid);
         if (!pod_dir.ok()) break;

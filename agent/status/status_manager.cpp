@@ -90,7 +90,7 @@ void normalizeStatus(const api::Pod& pod, api::PodStatus& status) {
     c.last_transition_time = truncate(c.last_transition_time);
   }
   size_t bytes_per_status = kMaxPodTerminationMessageLogLength;
-  if (size_t n = pod.spec.containers.size() + pod.spec.init_containers.size(); n > 0) {
+  if (size_t n = pod.spec->containers.size() + pod.spec->init_containers.size(); n > 0) {
     bytes_per_status /= n;
   }
   for (auto& s : status.container_statuses) normalizeContainer(s, bytes_per_status);
@@ -98,14 +98,14 @@ void normalizeStatus(const api::Pod& pod, api::PodStatus& status) {
   std::sort(status.container_statuses.begin(), status.container_statuses.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
   std::vector<api::ContainerStatus> init_sorted;
-  for (const auto& c : pod.spec.init_containers) {
+  for (const auto& c : pod.spec->init_containers) {
     for (auto& s : status.init_container_statuses) {
       if (s.name == c.name) init_sorted.push_back(std::move(s));
     }
   }
   for (auto& s : status.init_container_statuses) {
     if (!s.name.empty() &&
-        std::none_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(),
+        std::none_of(pod.spec->init_containers.begin(), pod.spec->init_containers.end(),
                      [&](const auto& c) { return c.name == s.name; })) {
       init_sorted.push_back(std::move(s));
     }
@@ -215,9 +215,9 @@ bool checkStateTransitions(const api::Pod& pod, const api::PodStatus& old,
                            const api::PodStatus& status) {
   std::string why;
   if (!checkContainerStateTransition(old.container_statuses, status.container_statuses,
-                                     pod.spec.restart_policy, &why) ||
+                                     pod.spec->restart_policy, &why) ||
       !checkContainerStateTransition(old.init_container_statuses, status.init_container_statuses,
-                                     pod.spec.restart_policy, &why)) {
+                                     pod.spec->restart_policy, &why)) {
     log()->error("Status update aborted pod={} uid={} reason={}", api::podRef(pod),
                  pod.metadata.uid, why);
     return false;

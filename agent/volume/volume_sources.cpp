@@ -124,7 +124,7 @@ base::Status addTokenPayload(const api::Pod& pod, const json& source, int64_t de
   ServiceAccountTokenRequest request;
   request.ns = pod.metadata.namespace_;
   request.service_account =
-      pod.spec.service_account_name.empty() ? "default" : pod.spec.service_account_name;
+      pod.spec->service_account_name.empty() ? "default" : pod.spec->service_account_name;
   request.audience = stringMember(source, "audience");
   auto expiration = source.find("expirationSeconds");
   if (expiration != source.end() && !expiration->is_null()) {

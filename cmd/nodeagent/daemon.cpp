@@ -370,8 +370,8 @@ std::shared_ptr<agent::images::ImageGcManager> Daemon::makeImageGc() {
   io.wanted_images = [this] {
     std::vector<std::string> images;
     for (const auto& pod : agent_.activePods()) {
-      for (const auto& c : pod->spec.init_containers) images.push_back(c.image);
-      for (const auto& c : pod->spec.containers) images.push_back(c.image);
+      for (const auto& c : pod->spec->init_containers) images.push_back(c.image);
+      for (const auto& c : pod->spec->containers) images.push_back(c.image);
     }
     return images;
   };

@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& pod : result.pods) {
     check(pod != nullptr && pod->raw != nullptr && !pod->raw->empty());
     check(pod->metadata.uid.size() > 0);
-    check(pod->spec.node_name == "node1");
+    check(pod->spec->node_name == "node1");
     check(pod->status.phase == "Pending");
     check(nodeagent::config::validatePod(*pod).empty());
   }

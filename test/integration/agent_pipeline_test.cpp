@@ -165,7 +165,7 @@ class Pipeline {
     c.name = container;
     c.image = "debian:12";
     c.command = {"sleep", "1000"};
-    pod->spec.containers.push_back(c);
+    pod->spec->containers.push_back(c);
     std::promise<bool> done;
     asio::co_spawn(
         io_.context(),
@@ -173,7 +173,7 @@ class Pipeline {
           // The awaitable is made outside the co_await expression: GCC 12 destroys temporaries
           // of a co_await expression twice.
           runtime::StartContainerOptions options;
-          auto start = runtime_->startContainer(pod, pod->spec.containers[0], 0, options);
+          auto start = runtime_->startContainer(pod, pod->spec->containers[0], 0, options);
           auto id = co_await std::move(start);
           done.set_value(id.ok());
         },

@@ -78,8 +78,8 @@ ContainerId startMain(testing::CriRuntimeFixture& f, const api::PodPtr& pod,
                       const std::string& sandbox_id) {
   StartContainerOptions options;
   options.sandbox_id = sandbox_id;
-  options.image = pod->spec.containers[0].image;
-  auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], 0, options));
+  options.image = pod->spec->containers[0].image;
+  auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
   INFO(id.status().message());
   REQUIRE(id.ok());
   return *id;

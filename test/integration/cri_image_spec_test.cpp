@@ -58,7 +58,7 @@ TEST_CASE("cri runtime: a container is created from its image's ID and user as t
   options.sandbox_id = *sandbox_id;
   options.image = kBusybox;
   SECTION("without image info the runtime asks: the image runs as root, runAsNonRoot refuses it") {
-    auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], 0, options));
+    auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
     REQUIRE_FALSE(id.ok());
     CHECK(id.status().message().find("runAsNonRoot") != std::string::npos);
   }
@@ -66,7 +66,7 @@ TEST_CASE("cri runtime: a container is created from its image's ID and user as t
     // The image manager's answer, here with a user the image does not have: the runtime does not
     // ask ImageStatus again, so runAsNonRoot passes on it.
     options.image_info = ImageInfo{image_id, {kBusybox}, {}, 0, 1000, ""};
-    auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], 0, options));
+    auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
     INFO(id.status().message());
     REQUIRE(id.ok());
     // The runtime's list has the image as CreateContainer got it: the ID, as under kubelet.

@@ -60,7 +60,7 @@ struct Fixture : testing::CriRuntimeFixture {
                    })
                    .build();
     events.clear();
-    return testing::runAwaitable(ioc, images->ensureImageExists(pod, pod->spec.containers[0]));
+    return testing::runAwaitable(ioc, images->ensureImageExists(pod, pod->spec->containers[0]));
   }
 };
 

@@ -120,7 +120,8 @@ TEST_CASE("cri pull secrets: the image manager pulls with the pod's dockerconfig
                    .build();
     reasons.clear();
     messages.clear();
-    return testing::runAwaitable(f.cri.ioc, images.ensureImageExists(pod, pod->spec.containers[0]));
+    return testing::runAwaitable(f.cri.ioc,
+                                 images.ensureImageExists(pod, pod->spec->containers[0]));
   };
   testing::LogCapture logs("images");
 

@@ -4,8 +4,8 @@
 // the image calls of image garbage collection, and the collection itself.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -59,7 +59,7 @@ PodSandboxConfig sandboxConfig(const CriRuntime& runtime, const api::Pod& pod) {
       runtime.podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);
   config.hostname = "web";
   config.labels = {{"app", "web"}};
-  config.host_network = pod.spec.host_network;
+  config.host_network = pod.spec->host_network;
   return config;
 }
 
@@ -68,8 +68,8 @@ ContainerId start(Fixture& f, const api::PodPtr& pod, const std::string& sandbox
   StartContainerOptions options;
   options.mounts = std::move(mounts);
   options.sandbox_id = sandbox_id;
-  options.image = pod->spec.containers[0].image;
-  auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], attempt, options));
+  options.image = pod->spec->containers[0].image;
+  auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], attempt, options));
   INFO(id.status().message());
   REQUIRE(id.ok());
   CHECK(id->type == "containerd");
@@ -96,7 +96,7 @@ void expectRunning(Fixture& f, const api::Pod& pod, const ContainerId& id,
   CHECK(c.name == "main");
   CHECK(c.state == ContainerState::kRunning);
   CHECK(c.restart_count == 0);
-  CHECK(c.hash == pod.spec.containers[0].hash);
+  CHECK(c.hash == pod.spec->containers[0].hash);
   CHECK(c.started_at >= c.created_at);
   const fs::path log = f.runtime->containerLogsPath("default", "web", "uid-1234", "main", 0);
   CHECK(c.log_path == log);
@@ -112,7 +112,7 @@ void expectRunning(Fixture& f, const api::Pod& pod, const ContainerId& id,
   CHECK((*pods)[0].namespace_ == "default");
   REQUIRE((*pods)[0].containers.size() == 1);
   CHECK((*pods)[0].containers[0].id == id);
-  CHECK((*pods)[0].containers[0].hash == pod.spec.containers[0].hash);
+  CHECK((*pods)[0].containers[0].hash == pod.spec->containers[0].hash);
 }
 
 void expectExec(Fixture& f, const ContainerId& id) {
@@ -255,8 +255,8 @@ TEST_CASE(
   options.record_node_warning = [&](const std::string& reason, const std::string&) {
     warnings.push_back(reason);
   };
-  auto gc = std::make_shared<agent::images::ImageGcManager>(f.ioc.get_executor(),
-                                                            base::realClock(), *f.runtime, options);
+  auto gc = std::make_shared<agent::images::ImageGcManager>(f.ioc.get_executor(), base::realClock(),
+                                                            *f.runtime, options);
   auto collected = f.run(gc->garbageCollect());
   INFO(collected.message());
   CHECK_THAT(collected.message(), Catch::Contains("failed to garbage collect"));
@@ -371,8 +371,8 @@ TEST_CASE("cri runtime: a command that cannot run fails the start and leaves an 
   REQUIRE(sandbox_id.ok());
   StartContainerOptions options;
   options.sandbox_id = *sandbox_id;
-  options.image = pod->spec.containers[0].image;
-  auto id = f.run(f.runtime->startContainer(pod, pod->spec.containers[0], 0, options));
+  options.image = pod->spec->containers[0].image;
+  auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
   REQUIRE_FALSE(id.ok());
   INFO(id.status().message());
   CHECK(startErrorReason(id.status()) == kRunContainerError);

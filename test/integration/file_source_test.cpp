@@ -618,7 +618,7 @@ TEST_CASE(
   CHECK(h.source->stats().stat_sweeps > before.stat_sweeps);
   auto pods = h.last().pods;
   REQUIRE(pods.size() == 1);
-  CHECK(pods[0]->spec.containers.at(0).image == "busybox:1.37");
+  CHECK(pods[0]->spec->containers.at(0).image == "busybox:1.37");
 }
 
 TEST_CASE(
@@ -629,8 +629,7 @@ TEST_CASE(
   // Enough files for the parallel read, with each kind the sequential path handles beside them.
   const int n = 300;
   for (int i = 0; i < n; ++i) {
-    testing::writeFile(dir / ("p" + std::to_string(i) + ".yaml"),
-                       podYaml("p" + std::to_string(i)));
+    testing::writeFile(dir / ("p" + std::to_string(i) + ".yaml"), podYaml("p" + std::to_string(i)));
   }
   testing::writeFile(dir / "bad-syntax.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n");
   testing::writeFile(dir / "bad-field.yaml", podYaml("Bad_Name"));
@@ -651,14 +650,12 @@ TEST_CASE(
   CHECK(names == want);
   // Every pod decoded with its file's path and the node's defaults.
   for (const auto& pod : h.last().pods) {
-    CHECK(pod->spec.node_name == "node1");
+    CHECK(pod->spec->node_name == "node1");
     CHECK(pod->metadata.annotations.count("kubernetes.io/config.seen") == 1);
   }
   // dup.yaml sorts before p7.yaml: the last one in sorted order wins (kubelet's rule), dup.yaml
   // is the reported duplicate.
-  auto error = [&](const std::string& file) {
-    return h.errors.get("file", (dir / file).string());
-  };
+  auto error = [&](const std::string& file) { return h.errors.get("file", (dir / file).string()); };
   REQUIRE(error("bad-syntax.yaml"));
   REQUIRE(error("bad-field.yaml"));
   CHECK(error("bad-field.yaml")->message.find("metadata.name") != std::string::npos);

@@ -148,10 +148,10 @@ class HandlerEnv {
     greeting.name = "GREETING";
     greeting.value = "hello";
     c.env.push_back(greeting);
-    pod->spec.containers.push_back(c);
+    pod->spec->containers.push_back(c);
     runtime::StartContainerOptions options;
     options.pod_dir = dir_ / "pod";
-    auto start = runtime_->startContainer(pod, pod->spec.containers[0], 0, options);
+    auto start = runtime_->startContainer(pod, pod->spec->containers[0], 0, options);
     auto id = run(std::move(start));
     REQUIRE(id.ok());
     started_.push_back(*id);

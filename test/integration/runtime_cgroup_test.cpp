@@ -104,9 +104,9 @@ api::PodPtr makePod(const std::string& uid, std::vector<api::Container> containe
   pod->metadata.name = "pod-" + uid;
   pod->metadata.namespace_ = "default";
   pod->metadata.uid = uid;
-  pod->spec.node_name = "node-a";
-  pod->spec.containers = std::move(containers);
-  pod->spec.termination_grace_period_seconds = 2;
+  pod->spec->node_name = "node-a";
+  pod->spec->containers = std::move(containers);
+  pod->spec->termination_grace_period_seconds = 2;
   return pod;
 }
 
@@ -213,7 +213,7 @@ class Env {
 
   base::StatusOr<ContainerId> tryStart(const api::PodPtr& pod, StartContainerOptions options,
                                        size_t index = 0) {
-    return sync(runtime_->startContainer(pod, pod->spec.containers[index], 0, std::move(options)));
+    return sync(runtime_->startContainer(pod, pod->spec->containers[index], 0, std::move(options)));
   }
   ContainerId start(const api::PodPtr& pod, StartContainerOptions options, size_t index = 0) {
     auto id = tryStart(pod, std::move(options), index);

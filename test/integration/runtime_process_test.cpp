@@ -50,9 +50,9 @@ api::PodPtr makePod(const std::string& uid, std::vector<api::Container> containe
   pod->metadata.name = "pod-" + uid;
   pod->metadata.namespace_ = "default";
   pod->metadata.uid = uid;
-  pod->spec.node_name = "node-a";
-  pod->spec.containers = std::move(containers);
-  pod->spec.termination_grace_period_seconds = grace;
+  pod->spec->node_name = "node-a";
+  pod->spec->containers = std::move(containers);
+  pod->spec->termination_grace_period_seconds = grace;
   return pod;
 }
 
@@ -121,7 +121,7 @@ class Env {
 
   ContainerId start(const api::PodPtr& pod, size_t index = 0, int attempt = 0,
                     StartContainerOptions options = {}) {
-    auto id = sync(runtime_->startContainer(pod, pod->spec.containers[index], attempt, options));
+    auto id = sync(runtime_->startContainer(pod, pod->spec->containers[index], attempt, options));
     INFO(id.status().toString());
     REQUIRE(id.ok());
     return *id;
@@ -228,7 +228,7 @@ TEST_CASE(
         *makePod(c.uid, {shContainer(c.container, "echo hi; sleep 100")}));
     edited->metadata.namespace_ = c.ns;
     api::PodPtr pod = edited;
-    auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = env.sync(env.runtime().startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE_FALSE(id.ok());
     CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
     CHECK(id.status().message().find("is not a valid path component") != std::string::npos);
@@ -365,7 +365,7 @@ TEST_CASE("process runtime: start errors carry kubelet's reasons", "[integration
     c.name = "noop";
     c.image = "nginx";
     auto pod = makePod("u-empty", {c});
-    auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = env.sync(env.runtime().startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE_FALSE(id.ok());
     CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
     CHECK(id.status().message().find("command") != std::string::npos);
@@ -381,7 +381,7 @@ TEST_CASE("process runtime: start errors carry kubelet's reasons", "[integration
     c.name = "missing";
     c.command = {"no-such-program-xyz"};
     auto pod = makePod("u-missing", {c});
-    auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = env.sync(env.runtime().startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE_FALSE(id.ok());
     CHECK(startErrorReason(id.status()) == kRunContainerError);
     CHECK(id.status().message().find("no-such-program-xyz") != std::string::npos);
@@ -777,7 +777,7 @@ TEST_CASE(
   low.rlim_cur = static_cast<rlim_t>(lowest_free);
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
   auto second = makePod("u-nofile-b", {shContainer("main", "exec sleep 30")});
-  auto failed = env.sync(env.runtime().startContainer(second, second->spec.containers[0], 0, {}));
+  auto failed = env.sync(env.runtime().startContainer(second, second->spec->containers[0], 0, {}));
   ::setrlimit(RLIMIT_NOFILE, &saved);
   REQUIRE_FALSE(failed.ok());
   INFO(failed.status().toString());
@@ -1024,7 +1024,7 @@ api::Container sleeper(std::optional<api::SecurityContext> sc = std::nullopt) {
 api::PodPtr podWith(const std::string& uid, api::Container c,
                     std::optional<api::PodSecurityContext> psc = std::nullopt) {
   auto pod = makePod(uid, {std::move(c)});
-  std::const_pointer_cast<api::Pod>(pod)->spec.security_context = std::move(psc);
+  std::const_pointer_cast<api::Pod>(pod)->spec->security_context = std::move(psc);
   return pod;
 }
 
@@ -1115,7 +1115,7 @@ TEST_CASE("process runtime: runAsNonRoot refuses root with kubelet's reason and 
   skipUnlessRoot();
   Env env;
   auto refused = [&](const api::PodPtr& pod) {
-    auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = env.sync(env.runtime().startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE_FALSE(id.ok());
     CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
     auto st =
@@ -1195,7 +1195,7 @@ TEST_CASE("process runtime: refuse_root (apiserver pods) refuses root and runs a
   StartContainerOptions options;
   options.refuse_root = true;
   auto pod = podWith("u-api-root", sleeper());
-  auto id = env.sync(env.runtime().startContainer(pod, pod->spec.containers[0], 0, options));
+  auto id = env.sync(env.runtime().startContainer(pod, pod->spec->containers[0], 0, options));
   REQUIRE_FALSE(id.ok());
   CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
   CHECK_THAT(

@@ -40,8 +40,8 @@ api::PodPtr makePod(const std::string& uid, api::Container container) {
   pod->metadata.name = "pod-" + uid;
   pod->metadata.namespace_ = "default";
   pod->metadata.uid = uid;
-  pod->spec.node_name = "node-a";
-  pod->spec.containers = {std::move(container)};
+  pod->spec->node_name = "node-a";
+  pod->spec->containers = {std::move(container)};
   return pod;
 }
 
@@ -123,7 +123,7 @@ class Env {
   }
 
   ContainerId start(const api::PodPtr& pod) {
-    auto id = sync(runtime_->startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = sync(runtime_->startContainer(pod, pod->spec->containers[0], 0, {}));
     INFO(id.status().toString());
     REQUIRE(id.ok());
     return *id;

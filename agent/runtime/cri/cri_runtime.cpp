@@ -102,7 +102,7 @@ cri::NamespaceOptions namespacesForPod(bool host_network, bool host_pid, bool ho
 }
 
 cri::NamespaceOptions namespacesForPod(const api::Pod& pod) {
-  return namespacesForPod(pod.spec.host_network, pod.spec.host_pid, pod.spec.host_ipc,
+  return namespacesForPod(pod.spec->host_network, pod.spec->host_pid, pod.spec->host_ipc,
                           specExtras(pod).share_process_namespace);
 }
 
@@ -577,16 +577,16 @@ cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem
   config.log_directory = log_dir;
   config.hostname = podHostname(pod);
   config.cgroup_parent = options.cgroup_parent;
-  config.host_network = pod.spec.host_network;
-  config.host_pid = pod.spec.host_pid;
-  config.host_ipc = pod.spec.host_ipc;
+  config.host_network = pod.spec->host_network;
+  config.host_pid = pod.spec->host_pid;
+  config.host_ipc = pod.spec->host_ipc;
   config.share_process_namespace = specExtras(pod).share_process_namespace;
   auto privileged = [](const api::Container& c) {
     return c.security_context && c.security_context->privileged.value_or(false);
   };
   config.privileged =
-      std::any_of(pod.spec.init_containers.begin(), pod.spec.init_containers.end(), privileged) ||
-      std::any_of(pod.spec.containers.begin(), pod.spec.containers.end(), privileged);
+      std::any_of(pod.spec->init_containers.begin(), pod.spec->init_containers.end(), privileged) ||
+      std::any_of(pod.spec->containers.begin(), pod.spec->containers.end(), privileged);
   return toCriSandbox(config);
 }
 

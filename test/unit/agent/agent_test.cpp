@@ -313,7 +313,7 @@ TEST_CASE("agent: containers the runtime had before sandboxes existed keep runni
       h.ioc,
       [&h, pod]() -> asio::awaitable<void> {
         runtime::StartContainerOptions options;  // named: see GCC 12 and co_await temporaries
-        auto id = co_await h.runtime.startContainer(pod, pod->spec.containers[0], 0, options);
+        auto id = co_await h.runtime.startContainer(pod, pod->spec->containers[0], 0, options);
         CHECK(id.ok());
       },
       asio::detached);
@@ -581,7 +581,7 @@ TEST_CASE("agent: housekeeping runs at the next tick after a container nobody wa
       [&h, unknown]() -> asio::awaitable<void> {
         runtime::StartContainerOptions options;  // named: see GCC 12 and co_await temporaries
         auto id =
-            co_await h.runtime.startContainer(unknown, unknown->spec.containers[0], 0, options);
+            co_await h.runtime.startContainer(unknown, unknown->spec->containers[0], 0, options);
         CHECK(id.ok());
       },
       asio::detached);
@@ -859,7 +859,7 @@ TEST_CASE(
                 {{"name", "../../../../../escape-v"}, {"emptyDir", nlohmann::json::object()}}};
           })
           .build();
-  REQUIRE(escape_volume->spec.volumes.size() == 1);
+  REQUIRE(escape_volume->spec->volumes.size() == 1);
   h.update(api::PodOperation::kAdd, {escape_uid, escape_volume, webPod()}, "api");
   h.advance(3s);
   // Only the good pod's container started.

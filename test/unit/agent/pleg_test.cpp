@@ -48,7 +48,7 @@ struct Harness {
         [this, pod]() -> asio::awaitable<void> {
           // Named: GCC 12 destroys temporaries inside a co_await expression twice.
           runtime::StartContainerOptions options;
-          auto id = co_await runtime.startContainer(pod, pod->spec.containers[0], 0, options);
+          auto id = co_await runtime.startContainer(pod, pod->spec->containers[0], 0, options);
           CHECK(id.ok());
         },
         asio::detached);

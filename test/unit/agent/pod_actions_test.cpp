@@ -43,7 +43,7 @@ runtime::PodStatus runningIn(const api::Pod& pod, std::vector<runtime::PodSandbo
   status.uid = pod.metadata.uid;
   status.ips = std::move(ips);
   status.sandbox_statuses = std::move(sandboxes);
-  for (const auto& c : pod.spec.containers) {
+  for (const auto& c : pod.spec->containers) {
     auto cs = container(c.name, ContainerState::kRunning);
     cs.hash = c.hash;
     status.container_statuses.push_back(cs);

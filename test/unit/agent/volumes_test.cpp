@@ -49,7 +49,7 @@ TEST_CASE("volumes: an emptyDir is made under the pod's directory, world-writabl
   REQUIRE(::stat(expected.c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0777);
 
-  auto mounts = agent::VolumePreparer::mountsFor(*pod, pod->spec.containers[0], *prepared);
+  auto mounts = agent::VolumePreparer::mountsFor(*pod, pod->spec->containers[0], *prepared);
   REQUIRE(mounts.ok());
   REQUIRE(mounts->size() == 1);
   CHECK((*mounts)[0].volume == "data");
@@ -63,21 +63,22 @@ TEST_CASE("volumes: a mount naming no volume of the pod or escaping it with subP
   std::vector<runtime::PodVolume> prepared{{"data", "/var/lib/x"}};
   auto unknown =
       podWithVolumes(nlohmann::json::array(), {{{"name", "other"}, {"mountPath", "/o"}}});
-  auto m = agent::VolumePreparer::mountsFor(*unknown, unknown->spec.containers[0], prepared);
+  auto m = agent::VolumePreparer::mountsFor(*unknown, unknown->spec->containers[0], prepared);
   REQUIRE_FALSE(m.ok());
   CHECK(m.status().code() == base::StatusCode::kInvalidArgument);
   CHECK_THAT(m.status().message(), Catch::Contains("no volume \"other\""));
   for (const char* sub : {"../etc", "a/../../b", "/abs"}) {
     auto escaping = podWithVolumes(nlohmann::json::array(),
                                    {{{"name", "data"}, {"mountPath", "/d"}, {"subPath", sub}}});
-    auto e = agent::VolumePreparer::mountsFor(*escaping, escaping->spec.containers[0], prepared);
+    auto e = agent::VolumePreparer::mountsFor(*escaping, escaping->spec->containers[0], prepared);
     REQUIRE_FALSE(e.ok());
     CHECK_THAT(e.status().message(), Catch::Contains("subPath"));
   }
 }
 
-TEST_CASE("volumes: a hostPath is checked against its type, and only static pods may have it created",
-          "[unit][agent]") {
+TEST_CASE(
+    "volumes: a hostPath is checked against its type, and only static pods may have it created",
+    "[unit][agent]") {
   testing::TempDir root;
   agent::PodDirectories dirs(root.path());
   agent::VolumePreparer volumes(dirs, false);

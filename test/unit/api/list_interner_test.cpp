@@ -1,9 +1,10 @@
-// ListInterner: one copy of each distinct list among those alive, and never a write that reaches
-// another holder.
+// ListInterner and BoxInterner: one copy of each distinct list or part among those alive, and
+// never a write that reaches another holder.
 #include <catch2/catch.hpp>
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/list_interner.h"
@@ -72,4 +73,34 @@ TEST_CASE("list interner: items another list holds are interned as a copy", "[un
   theirs[0] = "changed";  // the only holder now: written in place
   CHECK(interned.items() == std::vector<std::string>{"a", "b"});
   CHECK(intern(interner, Strings{"a", "b"}).sharesWith(interned));
+}
+
+TEST_CASE("box interner: equal parts share one copy, and a write copies it first", "[unit][api]") {
+  using Box = api::SharedBox<std::string>;
+  api::BoxInterner<std::string> interner;
+  const auto key = [](const std::string& s) { return api::hash128(s); };
+  const Box first = interner.intern(Box{"a"}, key("a"));
+  const Box second = interner.intern(Box{"a"}, key("a"));
+  CHECK(second.sharesWith(first));
+  CHECK_FALSE(interner.intern(Box{"b"}, key("b")).sharesWith(first));
+  CHECK_FALSE(interner.intern(Box{}, key("")).has_value());
+
+  // A write through a shared part copies it, even through its last holder.
+  Box edited = second;
+  *edited = "changed";
+  CHECK(*first == "a");
+  Box only = interner.intern(Box{"x"}, key("x"));
+  std::weak_ptr<std::string> interned = only.sharedValue();
+  *only += "y";
+  CHECK(interned.expired());
+  CHECK(*std::as_const(only) == "xy");
+
+  // A part another box holds, which that box may write in place, is interned as a copy.
+  Box mine{"m"};
+  Box theirs = mine;
+  const Box kept = interner.intern(mine, key("m"));
+  CHECK_FALSE(kept.sharesWith(theirs));
+  mine = Box{};
+  *theirs = "changed";
+  CHECK(*kept == "m");
 }

@@ -129,7 +129,7 @@ TEST_CASE("decodePod: builds every typed field", "[unit][api]") {
   CHECK(m.owner_references[0] == OwnerReference{"v1", "Node", "n1", "nu", true, false});
   CHECK(pod.fullName() == "web_prod");
 
-  const auto& s = pod.spec;
+  const api::PodSpec& s = *pod.spec;
   REQUIRE(s.init_containers.size() == 1);
   CHECK(s.init_containers[0].command == std::vector<std::string>{"true"});
   REQUIRE(s.containers.size() == 1);
@@ -255,8 +255,8 @@ TEST_CASE("decodePod: raw is the canonical JSON of the whole object", "[unit][ap
   CHECK(*pod.raw == canonicalJson(j));
   CHECK(pod.content_hash == canonicalHash(j));
   CHECK(pod.spec_hash == canonicalHash(j["spec"]));
-  CHECK(pod.spec.containers[0].hash == canonicalHash(j["spec"]["containers"][0]));
-  CHECK(pod.spec.init_containers[0].hash == canonicalHash(j["spec"]["initContainers"][0]));
+  CHECK(pod.spec->containers[0].hash == canonicalHash(j["spec"]["containers"][0]));
+  CHECK(pod.spec->init_containers[0].hash == canonicalHash(j["spec"]["initContainers"][0]));
 }
 
 TEST_CASE("encodePod: unknown fields survive a round trip at every level", "[unit][api]") {
@@ -307,8 +307,8 @@ TEST_CASE("decodePod: hashes separate spec changes from metadata changes", "[uni
   CHECK(a.spec_hash == b.spec_hash);
   CHECK(a.content_hash != b.content_hash);
   CHECK(a.spec_hash != c.spec_hash);
-  CHECK(a.spec.containers[0].hash == b.spec.containers[0].hash);
-  CHECK(a.spec.containers[0].hash != c.spec.containers[0].hash);
+  CHECK(a.spec->containers[0].hash == b.spec->containers[0].hash);
+  CHECK(a.spec->containers[0].hash != c.spec->containers[0].hash);
 }
 
 TEST_CASE("decodePod: missing kind and apiVersion are fine, wrong ones are not", "[unit][api]") {
@@ -379,9 +379,9 @@ TEST_CASE("decodePod: wrong types name the field path", "[unit][api]") {
 TEST_CASE("decodePod: integral floats and negative numbers in range are accepted", "[unit][api]") {
   Pod pod = mustDecode(R"({"spec":{"terminationGracePeriodSeconds":30.0,"priority":-5,
                            "containers":[{"ports":[{"containerPort":1e3}]}]}})");
-  CHECK(pod.spec.termination_grace_period_seconds == 30);
-  CHECK(pod.spec.priority == -5);
-  CHECK(pod.spec.containers[0].ports[0].container_port == 1000);
+  CHECK(pod.spec->termination_grace_period_seconds == 30);
+  CHECK(pod.spec->priority == -5);
+  CHECK(pod.spec->containers[0].ports[0].container_port == 1000);
 }
 
 TEST_CASE("decodePod: nulls are treated as absent", "[unit][api]") {
@@ -389,7 +389,7 @@ TEST_CASE("decodePod: nulls are treated as absent", "[unit][api]") {
                            "spec":{"containers":null,"nodeName":null},"status":null})");
   CHECK(pod.metadata.labels.empty());
   CHECK_FALSE(pod.metadata.deletion_timestamp);
-  CHECK(pod.spec.containers.empty());
+  CHECK(pod.spec->containers.empty());
 }
 
 TEST_CASE("decodePodJson: parses strictly then decodes", "[unit][api]") {
@@ -516,8 +516,8 @@ TEST_CASE("PodBuilder: builds pods whose raw and typed views agree", "[unit][api
   CHECK(pod->metadata.namespace_ == "kube-system");
   CHECK(pod->metadata.uid == "u1");
   CHECK(pod->metadata.deletion_timestamp == t);
-  CHECK(pod->spec.containers[0].command == std::vector<std::string>{"sleep", "10"});
-  CHECK(pod->spec.node_name == "n1");
+  CHECK(pod->spec->containers[0].command == std::vector<std::string>{"sleep", "10"});
+  CHECK(pod->spec->node_name == "n1");
   CHECK(*decodePod(encodePod(*pod))->raw == *pod->raw);
   CHECK(testing::podFromJson(*pod->raw)->content_hash == pod->content_hash);
   CHECK(testing::podFromJson("metadata: {name: web2}")->metadata.name == "web2");
@@ -611,13 +611,13 @@ status:
     state: {terminated: {exitCode: 3, reason: Error}}
     lastState: {waiting: {reason: CrashLoopBackOff}}
 )");
-  REQUIRE(pod.spec.security_context);
-  CHECK(pod.spec.security_context->run_as_user == 1000);
-  REQUIRE(pod.spec.containers[0].security_context);
-  CHECK(pod.spec.containers[0].security_context->run_as_non_root == true);
-  REQUIRE(pod.spec.containers[0].env[0].field_ref);
-  CHECK(pod.spec.containers[0].env[0].field_ref->field_path == "metadata.name");
-  CHECK_FALSE(pod.spec.containers[0].env[0].resource_field_ref);
+  REQUIRE(pod.spec->security_context);
+  CHECK(pod.spec->security_context->run_as_user == 1000);
+  REQUIRE(pod.spec->containers[0].security_context);
+  CHECK(pod.spec->containers[0].security_context->run_as_non_root == true);
+  REQUIRE(pod.spec->containers[0].env[0].field_ref);
+  CHECK(pod.spec->containers[0].env[0].field_ref->field_path == "metadata.name");
+  CHECK_FALSE(pod.spec->containers[0].env[0].resource_field_ref);
   const auto& cs = pod.status->container_statuses.at(0);
   REQUIRE(cs.state.terminated);
   CHECK(cs.state.terminated->exit_code == 3);
@@ -644,11 +644,11 @@ TEST_CASE("decoded pods with the same containers share one copy of them", "[unit
   Pod a = replica("a", "debian:12");
   Pod b = replica("b", "debian:12");
   Pod c = replica("c", "debian:13");
-  CHECK(a.spec.containers.sharesWith(b.spec.containers));
-  CHECK_FALSE(a.spec.containers.sharesWith(c.spec.containers));
-  CHECK(a.spec.containers == b.spec.containers);
-  CHECK_FALSE(a.spec.containers == c.spec.containers);
-  CHECK(a.spec.init_containers.empty());
+  CHECK(a.spec->containers.sharesWith(b.spec->containers));
+  CHECK_FALSE(a.spec->containers.sharesWith(c.spec->containers));
+  CHECK(a.spec->containers == b.spec->containers);
+  CHECK_FALSE(a.spec->containers == c.spec->containers);
+  CHECK(a.spec->init_containers.empty());
   // Each pod keeps its own metadata and raw JSON.
   CHECK(a.metadata.name == "a");
   CHECK(b.metadata.name == "b");
@@ -656,30 +656,67 @@ TEST_CASE("decoded pods with the same containers share one copy of them", "[unit
 
   SECTION("a write through one pod's copy never reaches another pod") {
     Pod edited = a;
-    edited.spec.containers[0].image = "busybox";
-    edited.spec.containers.push_back(Container{});
-    CHECK(a.spec.containers.size() == 1);
-    CHECK(a.spec.containers[0].image == "debian:12");
-    CHECK(b.spec.containers[0].image == "debian:12");
-    CHECK(edited.spec.containers.size() == 2);
-    CHECK(edited.spec.containers[0].image == "busybox");
+    edited.spec->containers[0].image = "busybox";
+    edited.spec->containers.push_back(Container{});
+    CHECK(a.spec->containers.size() == 1);
+    CHECK(a.spec->containers[0].image == "debian:12");
+    CHECK(b.spec->containers[0].image == "debian:12");
+    CHECK(edited.spec->containers.size() == 2);
+    CHECK(edited.spec->containers[0].image == "busybox");
     // Even the last holder of a shared list copies before writing: the codec may hand its
     // items to the next pod decoded.
     Pod last = replica("d", "debian:14");
-    last.spec.containers[0].image = "changed";
-    CHECK(replica("e", "debian:14").spec.containers[0].image == "debian:14");
+    last.spec->containers[0].image = "changed";
+    CHECK(replica("e", "debian:14").spec->containers[0].image == "debian:14");
   }
   SECTION("lists outlive the pods that made them only while some pod holds them") {
-    std::weak_ptr<std::vector<Container>> held = c.spec.containers.sharedItems();
+    std::weak_ptr<std::vector<Container>> held = c.spec->containers.sharedItems();
     c = Pod{};
     CHECK(held.expired());
     Pod again = replica("f", "debian:13");
-    CHECK(again.spec.containers[0].image == "debian:13");
+    CHECK(again.spec->containers[0].image == "debian:13");
     // Thousands of distinct lists come and go without the table keeping any of them alive.
     for (int i = 0; i < 3000; ++i) {
       Pod p = replica("g", "img-" + std::to_string(i));
-      REQUIRE(p.spec.containers[0].image == "img-" + std::to_string(i));
+      REQUIRE(p.spec->containers[0].image == "img-" + std::to_string(i));
     }
+  }
+}
+
+TEST_CASE("decoded pods with the same spec share one copy of it", "[unit][api]") {
+  // Reads go through const pods, as PodPtr gives them: any access through a non-const pod makes
+  // its spec its own.
+  const Pod a = replica("a", "debian:12");
+  const Pod b = replica("b", "debian:12");
+  const Pod c = replica("c", "debian:13");
+  CHECK(a.spec.sharesWith(b.spec));
+  CHECK_FALSE(a.spec.sharesWith(c.spec));
+  CHECK(a.spec_hash == b.spec_hash);
+  CHECK(a.spec->containers[0].image == "debian:12");
+  CHECK(c.spec->containers[0].image == "debian:13");
+  // The spec is a pointer in the pod, which keeps its own metadata, status and raw JSON.
+  CHECK(sizeof(Pod) <= 512);
+  const Pod bare = mustDecode("apiVersion: v1\nkind: Pod\nmetadata:\n  name: bare\n");
+  CHECK_FALSE(bare.spec.has_value());
+  CHECK(bare.spec->containers.empty());
+
+  SECTION("a write through one pod's copy never reaches another pod") {
+    Pod edited = a;
+    edited.spec->node_name = "n2";
+    edited.spec->containers[0].image = "busybox";
+    CHECK_FALSE(edited.spec.sharesWith(a.spec));
+    CHECK(a.spec->node_name.empty());
+    CHECK(a.spec->containers[0].image == "debian:12");
+    CHECK(a.spec.sharesWith(b.spec));
+    CHECK(replica("d", "debian:12").spec.sharesWith(b.spec));
+  }
+  SECTION("even through the last pod that holds it") {
+    Pod last = replica("e", "debian:14");
+    std::weak_ptr<PodSpec> interned = std::as_const(last).spec.sharedValue();
+    last.spec->node_name = "changed";
+    CHECK(interned.expired());  // not written in place
+    const Pod again = replica("f", "debian:14");
+    CHECK(again.spec->node_name.empty());
   }
 }
 

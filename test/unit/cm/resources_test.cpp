@@ -184,25 +184,26 @@ TEST_CASE("containerOomScoreAdjust: kubelet's policy_test.go (v1.18 values)", "[
   const int64_t standard = 8000000000;
   // cpuLimit (Burstable, no memory request): 999.
   CHECK(cm::containerOomScoreAdjust(*podWith({{"", "", "10", ""}}),
-                                    podWith({{"", "", "10", ""}})->spec.containers[0],
+                                    podWith({{"", "", "10", ""}})->spec->containers[0],
                                     4000000000) == 999);
   auto memory_limit_cpu_request = podWith({{"0", "", "", "10G"}});
   CHECK(cm::containerOomScoreAdjust(*memory_limit_cpu_request,
-                                    memory_limit_cpu_request->spec.containers[0], standard) == 999);
+                                    memory_limit_cpu_request->spec->containers[0],
+                                    standard) == 999);
   auto zero_memory_limit = podWith({{"", "", "", "0"}});
-  CHECK(cm::containerOomScoreAdjust(*zero_memory_limit, zero_memory_limit->spec.containers[0],
+  CHECK(cm::containerOomScoreAdjust(*zero_memory_limit, zero_memory_limit->spec->containers[0],
                                     7230457451) == 1000);
   auto no_request_limit = podWith({{}});
-  CHECK(cm::containerOomScoreAdjust(*no_request_limit, no_request_limit->spec.containers[0],
+  CHECK(cm::containerOomScoreAdjust(*no_request_limit, no_request_limit->spec->containers[0],
                                     4000000000) == 1000);
   auto equal = podWith({{"5m", "10G", "5m", "10G"}});
-  CHECK(cm::containerOomScoreAdjust(*equal, equal->spec.containers[0], 123456789) == -998);
+  CHECK(cm::containerOomScoreAdjust(*equal, equal->spec->containers[0], 123456789) == -998);
   auto half = podWith({{"5m", std::to_string(standard / 2), "", "10G"}});
-  int64_t adj = cm::containerOomScoreAdjust(*half, half->spec.containers[0], standard);
+  int64_t adj = cm::containerOomScoreAdjust(*half, half->spec->containers[0], standard);
   CHECK(adj >= 495);
   CHECK(adj <= 505);
   auto request_no_limit = podWith({{"5m", std::to_string(standard - 1), "", ""}});
-  CHECK(cm::containerOomScoreAdjust(*request_no_limit, request_no_limit->spec.containers[0],
+  CHECK(cm::containerOomScoreAdjust(*request_no_limit, request_no_limit->spec->containers[0],
                                     standard) == 2);
   auto critical = testing::PodBuilder()
                       .name("crit")
@@ -211,7 +212,7 @@ TEST_CASE("containerOomScoreAdjust: kubelet's policy_test.go (v1.18 values)", "[
                       .priority(cm::kSystemCriticalPriority)
                       .build();
   CHECK(cm::isCriticalPod(*critical));
-  CHECK(cm::containerOomScoreAdjust(*critical, critical->spec.containers[0], 4000000000) == -998);
+  CHECK(cm::containerOomScoreAdjust(*critical, critical->spec->containers[0], 4000000000) == -998);
   auto static_pod = testing::PodBuilder()
                         .name("static")
                         .uid("s1")
@@ -226,7 +227,7 @@ TEST_CASE("containerResources: generateLinuxContainerConfig's resources", "[unit
   const int64_t capacity = int64_t{8} << 30;
   SECTION("requests and limits") {
     auto pod = podWith({{"250m", "1Gi", "500m", "2Gi"}});
-    auto r = cm::containerResources(*pod, pod->spec.containers[0], capacity);
+    auto r = cm::containerResources(*pod, pod->spec->containers[0], capacity);
     CHECK(r.cpu_shares == 256);
     CHECK(r.cpu_period == 100000);
     CHECK(r.cpu_quota == 50000);
@@ -241,14 +242,14 @@ TEST_CASE("containerResources: generateLinuxContainerConfig's resources", "[unit
   }
   SECTION("a CPU limit without a request gives the shares of the limit") {
     auto pod = podWith({{"", "", "2", ""}});
-    auto r = cm::containerResources(*pod, pod->spec.containers[0], capacity);
+    auto r = cm::containerResources(*pod, pod->spec->containers[0], capacity);
     CHECK(r.cpu_shares == 2048);
     CHECK(r.cpu_quota == 200000);
     CHECK(r.memory_limit_in_bytes == 0);
   }
   SECTION("nothing declared") {
     auto pod = podWith({{}});
-    auto r = cm::containerResources(*pod, pod->spec.containers[0], capacity);
+    auto r = cm::containerResources(*pod, pod->spec->containers[0], capacity);
     CHECK(r.cpu_shares == 2);
     CHECK(r.cpu_quota == 0);
     CHECK(r.cpu_period == 100000);

@@ -181,7 +181,7 @@ TEST_CASE("PodConfig: annotated api pods are checkpointed and the checkpoint fol
   load = CheckpointManager(t.dir()).loadPods();
   REQUIRE(load.ok());
   REQUIRE(load->pods.size() == 1);
-  CHECK(load->pods[0]->spec.containers.at(0).name == "bar");
+  CHECK(load->pods[0]->spec->containers.at(0).name == "bar");
 
   // Annotation removed: the checkpoint goes.
   t.sendApi(PodOperation::kSet, {validPod("etcd", "kube-system")});

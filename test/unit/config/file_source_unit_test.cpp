@@ -399,7 +399,7 @@ TEST_CASE(
   REQUIRE(f.rec.count() == 1);
   auto first = f.rec.last();
   REQUIRE(names(first) == std::vector<std::string>{"web-node1", "other-node1"});
-  CHECK(first.pods[0]->spec.containers.at(0).image == "busybox:b");
+  CHECK(first.pods[0]->spec->containers.at(0).image == "busybox:b");
   auto b_uid = first.pods[0]->metadata.uid;
   auto dup = f.errors.get("file", (f.dir / "a.yaml").string());
   REQUIRE(dup.has_value());
@@ -419,7 +419,7 @@ TEST_CASE(
   auto second = f.rec.last();
   REQUIRE(names(second) == std::vector<std::string>{"web-node1", "other-node1"});
   CHECK(second.pods[0]->metadata.uid != b_uid);
-  CHECK(second.pods[0]->spec.containers.at(0).image == "busybox:a2");
+  CHECK(second.pods[0]->spec->containers.at(0).image == "busybox:a2");
   CHECK(f.errors.size() == 0);
 }
 
@@ -511,7 +511,7 @@ TEST_CASE("file source: the periodic relist alone finds new, changed and deleted
   CHECK(names(f.rec.last()) ==
         std::vector<std::string>{"a-node1", "b-node1", "e-node1", "f-node1", "z-node1"});
   for (const auto& pod : f.rec.last().pods) {
-    if (pod->metadata.name == "f-node1") CHECK(pod->spec.containers[0].image == "busybox:1.37");
+    if (pod->metadata.name == "f-node1") CHECK(pod->spec->containers[0].image == "busybox:1.37");
   }
   // Read again: the three new files and the changed one, nothing else.
   CHECK(f.source->stats().files_read == s0.files_read + 4);

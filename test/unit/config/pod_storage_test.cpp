@@ -177,7 +177,7 @@ TEST_CASE("merge: status plus spec change is UPDATE only, and the status is take
   auto out = t.merge(PodOperation::kSet, {changed});
   REQUIRE(opNames(out) == Strings{"UPDATE"});
   CHECK(out[0].pods[0]->status->phase == "Running");
-  CHECK(out[0].pods[0]->spec.containers.at(0).name == "bar");
+  CHECK(out[0].pods[0]->spec->containers.at(0).name == "bar");
 }
 
 TEST_CASE("merge: a status change outside the typed model is a RECONCILE",
@@ -446,7 +446,7 @@ TEST_CASE("Snapshot mode: any change is one SET of the merged state",
       t.merge(PodOperation::kSet, {validPodWith("a", "ns", changeContainers), validPod("b", "ns")});
   REQUIRE(opNames(out) == Strings{"SET"});
   CHECK(sortedUids(out[0].pods) == Strings{"ans", "bns"});
-  CHECK(out[0].pods[0]->spec.containers.at(0).name == "bar");
+  CHECK(out[0].pods[0]->spec->containers.at(0).name == "bar");
   CHECK(opNames(t.merge(PodOperation::kSet, {deleting("a")})) == Strings{"SET"});
   // Reconciles and restores are dropped.
   CHECK(t.merge(PodOperation::kSet, {deleting("a",

@@ -61,7 +61,7 @@ TEST_CASE("every good manifest in the catalog decodes to one valid pod", "[unit]
     REQUIRE(result.pods.size() == 1);
     const auto& pod = *result.pods[0];
     CHECK(pod.metadata.name.ends_with("-node1"));
-    CHECK(pod.spec.node_name == "node1");
+    CHECK(pod.spec->node_name == "node1");
     CHECK(pod.status->phase == "Pending");
     // What a valid pod looks like after defaulting is valid too (defaulting is idempotent).
     CHECK(validatePod(pod).empty());

@@ -68,7 +68,7 @@ TEST_CASE("a PodList is decoded item by item for the HTTP source", "[unit][confi
   CHECK(result.pods[0]->metadata.namespace_ == "default");
   CHECK(result.pods[1]->metadata.name == "b-node1");
   CHECK(result.pods[1]->metadata.namespace_ == "ns");
-  for (const auto& pod : result.pods) CHECK(pod->spec.tolerations.empty());
+  for (const auto& pod : result.pods) CHECK(pod->spec->tolerations.empty());
   CHECK(rawOf(result, 0)["apiVersion"] == "v1");
   CHECK(rawOf(result, 0)["kind"] == "Pod");
 }

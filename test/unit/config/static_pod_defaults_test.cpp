@@ -24,7 +24,7 @@ TEST_CASE("static pod names get the lower-cased node name as suffix", "[unit][co
     auto result = decodeFile(manifest("static-pod1"), node);
     REQUIRE(result.ok());
     CHECK(result.pods[0]->metadata.name == "static-pod1-node1");
-    CHECK(result.pods[0]->spec.node_name == "node1");
+    CHECK(result.pods[0]->spec->node_name == "node1");
     CHECK(generatePodName("static-pod1", node) == "static-pod1-node1");
   }
 }
@@ -69,14 +69,14 @@ TEST_CASE("file pods get the NoExecute toleration, HTTP pods none", "[unit][conf
   auto file = decodeFile(manifest("web"));
   REQUIRE(file.ok());
   CHECK(rawOf(file)["spec"]["tolerations"] == json::array({kNoExecuteToleration}));
-  REQUIRE(file.pods[0]->spec.tolerations.size() == 1);
-  CHECK(file.pods[0]->spec.tolerations[0].operator_ == "Exists");
-  CHECK(file.pods[0]->spec.tolerations[0].effect == "NoExecute");
-  CHECK(file.pods[0]->spec.tolerations[0].key.empty());
+  REQUIRE(file.pods[0]->spec->tolerations.size() == 1);
+  CHECK(file.pods[0]->spec->tolerations[0].operator_ == "Exists");
+  CHECK(file.pods[0]->spec->tolerations[0].effect == "NoExecute");
+  CHECK(file.pods[0]->spec->tolerations[0].key.empty());
 
   auto http = decodeHttp(manifest("web"));
   REQUIRE(http.ok());
-  CHECK(http.pods[0]->spec.tolerations.empty());
+  CHECK(http.pods[0]->spec->tolerations.empty());
   CHECK_FALSE(rawOf(http)["spec"].contains("tolerations"));
 }
 
@@ -152,11 +152,11 @@ TEST_CASE("a minimal manifest gets every Kubernetes API default", "[unit][config
   CHECK(raw == expected);
 
   const auto& pod = *result.pods[0];
-  CHECK(pod.spec.restart_policy == "Always");
-  CHECK(pod.spec.termination_grace_period_seconds == 30);
-  CHECK(pod.spec.dns_policy == "ClusterFirst");
-  CHECK(pod.spec.scheduler_name == "default-scheduler");
-  CHECK(pod.spec.containers[0].image_pull_policy == "Always");
+  CHECK(pod.spec->restart_policy == "Always");
+  CHECK(pod.spec->termination_grace_period_seconds == 30);
+  CHECK(pod.spec->dns_policy == "ClusterFirst");
+  CHECK(pod.spec->scheduler_name == "default-scheduler");
+  CHECK(pod.spec->containers[0].image_pull_policy == "Always");
 }
 
 TEST_CASE("values given in the manifest are not overridden by defaults", "[unit][config]") {
@@ -229,7 +229,7 @@ TEST_CASE("probe defaults fill zero and missing fields", "[unit][config]") {
       "periodSeconds":7,"timeoutSeconds":1,"successThreshold":1,"failureThreshold":5})"));
   CHECK(c["lifecycle"]["preStop"]["httpGet"] ==
         json::parse(R"({"port":9000,"path":"/quit","scheme":"HTTP"})"));
-  const auto& probe = *result.pods[0]->spec.containers[0].liveness_probe;
+  const auto& probe = *result.pods[0]->spec->containers[0].liveness_probe;
   CHECK(probe.period_seconds == 10);
   CHECK(probe.handler.http_get->path == "/");
 }
@@ -276,7 +276,7 @@ TEST_CASE("volumes get their source defaults", "[unit][config]") {
         json::parse(R"({"name":"creds","secret":{"secretName":"creds","defaultMode":420}})"));
   CHECK(volumes[3]["downwardAPI"] == json::parse(R"({"defaultMode":420,"items":[{"path":"labels",
       "fieldRef":{"apiVersion":"v1","fieldPath":"metadata.labels"}}]})"));
-  CHECK(result.pods[0]->spec.volumes[0].source_type == "emptyDir");
+  CHECK(result.pods[0]->spec->volumes[0].source_type == "emptyDir");
 }
 
 TEST_CASE("env fieldRef defaults its apiVersion to v1", "[unit][config]") {
@@ -287,7 +287,7 @@ TEST_CASE("env fieldRef defaults its apiVersion to v1", "[unit][config]") {
   REQUIRE(result.ok());
   CHECK(rawOf(result)["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"] ==
         json::parse(R"({"apiVersion":"v1","fieldPath":"spec.nodeName"})"));
-  CHECK(result.pods[0]->spec.containers[0].env[0].field_ref->api_version == "v1");
+  CHECK(result.pods[0]->spec->containers[0].env[0].field_ref->api_version == "v1");
 }
 
 TEST_CASE("init containers get container defaults too", "[unit][config]") {
@@ -308,7 +308,7 @@ TEST_CASE("null values count as absent", "[unit][config]") {
 
   auto result = decodeFile(manifest("web", "", "  restartPolicy: null\n", "  labels: null\n"));
   REQUIRE(result.ok());
-  CHECK(result.pods[0]->spec.restart_policy == "Always");
+  CHECK(result.pods[0]->spec->restart_policy == "Always");
 }
 
 TEST_CASE("API defaulting leaves fields of the wrong type for the decoder", "[unit][config]") {
@@ -330,7 +330,7 @@ TEST_CASE("HTTP pods get every static default except the toleration", "[unit][co
   const auto& pod = *result.pods[0];
   CHECK(pod.metadata.name == "web-node1");
   CHECK(pod.metadata.namespace_ == "default");
-  CHECK(pod.spec.node_name == "node1");
+  CHECK(pod.spec->node_name == "node1");
   CHECK(pod.metadata.annotations.at("kubernetes.io/config.hash") == pod.metadata.uid);
   CHECK(pod.status->phase == "Pending");
 }

@@ -250,16 +250,16 @@ TEST_CASE("validatePodNames checks only the names a node turns into paths", "[un
   pod.metadata.name = "web";
   pod.metadata.namespace_ = "default";
   pod.metadata.uid = "u1";
-  pod.spec.containers.push_back(api::Container{});
-  pod.spec.containers.back().name = "main";
+  pod.spec->containers.push_back(api::Container{});
+  pod.spec->containers.back().name = "main";
   CHECK(validatePodNames(pod).empty());
 
   auto bad = pod;
-  bad.spec.containers.back().name = "../../../../tmp/x";
-  bad.spec.init_containers.push_back(api::Container{});
-  bad.spec.init_containers.back().name = "/tmp/i";
-  bad.spec.volumes.push_back(api::Volume{});
-  bad.spec.volumes.back().name = "/tmp/y/z";
+  bad.spec->containers.back().name = "../../../../tmp/x";
+  bad.spec->init_containers.push_back(api::Container{});
+  bad.spec->init_containers.back().name = "/tmp/i";
+  bad.spec->volumes.push_back(api::Volume{});
+  bad.spec->volumes.back().name = "/tmp/y/z";
   bad.metadata.uid = "../../u";
   bad.metadata.namespace_ = "Default";
   Lines fields;

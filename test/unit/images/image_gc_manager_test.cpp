@@ -70,7 +70,7 @@ struct Harness {
   // A container "c" of pod `uid` created from the image `name`.
   runtime::ContainerId runContainer(const std::string& uid, const std::string& name) {
     auto pod = testing::PodBuilder().name(uid).uid(uid).container("c", {"sleep"}, name).build();
-    auto id = run(runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = run(runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE(id.ok());
     return *id;
   }

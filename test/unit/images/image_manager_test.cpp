@@ -34,7 +34,7 @@ struct Harness {
 
   EnsureImageResult ensure(const api::PodPtr& pod, size_t index = 0) {
     events.clear();
-    return testing::runAwaitable(ioc, images.ensureImageExists(pod, pod->spec.containers[index]));
+    return testing::runAwaitable(ioc, images.ensureImageExists(pod, pod->spec->containers[index]));
   }
   std::vector<std::string> reasons() const { return testing::reasonsOf(events); }
 };
@@ -75,7 +75,7 @@ TEST_CASE("images: IfNotPresent uses a present image and pulls a missing one", "
     h.runtime.setPullDelay(1500ms);
     auto pod = podWith("busybox:1", "IfNotPresent");
     std::optional<EnsureImageResult> result;
-    asio::co_spawn(h.ioc, h.images.ensureImageExists(pod, pod->spec.containers[0]),
+    asio::co_spawn(h.ioc, h.images.ensureImageExists(pod, pod->spec->containers[0]),
                    [&](std::exception_ptr, EnsureImageResult r) { result = std::move(r); });
     h.ioc.poll();
     CHECK_FALSE(result.has_value());
@@ -231,7 +231,7 @@ TEST_CASE("images: init containers are named by their own field path", "[unit][i
                  .container("main", {"sleep", "100"}, "busybox:1")
                  .build();
   h.runtime.addImage("busybox:1");
-  testing::runAwaitable(h.ioc, h.images.ensureImageExists(pod, pod->spec.init_containers[0]));
+  testing::runAwaitable(h.ioc, h.images.ensureImageExists(pod, pod->spec->init_containers[0]));
   REQUIRE(h.events.size() == 1);
   CHECK(h.events[0].field_path == "spec.initContainers{setup}");
 }

@@ -69,7 +69,7 @@ struct Harness {
 
   EnsureImageResult ensure(const api::PodPtr& pod) {
     events.clear();
-    return testing::runAwaitable(ioc, images.ensureImageExists(pod, pod->spec.containers[0]));
+    return testing::runAwaitable(ioc, images.ensureImageExists(pod, pod->spec->containers[0]));
   }
   std::vector<std::string> reasons() const { return testing::reasonsOf(events); }
   bool eventsMention(const std::string& text) const {
@@ -194,7 +194,7 @@ TEST_CASE("image pull secrets: without an apiserver every pull secret is one not
       [&](const api::Pod&, const std::string&, const std::string& reason, const std::string&,
           const std::string&) { reasons.push_back(reason); }};
   auto pod = podWithSecrets({"regcred"});
-  auto r = testing::runAwaitable(ioc, images.ensureImageExists(pod, pod->spec.containers[0]));
+  auto r = testing::runAwaitable(ioc, images.ensureImageExists(pod, pod->spec->containers[0]));
   CHECK(r.ok());
   CHECK(runtime.pullUsers() == std::vector<std::string>{""});
   CHECK(reasons ==

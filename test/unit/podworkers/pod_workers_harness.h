@@ -55,7 +55,7 @@ inline api::PodPtr makePod(const PodSpec& s) {
   pod.metadata.annotations[std::string(api::kConfigSourceAnnotationKey)] =
       s.is_static ? "file" : "api";
   if (s.is_static) pod.metadata.annotations[std::string(api::kConfigHashAnnotationKey)] = s.uid;
-  pod.spec.termination_grace_period_seconds = s.grace;
+  pod.spec->termination_grace_period_seconds = s.grace;
   if (s.deletion_grace) {
     pod.metadata.deletion_timestamp = api::Timestamp(std::chrono::seconds(1767225600));
     pod.metadata.deletion_grace_period_seconds = s.deletion_grace;

@@ -13,8 +13,8 @@ api::Pod makePod() {
   pod.metadata.uid = "uid-7";
   pod.metadata.labels = {{"app", "web"}};
   pod.metadata.annotations = {{"note", "hi"}};
-  pod.spec.node_name = "node-1";
-  pod.spec.service_account_name = "sa";
+  pod.spec->node_name = "node-1";
+  pod.spec->service_account_name = "sa";
   return pod;
 }
 
@@ -128,7 +128,7 @@ TEST_CASE("env: unsupported sources are CreateContainerConfigError naming the va
 TEST_CASE("runtime types: grace period, hash hex and newest status lookup", "[unit][runtime]") {
   api::Pod pod = makePod();
   CHECK(podGracePeriodSeconds(pod) == 30);
-  pod.spec.termination_grace_period_seconds = 10;
+  pod.spec->termination_grace_period_seconds = 10;
   CHECK(podGracePeriodSeconds(pod) == 10);
   pod.metadata.deletion_grace_period_seconds = 3;
   CHECK(podGracePeriodSeconds(pod) == 3);
@@ -178,7 +178,7 @@ TEST_CASE("env: resourceFieldRef reads requests and limits as kubelet rounds the
   api::Container side;
   side.name = "side";
   side.resources.limits = {{"memory", q("32Mi")}};
-  pod.spec.containers = {c, side};
+  pod.spec->containers = {c, side};
   c.env = {resourceRef("CPU_LIMIT", "limits.cpu"),               // 1.5 cores, rounded up: 2
            resourceRef("CPU_LIMIT_M", "limits.cpu", "1m"),       // 1500
            resourceRef("CPU_REQ_M", "requests.cpu", "1m"),       // 250

@@ -17,12 +17,12 @@ api::PodPtr makePod(const std::string& uid, std::optional<int64_t> grace = std::
   pod->metadata.name = "pod-" + uid;
   pod->metadata.namespace_ = "default";
   pod->metadata.uid = uid;
-  pod->spec.termination_grace_period_seconds = grace;
+  pod->spec->termination_grace_period_seconds = grace;
   api::Container c;
   c.name = "main";
   c.image = "busybox";
   c.hash = api::Hash128{1, 2};
-  pod->spec.containers.push_back(c);
+  pod->spec->containers.push_back(c);
   return pod;
 }
 
@@ -56,7 +56,7 @@ TEST_CASE("fake runtime: start records the action, runs the container and emits 
           "[unit][runtime]") {
   Harness h;
   auto pod = makePod("u1");
-  auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+  auto id = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
   REQUIRE(id.ok());
   CHECK(id->type == "fake");
 
@@ -90,7 +90,7 @@ TEST_CASE("fake runtime: tests make containers exit with a code, newest status f
           "[unit][runtime]") {
   Harness h;
   auto pod = makePod("u1");
-  auto first = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+  auto first = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
   REQUIRE(first.ok());
   CHECK(h.runtime.exitContainer("u1", "main", 3));
   CHECK_FALSE(h.runtime.exitContainer("u1", "main", 3));  // nothing runs any more
@@ -111,7 +111,7 @@ TEST_CASE("fake runtime: tests make containers exit with a code, newest status f
   REQUIRE(all.ok());
   CHECK(all->size() == 1);
 
-  auto second = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 1, {}));
+  auto second = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 1, {}));
   REQUIRE(second.ok());
   auto status = h.run(h.runtime.getPodStatus("u1", "pod-u1", "default"));
   REQUIRE(status.ok());
@@ -125,14 +125,14 @@ TEST_CASE("fake runtime: injected start errors", "[unit][runtime]") {
   auto pod = makePod("u1");
   SECTION("a config error leaves nothing behind") {
     h.runtime.injectStartError("", "main", base::invalidArgumentError("bad env"));
-    auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE_FALSE(id.ok());
     CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
     CHECK_FALSE(h.runtime.containerStatus("u1", "main"));
   }
   SECTION("a run error leaves an exited ContainerCannotRun container") {
     h.runtime.injectStartError("u1", "main", base::unknownError("exec: not found"));
-    auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE_FALSE(id.ok());
     CHECK(startErrorReason(id.status()) == kRunContainerError);
     auto cs = h.runtime.containerStatus("u1", "main");
@@ -140,7 +140,7 @@ TEST_CASE("fake runtime: injected start errors", "[unit][runtime]") {
     CHECK(cs->state == ContainerState::kExited);
     CHECK(cs->reason == "ContainerCannotRun");
     h.runtime.clearStartErrors();
-    CHECK(h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 1, {})).ok());
+    CHECK(h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 1, {})).ok());
   }
 }
 
@@ -148,7 +148,7 @@ TEST_CASE("fake runtime: kills record the grace period kubelet would use, remove
           "[unit][runtime]") {
   Harness h;
   auto pod = makePod("u1", 1);  // below the 2s minimum
-  auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+  auto id = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
   REQUIRE(id.ok());
   CHECK(h.run(h.runtime.removeContainer(*id)).code() == base::StatusCode::kFailedPrecondition);
 
@@ -194,11 +194,11 @@ TEST_CASE("fake runtime: a kill records the grace its preStop hook's time left",
   };
   h.runtime.setPreStopHookRunner(hook_runner);
   auto spec = std::make_shared<api::Pod>(*makePod("u1", 30));
-  spec->spec.containers[0].lifecycle = api::Lifecycle{};
-  spec->spec.containers[0].lifecycle->pre_stop = api::Handler{};
-  spec->spec.containers[0].lifecycle->pre_stop->exec = api::ExecAction{{"true"}};
+  spec->spec->containers[0].lifecycle = api::Lifecycle{};
+  spec->spec->containers[0].lifecycle->pre_stop = api::Handler{};
+  spec->spec->containers[0].lifecycle->pre_stop->exec = api::ExecAction{{"true"}};
   api::PodPtr pod = spec;
-  auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+  auto id = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
   REQUIRE(id.ok());
   REQUIRE(h.run(h.runtime.killContainer(pod, *id, c.options, "test")).ok());
   REQUIRE(hook_timeout);
@@ -214,7 +214,7 @@ TEST_CASE("fake runtime: 50,000 pods stay cheap", "[unit][runtime]") {
   h.runtime.setEventHandler(nullptr);
   for (int i = 0; i < 50'000; ++i) {
     auto pod = makePod("u" + std::to_string(i));
-    auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+    auto id = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
     REQUIRE(id.ok());
   }
   CHECK(h.runtime.runningContainerCount() == 50'000);
@@ -241,7 +241,7 @@ TEST_CASE("fake runtime: records the cgroup parent and resources a container sta
   options.resources.cpu_period = 100000;
   options.resources.memory_limit_in_bytes = 64 << 20;
   options.resources.oom_score_adj = 900;
-  auto id = h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 0, options));
+  auto id = h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 0, options));
   REQUIRE(id.ok());
   auto actions = h.runtime.actions();
   REQUIRE(actions.size() == 1);
@@ -255,7 +255,7 @@ TEST_CASE("fake runtime: records the cgroup parent and resources a container sta
 
   // A restart without them: the newest container's (none) are answered.
   REQUIRE(h.runtime.exitContainer("u1", "main", 1));
-  REQUIRE(h.run(h.runtime.startContainer(pod, pod->spec.containers[0], 1, {})).ok());
+  REQUIRE(h.run(h.runtime.startContainer(pod, pod->spec->containers[0], 1, {})).ok());
   started = h.runtime.startedResources("u1", "main");
   REQUIRE(started);
   CHECK(*started == FakeRuntime::StartedResources{});

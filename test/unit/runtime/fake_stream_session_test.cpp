@@ -20,7 +20,7 @@ class Harness {
     pod->metadata.uid = "u1";
     api::Container c;
     c.name = "main";
-    pod->spec.containers.push_back(c);
+    pod->spec->containers.push_back(c);
     auto started = run(runtime.startContainer(pod, c, 0, {}));
     REQUIRE(started.has_value());
     REQUIRE(started->ok());

@@ -18,11 +18,11 @@ api::Pod podWithGrace(std::optional<int64_t> spec_grace) {
   pod.metadata.name = "web";
   pod.metadata.namespace_ = "default";
   pod.metadata.uid = "uid-web";
-  pod.spec.termination_grace_period_seconds = spec_grace;
+  pod.spec->termination_grace_period_seconds = spec_grace;
   api::Container c;
   c.name = "main";
   c.command = {"sleep", "1000"};
-  pod.spec.containers.push_back(c);
+  pod.spec->containers.push_back(c);
   return pod;
 }
 

@@ -219,8 +219,8 @@ TEST_CASE("process runtime: an empty command is a config error before anything i
   api::Container c;
   c.name = "main";
   c.image = "nginx";
-  pod->spec.containers.push_back(c);
-  auto id = run(ioc, runtime.startContainer(pod, pod->spec.containers[0], 0, {}));
+  pod->spec->containers.push_back(c);
+  auto id = run(ioc, runtime.startContainer(pod, pod->spec->containers[0], 0, {}));
   REQUIRE_FALSE(id.ok());
   CHECK(startErrorReason(id.status()) == kCreateContainerConfigError);
   CHECK(id.status().message().find("\"main\"") != std::string::npos);

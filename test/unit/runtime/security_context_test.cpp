@@ -15,7 +15,7 @@ api::Pod makePod(std::optional<api::PodSecurityContext> psc = std::nullopt) {
   pod.metadata.name = "web";
   pod.metadata.namespace_ = "default";
   pod.metadata.uid = "u1";
-  pod.spec.security_context = std::move(psc);
+  pod.spec->security_context = std::move(psc);
   return pod;
 }
 

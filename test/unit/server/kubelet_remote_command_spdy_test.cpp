@@ -68,7 +68,7 @@ struct Client {
   Client() : runtime(ioc.get_executor(), clock) {
     auto pod = testing::PodBuilder().name("pod").uid("u1").container("main").build();
     auto start = [&]() -> asio::awaitable<base::Status> {
-      auto starting = runtime.startContainer(pod, pod->spec.containers[0], 0, {});
+      auto starting = runtime.startContainer(pod, pod->spec->containers[0], 0, {});
       auto started = co_await std::move(starting);
       if (started.ok()) id = *started;
       co_return started.status();

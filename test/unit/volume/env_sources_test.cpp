@@ -53,7 +53,7 @@ TEST_CASE("env sources: keyRefs become literal values in their place", "[unit][v
                       {{"name", "PW"},
                        {"valueFrom", {{"secretKeyRef", {{"name", "creds"}, {"key", "password"}}}}}},
                       {{"name", "BOTH"}, {"value", "$(PW)-x"}}});
-  const auto& c = pod->spec.containers[0];
+  const auto& c = pod->spec->containers[0];
   REQUIRE(agent::needsEnvSources(*pod, c));
   auto sources = agent::resolveEnvSources(*pod, c, &o);
   REQUIRE(sources.ok());
@@ -74,7 +74,7 @@ TEST_CASE("env sources: envFrom with a prefix, invalid names skipped with kubele
   auto pod = podWith(json::array({{{"name", "MODE"}, {"value", "slow"}}}),
                      {{{"configMapRef", {{"name", "app"}}}},
                       {{"prefix", "S_"}, {"secretRef", {{"name", "creds"}}}}});
-  const auto& c = pod->spec.containers[0];
+  const auto& c = pod->spec->containers[0];
   REQUIRE(agent::needsEnvSources(*pod, c));
   auto sources = agent::resolveEnvSources(*pod, c, &o);
   REQUIRE(sources.ok());
@@ -98,7 +98,7 @@ TEST_CASE("env sources: missing objects and keys as kubelet reports them, option
   auto o = objects();
   auto missing_key = podWith(
       {{{"name", "X"}, {"valueFrom", {{"configMapKeyRef", {{"name", "app"}, {"key", "nope"}}}}}}});
-  auto r = agent::resolveEnvSources(*missing_key, missing_key->spec.containers[0], &o);
+  auto r = agent::resolveEnvSources(*missing_key, missing_key->spec->containers[0], &o);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == base::StatusCode::kInvalidArgument);
   CHECK(r.status().message() == "couldn't find key nope in ConfigMap ns/app");
@@ -106,12 +106,12 @@ TEST_CASE("env sources: missing objects and keys as kubelet reports them, option
 
   auto missing_secret = podWith(
       {{{"name", "X"}, {"valueFrom", {{"secretKeyRef", {{"name", "gone"}, {"key", "k"}}}}}}});
-  r = agent::resolveEnvSources(*missing_secret, missing_secret->spec.containers[0], &o);
+  r = agent::resolveEnvSources(*missing_secret, missing_secret->spec->containers[0], &o);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() == "secret \"gone\" not found");
 
   auto missing_from = podWith(json::array(), {{{"configMapRef", {{"name", "gone"}}}}});
-  r = agent::resolveEnvSources(*missing_from, missing_from->spec.containers[0], &o);
+  r = agent::resolveEnvSources(*missing_from, missing_from->spec->containers[0], &o);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() == "configmap \"gone\" not found");
 
@@ -122,7 +122,7 @@ TEST_CASE("env sources: missing objects and keys as kubelet reports them, option
         {"valueFrom",
          {{"configMapKeyRef", {{"name", "app"}, {"key", "nope"}, {"optional", true}}}}}}},
       {{{"configMapRef", {{"name", "gone"}, {"optional", true}}}}});
-  r = agent::resolveEnvSources(*optional, optional->spec.containers[0], &o);
+  r = agent::resolveEnvSources(*optional, optional->spec->containers[0], &o);
   REQUIRE(r.ok());
   CHECK(r->container.env.empty());
   CHECK(r->env_from.empty());
@@ -133,5 +133,5 @@ TEST_CASE("env sources: a container with only plain and fieldRef variables needs
   auto pod =
       podWith({{{"name", "A"}, {"value", "1"}},
                {{"name", "B"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}}});
-  CHECK_FALSE(agent::needsEnvSources(*pod, pod->spec.containers[0]));
+  CHECK_FALSE(agent::needsEnvSources(*pod, pod->spec->containers[0]));
 }

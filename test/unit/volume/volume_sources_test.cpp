@@ -217,7 +217,7 @@ TEST_CASE("volume preparer: a configMap volume is written under the pod and moun
   CHECK((*prepared)[0].host_path == dir);
   CHECK(readFile(dir / "a.conf") == "A");
 
-  auto mounts = agent::VolumePreparer::mountsFor(*p, p->spec.containers[0], *prepared);
+  auto mounts = agent::VolumePreparer::mountsFor(*p, p->spec->containers[0], *prepared);
   REQUIRE(mounts.ok());
   REQUIRE(mounts->size() == 1);
   CHECK((*mounts)[0].read_only);
