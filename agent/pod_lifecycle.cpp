@@ -129,7 +129,7 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
   if (!nothing_done.ok()) co_return nothing_done.status();
   // (A status the manager refused leaves no stamp to compare: such a pod is synced in full.)
   if (*nothing_done && settled.status_stamp != 0 && canSettle(*pod, mirror_pod)) {
-    settle(uid, std::move(settled));
+    settle(std::move(settled));
   }
   co_return false;
 }
@@ -206,9 +206,19 @@ bool PodLifecycle::canSettle(const api::Pod& pod, const api::PodPtr& mirror) con
   return true;
 }
 
-void PodLifecycle::settle(const std::string& uid, Settled settled) {
+void PodLifecycle::settle(Settled settled) {
   std::lock_guard lock(mu_);
-  settled_.insert_or_assign(uid, std::move(settled));
+  // Keyed by a view of the record's own pod's UID: a record for another copy of the pod moves the
+  // key onto that copy.
+  const std::string_view uid = settled.pod->metadata.uid;
+  auto node = settled_.extract(uid);
+  if (node.empty()) {
+    settled_.emplace(uid, std::move(settled));
+    return;
+  }
+  node.key() = uid;
+  node.mapped() = std::move(settled);
+  settled_.insert(std::move(node));
 }
 
 void PodLifecycle::unsettle(const std::string& uid) {

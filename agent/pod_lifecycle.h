@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "agent/agent_metrics.h"
@@ -256,7 +257,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
   // on nothing but the inputs Settled holds (no volumes to refresh, no deadline, no start failure,
   // its mirror pod in place).
   bool canSettle(const api::Pod& pod, const api::PodPtr& mirror) const;
-  void settle(const std::string& uid, Settled settled);
+  void settle(Settled settled);
   void unsettle(const std::string& uid);
 
   void setStartFailure(const std::string& uid, const std::string& container, StartFailure f);
@@ -271,7 +272,8 @@ class PodLifecycle final : public podworkers::PodSyncer {
   mutable std::mutex mu_;
   std::map<std::string, StartFailures> start_failures_;        // by pod UID
   std::map<std::string, std::set<std::string>> oom_reported_;  // by pod UID: container IDs
-  std::unordered_map<std::string, Settled> settled_;           // by pod UID
+  // By pod UID: each key views its record's own `pod`'s UID (settle() keeps them together).
+  std::unordered_map<std::string_view, Settled> settled_;
 };
 
 // kubelet's lifecycle HandlerRunner for preStop hooks, installed in the runtime

@@ -8,22 +8,16 @@
 namespace nodeagent::podmanager {
 namespace {
 
-template <typename Map>
-api::PodPtr find(const Map& map, std::string_view key) {
+api::PodPtr find(const base::StringHashMap<api::PodPtr>& map, std::string_view key) {
   auto it = map.find(key);
   return it == map.end() ? nullptr : it->second;
 }
 
 // The pods in UID order.
-template <typename Map>
-std::vector<api::PodPtr> values(const Map& map) {
-  std::vector<const std::pair<const std::string, api::PodPtr>*> entries;
-  entries.reserve(map.size());
-  for (const auto& entry : map) entries.push_back(&entry);
-  std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
-  std::vector<api::PodPtr> out;
-  out.reserve(entries.size());
-  for (const auto* entry : entries) out.push_back(entry->second);
+std::vector<api::PodPtr> values(const api::PodsByUid& pods) {
+  std::vector<api::PodPtr> out(pods.begin(), pods.end());
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a->metadata.uid < b->metadata.uid; });
   return out;
 }
 
@@ -68,18 +62,14 @@ void PodManager::updatePodsLocked(const api::PodPtr& pod) {
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {
     ++generation_;
-    mirror_pod_by_uid_[uid] = pod;
+    api::putPod(mirror_pod_by_uid_, pod);
     mirror_pod_by_full_name_[full_name] = pod;
     if (auto static_pod = find(pod_by_full_name_, full_name)) {
       translation_by_uid_[uid] = static_pod->metadata.uid;
     }
     return;
   }
-  auto [slot, added] = pod_by_uid_.try_emplace(uid, pod);
-  if (!added) {
-    slot->second = pod;
-    ++generation_;
-  }
+  if (!api::putPod(pod_by_uid_, pod)) ++generation_;
   if (auto [named, fresh] = pod_by_full_name_.try_emplace(full_name, pod); !fresh) {
     if (named->second->metadata.uid != uid) ++generation_;  // another UID with this name
     named->second = pod;
@@ -97,13 +87,13 @@ void PodManager::deletePod(const api::PodPtr& pod) {
   const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {
-    mirror_pod_by_uid_.erase(uid);
+    api::erasePod(mirror_pod_by_uid_, uid);
     eraseIfUID(mirror_pod_by_full_name_, full_name, uid);
     translation_by_uid_.erase(uid);
     return;
   }
   // NOTE: a translation entry pointing at this UID stays until its mirror is deleted (kubelet).
-  pod_by_uid_.erase(uid);
+  api::erasePod(pod_by_uid_, uid);
   eraseIfUID(pod_by_full_name_, full_name, uid);
 }
 
@@ -119,7 +109,7 @@ PodsAndMirrorPods PodManager::getPodsAndMirrorPods() const {
 
 api::PodPtr PodManager::getPodByUID(std::string_view uid) const {
   std::shared_lock lock(mu_);
-  return find(pod_by_uid_, uid);
+  return api::findPod(pod_by_uid_, uid);
 }
 
 api::PodPtr PodManager::getPodByFullName(std::string_view full_name) const {
@@ -152,8 +142,8 @@ std::string PodManager::translatePodUID(std::string_view uid) const {
 UIDTranslations PodManager::getUIDTranslations() const {
   std::shared_lock lock(mu_);
   UIDTranslations out;
-  for (const auto& [uid, pod] : pod_by_uid_) {
-    if (api::isStaticPod(*pod)) out.pod_to_mirror[uid] = "";
+  for (const auto& pod : pod_by_uid_) {
+    if (api::isStaticPod(*pod)) out.pod_to_mirror[pod->metadata.uid] = "";
   }
   for (const auto& [mirror_uid, static_uid] : translation_by_uid_) {
     out.mirror_to_pod[mirror_uid] = static_uid;

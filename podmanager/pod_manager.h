@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "api/pod.h"
+#include "api/pods_by_uid.h"
 #include "base/string_map.h"
 
 namespace nodeagent::podmanager {
@@ -101,9 +102,9 @@ class PodManager {
   std::atomic<uint64_t> version_{0};
   // Hash maps: a periodic sync of each of a large node's pods looks them up; the few callers
   // that list them get them sorted.
-  base::StringHashMap<api::PodPtr> pod_by_uid_;
+  api::PodsByUid pod_by_uid_;
   base::StringHashMap<api::PodPtr> pod_by_full_name_;
-  base::StringHashMap<api::PodPtr> mirror_pod_by_uid_;
+  api::PodsByUid mirror_pod_by_uid_;
   base::StringHashMap<api::PodPtr> mirror_pod_by_full_name_;
   // mirror UID -> static pod UID
   base::StringHashMap<std::string> translation_by_uid_;

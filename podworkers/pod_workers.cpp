@@ -86,7 +86,7 @@ std::map<std::string, PodWorkerSync> BasicPodWorkers::Impl::syncKnownPods(
       forget.push_back(st);
       continue;
     }
-    out[uid] = PodWorkerSync{st->state(), orphan, !st->runtime_pod, st->is_static};
+    out[st->uid] = PodWorkerSync{st->state(), orphan, !st->runtime_pod, st->is_static};
   }
   for (const auto& st : forget) {
     log()->debug("forgetting finished pod worker uid={}", st->uid);
@@ -131,7 +131,7 @@ std::set<std::string> BasicPodWorkers::Impl::knownTerminatedUIDs() const {
   std::lock_guard lock(mu_);
   std::set<std::string> out;
   for (const auto& [uid, st] : statuses_) {
-    if (st->terminated()) out.insert(uid);
+    if (st->terminated()) out.insert(st->uid);
   }
   return out;
 }
@@ -183,10 +183,11 @@ std::optional<PodWorkerState> BasicPodWorkers::Impl::podWorkerState(const std::s
 StatusPtr BasicPodWorkers::Impl::statusForLocked(const UpdatePodOptions& options,
                                                  std::optional<Strand> strand) {
   const auto& pod = *options.pod;
-  auto& slot = statuses_[pod.metadata.uid];
-  if (slot) return slot;
-  slot = std::make_shared<SyncStatus>(pod.metadata.uid,
-                                      strand ? *strand : asio::make_strand(executor_));
+  if (auto it = statuses_.find(pod.metadata.uid); it != statuses_.end()) return it->second;
+  auto slot = std::make_shared<SyncStatus>(pod.metadata.uid,
+                                           strand ? *strand : asio::make_strand(executor_));
+  // Keyed by a view of the status's own UID: the entry holds the status, so its key lives as long.
+  statuses_.emplace(slot->uid, slot);
   slot->full_name = pod.fullName();
   slot->is_static = !options.runtime_pod && api::isStaticPod(pod);
   slot->runtime_pod = options.runtime_pod;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <stop_token>
+#include <string_view>
 #include <unordered_map>
 
 #include "base/due_queue.h"
@@ -50,8 +51,9 @@ struct SyncStatus {
   bool started = false;
   // The newest undelivered work (kubelet's lastUndeliveredWorkUpdate).
   api::Boxed<PodWork> pending;  // boxed, as `restart`: a worker at rest has neither
-  // Cancels the work in flight (kubelet's ctx/cancelFn); replaced for each delivery.
-  std::stop_source stop;
+  // Cancels the work in flight (kubelet's ctx/cancelFn); replaced for each delivery, and without
+  // a state of its own while no coroutine works for this UID.
+  std::stop_source stop{std::nostopstate};
   // The newest options seen (without kill callbacks): what retries run with.
   UpdatePodOptions last;
 
@@ -245,7 +247,9 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   bool pods_synced_ = false;
   size_t in_flight_ = 0;
   std::vector<std::function<void()>> on_idle_;
-  std::unordered_map<std::string, StatusPtr> statuses_;
+  // By UID: each key views its own status's `uid` (added only by statusForLocked, never
+  // reassigned), so a pod's UID is stored once here.
+  std::unordered_map<std::string_view, StatusPtr> statuses_;
   // Static pods: the UID that holds each full name, and the UIDs waiting for it in order.
   std::map<std::string, std::string, std::less<>> started_static_;
   std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;

@@ -66,6 +66,7 @@ asio::awaitable<void> BasicPodWorkers::Impl::runWorker(std::shared_ptr<Impl> sel
       std::unique_lock lock(self->mu_);
       auto next = self->completeLocked(st, work, result, token, deferred);
       if (!next) {
+        st->stop = std::stop_source(std::nostopstate);
         self->workerExitLocked();
         lock.unlock();
         deferred.run();

@@ -1,0 +1,61 @@
+// Pods by UID without a copy of the UID: a hash set of pods hashed and compared by their own
+// `metadata.uid`, looked up by a UID (std::string_view). A node of tens of thousands of pods keeps
+// one pointer per pod where a map would keep a second copy of each UID.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string_view>
+#include <unordered_set>
+
+#include "api/pod.h"
+
+namespace nodeagent::api {
+
+struct PodUidHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view uid) const noexcept {
+    return std::hash<std::string_view>{}(uid);
+  }
+  size_t operator()(const PodPtr& pod) const noexcept { return (*this)(pod->metadata.uid); }
+};
+
+struct PodUidEqual {
+  using is_transparent = void;
+  static std::string_view uidOf(std::string_view uid) { return uid; }
+  static std::string_view uidOf(const PodPtr& pod) { return pod->metadata.uid; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const noexcept {
+    return uidOf(a) == uidOf(b);
+  }
+};
+
+// Never holds a null pod.
+using PodsByUid = std::unordered_set<PodPtr, PodUidHash, PodUidEqual>;
+
+// The pod with `uid`, or null.
+inline PodPtr findPod(const PodsByUid& pods, std::string_view uid) {
+  auto it = pods.find(uid);
+  return it == pods.end() ? nullptr : *it;
+}
+
+// Puts `pod` (not null) in place of the pod with its UID, if any; whether it was added.
+inline bool putPod(PodsByUid& pods, PodPtr pod) {
+  auto it = pods.find(std::string_view(pod->metadata.uid));
+  if (it == pods.end()) {
+    pods.insert(std::move(pod));
+    return true;
+  }
+  // Replaced in its node: no allocation.
+  auto node = pods.extract(it);
+  node.value() = std::move(pod);
+  pods.insert(std::move(node));
+  return false;
+}
+
+// Erases the pod with `uid`, if any.
+inline void erasePod(PodsByUid& pods, std::string_view uid) {
+  if (auto it = pods.find(uid); it != pods.end()) pods.erase(it);
+}
+
+}  // namespace nodeagent::api
