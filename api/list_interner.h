@@ -72,7 +72,8 @@ template <typename T>
 class BoxInterner {
  public:
   // ListInterner's rule for one part: the part of an equal box interned before and still held, or
-  // else `box`'s part, interned now; a write through the result copies it first.
+  // else `box`'s part, interned now; a write through the result copies it first. The caller
+  // replaces `box` with the result (or drops it): `box` may write its part in place.
   SharedBox<T> intern(const SharedBox<T>& box, const Hash128& key) {
     if (!box.has_value()) return box;
     std::shared_ptr<T> value = box.sharedValue();

@@ -233,7 +233,7 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   void retireLocked(StatusPtr st);  // by value: erasing the map entry must not free it
   // Timers are not thread-safe: cancel and destroy them on their strand.
   void retireTimerLocked(SyncStatus& st);
-  void workerExitLocked();
+  void workerExitLocked(SyncStatus& st);
 
   asio::any_io_executor executor_;
   base::Clock& clock_;

@@ -53,7 +53,7 @@ asio::awaitable<void> BasicPodWorkers::Impl::runWorker(std::shared_ptr<Impl> sel
       Deferred deferred;
       std::unique_lock lock(self->mu_);
       if (self->gateLocked(st, work, deferred, grace, status_fn) == Gate::kStop) {
-        self->workerExitLocked();
+        self->workerExitLocked(*st);
         lock.unlock();
         deferred.run();
         co_return;
@@ -66,8 +66,7 @@ asio::awaitable<void> BasicPodWorkers::Impl::runWorker(std::shared_ptr<Impl> sel
       std::unique_lock lock(self->mu_);
       auto next = self->completeLocked(st, work, result, token, deferred);
       if (!next) {
-        st->stop = std::stop_source(std::nostopstate);
-        self->workerExitLocked();
+        self->workerExitLocked(*st);
         lock.unlock();
         deferred.run();
         co_return;
@@ -401,7 +400,9 @@ void BasicPodWorkers::Impl::retireTimerLocked(SyncStatus& st) {
   });
 }
 
-void BasicPodWorkers::Impl::workerExitLocked() {
+void BasicPodWorkers::Impl::workerExitLocked(SyncStatus& st) {
+  // Nothing is in flight to cancel: a worker at rest keeps no stop state.
+  st.stop = std::stop_source(std::nostopstate);
   --in_flight_;
   if (closed_ && in_flight_ == 0) {
     for (auto& cb : on_idle_) asio::post(executor_, std::move(cb));

@@ -46,6 +46,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agent/cm/cgroup_fs.h"
@@ -211,7 +212,7 @@ int run(size_t n) {
   }
   constexpr int64_t kMemoryCapacity = int64_t{16} << 30;
   const cm::ResourceConfig container_config = cm::toResourceConfig(
-      cm::containerResources(pods[0], pods[0].spec->containers[0], kMemoryCapacity));
+      cm::containerResources(pods[0], std::as_const(pods[0]).spec->containers[0], kMemoryCapacity));
 
   // 1. Pod cgroups.
   std::vector<double> pod_create;
