@@ -438,11 +438,19 @@ void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod
   }
   e.pod = std::move(pod);
   if (old) {
-    claimants_[old->fullName()].erase(name);
+    auto& names = claimants_[old->fullName()];
+    if (auto it = std::lower_bound(names.begin(), names.end(), name);
+        it != names.end() && *it == name) {
+      names.erase(it);
+    }
     reconcileClaims(old->fullName());
   }
   if (e.pod) {
-    claimants_[e.pod->fullName()].insert(name);
+    auto& names = claimants_[e.pod->fullName()];
+    if (auto it = std::lower_bound(names.begin(), names.end(), name);
+        it == names.end() || *it != name) {
+      names.insert(it, name);
+    }
     reconcileClaims(e.pod->fullName());
     log()->debug("Manifest file read file={} pod={} uid={}", base::goQuote(fullPath(name)),
                  api::podRef(*e.pod), e.pod->metadata.uid);

@@ -354,7 +354,9 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   std::map<std::string, Entry> entries_;  // by file name, sorted: the order duplicates resolve in
   std::set<std::string> recheck_;         // entries a trusted relist re-checks (noteRecheck)
-  std::unordered_map<std::string, std::set<std::string>> claimants_;  // full name -> file names
+  // Full name -> the names of the files that define a pod of that name, sorted (nearly always
+  // one: a sorted vector, not a set).
+  std::unordered_map<std::string, std::vector<std::string>> claimants_;
   std::vector<std::string> set_names_;  // files whose pod is in the set, sorted
   std::vector<api::PodPtr> set_pods_;   // their pods, in the same order
   SettleQueue settle_;
