@@ -20,9 +20,11 @@ template <typename V>
 class WeakTable {
  public:
   // The value interned under `key` when it equals `*candidate` and someone still holds it, or
-  // else `candidate`, interned now; copied first when `copy_first` (another holder may write it in
-  // place).
-  std::shared_ptr<V> intern(std::shared_ptr<V> candidate, bool copy_first, const Hash128& key) {
+  // else `candidate`, interned now. `candidate` is the value of one holder, `frozen` when that
+  // holder copies before writing; a value that another holder, not frozen, may write in place is
+  // interned as a copy (counted: the holder and `candidate`).
+  std::shared_ptr<V> intern(std::shared_ptr<V> candidate, bool frozen, const Hash128& key) {
+    const bool copy_first = !frozen && candidate.use_count() > 2;
     std::lock_guard lock(mu_);
     auto& slot = table_[key];
     if (auto held = slot.lock(); held && *held == *candidate) return held;
@@ -57,11 +59,7 @@ class ListInterner {
   // items in place. Thread-safe.
   SharedList<T> intern(const SharedList<T>& list, const Hash128& key) {
     if (list.empty()) return list;
-    // Items another list holds too, which that list may write in place, are interned as a copy
-    // (counted: `list` and `items`).
-    std::shared_ptr<std::vector<T>> items = list.sharedItems();
-    const bool copy_first = !list.frozen() && items.use_count() > 2;
-    return SharedList<T>::shared(table_.intern(std::move(items), copy_first, key));
+    return SharedList<T>::shared(table_.intern(list.sharedItems(), list.frozen(), key));
   }
 
  private:
@@ -76,9 +74,7 @@ class BoxInterner {
   // replaces `box` with the result (or drops it): `box` may write its part in place.
   SharedBox<T> intern(const SharedBox<T>& box, const Hash128& key) {
     if (!box.has_value()) return box;
-    std::shared_ptr<T> value = box.sharedValue();
-    const bool copy_first = !box.frozen() && value.use_count() > 2;
-    return SharedBox<T>::shared(table_.intern(std::move(value), copy_first, key));
+    return SharedBox<T>::shared(table_.intern(box.sharedValue(), box.frozen(), key));
   }
 
  private:

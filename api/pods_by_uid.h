@@ -4,19 +4,17 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <string_view>
 #include <unordered_set>
 
 #include "api/pod.h"
+#include "base/string_map.h"
 
 namespace nodeagent::api {
 
-struct PodUidHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view uid) const noexcept {
-    return std::hash<std::string_view>{}(uid);
-  }
+// The hash of the project's string-keyed maps (base::StringHashMap), on the pod's own UID.
+struct PodUidHash : base::StringHash {
+  using base::StringHash::operator();
   size_t operator()(const PodPtr& pod) const noexcept { return (*this)(pod->metadata.uid); }
 };
 
