@@ -20,12 +20,9 @@ constexpr size_t kMaxHostnameLength = 63;
 
 // The pod's spec as JSON, for the fields the typed pod does not model (null when unreadable).
 nlohmann::json rawSpec(const api::Pod& pod) {
-  if (!pod.raw) return nlohmann::json();
-  auto json = nlohmann::json::parse(*pod.raw, nullptr, false);
-  if (!json.is_object() || !json.contains("spec") || !json["spec"].is_object()) {
-    return nlohmann::json();
-  }
-  return json["spec"];
+  if (!pod.raw || pod.raw->spec().empty()) return nlohmann::json();
+  auto spec = nlohmann::json::parse(pod.raw->spec(), nullptr, false);
+  return spec.is_object() ? spec : nlohmann::json();
 }
 
 std::string stringField(const nlohmann::json& spec, const char* key) {
@@ -280,8 +277,8 @@ base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& 
   config.namespace_ = pod.metadata.namespace_;
   config.attempt = inputs.attempt;
   config.log_directory = inputs.log_directory;
-  config.labels = pod.metadata.labels;
-  config.annotations = pod.metadata.annotations;
+  config.labels = pod.metadata.labels.toMap();
+  config.annotations = pod.metadata.annotations.toMap();
   if (inputs.with_dns) {
     std::optional<DnsConfig> host;
     if (inputs.host_resolv_conf) {

@@ -20,7 +20,7 @@ namespace nodeagent::agent {
 // large node neither allocates nor faults in megabytes, and an unchanged node is answered from
 // the same slices again.
 struct PodsText {
-  std::vector<std::shared_ptr<const std::string>> held;  // what the slices point into
+  std::vector<std::shared_ptr<const void>> held;  // what the slices point into
   std::vector<std::string_view> slices;
 
   void add(std::string_view slice) {
@@ -28,6 +28,10 @@ struct PodsText {
   }
   void add(const std::shared_ptr<const std::string>& text) {
     add(std::string_view(*text));
+    held.push_back(text);
+  }
+  void add(const std::shared_ptr<const api::PodText>& text) {
+    for (std::string_view piece : text->pieces()) add(piece);
     held.push_back(text);
   }
 };
@@ -39,7 +43,7 @@ struct ReadOnlyServer::Impl {
   // writes only the statuses that changed.
   struct PodEntry {
     std::string uid;
-    std::shared_ptr<const std::string> raw;  // held: `slot` is valid for this text only
+    std::shared_ptr<const api::PodText> raw;  // held: `slot` is valid for this text only
     std::optional<api::StatusSlot> slot;
     std::optional<uint64_t> stamp;
     std::shared_ptr<const std::string> status_json;  // null: the pod's own status

@@ -164,7 +164,10 @@ base::StatusOr<std::vector<runtime::PodVolume>> VolumePreparer::prepare(const ap
     } else if (v.source_type == "hostPath") {
       path = hostPath(pod, v);
     } else if (isApiDataVolume(v.source_type)) {
-      if (!spec) spec = nlohmann::json::parse(*pod.raw).value("spec", nlohmann::json::object());
+      if (!spec) {
+        spec = pod.raw->spec().empty() ? nlohmann::json::object()
+                                       : nlohmann::json::parse(pod.raw->spec());
+      }
       path = apiData(pod, v, *spec);
       if (!path.ok()) {
         // Unavailable (the next sync tries again), in kubelet's FailedMount event wording.

@@ -209,6 +209,21 @@ base::Status readStringMap(const json& obj, const Path& p, std::string_view key,
   return base::okStatus();
 }
 
+base::Status readStringMap(const json& obj, const Path& p, std::string_view key,
+                           StringTable* out) {
+  ASSIGN_OR_RETURN(const json* m, objectMember(obj, p, key));
+  if (m == nullptr) return base::okStatus();
+  Path fp = p.field(key);
+  std::vector<StringTable::value_type> items;
+  items.reserve(m->size());
+  for (const auto& [k, v] : m->items()) {
+    if (!v.is_string()) return typeError(fp.field(k), "a string", v);
+    items.emplace_back(k, v.get_ref<const std::string&>());
+  }
+  *out = StringTable(std::move(items));
+  return base::okStatus();
+}
+
 base::Status readTime(const json& obj, const Path& p, std::string_view key,
                       std::optional<Timestamp>* out) {
   const json* m = find(obj, key);
@@ -310,8 +325,8 @@ json encodeObjectMeta(const ObjectMeta& m) {
   if (m.deletion_grace_period_seconds) {
     j["deletionGracePeriodSeconds"] = *m.deletion_grace_period_seconds;
   }
-  if (!m.labels.empty()) j["labels"] = m.labels;
-  if (!m.annotations.empty()) j["annotations"] = m.annotations;
+  if (!m.labels.empty()) j["labels"] = m.labels.toMap();
+  if (!m.annotations.empty()) j["annotations"] = m.annotations.toMap();
   if (!m.owner_references.empty()) {
     json owners = json::array();
     for (const auto& r : m.owner_references) {

@@ -52,6 +52,8 @@ base::Status readStringList(const json& obj, const Path& p, std::string_view key
 base::Status readInt64List(const json& obj, const Path& p, std::string_view key,
                            std::vector<int64_t>* out);
 base::Status readStringMap(const json& obj, const Path& p, std::string_view key, StringMap* out);
+base::Status readStringMap(const json& obj, const Path& p, std::string_view key,
+                           StringTable* out);
 base::Status readTime(const json& obj, const Path& p, std::string_view key,
                       std::optional<Timestamp>* out);
 base::Status readQuantity(const json& obj, const Path& p, std::string_view key,

@@ -1,5 +1,6 @@
-// One copy of each distinct part among the objects alive that hold one: the codec's pod specs and
-// container lists (replicas of one template, or a fleet of static pods, share them) and the status
+// One copy of each distinct part among the objects alive that hold one: the codec's pod specs, their
+// canonical texts and container lists (replicas of one template, or a fleet of static pods, share
+// them) and the status
 // manager's pod conditions (pods whose conditions changed within the same second share them).
 #pragma once
 
@@ -25,10 +26,20 @@ class WeakTable {
   // interned as a copy (counted: the holder and `candidate`).
   std::shared_ptr<V> intern(std::shared_ptr<V> candidate, bool frozen, const Hash128& key) {
     const bool copy_first = !frozen && candidate.use_count() > 2;
+    return internWith(
+        key, [&](const V& held) { return held == *candidate; },
+        [&] { return copy_first ? std::make_shared<V>(*candidate) : std::move(candidate); });
+  }
+
+  // The value interned under `key` that `same(value)` accepts and someone still holds, or else
+  // the value `make()` returns, interned now: a caller whose value is not yet made makes it only
+  // when no match is held.
+  template <typename Same, typename Make>
+  std::shared_ptr<V> internWith(const Hash128& key, Same same, Make make) {
     std::lock_guard lock(mu_);
     auto& slot = table_[key];
-    if (auto held = slot.lock(); held && *held == *candidate) return held;
-    if (copy_first) candidate = std::make_shared<V>(*candidate);
+    if (auto held = slot.lock(); held && same(*held)) return held;
+    std::shared_ptr<V> candidate = make();
     slot = candidate;
     // A value no one holds any more leaves the table in a sweep once the table grew by half.
     if (++added_ > table_.size() / 2 + 1024) {

@@ -16,12 +16,13 @@
 #include <vector>
 
 #include "api/hash.h"
+#include "api/pod_text.h"
+#include "api/string_table.h"
 #include "api/quantity.h"
 #include "api/time.h"
 
 namespace nodeagent::api {
 
-using StringMap = std::map<std::string, std::string>;
 
 // An optional value kept on the heap: std::optional's interface and value semantics (deep copy,
 // deep comparison) for large parts most objects lack (probes, lifecycle hooks), so that a
@@ -248,8 +249,8 @@ struct ObjectMeta {
   std::optional<Timestamp> creation_timestamp;
   std::optional<Timestamp> deletion_timestamp;
   std::optional<int64_t> deletion_grace_period_seconds;
-  StringMap labels;
-  StringMap annotations;
+  StringTable labels;
+  StringTable annotations;
   std::vector<OwnerReference> owner_references;
   bool operator==(const ObjectMeta&) const = default;
 };
@@ -543,8 +544,9 @@ struct Pod {
   // one copy of that status.
   SharedBox<PodStatus> status;
 
-  // The whole object as canonical JSON (sorted keys, compact); never null in a decoded pod.
-  std::shared_ptr<const std::string> raw;
+  // The whole object as canonical JSON (sorted keys, compact), its spec's text shared with the
+  // pods of the same spec; never null in a decoded pod.
+  std::shared_ptr<const PodText> raw;
   // Content hashes of the canonical JSON of `spec` and of the whole object.
   Hash128 spec_hash;
   Hash128 content_hash;

@@ -360,6 +360,14 @@ SharedBox<PodSpec> internSpec(const SharedBox<PodSpec>& spec, const Hash128& spe
   return specs->intern(spec, spec_hash);
 }
 
+// The spec's canonical text, one copy among the pods alive with that spec.
+std::shared_ptr<const std::string> internSpecText(std::string_view text, const Hash128& spec_hash) {
+  static auto* texts = new detail::WeakTable<std::string>();  // never destroyed, as above
+  return texts->internWith(
+      spec_hash, [&](const std::string& held) { return held == text; },
+      [&] { return std::make_shared<std::string>(text); });
+}
+
 base::StatusOr<Pod> decodeChecked(const json& object) {
   Path root;
   RETURN_IF_ERROR(checkObject(object, root));
@@ -400,24 +408,27 @@ base::StatusOr<Pod> decodeChecked(const json& object) {
       for (const json& c : *list) marks.push_back({&c});
     }
   }
-  auto raw = std::make_shared<std::string>();
-  raw->reserve(1024);
-  appendCanonicalJson(object, *raw, marks);
-  raw->shrink_to_fit();  // kept for the pod's life
-  pod.content_hash = hash128(*raw);
+  std::string raw;
+  raw.reserve(1024);
+  appendCanonicalJson(object, raw, marks);
+  pod.content_hash = hash128(raw);
   // An absent spec hashes like an empty one.
-  pod.spec_hash = spec != nullptr ? hash128(marks[0].in(*raw)) : hash128("{}");
-  if (spec != nullptr) {
-    // The decoded containers are the items of the spec's lists, in order.
-    size_t next = 1;
-    for (auto* list : {&pod.spec->init_containers, &pod.spec->containers}) {
-      for (Container& c : *list) c.hash = hash128(marks.at(next++).in(*raw));
-      *list = internContainers(*list);
-    }
-    // The spec is a function of its JSON alone: pods with the same spec text share one copy.
-    pod.spec = internSpec(pod.spec, pod.spec_hash);
+  pod.spec_hash = spec != nullptr ? hash128(marks[0].in(raw)) : hash128("{}");
+  if (spec == nullptr) {
+    pod.raw = std::make_shared<const PodText>(std::move(raw));
+    return pod;
   }
-  pod.raw = std::move(raw);
+  // The decoded containers are the items of the spec's lists, in order.
+  size_t next = 1;
+  for (auto* list : {&pod.spec->init_containers, &pod.spec->containers}) {
+    for (Container& c : *list) c.hash = hash128(marks.at(next++).in(raw));
+    *list = internContainers(*list);
+  }
+  // The spec is a function of its JSON alone: pods with the same spec text share one copy of
+  // it, and of that text.
+  pod.spec = internSpec(pod.spec, pod.spec_hash);
+  pod.raw = std::make_shared<const PodText>(raw, marks[0].begin, marks[0].end,
+                                            internSpecText(marks[0].in(raw), pod.spec_hash));
   return pod;
 }
 
@@ -448,7 +459,7 @@ json encodePod(const Pod& pod) {
     j["metadata"] = encodeObjectMeta(pod.metadata);
     return j;
   }
-  return json::parse(*pod.raw);
+  return json::parse(pod.raw->str());
 }
 
 base::StatusOr<PodPtr> withAnnotations(const Pod& pod, const StringMap& set,
@@ -503,6 +514,26 @@ size_t skipValue(std::string_view text, size_t i) {
   return i;
 }
 
+// The slot of "status" among the members of a JSON object in `text` from `i` (a member's key or
+// the closing brace) on; `first` when no member comes before `i`.
+std::optional<StatusSlot> scanForStatus(std::string_view text, size_t i, bool first) {
+  constexpr std::string_view kKey = R"("status")";
+  while (i < text.size() && text[i] != '}') {
+    const size_t key_start = i;
+    const size_t key_end = skipValue(text, i);
+    const size_t value_end = skipValue(text, key_end + 1);  // past the ':'
+    const std::string_view key = text.substr(key_start, key_end - key_start);
+    if (key == kKey) return StatusSlot{key_start, value_end, false, false};
+    // Canonical JSON sorts keys: the first one after "status" marks its place.
+    if (key > kKey) return StatusSlot{key_start, key_start, false, true};
+    first = false;
+    i = value_end;
+    if (i < text.size() && text[i] == ',') ++i;
+  }
+  if (i >= text.size()) return std::nullopt;
+  return StatusSlot{i, i, !first, false};
+}
+
 }  // namespace
 
 void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::string& out) {
@@ -511,34 +542,25 @@ void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::strin
   appendPodJsonWithStatusJson(pod, status_json, out);
 }
 
-std::optional<StatusSlot> findStatusSlot(std::string_view raw) {
-  if (raw.size() < 2 || raw.front() != '{') return std::nullopt;
-  constexpr std::string_view kKey = R"("status")";
-  bool first = true;
-  size_t i = 1;
-  while (i < raw.size() && raw[i] != '}') {
-    const size_t key_start = i;
-    const size_t key_end = skipValue(raw, i);
-    const size_t value_end = skipValue(raw, key_end + 1);  // past the ':'
-    const std::string_view key = raw.substr(key_start, key_end - key_start);
-    if (key == kKey) return StatusSlot{key_start, value_end, false, false};
-    // Canonical JSON sorts keys: the first one after "status" marks its place.
-    if (key > kKey) return StatusSlot{key_start, key_start, false, true};
-    first = false;
-    i = value_end;
-    if (i < raw.size() && raw[i] == ',') ++i;
+std::optional<StatusSlot> findStatusSlot(const PodText& raw) {
+  const std::string_view tail = raw.tail();
+  if (raw.head().empty()) {  // the whole object
+    if (tail.size() < 2 || tail.front() != '{') return std::nullopt;
+    return scanForStatus(tail, 1, /*first=*/true);
   }
-  if (i >= raw.size()) return std::nullopt;
-  return StatusSlot{i, i, !first, false};
+  // The members after the spec's value ("spec" sorts before "status").
+  if (tail.empty()) return std::nullopt;
+  return scanForStatus(tail, tail.front() == ',' ? 1 : 0, /*first=*/false);
 }
 
-std::array<std::string_view, 6> withStatusAtPieces(std::string_view raw, const StatusSlot& slot,
+std::array<std::string_view, 8> withStatusAtPieces(const PodText& raw, const StatusSlot& slot,
                                                    std::string_view status_json) {
-  return {raw.substr(0, slot.head),    slot.comma_before ? "," : "", R"("status":)", status_json,
-          slot.comma_after ? "," : "", raw.substr(slot.tail)};
+  const std::string_view tail = raw.tail();
+  return {raw.head(),     raw.spec(),  tail.substr(0, slot.head),   slot.comma_before ? "," : "",
+          R"("status":)", status_json, slot.comma_after ? "," : "", tail.substr(slot.tail)};
 }
 
-void appendWithStatusAt(std::string_view raw, const StatusSlot& slot, std::string_view status_json,
+void appendWithStatusAt(const PodText& raw, const StatusSlot& slot, std::string_view status_json,
                         std::string& out) {
   for (std::string_view piece : withStatusAtPieces(raw, slot, status_json)) out.append(piece);
 }
@@ -549,7 +571,7 @@ void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, s
   if (pod.raw) {
     slot = findStatusSlot(*pod.raw);
     if (slot && !replace) {
-      out.append(*pod.raw);
+      pod.raw->appendTo(out);
       return;
     }
   }

@@ -52,10 +52,11 @@ void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::strin
 // The same with the status given as its JSON text (empty: keep the pod's own).
 void appendPodJsonWithStatusJson(const Pod& pod, std::string_view status_json, std::string& out);
 
-// Where a status goes in a pod's raw JSON object: raw[0, head), then ("," when comma_before)
-// "status":<status> ("," when comma_after), then raw[tail, end). The pod's own status member is
-// replaced in place; without one the new member goes where canonical key order puts it.
-// Found once per raw text, so writing many pods with new statuses does not scan them again.
+// Where a status goes in a pod's text (the status member always sorts after the spec, so into
+// its last piece, PodText::tail): the head and spec pieces, tail[0, head), then ("," when
+// comma_before) "status":<status> ("," when comma_after), then tail[tail, end). The pod's own
+// status member is replaced in place; without one the new member goes where canonical key order
+// puts it. Found once per text, so writing many pods with new statuses does not scan them again.
 struct StatusSlot {
   size_t head = 0;
   size_t tail = 0;
@@ -63,12 +64,12 @@ struct StatusSlot {
   bool comma_after = false;
 };
 // nullopt when `raw` is not a JSON object.
-std::optional<StatusSlot> findStatusSlot(std::string_view raw);
-void appendWithStatusAt(std::string_view raw, const StatusSlot& slot, std::string_view status_json,
+std::optional<StatusSlot> findStatusSlot(const PodText& raw);
+void appendWithStatusAt(const PodText& raw, const StatusSlot& slot, std::string_view status_json,
                         std::string& out);
 // What appendWithStatusAt appends, as the pieces in order (empty ones included): for writers
 // that send texts in slices instead of copying them into one string.
-std::array<std::string_view, 6> withStatusAtPieces(std::string_view raw, const StatusSlot& slot,
+std::array<std::string_view, 8> withStatusAtPieces(const PodText& raw, const StatusSlot& slot,
                                                    std::string_view status_json);
 base::StatusOr<PodStatus> decodePodStatus(const nlohmann::json& status);
 

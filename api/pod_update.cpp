@@ -95,8 +95,7 @@ bool isCriticalPod(const Pod& pod) {
 }
 
 std::string configHash(const Pod& pod) {
-  auto it = pod.metadata.annotations.find(std::string(kConfigHashAnnotationKey));
-  return it == pod.metadata.annotations.end() ? std::string() : it->second;
+  return std::string(pod.metadata.annotations.get(kConfigHashAnnotationKey));
 }
 
 }  // namespace nodeagent::api

@@ -198,7 +198,7 @@ base::Status CheckpointManager::writePod(const api::Pod& pod) {
   RETURN_IF_ERROR(listLocked());
   if (!pod.raw)
     return base::internalError("pod " + api::podRef(pod) + " has no JSON to checkpoint");
-  std::string content = *pod.raw;
+  std::string content = pod.raw->str();
   content += '\n';
   RETURN_IF_ERROR(writeFileAtomically(path, content));
   if (known_->insert(pod.metadata.uid).second) {

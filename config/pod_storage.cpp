@@ -79,7 +79,7 @@ void sortByUid(std::vector<api::PodPtr>& pods) {
 // is).
 json rawJson(const api::Pod& pod) {
   if (!pod.raw) return json(nullptr);
-  return json::parse(*pod.raw, nullptr, /*allow_exceptions=*/false);
+  return json::parse(pod.raw->str(), nullptr, /*allow_exceptions=*/false);
 }
 
 // An absent or null member reads as an empty object, as Go's zero struct does.
@@ -106,9 +106,8 @@ void copyMember(json& dst, const json& src, const char* key) {
 // config.source is `source` and config.seen is set.
 bool carriesLocalAnnotations(const api::Pod& pod, const std::string& source) {
   const auto& a = pod.metadata.annotations;
-  auto it = a.find(std::string(api::kConfigSourceAnnotationKey));
-  return it != a.end() && it->second == source &&
-         a.count(std::string(api::kConfigFirstSeenAnnotationKey)) > 0;
+  auto it = a.find(api::kConfigSourceAnnotationKey);
+  return it != a.end() && it->second == source && a.contains(api::kConfigFirstSeenAnnotationKey);
 }
 
 void appendUpdate(std::vector<api::PodUpdate>& out, std::vector<api::PodPtr> pods,
@@ -140,8 +139,10 @@ base::StatusOr<api::PodPtr> withChangesOf(const api::Pod& existing, const api::P
     annotations[std::string(api::kConfigSourceAnnotationKey)] = source;
     for (std::string_view key : {api::kConfigSourceAnnotationKey, api::kConfigMirrorAnnotationKey,
                                  api::kConfigFirstSeenAnnotationKey}) {
-      auto kept = existing.metadata.annotations.find(std::string(key));
-      if (kept != existing.metadata.annotations.end()) annotations[kept->first] = kept->second;
+      auto kept = existing.metadata.annotations.find(key);
+      if (kept != existing.metadata.annotations.end()) {
+        annotations[std::string(kept->first)] = std::string(kept->second);
+      }
     }
     meta["annotations"] = std::move(annotations);
   });
@@ -149,8 +150,8 @@ base::StatusOr<api::PodPtr> withChangesOf(const api::Pod& existing, const api::P
 
 }  // namespace
 
-bool annotationsEqualIgnoringLocal(const api::StringMap& existing,
-                                   const api::StringMap& candidate) {
+bool annotationsEqualIgnoringLocal(const api::StringTable& existing,
+                                   const api::StringTable& candidate) {
   // Both maps are sorted: walk them together, skipping the local keys.
   auto a = existing.begin();
   auto b = candidate.begin();

@@ -42,7 +42,8 @@ enum class PodConfigNotificationMode {
 bool podsDifferSemantically(const api::Pod& existing, const api::Pod& ref);
 
 // kubelet's isAnnotationMapEqual: annotations equal once the local keys are ignored.
-bool annotationsEqualIgnoringLocal(const api::StringMap& existing, const api::StringMap& candidate);
+bool annotationsEqualIgnoringLocal(const api::StringTable& existing,
+                                   const api::StringTable& candidate);
 
 // True when the statuses differ, including fields of `status` the typed model does not cover.
 bool podStatusesDiffer(const api::Pod& existing, const api::Pod& ref);

@@ -298,7 +298,7 @@ std::vector<FieldError> validatePodNames(const api::Pod& pod) {
 std::vector<FieldError> validatePod(const api::Pod& pod) {
   // The raw JSON lets the shape checks run too; a pod without it gets the typed checks only.
   if (pod.raw && !pod.raw->empty()) {
-    json parsed = json::parse(*pod.raw, nullptr, /*allow_exceptions=*/false);
+    json parsed = json::parse(pod.raw->str(), nullptr, /*allow_exceptions=*/false);
     if (!parsed.is_discarded()) return validatePodWithJson(pod, &parsed);
   }
   return validatePodWithJson(pod, nullptr);

@@ -197,12 +197,10 @@ base::StatusOr<std::string> resolveFieldRef(const api::Pod& pod, const std::stri
   if (field_path == "status.podIP") return options.pod_ip;
   if (field_path == "status.hostIP") return options.host_ip;
   if (auto key = subscript(field_path, "metadata.labels")) {
-    auto it = pod.metadata.labels.find(*key);
-    return it == pod.metadata.labels.end() ? std::string() : it->second;
+    return std::string(pod.metadata.labels.get(*key));
   }
   if (auto key = subscript(field_path, "metadata.annotations")) {
-    auto it = pod.metadata.annotations.find(*key);
-    return it == pod.metadata.annotations.end() ? std::string() : it->second;
+    return std::string(pod.metadata.annotations.get(*key));
   }
   return base::invalidArgumentError("unsupported fieldRef fieldPath \"" + field_path + "\"");
 }

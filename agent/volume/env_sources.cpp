@@ -153,7 +153,7 @@ base::Status resolveKeyRefs(const Reader& reader, const json& container, Contain
 bool needsEnvSources(const api::Pod& pod, const api::Container& container) {
   // envFrom is not in the pod's model: its raw JSON tells (a mention elsewhere, in a label say,
   // only costs a parse).
-  return (pod.raw && pod.raw->find("\"envFrom\"") != std::string::npos) ||
+  return (pod.raw && pod.raw->contains("\"envFrom\"")) ||
          std::any_of(container.env.begin(), container.env.end(), [](const api::EnvVar& v) {
            return v.value_from_kind == "configMapKeyRef" || v.value_from_kind == "secretKeyRef";
          });
@@ -166,7 +166,7 @@ base::StatusOr<ContainerEnvSources> resolveEnvSources(const api::Pod& pod,
   const Reader reader{pod, objects};
   base::Status resolved;
   try {
-    const json pod_json = json::parse(*pod.raw);
+    const json pod_json = json::parse(pod.raw->str());
     const json* c = containerJson(pod_json, container.name);
     if (c == nullptr)
       return base::internalError("the pod's JSON has no container " + container.name);

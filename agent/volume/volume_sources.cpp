@@ -174,11 +174,12 @@ bool isApiDataVolume(std::string_view source_type) {
          source_type == "projected";
 }
 
-std::string formatDownwardMap(const std::map<std::string, std::string>& map) {
+std::string formatDownwardMap(const api::StringTable& map) {
   std::string out;
   for (const auto& [key, value] : map) {
     if (!out.empty()) out += '\n';
-    out += key + "=" + base::goQuote(value);
+    out.append(key);
+    out += "=" + base::goQuote(value);
   }
   return out;
 }

@@ -31,6 +31,6 @@ base::StatusOr<VolumePayload> apiDataVolumePayload(
     ApiObjectSource* objects, const runtime::NodeAllocatableResources& node = {});
 
 // kubelet's fieldpath.FormatMap: `key="value"` lines (Go quoting), sorted by key.
-std::string formatDownwardMap(const std::map<std::string, std::string>& map);
+std::string formatDownwardMap(const api::StringTable& map);
 
 }  // namespace nodeagent::agent

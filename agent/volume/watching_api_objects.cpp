@@ -80,13 +80,12 @@ std::string describe(const ApiObjectRef& ref) {
 std::set<ApiObjectRef> apiObjectReferences(const api::Pod& pod) {
   // Every reference spells "configMap..." or "secret..."/"...Secrets": most pods have none, and
   // cost no parse.
-  if (!pod.raw || (pod.raw->find("onfigMap") == std::string::npos &&
-                   pod.raw->find("ecret") == std::string::npos)) {
+  if (!pod.raw || (!pod.raw->contains("onfigMap") && !pod.raw->contains("ecret"))) {
     return {};
   }
   References refs(pod.metadata.namespace_);
   try {
-    const json object = json::parse(*pod.raw);
+    const json object = json::parse(pod.raw->str());
     const json* spec = member(object, "spec");
     if (spec == nullptr) return {};
     forEach(*spec, "imagePullSecrets",

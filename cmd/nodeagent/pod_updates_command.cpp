@@ -195,7 +195,7 @@ std::string updateLine(const api::PodUpdate& u, bool full) {
   Json pods = Json::array();
   for (const auto& pod : u.pods) {
     if (full) {
-      pods.push_back(pod->raw ? Json::parse(*pod->raw, nullptr, /*allow_exceptions=*/false)
+      pods.push_back(pod->raw ? Json::parse(pod->raw->str(), nullptr, /*allow_exceptions=*/false)
                               : Json::object());
     } else {
       Json ref = Json::object();

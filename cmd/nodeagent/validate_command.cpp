@@ -146,7 +146,8 @@ bool validateFile(const std::string& file, const std::string& node, const std::s
   }
   if (refused) return false;
   for (const auto& pod : result.pods) {
-    std::fwrite(pod->raw->data(), 1, pod->raw->size(), stdout);
+    for (std::string_view piece : pod->raw->pieces())
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fputc('\n', stdout);
   }
   return true;

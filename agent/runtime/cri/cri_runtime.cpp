@@ -76,10 +76,9 @@ struct SpecExtras {
 
 SpecExtras specExtras(const api::Pod& pod) {
   SpecExtras out;
-  if (!pod.raw) return out;
-  auto json = nlohmann::json::parse(*pod.raw, nullptr, false);
-  if (!json.is_object() || !json.contains("spec") || !json["spec"].is_object()) return out;
-  const auto& spec = json["spec"];
+  if (!pod.raw || pod.raw->spec().empty()) return out;
+  const auto spec = nlohmann::json::parse(pod.raw->spec(), nullptr, false);
+  if (!spec.is_object()) return out;
   if (auto it = spec.find("hostname"); it != spec.end() && it->is_string()) out.hostname = *it;
   if (auto it = spec.find("shareProcessNamespace"); it != spec.end() && it->is_boolean()) {
     out.share_process_namespace = *it;

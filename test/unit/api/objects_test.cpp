@@ -56,7 +56,7 @@ TEST_CASE("encodeNode: writes typed fields over the decoded object", "[unit][api
   CHECK(encodeNode(node) == in);                // unchanged typed view: same object
   node.status.conditions[0].status = "False";
   node.spec.unschedulable = false;
-  node.metadata.labels.clear();
+  node.metadata.labels = {};
   json out = encodeNode(node);
   CHECK(out["status"]["conditions"][0]["status"] == "False");
   CHECK_FALSE(out["spec"].contains("unschedulable"));
@@ -179,7 +179,7 @@ TEST_CASE("PodList: items without kind decode, item errors carry the index", "[u
 
 TEST_CASE("WatchEvent: encode, line form and decode", "[unit][api]") {
   auto pod = testing::PodBuilder().name("web").build();
-  json obj = json::parse(*pod->raw);
+  json obj = json::parse(pod->raw->str());
   std::string line = watchEventLine(WatchEventType::kModified, obj);
   CHECK(line.back() == '\n');
   CHECK(line.find('\n') == line.size() - 1);

@@ -519,7 +519,7 @@ TEST_CASE("PodBuilder: builds pods whose raw and typed views agree", "[unit][api
   CHECK(pod->spec->containers[0].command == std::vector<std::string>{"sleep", "10"});
   CHECK(pod->spec->node_name == "n1");
   CHECK(*decodePod(encodePod(*pod))->raw == *pod->raw);
-  CHECK(testing::podFromJson(*pod->raw)->content_hash == pod->content_hash);
+  CHECK(testing::podFromJson(pod->raw->str())->content_hash == pod->content_hash);
   CHECK(testing::podFromJson("metadata: {name: web2}")->metadata.name == "web2");
 }
 
@@ -699,6 +699,16 @@ TEST_CASE("decoded pods with the same spec share one copy of it", "[unit][api]")
   const Pod bare = mustDecode("apiVersion: v1\nkind: Pod\nmetadata:\n  name: bare\n");
   CHECK_FALSE(bare.spec.has_value());
   CHECK(bare.spec->containers.empty());
+  // The spec's text too: each pod's own text is its head and tail, the spec piece is shared.
+  CHECK(a.raw->sharesSpecWith(*b.raw));
+  CHECK_FALSE(a.raw->sharesSpecWith(*c.raw));
+  CHECK(a.raw->spec() == canonicalJson(encodePod(a)["spec"]));
+  CHECK(*a.raw == canonicalJson(encodePod(a)));
+  CHECK(a.raw->head().find("\"name\":\"a\"") != std::string_view::npos);
+  CHECK(a.raw->tail().find("\"status\"") == std::string_view::npos);
+  CHECK(bare.raw->spec().empty());
+  CHECK(bare.raw->head().empty());
+  CHECK(*bare.raw == canonicalJson(encodePod(bare)));
 
   SECTION("a write through one pod's copy never reaches another pod") {
     Pod edited = a;

@@ -59,7 +59,7 @@ TEST_CASE("CheckpointManager: an annotated pod is written as its JSON under its 
   struct stat after;
   REQUIRE(::stat((dir / "Pod_etcdkube-system.json").c_str(), &after) == 0);
   CHECK(after.st_ino != before.st_ino);
-  CHECK(testing::readFile(dir / "Pod_etcdkube-system.json") == *changed->raw + "\n");
+  CHECK(testing::readFile(dir / "Pod_etcdkube-system.json") == changed->raw->str() + "\n");
   CHECK((after.st_mode & 0777) == 0600);
 }
 
@@ -99,7 +99,7 @@ TEST_CASE("CheckpointManager: loading skips and reports corrupt files",
   CheckpointManager manager(tmp.path());
   REQUIRE(manager.writePod(*checkpointed("good")).ok());
   testing::writeFile(tmp / "Pod_broken.json", "{\"metadata\": {\"name\": ");
-  testing::writeFile(tmp / "Pod_renamed.json", *checkpointed("other")->raw);
+  testing::writeFile(tmp / "Pod_renamed.json", checkpointed("other")->raw->str());
   testing::writeFile(tmp / ".Pod_half.json.tmp", "{");
   testing::writeFile(tmp / "README", "not a checkpoint");
 

@@ -67,8 +67,7 @@ inline api::PodUpdate makeUpdate(api::PodOperation op, const std::string& source
 }
 
 inline std::string annotation(const api::Pod& pod, std::string_view key) {
-  auto it = pod.metadata.annotations.find(std::string(key));
-  return it == pod.metadata.annotations.end() ? std::string("<none>") : it->second;
+  return std::string(pod.metadata.annotations.get(key, "<none>"));
 }
 
 // The UIDs of the pods, sorted (kubelet's expectPodUpdate sorts before comparing).

@@ -548,7 +548,7 @@ TEST_CASE("merge: a SET repeating most objects of the previous one gives what a 
     std::vector<std::string> out;
     for (const auto& u : updates) {
       std::string line = std::string(api::podOperationName(u.op)) + ":";
-      for (const auto& p : u.pods) line += " " + p->metadata.uid + "=" + (p->raw ? *p->raw : "");
+      for (const auto& p : u.pods) line += " " + p->metadata.uid + "=" + (p->raw ? p->raw->str() : "");
       out.push_back(line);
     }
     return out;

@@ -34,7 +34,7 @@ inline std::vector<std::string> errorLines(const DecodeResult& result) {
 
 // The single decoded pod's raw JSON, parsed.
 inline nlohmann::json rawOf(const DecodeResult& result, size_t i = 0) {
-  return nlohmann::json::parse(*result.pods.at(i)->raw);
+  return nlohmann::json::parse(result.pods.at(i)->raw->str());
 }
 
 // A minimal valid manifest with one container, with `spec_extra` (YAML at the spec's

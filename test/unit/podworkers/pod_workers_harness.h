@@ -52,9 +52,8 @@ inline api::PodPtr makePod(const PodSpec& s) {
   pod.metadata.uid = s.uid;
   pod.metadata.name = s.name.empty() ? s.uid : s.name;
   pod.metadata.namespace_ = s.ns;
-  pod.metadata.annotations[std::string(api::kConfigSourceAnnotationKey)] =
-      s.is_static ? "file" : "api";
-  if (s.is_static) pod.metadata.annotations[std::string(api::kConfigHashAnnotationKey)] = s.uid;
+  pod.metadata.annotations.set(api::kConfigSourceAnnotationKey, s.is_static ? "file" : "api");
+  if (s.is_static) pod.metadata.annotations.set(api::kConfigHashAnnotationKey, s.uid);
   pod.spec->termination_grace_period_seconds = s.grace;
   if (s.deletion_grace) {
     pod.metadata.deletion_timestamp = api::Timestamp(std::chrono::seconds(1767225600));
