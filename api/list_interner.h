@@ -1,7 +1,7 @@
 // One copy of each distinct part among the objects alive that hold one: the codec's pod specs, their
 // canonical texts and container lists (replicas of one template, or a fleet of static pods, share
-// them) and the status
-// manager's pod conditions (pods whose conditions changed within the same second share them).
+// them) and the status manager's pod conditions (pods whose conditions changed within the same
+// second share them).
 #pragma once
 
 #include <memory>

@@ -6,14 +6,19 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <utility>
 
 extern "C" {
 // jemalloc's settings, read as it starts when the process links it (glibc's malloc ignores
 // them): one arena (as M_ARENA_MAX for glibc; each thread keeps a small cache of its own), freed
 // pages given back a second after they were last used, and none kept for lazy reuse
-// (muzzy_decay_ms: pages freed with MADV_FREE count in RSS until the kernel needs them).
+// (muzzy_decay_ms: pages freed with MADV_FREE count in RSS until the kernel needs them). Pages
+// are given back by jemalloc's one background thread, which sleeps until a decay is due: without
+// it, jemalloc purges only while the process allocates, so an agent that goes quiet after a burst
+// (50,000 pods started, then only resyncs) kept the burst's freed pages resident (26 MiB there).
 __attribute__((used, visibility("default"))) const char* malloc_conf =
-    "narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0";
+    "narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true,"
+    "max_background_threads:1";
 // jemalloc's control interface: set when jemalloc serves this process, null otherwise.
 int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
     __attribute__((weak));
@@ -57,6 +62,21 @@ size_t heapInUseBytes() {
   return 0;  // unknown
 }
 
+HeapStats heapStats() {
+  HeapStats out;
+  if (!jemalloc()) return out;
+  uint64_t epoch = 1;
+  size_t len = sizeof(epoch);
+  mallctl("epoch", &epoch, &len, &epoch, len);
+  for (auto [name, field] :
+       {std::pair{"stats.allocated", &out.allocated}, std::pair{"stats.active", &out.active},
+        std::pair{"stats.metadata", &out.metadata}, std::pair{"stats.resident", &out.resident}}) {
+    len = sizeof(size_t);
+    if (mallctl(name, field, &len, nullptr, 0) != 0) *field = 0;
+  }
+  return out;
+}
+
 bool dumpHeapProfile(const char* path) {
   if (!jemalloc()) return false;
   return mallctl("prof.dump", nullptr, nullptr, &path, sizeof(path)) == 0;
@@ -69,7 +89,7 @@ void tuneMalloc() {
 }
 
 void HeapTrimmer::start() {
-  // jemalloc gives pages back itself, dirty_decay_ms after they were last used, as it allocates:
+  // jemalloc's background thread gives pages back, dirty_decay_ms after they were last used:
   // purging more often only makes the next allocations fault the same pages in again.
   if (!jemalloc()) arm();
 }

@@ -3,7 +3,7 @@
 // pages back, and what it holds. The daemon and the benches that stand in for it use them.
 //
 // The daemon links jemalloc where it is installed (CMakeLists.txt, NODEAGENT_JEMALLOC), set up by
-// heap.cpp: one arena, freed pages purged after a second. Otherwise glibc's malloc serves, tuned
+// heap.cpp: one arena, freed pages purged after a second by its background thread. Otherwise glibc's malloc serves, tuned
 // by tuneMalloc().
 #pragma once
 
@@ -21,6 +21,18 @@ const char* allocatorName();
 // minus this is the allocator's slack (freed memory it keeps) plus code and stacks.
 size_t heapInUseBytes();
 
+// jemalloc's own account, in bytes (all zero under glibc): what the process's objects hold
+// (`allocated`), the pages holding them (`active`: allocated plus the free space of partly used
+// pages), the allocator's metadata, and the pages it keeps resident (`resident`: active,
+// metadata, and freed pages not yet given back).
+struct HeapStats {
+  size_t allocated = 0;
+  size_t active = 0;
+  size_t metadata = 0;
+  size_t resident = 0;
+};
+HeapStats heapStats();
+
 // Writes jemalloc's heap profile to `path` (for jeprof) when the process runs with
 // MALLOC_CONF=prof:true; false otherwise. For benchmarks that look for what holds memory.
 bool dumpHeapProfile(const char* path);
@@ -35,7 +47,7 @@ void tuneMalloc();
 // top). Every few seconds, when the resident size grew by more than 1 MiB since the last trim,
 // malloc_trim gives the free pages back. The check reads /proc/self/statm (mallinfo2 walks every
 // free chunk: too costly to poll when idle). Under jemalloc it does nothing: jemalloc gives pages
-// back itself, dirty_decay_ms after their last use.
+// back itself (its background thread), dirty_decay_ms after their last use.
 class HeapTrimmer {
  public:
   HeapTrimmer(asio::any_io_executor ex, Clock& clock) : timer_(clock.makeTimer(ex)) {}

@@ -233,6 +233,14 @@ int main(int argc, char** argv) {
       samples);
   std::printf("hollow node: RSS at the end %ld MiB, heap in use %.0f MiB\n",
               statusKb("VmRSS") / 1024, heapInUseMiB());
+  if (const base::HeapStats h = base::heapStats(); h.resident > 0) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    std::printf(
+        "hollow node: allocator at the end: %.0f MiB allocated in %.0f MiB of pages, %.0f MiB "
+        "metadata, %.0f MiB resident\n",
+        static_cast<double>(h.allocated) / kMiB, static_cast<double>(h.active) / kMiB,
+        static_cast<double>(h.metadata) / kMiB, static_cast<double>(h.resident) / kMiB);
+  }
   if (const char* prof = getenv("HOLLOW_HEAP_PROFILE")) {
     std::printf(
         "hollow node: heap profile %s %s\n", prof,
