@@ -12,7 +12,7 @@ NODEAGENT_LOGGER("podworkers")
 // The grace period only shrinks: the smallest of the current one, the apiserver's
 // deletionGracePeriodSeconds and the kill's override; the pod's spec when none is set; never < 1.
 std::pair<int64_t, bool> effectiveGracePeriod(std::optional<int64_t> current, const api::Pod& pod,
-                                              const std::optional<KillPodOptions>& kill) {
+                                              const api::Boxed<KillPodOptions>& kill) {
   std::optional<int64_t> grace = current;
   auto lower = [&grace](std::optional<int64_t> v) {
     if (v && (!grace || *v < *grace)) grace = v;
@@ -31,7 +31,7 @@ UpdatePodOptions withoutKillOptions(const UpdatePodOptions& options) {
 }
 
 // A kill that needs no waiting: its completion callback runs once the lock is released.
-void takeKillCallback(std::optional<KillPodOptions>& kill, Deferred& deferred) {
+void takeKillCallback(api::Boxed<KillPodOptions>& kill, Deferred& deferred) {
   if (kill && kill->on_completed) deferred.callbacks.push_back(std::move(kill->on_completed));
   kill.reset();
 }
@@ -141,9 +141,8 @@ bool BasicPodWorkers::Impl::isPodForMirrorPodTerminatingByFullName(
   std::lock_guard lock(mu_);
   auto started = started_static_.find(full_name);
   if (started == started_static_.end()) return false;
-  auto it = statuses_.find(started->second);
-  if (it == statuses_.end()) return false;
-  return it->second->terminationRequested() && !it->second->terminated();
+  const SyncStatus& st = *started->second;
+  return st.terminationRequested() && !st.terminated();
 }
 
 void BasicPodWorkers::Impl::shutdown(std::function<void()> on_idle) {
@@ -155,7 +154,7 @@ void BasicPodWorkers::Impl::shutdown(std::function<void()> on_idle) {
     for (const auto& [uid, st] : statuses_) {
       st->pending.reset();
       st->restart.reset();
-      st->notify_post_terminating.clear();
+      if (st->termination) st->termination->notify_post_terminating.clear();
       retireTimerLocked(*st);
     }
   }
@@ -285,7 +284,7 @@ bool BasicPodWorkers::Impl::beginTerminationLocked(const StatusPtr& st,
   } else {
     return false;
   }
-  st->terminating_at = clock_.now();
+  st->term().terminating_at = clock_.now();
   ++generation_;
   unqueueLocked(*st);
   return true;
@@ -301,16 +300,17 @@ PodWork BasicPodWorkers::Impl::workForLocked(const StatusPtr& st, UpdatePodOptio
     work.type = WorkType::kTerminating;
     // The kill's callbacks wait for the termination to complete.
     if (auto& kill = options.kill_pod_options) {
-      if (kill->on_completed) st->notify_post_terminating.push_back(std::move(kill->on_completed));
-      if (kill->pod_status_fn) st->status_post_terminating.push_back(kill->pod_status_fn);
+      auto& term = st->term();
+      if (kill->on_completed) term.notify_post_terminating.push_back(std::move(kill->on_completed));
+      if (kill->pod_status_fn) term.status_post_terminating.push_back(kill->pod_status_fn);
     }
     auto [grace, shortened] =
-        effectiveGracePeriod(st->grace_period, *options.pod, options.kill_pod_options);
+        effectiveGracePeriod(st->gracePeriod(), *options.pod, options.kill_pod_options);
     if (shortened) {
       log()->info("grace period shortened pod={} uid={} grace={}s", api::podRef(*options.pod),
                   st->uid, grace);
     }
-    st->grace_period = grace;
+    st->term().grace_period = grace;
     grace_shortened = shortened;
     options.kill_pod_options.reset();
   } else {

@@ -37,42 +37,52 @@ struct SyncStatus {
 
   const std::string uid;
   const Strand strand;
-  std::string full_name;
+  std::string full_name;  // set once, as the status is made
   bool is_static = false;
   // The worker was created by a kill of a pod known only to the runtime.
   bool runtime_pod = false;
-  // Re-arms a failed terminating/terminated step. Armed, cancelled and destroyed on `strand` only.
-  base::TimerPtr retry_timer;
-
   // A coroutine owns this UID: it runs (or is about to run) a sync method and will pick up
   // `pending` when done. False with `pending` set only for a static pod waiting for its turn.
   bool working = false;
   // Static pods: passed the full-name gate (kubelet's podStarted).
   bool started = false;
-  // The newest undelivered work (kubelet's lastUndeliveredWorkUpdate).
-  api::Boxed<PodWork> pending;  // boxed, as `restart`: a worker at rest has neither
-  // Cancels the work in flight (kubelet's ctx/cancelFn); replaced for each delivery, and without
-  // a state of its own while no coroutine works for this UID.
-  std::stop_source stop{std::nostopstate};
-  // The newest options seen (without kill callbacks): what retries run with.
-  UpdatePodOptions last;
-
-  base::MonotonicTime synced_at{};
-  std::optional<base::MonotonicTime> terminating_at;  // termination requested
-  std::optional<base::MonotonicTime> terminated_at;   // syncTerminatingPod succeeded
   bool started_terminating = false;  // the worker has observed the termination request
   bool deleted = false;              // deletionTimestamp set, or an orphan
   bool evicted = false;
   bool finished = false;  // syncTerminatedPod succeeded (or the pod never started)
-  // Effective grace period once terminating; nullopt for a pod that finished on its own.
-  std::optional<int64_t> grace_period;
-  std::vector<std::function<void()>> notify_post_terminating;
-  std::vector<PodStatusFn> status_post_terminating;
+  // Re-arms a failed terminating/terminated step. Armed, cancelled and destroyed on `strand` only.
+  base::TimerPtr retry_timer;
+
+  // The newest undelivered work (kubelet's lastUndeliveredWorkUpdate).
+  api::Boxed<PodWork> pending;  // boxed, as `restart` and `termination`: a worker at rest has none
+  // Cancels the work in flight (kubelet's ctx/cancelFn); replaced for each delivery, and without
+  // a state of its own while no coroutine works for this UID.
+  std::stop_source stop{std::nostopstate};
+  // The newest options seen (kill options are never kept): what retries run with.
+  UpdatePodOptions last;
+
+  base::MonotonicTime synced_at{};
+  // What termination keeps (kubelet's terminatingAt, terminatedAt, gracePeriod and the kill
+  // callbacks); none until a termination step is recorded.
+  struct Termination {
+    std::optional<base::MonotonicTime> terminating_at;  // termination requested
+    std::optional<base::MonotonicTime> terminated_at;   // syncTerminatingPod succeeded
+    // Effective grace period once terminating; nullopt for a pod that finished on its own.
+    std::optional<int64_t> grace_period;
+    std::vector<std::function<void()>> notify_post_terminating;
+    std::vector<PodStatusFn> status_post_terminating;
+  };
+  api::Boxed<Termination> termination;
   // Config created this UID again while it was terminating: run these options once finished.
   api::Boxed<UpdatePodOptions> restart;
 
-  bool terminationRequested() const { return terminating_at.has_value(); }
-  bool terminated() const { return terminated_at.has_value(); }
+  // The termination record, made when there is none yet.
+  Termination& term() { return termination ? *termination : termination.emplace(); }
+  bool terminationRequested() const { return termination && termination->terminating_at; }
+  bool terminated() const { return termination && termination->terminated_at; }
+  std::optional<int64_t> gracePeriod() const {
+    return termination ? termination->grace_period : std::nullopt;
+  }
   PodWorkerState state() const {
     if (terminated()) return PodWorkerState::kTerminatedPod;
     if (terminationRequested()) return PodWorkerState::kTerminatingPod;
@@ -250,8 +260,10 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   // By UID: each key views its own status's `uid` (added only by statusForLocked, never
   // reassigned), so a pod's UID is stored once here.
   std::unordered_map<std::string_view, StatusPtr> statuses_;
-  // Static pods: the UID that holds each full name, and the UIDs waiting for it in order.
-  std::map<std::string, std::string, std::less<>> started_static_;
+  // Static pods: the worker that holds each full name (keyed by a view of its own full name: an
+  // entry leaves, in releaseStaticLocked, before its status is retired), and the UIDs waiting for
+  // each full name in order.
+  std::unordered_map<std::string_view, const SyncStatus*> started_static_;
   std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;
   // Sync-phase requeues (kubelet's workQueue; a new deadline replaces the old), taken by due time
   // so that a tick looks only at what is due. Keyed by the worker's status rather than its UID:

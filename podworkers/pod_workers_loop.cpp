@@ -111,8 +111,10 @@ BasicPodWorkers::Impl::Gate BasicPodWorkers::Impl::gateLocked(const StatusPtr& s
   st->started = true;
   if (work.type == WorkType::kTerminating) {
     st->started_terminating = true;
-    grace = st->grace_period;
-    if (!st->status_post_terminating.empty()) status_fn = st->status_post_terminating.back();
+    grace = st->gracePeriod();
+    if (st->termination && !st->termination->status_post_terminating.empty()) {
+      status_fn = st->termination->status_post_terminating.back();
+    }
   }
   log()->debug("processing pod work pod={} uid={} work={} type={}", api::podRef(*work.options.pod),
                st->uid, workTypeName(work.type), api::syncPodTypeName(work.options.update_type));
@@ -121,7 +123,7 @@ BasicPodWorkers::Impl::Gate BasicPodWorkers::Impl::gateLocked(const StatusPtr& s
 
 bool BasicPodWorkers::Impl::allowStaticPodStartLocked(const SyncStatus& st) {
   if (auto it = started_static_.find(st.full_name); it != started_static_.end()) {
-    return it->second == st.uid;
+    return it->second == &st;
   }
   auto wit = waiting_static_.find(st.full_name);
   if (wit != waiting_static_.end()) {
@@ -138,7 +140,7 @@ bool BasicPodWorkers::Impl::allowStaticPodStartLocked(const SyncStatus& st) {
     }
     if (waiting.empty()) waiting_static_.erase(wit);
   }
-  started_static_[st.full_name] = st.uid;
+  started_static_[st.full_name] = &st;
   log()->info("static pod starts pod={} uid={}", st.full_name, st.uid);
   return true;
 }
@@ -236,7 +238,7 @@ void BasicPodWorkers::Impl::completeSyncLocked(const StatusPtr& st, const PodWor
   if (ok && result.terminal) {
     log()->info("pod reached a terminal phase, begin teardown pod={} uid={}",
                 api::podRef(*work.options.pod), st->uid);
-    if (!st->terminating_at) st->terminating_at = clock_.now();
+    if (!st->term().terminating_at) st->term().terminating_at = clock_.now();
     st->started_terminating = true;
     ++generation_;
     unqueueLocked(*st);
@@ -261,14 +263,14 @@ bool BasicPodWorkers::Impl::completeTerminatingLocked(const StatusPtr& st, const
   }
   if (work.options.runtime_pod) {
     log()->info("orphaned pod terminated pod={} uid={}", api::podRef(pod), st->uid);
-    st->terminated_at = clock_.now();
+    st->term().terminated_at = clock_.now();
     ++generation_;
     notifyTerminatedLocked(*st, deferred);
     finishLocked(st, deferred);
     return true;
   }
   log()->info("pod terminated all containers pod={} uid={}", api::podRef(pod), st->uid);
-  st->terminated_at = clock_.now();
+  st->term().terminated_at = clock_.now();
   ++generation_;
   notifyTerminatedLocked(*st, deferred);
   releaseStaticLocked(*st);
@@ -298,9 +300,12 @@ std::optional<PodWork> BasicPodWorkers::Impl::takePendingLocked(const StatusPtr&
 }
 
 void BasicPodWorkers::Impl::notifyTerminatedLocked(SyncStatus& st, Deferred& deferred) {
-  for (auto& cb : st.notify_post_terminating) deferred.callbacks.push_back(std::move(cb));
-  st.notify_post_terminating.clear();
-  st.status_post_terminating.clear();
+  if (!st.termination) return;
+  for (auto& cb : st.termination->notify_post_terminating) {
+    deferred.callbacks.push_back(std::move(cb));
+  }
+  st.termination->notify_post_terminating.clear();
+  st.termination->status_post_terminating.clear();
 }
 
 void BasicPodWorkers::Impl::finishLocked(const StatusPtr& st, Deferred& deferred) {
@@ -316,7 +321,7 @@ void BasicPodWorkers::Impl::completeUnstartedTerminatedLocked(const StatusPtr& s
                                                               Deferred& deferred) {
   log()->info("static pod terminated before it started pod={} uid={}", st->full_name, st->uid);
   st->started_terminating = true;
-  st->terminated_at = clock_.now();
+  st->term().terminated_at = clock_.now();
   notifyTerminatedLocked(*st, deferred);
   finishLocked(st, deferred);  // bumps the generation
 }
@@ -334,7 +339,7 @@ void BasicPodWorkers::Impl::restartLocked(const StatusPtr& old, Deferred& deferr
 void BasicPodWorkers::Impl::releaseStaticLocked(const SyncStatus& st) {
   if (!st.is_static) return;
   auto it = started_static_.find(st.full_name);
-  if (it != started_static_.end() && it->second == st.uid) started_static_.erase(it);
+  if (it != started_static_.end() && it->second == &st) started_static_.erase(it);
   kickStaticLocked(st.full_name);
 }
 
