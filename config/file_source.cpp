@@ -57,6 +57,9 @@ std::optional<base::MonotonicTime> SettleQueue::nextDeadline() const {
 // FileSource::Impl: listing, reading and the pod set
 
 namespace {
+
+// Orders pointers to names (the claims, the set) by name.
+bool byName(const std::string* a, const std::string& b) { return *a < b; }
 // A sweep with this many files to read reads and decodes them on several threads (prefetch): the
 // first list of a large directory is mostly that work, and each file's is its own.
 constexpr size_t kParallelSweepMin = 64;
@@ -437,19 +440,20 @@ void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod
     return;  // same pod (e.g. a bad edit reverted): keep the old object, the set is unchanged
   }
   e.pod = std::move(pod);
+  const std::string& key = entries_.find(name)->first;  // `e` is the entry of `name`
   if (old) {
     auto& names = claimants_[old->fullName()];
-    if (auto it = std::lower_bound(names.begin(), names.end(), name);
-        it != names.end() && *it == name) {
+    if (auto it = std::lower_bound(names.begin(), names.end(), name, byName);
+        it != names.end() && **it == name) {
       names.erase(it);
     }
     reconcileClaims(old->fullName());
   }
   if (e.pod) {
     auto& names = claimants_[e.pod->fullName()];
-    if (auto it = std::lower_bound(names.begin(), names.end(), name);
-        it == names.end() || *it != name) {
-      names.insert(it, name);
+    if (auto it = std::lower_bound(names.begin(), names.end(), name, byName);
+        it == names.end() || **it != name) {
+      names.insert(it, &key);
     }
     reconcileClaims(e.pod->fullName());
     log()->debug("Manifest file read file={} pod={} uid={}", base::goQuote(fullPath(name)),
@@ -458,7 +462,7 @@ void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod
     e.winner = false;
     e.duplicate_of.clear();
   }
-  syncSetSlot(name, e);
+  syncSetSlot(key, e);
 }
 
 void FileSource::Impl::reconcileClaims(const std::string& full_name) {
@@ -470,9 +474,10 @@ void FileSource::Impl::reconcileClaims(const std::string& full_name) {
   }
   // kubelet 1.18 keeps the directory's pods in a store keyed by namespace/name and replaces it
   // with the files in sorted order: the last file in sorted order wins.
-  const std::string& last = *it->second.rbegin();
-  for (const auto& name : it->second) {
-    Entry& e = entries_[name];
+  const std::string& last = *it->second.back();
+  for (const std::string* key : it->second) {
+    const std::string& name = *key;
+    Entry& e = entries_.find(name)->second;
     bool win = name == last;
     std::string dup = win ? std::string() : last;
     e.winner = win;
@@ -490,18 +495,18 @@ void FileSource::Impl::reconcileClaims(const std::string& full_name) {
   }
 }
 
-void FileSource::Impl::syncSetSlot(const std::string& name, const Entry& e) {
+void FileSource::Impl::syncSetSlot(const std::string& key, const Entry& e) {
   const bool in_set = e.winner && e.pod;
-  auto pos = std::lower_bound(set_names_.begin(), set_names_.end(), name);
+  auto pos = std::lower_bound(set_names_.begin(), set_names_.end(), key, byName);
   const auto idx = static_cast<size_t>(pos - set_names_.begin());
-  const bool present = pos != set_names_.end() && *pos == name;
+  const bool present = pos != set_names_.end() && **pos == key;
   if (in_set && present) {
     if (set_pods_[idx] != e.pod) {
       set_pods_[idx] = e.pod;
       changed_ = true;
     }
   } else if (in_set) {
-    set_names_.insert(pos, name);
+    set_names_.insert(pos, &key);
     set_pods_.insert(set_pods_.begin() + static_cast<std::ptrdiff_t>(idx), e.pod);
     changed_ = true;
   } else if (present) {

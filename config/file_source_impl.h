@@ -292,7 +292,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   // Keeps set_names_/set_pods_ (the pods sent, sorted by file name) in step with one entry, so
   // sending a SET costs a vector copy rather than a walk of every cache entry.
-  void syncSetSlot(const std::string& name, const Entry& e);
+  // `key` is the entry's own key in entries_.
+  void syncSetSlot(const std::string& key, const Entry& e);
   void refreshError(const std::string& name, const Entry& e);
   // Sends the set when it changed, when it never went out, or when it became complete.
   void emitIfChanged();
@@ -354,11 +355,13 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   std::map<std::string, Entry> entries_;  // by file name, sorted: the order duplicates resolve in
   std::set<std::string> recheck_;         // entries a trusted relist re-checks (noteRecheck)
-  // Full name -> the names of the files that define a pod of that name, sorted (nearly always
-  // one: a sorted vector, not a set).
-  std::unordered_map<std::string, std::vector<std::string>> claimants_;
-  std::vector<std::string> set_names_;  // files whose pod is in the set, sorted
-  std::vector<api::PodPtr> set_pods_;   // their pods, in the same order
+  // The claims and the set point at the names of entries_ (keys of a std::map do not move), and
+  // an entry leaves both before it is erased (removeEntry), so each file's name is kept once.
+  // Full name -> the names of the files that define a pod of that name, sorted by name (nearly
+  // always one: a sorted vector, not a set).
+  std::unordered_map<std::string, std::vector<const std::string*>> claimants_;
+  std::vector<const std::string*> set_names_;  // files whose pod is in the set, sorted by name
+  std::vector<api::PodPtr> set_pods_;          // their pods, in the same order
   SettleQueue settle_;
   base::TimerPtr relist_timer_;
   base::TimerPtr settle_timer_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "podworkers/pod_workers_impl.h"
 #include "test/unit/podworkers/pod_workers_harness.h"
 
 using namespace nodeagent;
@@ -472,3 +473,21 @@ TEST_CASE("pod workers: an exception from the syncer is an error, not a crash",
 
 // ---------------------------------------------------------------------------------------------
 // UID reuse
+
+TEST_CASE("pod workers: a worker's state at rest stays small", "[unit][podworkers]") {
+  // Tens of thousands of workers rest between resyncs: what only termination, a pending update
+  // or a kill needs is boxed (one pointer each while unset).
+  CHECK(sizeof(podworkers::pod_workers_internal::SyncStatus) <= 256);
+  CHECK(sizeof(podworkers::UpdatePodOptions) <= 64);
+  podworkers::pod_workers_internal::SyncStatus st("uid",
+                                                  asio::make_strand(asio::system_executor()));
+  CHECK_FALSE(st.termination);
+  CHECK_FALSE(st.terminationRequested());
+  CHECK_FALSE(st.gracePeriod());
+  st.term().grace_period = 3;
+  CHECK_FALSE(st.terminationRequested());  // a record alone requests nothing
+  CHECK(st.gracePeriod() == 3);
+  st.term().terminating_at = base::MonotonicTime{};
+  CHECK(st.terminationRequested());
+  CHECK_FALSE(st.terminated());
+}
