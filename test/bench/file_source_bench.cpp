@@ -16,12 +16,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/heap.h"
 #include "base/log.h"
 #include "config/file_source.h"
 #include "config/pod_config.h"
@@ -33,6 +36,16 @@ namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
+
+// The process's resident size, in KiB (0 when unknown).
+long vmRssKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
+}
 
 std::string podYaml(const std::string& name, const std::string& image) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels:\n    app: " + name +
@@ -128,6 +141,7 @@ void run(size_t n, bool with_pod_config) {
   config::FileSource source(ioc.get_executor(), base::realClock(), o, sink);
   std::thread runner([&] { ioc.run(); });
 
+  const size_t heap_before = base::heapInUseBytes();
   auto t0 = SteadyClock::now();
   source.start();
   if (!rec.waitFor(1, 600s)) {
@@ -173,16 +187,22 @@ void run(size_t n, bool with_pod_config) {
   const double cpu_per_relist = (threadCpuMs(runner.native_handle()) - relist_cpu0) / kRelists;
   const uint64_t reread = source.stats().files_read - read_before;
   const double floor_ms = listAndStatFloorMs(dir.path(), kRelists);
+  // What the source (and PodConfig) hold for the directory's pods: the heap they took, and the
+  // process's RSS with them (the first run's pods are gone by the second).
+  const double heap_mib =
+      (static_cast<double>(base::heapInUseBytes()) - static_cast<double>(heap_before)) /
+      (1024.0 * 1024.0);
 
   std::printf(
       "%-22s N=%6zu  first SET %8.1f ms (cpu %8.1f ms)  change->update p50 %6.3f ms  p99 %6.3f "
       "ms  max %6.3f ms  cpu/change %6.3f ms  decoded=%llu  relist cpu %7.1f ms (files "
-      "read again %llu; readdir + fstatat alone %.1f ms)\n",
+      "read again %llu; readdir + fstatat alone %.1f ms)  heap %+.0f MiB, RSS %ld MiB (%s)\n",
       with_pod_config ? "source+PodConfig" : "source", n, first_ms, first_cpu,
       percentile(latencies, 0.5), percentile(latencies, 0.99),
       *std::max_element(latencies.begin(), latencies.end()), cpu_per_change,
       static_cast<unsigned long long>(source.stats().manifests_decoded), cpu_per_relist,
-      static_cast<unsigned long long>(reread), floor_ms);
+      static_cast<unsigned long long>(reread), floor_ms, heap_mib, vmRssKb() / 1024,
+      base::allocatorName());
   std::fflush(stdout);
 
   source.stop();
@@ -194,6 +214,7 @@ void run(size_t n, bool with_pod_config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  base::tuneMalloc();  // as the daemon's main
   base::initLogging({.verbosity = 0, .quiet = true});
   std::vector<size_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(static_cast<size_t>(std::stoul(argv[i])));
