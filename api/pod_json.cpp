@@ -544,7 +544,7 @@ void appendPodJsonWithStatus(const Pod& pod, const PodStatus* status, std::strin
 
 std::optional<StatusSlot> findStatusSlot(const PodText& raw) {
   const std::string_view tail = raw.tail();
-  if (raw.head().empty()) {  // the whole object
+  if (!raw.hasSpec()) {  // the whole object
     if (tail.size() < 2 || tail.front() != '{') return std::nullopt;
     return scanForStatus(tail, 1, /*first=*/true);
   }

@@ -12,7 +12,7 @@ PodText::PodText(std::string whole) : own_(std::move(whole)) {
 PodText::PodText(std::string_view whole, size_t spec_begin, size_t spec_end,
                  std::shared_ptr<const std::string> spec)
     : spec_(std::move(spec)) {
-  if (spec_begin > spec_end || spec_end > whole.size() || spec_ == nullptr ||
+  if (spec_begin == 0 || spec_begin > spec_end || spec_end > whole.size() || spec_ == nullptr ||
       whole.substr(spec_begin, spec_end - spec_begin) != *spec_ || spec_begin > UINT32_MAX) {
     throw std::invalid_argument("PodText: the spec piece does not match the text");
   }
@@ -39,23 +39,25 @@ bool PodText::contains(std::string_view needle) const {
   for (std::string_view piece : parts) {
     if (piece.find(needle) != std::string_view::npos) return true;
   }
-  if (needle.size() == 1) return false;
-  // An occurrence across a boundary lies within needle.size() - 1 bytes of it on each side.
-  const size_t reach = needle.size() - 1;
+  // An occurrence across a boundary starts within needle.size() - 1 bytes before it.
+  const auto charAt = [&parts](size_t pos) {
+    for (std::string_view piece : parts) {
+      if (pos < piece.size()) return piece[pos];
+      pos -= piece.size();
+    }
+    return '\0';  // not reached: callers stay within size()
+  };
+  const size_t total = size();
   size_t boundary = 0;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i].empty()) continue;  // the same boundary as the one before
     boundary += parts[i].size();
-    const size_t from = boundary > reach ? boundary - reach : 0;
-    const size_t to = std::min(size(), boundary + reach);
-    std::string window;
-    size_t at = 0;
-    for (std::string_view piece : parts) {
-      const size_t lo = std::max(from, at);
-      const size_t hi = std::min(to, at + piece.size());
-      if (lo < hi) window.append(piece.substr(lo - at, hi - lo));
-      at += piece.size();
+    const size_t from = boundary >= needle.size() ? boundary - needle.size() + 1 : 0;
+    for (size_t start = from; start < boundary && start + needle.size() <= total; ++start) {
+      size_t k = 0;
+      while (k < needle.size() && charAt(start + k) == needle[k]) ++k;
+      if (k == needle.size()) return true;
     }
-    if (window.find(needle) != std::string::npos) return true;
   }
   return false;
 }

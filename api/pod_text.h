@@ -21,6 +21,8 @@ class PodText {
   PodText(std::string_view whole, size_t spec_begin, size_t spec_end,
           std::shared_ptr<const std::string> spec);
 
+  // Whether the text was split at a spec (else it is all in the last piece).
+  bool hasSpec() const { return spec_ != nullptr; }
   std::string_view head() const { return std::string_view(own_).substr(0, split_); }
   std::string_view spec() const { return spec_ ? std::string_view(*spec_) : std::string_view(); }
   std::string_view tail() const { return std::string_view(own_).substr(split_); }

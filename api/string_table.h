@@ -1,7 +1,8 @@
 // A small map of strings kept in one allocation, sorted by key: an object's labels and
 // annotations. A decoded object never changes, so lookups (binary search) and walks are what
 // matter; `set` and `erase` rebuild it. Reads like a const std::map<std::string, std::string>
-// whose items are string_views into the table.
+// whose items are string_views into the table: they live as long as the table is neither
+// changed nor destroyed (copy them to keep them longer).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +25,10 @@ class StringTable {
 
   class const_iterator {
    public:
-    using iterator_category = std::bidirectional_iterator_tag;
+    // Items are values (views), not references: a C++20 bidirectional iterator, an input
+    // iterator to pre-C++20 algorithms.
+    using iterator_category = std::input_iterator_tag;
+    using iterator_concept = std::bidirectional_iterator_tag;
     using value_type = StringTable::value_type;
     using difference_type = std::ptrdiff_t;
     using pointer = void;
@@ -92,7 +96,7 @@ class StringTable {
   bool contains(std::string_view key) const { return find(key) != end(); }
   // The value of `key`; throws std::out_of_range when there is none.
   std::string_view at(std::string_view key) const;
-  // The value of `key`, or `fallback`.
+  // The value of `key`, or `fallback` (a view of it: keep the fallback alive).
   std::string_view get(std::string_view key, std::string_view fallback = {}) const;
 
   // Sets `key` to `value` (adding it when absent); removes `key`. Both rebuild the table.

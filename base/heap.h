@@ -3,8 +3,8 @@
 // pages back, and what it holds. The daemon and the benches that stand in for it use them.
 //
 // The daemon links jemalloc where it is installed (CMakeLists.txt, NODEAGENT_JEMALLOC), set up by
-// heap.cpp: one arena, freed pages purged after a second by its background thread. Otherwise glibc's malloc serves, tuned
-// by tuneMalloc().
+// heap.cpp: one arena, freed pages purged after a second by its background thread. Otherwise
+// glibc's malloc serves, tuned by tuneMalloc().
 #pragma once
 
 #include <cstddef>

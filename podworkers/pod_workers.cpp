@@ -25,8 +25,11 @@ std::pair<int64_t, bool> effectiveGracePeriod(std::optional<int64_t> current, co
 }
 
 UpdatePodOptions withoutKillOptions(const UpdatePodOptions& options) {
-  UpdatePodOptions out = options;
-  out.kill_pod_options.reset();
+  UpdatePodOptions out;  // every field but kill_pod_options, which is not copied only to be dropped
+  out.update_type = options.update_type;
+  out.pod = options.pod;
+  out.mirror_pod = options.mirror_pod;
+  out.runtime_pod = options.runtime_pod;
   return out;
 }
 

@@ -436,10 +436,23 @@ TEST_CASE("appendPodJsonWithStatus: the pod with its status replaced, from the r
   Pod odd_without_status = mustDecode(tricky.dump());
   tricky["status"] = json::object();
   auto bare = testing::PodBuilder().name("p").container("c").build();
+  // Without a spec the text is one piece; a null spec is no spec; a spec that has a "status" key
+  // of its own.
+  Pod specless = mustDecode(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"s"},)"
+                            R"("status":{"phase":"Pending"},"zz":1})");
+  Pod null_spec = mustDecode(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"n"},)"
+                             R"("spec":null})");
+  Pod spec_with_status =
+      mustDecode(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w"},)"
+                 R"("spec":{"containers":[{"name":"c","image":"i"}],"status":{"x":1}}})");
+  CHECK_FALSE(specless.raw->hasSpec());
+  CHECK_FALSE(null_spec.raw->hasSpec());
+  CHECK(spec_with_status.raw->hasSpec());
   PodStatus st;
   st.phase = "Running";
   st.pod_ip = "10.0.0.1";
-  for (const Pod* pod : std::vector<const Pod*>{&rich, &odd, &odd_without_status, bare.get()}) {
+  for (const Pod* pod : std::vector<const Pod*>{&rich, &odd, &odd_without_status, bare.get(),
+                                                &specless, &null_spec, &spec_with_status}) {
     for (const PodStatus* status : std::vector<const PodStatus*>{nullptr, &st}) {
       std::string out = "[";
       appendPodJsonWithStatus(*pod, status, out);

@@ -56,6 +56,9 @@ TEST_CASE("pod text: the pieces joined are the text", "[unit][api]") {
   // A spec piece that is not the text's range is refused.
   CHECK_THROWS(PodText(kWhole, 0, 7, std::make_shared<const std::string>(R"({"b":1})")));
   CHECK_THROWS(PodText(kWhole, 5, kWhole.size() + 1, spec));
+  CHECK_THROWS(PodText(kWhole, 0, 0, std::make_shared<const std::string>()));  // no head
+  CHECK(text.hasSpec());
+  CHECK_FALSE(whole.hasSpec());
 }
 
 TEST_CASE("pod text: contains finds a needle in a piece or across pieces", "[unit][api]") {
@@ -73,4 +76,8 @@ TEST_CASE("pod text: contains finds a needle in a piece or across pieces", "[uni
   CHECK_FALSE(text.contains(R"(:{"a":1}}")"));
   CHECK_FALSE(text.contains(std::string(kWhole) + "x"));
   CHECK_FALSE(PodText().contains("x"));
+  // A text without a spec piece is one piece.
+  const PodText whole{std::string(kWhole)};
+  CHECK(whole.contains(R"("spec":{"a":1},"st)"));
+  CHECK_FALSE(whole.contains(R"("spec":{"a":2})"));
 }

@@ -72,6 +72,15 @@ TEST_CASE("string table: copies, maps and edits", "[unit][api]") {
   CHECK(t.size() == 1);
   CHECK(t.contains(""));
 
+  // Keys order as std::map orders them, bytes above 0x7f included.
+  const StringMap bytes{{"\xc3\xa9", "1"}, {"z", "2"}, {"A", "3"}, {"\x7f", "4"}, {"", "5"}};
+  const StringTable from_map = bytes;
+  const StringTable listed{{"z", "2"}, {"\xc3\xa9", "1"}, {"", "5"}, {"\x7f", "4"}, {"A", "3"}};
+  CHECK(from_map == bytes);
+  CHECK(listed == bytes);
+  CHECK(listed.toMap() == bytes);
+  CHECK(listed.at("\xc3\xa9") == "1");
+
   // Equal items, whatever order they were given in, make equal tables.
   CHECK(StringTable{{"x", "1"}, {"y", "2"}} == StringTable{{"y", "2"}, {"x", "1"}});
   CHECK_FALSE(StringTable{{"x", "1"}} == StringTable{{"x", "12"}});

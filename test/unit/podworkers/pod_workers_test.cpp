@@ -471,9 +471,6 @@ TEST_CASE("pod workers: an exception from the syncer is an error, not a crash",
   ioc.poll();
 }
 
-// ---------------------------------------------------------------------------------------------
-// UID reuse
-
 TEST_CASE("pod workers: a worker's state at rest stays small", "[unit][podworkers]") {
   // Tens of thousands of workers rest between resyncs: what only termination, a pending update
   // or a kill needs is boxed (one pointer each while unset).
@@ -491,3 +488,6 @@ TEST_CASE("pod workers: a worker's state at rest stays small", "[unit][podworker
   CHECK(st.terminationRequested());
   CHECK_FALSE(st.terminated());
 }
+
+// ---------------------------------------------------------------------------------------------
+// UID reuse
