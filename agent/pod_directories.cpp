@@ -20,7 +20,7 @@ base::StatusOr<std::filesystem::path> PodDirectories::path(const std::string& ui
 base::Status PodDirectories::ensure(const std::string& uid) {
   {
     std::lock_guard lock(mu_);
-    if (made_.count(uid) > 0) return base::okStatus();
+    if (made_.count(api::hash128(uid)) > 0) return base::okStatus();
   }
   auto dir = path(uid);
   if (!dir.ok()) return dir.status();
@@ -33,19 +33,21 @@ base::Status PodDirectories::ensure(const std::string& uid) {
     }
   }
   std::lock_guard lock(mu_);
-  made_.insert(uid);
+  made_.insert(api::hash128(uid));
   return base::okStatus();
 }
 
 bool PodDirectories::made(const std::string& uid) const {
   std::lock_guard lock(mu_);
-  return made_.count(uid) > 0;
+  return made_.count(api::hash128(uid)) > 0;
 }
 
 void PodDirectories::forget(const std::string& uid) {
   std::lock_guard lock(mu_);
-  if (made_.count(uid) > 0) ++removals_;
-  made_.erase(uid);
+  auto it = made_.find(api::hash128(uid));
+  if (it == made_.end()) return;
+  ++removals_;
+  made_.erase(it);
 }
 
 base::Status PodDirectories::unmountVolumes(const std::string& uid) {

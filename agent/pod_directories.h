@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "api/hash.h"
 #include "base/status.h"
 
 namespace nodeagent::agent {
@@ -42,7 +43,12 @@ class PodDirectories {
  private:
   std::filesystem::path root_;
   mutable std::mutex mu_;
-  std::unordered_set<std::string> made_;
+  // The pods whose directories ensure() made, by the 128-bit hash of their UID (a UID's copy
+  // here cost more than the rest of the entry).
+  struct UidHash {
+    size_t operator()(const api::Hash128& h) const { return static_cast<size_t>(h.low); }
+  };
+  std::unordered_set<api::Hash128, UidHash> made_;
   std::atomic<uint64_t> removals_{0};
 };
 
