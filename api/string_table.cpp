@@ -115,9 +115,7 @@ void StringTable::set(std::string_view key, std::string_view value) {
   } else {
     next.insert(it, {key, value});
   }
-  StringTable rebuilt;
-  rebuilt.block_ = build(next);
-  *this = std::move(rebuilt);
+  *this = StringTable(std::move(next));
 }
 
 size_t StringTable::erase(std::string_view key) {
@@ -125,9 +123,7 @@ size_t StringTable::erase(std::string_view key) {
   if (it == end()) return 0;
   std::vector<value_type> next = items();
   next.erase(next.begin() + static_cast<std::ptrdiff_t>(it.i_));
-  StringTable rebuilt;
-  rebuilt.block_ = build(next);
-  *this = std::move(rebuilt);
+  *this = StringTable(std::move(next));
   return 1;
 }
 

@@ -24,15 +24,6 @@ std::pair<int64_t, bool> effectiveGracePeriod(std::optional<int64_t> current, co
   return {value, current && value < *current};
 }
 
-UpdatePodOptions withoutKillOptions(const UpdatePodOptions& options) {
-  UpdatePodOptions out;  // every field but kill_pod_options, which is not copied only to be dropped
-  out.update_type = options.update_type;
-  out.pod = options.pod;
-  out.mirror_pod = options.mirror_pod;
-  out.runtime_pod = options.runtime_pod;
-  return out;
-}
-
 // A kill that needs no waiting: its completion callback runs once the lock is released.
 void takeKillCallback(api::Boxed<KillPodOptions>& kill, Deferred& deferred) {
   if (kill && kill->on_completed) deferred.callbacks.push_back(std::move(kill->on_completed));
@@ -320,7 +311,7 @@ PodWork BasicPodWorkers::Impl::workForLocked(const StatusPtr& st, UpdatePodOptio
     work.type = WorkType::kSync;
     takeKillCallback(options.kill_pod_options, deferred);
   }
-  st->last = withoutKillOptions(options);
+  st->last = options;  // every branch above took its kill options: none are kept
   work.options = std::move(options);
   return work;
 }
