@@ -21,14 +21,14 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/due_times.h"
 
 namespace nodeagent::base {
 
 template <typename Key, typename Hash = std::hash<Key>>
 class DueQueue {
  public:
-  explicit DueQueue(Duration granularity = std::chrono::seconds(1))
-      : granularity_(std::max(granularity.count(), Duration::rep{1})) {}
+  explicit DueQueue(Duration granularity = std::chrono::seconds(1)) : times_(granularity) {}
   // Slots point into the key index: a copy would point into the original.
   DueQueue(const DueQueue&) = delete;
   DueQueue& operator=(const DueQueue&) = delete;
@@ -41,21 +41,21 @@ class DueQueue {
     } else {
       const MonotonicTime old = slots_[it->second].at;
       if (old == at) return;
-      if (next_ && old == *next_) next_valid_ = false;  // the first key moved
+      times_.left(old);  // (the first key may have moved)
     }
     Slot& slot = slots_[it->second];
     slot.at = at;
     slot.seq = ++seq_;
-    buckets_[bucketOf(at)].push_back(Entry{at, slot.seq, it->second});
+    buckets_[times_.bucketOf(at)].push_back(Entry{at, slot.seq, it->second});
     ++entries_;
-    if (next_valid_) next_ = next_ ? std::min(*next_, at) : at;
+    times_.scheduled(at);
     if (entries_ > 2 * index_.size() + 64) rebuild();
   }
   // Drops `key`; false when it was not there.
   bool erase(const Key& key) {
     auto it = index_.find(key);
     if (it == index_.end()) return false;
-    if (next_ && slots_[it->second].at == *next_) next_valid_ = false;
+    times_.left(slots_[it->second].at);
     freeSlot(it->second);
     index_.erase(it);
     return true;
@@ -75,22 +75,17 @@ class DueQueue {
     free_.clear();
     buckets_.clear();
     entries_ = 0;
-    next_.reset();
-    next_valid_ = true;
+    times_.cleared();
   }
   // When the first key is due; nullopt when empty.
   std::optional<MonotonicTime> next() const {
-    if (!next_valid_) {
-      next_ = firstTime();
-      next_valid_ = true;
-    }
-    return next_;
+    return times_.next([this] { return firstTime(); });
   }
   // Removes and returns the keys due at `now` or before, earliest first (equal times in the order
   // they were scheduled at that time).
   std::vector<Key> takeDue(MonotonicTime now) {
     std::vector<Entry> due;
-    const int64_t last = bucketOf(now);
+    const int64_t last = times_.bucketOf(now);
     for (auto b = buckets_.begin(); b != buckets_.end() && b->first <= last;) {
       auto& entries = b->second;
       size_t kept = 0;
@@ -116,7 +111,7 @@ class DueQueue {
       freeSlot(e.slot);
       out.push_back(std::move(index_.extract(*key).key()));
     }
-    if (!due.empty()) next_valid_ = false;
+    if (!due.empty()) times_.taken();
     return out;
   }
 
@@ -134,10 +129,6 @@ class DueQueue {
     uint32_t slot;
   };
 
-  int64_t bucketOf(MonotonicTime at) const {
-    const auto t = at.time_since_epoch().count();
-    return t >= 0 ? t / granularity_ : -((-t - 1) / granularity_) - 1;  // floor
-  }
   bool live(const Entry& e) const {
     const Slot& s = slots_[e.slot];
     return s.key != nullptr && s.seq == e.seq;
@@ -175,21 +166,18 @@ class DueQueue {
     entries_ = 0;
     for (uint32_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i].key == nullptr) continue;
-      buckets_[bucketOf(slots_[i].at)].push_back(Entry{slots_[i].at, slots_[i].seq, i});
+      buckets_[times_.bucketOf(slots_[i].at)].push_back(Entry{slots_[i].at, slots_[i].seq, i});
       ++entries_;
     }
   }
 
-  Duration::rep granularity_;
+  detail::DueTimes times_;
   std::unordered_map<Key, uint32_t, Hash> index_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
   std::map<int64_t, std::vector<Entry>> buckets_;
   size_t entries_ = 0;  // in buckets_, stale ones included
   uint64_t seq_ = 0;
-  // The cached answer of next(), recomputed after the first key may have gone or moved.
-  mutable std::optional<MonotonicTime> next_;
-  mutable bool next_valid_ = true;
 };
 
 }  // namespace nodeagent::base

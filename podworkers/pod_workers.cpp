@@ -51,7 +51,7 @@ bool BasicPodWorkers::Impl::settledSyncLocked(const UpdatePodOptions& options) {
   }
   auto it = statuses_.find(options.pod->metadata.uid);
   if (it == statuses_.end()) return false;
-  const SyncStatus& st = *it->second;
+  SyncStatus& st = *it->second;
   if (st.working || st.pending || !st.started || st.finished || st.restart ||
       st.terminationRequested() || st.last.pod != options.pod ||
       st.last.mirror_pod != options.mirror_pod) {
@@ -111,15 +111,15 @@ uint64_t BasicPodWorkers::Impl::generation() const {
   return generation_;
 }
 
-void BasicPodWorkers::Impl::queueLocked(const SyncStatus& st, base::MonotonicTime at) {
-  queue_.schedule(&st, at);
+void BasicPodWorkers::Impl::queueLocked(SyncStatus& st, base::MonotonicTime at) {
+  queue_.schedule(st, at);
 }
 
-void BasicPodWorkers::Impl::queueAfterLocked(const SyncStatus& st, base::Duration delay) {
+void BasicPodWorkers::Impl::queueAfterLocked(SyncStatus& st, base::Duration delay) {
   queueLocked(st, clock_.now() + base::jitter(delay, options_.jitter_factor, random_));
 }
 
-void BasicPodWorkers::Impl::unqueueLocked(const SyncStatus& st) { queue_.erase(&st); }
+void BasicPodWorkers::Impl::unqueueLocked(SyncStatus& st) { queue_.erase(st); }
 
 std::set<std::string> BasicPodWorkers::Impl::knownTerminatedUIDs() const {
   std::lock_guard lock(mu_);
@@ -184,7 +184,6 @@ StatusPtr BasicPodWorkers::Impl::statusForLocked(const UpdatePodOptions& options
   slot->full_name = pod.fullName();
   slot->is_static = !options.runtime_pod && api::isStaticPod(pod);
   slot->runtime_pod = options.runtime_pod;
-  slot->synced_at = clock_.now();
   // Static pods start in the order their workers were created.
   if (slot->is_static) waiting_static_[slot->full_name].push_back(slot->uid);
   log()->debug("pod worker created pod={} uid={}", api::podRef(pod), slot->uid);

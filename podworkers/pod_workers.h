@@ -60,12 +60,12 @@ struct KillPodOptions {
 };
 
 struct UpdatePodOptions {
-  api::SyncPodType update_type = api::SyncPodType::kSync;
   api::PodPtr pod;         // required
   api::PodPtr mirror_pod;  // static pods only; may be null
   // Boxed (reads as a std::optional): most updates are not kills, and the workers keep each
   // pod's newest options.
   api::Boxed<KillPodOptions> kill_pod_options;
+  api::SyncPodType update_type = api::SyncPodType::kSync;
   // `pod` was built from the runtime's view of a pod that config no longer has (an orphan): only
   // kKill is accepted, and the worker calls syncTerminatingRuntimePod, then finishes.
   bool runtime_pod = false;

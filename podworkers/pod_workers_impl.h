@@ -12,7 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "base/due_queue.h"
+#include "base/intrusive_due_queue.h"
 #include "base/log.h"
 #include "podworkers/pod_workers.h"
 
@@ -61,7 +61,8 @@ struct SyncStatus {
   // The newest options seen (kill options are never kept): what retries run with.
   UpdatePodOptions last;
 
-  base::MonotonicTime synced_at{};
+  // The worker's place in the sync-phase queue (queue_ below): when its next sync is due.
+  base::DueHook due;
   // What termination keeps (kubelet's terminatingAt, terminatedAt, gracePeriod and the kill
   // callbacks); none until a termination step is recorded.
   struct Termination {
@@ -139,10 +140,10 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::string> getWorkToSync();
   uint64_t generation() const;
   // The queue holds the worker's status itself (a current one: see queue_).
-  void queueLocked(const SyncStatus& st, base::MonotonicTime at);
+  void queueLocked(SyncStatus& st, base::MonotonicTime at);
   // Queued `delay` from now, plus the workers' jitter.
-  void queueAfterLocked(const SyncStatus& st, base::Duration delay);
-  void unqueueLocked(const SyncStatus& st);
+  void queueAfterLocked(SyncStatus& st, base::Duration delay);
+  void unqueueLocked(SyncStatus& st);
   std::set<std::string> knownTerminatedUIDs() const;
 
   template <typename Pred>
@@ -266,12 +267,12 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   std::unordered_map<std::string_view, const SyncStatus*> started_static_;
   std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;
   // Sync-phase requeues (kubelet's workQueue; a new deadline replaces the old), taken by due time
-  // so that a tick looks only at what is due. Keyed by the worker's status rather than its UID:
-  // a resync of each of tens of thousands of pods takes and requeues its key, and a pointer is
-  // hashed and compared at once. Only a current status is queued (in statuses_), and
-  // retireLocked unqueues it as it leaves statuses_ (holding it meanwhile), so no key outlives
-  // its status.
-  base::DueQueue<const SyncStatus*> queue_;
+  // so that a tick looks only at what is due. The queue holds the workers' statuses themselves,
+  // each status its own due time: a resync of each of tens of thousands of pods takes and
+  // requeues it without a lookup, and the queue costs a pointer per pod. Only a current status
+  // is queued (in statuses_), and retireLocked unqueues it as it leaves statuses_ (holding it
+  // meanwhile), so the queue never points at a status that is gone.
+  base::IntrusiveDueQueue<SyncStatus, &SyncStatus::due> queue_;
   uint64_t generation_ = 0;
 };
 
