@@ -1,5 +1,7 @@
 #include "agent/pleg.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 
 namespace nodeagent::agent {
@@ -70,26 +72,58 @@ bool Pleg::healthy(std::string* why) const {
   return true;
 }
 
-void Pleg::emit(const std::string& uid, PodLifecycleEvent::Type type, const std::string& cid) {
+std::string Pleg::recordKey(std::string_view uid, std::string_view cid) {
+  std::string key;
+  key.reserve(uid.size() + 1 + cid.size());
+  key.append(uid).push_back('\0');
+  key.append(cid);
+  return key;
+}
+
+Pleg::State Pleg::stateOf(const Records& records, std::string_view key) {
+  auto it = std::lower_bound(records.begin(), records.end(), key,
+                             [](const Record& r, std::string_view k) { return r.key < k; });
+  return it != records.end() && it->key == key ? it->state : State::kNonExistent;
+}
+
+void Pleg::emit(std::string_view key, PodLifecycleEvent::Type type) {
   if (stopped_ || !sink_) return;
   ++events_;
-  sink_(PodLifecycleEvent{uid, type, cid});
+  const auto sep = key.find('\0');
+  sink_(PodLifecycleEvent{std::string(key.substr(0, sep)), type, std::string(key.substr(sep + 1))});
 }
 
 void Pleg::onRuntimeEvent(const runtime::ContainerEvent& e) {
-  auto cid = e.container_id.toString();
-  auto& containers = records_[e.pod_uid];
-  // A container seen for the first time has no state yet (a default State would be kRunning).
-  auto& state = containers.try_emplace(cid, State::kNonExistent).first->second;
-  if (e.type == runtime::ContainerEvent::Type::kStarted) {
-    if (state == State::kRunning) return;
-    state = State::kRunning;
-    emit(e.pod_uid, PodLifecycleEvent::Type::kContainerStarted, cid);
+  auto key = recordKey(e.pod_uid, e.container_id.toString());
+  auto it = event_states_.find(key);
+  // A container seen for the first time has no state yet.
+  const State old_state = it != event_states_.end() ? it->second : stateOf(records_, key);
+  const bool started = e.type == runtime::ContainerEvent::Type::kStarted;
+  const State now = started ? State::kRunning : State::kExited;
+  if (old_state == now) return;
+  // Recorded before the event goes out: the sink may start a relist, which folds these states.
+  if (it != event_states_.end()) {
+    it->second = now;
   } else {
-    if (state == State::kExited) return;
-    state = State::kExited;
-    emit(e.pod_uid, PodLifecycleEvent::Type::kContainerDied, cid);
+    it = event_states_.emplace(std::move(key), now).first;
   }
+  emit(it->first, started ? PodLifecycleEvent::Type::kContainerStarted
+                          : PodLifecycleEvent::Type::kContainerDied);
+}
+
+void Pleg::foldEventStates() {
+  if (event_states_.empty()) return;
+  Records merged;
+  merged.reserve(records_.size() + event_states_.size());
+  auto r = records_.begin();
+  for (auto& [key, state] : event_states_) {
+    for (; r != records_.end() && r->key < key; ++r) merged.push_back(std::move(*r));
+    if (r != records_.end() && r->key == key) ++r;  // the event's state replaces it
+    merged.push_back(Record{key, state});
+  }
+  for (; r != records_.end(); ++r) merged.push_back(std::move(*r));
+  records_ = std::move(merged);
+  event_states_.clear();
 }
 
 void Pleg::relistNow() {
@@ -116,12 +150,15 @@ asio::awaitable<void> Pleg::relist() {
   const auto version = runtime_.podsVersion();
   if (version && listed_version_ == version) {
     relisting_ = false;
+    foldEventStates();
     markRelisted(started);
     armTimer();
     co_return;
   }
   auto pods = co_await runtime_.getPods(true);
   relisting_ = false;
+  // Events that arrived while listing count as what the last relist saw, as they always have.
+  foldEventStates();
   if (!pods.ok()) {
     log()->warn("Relist failed, keeping the previous view err={}", pods.status().toString());
     armTimer();
@@ -159,9 +196,23 @@ Pleg::State Pleg::convertState(runtime::ContainerState state) {
 Pleg::Records Pleg::containerRecords(const std::vector<runtime::Pod>& pods) {
   Records current;
   for (const auto& pod : pods) {
-    auto& containers = current[pod.uid];
-    for (const auto& c : pod.containers) containers[c.id.toString()] = convertState(c.state);
+    for (const auto& c : pod.containers) {
+      current.push_back(Record{recordKey(pod.uid, c.id.toString()), convertState(c.state)});
+    }
   }
+  std::stable_sort(current.begin(), current.end(),
+                   [](const Record& a, const Record& b) { return a.key < b.key; });
+  // A container listed twice keeps its last record, as the map it was once built in did.
+  size_t kept = 0;
+  for (auto& record : current) {
+    if (kept > 0 && current[kept - 1].key == record.key) {
+      current[kept - 1].state = record.state;
+    } else {
+      if (&current[kept] != &record) current[kept] = std::move(record);
+      ++kept;
+    }
+  }
+  current.resize(kept);
   return current;
 }
 
@@ -182,48 +233,43 @@ void Pleg::updateRunningPodAndContainerMetrics(const std::vector<runtime::Pod>& 
   running_containers_ = running_containers;
 }
 
+// Both walk records_ and `current` side by side (both sorted by key): events come in key order,
+// pod by pod.
 void Pleg::emitChangedAndRemoved(const Records& current) {
-  for (const auto& [uid, old_containers] : records_) {
-    auto cur_pod = current.find(uid);
-    for (const auto& [cid, old_state] : old_containers) {
-      State now = State::kNonExistent;
-      if (cur_pod != current.end()) {
-        auto it = cur_pod->second.find(cid);
-        if (it != cur_pod->second.end()) now = it->second;
-      }
-      generateEvents(uid, cid, old_state, now);
-    }
+  auto cur = current.begin();
+  for (const auto& [key, old_state] : records_) {
+    while (cur != current.end() && cur->key < key) ++cur;
+    const bool listed = cur != current.end() && cur->key == key;
+    generateEvents(key, old_state, listed ? cur->state : State::kNonExistent);
   }
 }
 
 void Pleg::emitFirstSeen(const Records& current) {
-  for (const auto& [uid, containers] : current) {
-    auto old_pod = records_.find(uid);
-    for (const auto& [cid, state] : containers) {
-      if (old_pod != records_.end() && old_pod->second.count(cid) > 0) continue;
-      // A container listed for the first time did not exist before.
-      generateEvents(uid, cid, State::kNonExistent, state);
-    }
+  auto old = records_.begin();
+  for (const auto& [key, state] : current) {
+    while (old != records_.end() && old->key < key) ++old;
+    if (old != records_.end() && old->key == key) continue;
+    // A container listed for the first time did not exist before.
+    generateEvents(key, State::kNonExistent, state);
   }
 }
 
-void Pleg::generateEvents(const std::string& uid, const std::string& cid, State old_state,
-                          State now) {
+void Pleg::generateEvents(std::string_view key, State old_state, State now) {
   using T = PodLifecycleEvent::Type;
   if (now == old_state) return;
   switch (now) {
     case State::kRunning:
-      emit(uid, T::kContainerStarted, cid);
+      emit(key, T::kContainerStarted);
       break;
     case State::kExited:
-      emit(uid, T::kContainerDied, cid);
+      emit(key, T::kContainerDied);
       break;
     case State::kUnknown:
-      emit(uid, T::kContainerChanged, cid);
+      emit(key, T::kContainerChanged);
       break;
     case State::kNonExistent:
-      if (old_state != State::kExited) emit(uid, T::kContainerDied, cid);
-      emit(uid, T::kContainerRemoved, cid);
+      if (old_state != State::kExited) emit(key, T::kContainerDied);
+      emit(key, T::kContainerRemoved);
       break;
   }
 }

@@ -7,11 +7,13 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/metrics.h"
@@ -60,10 +62,20 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   void relistNow();
 
  private:
-  enum class State { kRunning, kExited, kUnknown, kNonExistent };
-  // pod uid -> container id -> state.
-  using Records = std::map<std::string, std::map<std::string, State>>;
+  enum class State : uint8_t { kRunning, kExited, kUnknown, kNonExistent };
+  // One container's last seen state, keyed by "<pod uid>\0<container id>": sorted by key, the
+  // records are in pod order, then container order, and each costs one string.
+  struct Record {
+    std::string key;
+    State state;
+  };
+  using Records = std::vector<Record>;  // sorted by key, each key once
+  static std::string recordKey(std::string_view uid, std::string_view cid);
+  // The state of `key` in `records` (kNonExistent when absent).
+  static State stateOf(const Records& records, std::string_view key);
   void onRuntimeEvent(const runtime::ContainerEvent& e);
+  // Folds the states set by runtime events since the last relist into records_.
+  void foldEventStates();
   asio::awaitable<void> relist();
   // relist's steps.
   void observeRelistInterval(base::MonotonicTime started);
@@ -76,8 +88,8 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   // Events for the containers of current that records_ has not seen.
   void emitFirstSeen(const Records& current);
   // The events for one container going from old_state to now (none when they are equal).
-  void generateEvents(const std::string& uid, const std::string& cid, State old_state, State now);
-  void emit(const std::string& uid, PodLifecycleEvent::Type type, const std::string& cid);
+  void generateEvents(std::string_view key, State old_state, State now);
+  void emit(std::string_view key, PodLifecycleEvent::Type type);
   void armTimer();
 
   asio::strand<asio::any_io_executor> strand_;
@@ -90,8 +102,11 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   bool relisting_ = false;
   // The runtime's podsVersion() at the last full list (strand only).
   std::optional<uint64_t> listed_version_;
-  // Last seen state of each container (strand only).
+  // Last seen state of each container (strand only): what the last relist saw, and over it the
+  // states runtime events set since (a sorted vector takes no cheap inserts: the next relist
+  // folds them in).
   Records records_;
+  std::map<std::string, State, std::less<>> event_states_;
   std::atomic<int64_t> last_relist_ns_{0};  // MonotonicTime since epoch; 0 = never
   std::atomic<uint64_t> relists_{0};
   std::atomic<uint64_t> events_{0};
