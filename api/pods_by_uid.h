@@ -13,9 +13,14 @@
 namespace nodeagent::api {
 
 // The hash of the project's string-keyed maps (base::StringHashMap), on the pod's own UID.
+//
+// Hashing a stored pod is not declared noexcept on purpose: libstdc++ then keeps each node's hash
+// in the node, so a lookup walks its bucket without reading the pods it passes (a pod and its
+// UID are two cache misses each, and a periodic resync of every pod of a large node looks one
+// up). The node stays within its 32-byte size class.
 struct PodUidHash : base::StringHash {
   using base::StringHash::operator();
-  size_t operator()(const PodPtr& pod) const noexcept { return (*this)(pod->metadata.uid); }
+  size_t operator()(const PodPtr& pod) const { return (*this)(pod->metadata.uid); }
 };
 
 struct PodUidEqual {

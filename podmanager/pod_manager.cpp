@@ -8,11 +8,6 @@
 namespace nodeagent::podmanager {
 namespace {
 
-api::PodPtr find(const base::StringHashMap<api::PodPtr>& map, std::string_view key) {
-  auto it = map.find(key);
-  return it == map.end() ? nullptr : it->second;
-}
-
 // The pods in UID order.
 std::vector<api::PodPtr> values(const api::PodsByUid& pods) {
   std::vector<api::PodPtr> out(pods.begin(), pods.end());
@@ -21,11 +16,10 @@ std::vector<api::PodPtr> values(const api::PodsByUid& pods) {
   return out;
 }
 
-// Erases map[key] only when it still holds the pod with `uid`.
-template <typename Map>
-void eraseIfUID(Map& map, const std::string& key, const std::string& uid) {
-  auto it = map.find(key);
-  if (it != map.end() && it->second->metadata.uid == uid) map.erase(it);
+// Erases the pod named as `pod` only when it is the one with `pod`'s UID.
+void eraseIfUID(api::PodsByFullName& pods, const api::PodPtr& pod) {
+  auto it = pods.find(pod);
+  if (it != pods.end() && (*it)->metadata.uid == pod->metadata.uid) pods.erase(it);
 }
 
 }  // namespace
@@ -58,23 +52,22 @@ void PodManager::updatePod(const api::PodPtr& pod) {
 void PodManager::updatePodsLocked(const api::PodPtr& pod) {
   if (!pod) return;
   ++version_;
-  const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {
     ++generation_;
     api::putPod(mirror_pod_by_uid_, pod);
-    mirror_pod_by_full_name_[full_name] = pod;
-    if (auto static_pod = find(pod_by_full_name_, full_name)) {
+    api::putByFullName(mirror_pod_by_full_name_, pod);
+    if (auto static_pod = api::findByFullName(pod_by_full_name_, pod)) {
       translation_by_uid_[uid] = static_pod->metadata.uid;
     }
     return;
   }
   if (!api::putPod(pod_by_uid_, pod)) ++generation_;
-  if (auto [named, fresh] = pod_by_full_name_.try_emplace(full_name, pod); !fresh) {
-    if (named->second->metadata.uid != uid) ++generation_;  // another UID with this name
-    named->second = pod;
+  if (auto named = api::putByFullName(pod_by_full_name_, pod);
+      named && named->metadata.uid != uid) {
+    ++generation_;  // another UID with this name
   }
-  if (auto mirror = find(mirror_pod_by_full_name_, full_name)) {
+  if (auto mirror = api::findByFullName(mirror_pod_by_full_name_, pod)) {
     translation_by_uid_[mirror->metadata.uid] = uid;
   }
 }
@@ -84,17 +77,16 @@ void PodManager::deletePod(const api::PodPtr& pod) {
   std::unique_lock lock(mu_);
   ++generation_;
   ++version_;
-  const std::string full_name = pod->fullName();
   const std::string& uid = pod->metadata.uid;
   if (api::isMirrorPod(*pod)) {
     api::erasePod(mirror_pod_by_uid_, uid);
-    eraseIfUID(mirror_pod_by_full_name_, full_name, uid);
+    eraseIfUID(mirror_pod_by_full_name_, pod);
     translation_by_uid_.erase(uid);
     return;
   }
   // NOTE: a translation entry pointing at this UID stays until its mirror is deleted (kubelet).
   api::erasePod(pod_by_uid_, uid);
-  eraseIfUID(pod_by_full_name_, full_name, uid);
+  eraseIfUID(pod_by_full_name_, pod);
 }
 
 std::vector<api::PodPtr> PodManager::getPods() const {
@@ -114,7 +106,7 @@ api::PodPtr PodManager::getPodByUID(std::string_view uid) const {
 
 api::PodPtr PodManager::getPodByFullName(std::string_view full_name) const {
   std::shared_lock lock(mu_);
-  return find(pod_by_full_name_, full_name);
+  return api::findByFullName(pod_by_full_name_, full_name);
 }
 
 api::PodPtr PodManager::getPodByName(std::string_view ns, std::string_view name) const {
@@ -123,13 +115,13 @@ api::PodPtr PodManager::getPodByName(std::string_view ns, std::string_view name)
 
 api::PodPtr PodManager::getMirrorPodByPod(const api::Pod& pod) const {
   std::shared_lock lock(mu_);
-  if (mirror_pod_by_full_name_.empty()) return nullptr;  // (no full name to build)
-  return find(mirror_pod_by_full_name_, pod.fullName());
+  if (mirror_pod_by_full_name_.empty()) return nullptr;  // (nothing to hash the name for)
+  return api::findByFullName(mirror_pod_by_full_name_, pod);
 }
 
 api::PodPtr PodManager::getPodByMirrorPod(const api::Pod& mirror_pod) const {
   std::shared_lock lock(mu_);
-  return find(pod_by_full_name_, mirror_pod.fullName());
+  return api::findByFullName(pod_by_full_name_, mirror_pod);
 }
 
 std::string PodManager::translatePodUID(std::string_view uid) const {
@@ -155,8 +147,8 @@ UIDTranslations PodManager::getUIDTranslations() const {
 std::vector<std::string> PodManager::getOrphanedMirrorPodNames() const {
   std::shared_lock lock(mu_);
   std::vector<std::string> out;
-  for (const auto& [full_name, mirror] : mirror_pod_by_full_name_) {
-    if (!pod_by_full_name_.contains(full_name)) out.push_back(full_name);
+  for (const auto& mirror : mirror_pod_by_full_name_) {
+    if (!pod_by_full_name_.contains(mirror)) out.push_back(mirror->fullName());
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "api/pod.h"
+#include "api/pods_by_full_name.h"
 #include "api/pods_by_uid.h"
 #include "base/string_map.h"
 
@@ -103,9 +104,9 @@ class PodManager {
   // Hash maps: a periodic sync of each of a large node's pods looks them up; the few callers
   // that list them get them sorted.
   api::PodsByUid pod_by_uid_;
-  base::StringHashMap<api::PodPtr> pod_by_full_name_;
+  api::PodsByFullName pod_by_full_name_;
   api::PodsByUid mirror_pod_by_uid_;
-  base::StringHashMap<api::PodPtr> mirror_pod_by_full_name_;
+  api::PodsByFullName mirror_pod_by_full_name_;
   // mirror UID -> static pod UID
   base::StringHashMap<std::string> translation_by_uid_;
 };

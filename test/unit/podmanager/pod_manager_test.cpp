@@ -248,3 +248,34 @@ TEST_CASE("mirror client: the no-op client creates and deletes nothing", "[unit]
   CHECK_FALSE(bad.ok());
   CHECK(bad.status().code() == base::StatusCode::kInvalidArgument);
 }
+
+TEST_CASE("pod manager: full names are matched as the joined strings they stand for",
+          "[unit][podmanager]") {
+  // "a_b" in "c" and "a" in "b_c" are both "a_b_c": one full name, as a string-keyed map had it.
+  const auto first = makePod("u1", "a_b", "c");
+  const auto second = makePod("u2", "a", "b_c");
+  api::PodsByFullName pods;
+  CHECK_FALSE(api::putByFullName(pods, first));
+  CHECK(api::PodFullNameHash{}(first) == api::PodFullNameHash{}("a_b_c"));
+  CHECK(api::PodFullNameHash{}(second) == api::PodFullNameHash{}("a_b_c"));
+  CHECK(api::findByFullName(pods, std::string_view("a_b_c")) == first);
+  CHECK(api::findByFullName(pods, second) == first);
+  CHECK(api::putByFullName(pods, second) == first);  // replaced in place
+  CHECK(pods.size() == 1);
+  CHECK(api::findByFullName(pods, std::string_view("a_b_c")) == second);
+  CHECK_FALSE(api::findByFullName(pods, std::string_view("a_b_")));
+  CHECK_FALSE(api::findByFullName(pods, std::string_view("a_bXc")));
+  CHECK_FALSE(api::findByFullName(pods, makePod("u3", "a_b", "d")));
+
+  podmanager::NoopMirrorClient mirror_client;
+  PodManager pm(mirror_client);
+  pm.addPod(first);
+  CHECK(pm.getPodByFullName("a_b_c") == first);
+  CHECK(pm.getPodByName("b_c", "a") == first);
+  pm.addPod(second);  // another UID under the same full name takes the name entry
+  CHECK(pm.getPodByFullName("a_b_c") == second);
+  pm.deletePod(first);  // no longer the name's pod: the entry stays
+  CHECK(pm.getPodByFullName("a_b_c") == second);
+  pm.deletePod(second);
+  CHECK_FALSE(pm.getPodByFullName("a_b_c"));
+}
