@@ -439,22 +439,12 @@ void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod
       old->metadata.uid == pod->metadata.uid) {
     return;  // same pod (e.g. a bad edit reverted): keep the old object, the set is unchanged
   }
+  EntryNode& node = *entries_.find(name);  // `e` is the entry of `name`
+  if (old) dropClaim(node);                // (found by its pod's full name: before the pod changes)
   e.pod = std::move(pod);
-  const std::string& key = entries_.find(name)->first;  // `e` is the entry of `name`
-  if (old) {
-    auto& names = claimants_[old->fullName()];
-    if (auto it = std::lower_bound(names.begin(), names.end(), name, byName);
-        it != names.end() && **it == name) {
-      names.erase(it);
-    }
-    reconcileClaims(old->fullName());
-  }
+  if (old) reconcileClaims(old->fullName());
   if (e.pod) {
-    auto& names = claimants_[e.pod->fullName()];
-    if (auto it = std::lower_bound(names.begin(), names.end(), name, byName);
-        it == names.end() || **it != name) {
-      names.insert(it, &key);
-    }
+    claims_.insert(&node);
     reconcileClaims(e.pod->fullName());
     log()->debug("Manifest file read file={} pod={} uid={}", base::goQuote(fullPath(name)),
                  api::podRef(*e.pod), e.pod->metadata.uid);
@@ -462,22 +452,31 @@ void FileSource::Impl::setPod(const std::string& name, Entry& e, api::PodPtr pod
     e.winner = false;
     e.duplicate_of.clear();
   }
-  syncSetSlot(key, e);
+  syncSetSlot(node.first, e);
+}
+
+void FileSource::Impl::dropClaim(EntryNode& node) {
+  auto [it, end] = claims_.equal_range(&node);
+  for (; it != end; ++it) {
+    if (*it == &node) {
+      claims_.erase(it);
+      return;
+    }
+  }
 }
 
 void FileSource::Impl::reconcileClaims(const std::string& full_name) {
-  auto it = claimants_.find(full_name);
-  if (it == claimants_.end()) return;
-  if (it->second.empty()) {
-    claimants_.erase(it);
-    return;
-  }
+  auto [first, end] = claims_.equal_range(std::string_view(full_name));
+  if (first == end) return;
   // kubelet 1.18 keeps the directory's pods in a store keyed by namespace/name and replaces it
   // with the files in sorted order: the last file in sorted order wins.
-  const std::string& last = *it->second.back();
-  for (const std::string* key : it->second) {
-    const std::string& name = *key;
-    Entry& e = entries_.find(name)->second;
+  std::vector<EntryNode*> claimants(first, end);
+  std::sort(claimants.begin(), claimants.end(),
+            [](const EntryNode* a, const EntryNode* b) { return a->first < b->first; });
+  const std::string& last = claimants.back()->first;
+  for (EntryNode* claimant : claimants) {
+    const std::string& name = claimant->first;
+    Entry& e = claimant->second;
     bool win = name == last;
     std::string dup = win ? std::string() : last;
     e.winner = win;

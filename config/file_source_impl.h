@@ -23,9 +23,11 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "api/hash.h"
+#include "api/pods_by_full_name.h"
 #include "base/backoff.h"
 #include "base/duration.h"
 #include "base/log.h"
@@ -204,6 +206,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   }
 
  private:
+  // An entry with its file name (a node of entries_).
+  using EntryNode = std::map<std::string, Entry>::value_type;
   // ---- lifecycle ----------------------------------------------------------------------------
 
   void close();
@@ -289,6 +293,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   // The last file in sorted order owns a pod full name (kubelet's rule); the others are reported.
   void reconcileClaims(const std::string& full_name);
+  // Takes the claim of `node` out of claims_ (hashed by its pod: call before the pod changes).
+  void dropClaim(EntryNode& node);
 
   // Keeps set_names_/set_pods_ (the pods sent, sorted by file name) in step with one entry, so
   // sending a SET costs a vector copy rather than a walk of every cache entry.
@@ -355,11 +361,25 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
 
   std::map<std::string, Entry> entries_;  // by file name, sorted: the order duplicates resolve in
   std::set<std::string> recheck_;         // entries a trusted relist re-checks (noteRecheck)
-  // The claims and the set point at the names of entries_ (keys of a std::map do not move), and
-  // an entry leaves both before it is erased (removeEntry), so each file's name is kept once.
-  // Full name -> the names of the files that define a pod of that name, sorted by name (nearly
-  // always one: a sorted vector, not a set).
-  std::unordered_map<std::string, std::vector<const std::string*>> claimants_;
+  // The claims and the set point into entries_ (std::map nodes do not move), and an entry
+  // leaves both before it is erased (removeEntry), so each file's name is kept once.
+  // The claims: every entry that has a pod, hashed and compared by that pod's full name, so that
+  // the files defining a pod of one full name are found together (nearly always one) without a
+  // copy of the name. An entry's claim is taken out before its pod changes (setPod).
+  struct ClaimHash : api::PodFullNameHash {
+    using api::PodFullNameHash::operator();
+    size_t operator()(const EntryNode* node) const noexcept { return (*this)(node->second.pod); }
+  };
+  struct ClaimEqual {
+    using is_transparent = void;
+    static const api::PodPtr& podOf(const EntryNode* node) { return node->second.pod; }
+    static std::string_view podOf(std::string_view full_name) { return full_name; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return api::PodFullNameEqual{}(podOf(a), podOf(b));
+    }
+  };
+  std::unordered_multiset<EntryNode*, ClaimHash, ClaimEqual> claims_;
   std::vector<const std::string*> set_names_;  // files whose pod is in the set, sorted by name
   std::vector<api::PodPtr> set_pods_;          // their pods, in the same order
   SettleQueue settle_;
