@@ -80,12 +80,15 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
 
   // Read before the status: a change while it is read shows as another version next time. The
   // watermarks come first of all, before any of the pod's own inputs.
-  Settled settled{pod, mirror_pod, std::nullopt, 0, 0, 0, watermarks()};
+  Settled settled{pod, mirror_pod, 0, 0, 0, watermarks()};
   if (deps_.runtime.podStatusVersion(uid)) {
     // (Only a runtime with per-pod versions has its watermark read: it vouches for nothing else,
     // and may cost more elsewhere.)
     settled.marks.runtime = deps_.runtime.podsVersion();
-    settled.runtime_version = deps_.runtime.podStatusVersion(uid);
+    if (auto version = deps_.runtime.podStatusVersion(uid)) {
+      settled.runtime_state = *version;
+      settled.runtime_versioned = true;
+    }
   }
   settled.probe_version = deps_.prober.resultsVersion(uid);
   auto status =
@@ -94,9 +97,10 @@ asio::awaitable<base::StatusOr<bool>> PodLifecycle::syncPod(api::SyncPodType typ
     ++deps_.metrics.sync_pod_errors;
     co_return status.status();
   }
-  if (!settled.runtime_version) settled.runtime_fingerprint = runtime::fingerprint(*status);
+  if (!settled.runtime_versioned) settled.runtime_state = runtime::fingerprint(*status);
   // (The other inputs are checked again: they may have changed while the status was read.)
-  if (resync == Resync::kSkipIfStatusSame && settled.runtime_fingerprint == settled_fingerprint &&
+  if (resync == Resync::kSkipIfStatusSame && !settled.runtime_versioned &&
+      settled.runtime_state == settled_fingerprint &&
       settledResync(pod, mirror_pod, settled_fingerprint) == Resync::kSkipIfStatusSame) {
     ++deps_.metrics.sync_pod_unchanged;
     co_return false;
@@ -160,7 +164,7 @@ PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const a
     if (it->second.pod != pod || it->second.mirror != mirror) return Resync::kFull;
     s = it->second;
   }
-  fingerprint = s.runtime_fingerprint;
+  fingerprint = s.runtime_versioned ? 0 : s.runtime_state;
   // Each input is looked up only when its node-wide watermark moved since the pod settled (or
   // was last found unchanged).
   if (deps_.prober.resultsVersion(uid) != s.probe_version) return Resync::kFull;
@@ -171,10 +175,10 @@ PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const a
   if (now.cgroups != s.marks.cgroups && !deps_.cgroups.made(uid)) return Resync::kFull;
   // A runtime network that went away is reported by a full sync.
   if (!networkErrors(*pod).empty()) return Resync::kFull;
-  if (s.runtime_version) {
+  if (s.runtime_versioned) {
     now.runtime = deps_.runtime.podsVersion();
     if ((!now.runtime || now.runtime != s.marks.runtime) &&
-        deps_.runtime.podStatusVersion(uid) != s.runtime_version) {
+        deps_.runtime.podStatusVersion(uid) != s.runtime_state) {
       return Resync::kFull;
     }
   }
@@ -186,7 +190,7 @@ PodLifecycle::Resync PodLifecycle::settledResync(const api::PodPtr& pod, const a
       it->second.marks = now;
     }
   }
-  return s.runtime_version ? Resync::kSkip : Resync::kSkipIfStatusSame;
+  return s.runtime_versioned ? Resync::kSkip : Resync::kSkipIfStatusSame;
 }
 
 bool PodLifecycle::canSettle(const api::Pod& pod, const api::PodPtr& mirror) const {

@@ -34,6 +34,7 @@
 #include "agent/volumes.h"
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/string_map.h"
 #include "podmanager/pod_manager.h"
 #include "podworkers/pod_syncer.h"
 
@@ -239,15 +240,20 @@ class PodLifecycle final : public podworkers::PodSyncer {
     bool operator==(const Watermarks&) const = default;
   };
   struct Settled {
-    api::PodPtr pod;                          // the same object (a changed pod is a new one)
-    api::PodPtr mirror;                       // the same object, or both null
-    std::optional<uint64_t> runtime_version;  // Runtime::podStatusVersion, when it tells one
-    uint64_t runtime_fingerprint = 0;         // else the fingerprint of its status
-    uint64_t probe_version = 0;               // Prober::resultsVersion
-    uint64_t status_stamp = 0;                // the status manager's stamp of the pod's status
+    api::PodPtr pod;     // the same object (a changed pod is a new one)
+    api::PodPtr mirror;  // the same object, or both null
+    // Runtime::podStatusVersion when the runtime tells one (runtime_versioned), else the
+    // fingerprint of its status.
+    uint64_t runtime_state = 0;
+    uint64_t probe_version = 0;  // Prober::resultsVersion
+    uint64_t status_stamp = 0;   // the status manager's stamp of the pod's status
     // Read before the values above were last found (or known) to be the pod's.
     Watermarks marks;
+    bool runtime_versioned = false;
   };
+  // One record per settled pod of a large node: with its hash node (a view of the UID, no cached
+  // hash) it fills one 128-byte block.
+  static_assert(sizeof(Settled) <= 104);
   Watermarks watermarks() const;
   enum class Resync { kFull, kSkip, kSkipIfStatusSame };
   // Whether this sync of `pod` may be skipped; kSkipIfStatusSame with the fingerprint the
@@ -273,7 +279,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
   std::map<std::string, StartFailures> start_failures_;        // by pod UID
   std::map<std::string, std::set<std::string>> oom_reported_;  // by pod UID: container IDs
   // By pod UID: each key views its record's own `pod`'s UID (settle() keeps them together).
-  std::unordered_map<std::string_view, Settled> settled_;
+  std::unordered_map<std::string_view, Settled, base::StringHash, std::equal_to<>> settled_;
 };
 
 // kubelet's lifecycle HandlerRunner for preStop hooks, installed in the runtime
