@@ -74,6 +74,16 @@ HeapStats heapStats() {
     len = sizeof(size_t);
     if (mallctl(name, field, &len, nullptr, 0) != 0) *field = 0;
   }
+  // Over all arenas (MALLCTL_ARENAS_ALL is 4096).
+  len = sizeof(size_t);
+  if (mallctl("stats.arenas.4096.tcache_bytes", &out.thread_caches, &len, nullptr, 0) != 0) {
+    out.thread_caches = 0;
+  }
+  size_t dirty_pages = 0;
+  len = sizeof(size_t);
+  if (mallctl("stats.arenas.4096.pdirty", &dirty_pages, &len, nullptr, 0) == 0) {
+    out.dirty = dirty_pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  }
   return out;
 }
 

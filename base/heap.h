@@ -30,6 +30,8 @@ struct HeapStats {
   size_t active = 0;
   size_t metadata = 0;
   size_t resident = 0;
+  size_t thread_caches = 0;  // freed blocks the threads' caches keep (part of `allocated`)
+  size_t dirty = 0;          // freed pages not yet given back (part of `resident`)
 };
 HeapStats heapStats();
 

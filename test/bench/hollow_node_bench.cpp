@@ -3,11 +3,14 @@
 // real inotify, two io threads, the daemon's malloc settings and heap trimmer) with N static pods
 // in one manifest directory (default 50,000):
 //  - time from start until every pod's container runs (FakeRuntime running count reaches N),
-//  - RSS after that (VmRSS and VmHWM from /proc/self/status),
+//  - RSS after that (VmRSS and VmHWM from /proc/self/status), after the idle window below, and
+//    at the end (just after the new pods below started); with jemalloc, its own account too,
 //  - CPU used per second while idle afterwards (getrusage over HOLLOW_IDLE_SECONDS, default 90 s:
 //    one full --sync-frequency period of 60 s plus its 50% jitter, so every pod's periodic resync
 //    is in the figure), after HOLLOW_SETTLE_SECONDS (default 2 s); with 95 s or more every pod has
-//    had its first resync, and the window shows the steady state (settled resyncs),
+//    had its first resync, and the window shows the steady state (settled resyncs); with 50 s or
+//    more, the CPU of a window in the settle time before any resync is due (25 s to 50 s after
+//    the start) is printed too, and the idle window's CPU above that rate per periodic syncPod,
 //  - delay from a new manifest's rename into the directory to its container start, p50/p99 over
 //    `samples` new pods with the N pods present,
 //  - the machine's floor for the idle figure: with the agent stopped and its memory kept, the CPU
@@ -78,6 +81,21 @@ long statusKb(const std::string& key) {
 }
 
 double heapInUseMiB() { return static_cast<double>(base::heapInUseBytes()) / (1024.0 * 1024.0); }
+
+// RSS, heap in use and (under jemalloc) the allocator's own account, labelled `when`.
+void printMemory(const char* when) {
+  std::printf("hollow node: RSS %s %ld MiB, heap in use %.0f MiB\n", when, statusKb("VmRSS") / 1024,
+              heapInUseMiB());
+  if (const base::HeapStats h = base::heapStats(); h.resident > 0) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    std::printf(
+        "hollow node: allocator %s: %.0f MiB allocated (%.1f MiB of it in thread caches) in "
+        "%.0f MiB of pages, %.0f MiB metadata, %.0f MiB resident (%.1f MiB of it dirty)\n",
+        when, static_cast<double>(h.allocated) / kMiB, static_cast<double>(h.thread_caches) / kMiB,
+        static_cast<double>(h.active) / kMiB, static_cast<double>(h.metadata) / kMiB,
+        static_cast<double>(h.resident) / kMiB, static_cast<double>(h.dirty) / kMiB);
+  }
+}
 
 double cpuSeconds() {
   rusage ru{};
@@ -187,8 +205,27 @@ int main(int argc, char** argv) {
   const char* idle_env = getenv("HOLLOW_IDLE_SECONDS");
   const long idle_seconds = idle_env ? std::max(1L, std::strtol(idle_env, nullptr, 10)) : 90;
   const char* settle_env = getenv("HOLLOW_SETTLE_SECONDS");
-  std::this_thread::sleep_for(
-      std::chrono::seconds(settle_env ? std::max(0L, std::strtol(settle_env, nullptr, 10)) : 2));
+  const long settle_seconds = settle_env ? std::max(0L, std::strtol(settle_env, nullptr, 10)) : 2;
+  // The background (relists, housekeeping, timers) without resyncs: a window early in the settle
+  // time, before the first periodic resync of any pod is due (--sync-frequency, 60 s, after each
+  // pod's first sync). What the idle window costs above this rate is the resyncs' cost.
+  double background_rate = -1;  // CPU seconds per second; < 0: not measured
+  uint64_t background_syncs = 0;
+  long settled_for = 0;
+  if (settle_seconds >= 50) {
+    // From 25 s after the start (its own aftermath is over) to 50 s (every pod's first sync was
+    // before the start ended, so none is due again before 55 s).
+    constexpr long kBackgroundFrom = 25;
+    constexpr long kBackgroundSeconds = 25;
+    std::this_thread::sleep_for(std::chrono::seconds(kBackgroundFrom));
+    const double cpu_before = cpuSeconds();
+    const uint64_t syncs_before = the_agent->metrics().sync_pod_total;
+    std::this_thread::sleep_for(std::chrono::seconds(kBackgroundSeconds));
+    background_rate = (cpuSeconds() - cpu_before) / kBackgroundSeconds;
+    background_syncs = the_agent->metrics().sync_pod_total - syncs_before;
+    settled_for = kBackgroundFrom + kBackgroundSeconds;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(settle_seconds - settled_for));
   const double idle0 = cpuSeconds();
   const uint64_t syncs0 = the_agent->metrics().sync_pod_total;
   const uint64_t unchanged0 = the_agent->metrics().sync_pod_unchanged;
@@ -209,6 +246,16 @@ int main(int argc, char** argv) {
       idle_cpu * 100 / static_cast<double>(idle_seconds), n, idle_seconds,
       static_cast<unsigned long>(idle_syncs), static_cast<unsigned long>(idle_unchanged),
       idle_syncs ? idle_cpu * 1e6 / static_cast<double>(idle_syncs) : 0.0);
+  if (background_rate >= 0) {
+    const double resync_cpu = idle_cpu - background_rate * static_cast<double>(idle_seconds);
+    std::printf(
+        "hollow node: background CPU before any resync was due %.2f ms/s (%lu syncPod calls in "
+        "that window); CPU per periodic syncPod above it: %.1f us\n",
+        background_rate * 1000, static_cast<unsigned long>(background_syncs),
+        idle_syncs ? resync_cpu * 1e6 / static_cast<double>(idle_syncs) : 0.0);
+  }
+  // The steady state: after the idle window, before the new pods below.
+  printMemory("after idle");
 
   std::vector<double> lat;
   for (size_t i = 0; i < samples; ++i) {
@@ -231,16 +278,7 @@ int main(int argc, char** argv) {
       "max %.1f ms (%zu samples)\n",
       n, percentile(lat, 0.5), percentile(lat, 0.99), *std::max_element(lat.begin(), lat.end()),
       samples);
-  std::printf("hollow node: RSS at the end %ld MiB, heap in use %.0f MiB\n",
-              statusKb("VmRSS") / 1024, heapInUseMiB());
-  if (const base::HeapStats h = base::heapStats(); h.resident > 0) {
-    constexpr double kMiB = 1024.0 * 1024.0;
-    std::printf(
-        "hollow node: allocator at the end: %.0f MiB allocated in %.0f MiB of pages, %.0f MiB "
-        "metadata, %.0f MiB resident\n",
-        static_cast<double>(h.allocated) / kMiB, static_cast<double>(h.active) / kMiB,
-        static_cast<double>(h.metadata) / kMiB, static_cast<double>(h.resident) / kMiB);
-  }
+  printMemory("at the end");
   if (const char* prof = getenv("HOLLOW_HEAP_PROFILE")) {
     std::printf(
         "hollow node: heap profile %s %s\n", prof,
