@@ -170,10 +170,14 @@ TEST_CASE("cgroups (real): create with limits and read them back, stats, destroy
   pid_t pid = spawnSh(joinScript(paths) +
                       "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exec sleep 30");
   REQUIRE(testing::eventually([&] { return cgroups.pids(name).size() == 1; }, 5s));
+  // The shell joins one controller's directory after another (cgroup v1): on a busy machine it
+  // can be counted by one controller and not yet by the next. Wait until every controller
+  // counts it.
   REQUIRE(testing::eventually(
       [&] {
         auto st = cgroups.stats(name);
-        return st.ok() && st->cpu_usage_nanos.value_or(0) > 0;
+        return st.ok() && st->cpu_usage_nanos.value_or(0) > 0 &&
+               st->memory_usage_bytes.value_or(0) > 0 && st->pids_current.value_or(1) == 1;
       },
       5s));
   auto st = cgroups.stats(name);
@@ -272,8 +276,8 @@ TEST_CASE(
   REQUIRE(testing::eventually([&] { return cgroups.pids(ctr).size() == 1; }, 5s));
   const std::string state = cgroups.paths(ctr).dirFor("freezer") + "/freezer.state";
   testing::writeFile(state, "FROZEN");
-  REQUIRE(testing::eventually(
-      [&] { return testing::readFile(state).rfind("FROZEN", 0) == 0; }, 5s));
+  REQUIRE(
+      testing::eventually([&] { return testing::readFile(state).rfind("FROZEN", 0) == 0; }, 5s));
 
   REQUIRE(cgroups.destroy(pod).ok());
   CHECK_FALSE(cgroups.exists(pod));
@@ -302,8 +306,8 @@ TEST_CASE(
   // processes died): the kill thaws it and its child, so that nothing started there later hangs.
   testing::writeFile(child_state, "FROZEN");
   testing::writeFile(state, "FROZEN");
-  REQUIRE(testing::eventually(
-      [&] { return testing::readFile(state).rfind("FROZEN", 0) == 0; }, 5s));
+  REQUIRE(
+      testing::eventually([&] { return testing::readFile(state).rfind("FROZEN", 0) == 0; }, 5s));
   CHECK(cm::killCgroup(cgroups.paths(ctr), error) == 0);
   // (REQUIRE: a process started in a frozen cgroup would hang the test.)
   REQUIRE(testing::readFile(state).rfind("THAWED", 0) == 0);
