@@ -29,6 +29,8 @@ namespace {
 
 bool jemalloc() { return mallctl != nullptr; }
 
+}  // namespace
+
 long residentBytes() {
   long pages = 0;
   long resident = 0;
@@ -38,8 +40,6 @@ long residentBytes() {
   std::fclose(f);
   return resident * ::sysconf(_SC_PAGESIZE);
 }
-
-}  // namespace
 
 const char* allocatorName() { return jemalloc() ? "jemalloc" : "glibc"; }
 
@@ -68,16 +68,13 @@ HeapStats heapStats() {
   uint64_t epoch = 1;
   size_t len = sizeof(epoch);
   mallctl("epoch", &epoch, &len, &epoch, len);
+  // (Arena 4096 is MALLCTL_ARENAS_ALL: the sum over all arenas.)
   for (auto [name, field] :
        {std::pair{"stats.allocated", &out.allocated}, std::pair{"stats.active", &out.active},
-        std::pair{"stats.metadata", &out.metadata}, std::pair{"stats.resident", &out.resident}}) {
+        std::pair{"stats.metadata", &out.metadata}, std::pair{"stats.resident", &out.resident},
+        std::pair{"stats.arenas.4096.tcache_bytes", &out.thread_caches}}) {
     len = sizeof(size_t);
     if (mallctl(name, field, &len, nullptr, 0) != 0) *field = 0;
-  }
-  // Over all arenas (MALLCTL_ARENAS_ALL is 4096).
-  len = sizeof(size_t);
-  if (mallctl("stats.arenas.4096.tcache_bytes", &out.thread_caches, &len, nullptr, 0) != 0) {
-    out.thread_caches = 0;
   }
   size_t dirty_pages = 0;
   len = sizeof(size_t);

@@ -17,6 +17,9 @@ namespace nodeagent::base {
 // "jemalloc" or "glibc": the allocator this process runs on.
 const char* allocatorName();
 
+// The process's resident size in bytes, from /proc/self/statm (0 when unknown).
+long residentBytes();
+
 // Bytes the allocator has handed out and not taken back: what the process's objects hold. RSS
 // minus this is the allocator's slack (freed memory it keeps) plus code and stacks.
 size_t heapInUseBytes();

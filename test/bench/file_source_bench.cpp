@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -36,16 +35,6 @@ namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
-
-// The process's resident size, in KiB (0 when unknown).
-long vmRssKb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return 0;
-}
 
 std::string podYaml(const std::string& name, const std::string& image) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels:\n    app: " + name +
@@ -201,8 +190,8 @@ void run(size_t n, bool with_pod_config) {
       percentile(latencies, 0.5), percentile(latencies, 0.99),
       *std::max_element(latencies.begin(), latencies.end()), cpu_per_change,
       static_cast<unsigned long long>(source.stats().manifests_decoded), cpu_per_relist,
-      static_cast<unsigned long long>(reread), floor_ms, heap_mib, vmRssKb() / 1024,
-      base::allocatorName());
+      static_cast<unsigned long long>(reread), floor_ms, heap_mib,
+      base::residentBytes() / (1024 * 1024), base::allocatorName());
   std::fflush(stdout);
 
   source.stop();
