@@ -44,6 +44,12 @@ struct PodFullNameEqual {
     if (a.metadata.name.size() == b.metadata.name.size()) {
       return a.metadata.name == b.metadata.name && a.metadata.namespace_ == b.metadata.namespace_;
     }
+    // Names of other lengths: one full name only if the lengths add up (then rarely, so the
+    // joined name is built only then).
+    if (a.metadata.name.size() + a.metadata.namespace_.size() !=
+        b.metadata.name.size() + b.metadata.namespace_.size()) {
+      return false;
+    }
     return named(b, a.fullName());
   }
   static const Pod& podOf(const PodPtr& pod) { return *pod; }
