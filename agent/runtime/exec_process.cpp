@@ -81,27 +81,12 @@ base::StatusOr<ExecChild> spawnExecShim(const std::string& shim, const std::stri
   std::vector<std::string> args{shim, "exec", dir};
   args.insert(args.end(), command.begin(), command.end());
   pid_t pid = 0;
-  const int rc = spawnShimProcess(
-      std::move(args),
-      [&fds](posix_spawn_file_actions_t& fa) {
-        for (int i = 0; i < 3; ++i) {
-          if (fds.child[i] >= 0) {
-            posix_spawn_file_actions_adddup2(&fa, fds.child[i], i);
-          } else if (i > 0) {
-            posix_spawn_file_actions_addopen(&fa, i, "/dev/null", O_WRONLY, 0);
-          }
-        }
-      },
-      pid);
+  // Directly, not through the spawn helper: the command's exit code comes from waitid, so it
+  // must be the agent's own child. The command's stdout and stderr are /dev/null unless piped.
+  int pidfd = -1;
+  const int rc = spawnDetachedWithPidfd(args, fds.child, pid, pidfd);
   fds.closeChildSide();
   if (rc != 0) return base::unavailableError("cannot start " + shim + ": " + std::strerror(rc));
-  const int pidfd = pidfdOpen(pid);
-  if (pidfd < 0) {
-    const int err = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    return base::internalError(std::string("pidfd_open: ") + std::strerror(err));
-  }
   ExecChild child{pid, pidfd, fds.parent[0], fds.parent[1], fds.parent[2]};
   for (int& fd : fds.parent) {
     if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);

@@ -140,32 +140,6 @@ base::Status withDescriptorHint(const base::Status& s) {
 
 }  // namespace
 
-int spawnShimProcess(std::vector<std::string> args,
-                     const std::function<void(posix_spawn_file_actions_t&)>& fds, pid_t& pid) {
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  char* envp[] = {nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  fds(fa);
-  sigset_t none;
-  sigset_t all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  const int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  return rc;
-}
-
 base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::launch(
     const api::Pod& pod, const api::Container& container, int attempt,
     const StartContainerOptions& options) {
@@ -283,51 +257,44 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::spawnCont
     return base::internalError(where + ": pipe: " + std::strerror(err));
   }
   addStartingRecord(id, std::move(config));
-  auto pid = spawnShim(dir, pipe_fds[1]);
+  auto child = spawnShim(dir, pipe_fds[1]);
   ::close(pipe_fds[1]);
-  if (!pid.ok()) {
+  if (!child.ok()) {
     ::close(pipe_fds[0]);
     abandonStart(id, dir);
-    return pid.status().withContext(where);
+    return child.status().withContext(where);
   }
-  auto pidfd = std::make_shared<Fd>(pidfdOpen(*pid));
-  if (pidfd->fd < 0) {
-    // Without a pidfd its exit would go unnoticed: do not run it at all.
-    int err = errno;
-    ::kill(*pid, SIGKILL);
-    ::waitpid(*pid, nullptr, 0);
-    ::close(pipe_fds[0]);
-    abandonStart(id, dir);
-    return base::internalError(where + ": pidfd_open: " + std::strerror(err));
-  }
+  auto pidfd = std::make_shared<Fd>(child->pidfd);
   {
     std::lock_guard lock(mu_);
     auto& r = records_[id];
-    r.shim_pid = *pid;
+    r.shim_pid = child->pid;
     r.pidfd = pidfd;
   }
   watch(id, pidfd);
   return Launched{id, pipe_fds[0]};
 }
 
-base::StatusOr<int> ProcessRuntime::State::spawnShim(const fs::path& dir, int ready_fd) {
+base::StatusOr<ShimSpawner::Child> ProcessRuntime::State::spawnShim(const fs::path& dir,
+                                                                    int ready_fd) {
   const std::string shim = options_.shim_path.string();
   const std::string shim_log = (dir / kShimLogFileName).string();
-  pid_t pid = 0;
-  const int rc = spawnShimProcess(
-      {shim, "run", dir.string()},
-      [&](posix_spawn_file_actions_t& fa) {
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 2, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                         0640);
-        posix_spawn_file_actions_adddup2(&fa, ready_fd, 3);
-      },
-      pid);
+  const int log_fd =
+      ::open(shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
+  if (log_fd < 0) {
+    return base::internalError("cannot open the shim log " + shim_log + ": " +
+                               std::strerror(errno));
+  }
+  // stdin and stdout on /dev/null, stderr the shim's log, fd 3 the start report.
+  const int fds[] = {-1, -1, log_fd, ready_fd};
+  ShimSpawner::Child child;
+  const int rc = spawner_->spawn({shim, "run", dir.string()}, fds, child);
+  ::close(log_fd);
   if (rc != 0) {
     return base::unavailableError("cannot start the container shim " + shim + ": " +
                                   std::strerror(rc));
   }
-  return static_cast<int>(pid);
+  return child;
 }
 
 asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(

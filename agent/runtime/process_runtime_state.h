@@ -24,6 +24,8 @@
 #include "agent/runtime/exec_process.h"
 #include "agent/runtime/process_runtime.h"
 #include "agent/runtime/shim_processes.h"
+#include "agent/runtime/shim_spawner.h"
+#include "agent/runtime/spawn.h"
 #include "agent/runtime/state_file.h"
 #include "base/log.h"
 #include "base/readable_wait.h"
@@ -97,13 +99,6 @@ inline ContainerState containerState(ShimStatus status) {
   return ContainerState::kUnknown;
 }
 
-// Starts the shim binary (args[0]) with `args` and no environment, in a session of its own (the
-// agent's terminal, process group and death do not reach it), stdin on /dev/null, default signal
-// dispositions and an empty signal mask; `fds` sets up its other descriptors. Returns the
-// posix_spawn error number (0: started, `pid` set).
-int spawnShimProcess(std::vector<std::string> args,
-                     const std::function<void(posix_spawn_file_actions_t&)>& fds, pid_t& pid);
-
 // Everything handlers and coroutines touch; shared so that it outlives the ProcessRuntime while
 // handlers are pending.
 class ProcessRuntime::State : public std::enable_shared_from_this<State> {
@@ -118,6 +113,7 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
       auto self = fs::read_symlink("/proc/self/exe", ec);
       options_.shim_path = (ec ? fs::path(".") : self.parent_path()) / "nodeagent-shim";
     }
+    spawner_ = std::make_unique<ShimSpawner>(options_.shim_path);
   }
 
   struct Record {
@@ -464,9 +460,9 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   void addStartingRecord(const std::string& id, ShimConfig config);
   // A start that failed before its shim ran: its record and state directory go.
   void abandonStart(const std::string& id, const fs::path& dir);
-  // Starts `nodeagent-shim run dir` with `ready_fd` as its descriptor 3 and its stderr appended
-  // to the shim log; returns its pid.
-  base::StatusOr<int> spawnShim(const fs::path& dir, int ready_fd);
+  // Starts `nodeagent-shim run dir` (through the spawn helper) with `ready_fd` as its descriptor
+  // 3 and its stderr appended to the shim log; returns its pid and pidfd.
+  base::StatusOr<ShimSpawner::Child> spawnShim(const fs::path& dir, int ready_fd);
   // Blocking: the container's cgroup (when it still exists), state directory and log files.
   void removeFiles(const std::string& id, const ShimConfig& config);
   asio::awaitable<base::StatusOr<ContainerId>> start(base::StatusOr<Launched> launched,
@@ -540,6 +536,8 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   asio::strand<asio::any_io_executor> strand_;
   base::Clock& clock_;
   ProcessRuntimeOptions options_;
+  // Starts the container shims (set once the shim's path is known).
+  std::unique_ptr<ShimSpawner> spawner_;
   std::atomic<bool> stopped_{false};
   mutable std::mutex mu_;
   ContainerEventHandler handler_;

@@ -13,6 +13,9 @@
 //     It serves attaches on <state-dir>/attach.sock (attach.h): clients get the output as it is
 //     read, and with stdin: true in the config they write to the container's stdin pipe, whose
 //     write end the shim keeps (stdin_once: closed after the first client's input ended).
+//   nodeagent-shim spawner                    (fd 3: the agent's spawn socket)
+//     The agent's spawn helper (spawner.cpp, agent/runtime/spawn.h): starts the `run` shims for
+//     the agent from a small descriptor table and hands it their pidfds.
 //   nodeagent-shim exec <state-dir> <argv...>
 //     Runs argv with the container's env, working dir, credentials and cgroup (exec hooks and
 //     probes, kubelet's exec). When its stdin is a terminal (an interactive exec with a TTY), it
@@ -66,6 +69,7 @@
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/state_file.h"
 #include "cmd/nodeagent-shim/attach.h"
+#include "cmd/nodeagent-shim/spawner.h"
 
 namespace cm = nodeagent::cm;
 namespace rt = nodeagent::runtime;
@@ -837,11 +841,13 @@ int execMode(const std::string& dir, std::vector<std::string> argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "run") == 0) return runMode(argv[2]);
+  if (argc == 2 && std::strcmp(argv[1], "spawner") == 0) return nodeagent::shim::spawnerMode();
   if (argc >= 4 && std::strcmp(argv[1], "exec") == 0) {
     return execMode(argv[2], std::vector<std::string>(argv + 3, argv + argc));
   }
   std::fprintf(stderr,
                "usage: nodeagent-shim run <state-dir>\n"
-               "       nodeagent-shim exec <state-dir> <command> [args...]\n");
+               "       nodeagent-shim exec <state-dir> <command> [args...]\n"
+               "       nodeagent-shim spawner   (fd 3: the agent's spawn socket)\n");
   return 2;
 }

@@ -290,8 +290,9 @@ void killAndReap(pid_t pid) {
 
 // The parent of `pid` (field 4 of /proc/<pid>/stat), 0 when it is gone.
 pid_t parentOf(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Not an ifstream: a process that ends during the read makes it throw (ESRCH).
+  std::string all, error;
+  if (!runtime::readWholeFile("/proc/" + std::to_string(pid) + "/stat", all, error)) return 0;
   auto close = all.rfind(')');
   if (close == std::string::npos || close + 4 >= all.size()) return 0;
   return static_cast<pid_t>(std::strtol(all.c_str() + close + 4, nullptr, 10));
@@ -326,9 +327,9 @@ std::vector<pid_t> processesUnder(const fs::path& base) {
     auto cwd = fs::read_symlink(proc + "/cwd", ec);
     bool ours = !ec && cwd.string().rfind(b, 0) == 0;
     if (!ours) {
-      std::ifstream in(proc + "/cmdline");
-      std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      ours = cmd.find(b) != std::string::npos;
+      std::string cmd, error;
+      ours =
+          runtime::readWholeFile(proc + "/cmdline", cmd, error) && cmd.find(b) != std::string::npos;
     }
     if (ours) out.push_back(pid);
   }

@@ -1,0 +1,212 @@
+// ShimSpawner with the built nodeagent-shim as its spawn helper (real processes, pidfds and
+// sockets): what a spawned child gets, who its parent is, and what happens when the helper is
+// missing, speaks something else, or dies.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/runtime/shim_spawner.h"
+#include "agent/runtime/state_file.h"
+#include "test/support/test_util.h"
+
+using namespace nodeagent;
+using namespace nodeagent::runtime;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A child `cat` that waits for its stdin to end (it opens no descriptor of its own). Closing
+// `release` (the pipe's write end) ends it.
+struct WaitingChild {
+  ShimSpawner::Child child;
+  int release = -1;
+  ~WaitingChild() {
+    if (release >= 0) ::close(release);
+    if (child.pidfd >= 0) ::close(child.pidfd);
+  }
+};
+
+int spawnWaiting(ShimSpawner& spawner, WaitingChild& w) {
+  int pipe_fds[2];
+  REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+  w.release = pipe_fds[1];
+  const int fds[] = {pipe_fds[0], -1, -1};
+  const int rc = spawner.spawn({"/bin/cat"}, fds, w.child);
+  ::close(pipe_fds[0]);
+  return rc;
+}
+
+// The descriptors `pid` has open (spawns return once the child has exec'd).
+std::set<std::string> descriptorsOf(pid_t pid) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
+bool pidfdReadable(int pidfd, std::chrono::milliseconds timeout) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1;
+}
+
+void killChild(const ShimSpawner::Child& c) {
+  if (c.pid > 0) ::kill(c.pid, SIGKILL);
+}
+
+}  // namespace
+
+TEST_CASE("shim spawner: children come from the helper with only the descriptors they are given") {
+  // A descriptor the test leaks on purpose (not close-on-exec): a direct posix_spawn would pass
+  // it on; the helper closes everything of its parent's but its socket.
+  const int leaked = ::open("/dev/null", O_RDONLY);
+  REQUIRE(leaked >= 0);
+  ShimSpawner spawner(testing::binaryPath("nodeagent-shim"));
+  WaitingChild w;
+  REQUIRE(spawnWaiting(spawner, w) == 0);
+  CHECK(spawner.usingHelper());
+  const pid_t helper = spawner.helperPid();
+  REQUIRE(helper > 0);
+  CHECK(helper != ::getpid());
+
+  auto st = readProcStat(w.child.pid);
+  REQUIRE(st);
+  CHECK(st->ppid == helper);
+  CHECK(st->session == w.child.pid);  // a session of its own
+  CHECK(descriptorsOf(w.child.pid) == std::set<std::string>{"0", "1", "2"});
+  ::close(leaked);
+
+  // Its pidfd tells its end, and the helper reaps it (no zombie is left).
+  CHECK_FALSE(pidfdReadable(w.child.pidfd, 0ms));
+  ::close(w.release);
+  w.release = -1;
+  CHECK(pidfdReadable(w.child.pidfd, 10000ms));
+  CHECK(testing::eventually([&] { return !readProcStat(w.child.pid).has_value(); }));
+}
+
+TEST_CASE("shim spawner: a start error comes back and the helper keeps serving") {
+  testing::TempDir tmp;
+  ShimSpawner spawner(testing::binaryPath("nodeagent-shim"));
+  ShimSpawner::Child child;
+  CHECK(spawner.spawn({(tmp / "no-such-program").string()}, {}, child) == ENOENT);
+  CHECK(child.pid == 0);
+  CHECK(spawner.usingHelper());
+  WaitingChild w;
+  REQUIRE(spawnWaiting(spawner, w) == 0);
+  CHECK(readProcStat(w.child.pid)->ppid == spawner.helperPid());
+  killChild(w.child);
+}
+
+TEST_CASE("shim spawner: a helper that died is replaced and its children keep running") {
+  ShimSpawner spawner(testing::binaryPath("nodeagent-shim"));
+  WaitingChild first;
+  REQUIRE(spawnWaiting(spawner, first) == 0);
+  const pid_t old_helper = spawner.helperPid();
+  REQUIRE(::kill(old_helper, SIGKILL) == 0);
+  // Dead (a zombie until the spawner reaps it), so its socket is closed.
+  REQUIRE(testing::eventually([&] {
+    auto st = readProcStat(old_helper);
+    return st && st->state == 'Z';
+  }));
+
+  WaitingChild second;
+  REQUIRE(spawnWaiting(spawner, second) == 0);
+  const pid_t new_helper = spawner.helperPid();
+  CHECK(new_helper > 0);
+  CHECK(new_helper != old_helper);
+  CHECK(readProcStat(second.child.pid)->ppid == new_helper);
+  // The dead helper was reaped; its child lives on (reparented) and is still watched.
+  CHECK_FALSE(readProcStat(old_helper).has_value());
+  CHECK_FALSE(pidfdReadable(first.child.pidfd, 0ms));
+  killChild(first.child);
+  CHECK(pidfdReadable(first.child.pidfd, 10000ms));
+  killChild(second.child);
+}
+
+TEST_CASE("shim spawner: without a helper it starts children itself") {
+  testing::TempDir tmp;
+  std::string which;
+  SECTION("the shim binary is missing") { which = (tmp / "missing-shim").string(); }
+  SECTION("the shim binary does not speak the spawn protocol") {
+    fs::copy_file("/bin/true", tmp / "old-shim");
+    which = (tmp / "old-shim").string();
+  }
+  ShimSpawner spawner(which);
+  WaitingChild w;
+  REQUIRE(spawnWaiting(spawner, w) == 0);
+  CHECK_FALSE(spawner.usingHelper());
+  CHECK(spawner.helperPid() == 0);
+  auto st = readProcStat(w.child.pid);
+  REQUIRE(st);
+  CHECK(st->ppid == ::getpid());
+  CHECK(st->session == w.child.pid);
+  ::close(w.release);
+  w.release = -1;
+  CHECK(pidfdReadable(w.child.pidfd, 10000ms));
+  ::waitpid(w.child.pid, nullptr, 0);
+}
+
+TEST_CASE("shim spawner: the helper ends with the spawner and leaves its children running") {
+  WaitingChild w;
+  pid_t helper = 0;
+  {
+    ShimSpawner spawner(testing::binaryPath("nodeagent-shim"));
+    REQUIRE(spawnWaiting(spawner, w) == 0);
+    helper = spawner.helperPid();
+    REQUIRE(helper > 0);
+  }
+  CHECK_FALSE(readProcStat(helper).has_value());
+  CHECK_FALSE(pidfdReadable(w.child.pidfd, 0ms));
+  killChild(w.child);
+  CHECK(pidfdReadable(w.child.pidfd, 10000ms));
+}
+
+TEST_CASE("shim spawner: concurrent spawns from several threads all start") {
+  ShimSpawner spawner(testing::binaryPath("nodeagent-shim"));
+  constexpr int kThreads = 4;
+  constexpr int kEach = 10;
+  std::mutex mu;
+  std::vector<ShimSpawner::Child> children;
+  std::vector<int> errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        ShimSpawner::Child c;
+        const int rc = spawner.spawn({"/bin/sleep", "30"}, {}, c);
+        std::lock_guard lock(mu);
+        if (rc == 0) {
+          children.push_back(c);
+        } else {
+          errors.push_back(rc);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(errors.empty());
+  std::set<pid_t> pids;
+  for (const auto& c : children) {
+    pids.insert(c.pid);
+    CHECK(readProcStat(c.pid)->ppid == spawner.helperPid());
+  }
+  CHECK(pids.size() == static_cast<size_t>(kThreads * kEach));
+  for (const auto& c : children) {
+    killChild(c);
+    CHECK(pidfdReadable(c.pidfd, 10000ms));
+    ::close(c.pidfd);
+  }
+}
