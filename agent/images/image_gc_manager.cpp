@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agent/images/image_manager.h"
+#include "base/duration.h"
 #include "base/log.h"
 
 namespace nodeagent::agent::images {
@@ -63,6 +64,16 @@ base::Status validateImageGcPolicy(const ImageGcPolicy& policy) {
   if (policy.min_age < base::Duration::zero()) {
     return base::invalidArgumentError("--minimum-image-ttl-duration must not be negative");
   }
+  if (policy.max_age < base::Duration::zero()) {
+    return base::invalidArgumentError(
+        "--image-maximum-gc-age (imageMaximumGCAge) must not be negative");
+  }
+  if (policy.max_age > base::Duration::zero() && policy.max_age <= policy.min_age) {
+    return base::invalidArgumentError(
+        "--image-maximum-gc-age (imageMaximumGCAge) " + base::formatDuration(policy.max_age) +
+        " must be greater than --minimum-image-ttl-duration (imageMinimumGCAge) " +
+        base::formatDuration(policy.min_age));
+  }
   return base::okStatus();
 }
 
@@ -90,8 +101,11 @@ void ImageGcManager::start() {
         co_await self->refreshRecords();
         self->schedule(self->list_timer_, self->options_.list_period, Pass::kList);
         self->schedule(self->detect_timer_, self->options_.detect_period, Pass::kDetect);
-        if (self->options_.policy.high_threshold_percent >= 100) {
-          log()->info("Image garbage collection is off (--image-gc-high-threshold=100)");
+        if (self->options_.policy.high_threshold_percent >= 100 &&
+            self->options_.policy.max_age <= base::Duration::zero()) {
+          log()->info(
+              "Image garbage collection is off (--image-gc-high-threshold=100 and no "
+              "--image-maximum-gc-age)");
           co_return;
         }
         const auto next = co_await self->periodicCollect();
@@ -269,6 +283,8 @@ asio::awaitable<base::Status> ImageGcManager::collectOnStrand() {
   // Waits for a pass in flight: the usage read below is then after its removals.
   co_await beginPass();
   const PassGuard guard{this};
+  auto removing_old = freeOldImages(clock_.now());
+  CO_RETURN_IF_ERROR(co_await std::move(removing_old));
   auto asking = imageFsInfo();
   auto fs = co_await std::move(asking);
   if (!fs.ok()) {
@@ -394,6 +410,47 @@ asio::awaitable<base::StatusOr<uint64_t>> ImageGcManager::freeSpace(uint64_t byt
     co_return base::unknownError(message);
   }
   co_return freed;
+}
+
+asio::awaitable<base::Status> ImageGcManager::freeOldImages(base::MonotonicTime free_time) {
+  const base::Duration max_age = options_.policy.max_age;
+  // As kubelet: nothing before the agent has run for the max age (the records' last uses start
+  // with it), nor before every pod source was seen.
+  if (max_age <= base::Duration::zero() || !started_ || free_time - *started_ <= max_age ||
+      !ready()) {
+    co_return base::okStatus();
+  }
+  std::set<std::string> in_use;
+  auto detecting = detectImages(free_time, &in_use);
+  CO_RETURN_IF_ERROR(co_await std::move(detecting));
+  std::vector<std::pair<std::string, uint64_t>> old_images;
+  for (const auto& [id, record] : records_) {
+    if (in_use.count(id) != 0) continue;
+    // Unused since: its last use, or when it was first seen if that is later (an image pulled
+    // for a pod and not run yet is not old; kubelet counts such an image as unused forever).
+    // The images there at the start count from the start.
+    const base::MonotonicTime since =
+        std::max(record.last_used, record.first_detected.value_or(*started_));
+    if (free_time - since > max_age) old_images.emplace_back(id, record.size);
+  }
+  std::vector<std::string> errors;
+  for (const auto& [id, size] : old_images) {
+    log()->info("Removing image unused for longer than the max age image={} size={} maxAge={}", id,
+                size, base::formatDuration(max_age));
+    auto removing = runtime_.removeImage(id);
+    if (auto removed = co_await std::move(removing); !removed.ok()) {
+      errors.push_back(id + ": " + removed.toString());
+      continue;
+    }
+    records_.erase(id);
+  }
+  if (!errors.empty()) {
+    std::string message = "wanted to free images older than " + base::formatDuration(max_age) +
+                          ", encountered errors in image deletion: ";
+    for (size_t i = 0; i < errors.size(); ++i) message += (i ? "; " : "") + errors[i];
+    co_return base::unknownError(message);
+  }
+  co_return base::okStatus();
 }
 
 void ImageGcManager::warn(const char* reason, const std::string& message) const {

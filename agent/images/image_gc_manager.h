@@ -10,12 +10,15 @@
 // 80). An image is never removed while a container, running or exited, was created from it, while
 // the runtime pins it (its sandbox image), nor before `min_age` (--minimum-image-ttl-duration, 2m)
 // has passed since it was first seen: it may have just been pulled for a container about to
-// start. A failed removal is reported and the next image tried.
+// start. A failed removal is reported and the next image tried. With a max age
+// (imageMaximumGCAge, --image-maximum-gc-age; off by default) each collection first removes the
+// unused images that nothing used for longer than it, whatever the usage, once the agent has run
+// for that long (kubelet 1.30's rule; a never used image counts from when it was first seen).
 //
 // Node events as kubelet's: Warning FreeDiskSpaceFailed when not enough could be freed, Warning
 // ImageGCFailed when a pass failed for the second time in a row, Warning InvalidDiskCapacity for
-// an image filesystem of size 0. A high threshold of 100 turns the periodic collection off (the
-// eviction manager may still ask for deleteUnusedImages).
+// an image filesystem of size 0. A high threshold of 100 without a max age turns the periodic
+// collection off (the eviction manager may still ask for deleteUnusedImages).
 //
 // Unlike kubelet, the images that the containers of the pods the agent wants name are kept too,
 // whether or not a container was created from them yet (`wanted_images`), and nothing is removed
@@ -136,6 +139,9 @@ class ImageGcManager : public std::enable_shared_from_this<ImageGcManager> {
   // remove (used by a container, wanted or pinned) in `in_use`.
   asio::awaitable<base::Status> detectImages(std::optional<base::MonotonicTime> detect_time,
                                              std::set<std::string>* in_use);
+  // kubelet's freeOldImages: removes the unused images not used for longer than the policy's
+  // max age (none when it is zero). Strand only, within a pass.
+  asio::awaitable<base::Status> freeOldImages(base::MonotonicTime free_time);
   // Removes unused images, oldest use first, until `bytes_to_free` are freed.
   asio::awaitable<base::StatusOr<uint64_t>> freeSpace(uint64_t bytes_to_free,
                                                       base::MonotonicTime free_time);

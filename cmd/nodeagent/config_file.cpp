@@ -57,6 +57,8 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"imageGCHighThresholdPercent", {"image-gc-high-threshold", Kind::kInt}},
       {"imageGCLowThresholdPercent", {"image-gc-low-threshold", Kind::kInt}},
       {"imageMinimumGCAge", {"minimum-image-ttl-duration", Kind::kDuration}},
+      // kubelet has the field only; nodeagent's flag for it is its own.
+      {"imageMaximumGCAge", {"image-maximum-gc-age", Kind::kDuration}},
       {"nodeStatusMaxImages", {"node-status-max-images", Kind::kInt}},
   };
   return keys;
@@ -91,7 +93,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "featureGates",
       "hairpinMode",
       "healthzBindAddress",
-      "imageMaximumGCAge",
       "imageServiceEndpoint",
       "iptablesDropBit",
       "iptablesMasqueradeBit",

@@ -147,6 +147,9 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
             "image filesystem usage percent that image garbage collection frees down to");
   fs.addDuration("minimum-image-ttl-duration", &f.minimum_image_ttl_duration,
                  "how long an unused image is kept at least after it was first seen");
+  fs.addDuration("image-maximum-gc-age", &f.image_maximum_gc_age,
+                 "remove an image unused for longer than this whatever the disk usage "
+                 "(kubelet's imageMaximumGCAge; 0 disables)");
   fs.addInt("node-status-max-images", &f.node_status_max_images,
             "images listed in the Node's status.images, largest first (-1: all)");
   fs.addInt("read-only-port", &f.read_only_port, "read-only HTTP port (0 disables)");
@@ -350,7 +353,7 @@ std::optional<UsageError> deriveResources(DaemonConfig& c) {
   tf.eviction_minimum_reclaim = f.eviction_minimum_reclaim;
   tf.enforce_pods_allocatable = f.enforce_node_allocatable == "pods";
   c.image_gc_policy = {f.image_gc_high_threshold, f.image_gc_low_threshold,
-                       f.minimum_image_ttl_duration};
+                       f.minimum_image_ttl_duration, f.image_maximum_gc_age};
   if (auto policy = agent::images::validateImageGcPolicy(c.image_gc_policy); !policy.ok()) {
     return UsageError{policy.message()};
   }

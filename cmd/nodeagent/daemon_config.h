@@ -84,7 +84,8 @@ struct DaemonFlags {
   int64_t image_gc_high_threshold = 85;
   int64_t image_gc_low_threshold = 80;
   base::Duration minimum_image_ttl_duration = std::chrono::minutes(2);
-  int64_t node_status_max_images = 50;  // -1: no limit
+  base::Duration image_maximum_gc_age = base::Duration::zero();  // 0: off
+  int64_t node_status_max_images = 50;                           // -1: no limit
   int64_t read_only_port = 10255;
   int64_t healthz_port = 10248;
   int64_t max_pods = 110;

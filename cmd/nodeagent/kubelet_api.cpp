@@ -103,6 +103,7 @@ std::string configzJson(const DaemonConfig& config) {
       {"imageGCHighThresholdPercent", f.image_gc_high_threshold},
       {"imageGCLowThresholdPercent", f.image_gc_low_threshold},
       {"imageMinimumGCAge", seconds(f.minimum_image_ttl_duration)},
+      {"imageMaximumGCAge", seconds(f.image_maximum_gc_age)},
       {"nodeStatusMaxImages", f.node_status_max_images},
       {"enforceNodeAllocatable", f.enforce_node_allocatable.empty()
                                      ? nlohmann::json::array()

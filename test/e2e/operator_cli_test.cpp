@@ -121,6 +121,21 @@ TEST_CASE("daemon: image garbage collection thresholds out of order are a usage 
                                       "--image-gc-high-threshold 80"));
 }
 
+TEST_CASE("daemon: an image max age not above the min age is a usage error naming both",
+          "[e2e][flags]") {
+  testing::TempDir out("nodeagent-e2e-imagemaxage");
+  testing::writeFile(out.path() / "config.yaml",
+                     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                     "imageMinimumGCAge: 5m\nimageMaximumGCAge: 3m\n");
+  auto bad = testing::runCommand({testing::binaryPath("nodeagent").string(), "--allow-no-sources",
+                                  "--config=" + (out.path() / "config.yaml").string()},
+                                 out, 30s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--image-maximum-gc-age (imageMaximumGCAge) 3m0s must be "
+                                      "greater than --minimum-image-ttl-duration "
+                                      "(imageMinimumGCAge) 5m0s"));
+}
+
 TEST_CASE("daemon: a negative --eviction-max-pod-grace-period is a usage error naming the flag",
           "[e2e][flags]") {
   testing::TempDir out("nodeagent-e2e-evictgrace");

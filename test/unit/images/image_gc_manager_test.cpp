@@ -254,6 +254,59 @@ TEST_CASE("image gc: the policy is checked as kubelet checks it", "[unit][images
                              "--image-gc-high-threshold 80"));
   CHECK_THAT(validateImageGcPolicy({85, 80, -1s}).message(),
              Catch::Contains("--minimum-image-ttl-duration must not be negative"));
+  CHECK(validateImageGcPolicy({85, 80, 2min, 0s}).ok());
+  CHECK(validateImageGcPolicy({85, 80, 2min, 121s}).ok());
+  CHECK_THAT(validateImageGcPolicy({85, 80, 2min, -1s}).message(),
+             Catch::Contains("--image-maximum-gc-age (imageMaximumGCAge) must not be negative"));
+  CHECK_THAT(validateImageGcPolicy({85, 80, 2min, 2min}).message(),
+             Catch::Contains("--image-maximum-gc-age (imageMaximumGCAge) 2m0s must be greater "
+                             "than --minimum-image-ttl-duration (imageMinimumGCAge) 2m0s"));
+}
+
+TEST_CASE(
+    "image gc: with a max age unused images go once unused for longer than it whatever the usage",
+    "[unit][images]") {
+  ImageGcPolicy policy;
+  policy.max_age = 10min;
+  SECTION("with the thresholds") {}
+  SECTION("with the usage-based collection off") { policy.high_threshold_percent = 100; }
+  Harness h(policy);
+  h.setAvailable(900);  // 10 % used: the thresholds never ask for anything
+  h.addImage("old", 10);
+  h.addImage("used", 10);
+  h.addImage("failing", 10);
+  h.start();  // t0; the three count as unused since t0
+  h.runContainer("p", "used");
+  h.advance(5min);         // t0+5m
+  h.addImage("late", 10);  // first seen at the next refresh, t0+10m, and never used
+  h.advance(5min);         // t0+10m: the agent has not run for longer than the max age yet
+  CHECK(h.runtime.removedImages().empty());
+
+  h.runtime.setRemoveImageError("sha256:failing", base::unknownError("device busy"));
+  h.advance(5min);  // t0+15m: unused for 15 minutes
+  CHECK(h.runtime.removedImages() == std::vector<std::string>{"sha256:old"});
+  CHECK(h.runtime.hasImage("used"));
+  CHECK(h.runtime.hasImage("late"));
+  // The failed removal fails the pass (an event only when it happens twice in a row).
+  CHECK(h.warnings.empty());
+  h.advance(5min);  // t0+20m: "late" unused for 10 minutes, not longer
+  CHECK(h.runtime.hasImage("late"));
+  REQUIRE(h.reasons() == std::vector<std::string>{"ImageGCFailed"});
+  CHECK_THAT(h.warnings[0].message, Catch::Contains("wanted to free images older than 10m") &&
+                                        Catch::Contains("sha256:failing"));
+  h.advance(5min);  // t0+25m
+  CHECK(h.runtime.removedImages() == std::vector<std::string>{"sha256:old", "sha256:late"});
+  CHECK(h.runtime.hasImage("used"));
+}
+
+TEST_CASE("image gc: without a max age unused images stay while the disk has room",
+          "[unit][images]") {
+  Harness h;
+  h.setAvailable(900);
+  h.addImage("old", 10);
+  h.start();
+  h.advance(60min);
+  CHECK(h.runtime.removedImages().empty());
 }
 
 TEST_CASE("image gc: the images of wanted pods are kept before any container runs them",
