@@ -1,5 +1,6 @@
 // ProcessRuntime's container starts: the checks and the shim's config (command, environment,
 // identity, log), the container's cgroup, its state directory, the shim process and its answer.
+#include <poll.h>
 #include <sys/random.h>
 
 #include "agent/runtime/process_runtime_state.h"
@@ -259,6 +260,9 @@ base::StatusOr<ProcessRuntime::State::Launched> ProcessRuntime::State::spawnCont
   addStartingRecord(id, std::move(config));
   auto child = spawnShim(dir, pipe_fds[1]);
   ::close(pipe_fds[1]);
+  if (!child.ok() && child.status().code() == base::StatusCode::kAborted) {
+    child = findLostShim(id, pipe_fds[0], child.status());
+  }
   if (!child.ok()) {
     ::close(pipe_fds[0]);
     abandonStart(id, dir);
@@ -290,11 +294,40 @@ base::StatusOr<ShimSpawner::Child> ProcessRuntime::State::spawnShim(const fs::pa
   ShimSpawner::Child child;
   const int rc = spawner_->spawn({shim, "run", dir.string()}, fds, child);
   ::close(log_fd);
+  if (rc == ShimSpawner::kAnswerLost) {
+    return base::abortedError("the spawn helper ended while it started the container shim " + shim);
+  }
   if (rc != 0) {
     return base::unavailableError("cannot start the container shim " + shim + ": " +
                                   std::strerror(rc));
   }
   return child;
+}
+
+base::StatusOr<ShimSpawner::Child> ProcessRuntime::State::findLostShim(const std::string& id,
+                                                                       int ready_fd,
+                                                                       base::Status lost) {
+  // Only the shim (if there is one) still holds the write end of its start pipe: the pipe hangs
+  // up empty when there is none, and carries its report once it runs. A child that has not
+  // reported within the wait is looked for all the same.
+  pollfd p{ready_fd, POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, 10000);
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 1 && (p.revents & POLLIN) == 0) return lost;
+  auto shims = findLiveShims(options_.root_dir / "containers");
+  auto it = shims.find(id);
+  if (it == shims.end()) return lost;
+  const int pidfd = pidfdOpen(it->second.pid);
+  if (pidfd < 0) return lost;
+  if (!processAlive(it->second.pid, it->second.start_ticks)) {
+    ::close(pidfd);
+    return lost;
+  }
+  log()->warn("Adopted the container shim the spawn helper started before it ended id={} pid={}",
+              id, it->second.pid);
+  return ShimSpawner::Child{it->second.pid, pidfd};
 }
 
 asio::awaitable<base::StatusOr<ContainerId>> ProcessRuntime::State::start(

@@ -463,6 +463,11 @@ class ProcessRuntime::State : public std::enable_shared_from_this<State> {
   // Starts `nodeagent-shim run dir` (through the spawn helper) with `ready_fd` as its descriptor
   // 3 and its stderr appended to the shim log; returns its pid and pidfd.
   base::StatusOr<ShimSpawner::Child> spawnShim(const fs::path& dir, int ready_fd);
+  // Blocking: after the spawn helper ended with the start of container `id`'s shim unanswered
+  // (`lost`), the shim it may have started, found by its report on the start pipe (`ready_fd`,
+  // left unread) and its command line; `lost` when there is none.
+  base::StatusOr<ShimSpawner::Child> findLostShim(const std::string& id, int ready_fd,
+                                                  base::Status lost);
   // Blocking: the container's cgroup (when it still exists), state directory and log files.
   void removeFiles(const std::string& id, const ShimConfig& config);
   asio::awaitable<base::StatusOr<ContainerId>> start(base::StatusOr<Launched> launched,

@@ -79,15 +79,16 @@ int receiveWithFds(int sock, void* data, size_t size, size_t& got, std::vector<i
 int spawnDetached(const std::vector<std::string>& args, std::span<const int> fds, pid_t& pid) {
   if (args.empty() || fds.size() > kMaxSpawnFds) return EINVAL;
   // A source that is another slot's target would be overwritten before its own dup2 (a caller
-  // whose standard descriptors were closed gets pipes there): such sources are moved above the
-  // slots first.
+  // whose standard descriptors were closed gets pipes there), and one already in its own slot
+  // keeps close-on-exec unless the C library clears it (glibc 2.29 and later): every source below
+  // the slots' end is moved above them first.
   std::array<int, kMaxSpawnFds> moved;
   std::array<int, kMaxSpawnFds> source;
   moved.fill(-1);
   source.fill(-1);
   for (size_t i = 0; i < fds.size(); ++i) {
     source[i] = fds[i];
-    if (fds[i] >= 0 && fds[i] < static_cast<int>(kMaxSpawnFds) && fds[i] != static_cast<int>(i)) {
+    if (fds[i] >= 0 && fds[i] < static_cast<int>(kMaxSpawnFds)) {
       moved[i] = ::fcntl(fds[i], F_DUPFD_CLOEXEC, static_cast<int>(kMaxSpawnFds));
       if (moved[i] < 0) {
         const int err = errno;
@@ -112,7 +113,6 @@ int spawnDetached(const std::vector<std::string>& args, std::span<const int> fds
   for (size_t i = 0; i < slots; ++i) {
     const int target = static_cast<int>(i);
     if (source[i] >= 0) {
-      // dup2 onto itself clears close-on-exec (posix_spawn's rule for equal descriptors).
       posix_spawn_file_actions_adddup2(&fa, source[i], target);
     } else {
       posix_spawn_file_actions_addopen(&fa, target, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/runtime/shim_spawner.h"
+#include "agent/runtime/spawn.h"
 #include "agent/runtime/state_file.h"
 #include "test/support/test_util.h"
 
@@ -86,7 +87,11 @@ TEST_CASE("shim spawner: children come from the helper with only the descriptors
   REQUIRE(st);
   CHECK(st->ppid == helper);
   CHECK(st->session == w.child.pid);  // a session of its own
-  CHECK(descriptorsOf(w.child.pid) == std::set<std::string>{"0", "1", "2"});
+  // The vfork parent wakes once the new program is mapped, a moment before exec closes the
+  // close-on-exec descriptors: wait for that; a descriptor really passed on stays.
+  const std::set<std::string> standard{"0", "1", "2"};
+  CHECK(testing::eventually([&] { return descriptorsOf(w.child.pid) == standard; }));
+  CHECK(descriptorsOf(w.child.pid) == standard);
   ::close(leaked);
 
   // Its pidfd tells its end, and the helper reaps it (no zombie is left).
@@ -172,6 +177,97 @@ TEST_CASE("shim spawner: the helper ends with the spawner and leaves its childre
   CHECK_FALSE(pidfdReadable(w.child.pidfd, 0ms));
   killChild(w.child);
   CHECK(pidfdReadable(w.child.pidfd, 10000ms));
+}
+
+TEST_CASE("shim spawner: a helper that does not answer in time is replaced") {
+  ShimSpawner spawner(testing::binaryPath("nodeagent-shim"), std::chrono::milliseconds(300));
+  WaitingChild first;
+  REQUIRE(spawnWaiting(spawner, first) == 0);
+  const pid_t stuck = spawner.helperPid();
+  REQUIRE(::kill(stuck, SIGSTOP) == 0);
+  ShimSpawner::Child lost;
+  CHECK(spawner.spawn({"/bin/sleep", "30"}, {}, lost) == ShimSpawner::kAnswerLost);
+  CHECK(lost.pid == 0);
+  // The stuck helper was killed and reaped; the next spawn has a new one.
+  CHECK_FALSE(readProcStat(stuck).has_value());
+  WaitingChild next;
+  REQUIRE(spawnWaiting(spawner, next) == 0);
+  CHECK(spawner.helperPid() != stuck);
+  CHECK(readProcStat(next.child.pid)->ppid == spawner.helperPid());
+  killChild(first.child);
+  killChild(next.child);
+}
+
+TEST_CASE("shim spawner: the helper ends when its agent is killed and its children stay") {
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  const pid_t agent = ::fork();
+  REQUIRE(agent >= 0);
+  if (agent == 0) {
+    // The "agent": starts a helper and a child through it, reports both, and waits to be killed.
+    ShimSpawner spawner(testing::binaryPath("nodeagent-shim"));
+    ShimSpawner::Child child;
+    pid_t pids[2] = {0, 0};
+    if (spawner.spawn({"/bin/sleep", "30"}, {}, child) == 0) {
+      pids[0] = spawner.helperPid();
+      pids[1] = child.pid;
+    }
+    (void)!::write(report[1], pids, sizeof pids);
+    for (;;) ::pause();
+  }
+  ::close(report[1]);
+  pid_t pids[2] = {0, 0};
+  const bool reported = ::read(report[0], pids, sizeof pids) == static_cast<ssize_t>(sizeof pids);
+  ::close(report[0]);
+  ::kill(agent, SIGKILL);
+  ::waitpid(agent, nullptr, 0);
+  REQUIRE(reported);
+  const pid_t helper = pids[0];
+  const pid_t child = pids[1];
+  REQUIRE(helper > 0);
+  REQUIRE(child > 0);
+  // The helper saw its socket close and exited (reaped by whoever adopted it).
+  CHECK(testing::eventually([&] {
+    auto st = readProcStat(helper);
+    return !st || st->state == 'Z';
+  }));
+  auto st = readProcStat(child);
+  CHECK((st && st->state != 'Z'));
+  ::kill(child, SIGKILL);
+}
+
+TEST_CASE("shim spawner: a source descriptor in another slot reaches its own slot") {
+  // The test's stdin is, for the spawn, a pipe's write end that is to become the child's fd 3;
+  // fd 0 of the child is /dev/null, opened before fd 3 is set up.
+  int a[2];
+  int b[2];
+  REQUIRE(::pipe2(a, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(b, O_CLOEXEC) == 0);
+  const int saved_stdin = ::fcntl(0, F_DUPFD_CLOEXEC, 10);
+  REQUIRE(saved_stdin >= 0);
+  REQUIRE(::dup2(a[1], 0) == 0);
+  pid_t pid = 0;
+  const int fds[] = {-1, b[1], -1, 0};
+  const int rc =
+      spawnDetached({"/bin/sh", "-c", "echo one; echo three >&3"}, std::span<const int>(fds), pid);
+  REQUIRE(::dup2(saved_stdin, 0) == 0);
+  ::close(saved_stdin);
+  ::close(a[1]);
+  ::close(b[1]);
+  REQUIRE(rc == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  auto readAll = [](int fd) {
+    std::string out;
+    char buf[64];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return out;
+  };
+  CHECK(readAll(b[0]) == "one\n");
+  CHECK(readAll(a[0]) == "three\n");
 }
 
 TEST_CASE("shim spawner: concurrent spawns from several threads all start") {

@@ -127,9 +127,11 @@ TEST_CASE("spawn protocol: malformed requests are refused and their descriptors 
   SECTION("a descriptor no slot names") {
     sendRaw(pair.a, std::string("n\0/bin/true\0", 12), pipe_fds[1]);
     CHECK(receiveSpawnRequest(pair.b, args, fds) == EPROTO);
-    // The refused descriptor was closed: the pipe's only write end left is ours.
+    // The refused descriptor was closed: with ours closed too, the pipe reads as ended (a copy
+    // left open would make the read fail with EAGAIN instead).
     ::close(pipe_fds[1]);
     pipe_fds[1] = -1;
+    REQUIRE(::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK) == 0);
     char c;
     CHECK(::read(pipe_fds[0], &c, 1) == 0);
   }
