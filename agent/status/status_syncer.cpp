@@ -1,6 +1,7 @@
 #include "agent/status/status_syncer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -94,6 +95,15 @@ class RestPodStatusWriter final : public PodStatusWriter {
 
 std::shared_ptr<PodStatusWriter> restPodStatusWriter(api::AsyncRestClient api) {
   return std::make_shared<RestPodStatusWriter>(std::move(api));
+}
+
+size_t statusRequestsInFlight(double qps, size_t pool_threads) {
+  const size_t most = std::max<size_t>(pool_threads, 2);
+  if (qps <= 0) return most;
+  // The requests the limit lets go during one round trip of 2 ms, plus one.
+  const double round_trips = std::ceil(qps * 0.002) + 1;
+  if (round_trips >= static_cast<double>(most)) return most;
+  return std::max<size_t>(2, static_cast<size_t>(round_trips));
 }
 
 StatusSyncer::StatusSyncer(asio::any_io_executor executor, base::Clock& clock,

@@ -74,6 +74,15 @@ std::shared_ptr<PodStatusWriter> restPodStatusWriter(api::AsyncRestClient api);
 // except a new pod's first starting status (StatusSyncerOptions::first_status_hold).
 inline constexpr base::Duration kMaxStatusCoalesceWindow = std::chrono::milliseconds(100);
 
+// The status requests to keep in flight (StatusSyncerOptions::max_in_flight) for a client limited
+// to `qps` requests a second (0 or less: no limit) on an API pool of `pool_threads`. A request
+// holds a pool thread for its wait on the limit and its round trip (a few milliseconds). While
+// the limit's spacing is longer than a round trip, two keep it busy without more threads asleep on
+// it (the default 50 QPS); above that, one more per 2 ms of round trip the spacing no longer
+// covers, up to the pool's size (1,500 QPS and more): a burst of pod starts is then bound by the
+// round trips of `pool_threads` requests at once, not of two.
+size_t statusRequestsInFlight(double qps, size_t pool_threads);
+
 struct StatusSyncerOptions {
   base::Duration batch_period = std::chrono::seconds(10);
   // How long a pod's first change not yet sent waits for more changes of the same pod before it
@@ -88,7 +97,7 @@ struct StatusSyncerOptions {
   // PATCH per pod. Cut to batch_period; 0, or a coalesce_window of 0, sends it at once.
   base::Duration first_status_hold = std::chrono::seconds(10);
   // Requests of different pods in flight at once (a pod's own go one at a time). Each occupies a
-  // thread of the API pool while it waits for the QPS limit.
+  // thread of the API pool while it waits for the QPS limit (see statusRequestsInFlight).
   size_t max_in_flight = 2;
   // How often pods waiting for their final DELETE, or static pods waiting for their mirror pod,
   // are checked again.
