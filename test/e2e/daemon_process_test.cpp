@@ -329,8 +329,25 @@ TEST_CASE(
   const int quit_pid = onePid(quit);
   REQUIRE(keep_pid != 0);
   REQUIRE(quit_pid != 0);
+  // The container's shim was started by the agent's spawn helper, the agent's child.
+  const auto parent = [](int pid) {
+    auto st = runtime::readProcStat(pid);
+    return st ? st->ppid : 0;
+  };
+  const int shim = parent(keep_pid);
+  const int helper = parent(shim);
+  REQUIRE(helper > 0);
+  CHECK(parent(helper) == d.pid());
+  CHECK_THAT(testing::readFile("/proc/" + std::to_string(helper) + "/cmdline"),
+             Catch::EndsWith(std::string("nodeagent-shim\0spawner\0", 23)));
 
   REQUIRE(d.stop(SIGKILL) == 128 + SIGKILL);
+  // The helper saw the agent's end of its socket close and exited; the shims stay.
+  CHECK(testing::eventually([&] {
+    auto st = runtime::readProcStat(helper);
+    return !st || st->state == 'Z';
+  }));
+  CHECK(alive(shim));
   testing::writeFile(go, "");
   REQUIRE_EVENTUALLY(
       d, [&] { return !alive(quit_pid); }, 10s);
