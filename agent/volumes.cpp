@@ -87,6 +87,33 @@ base::StatusOr<std::filesystem::path> VolumePreparer::emptyDir(const api::Pod& p
     return base::internalError("cannot create emptyDir volume " + v.name + " at " + dir->string() +
                                ": " + ec.message());
   }
+  if (!v.empty_dir_medium.empty() && v.empty_dir_medium != "Memory") {
+    // kubelet's emptyDir plugin fails the mount the same way (HugePages media are not supported
+    // here).
+    return base::invalidArgumentError("emptyDir volume " + v.name + ": unknown storage medium \"" +
+                                      v.empty_dir_medium + "\"");
+  }
+  if (v.empty_dir_medium == "Memory") {
+    // kubelet's setupTmpfs: a tmpfs of its own, as large as sizeLimit.
+    std::optional<int64_t> size;
+    if (v.empty_dir_size_limit && !v.empty_dir_size_limit->isZero()) {
+      size = v.empty_dir_size_limit->value();
+    }
+    auto mounted = ensureEmptyDirTmpfs(*dir, size);
+    if (!mounted.ok()) {
+      return base::internalError("emptyDir volume " + v.name +
+                                 " (medium Memory): " + mounted.status().message());
+    }
+    static std::once_flag logged;
+    if (!*mounted) {
+      std::call_once(logged, [&] {
+        log()->warn(
+            "Cannot mount a tmpfs for emptyDir volumes of medium Memory (not permitted): they are "
+            "directories on the disk path={}",
+            dir->string());
+      });
+    }
+  }
   const auto& psc = pod.spec->security_context;
   RETURN_IF_ERROR(setEmptyDirOwnership(*dir, psc ? psc->fs_group : std::nullopt));
   return dir;

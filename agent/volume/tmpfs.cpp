@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 namespace nodeagent::agent {
@@ -17,17 +18,33 @@ bool isMountPoint(const std::filesystem::path& dir) {
   return self.st_dev != parent.st_dev;
 }
 
-base::StatusOr<bool> ensureTmpfs(const std::filesystem::path& dir) {
+namespace {
+
+base::StatusOr<bool> mountTmpfs(const std::filesystem::path& dir, unsigned long flags,
+                                const std::string& data) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return base::internalError("cannot create " + dir.string() + ": " + ec.message());
   if (isMountPoint(dir)) return true;
-  if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755") == 0) {
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", flags, data.empty() ? nullptr : data.c_str()) == 0) {
     return true;
   }
   if (errno == EPERM || errno == EACCES) return false;
   return base::internalError("cannot mount a tmpfs at " + dir.string() + ": " +
                              std::strerror(errno));
+}
+
+}  // namespace
+
+base::StatusOr<bool> ensureTmpfs(const std::filesystem::path& dir) {
+  return mountTmpfs(dir, MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755");
+}
+
+base::StatusOr<bool> ensureEmptyDirTmpfs(const std::filesystem::path& dir,
+                                         std::optional<int64_t> size_bytes) {
+  std::string data;
+  if (size_bytes && *size_bytes > 0) data = "size=" + std::to_string(*size_bytes);
+  return mountTmpfs(dir, MS_NOSUID | MS_NODEV, data);
 }
 
 void unmountPodVolumes(const std::filesystem::path& pod_dir) {

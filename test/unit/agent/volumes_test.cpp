@@ -1,14 +1,18 @@
 // The volume preparer: emptyDir and hostPath volumes made ready on the node, and a container's
 // volumeMounts resolved against them for the runtime.
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "agent/pod_directories.h"
+#include "agent/volume/tmpfs.h"
 #include "agent/volumes.h"
 #include "test/support/pod_builder.h"
+#include "test/support/skip.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -120,4 +124,54 @@ TEST_CASE("pod directories: made once, forgotten with the pod, orphans removed",
   CHECK_FALSE(std::filesystem::exists(root.path() / "pods" / "uid-3"));
   CHECK_FALSE(dirs.made("uid-3"));
   CHECK_FALSE(dirs.removeOrphans({"uid-1", "uid-2"}, {}));
+}
+
+TEST_CASE("volumes: an emptyDir of medium Memory is a tmpfs as large as its sizeLimit",
+          "[unit][agent]") {
+  testing::TempDir root;
+  agent::PodDirectories dirs(root.path());
+  agent::VolumePreparer volumes(dirs, false);
+  auto pod = podWithVolumes(
+      {{{"name", "cache"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "8Mi"}}}},
+       {{"name", "scratch"}, {"emptyDir", {{"medium", "Memory"}}}}},
+      {{{"name", "cache"}, {"mountPath", "/cache"}}});
+  auto prepared = volumes.prepare(*pod);
+  const auto base = root.path() / "pods" / "uid-1" / "volumes" / "kubernetes.io~empty-dir";
+  struct Unmount {
+    std::filesystem::path pod_dir;
+    ~Unmount() { agent::unmountPodVolumes(pod_dir); }
+  } unmount{root.path() / "pods" / "uid-1"};
+  REQUIRE(prepared.ok());
+  if (!agent::isMountPoint(base / "cache")) {
+    testing::skipTest("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+  }
+  struct statfs fs {};
+  REQUIRE(::statfs((base / "cache").c_str(), &fs) == 0);
+  CHECK(fs.f_type == TMPFS_MAGIC);
+  CHECK(static_cast<uint64_t>(fs.f_blocks) * fs.f_bsize == 8 * 1024 * 1024);
+  struct stat st {};
+  REQUIRE(::stat((base / "cache").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0777);
+  // Without a sizeLimit: the kernel's default size.
+  CHECK(agent::isMountPoint(base / "scratch"));
+  REQUIRE(::statfs((base / "scratch").c_str(), &fs) == 0);
+  CHECK(fs.f_type == TMPFS_MAGIC);
+  // Prepared again (each sync): mounted once.
+  REQUIRE(volumes.prepare(*pod).ok());
+  agent::unmountPodVolumes(root.path() / "pods" / "uid-1");
+  CHECK_FALSE(agent::isMountPoint(base / "cache"));
+  CHECK_FALSE(agent::isMountPoint(base / "scratch"));
+}
+
+TEST_CASE("volumes: an emptyDir of an unknown medium is refused naming the volume",
+          "[unit][agent]") {
+  testing::TempDir root;
+  agent::PodDirectories dirs(root.path());
+  agent::VolumePreparer volumes(dirs, false);
+  auto pod = podWithVolumes({{{"name", "big"}, {"emptyDir", {{"medium", "HugePages"}}}}},
+                            nlohmann::json::array());
+  auto prepared = volumes.prepare(*pod);
+  REQUIRE_FALSE(prepared.ok());
+  CHECK_THAT(prepared.status().message(),
+             Catch::Contains("emptyDir volume big: unknown storage medium \"HugePages\""));
 }
