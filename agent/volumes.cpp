@@ -227,7 +227,9 @@ base::StatusOr<std::vector<runtime::Mount>> VolumePreparer::mountsFor(
                                         "\"");
     }
     auto host = volume->host_path;
+    std::filesystem::path volume_root;
     if (!m.sub_path.empty()) {
+      volume_root = volume->host_path;
       const std::filesystem::path sub(m.sub_path);
       bool escapes = sub.is_absolute();
       for (const auto& part : sub) escapes = escapes || part == "..";
@@ -242,9 +244,32 @@ base::StatusOr<std::vector<runtime::Mount>> VolumePreparer::mountsFor(
     for (const auto& v : pod.spec->volumes) {
       if (v.name == m.name && isApiDataVolume(v.source_type)) read_only = true;
     }
-    out.push_back({m.name, std::move(host), m.mount_path, read_only});
+    out.push_back({m.name, std::move(host), m.mount_path, read_only, std::move(volume_root)});
   }
   return out;
+}
+
+base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path& volume_root,
+                                                     const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto root = std::filesystem::canonical(volume_root, ec);
+  if (ec) {
+    return base::invalidArgumentError("volume directory " + volume_root.string() + ": " +
+                                      ec.message());
+  }
+  const auto resolved = std::filesystem::canonical(path, ec);
+  if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
+  // Within: the root itself or below it, compared by whole components.
+  auto r = root.begin();
+  auto p = resolved.begin();
+  for (; r != root.end(); ++r, ++p) {
+    if (p == resolved.end() || *p != *r) {
+      return base::invalidArgumentError("subPath " + path.string() + " resolves to " +
+                                        resolved.string() + ", outside of its volume " +
+                                        root.string());
+    }
+  }
+  return resolved;
 }
 
 }  // namespace nodeagent::agent

@@ -177,6 +177,9 @@ struct Mount {
   std::filesystem::path host_path;  // the volume's path, with the subPath appended
   std::string container_path;
   bool read_only = false;
+  // With a subPath: the volume's own path, which host_path must not leave once its symlinks are
+  // resolved (agent/volume/subpath.h); empty without one.
+  std::filesystem::path volume_root{};
 };
 
 // What a runtime that runs images knows of one it holds (CRI ImageStatus).

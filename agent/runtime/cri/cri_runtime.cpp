@@ -10,6 +10,7 @@
 #include "agent/runtime/cri/cri_runtime_config.h"
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/security_context.h"
+#include "agent/volumes.h"
 #include "base/blocking.h"
 #include "base/log.h"
 
@@ -354,6 +355,18 @@ base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
   const std::string image_ref = found->has_value() ? (*found)->id : image;
   auto config = containerConfig(pod, container, attempt, options, image_ref, imageUser(*found));
   if (!config.ok()) return config.status();
+  // containerd bind-mounts what it is given, following symlinks: a subPath must not lead out of
+  // its volume (config->mounts begins with options.mounts, in order).
+  for (size_t i = 0; i < options.mounts.size(); ++i) {
+    const auto& m = options.mounts[i];
+    if (m.volume_root.empty()) continue;
+    auto resolved = agent::resolveSubPath(m.volume_root, m.host_path);
+    if (!resolved.ok()) {
+      return base::invalidArgumentError("container \"" + container.name + "\": volumeMount " +
+                                        m.container_path + ": " + resolved.status().message());
+    }
+    config->mounts[i].host_path = resolved->string();
+  }
   const auto log_dir =
       podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);
   std::error_code ec;

@@ -175,3 +175,38 @@ TEST_CASE("volumes: an emptyDir of an unknown medium is refused naming the volum
   CHECK_THAT(prepared.status().message(),
              Catch::Contains("emptyDir volume big: unknown storage medium \"HugePages\""));
 }
+
+TEST_CASE("volumes: a subPath is resolved and may not lead out of its volume", "[unit][agent]") {
+  testing::TempDir root;
+  const auto volume = root.path() / "volume";
+  std::filesystem::create_directories(volume / "data" / "inner");
+  std::filesystem::create_directories(root.path() / "outside");
+  std::filesystem::create_symlink("data/inner", volume / "link-in");
+  std::filesystem::create_symlink(root.path() / "outside", volume / "link-out");
+  std::filesystem::create_symlink("../../outside", volume / "data" / "up");
+  std::filesystem::create_symlink("/etc/passwd", volume / "passwd");
+
+  auto plain = agent::resolveSubPath(volume, volume / "data");
+  REQUIRE(plain.ok());
+  CHECK(*plain == std::filesystem::canonical(volume / "data"));
+  auto inside = agent::resolveSubPath(volume, volume / "link-in");
+  REQUIRE(inside.ok());
+  CHECK(*inside == std::filesystem::canonical(volume / "data" / "inner"));
+  CHECK(agent::resolveSubPath(volume, volume).ok());
+
+  for (const char* escape : {"link-out", "data/up", "passwd"}) {
+    INFO(escape);
+    auto out = agent::resolveSubPath(volume, volume / escape);
+    REQUIRE_FALSE(out.ok());
+    CHECK(out.status().code() == base::StatusCode::kInvalidArgument);
+    CHECK_THAT(out.status().message(), Catch::Contains("outside of its volume"));
+  }
+  // A sibling whose name begins like the volume's is outside too.
+  std::filesystem::create_directories(root.path() / "volume-2");
+  std::filesystem::create_symlink(root.path() / "volume-2", volume / "sibling");
+  CHECK_FALSE(agent::resolveSubPath(volume, volume / "sibling").ok());
+  // Missing: an error naming it.
+  auto missing = agent::resolveSubPath(volume, volume / "nope");
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), Catch::Contains("nope"));
+}
