@@ -140,11 +140,25 @@ base::StatusOr<std::filesystem::path> VolumePreparer::hostPath(const api::Pod& p
     FILE* f = std::fopen(path.c_str(), "a");
     if (f != nullptr) std::fclose(f);
   }
-  if ((type == "Directory" && !std::filesystem::is_directory(path, ec)) ||
-      (type == "File" && !std::filesystem::is_regular_file(path, ec))) {
-    return base::failedPreconditionError("hostPath volume " + v.name + ": " + path.string() +
-                                         " is not a " + (type == "File" ? "file" : "directory"));
+  // kubelet's hostPath type check (the path's symlinks followed, as its os.Stat).
+  if (type.empty()) return path;
+  namespace fs = std::filesystem;
+  const fs::file_status st = fs::status(path, ec);
+  const auto fail = [&](const std::string& what) {
+    return base::failedPreconditionError("hostPath volume " + v.name +
+                                         ": hostPath type check failed: " + path.string() + " " +
+                                         what);
+  };
+  if (!fs::exists(st)) return fail("does not exist");
+  if ((type == "Directory" || type == "DirectoryOrCreate") && !fs::is_directory(st)) {
+    return fail("is not a directory");
   }
+  if ((type == "File" || type == "FileOrCreate") && !fs::is_regular_file(st)) {
+    return fail("is not a file");
+  }
+  if (type == "Socket" && !fs::is_socket(st)) return fail("is not a socket file");
+  if (type == "CharDevice" && !fs::is_character_file(st)) return fail("is not a character device");
+  if (type == "BlockDevice" && !fs::is_block_file(st)) return fail("is not a block device");
   return path;
 }
 

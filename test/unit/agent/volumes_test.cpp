@@ -1,10 +1,14 @@
 // The volume preparer: emptyDir and hostPath volumes made ready on the node, and a container's
 // volumeMounts resolved against them for the runtime.
 #include <linux/magic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -105,6 +109,46 @@ TEST_CASE(
   auto not_file = volumes.prepare(*podWithVolumes(file_type, nlohmann::json::array()));
   REQUIRE_FALSE(not_file.ok());
   CHECK_THAT(not_file.status().message(), Catch::Contains("is not a file"));
+}
+
+TEST_CASE("volumes: every hostPath type is checked as kubelet checks it", "[unit][agent]") {
+  testing::TempDir root;
+  agent::PodDirectories dirs(root.path());
+  agent::VolumePreparer volumes(dirs, false);
+  const auto dir = root.path() / "dir";
+  const auto file = root.path() / "file";
+  const auto sock = root.path() / "sock";
+  std::filesystem::create_directories(dir);
+  testing::writeFile(file, "x");
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
+  REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+  ::close(fd);
+  auto check = [&](const std::filesystem::path& path, const std::string& type) {
+    nlohmann::json v = {{{"name", "h"}, {"hostPath", {{"path", path.string()}, {"type", type}}}}};
+    auto prepared = volumes.prepare(*podWithVolumes(v, nlohmann::json::array()));
+    return prepared.ok() ? std::string("ok") : prepared.status().message();
+  };
+  CHECK(check(dir, "Directory") == "ok");
+  CHECK(check(dir, "") == "ok");
+  CHECK(check(root.path() / "missing", "") == "ok");  // no type: no check
+  CHECK(check(file, "File") == "ok");
+  CHECK(check(file, "FileOrCreate") == "ok");
+  CHECK(check(sock, "Socket") == "ok");
+  CHECK(check("/dev/null", "CharDevice") == "ok");
+  CHECK_THAT(
+      check(file, "Directory"),
+      Catch::Contains("hostPath type check failed: " + file.string() + " is not a directory"));
+  CHECK_THAT(check(file, "DirectoryOrCreate"), Catch::Contains("is not a directory"));
+  CHECK_THAT(check(dir, "FileOrCreate"), Catch::Contains("is not a file"));
+  CHECK_THAT(check(root.path() / "missing", "Directory"), Catch::Contains("does not exist"));
+  CHECK_THAT(check(file, "Socket"), Catch::Contains("is not a socket file"));
+  CHECK_THAT(check(file, "CharDevice"), Catch::Contains("is not a character device"));
+  CHECK_THAT(check("/dev/null", "BlockDevice"), Catch::Contains("is not a block device"));
+  CHECK_THAT(check(sock, "File"), Catch::Contains("hostPath volume h: "));
 }
 
 TEST_CASE("pod directories: made once, forgotten with the pod, orphans removed", "[unit][agent]") {
