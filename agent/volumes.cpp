@@ -90,10 +90,18 @@ base::StatusOr<std::filesystem::path> VolumePreparer::emptyDir(const api::Pod& p
   if (!v.empty_dir_medium.empty() && v.empty_dir_medium != "Memory") {
     // kubelet's emptyDir plugin fails the mount the same way (HugePages media are not supported
     // here).
-    return base::invalidArgumentError("emptyDir volume " + v.name + ": unknown storage medium \"" +
-                                      v.empty_dir_medium + "\"");
+    return base::unavailableError("MountVolume.SetUp failed for volume \"" + v.name +
+                                  "\" : unknown storage medium \"" + v.empty_dir_medium + "\"");
   }
-  if (v.empty_dir_medium == "Memory") {
+  if (v.empty_dir_medium == "Memory" && !isMountPoint(*dir) &&
+      std::filesystem::directory_iterator(*dir, ec) != std::filesystem::directory_iterator()) {
+    // Made on the disk by an agent that did not mount memory-backed emptyDirs, and in use: a
+    // tmpfs over it would hide what the pod's containers wrote.
+    log()->warn(
+        "An emptyDir of medium Memory already holds files on the disk; it stays there pod={} "
+        "volume={} path={}",
+        api::podRef(pod), v.name, dir->string());
+  } else if (v.empty_dir_medium == "Memory") {
     // kubelet's setupTmpfs: a tmpfs of its own, as large as sizeLimit.
     std::optional<int64_t> size;
     if (v.empty_dir_size_limit && !v.empty_dir_size_limit->isZero()) {
@@ -140,16 +148,18 @@ base::StatusOr<std::filesystem::path> VolumePreparer::hostPath(const api::Pod& p
     FILE* f = std::fopen(path.c_str(), "a");
     if (f != nullptr) std::fclose(f);
   }
-  // kubelet's hostPath type check (the path's symlinks followed, as its os.Stat).
+  // kubelet's hostPath type check (the path's symlinks followed, as its os.Stat). A failure is a
+  // failed mount, tried again at the next sync (a socket whose daemon restarts comes back).
   if (type.empty()) return path;
   namespace fs = std::filesystem;
+  ec.clear();
   const fs::file_status st = fs::status(path, ec);
   const auto fail = [&](const std::string& what) {
-    return base::failedPreconditionError("hostPath volume " + v.name +
-                                         ": hostPath type check failed: " + path.string() + " " +
-                                         what);
+    return base::unavailableError("MountVolume.SetUp failed for volume \"" + v.name +
+                                  "\" : hostPath type check failed: " + path.string() + " " + what);
   };
-  if (!fs::exists(st)) return fail("does not exist");
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return fail("cannot be read: " + ec.message());
   if ((type == "Directory" || type == "DirectoryOrCreate") && !fs::is_directory(st)) {
     return fail("is not a directory");
   }
@@ -263,27 +273,67 @@ base::StatusOr<std::vector<runtime::Mount>> VolumePreparer::mountsFor(
   return out;
 }
 
+namespace {
+
+// Whether `path` is `root` or below it, compared by whole components (both resolved).
+bool within(const std::filesystem::path& root, const std::filesystem::path& path) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path& volume_root,
                                                      const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  const auto root = std::filesystem::canonical(volume_root, ec);
-  if (ec) {
+  const auto root = fs::canonical(volume_root, ec);
+  if (ec)
     return base::invalidArgumentError("volume directory " + volume_root.string() + ": " +
                                       ec.message());
+  // The part of the subPath that exists, resolved, must be inside; what is missing is made below
+  // it with the volume's mode, one directory at a time (kubelet's SafeMakeDir).
+  const fs::path relative = path.lexically_relative(volume_root);
+  if (relative.empty() || *relative.begin() == "..") {
+    return base::invalidArgumentError("subPath " + path.string() + " is not below its volume " +
+                                      volume_root.string());
   }
-  const auto resolved = std::filesystem::canonical(path, ec);
-  if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
-  // Within: the root itself or below it, compared by whole components.
-  auto r = root.begin();
-  auto p = resolved.begin();
-  for (; r != root.end(); ++r, ++p) {
-    if (p == resolved.end() || *p != *r) {
-      return base::invalidArgumentError("subPath " + path.string() + " resolves to " +
-                                        resolved.string() + ", outside of its volume " +
-                                        root.string());
+  fs::path at = root;
+  auto part = relative.begin();
+  for (; part != relative.end(); ++part) {
+    if (*part == ".") continue;
+    const fs::path next = at / *part;
+    if (!fs::exists(fs::symlink_status(next, ec))) break;
+    at = fs::canonical(next, ec);
+    if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
+    if (!within(root, at)) {
+      return base::invalidArgumentError("subPath " + path.string() + " resolves to " + at.string() +
+                                        ", outside of its volume " + root.string());
     }
   }
-  return resolved;
+  if (part != relative.end()) {
+    const auto mode = fs::status(root, ec).permissions();
+    for (; part != relative.end(); ++part) {
+      if (*part == ".") continue;
+      at /= *part;
+      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
+        return base::invalidArgumentError("subPath " + path.string() + ": cannot create " +
+                                          at.string() + ": " + std::strerror(errno));
+      }
+      ::chmod(at.c_str(), static_cast<mode_t>(mode));
+    }
+    // Made or not by this call (another start may have raced it), it must still be inside.
+    at = fs::canonical(path, ec);
+    if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
+    if (!within(root, at)) {
+      return base::invalidArgumentError("subPath " + path.string() + " resolves to " + at.string() +
+                                        ", outside of its volume " + root.string());
+    }
+  }
+  return at;
 }
 
 }  // namespace nodeagent::agent

@@ -98,7 +98,7 @@ std::shared_ptr<PodStatusWriter> restPodStatusWriter(api::AsyncRestClient api) {
 }
 
 size_t statusRequestsInFlight(double qps, size_t pool_threads) {
-  const size_t most = std::max<size_t>(pool_threads, 2);
+  const size_t most = std::max<size_t>(pool_threads > 0 ? pool_threads - 1 : 0, 2);
   if (qps <= 0) return most;
   // The requests the limit lets go during one round trip of 2 ms, plus one.
   const double round_trips = std::ceil(qps * 0.002) + 1;

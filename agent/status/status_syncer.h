@@ -79,8 +79,8 @@ inline constexpr base::Duration kMaxStatusCoalesceWindow = std::chrono::millisec
 // holds a pool thread for its wait on the limit and its round trip (a few milliseconds). While
 // the limit's spacing is longer than a round trip, two keep it busy without more threads asleep on
 // it (the default 50 QPS); above that, one more per 2 ms of round trip the spacing no longer
-// covers, up to the pool's size (1,500 QPS and more): a burst of pod starts is then bound by the
-// round trips of `pool_threads` requests at once, not of two.
+// covers, up to all of the pool's threads but one, which stays free for the node's lease, its
+// status and mirror pods (three on the default pool of four, from 1,000 QPS); never fewer than two.
 size_t statusRequestsInFlight(double qps, size_t pool_threads);
 
 struct StatusSyncerOptions {

@@ -516,7 +516,8 @@ void Daemon::buildApiControllers() {
   api_state_loss_.subscribe([l = node_lease_.get()](const std::string&) { l->recreate(); });
 
   agent::StatusSyncerOptions so;
-  so.max_in_flight = agent::statusRequestsInFlight(config_.flags.kube_api_qps, kApiPoolThreads);
+  so.max_in_flight = agent::statusRequestsInFlight(config_.flags.kube_api_qps,
+                                                   static_cast<size_t>(threads_.api_threads));
   so.pod_resources_reclaimed = [this](const std::string& uid) {
     return !agent_.podWorkers().couldHaveRunningContainers(uid);
   };

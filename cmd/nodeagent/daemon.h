@@ -73,8 +73,10 @@ struct ApiClients {
 struct DaemonThreads {
   static constexpr int kApiPoolThreads = 4;
 
-  explicit DaemonThreads(int api_threads = kApiPoolThreads) : api_pool(api_threads) {}
+  explicit DaemonThreads(int api_threads = kApiPoolThreads)
+      : api_threads(api_threads), api_pool(api_threads) {}
 
+  const int api_threads;  // the API pool's
   asio::io_context ioc;
   asio::thread_pool blocking{2};
   asio::thread_pool api_pool;

@@ -356,14 +356,20 @@ base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
   auto config = containerConfig(pod, container, attempt, options, image_ref, imageUser(*found));
   if (!config.ok()) return config.status();
   // containerd bind-mounts what it is given, following symlinks: a subPath must not lead out of
-  // its volume (config->mounts begins with options.mounts, in order).
+  // its volume. config->mounts begins with options.mounts, in order.
+  if (config->mounts.size() < options.mounts.size()) {
+    return base::internalError("container config lost volume mounts");
+  }
   for (size_t i = 0; i < options.mounts.size(); ++i) {
     const auto& m = options.mounts[i];
     if (m.volume_root.empty()) continue;
     auto resolved = agent::resolveSubPath(m.volume_root, m.host_path);
     if (!resolved.ok()) {
-      return base::invalidArgumentError("container \"" + container.name + "\": volumeMount " +
-                                        m.container_path + ": " + resolved.status().message());
+      // As kubelet: the node's paths go to the log, not into the pod's status.
+      log()->warn("Cannot prepare a subPath pod={} container={} volumeMount={} error={}",
+                  api::podRef(pod), container.name, m.volume, resolved.status().message());
+      return base::invalidArgumentError("failed to prepare subPath for volumeMount \"" + m.volume +
+                                        "\" of container \"" + container.name + "\"");
     }
     config->mounts[i].host_path = resolved->string();
   }

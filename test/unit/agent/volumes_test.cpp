@@ -141,14 +141,20 @@ TEST_CASE("volumes: every hostPath type is checked as kubelet checks it", "[unit
   CHECK(check("/dev/null", "CharDevice") == "ok");
   CHECK_THAT(
       check(file, "Directory"),
-      Catch::Contains("hostPath type check failed: " + file.string() + " is not a directory"));
+      Catch::Contains("MountVolume.SetUp failed for volume \"h\" : hostPath type check failed: " +
+                      file.string() + " is not a directory"));
   CHECK_THAT(check(file, "DirectoryOrCreate"), Catch::Contains("is not a directory"));
   CHECK_THAT(check(dir, "FileOrCreate"), Catch::Contains("is not a file"));
-  CHECK_THAT(check(root.path() / "missing", "Directory"), Catch::Contains("does not exist"));
+  CHECK_THAT(check(root.path() / "missing", "Directory"), Catch::Contains("is not a directory"));
+  CHECK_THAT(check(root.path() / "missing", "Socket"), Catch::Contains("is not a socket file"));
   CHECK_THAT(check(file, "Socket"), Catch::Contains("is not a socket file"));
   CHECK_THAT(check(file, "CharDevice"), Catch::Contains("is not a character device"));
   CHECK_THAT(check("/dev/null", "BlockDevice"), Catch::Contains("is not a block device"));
-  CHECK_THAT(check(sock, "File"), Catch::Contains("hostPath volume h: "));
+  CHECK_THAT(check(sock, "File"), Catch::Contains("is not a file"));
+  // A failed check is a failed mount, tried again at the next sync.
+  nlohmann::json v = {{{"name", "h"}, {"hostPath", {{"path", file.string()}, {"type", "Socket"}}}}};
+  CHECK(volumes.prepare(*podWithVolumes(v, nlohmann::json::array())).status().code() ==
+        base::StatusCode::kUnavailable);
 }
 
 TEST_CASE("pod directories: made once, forgotten with the pod, orphans removed", "[unit][agent]") {
@@ -216,8 +222,27 @@ TEST_CASE("volumes: an emptyDir of an unknown medium is refused naming the volum
                             nlohmann::json::array());
   auto prepared = volumes.prepare(*pod);
   REQUIRE_FALSE(prepared.ok());
+  CHECK(prepared.status().code() == base::StatusCode::kUnavailable);  // a failed mount
   CHECK_THAT(prepared.status().message(),
-             Catch::Contains("emptyDir volume big: unknown storage medium \"HugePages\""));
+             Catch::Contains("MountVolume.SetUp failed for volume \"big\" : unknown storage "
+                             "medium \"HugePages\""));
+}
+
+TEST_CASE("volumes: an emptyDir of medium Memory that already holds files stays on the disk",
+          "[unit][agent]") {
+  testing::TempDir root;
+  agent::PodDirectories dirs(root.path());
+  agent::VolumePreparer volumes(dirs, false);
+  // What an agent that did not mount memory-backed emptyDirs left, in use by a running pod.
+  const auto dir = root.path() / "pods" / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache";
+  std::filesystem::create_directories(dir);
+  testing::writeFile(dir / "kept", "data");
+  auto pod = podWithVolumes({{{"name", "cache"}, {"emptyDir", {{"medium", "Memory"}}}}},
+                            nlohmann::json::array());
+  REQUIRE(volumes.prepare(*pod).ok());
+  CHECK_FALSE(agent::isMountPoint(dir));
+  CHECK(testing::readFile(dir / "kept") == "data");
+  agent::unmountPodVolumes(root.path() / "pods" / "uid-1");
 }
 
 TEST_CASE("volumes: a subPath is resolved and may not lead out of its volume", "[unit][agent]") {
@@ -249,8 +274,23 @@ TEST_CASE("volumes: a subPath is resolved and may not lead out of its volume", "
   std::filesystem::create_directories(root.path() / "volume-2");
   std::filesystem::create_symlink(root.path() / "volume-2", volume / "sibling");
   CHECK_FALSE(agent::resolveSubPath(volume, volume / "sibling").ok());
-  // Missing: an error naming it.
-  auto missing = agent::resolveSubPath(volume, volume / "nope");
-  REQUIRE_FALSE(missing.ok());
-  CHECK_THAT(missing.status().message(), Catch::Contains("nope"));
+  // Missing: made inside the volume with the volume's mode, as kubelet does.
+  std::filesystem::permissions(volume, std::filesystem::perms::all);
+  auto made = agent::resolveSubPath(volume, volume / "new" / "deeper");
+  REQUIRE(made.ok());
+  CHECK(*made == std::filesystem::canonical(volume / "new" / "deeper"));
+  CHECK(std::filesystem::is_directory(volume / "new" / "deeper"));
+  struct stat st {};
+  REQUIRE(::stat((volume / "new").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0777);
+  // Nothing is made through a symlink that leads out.
+  auto through = agent::resolveSubPath(volume, volume / "link-out" / "new");
+  REQUIRE_FALSE(through.ok());
+  CHECK_THAT(through.status().message(), Catch::Contains("outside of its volume"));
+  CHECK_FALSE(std::filesystem::exists(root.path() / "outside" / "new"));
+  // Below a file: an error naming the subPath.
+  testing::writeFile(volume / "file", "x");
+  auto under_file = agent::resolveSubPath(volume, volume / "file" / "x");
+  REQUIRE_FALSE(under_file.ok());
+  CHECK_THAT(under_file.status().message(), Catch::Contains("file/x"));
 }

@@ -628,22 +628,23 @@ TEST_CASE("status syncer holds no starting status of a pod it already sent one f
   CHECK(env.writer->requests[1].body["status"]["message"] == "still creating");
 }
 
-TEST_CASE("status syncer: requests in flight grow with the QPS limit up to the API pool",
+TEST_CASE("status syncer: requests in flight grow with the QPS limit up to the API pool less one",
           "[unit][status]") {
   using agent::statusRequestsInFlight;
   // The limit's spacing covers a round trip: two keep it busy.
   CHECK(statusRequestsInFlight(5, 4) == 2);
   CHECK(statusRequestsInFlight(50, 4) == 2);
   CHECK(statusRequestsInFlight(500, 4) == 2);
-  // One more per 2 ms round trip the spacing no longer covers.
+  // One more per 2 ms round trip the spacing no longer covers, up to the pool less the thread
+  // kept for the lease, node status and mirror pods; no limit at all is that too.
   CHECK(statusRequestsInFlight(1000, 4) == 3);
-  CHECK(statusRequestsInFlight(1500, 4) == 4);
-  // Never more than the pool has threads; no limit at all is the pool's size.
-  CHECK(statusRequestsInFlight(10000, 4) == 4);
-  CHECK(statusRequestsInFlight(10000, 8) == 8);
-  CHECK(statusRequestsInFlight(0, 4) == 4);
-  CHECK(statusRequestsInFlight(-1, 4) == 4);
-  // A pool of one still gets the two the syncer has always had.
+  CHECK(statusRequestsInFlight(10000, 4) == 3);
+  CHECK(statusRequestsInFlight(1500, 8) == 4);
+  CHECK(statusRequestsInFlight(10000, 8) == 7);
+  CHECK(statusRequestsInFlight(0, 4) == 3);
+  CHECK(statusRequestsInFlight(-1, 4) == 3);
+  // A small pool still gets the two the syncer has always had.
   CHECK(statusRequestsInFlight(50, 1) == 2);
-  CHECK(statusRequestsInFlight(10000, 1) == 2);
+  CHECK(statusRequestsInFlight(10000, 2) == 2);
+  CHECK(statusRequestsInFlight(10000, 0) == 2);
 }
