@@ -365,6 +365,56 @@ TEST_CASE("cri: the termination message is a file mounted into the container, or
 }
 
 TEST_CASE(
+    "cri: runAsNonRoot refuses a root image with CreateContainerConfigError and runs the User "
+    "1000 image while a missing image with imagePullPolicy Never waits in ErrImageNeverPull",
+    "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  auto pod = [](const std::string& name, const std::string& image) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\nspec:\n  hostNetwork: true\n  containers:\n  - name: main\n    image: " + image +
+           "\n    imagePullPolicy: Never\n    securityContext: {runAsNonRoot: true}\n"
+           "    command: [\"/bin/sh\", \"-c\", \"id -u; sleep 3600\"]\n";
+  };
+  d.writeManifest("root.yaml", pod("root", "nodeagent.test/busybox:1"));
+  d.writeManifest("nonroot.yaml", pod("nonroot", "nodeagent.test/busybox-nonroot:1"));
+  d.writeManifest("absent.yaml", pod("absent", "nodeagent.test/not-imported:1"));
+  d.start(criArgs(containerd));
+  auto waiting = [&](const std::string& name) -> std::optional<json> {
+    auto cs = d.containerStatus(name);
+    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("waiting")) return std::nullopt;
+    return (*cs)["state"]["waiting"];
+  };
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("nonroot"); }, 60s);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto w = waiting("root");
+        return w && w->value("reason", "") == "CreateContainerConfigError";
+      },
+      60s);
+  // kubelet's message, naming the pod and the container.
+  CHECK_THAT(waiting("root")->value("message", ""),
+             Catch::StartsWith("container has runAsNonRoot and image will run as root (pod: "
+                               "\"root-") &&
+                 Catch::EndsWith(")\", container: main)"));
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto w = waiting("absent");
+        return w && w->value("reason", "") == "ErrImageNeverPull";
+      },
+      60s);
+  CHECK(waiting("absent")->value("message", "") ==
+        "Container image \"nodeagent.test/not-imported:1\" is not present with pull policy of "
+        "Never");
+  CHECK_FALSE(d.running("root"));
+}
+
+TEST_CASE(
     "cri: image garbage collection over the high threshold removes the unused image and keeps "
     "the wanted one and the sandbox image",
     "[e2e][cri]") {
