@@ -93,14 +93,20 @@ base::StatusOr<std::filesystem::path> VolumePreparer::emptyDir(const api::Pod& p
     return base::unavailableError("MountVolume.SetUp failed for volume \"" + v.name +
                                   "\" : unknown storage medium \"" + v.empty_dir_medium + "\"");
   }
-  if (v.empty_dir_medium == "Memory" && !isMountPoint(*dir) &&
-      std::filesystem::directory_iterator(*dir, ec) != std::filesystem::directory_iterator()) {
-    // Made on the disk by an agent that did not mount memory-backed emptyDirs, and in use: a
-    // tmpfs over it would hide what the pod's containers wrote.
-    log()->warn(
-        "An emptyDir of medium Memory already holds files on the disk; it stays there pod={} "
-        "volume={} path={}",
-        api::podRef(pod), v.name, dir->string());
+  const bool holds_files =
+      v.empty_dir_medium == "Memory" && !isMountPoint(*dir) &&
+      std::filesystem::directory_iterator(*dir, ec) != std::filesystem::directory_iterator();
+  if (holds_files) {
+    // Made on the disk by an agent that did not mount memory-backed emptyDirs (or one that may
+    // not mount), and in use: a tmpfs over it would hide what the pod's containers wrote. Said
+    // once, not at every sync.
+    static std::once_flag logged;
+    std::call_once(logged, [&] {
+      log()->warn(
+          "An emptyDir of medium Memory already holds files on the disk; it stays there pod={} "
+          "volume={} path={}",
+          api::podRef(pod), v.name, dir->string());
+    });
   } else if (v.empty_dir_medium == "Memory") {
     // kubelet's setupTmpfs: a tmpfs of its own, as large as sizeLimit.
     std::optional<int64_t> size;
@@ -158,8 +164,9 @@ base::StatusOr<std::filesystem::path> VolumePreparer::hostPath(const api::Pod& p
     return base::unavailableError("MountVolume.SetUp failed for volume \"" + v.name +
                                   "\" : hostPath type check failed: " + path.string() + " " + what);
   };
-  if (ec && ec != std::errc::no_such_file_or_directory)
+  if (ec && ec != std::errc::no_such_file_or_directory) {
     return fail("cannot be read: " + ec.message());
+  }
   if ((type == "Directory" || type == "DirectoryOrCreate") && !fs::is_directory(st)) {
     return fail("is not a directory");
   }
@@ -291,9 +298,15 @@ base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto root = fs::canonical(volume_root, ec);
-  if (ec)
+  if (ec) {
     return base::invalidArgumentError("volume directory " + volume_root.string() + ": " +
                                       ec.message());
+  }
+  const auto outside = [&](const fs::path& resolved) {
+    return base::invalidArgumentError("subPath " + path.string() + " resolves to " +
+                                      resolved.string() + ", outside of its volume " +
+                                      root.string());
+  };
   // The part of the subPath that exists, resolved, must be inside; what is missing is made below
   // it with the volume's mode, one directory at a time (kubelet's SafeMakeDir).
   const fs::path relative = path.lexically_relative(volume_root);
@@ -309,10 +322,7 @@ base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path
     if (!fs::exists(fs::symlink_status(next, ec))) break;
     at = fs::canonical(next, ec);
     if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
-    if (!within(root, at)) {
-      return base::invalidArgumentError("subPath " + path.string() + " resolves to " + at.string() +
-                                        ", outside of its volume " + root.string());
-    }
+    if (!within(root, at)) return outside(at);
   }
   if (part != relative.end()) {
     const auto mode = fs::status(root, ec).permissions();
@@ -328,10 +338,7 @@ base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path
     // Made or not by this call (another start may have raced it), it must still be inside.
     at = fs::canonical(path, ec);
     if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
-    if (!within(root, at)) {
-      return base::invalidArgumentError("subPath " + path.string() + " resolves to " + at.string() +
-                                        ", outside of its volume " + root.string());
-    }
+    if (!within(root, at)) return outside(at);
   }
   return at;
 }

@@ -176,7 +176,9 @@ int receiveSpawnRequest(int sock, std::vector<std::string>& args, std::vector<in
   size_t next = 0;
   fds.clear();
   args.clear();
-  bool bad = slots_end == std::string::npos || slots_end > kMaxSpawnFds || buffer.back() != '\0';
+  // Slots, then at least one NUL-terminated argument.
+  bool bad = slots_end == std::string::npos || slots_end > kMaxSpawnFds ||
+             slots_end + 1 >= buffer.size() || buffer.back() != '\0';
   for (size_t i = 0; !bad && i < slots_end; ++i) {
     if (buffer[i] == 'n') {
       fds.push_back(-1);
@@ -195,11 +197,6 @@ int receiveSpawnRequest(int sock, std::vector<std::string>& args, std::vector<in
     const size_t end = buffer.find('\0', at);
     args.emplace_back(buffer, at, end - at);
     at = end + 1;
-  }
-  if (args.empty()) {
-    for (int fd : passed) ::close(fd);
-    fds.clear();
-    return EPROTO;
   }
   return 0;
 }
