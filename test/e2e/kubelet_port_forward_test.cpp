@@ -121,7 +121,7 @@ struct Setup {
   std::filesystem::path served;
   const std::string big = randomBytes(4 * 1024 * 1024 + 123);
   const int pod_port = testing::unusedLoopbackPort();
-  const int closed_port = testing::unusedLoopbackPort();
+  const int closed_port = testing::refusedLoopbackPort();
   const std::string pod = KubeletEnv::mirrorName("files");
   std::atomic<int> fetches{0};
   int forwards = 0;
@@ -184,9 +184,11 @@ TEST_CASE(
                            websockets);
   CHECK_FALSE(s.fetch(bad_local, "hello.txt"));
   const std::string expected = "error forwarding port " + std::to_string(dead_port) + " to pod ";
-  CHECK(
-      testing::eventually([&] { return kubectl->err().find(expected) != std::string::npos; }, 20s));
-  INFO("kubectl: " << kubectl->err());
+  const bool reported =
+      testing::eventually([&] { return kubectl->err().find(expected) != std::string::npos; }, 20s);
+  INFO("kubectl: " << kubectl->out() << kubectl->err());
+  INFO(s.env.diagnostics());
+  CHECK(reported);
   CHECK(kubectl->err().find("connection refused") != std::string::npos);
   // kubectl (1.31+) gives up the whole connection after an error on the error stream ("lost
   // connection to pod") and exits; an older one keeps forwarding. Either way a good request then

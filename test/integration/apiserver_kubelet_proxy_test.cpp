@@ -23,6 +23,7 @@
 
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/integration/apiserver_test_util.h"
+#include "test/support/integration_env.h"
 #include "test/support/test_util.h"
 #include "test/support/tls_cert.h"
 
@@ -637,18 +638,8 @@ void addFailingPods(ProxySetup& setup) {
   setup.addPod("two", "n1", {"a", "b"});
   setup.addPod("unbound", "", {"a"});
   setup.addPod("lost", "gone", {"a"});
-  // A node whose kubelet port refuses connections: a port bound and released again.
-  const int closed_port = [] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::close(fd);
-    return static_cast<int>(ntohs(addr.sin_port));
-  }();
+  // A node whose kubelet port refuses connections.
+  const int closed_port = nodeagent::testing::refusedLoopbackPort();
   setup.addNode("down", closed_port);
   setup.addPod("ondown", "down", {"a"});
 }

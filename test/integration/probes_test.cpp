@@ -306,7 +306,7 @@ TEST_CASE("probe handler: tcpSocket succeeds when it connects", "[integration][p
   t.handler.tcp_socket = api::TCPSocketAction{};
   t.handler.tcp_socket->port.int_value = server.port();
   CHECK(env.probe(t).kind == Kind::kSuccess);
-  const int closed = testing::unusedLoopbackPort();
+  const int closed = testing::refusedLoopbackPort();
   t.handler.tcp_socket->port.int_value = closed;
   auto refused = env.probe(t);
   CHECK(refused.kind == Kind::kFailure);
@@ -550,7 +550,7 @@ TEST_CASE("agent with processes: a preStop httpGet hook reaches the container be
 TEST_CASE("agent with processes: a failing preStop httpGet hook is a FailedPreStopHook event",
           "[integration][prober]") {
   AgentEnv env;
-  const int port = testing::unusedLoopbackPort();  // nothing listens there
+  const int port = testing::refusedLoopbackPort();
   auto pod = yamlPod("u-badstop", R"(    command: ["sleep", "1000"]
     lifecycle:
       preStop:

@@ -1,6 +1,9 @@
 #include "test/support/integration_env.h"
 
+#include <fstream>
+#include <random>
 #include <stdexcept>
+#include <utility>
 
 #include "base/clock.h"
 #include "test/support/test_util.h"
@@ -45,6 +48,25 @@ int unusedLoopbackPort() {
   int port = acceptor.local_endpoint().port();
   acceptor.close();
   return port;
+}
+
+int refusedLoopbackPort() {
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  // Below the range, above the well-known ports; above it when the range starts low.
+  const auto [first, last] = low > 11000 ? std::pair(10000, low - 1) : std::pair(high + 1, 65535);
+  if (first > last) throw std::runtime_error("no loopback port outside the ephemeral range");
+  std::mt19937 rng(std::random_device{}());
+  asio::io_context ioc;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(first, last)(rng);
+    asio::ip::tcp::acceptor acceptor(ioc);
+    boost::system::error_code ec;
+    acceptor.open(asio::ip::tcp::v4(), ec);
+    if (!ec) acceptor.bind({asio::ip::address_v4::loopback(), static_cast<uint16_t>(port)}, ec);
+    if (!ec) return port;
+  }
+  throw std::runtime_error("no free loopback port outside the ephemeral range");
 }
 
 }  // namespace nodeagent::testing

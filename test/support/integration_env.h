@@ -48,4 +48,11 @@ std::unique_ptr<runtime::ProcessRuntime> makeProcessRuntime(
 // A loopback port nothing listens on: bound, then released.
 int unusedLoopbackPort();
 
+// A loopback port where connections are refused for the whole test: one below the kernel's
+// ephemeral range (ip_local_port_range), which is free when chosen. No port-0 bind of a concurrent
+// test and no outgoing connection's source port is ever taken from there, so nothing starts to
+// listen on it and a connect to it cannot meet itself (TCP self-connect, which an ephemeral port
+// allows).
+int refusedLoopbackPort();
+
 }  // namespace nodeagent::testing
