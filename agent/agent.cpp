@@ -42,6 +42,8 @@ PodLifecycleOptions lifecycleOptions(const AgentOptions& options) {
   lo.kill_timeout_minimum = options.kill_timeout_minimum;
   lo.mirror_recreate_delay = options.mirror_recreate_delay;
   lo.allow_root_api_pods = options.allow_root_api_pods;
+  lo.seccomp_default = options.seccomp_default;
+  lo.seccomp_profile_root = options.root_dir / "seccomp";
   return lo;
 }
 

@@ -73,6 +73,10 @@ struct AgentOptions {
   // so the right to create a pod in the cluster is not root on the node. Static pods (file,
   // http) always run as their spec says.
   bool allow_root_api_pods = false;
+  // --seccomp-default: a container whose pod and own securityContext name no seccompProfile gets
+  // the runtime's default profile (RuntimeDefault) instead of none (Unconfined). Localhost
+  // profiles are files below <root_dir>/seccomp.
+  bool seccomp_default = false;
   // Admission that runs before the resource predicates (kubelet's eviction admit handler). Any
   // thread; must not block. Optional.
   std::function<AdmitResult(const api::Pod&)> admit_handler;

@@ -390,6 +390,8 @@ asio::awaitable<base::StatusOr<runtime::PodSandboxConfig>> PodLifecycle::sandbox
   inputs.node_ip = options_.node_ip;
   inputs.dns = options_.dns;
   inputs.with_dns = deps_.runtime.runsImages();
+  inputs.seccomp_default = options_.seccomp_default;
+  inputs.seccomp_profile_root = options_.seccomp_profile_root;
   if (inputs.with_dns) {
     auto read = [path = options_.dns.resolv_conf] { return readResolvConf(path); };
     auto task = base::runBlocking(deps_.blocking, std::move(read));

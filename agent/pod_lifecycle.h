@@ -74,6 +74,10 @@ struct PodLifecycleOptions {
   // Pods from the apiserver may run as root on the node, privileged or with added capabilities
   // (--allow-root-api-pods). Off: such a container is not started (CreateContainerConfigError).
   bool allow_root_api_pods = false;
+  // kubelet's seccompDefault and seccomp profile root (<root-dir>/seccomp): see
+  // runtime::seccompProfileFor.
+  bool seccomp_default = false;
+  std::filesystem::path seccomp_profile_root;
 };
 
 class PodLifecycle final : public podworkers::PodSyncer {

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/runtime/spec_extras.h"
+
 namespace nodeagent::agent {
 namespace {
 
@@ -180,10 +182,10 @@ base::StatusOr<DnsConfig> parseResolvConf(std::string_view content) {
 }
 
 base::StatusOr<std::string> generatePodHostname(const api::Pod& pod) {
-  const auto spec = rawSpec(pod);
-  const std::string hostname = stringField(spec, "hostname");
+  const auto extras = runtime::specExtras(pod);
+  const std::string& hostname = extras.hostname;
   RETURN_IF_ERROR(checkLabel("Hostname", hostname));
-  RETURN_IF_ERROR(checkLabel("Subdomain", stringField(spec, "subdomain")));
+  RETURN_IF_ERROR(checkLabel("Subdomain", extras.subdomain));
   std::string out = truncateHostname(hostname.empty() ? pod.metadata.name : hostname);
   if (out.empty()) {
     return base::invalidArgumentError("hostname for pod \"" + pod.metadata.name +
@@ -249,10 +251,7 @@ std::vector<PortMapping> makePortMappings(const api::Pod& pod) {
 }
 
 bool sharesProcessNamespace(const api::Pod& pod) {
-  const auto spec = rawSpec(pod);
-  if (!spec.is_object()) return false;
-  auto it = spec.find("shareProcessNamespace");
-  return it != spec.end() && it->is_boolean() && it->get<bool>();
+  return runtime::specExtras(pod).share_process_namespace;
 }
 
 namespace {
@@ -301,8 +300,25 @@ base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& 
   config.host_network = pod.spec->host_network;
   config.host_pid = pod.spec->host_pid;
   config.host_ipc = pod.spec->host_ipc;
-  config.share_process_namespace = sharesProcessNamespace(pod);
+  const auto extras = runtime::specExtras(pod);
+  config.share_process_namespace = extras.share_process_namespace;
   config.privileged = hasPrivilegedContainer(pod);
+  // kubelet's generatePodSandboxLinuxConfig.
+  if (const auto& sc = pod.spec->security_context) {
+    config.run_as_user = sc->run_as_user;
+    config.run_as_group = sc->run_as_group;
+    if (sc->fs_group) config.supplemental_groups.push_back(*sc->fs_group);
+    config.supplemental_groups.insert(config.supplemental_groups.end(),
+                                      sc->supplemental_groups.begin(),
+                                      sc->supplemental_groups.end());
+  }
+  for (const auto& sysctl : extras.sysctls) {
+    config.sysctls[runtime::sysctlDotted(sysctl.name)] = sysctl.value;
+  }
+  auto seccomp =
+      runtime::seccompProfileFor(extras, "", inputs.seccomp_default, inputs.seccomp_profile_root);
+  if (!seccomp.ok()) return seccomp.status();
+  config.seccomp = *std::move(seccomp);
   return out;
 }
 

@@ -86,6 +86,9 @@ struct SandboxInputs {
   // their own); `host_resolv_conf` is then the text of dns.resolv_conf (nullopt when it is "").
   bool with_dns = false;
   std::optional<std::string> host_resolv_conf;
+  // For the sandbox's seccomp profile (runtime::seccompProfileFor).
+  bool seccomp_default = false;
+  std::filesystem::path seccomp_profile_root;
 };
 
 struct GeneratedSandboxConfig {
@@ -93,8 +96,8 @@ struct GeneratedSandboxConfig {
   std::vector<SandboxWarning> warnings;
 };
 
-// kubelet's generatePodSandboxConfig. InvalidArgument for a bad hostname or subdomain or an
-// unreadable resolv.conf text.
+// kubelet's generatePodSandboxConfig. InvalidArgument for a bad hostname or subdomain, an
+// unreadable resolv.conf text or a Localhost seccomp profile without a file.
 base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& pod,
                                                                 const SandboxInputs& inputs);
 

@@ -3,6 +3,7 @@
 // image, volumes and mounts), the start itself and its postStart hook.
 // On the pod's strand.
 #include "agent/pod_lifecycle.h"
+#include "agent/runtime/spec_extras.h"
 #include "api/pod_update.h"
 #include "base/blocking.h"
 #include "base/log.h"
@@ -129,6 +130,10 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
   options.refuse_root = !options_.allow_root_api_pods && !api::isStaticPod(pod);
   options.cgroup_parent = deps_.cgroups.parent(pod);
   options.resources = deps_.cgroups.resources(pod, container);
+  auto seccomp = runtime::seccompProfileFor(pod, container.name, options_.seccomp_default,
+                                            options_.seccomp_profile_root);
+  if (!seccomp.ok()) return seccomp.status();
+  options.seccomp = *std::move(seccomp);
   return options;
 }
 

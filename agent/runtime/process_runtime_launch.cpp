@@ -59,6 +59,14 @@ base::StatusOr<ProcessCredentials> checkStartable(const api::Pod& pod,
         ": spec.containers[].command is empty; nodeagent runs containers as host processes and "
         "does not pull images, so the command must be given (nodeagent validate reports this)");
   }
+  if (options.seccomp.type != SecurityProfile::Type::kUnconfined) {
+    return base::invalidArgumentError(
+        where + ": seccompProfile " +
+        (options.seccomp.type == SecurityProfile::Type::kLocalhost ? "Localhost"
+                                                                   : "RuntimeDefault") +
+        " cannot be honoured by the process runtime (it does not filter a host process's system "
+        "calls); remove it or use a container runtime");
+  }
   return containerCredentials(pod, container, options);
 }
 

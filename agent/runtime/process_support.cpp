@@ -1,11 +1,26 @@
 #include "agent/runtime/process_support.h"
 
 #include "agent/runtime/security_context.h"
+#include "agent/runtime/spec_extras.h"
 
 namespace nodeagent::runtime {
+namespace {
+
+constexpr const char* kSeccompRefusal =
+    ".seccompProfile.type: Forbidden: cannot be honoured by the process runtime (it does not "
+    "filter a host process's system calls)";
+
+bool confined(const SpecExtras& extras, std::string_view container) {
+  const auto seccomp = seccompProfileFor(extras, container, false, "/");
+  return !seccomp.ok() || seccomp->type != SecurityProfile::Type::kUnconfined;
+}
+
+}  // namespace
 
 std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
   std::vector<std::string> out;
+  const SpecExtras extras = specExtras(pod);
+  bool pod_seccomp_used = false;  // by a container without a seccompProfile of its own
   auto containers = [&](const std::vector<api::Container>& list, const std::string& field) {
     for (size_t i = 0; i < list.size(); ++i) {
       const api::Container& c = list[i];
@@ -22,6 +37,11 @@ std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
                       "honoured by the process runtime (a host process shares the node's "
                       "root filesystem)");
       }
+      if (extras.container_seccomp.count(c.name) == 0) {
+        pod_seccomp_used = true;
+      } else if (confined(extras, c.name)) {
+        out.push_back(at + ".securityContext" + kSeccompRefusal);
+      }
     }
   };
   containers(pod.spec->init_containers, "initContainers");
@@ -36,6 +56,15 @@ std::vector<std::string> processRuntimeRefusals(const api::Pod& pod) {
     out.push_back("spec.volumes[" + std::to_string(i) + "]: Unsupported value: \"" + v.source_type +
                   "\": nodeagent supports emptyDir, hostPath, configMap, secret, downwardAPI and "
                   "projected volumes");
+  }
+  if (pod_seccomp_used && confined(extras, "")) {
+    out.push_back(std::string("spec.securityContext") + kSeccompRefusal);
+  }
+  for (size_t i = 0; i < extras.sysctls.size(); ++i) {
+    out.push_back("spec.securityContext.sysctls[" + std::to_string(i) +
+                  "]: Forbidden: the process runtime runs every pod in the node's namespaces, "
+                  "where \"" +
+                  extras.sysctls[i].name + "\" would be set for the whole node");
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -95,6 +96,15 @@ struct PodSandboxStatus {
   base::SystemTime created_at{};
 };
 
+// CRI SecurityProfile: a seccomp profile (kubelet's getSeccompProfile). Unconfined: none;
+// RuntimeDefault: the runtime's own; Localhost: the profile in the file `localhost_ref`.
+struct SecurityProfile {
+  enum class Type { kRuntimeDefault = 0, kUnconfined = 1, kLocalhost = 2 };  // CRI's numbers
+  Type type = Type::kUnconfined;
+  std::string localhost_ref;
+  bool operator==(const SecurityProfile&) const = default;
+};
+
 // CRI PodSandboxConfig: what runPodSandbox needs (kubelet's generatePodSandboxConfig). The
 // process and fake runtimes, whose pods all share the node's namespaces, use only the metadata,
 // log directory, labels and annotations.
@@ -142,6 +152,16 @@ struct PodSandboxConfig {
   bool share_process_namespace = false;
   // A container of the pod is privileged (kubelet's HasPrivilegedContainer).
   bool privileged = false;
+  // LinuxSandboxSecurityContext from the pod's securityContext (kubelet's
+  // generatePodSandboxLinuxConfig): runAsUser and runAsGroup; fsGroup, then supplementalGroups;
+  // the pod's seccomp profile (the sandbox's own process).
+  std::optional<int64_t> run_as_user;
+  std::optional<int64_t> run_as_group;
+  std::vector<int64_t> supplemental_groups;
+  SecurityProfile seccomp;
+  // LinuxPodSandboxConfig.sysctls: the pod's securityContext.sysctls, names with '.' separators
+  // (admission checked them against the node's allowlist).
+  std::map<std::string, std::string> sysctls;
 };
 
 // kubecontainer.PodStatus: every container the runtime still has for the pod, newest first
@@ -240,6 +260,9 @@ struct StartContainerOptions {
   // limited, killed and OOM-accounted as a whole). Empty: no cgroup of its own (it stays in the
   // agent's). The process runtime makes it only when it was given a cgroup manager.
   std::string cgroup_parent;
+  // The container's seccomp profile (kubelet's getSeccompProfile: its own, its pod's, or the
+  // --seccomp-default). The process runtime refuses any other than Unconfined.
+  SecurityProfile seccomp;
   // CRI LinuxContainerResources as kubelet computes them (cm::containerResources): the container
   // cgroup's CPU shares, quota and period and memory limit, and the OOM score adjustment of its
   // processes (0: the runtime's default, which brings a negative inherited value back to 0).

@@ -45,6 +45,7 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"kubeAPIBurst", {"kube-api-burst", Kind::kInt}},
       // nodeagent's own (not a kubelet field): see README, "Pod security context".
       {"allowRootAPIPods", {"allow-root-api-pods", Kind::kBool}},
+      {"seccompDefault", {"seccomp-default", Kind::kBool}},
       {"cgroupRoot", {"cgroup-root", Kind::kString}},
       {"cgroupsPerQOS", {"cgroups-per-qos", Kind::kBool}},
       {"cgroupDriver", {"cgroup-driver", Kind::kString}},
@@ -68,7 +69,6 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
 // a kubelet's configuration file can be reused, unlike a key no kubelet knows.
 const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
   static const std::set<std::string, std::less<>> keys = {
-      "allowedUnsafeSysctls",
       "containerLogMaxWorkers",
       "containerLogMonitorInterval",
       "contentType",
@@ -123,7 +123,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "reservedMemory",
       "reservedSystemCPUs",
       "rotateCertificates",
-      "seccompDefault",
       "serializeImagePulls",
       "serverTLSBootstrap",
       "showHiddenMetricsForVersion",
@@ -293,18 +292,26 @@ base::Status applyEnforceNodeAllocatable(FlagSet& fs, const ConfigText& text,
   return fs.setValue("enforce-node-allocatable", joined).withContext(text.at(key) + key);
 }
 
-// clusterDNS: a list of IPs, as one --cluster-dns.
-base::Status applyClusterDns(FlagSet& fs, const ConfigText& text, const std::string& key,
-                             const nlohmann::json& value) {
+// The list-of-strings keys, each as one comma-separated flag.
+const std::map<std::string, const char*, std::less<>>& listKeys() {
+  static const std::map<std::string, const char*, std::less<>> keys = {
+      {"clusterDNS", "cluster-dns"},
+      {"allowedUnsafeSysctls", "allowed-unsafe-sysctls"},
+  };
+  return keys;
+}
+
+base::Status applyListKey(FlagSet& fs, const ConfigText& text, const std::string& key,
+                          const nlohmann::json& value, const char* flag) {
   if (!value.is_array())
     return text.fail(key, "expected a list of strings, got " + typeName(value));
-  if (fs.isSet("cluster-dns")) return base::okStatus();
+  if (fs.isSet(flag)) return base::okStatus();
   std::string joined;
   for (const auto& v : value) {
     if (!v.is_string()) return text.fail(key, "expected a list of strings, got " + typeName(v));
     joined += (joined.empty() ? "" : ",") + v.get<std::string>();
   }
-  return fs.setValue("cluster-dns", joined).withContext(text.at(key) + key);
+  return fs.setValue(flag, joined).withContext(text.at(key) + key);
 }
 
 // authentication and authorization: mappings whose leaves (dotted paths below the key) are
@@ -411,8 +418,8 @@ base::StatusOr<ConfigFileResult> applyConfigFile(FlagSet& fs, const std::string&
       RETURN_IF_ERROR(applyEnforceNodeAllocatable(fs, text, key, value));
       continue;
     }
-    if (key == "clusterDNS") {
-      RETURN_IF_ERROR(applyClusterDns(fs, text, key, value));
+    if (auto list_key = listKeys().find(key); list_key != listKeys().end()) {
+      RETURN_IF_ERROR(applyListKey(fs, text, key, value, list_key->second));
       continue;
     }
     // kubeadm writes cgroupDriver: systemd; nodeagent has the cgroupfs driver only, so a kubelet's

@@ -100,6 +100,7 @@ agent::AgentOptions agentOptions(const DaemonConfig& c, asio::any_io_executor bl
   ao.dns.cluster_dns = c.cluster_dns;
   ao.dns.cluster_domain = c.flags.cluster_domain;
   ao.allow_root_api_pods = c.flags.allow_root_api_pods;
+  ao.seccomp_default = c.flags.seccomp_default;
   ao.blocking_executor = std::move(blocking);
   if (events) {
     ao.record_event = [events](const api::Pod& pod, const std::string& type,
@@ -230,7 +231,11 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
           agentOptions(
               config, blocking_.get_executor(), events_, cgroups_,
               [this](const api::Pod& pod) {
-                return eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
+                auto result = eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
+                if (result.admit) {
+                  result = config_.sysctls.admit(pod, config_.flags.runtime == "process");
+                }
+                return result;
               },
               [this] { return runtime_state_->networkErrors(); }, api_objects_)),
       summary_(makeSummary()),

@@ -177,6 +177,13 @@ void registerFlags(FlagSet& fs, DaemonFlags& f) {
              "stops every container it finds under its root dir");
   fs.addBool("allow-root-api-pods", &f.allow_root_api_pods,
              "let pods from the apiserver run as root, privileged or with added capabilities");
+  fs.addString("allowed-unsafe-sysctls", &f.allowed_unsafe_sysctls,
+               "comma-separated unsafe sysctls or prefixes ending in '*' (kernel.msg*) a pod may "
+               "set besides kubelet's safe ones; each must be namespaced (kernel.shm*, "
+               "kernel.msg*, kernel.sem, fs.mqueue.*, net.*)");
+  fs.addBool("seccomp-default", &f.seccomp_default,
+             "give a container that names no seccompProfile the runtime's default profile "
+             "(RuntimeDefault) instead of none; needs --runtime=cri");
   fs.addBool("help", &f.help, "show this help");
   fs.addShorthand('v', "v");
   fs.addShorthand('h', "help");
@@ -288,6 +295,11 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
   if (f.runtime != "process" && f.runtime != "cri" && f.runtime != "fake") {
     return UsageError{"--runtime: \"" + f.runtime + "\" is not process, cri or fake"};
   }
+  if (f.seccomp_default && f.runtime == "process") {
+    return UsageError{
+        "--seccomp-default needs --runtime=cri: the process runtime does not filter a host "
+        "process's system calls, so every container would be refused"};
+  }
   for (const auto& ip : splitCommaList(f.cluster_dns)) {
     in6_addr addr{};
     if (::inet_pton(AF_INET, ip.c_str(), &addr) != 1 &&
@@ -388,6 +400,13 @@ std::string existingRootDir(const std::string& root_dir) {
 std::optional<UsageError> derive(DaemonConfig& c) {
   const auto& f = c.flags;
   c.cluster_dns = splitCommaList(f.cluster_dns);
+  {
+    auto patterns = agent::safeSysctls(agent::runningKernelRelease());
+    for (auto& p : splitCommaList(f.allowed_unsafe_sysctls)) patterns.push_back(std::move(p));
+    auto sysctls = agent::SysctlAllowlist::create(patterns);
+    if (!sysctls.ok()) return UsageError{"--allowed-unsafe-sysctls: " + sysctls.status().message()};
+    c.sysctls = *std::move(sysctls);
+  }
   auto log_size = api::Quantity::parse(f.container_log_max_size);
   if (!log_size.ok() || log_size->value() <= 0) {
     return UsageError{"--container-log-max-size: \"" + f.container_log_max_size +

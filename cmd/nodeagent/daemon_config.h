@@ -15,6 +15,7 @@
 #include "agent/cm/resources.h"
 #include "agent/eviction/thresholds.h"
 #include "agent/images/image_gc_policy.h"
+#include "agent/sysctl_allowlist.h"
 #include "api/kubeconfig.h"
 #include "api/objects.h"
 #include "base/clock.h"
@@ -104,6 +105,8 @@ struct DaemonFlags {
   bool exit_on_lock_contention = false;
   bool allow_no_sources = false;
   bool allow_root_api_pods = false;
+  std::string allowed_unsafe_sysctls;  // comma-separated names or prefixes ending in '*'
+  bool seccomp_default = false;
   bool help = false;
 };
 
@@ -131,6 +134,8 @@ struct DaemonConfig {
   std::map<std::string, std::string> node_labels;
   std::vector<api::Taint> register_with_taints;  // parsed
   std::vector<std::string> cluster_dns;          // --cluster-dns, split
+  // kubelet's safe sysctls and --allowed-unsafe-sysctls.
+  agent::SysctlAllowlist sysctls;
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;
   // With --kubeconfig; with --bootstrap-kubeconfig only once the bootstrap wrote it.
   std::optional<api::RestConfig> kubeconfig;

@@ -518,3 +518,73 @@ TEST_CASE("cri: containerd restarted under a running agent: the agent carries on
 }
 
 }  // namespace nodeagent::e2e
+
+namespace nodeagent::e2e {
+
+TEST_CASE(
+    "cri: the pod's user, groups, sysctls and seccomp profiles reach its containers, and a sysctl "
+    "not on the allowlist refuses the pod with SysctlForbidden",
+    "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::skipUnlessCniCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  // Each container prints what it runs with and ends: its log's end is its termination message.
+  const std::string report =
+      "id -u; id -G; cat /proc/sys/net/ipv4/ip_local_port_range /proc/sys/kernel/msgmax; "
+      "grep Seccomp: /proc/self/status; exit 1";
+  auto container = [&](const std::string& name, const std::string& security) {
+    return "  - name: " + name +
+           "\n    image: nodeagent.test/busybox:1\n    imagePullPolicy: Never\n"
+           "    terminationMessagePolicy: FallbackToLogsOnError\n" +
+           security + "    command: [\"/bin/sh\", \"-c\", " + quoteYaml(report) + "]\n";
+  };
+  d.writeManifest(
+      "secure.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: secure\nspec:\n  restartPolicy: Never\n"
+      "  securityContext:\n    runAsUser: 1000\n    runAsGroup: 3000\n    fsGroup: 2000\n"
+      "    supplementalGroups: [4000]\n    seccompProfile: {type: RuntimeDefault}\n"
+      "    sysctls:\n    - {name: net.ipv4.ip_local_port_range, value: \"20000 20999\"}\n"
+      "    - {name: kernel/msgmax, value: \"12345\"}\n"
+      "  containers:\n" +
+          container("main", "") +
+          container("loose", "    securityContext:\n      seccompProfile: {type: Unconfined}\n"));
+  d.writeManifest("unsafe.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: unsafe\nspec:\n"
+                  "  securityContext:\n    sysctls:\n    - {name: net.core.somaxconn, value: "
+                  "\"1024\"}\n  containers:\n" +
+                      container("main", ""));
+  auto args = criArgs(containerd);
+  args.push_back("--allowed-unsafe-sysctls=kernel.msg*");
+  d.start(args);
+  auto message = [&](const std::string& name) -> std::optional<std::string> {
+    auto cs = d.containerStatus("secure", name);
+    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("terminated")) {
+      return std::nullopt;
+    }
+    return (*cs)["state"]["terminated"].value("message", "");
+  };
+  REQUIRE_EVENTUALLY(
+      d, [&] { return message("main") && message("loose"); }, 90s);
+  const std::string main = *message("main");
+  INFO("main:\n" << main << "loose:\n" << *message("loose"));
+  // runAsUser and runAsGroup; fsGroup and supplementalGroups as further groups.
+  CHECK_THAT(main, Catch::StartsWith("1000\n3000 2000 4000\n"));
+  // The sysctls, in the pod's own network and IPC namespaces.
+  CHECK_THAT(main, Catch::Contains("20000\t20999\n12345\n"));
+  // RuntimeDefault is containerd's filter (mode 2); Unconfined is none.
+  CHECK_THAT(main, Catch::EndsWith("Seccomp:\t2\n"));
+  CHECK_THAT(*message("loose"), Catch::EndsWith("Seccomp:\t0\n"));
+  // The node's own values are untouched.
+  CHECK(testing::readFile("/proc/sys/kernel/msgmax") != "12345\n");
+
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.phase("unsafe") == "Failed"; }, 30s);
+  const auto status = (*d.pod("unsafe"))["status"];
+  CHECK(status.value("reason", "") == "SysctlForbidden");
+  CHECK(status.value("message", "") ==
+        "Pod forbidden sysctl: \"net.core.somaxconn\" not allowlisted");
+}
+
+}  // namespace nodeagent::e2e

@@ -525,3 +525,49 @@ TEST_CASE("daemon refuses a manifest whose metadata.uid would leave its director
   CHECK_FALSE(fs::exists(d.work().parent_path() / "escape-u"));
   CHECK_FALSE(fs::exists(d.logs() / "escape-u"));
 }
+
+TEST_CASE(
+    "daemon with processes refuses a pod's sysctls with SysctlForbidden and a seccomp profile "
+    "with CreateContainerConfigError, and runs its other pods",
+    "[e2e][daemon]") {
+  Daemon d;
+  d.start();
+  const auto good = marker("sysctl-good");
+  const auto bad_sysctl = marker("sysctl-bad");
+  const auto bad_seccomp = marker("seccomp-bad");
+  d.writeManifest("good.yaml", shPod("good", good, "sleep 1000 & wait"));
+  d.writeManifest("sysctl.yaml",
+                  shPod("sysctl", bad_sysctl, "sleep 1000 & wait",
+                        "  securityContext:\n    sysctls:\n    - {name: kernel.shm_rmid_forced, "
+                        "value: \"1\"}\n"));
+  d.writeManifest("seccomp.yaml",
+                  shPod("seccomp", bad_seccomp, "sleep 1000 & wait",
+                        "  securityContext:\n    seccompProfile: {type: RuntimeDefault}\n"));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("good"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.phase("sysctl") == "Failed"; }, 15s);
+  const auto rejected = (*d.pod("sysctl"))["status"];
+  CHECK(rejected.value("reason", "") == "SysctlForbidden");
+  CHECK(rejected.value("message", "") ==
+        "Pod forbidden sysctl: \"kernel.shm_rmid_forced\" not allowed with host ipc enabled (the "
+        "process runtime runs every pod in the node's namespaces)");
+  auto waiting = [&]() -> std::optional<json> {
+    auto cs = d.containerStatus("seccomp");
+    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("waiting")) return std::nullopt;
+    return (*cs)["state"]["waiting"];
+  };
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto w = waiting();
+        return w && w->value("reason", "") == "CreateContainerConfigError";
+      },
+      15s);
+  CHECK_THAT(waiting()->value("message", ""),
+             Catch::Contains("seccompProfile RuntimeDefault cannot be honoured by the process "
+                             "runtime"));
+  CHECK(onePid(good) != 0);
+  CHECK(pidsWithArg(bad_sysctl).empty());
+  CHECK(pidsWithArg(bad_seccomp).empty());
+}

@@ -146,6 +146,31 @@ TEST_CASE("daemon: a negative --eviction-max-pod-grace-period is a usage error n
   CHECK_THAT(bad.err, Catch::Contains("--eviction-max-pod-grace-period must not be negative: -1"));
 }
 
+TEST_CASE(
+    "daemon: an unsafe sysctl that is not namespaced is a usage error naming the flag, also from "
+    "allowedUnsafeSysctls in --config, and --seccomp-default needs a container runtime",
+    "[e2e][flags]") {
+  testing::TempDir out("nodeagent-e2e-sysctlflag");
+  const auto agent = testing::binaryPath("nodeagent").string();
+  auto bad = testing::runCommand(
+      {agent, "--allow-no-sources", "--allowed-unsafe-sysctls=kernel.msg*,vm.swappiness"}, out,
+      30s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--allowed-unsafe-sysctls: the sysctl \"vm.swappiness\" is "
+                                      "not known to be namespaced"));
+  testing::writeFile(out.path() / "config.yaml",
+                     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                     "allowedUnsafeSysctls: [\"net.core.somaxconn\", \"kernel.*\"]\n");
+  auto from_file = testing::runCommand(
+      {agent, "--allow-no-sources", "--config=" + (out.path() / "config.yaml").string()}, out, 30s);
+  CHECK(from_file.exit_code == 2);
+  CHECK_THAT(from_file.err, Catch::Contains("the sysctls \"kernel.*\" are not known to be "
+                                            "namespaced"));
+  auto seccomp = testing::runCommand({agent, "--allow-no-sources", "--seccomp-default"}, out, 30s);
+  CHECK(seccomp.exit_code == 2);
+  CHECK_THAT(seccomp.err, Catch::Contains("--seccomp-default needs --runtime=cri"));
+}
+
 TEST_CASE("stop-all ends what a container left in its cgroup even when its shim is gone",
           "[e2e][daemon][cli][cgroups]") {
   if (::geteuid() != 0) testing::skipTest("needs root for container cgroups");

@@ -196,9 +196,12 @@ TEST_CASE("validate reports what the process runtime will refuse to run, as the 
   const auto file = dir / "image-only.yaml";
   testing::writeFile(file,
                      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
+                     "  securityContext:\n    seccompProfile: {type: RuntimeDefault}\n"
+                     "    sysctls: [{name: net.core.somaxconn, value: '1024'}]\n"
                      "  volumes:\n  - name: cfg\n    persistentVolumeClaim: {claimName: web}\n"
                      "  containers:\n  - name: web\n    image: nginx\n"
-                     "    securityContext: {readOnlyRootFilesystem: true}\n"
+                     "    securityContext: {readOnlyRootFilesystem: true, seccompProfile: "
+                     "{type: Localhost, localhostProfile: web.json}}\n"
                      "  - name: ok\n    image: x\n    command: [sleep, '1']\n");
   for (const std::vector<std::string>& runtime_flag :
        {std::vector<std::string>{}, {"--runtime=process"}, {"--runtime", "process"}}) {
@@ -217,9 +220,17 @@ TEST_CASE("validate reports what the process runtime will refuse to run, as the 
               f + "spec.containers[0].securityContext.readOnlyRootFilesystem: Forbidden: cannot "
                   "be honoured by the process runtime (a host process shares the node's root "
                   "filesystem)",
+              f + "spec.containers[0].securityContext.seccompProfile.type: Forbidden: cannot be "
+                  "honoured by the process runtime (it does not filter a host process's system "
+                  "calls)",
               f + "spec.volumes[0]: Unsupported value: \"persistentVolumeClaim\": nodeagent "
                   "supports emptyDir, hostPath, configMap, secret, downwardAPI and projected "
-                  "volumes"});
+                  "volumes",
+              f + "spec.securityContext.seccompProfile.type: Forbidden: cannot be honoured by the "
+                  "process runtime (it does not filter a host process's system calls)",
+              f + "spec.securityContext.sysctls[0]: Forbidden: the process runtime runs every pod "
+                  "in the node's namespaces, where \"net.core.somaxconn\" would be set for the "
+                  "whole node"});
   }
   auto fake =
       runNodeagent({"validate", "--hostname-override=node1", "--runtime=fake", file.string()});

@@ -155,8 +155,7 @@ class CriClient {
   base::StatusOr<std::string> exec(const std::string& container_id,
                                    const std::vector<std::string>& cmd,
                                    const StreamRequest& streams);
-  base::StatusOr<std::string> attach(const std::string& container_id,
-                                     const StreamRequest& streams);
+  base::StatusOr<std::string> attach(const std::string& container_id, const StreamRequest& streams);
   base::StatusOr<std::string> portForward(const std::string& sandbox_id,
                                           const std::vector<int32_t>& ports);
 

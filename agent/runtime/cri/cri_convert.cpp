@@ -64,6 +64,11 @@ void toProto(const LinuxContainerResources& in, v1::LinuxContainerResources* out
   out->set_oom_score_adj(in.oom_score_adj);
 }
 
+void toProto(const SecurityProfile& in, v1::SecurityProfile* out) {
+  out->set_profile_type(static_cast<v1::SecurityProfile::ProfileType>(in.profile_type));
+  out->set_localhost_ref(in.localhost_ref);
+}
+
 void toProto(const ContainerSecurityContext& in, v1::LinuxContainerSecurityContext* out) {
   if (in.run_as_user) out->mutable_run_as_user()->set_value(*in.run_as_user);
   if (in.run_as_group) out->mutable_run_as_group()->set_value(*in.run_as_group);
@@ -81,6 +86,7 @@ void toProto(const ContainerSecurityContext& in, v1::LinuxContainerSecurityConte
   out->mutable_masked_paths()->Add(in.masked_paths.begin(), in.masked_paths.end());
   out->mutable_readonly_paths()->Add(in.readonly_paths.begin(), in.readonly_paths.end());
   toProto(in.namespace_options, out->mutable_namespace_options());
+  toProto(in.seccomp, out->mutable_seccomp());
 }
 
 void toProto(const DnsConfig& in, v1::DNSConfig* out) {
@@ -112,9 +118,15 @@ void toProto(const PodSandboxConfig& in, v1::PodSandboxConfig* out) {
   putMap(in.annotations, out->mutable_annotations());
   auto* linux_config = out->mutable_linux();
   linux_config->set_cgroup_parent(in.cgroup_parent);
+  putMap(in.sysctls, linux_config->mutable_sysctls());
   auto* security = linux_config->mutable_security_context();
   toProto(in.namespace_options, security->mutable_namespace_options());
   security->set_privileged(in.privileged);
+  if (in.run_as_user) security->mutable_run_as_user()->set_value(*in.run_as_user);
+  if (in.run_as_group) security->mutable_run_as_group()->set_value(*in.run_as_group);
+  security->mutable_supplemental_groups()->Add(in.supplemental_groups.begin(),
+                                               in.supplemental_groups.end());
+  toProto(in.seccomp, security->mutable_seccomp());
 }
 
 void toProto(const PodSandboxFilter& in, v1::PodSandboxFilter* out) {

@@ -17,9 +17,10 @@
 // which getPodStatus answers as the pod's.
 //
 // What it does not do yet: host ports need a CNI portmap plugin in the runtime's network config
-// (the mappings are only passed on); no sandbox sysctls, seccomp, AppArmor or SELinux options,
-// and no pod-level runAsUser or supplementalGroups in the sandbox's security context; execStream
-// and attach are Unimplemented (sessions go through the runtime's streaming server instead).
+// (the mappings are only passed on); no AppArmor or SELinux options; execStream and attach are
+// Unimplemented (sessions go through the runtime's streaming server instead). The sandbox gets the
+// pod's sysctls, runAsUser, runAsGroup, groups and seccomp profile, each container its own seccomp
+// profile (agent/runtime/spec_extras.h).
 //
 // Container events: CRI v1's GetContainerEvents is not served by containerd 1.6, so once the
 // event handler is installed the runtime follows containerd's own event stream on the same socket

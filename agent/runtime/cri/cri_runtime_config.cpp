@@ -15,29 +15,12 @@
 
 #include "agent/runtime/cri/cri_runtime.h"
 #include "agent/runtime/cri_log.h"
+#include "agent/runtime/spec_extras.h"
 
 #include <nlohmann/json.hpp>
 
 namespace nodeagent::runtime {
 namespace {
-
-// The pod's spec fields nodeagent's typed pod does not model, from its raw JSON.
-struct SpecExtras {
-  std::string hostname;  // spec.hostname
-  bool share_process_namespace = false;
-};
-
-SpecExtras specExtras(const api::Pod& pod) {
-  SpecExtras out;
-  if (!pod.raw || pod.raw->spec().empty()) return out;
-  const auto spec = nlohmann::json::parse(pod.raw->spec(), nullptr, false);
-  if (!spec.is_object()) return out;
-  if (auto it = spec.find("hostname"); it != spec.end() && it->is_string()) out.hostname = *it;
-  if (auto it = spec.find("shareProcessNamespace"); it != spec.end() && it->is_boolean()) {
-    out.share_process_namespace = *it;
-  }
-  return out;
-}
 
 // kubelet's namespacesForPod: the node's network, PID and IPC namespaces for hostNetwork,
 // hostPID and hostIPC; else the pod's network and IPC, and a PID namespace per container unless
@@ -84,6 +67,10 @@ const std::vector<std::string>& defaultReadonlyPaths() {
   static const std::vector<std::string> paths = {
       "/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"};
   return paths;
+}
+
+cri::SecurityProfile criSecurityProfile(const SecurityProfile& profile) {
+  return {static_cast<cri::SecurityProfile::Type>(profile.type), profile.localhost_ref};
 }
 
 // kubelet's convertToRuntimeSecurityContext: the effective context as CRI's, with the image's
@@ -147,7 +134,12 @@ cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config) {
   out.labels[kPodUidLabel] = config.uid;
   out.annotations = cri::StringMap(config.annotations.begin(), config.annotations.end());
   out.cgroup_parent = config.cgroup_parent;
+  out.sysctls = cri::StringMap(config.sysctls.begin(), config.sysctls.end());
   out.privileged = config.privileged;
+  out.run_as_user = config.run_as_user;
+  out.run_as_group = config.run_as_group;
+  out.supplemental_groups = config.supplemental_groups;
+  out.seccomp = criSecurityProfile(config.seccomp);
   return out;
 }
 
@@ -228,6 +220,7 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
   config.resources = {r.cpu_period, r.cpu_quota, r.cpu_shares, r.memory_limit_in_bytes,
                       r.oom_score_adj};
   config.security_context = criSecurityContext(sc, image_user, namespacesForPod(pod));
+  config.security_context.seccomp = criSecurityProfile(options.seccomp);
   return config;
 }
 

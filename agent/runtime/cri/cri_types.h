@@ -54,6 +54,15 @@ struct DnsConfig {
 
 enum class Protocol { kTcp = 0, kUdp = 1, kSctp = 2 };
 
+// CRI's SecurityProfile (seccomp).
+struct SecurityProfile {
+  enum class Type { kRuntimeDefault = 0, kUnconfined = 1, kLocalhost = 2 };
+  Type profile_type = Type::kUnconfined;
+  std::string localhost_ref;
+
+  bool operator==(const SecurityProfile&) const = default;
+};
+
 // CRI's PortMapping: a container port, and the node port (host_port, 0: none) a CNI portmap
 // plugin forwards to it.
 struct PortMapping {
@@ -75,10 +84,15 @@ struct PodSandboxConfig {
   StringMap annotations;
   // linux:
   std::string cgroup_parent;
+  StringMap sysctls;
   // linux.security_context:
   NamespaceOptions namespace_options;
   // A container of the sandbox may be privileged (containerd refuses one otherwise).
   bool privileged = false;
+  std::optional<int64_t> run_as_user;
+  std::optional<int64_t> run_as_group;
+  std::vector<int64_t> supplemental_groups;
+  SecurityProfile seccomp;
 };
 
 enum class PodSandboxState { kReady = 0, kNotReady = 1 };
@@ -157,6 +171,7 @@ struct ContainerSecurityContext {
   std::vector<std::string> masked_paths;    // kubelet's defaults unless privileged
   std::vector<std::string> readonly_paths;  // likewise
   NamespaceOptions namespace_options;       // kubelet gives each container its pod's
+  SecurityProfile seccomp;
 };
 
 struct ContainerConfig {

@@ -233,3 +233,61 @@ TEST_CASE("sandbox config: port mappings, namespaces, privileged, cgroup and DNS
     CHECK_FALSE(*agent::readResolvConf(""));
   }
 }
+
+TEST_CASE(
+    "sandbox config: the pod's runAsUser and runAsGroup and its groups (fsGroup first), sysctls "
+    "and seccomp profile go into the sandbox's Linux config",
+    "[unit][agent]") {
+  agent::SandboxInputs inputs;
+  inputs.seccomp_profile_root = "/var/lib/nodeagent/seccomp";
+  auto pod = webPod()
+                 .edit([](nlohmann::json& j) {
+                   j["spec"]["securityContext"] = {
+                       {"runAsUser", 1000},
+                       {"runAsGroup", 3000},
+                       {"fsGroup", 2000},
+                       {"supplementalGroups", {4000, 5000}},
+                       {"sysctls",
+                        {{{"name", "net.ipv4.ip_local_port_range"}, {"value", "1024 65000"}},
+                         {{"name", "kernel/shm_rmid_forced"}, {"value", "1"}}}},
+                       {"seccompProfile",
+                        {{"type", "Localhost"}, {"localhostProfile", "profiles/audit.json"}}}};
+                 })
+                 .build();
+  auto g = agent::generatePodSandboxConfig(*pod, inputs);
+  REQUIRE(g.ok());
+  const auto& config = g->config;
+  CHECK(config.run_as_user == 1000);
+  CHECK(config.run_as_group == 3000);
+  CHECK(config.supplemental_groups == std::vector<int64_t>{2000, 4000, 5000});
+  CHECK(config.sysctls ==
+        std::map<std::string, std::string>{{"kernel.shm_rmid_forced", "1"},
+                                           {"net.ipv4.ip_local_port_range", "1024 65000"}});
+  CHECK(config.seccomp ==
+        runtime::SecurityProfile{runtime::SecurityProfile::Type::kLocalhost,
+                                 "/var/lib/nodeagent/seccomp/profiles/audit.json"});
+
+  SECTION("a pod without a securityContext: none of it, and Unconfined unless seccompDefault") {
+    auto plain = webPod().build();
+    auto none = agent::generatePodSandboxConfig(*plain, inputs);
+    REQUIRE(none.ok());
+    CHECK_FALSE(none->config.run_as_user);
+    CHECK_FALSE(none->config.run_as_group);
+    CHECK(none->config.supplemental_groups.empty());
+    CHECK(none->config.sysctls.empty());
+    CHECK(none->config.seccomp.type == runtime::SecurityProfile::Type::kUnconfined);
+    inputs.seccomp_default = true;
+    auto defaulted = agent::generatePodSandboxConfig(*plain, inputs);
+    REQUIRE(defaulted.ok());
+    CHECK(defaulted->config.seccomp.type == runtime::SecurityProfile::Type::kRuntimeDefault);
+  }
+  SECTION("a Localhost profile without a file fails the sandbox with kubelet's message") {
+    auto bad = webPod()
+                   .edit([](nlohmann::json& j) {
+                     j["spec"]["securityContext"]["seccompProfile"] = {{"type", "Localhost"}};
+                   })
+                   .build();
+    CHECK(agent::generatePodSandboxConfig(*bad, inputs).status().message() ==
+          "localhostProfile must be set if seccompProfile type is Localhost.");
+  }
+}

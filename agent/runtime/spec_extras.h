@@ -1,0 +1,68 @@
+// Pod spec fields the typed pod (api/pod.h) does not model, read from the pod's JSON when they
+// are needed (at a sandbox's or container's start, at admission): its hostname and
+// shareProcessNamespace, the pod's sysctls, and the pod's and each container's seccompProfile.
+// And kubelet's choice of a container's seccomp profile from them (getSeccompProfile).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/runtime/runtime.h"
+#include "api/pod.h"
+#include "base/status.h"
+
+namespace nodeagent::runtime {
+
+// core/v1 Sysctl.
+struct Sysctl {
+  std::string name;
+  std::string value;
+  bool operator==(const Sysctl&) const = default;
+};
+
+// core/v1 SeccompProfile: type "RuntimeDefault", "Unconfined" or "Localhost" (with the profile's
+// path below the kubelet's seccomp directory).
+struct SeccompProfileField {
+  std::string type;
+  std::string localhost_profile;
+  bool operator==(const SeccompProfileField&) const = default;
+};
+
+struct SpecExtras {
+  std::string hostname;                            // spec.hostname
+  std::string subdomain;                           // spec.subdomain
+  bool share_process_namespace = false;            // spec.shareProcessNamespace
+  std::vector<Sysctl> sysctls;                     // spec.securityContext.sysctls
+  std::optional<SeccompProfileField> pod_seccomp;  // spec.securityContext.seccompProfile
+  // Each init and app container's securityContext.seccompProfile, by container name.
+  std::map<std::string, SeccompProfileField, std::less<>> container_seccomp;
+};
+
+// Reads the fields above from the pod's JSON (what is missing or of another type stays empty).
+SpecExtras specExtras(const api::Pod& pod);
+
+// spec.securityContext.sysctls alone; a pod without the word in its JSON is not parsed.
+std::vector<Sysctl> podSysctls(const api::Pod& pod);
+
+// A sysctl name with '.' separators (kubelet's ConvertSysctlVariableToDotsSeparator): when its
+// first separator is '/', every '/' becomes '.' and every '.' '/' ("net/ipv4/conf/eth0.100/x" is
+// "net.ipv4.conf.eth0/100.x").
+std::string sysctlDotted(std::string_view name);
+
+// kubelet's getSeccompProfile: the container's seccompProfile, else the pod's, else
+// RuntimeDefault with --seccomp-default and Unconfined without. `container` "" is the sandbox
+// (the pod's profile only). A Localhost profile is `profile_root`/localhostProfile (kubelet's
+// <root-dir>/seccomp); InvalidArgument when it names no file, as kubelet.
+base::StatusOr<SecurityProfile> seccompProfileFor(const SpecExtras& extras,
+                                                  std::string_view container, bool seccomp_default,
+                                                  const std::filesystem::path& profile_root);
+// The same from the pod, whose JSON is parsed only when it names a seccompProfile.
+base::StatusOr<SecurityProfile> seccompProfileFor(const api::Pod& pod, std::string_view container,
+                                                  bool seccomp_default,
+                                                  const std::filesystem::path& profile_root);
+
+}  // namespace nodeagent::runtime

@@ -1,0 +1,107 @@
+// The pod spec fields read from the pod's JSON (agent/runtime/spec_extras.h) and kubelet's
+// choice of a container's seccomp profile.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/runtime/spec_extras.h"
+#include "test/support/pod_builder.h"
+
+using namespace nodeagent;
+using runtime::SecurityProfile;
+using Type = runtime::SecurityProfile::Type;
+
+namespace {
+
+const std::filesystem::path kRoot = "/var/lib/nodeagent/seccomp";
+
+testing::PodBuilder twoContainers() {
+  return testing::PodBuilder()
+      .name("p")
+      .uid("u")
+      .container("app", {"sleep"})
+      .container("side", {"sleep"});
+}
+
+}  // namespace
+
+TEST_CASE(
+    "spec extras: the container's seccompProfile wins over the pod's, which wins over "
+    "--seccomp-default",
+    "[unit][runtime]") {
+  auto pod = twoContainers()
+                 .edit([](nlohmann::json& j) {
+                   j["spec"]["securityContext"]["seccompProfile"] = {{"type", "RuntimeDefault"}};
+                   j["spec"]["containers"][1]["securityContext"]["seccompProfile"] = {
+                       {"type", "Unconfined"}};
+                 })
+                 .build();
+  CHECK(*runtime::seccompProfileFor(*pod, "app", false, kRoot) ==
+        SecurityProfile{Type::kRuntimeDefault, ""});
+  CHECK(*runtime::seccompProfileFor(*pod, "side", true, kRoot) ==
+        SecurityProfile{Type::kUnconfined, ""});
+  CHECK(*runtime::seccompProfileFor(*pod, "", false, kRoot) ==
+        SecurityProfile{Type::kRuntimeDefault, ""});
+
+  auto plain = twoContainers().build();
+  CHECK(runtime::seccompProfileFor(*plain, "app", false, kRoot)->type == Type::kUnconfined);
+  CHECK(runtime::seccompProfileFor(*plain, "app", true, kRoot)->type == Type::kRuntimeDefault);
+
+  auto local = twoContainers()
+                   .edit([](nlohmann::json& j) {
+                     j["spec"]["containers"][0]["securityContext"]["seccompProfile"] = {
+                         {"type", "Localhost"}, {"localhostProfile", "my/profile.json"}};
+                   })
+                   .build();
+  CHECK(*runtime::seccompProfileFor(*local, "app", false, kRoot) ==
+        SecurityProfile{Type::kLocalhost, "/var/lib/nodeagent/seccomp/my/profile.json"});
+  CHECK(runtime::seccompProfileFor(*local, "side", false, kRoot)->type == Type::kUnconfined);
+}
+
+TEST_CASE("spec extras: a Localhost profile must name a file below the profile root",
+          "[unit][runtime]") {
+  auto with = [](nlohmann::json profile) {
+    return twoContainers()
+        .edit([&](nlohmann::json& j) {
+          j["spec"]["containers"][0]["securityContext"]["seccompProfile"] = profile;
+        })
+        .build();
+  };
+  auto missing = runtime::seccompProfileFor(*with({{"type", "Localhost"}}), "app", false, kRoot);
+  CHECK(missing.status().code() == base::StatusCode::kInvalidArgument);
+  CHECK(missing.status().message() ==
+        "localhostProfile must be set if seccompProfile type is Localhost.");
+  for (const char* escape : {"../../etc/profile.json", "/etc/profile.json", "a/../../b.json"}) {
+    INFO(escape);
+    auto out = runtime::seccompProfileFor(
+        *with({{"type", "Localhost"}, {"localhostProfile", escape}}), "app", false, kRoot);
+    CHECK(out.status().code() == base::StatusCode::kInvalidArgument);
+    CHECK_THAT(out.status().message(), Catch::Contains("must be a relative path without '..'"));
+  }
+}
+
+TEST_CASE("spec extras: sysctls, hostname and shareProcessNamespace are read from the pod's JSON",
+          "[unit][runtime]") {
+  auto pod = twoContainers()
+                 .edit([](nlohmann::json& j) {
+                   j["spec"]["hostname"] = "db-0";
+                   j["spec"]["subdomain"] = "db";
+                   j["spec"]["shareProcessNamespace"] = true;
+                   j["spec"]["securityContext"]["sysctls"] = {
+                       {{"name", "net.core.somaxconn"}, {"value", "1024"}}};
+                 })
+                 .build();
+  const auto extras = runtime::specExtras(*pod);
+  CHECK(extras.hostname == "db-0");
+  CHECK(extras.subdomain == "db");
+  CHECK(extras.share_process_namespace);
+  CHECK(extras.sysctls == std::vector<runtime::Sysctl>{{"net.core.somaxconn", "1024"}});
+  CHECK(runtime::podSysctls(*pod) == extras.sysctls);
+  CHECK(runtime::podSysctls(*twoContainers().build()).empty());
+  // A sysctl's '/' separated form (kubelet's ConvertSysctlVariableToDotsSeparator).
+  CHECK(runtime::sysctlDotted("net/ipv4/conf/eth0.100/rp_filter") ==
+        "net.ipv4.conf.eth0/100.rp_filter");
+  CHECK(runtime::sysctlDotted("net.ipv4.conf.eth0/100.rp_filter") ==
+        "net.ipv4.conf.eth0/100.rp_filter");
+  CHECK(runtime::sysctlDotted("kernel") == "kernel");
+}
