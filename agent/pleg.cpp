@@ -196,8 +196,11 @@ Pleg::State Pleg::convertState(runtime::ContainerState state) {
 Pleg::Records Pleg::containerRecords(const std::vector<runtime::Pod>& pods) {
   Records current;
   for (const auto& pod : pods) {
-    for (const auto& c : pod.containers) {
-      current.push_back(Record{recordKey(pod.uid, c.id.toString()), convertState(c.state)});
+    // kubelet's relist treats a sandbox as one more container of its pod.
+    for (const auto* list : {&pod.containers, &pod.sandboxes}) {
+      for (const auto& c : *list) {
+        current.push_back(Record{recordKey(pod.uid, c.id.toString()), convertState(c.state)});
+      }
     }
   }
   std::stable_sort(current.begin(), current.end(),

@@ -1,7 +1,9 @@
 // The pod lifecycle event generator (kubelet's PLEG), event-driven: the runtime reports container
 // starts and exits as they happen (a pidfd per shim on the io_context), and a periodic relist
 // (default 10 s) compares the runtime's pods with the last view to catch anything missed.
-// Health: unhealthy when no relist succeeded for `relist_threshold` (3 minutes).
+// Health: unhealthy when no relist succeeded for `relist_threshold` (3 minutes). As kubelet's, the
+// relist takes a pod's sandboxes for containers of it (a CRI runtime lists them): a sandbox that
+// stops being ready is a ContainerDied of its pod, whose sync then replaces it.
 //
 // Runs on its own strand; events go to the sink given to start() (called on that strand).
 #pragma once

@@ -56,15 +56,32 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> FakeRuntime::getPods(bool all)
     ++get_pods_calls_;
     out.reserve(pods_.size());
     for (const auto& [uid, rec] : pods_) {
-      Pod pod{uid, rec.name, rec.namespace_, {}};
+      Pod pod{uid, rec.name, rec.namespace_, {}, {}};
       for (const auto& c : rec.containers) {
         if (!all && c.state != ContainerState::kRunning) continue;
         pod.containers.push_back(Container{c.id, c.name, c.image, c.hash, c.state});
       }
-      if (!pod.containers.empty()) out.push_back(std::move(pod));
+      if (lists_sandboxes_ && rec.sandbox) {
+        const bool ready = rec.sandbox->state == SandboxState::kReady;
+        if (all || ready) {
+          pod.sandboxes.push_back(
+              Container{ContainerId{type(), rec.sandbox->id},
+                        "",
+                        "",
+                        {},
+                        ready ? ContainerState::kRunning : ContainerState::kExited});
+        }
+      }
+      if (!pod.containers.empty() || !pod.sandboxes.empty()) out.push_back(std::move(pod));
     }
   }
   co_return out;
+}
+
+void FakeRuntime::setListsSandboxes(bool lists) {
+  std::lock_guard lock(mu_);
+  lists_sandboxes_ = lists;
+  ++version_;
 }
 
 size_t FakeRuntime::getPodsCalls() const {

@@ -75,6 +75,9 @@ class FakeRuntime final : public Runtime {
   std::optional<uint64_t> podStatusVersion(const std::string& uid) const override;
   // How often getPods ran (tests of relist skipping).
   size_t getPodsCalls() const;
+  // getPods lists each pod's sandbox too, as a CRI runtime does (off, the default: none, as the
+  // process runtime; a hollow node then keeps one PLEG record per container only).
+  void setListsSandboxes(bool lists);
   asio::awaitable<base::StatusOr<PodStatus>> getPodStatus(std::string uid, std::string name,
                                                           std::string namespace_) override;
   asio::awaitable<base::StatusOr<ContainerId>> startContainer(
@@ -220,6 +223,7 @@ class FakeRuntime final : public Runtime {
   std::vector<Action> actions_;
   bool record_actions_ = true;
   bool reports_pod_status_versions_ = true;
+  bool lists_sandboxes_ = false;
   std::map<std::pair<std::string, std::string>, base::Status> start_errors_;
   int kill_exit_code_ = 0;
   base::Duration kill_delay_{0};

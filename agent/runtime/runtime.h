@@ -82,6 +82,10 @@ struct Pod {
   std::string name;
   std::string namespace_;
   std::vector<Container> containers;
+  // kubecontainer.Pod.Sandboxes: a CRI runtime's sandboxes of the pod, as containers (their ID,
+  // state kRunning while ready, kExited once not), so that the PLEG sees a sandbox die. The
+  // process and fake runtimes list none.
+  std::vector<Container> sandboxes;
   bool empty() const { return containers.empty(); }
 };
 

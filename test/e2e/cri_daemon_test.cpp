@@ -588,3 +588,51 @@ TEST_CASE(
 }
 
 }  // namespace nodeagent::e2e
+
+namespace nodeagent::e2e {
+
+TEST_CASE(
+    "cri: a sandbox whose pause process dies is replaced at the next relist and its container "
+    "started again in the new one",
+    "[e2e][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-sandbox-lost");
+  d.writeManifest("web.yaml", busyboxPod("web", mark));
+  auto args = criArgs(containerd);
+  args.push_back("--sync-frequency=10m");  // only the relist (every second) can notice
+  d.start(args);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web"); }, 60s);
+  const int first = onePid(mark);
+  REQUIRE(first != 0);
+  // The test's pause image runs `sleep 2147483647`.
+  auto pauses = [&] {
+    std::vector<pid_t> out;
+    for (const auto& [pid, command] : containerd.containerProcesses()) {
+      if (command.find("sleep 2147483647") != std::string::npos) out.push_back(pid);
+    }
+    return out;
+  };
+  const auto before = pauses();
+  REQUIRE(before.size() == 1);
+  REQUIRE(::kill(before[0], SIGKILL) == 0);
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto cs = d.containerStatus("web");
+        return d.running("web") && cs && cs->value("restartCount", 0) >= 1;
+      },
+      60s);
+  const int second = onePid(mark);
+  CHECK(second != 0);
+  CHECK(second != first);
+  const auto after = pauses();
+  CHECK(after.size() == 1);
+  CHECK(after != before);
+  CHECK_THAT(d.logTail(), Catch::Contains("no ready sandbox"));
+}
+
+}  // namespace nodeagent::e2e

@@ -113,6 +113,10 @@ void expectRunning(Fixture& f, const api::Pod& pod, const ContainerId& id,
   REQUIRE((*pods)[0].containers.size() == 1);
   CHECK((*pods)[0].containers[0].id == id);
   CHECK((*pods)[0].containers[0].hash == pod.spec->containers[0].hash);
+  // Its sandbox, as one more container of it for the PLEG.
+  REQUIRE((*pods)[0].sandboxes.size() == 1);
+  CHECK((*pods)[0].sandboxes[0].id == ContainerId{"containerd", sandbox_id});
+  CHECK((*pods)[0].sandboxes[0].state == ContainerState::kRunning);
 }
 
 void expectExec(Fixture& f, const ContainerId& id) {
@@ -187,9 +191,13 @@ TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are kil
   CHECK(killed.container_statuses[0].exit_code == 137);
   auto exited_exec = f.run(f.runtime->execInContainer(id, {"true"}, std::chrono::seconds(5)));
   CHECK(exited_exec.status().code() == base::StatusCode::kFailedPrecondition);
+  // No running container: the pod is listed for its ready sandbox alone.
   auto running = f.run(f.runtime->getPods(false));
   REQUIRE(running.ok());
-  CHECK(running->empty());
+  REQUIRE(running->size() == 1);
+  CHECK((*running)[0].containers.empty());
+  REQUIRE((*running)[0].sandboxes.size() == 1);
+  CHECK((*running)[0].sandboxes[0].state == ContainerState::kRunning);
 
   const ContainerId second = restartAndKillPod(f, pod, *sandbox_id, id);
   REQUIRE(f.run(f.runtime->removeContainer(id)).ok());
@@ -202,8 +210,16 @@ TEST_CASE("cri runtime: a pod's sandbox and busybox container run, exec, are kil
   const PodStatus stopped = podStatus(f);
   REQUIRE(stopped.sandbox_statuses.size() == 1);
   CHECK(stopped.sandbox_statuses[0].state == SandboxState::kNotReady);
+  // A stopped sandbox is listed as an exited one, and not among the running.
+  auto listed = f.run(f.runtime->getPods(true));
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 1);
+  REQUIRE((*listed)[0].sandboxes.size() == 1);
+  CHECK((*listed)[0].sandboxes[0].state == ContainerState::kExited);
+  CHECK(f.run(f.runtime->getPods(false))->empty());
   REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
   CHECK(podStatus(f).sandbox_statuses.empty());
+  CHECK(f.run(f.runtime->getPods(true))->empty());
   CHECK(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
   CHECK(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
   CHECK(testing::eventually([&] { return f.containerd.containerProcesses().empty(); }, kWait));

@@ -230,6 +230,24 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> CriRuntime::getPods(bool all) 
           c.image, hashFromHex(valueOr(c.annotations, kContainerHashAnnotation)),
           fromCri(c.state)});
     }
+    // kubelet's GetPods lists the sandboxes too: the PLEG sees one that stops being ready (its
+    // pause process died) and the pod's sync replaces it.
+    cri::PodSandboxFilter sandbox_filter;
+    if (!all) sandbox_filter.state = cri::PodSandboxState::kReady;
+    auto sandboxes = client_->listPodSandbox(sandbox_filter);
+    if (!sandboxes.ok()) return sandboxes.status();
+    for (const auto& s : *sandboxes) {
+      const std::string uid = valueOr(s.labels, kPodUidLabel, s.metadata.uid);
+      if (uid.empty()) continue;
+      Pod& pod = pods[uid];
+      pod.uid = uid;
+      if (pod.name.empty()) pod.name = s.metadata.name;
+      if (pod.namespace_.empty()) pod.namespace_ = s.metadata.pod_namespace;
+      const bool ready = s.state == cri::PodSandboxState::kReady;
+      pod.sandboxes.push_back(
+          Container{ContainerId{type_name, s.id}, "", "", api::Hash128{},
+                    ready ? ContainerState::kRunning : ContainerState::kExited});
+    }
     std::vector<Pod> out;
     for (auto& [uid, pod] : pods) out.push_back(std::move(pod));
     return out;

@@ -304,6 +304,29 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "agent: a sandbox that stops being ready is seen by the next relist and replaced, its "
+    "containers started again in the new one, without waiting for the resync",
+    "[unit][agent]") {
+  Harness h;
+  h.runtime.setListsSandboxes(true);
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(1s);
+  REQUIRE(h.runtime.sandboxesRun() == 1);
+  REQUIRE(h.actions(Action::Kind::kStart).size() == 1);
+  // Its pause process died: the runtime says the sandbox is not ready; the container runs on.
+  asio::co_spawn(h.ioc, h.runtime.stopPodSandbox("uid-web"), asio::detached);
+  h.drain();
+  h.advance(11s);  // one relist period (10 s), well within the resync (1 min)
+  CHECK(h.runtime.sandboxesRun() == 2);
+  CHECK(h.actions(Action::Kind::kKill).size() == 1);
+  CHECK(h.actions(Action::Kind::kStart).size() == 2);
+  auto status = h.runtimeStatus("uid-web");
+  REQUIRE_FALSE(status.sandbox_statuses.empty());
+  CHECK(status.sandbox_statuses[0].state == runtime::SandboxState::kReady);
+  CHECK(status.sandbox_statuses[0].attempt == 1);
+}
+
 TEST_CASE("agent: containers the runtime had before sandboxes existed keep running in theirs",
           "[unit][agent]") {
   Harness h;

@@ -54,6 +54,19 @@ struct Harness {
         asio::detached);
     drain();
   }
+  void runSandbox(const std::string& uid) {
+    asio::co_spawn(
+        ioc,
+        [this, uid]() -> asio::awaitable<void> {
+          runtime::PodSandboxConfig config;
+          config.uid = uid;
+          config.name = "p-" + uid;
+          auto id = co_await runtime.runPodSandbox(config);
+          CHECK(id.ok());
+        },
+        asio::detached);
+    drain();
+  }
   size_t count(Type type) const {
     return static_cast<size_t>(std::count_if(events.begin(), events.end(),
                                              [type](const auto& e) { return e.type == type; }));
@@ -113,4 +126,28 @@ TEST_CASE("pleg: a change whose event was lost is found by the next relist",
   h.advance(10s);
   CHECK(h.runtime.getPodsCalls() == calls + 1);
   CHECK(h.count(Type::kContainerDied) == 1);
+}
+
+TEST_CASE(
+    "pleg: a sandbox the runtime lists is one more container of its pod: its start and its "
+    "loss of readiness are events of the pod",
+    "[unit][agent][pleg]") {
+  Harness h;
+  h.runtime.setListsSandboxes(true);
+  h.start();
+  h.runSandbox("u1");
+  h.advance(10s);
+  REQUIRE(h.events.size() == 1);
+  CHECK(h.events[0].pod_uid == "u1");
+  CHECK(h.events[0].type == Type::kContainerStarted);
+  CHECK(h.events[0].container_id == "fake://u1");
+  // The sandbox stops being ready (its pause process died): the pod's ContainerDied.
+  asio::co_spawn(h.ioc, h.runtime.stopPodSandbox("u1"), asio::detached);
+  h.drain();
+  h.advance(10s);
+  REQUIRE(h.events.size() == 2);
+  CHECK(h.events[1].type == Type::kContainerDied);
+  CHECK(h.events[1].container_id == "fake://u1");
+  // Sandboxes are not containers in the running counts.
+  CHECK(h.pleg->runningContainers() == 0);
 }
