@@ -43,7 +43,8 @@ PodLifecycleOptions lifecycleOptions(const AgentOptions& options) {
   lo.mirror_recreate_delay = options.mirror_recreate_delay;
   lo.allow_root_api_pods = options.allow_root_api_pods;
   lo.seccomp_default = options.seccomp_default;
-  lo.seccomp_profile_root = options.root_dir / "seccomp";
+  // Absolute: the runtime reads the file from its own working directory.
+  lo.seccomp_profile_root = std::filesystem::absolute(options.root_dir) / "seccomp";
   return lo;
 }
 

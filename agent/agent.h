@@ -191,6 +191,9 @@ class Agent final : public SyncHandler, public AgentView {
                                            std::set<std::string> keep);
   asio::awaitable<bool> deleteOrphanedMirrorPods();
   asio::awaitable<size_t> garbageCollectContainers();
+  // Removes the (exited) containers and (not ready) sandboxes of a runtime pod nobody wants;
+  // whether anything was removed.
+  asio::awaitable<bool> removeRuntimePod(const runtime::Pod& rp);
 
   asio::any_io_executor executor_;
   base::Clock& clock_;

@@ -19,9 +19,11 @@ namespace {
 
 NODEAGENT_LOGGER("agent")
 
+// A running container or a ready sandbox (kubelet's running pod).
 bool anyRunning(const runtime::Pod& pod) {
-  return std::any_of(pod.containers.begin(), pod.containers.end(),
-                     [](const auto& c) { return c.state == runtime::ContainerState::kRunning; });
+  auto running = [](const auto& c) { return c.state == runtime::ContainerState::kRunning; };
+  return std::any_of(pod.containers.begin(), pod.containers.end(), running) ||
+         std::any_of(pod.sandboxes.begin(), pod.sandboxes.end(), running);
 }
 
 }  // namespace
@@ -131,9 +133,17 @@ asio::awaitable<bool> Agent::cleanupRuntimePods(
   std::set<std::string> keep_cgroups = keep;
   for (const auto& rp : *runtime_pods) {
     in_runtime.insert(rp.uid);
-    if (anyRunning(rp)) keep_cgroups.insert(rp.uid);
+    const bool running = anyRunning(rp);
+    if (running) keep_cgroups.insert(rp.uid);
+    if (working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
+    if (!running) {
+      // kubelet's container GC for a pod nobody wants (deleted from the apiserver after it
+      // terminated, or ended while the agent was down): its exited containers and its sandboxes
+      // go, and with them, at the next pass, its directory.
+      if (co_await removeRuntimePod(rp)) acted = true;
+      continue;
+    }
     // Runtime pods nobody wants: kill them through the workers.
-    if (!anyRunning(rp) || working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
     auto pod = api::podWithIdentity(rp.uid, rp.name, rp.namespace_);
     if (!pod.ok()) continue;
     log()->info("Killing orphaned runtime pod pod={}/{} uid={}", rp.namespace_, rp.name, rp.uid);
@@ -150,6 +160,35 @@ asio::awaitable<bool> Agent::cleanupRuntimePods(
   };
   const bool removed = co_await base::runBlocking(blocking_, std::move(remove));
   co_return acted || removed;
+}
+
+asio::awaitable<bool> Agent::removeRuntimePod(const runtime::Pod& rp) {
+  bool removed = false;
+  for (const auto& c : rp.containers) {
+    auto done = co_await runtime_.removeContainer(c.id);
+    if (done.ok()) {
+      removed = true;
+    } else {
+      log()->warn("Cannot remove a container of a pod nobody wants pod={}/{} container={} err={}",
+                  rp.namespace_, rp.name, c.name, done.toString());
+    }
+  }
+  for (const auto& sandbox : rp.sandboxes) {
+    auto done = co_await runtime_.removePodSandbox(sandbox.id.id);
+    if (done.ok()) {
+      removed = true;
+    } else {
+      log()->warn("Cannot remove a sandbox of a pod nobody wants pod={}/{} sandbox={} err={}",
+                  rp.namespace_, rp.name, sandbox.id.id, done.toString());
+    }
+  }
+  if (removed) {
+    log()->info(
+        "Removed the exited containers and sandboxes of a pod nobody wants pod={}/{} "
+        "uid={}",
+        rp.namespace_, rp.name, rp.uid);
+  }
+  co_return removed;
 }
 
 asio::awaitable<bool> Agent::deleteOrphanedMirrorPods() {

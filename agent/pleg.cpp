@@ -223,12 +223,17 @@ void Pleg::updateRunningPodAndContainerMetrics(const std::vector<runtime::Pod>& 
   uint64_t running_pods = 0;
   uint64_t running_containers = 0;
   for (const auto& pod : pods) {
+    // kubelet_running_pods counts pods with a ready sandbox; a runtime without sandboxes has a
+    // running pod while a container of it runs.
     bool pod_running = false;
     for (const auto& c : pod.containers) {
       if (c.state == runtime::ContainerState::kRunning) {
         ++running_containers;
         pod_running = true;
       }
+    }
+    for (const auto& s : pod.sandboxes) {
+      if (s.state == runtime::ContainerState::kRunning) pod_running = true;
     }
     if (pod_running) ++running_pods;
   }

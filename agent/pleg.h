@@ -53,7 +53,8 @@ class Pleg : public std::enable_shared_from_this<Pleg> {
   bool healthy(std::string* why = nullptr) const;
   uint64_t relistCount() const { return relists_.load(); }
   uint64_t eventCount() const { return events_.load(); }
-  // As of the last relist: pods with a running container, and running containers.
+  // As of the last relist: pods with a running container or a ready sandbox, and running
+  // containers.
   uint64_t runningPods() const { return running_pods_.load(); }
   uint64_t runningContainers() const { return running_containers_.load(); }
   // kubelet_pleg_relist_duration_seconds and kubelet_pleg_relist_interval_seconds.

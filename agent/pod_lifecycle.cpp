@@ -609,11 +609,18 @@ asio::awaitable<base::Status> PodLifecycle::syncTerminatingRuntimePod(api::PodPt
       co_await deps_.runtime.getPodStatus(uid, pod->metadata.name, pod->metadata.namespace_);
   if (!status.ok()) co_return status.status();
   auto running = runningPodOf(*status);
-  if (running.empty()) co_return base::okStatus();
-  // Orphans have no spec to take a grace period from; kubelet gives them one second.
-  auto killed = co_await deps_.runtime.killPod(nullptr, running, int64_t{1});
-  deps_.metrics.containers_killed += running.containers.size();
-  co_return killed;
+  if (!running.empty()) {
+    // Orphans have no spec to take a grace period from; kubelet gives them one second.
+    auto killed = co_await deps_.runtime.killPod(nullptr, running, int64_t{1});
+    deps_.metrics.containers_killed += running.containers.size();
+    CO_RETURN_IF_ERROR(killed);
+  }
+  // And their sandboxes stop (kubelet's killPodWithSyncResult).
+  for (const auto& sandbox : status->sandbox_statuses) {
+    if (sandbox.state != runtime::SandboxState::kReady) continue;
+    CO_RETURN_IF_ERROR(co_await deps_.runtime.stopPodSandbox(sandbox.id));
+  }
+  co_return base::okStatus();
 }
 
 asio::awaitable<base::Status> PodLifecycle::syncTerminatedPod(api::PodPtr pod) {

@@ -86,6 +86,7 @@ struct Pod {
   // state kRunning while ready, kExited once not), so that the PLEG sees a sandbox die. The
   // process and fake runtimes list none.
   std::vector<Container> sandboxes;
+  // No containers (sandboxes are not counted: killPod has nothing to stop then).
   bool empty() const { return containers.empty(); }
 };
 

@@ -100,6 +100,11 @@ TEST_CASE(
         return ::statfs(secret.c_str(), &fs_now) != 0 || fs_now.f_type != TMPFS_MAGIC;
       },
       30s));
+  // Once the pod is gone from the apiserver, its exited containers and its sandbox are removed
+  // from containerd, and then its directory from the node.
+  const fs::path pod_dir = env.dir / "root" / "pods" / (*pod)["metadata"].value("uid", "");
+  CHECK(testing::eventually([&] { return !fs::exists(pod_dir); }, 60s));
+  CHECK(containerd.containerProcesses().empty());
 }
 
 }  // namespace nodeagent::apiserver_e2e

@@ -237,7 +237,7 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> CriRuntime::getPods(bool all) 
     auto sandboxes = client_->listPodSandbox(sandbox_filter);
     if (!sandboxes.ok()) return sandboxes.status();
     for (const auto& s : *sandboxes) {
-      const std::string uid = valueOr(s.labels, kPodUidLabel, s.metadata.uid);
+      const std::string uid = valueOr(s.labels, kPodUidLabel);  // another client's: not ours
       if (uid.empty()) continue;
       Pod& pod = pods[uid];
       pod.uid = uid;

@@ -252,6 +252,33 @@ TEST_CASE("agent: housekeeping kills runtime pods no source wants, only once sou
   CHECK(h.runtime.runningContainerCount() == 0);
 }
 
+TEST_CASE(
+    "agent: housekeeping stops the ready sandbox of a runtime pod no source wants, then removes "
+    "its exited containers and sandboxes, and only then its directory",
+    "[unit][agent]") {
+  Harness h;
+  h.runtime.setListsSandboxes(true);
+  h.sources_ready = false;
+  h.update(api::PodOperation::kAdd, {webPod("orphan")});
+  h.advance(1s);
+  REQUIRE(h.runtime.runningContainerCount() == 1);
+  // The container ended on its own: only the ready sandbox still runs.
+  REQUIRE(h.runtime.exitContainer("orphan", "web", 0));
+  h.drain();
+  h.pod_manager.deletePod(webPod("orphan"));  // as after an agent restart
+  const auto dir = h.root.path() / "pods" / "orphan";
+  REQUIRE(std::filesystem::exists(dir));
+  h.advance(5s);
+  CHECK(h.runtimeStatus("orphan").sandbox_statuses.at(0).state == runtime::SandboxState::kReady);
+  h.sources_ready = true;
+  h.advance(10s);
+  auto gone = h.runtimeStatus("orphan");
+  CHECK(gone.container_statuses.empty());
+  CHECK(gone.sandbox_statuses.empty());
+  h.advance(10s);
+  CHECK_FALSE(std::filesystem::exists(dir));
+}
+
 TEST_CASE("agent: a removal from a source that has not reported is not acted on", "[unit][agent]") {
   Harness h;
   h.update(api::PodOperation::kAdd, {webPod()});

@@ -42,12 +42,13 @@ TEST_CASE("sysctl allowlist: namespaced patterns are accepted and others refused
           "[unit][agent]") {
   for (const char* good :
        {"kernel.msg*", "kernel.msgmax", "kernel.sem", "kernel.shm_rmid_forced", "fs.mqueue.*",
-        "net.*", "net.ipv4.tcp_fin_timeout", "net/ipv4/ip_forward", "kernel.shm*"}) {
+        "net.*", "net.ipv4.tcp_fin_timeout", "net/ipv4/ip_forward", "kernel.shm*", "kernel.shm_*",
+        "net/*", "net/ipv4/*", "fs/mqueue/*"}) {
     INFO(good);
     CHECK(SysctlAllowlist::create({good}).ok());
   }
   for (const char* not_namespaced :
-       {"kernel.sched_child_runs_first", "vm.swappiness", "kernel.*", "fs.*", "foo", "*"}) {
+       {"kernel.sched_child_runs_first", "vm.swappiness", "kernel.*", "fs.*", "foo", "*", "a-*"}) {
     INFO(not_namespaced);
     auto list = SysctlAllowlist::create({not_namespaced});
     CHECK(list.status().code() == base::StatusCode::kInvalidArgument);
@@ -102,6 +103,9 @@ TEST_CASE(
   CHECK(host_ipc.message ==
         "forbidden sysctl: \"kernel.msgmax\" not allowed with host ipc enabled");
   CHECK(list.admit(*podWith({{"kernel.msgmax", "1"}}, true), false).admit);
+  // A nameless entry (a sysctl of the wrong type in the JSON) is refused, not a crash.
+  CHECK(list.admit(*podWith({{"", "1"}}), false).message ==
+        "forbidden sysctl: \"\" not allowlisted");
 
   // The process runtime: every pod is in the node's namespaces.
   auto process = list.admit(*podWith({{"kernel.shm_rmid_forced", "1"}}), true);

@@ -105,3 +105,35 @@ TEST_CASE("spec extras: sysctls, hostname and shareProcessNamespace are read fro
         "net.ipv4.conf.eth0/100.rp_filter");
   CHECK(runtime::sysctlDotted("kernel") == "kernel");
 }
+
+TEST_CASE("spec extras: fields of unexpected types are ignored, never a crash", "[unit][runtime]") {
+  auto pod =
+      twoContainers()
+          .edit([](nlohmann::json& j) {
+            j["spec"]["hostname"] = 42;
+            j["spec"]["shareProcessNamespace"] = "yes";
+            j["spec"]["securityContext"] = {{"sysctls", {{"name", "net.core.somaxconn"}}},
+                                            {"seccompProfile", "RuntimeDefault"}};
+            j["spec"]["containers"][0]["securityContext"] = {{"seccompProfile", {{"type", 2}}}};
+          })
+          .build();
+  const auto extras = runtime::specExtras(*pod);
+  CHECK(extras.hostname.empty());
+  CHECK_FALSE(extras.share_process_namespace);
+  CHECK(extras.sysctls.empty());
+  CHECK_FALSE(extras.pod_seccomp);
+  // A type that is not a string reads as "", which kubelet treats as Unconfined.
+  CHECK(runtime::seccompProfileFor(*pod, "app", false, kRoot)->type == Type::kUnconfined);
+  CHECK(runtime::seccompProfileFor(*pod, "side", false, kRoot)->type == Type::kUnconfined);
+  auto listed = twoContainers()
+                    .edit([](nlohmann::json& j) {
+                      j["spec"]["securityContext"]["sysctls"] = {{{"name", 7}, {"value", true}},
+                                                                 "net.core.somaxconn"};
+                    })
+                    .build();
+  // Entries that are not objects or have no string name read as nameless: admission refuses them.
+  const auto sysctls = runtime::podSysctls(*listed);
+  REQUIRE(sysctls.size() == 2);
+  CHECK(sysctls[0].name.empty());
+  CHECK(sysctls[1].name.empty());
+}
