@@ -191,6 +191,12 @@ class Agent final : public SyncHandler, public AgentView {
                                            std::set<std::string> keep);
   asio::awaitable<bool> deleteOrphanedMirrorPods();
   asio::awaitable<size_t> garbageCollectContainers();
+  // Removes the pod's exited containers (all but the newest of each name when `keep_newest`);
+  // how many.
+  asio::awaitable<size_t> removeExitedContainers(const runtime::PodStatus& status,
+                                                 bool keep_newest);
+  // For a pod still wanted: its exited containers but the newest of each name; whether any.
+  asio::awaitable<bool> removeOlderExitedContainers(const runtime::Pod& rp);
   // Removes the (exited) containers and (not ready) sandboxes of a runtime pod nobody wants;
   // whether anything was removed.
   asio::awaitable<bool> removeRuntimePod(const runtime::Pod& rp);

@@ -1,8 +1,13 @@
 // The agent's housekeeping (kubelet's HandlePodCleanups): forget what nothing wants any more, kill
 // what runs without a config, restart workers a config still wants, remove orphaned pod
-// directories and mirror pods. A pass is skipped while nothing it looks at changed.
+// directories and mirror pods, and collect dead containers and sandboxes (kubelet's container
+// GC: all of a pod nobody wants, all but the newest exited one per name of a pod still wanted).
+// A pass is skipped while nothing it looks at changed.
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
+#include <string_view>
 #include <unordered_set>
 
 #include "agent/agent.h"
@@ -135,7 +140,12 @@ asio::awaitable<bool> Agent::cleanupRuntimePods(
     in_runtime.insert(rp.uid);
     const bool running = anyRunning(rp);
     if (running) keep_cgroups.insert(rp.uid);
-    if (working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) continue;
+    if (working.count(rp.uid) > 0 || pod_manager_.getPodByUID(rp.uid)) {
+      // kubelet's container GC (MaxPerPodContainer 1): a restarted container's older exited
+      // instances go, the newest stays for the status and `logs --previous`.
+      if (co_await removeOlderExitedContainers(rp)) acted = true;
+      continue;
+    }
     if (!running) {
       // kubelet's container GC for a pod nobody wants (deleted from the apiserver after it
       // terminated, or ended while the agent was down): its exited containers and its sandboxes
@@ -206,6 +216,40 @@ asio::awaitable<bool> Agent::deleteOrphanedMirrorPods() {
   co_return acted;
 }
 
+asio::awaitable<size_t> Agent::removeExitedContainers(const runtime::PodStatus& status,
+                                                      bool keep_newest) {
+  size_t removed = 0;
+  std::set<std::string> kept;
+  // Newest first: the first exited container of each name is the one a status still shows.
+  for (const auto& cs : status.container_statuses) {
+    if (cs.state != runtime::ContainerState::kExited) continue;
+    if (keep_newest && kept.insert(cs.name).second) continue;
+    auto done = co_await runtime_.removeContainer(cs.id);
+    if (done.ok()) {
+      ++removed;
+    } else {
+      log()->warn("Cannot remove a dead container pod={}/{} container={} err={}", status.namespace_,
+                  status.name, cs.name, done.toString());
+    }
+  }
+  co_return removed;
+}
+
+asio::awaitable<bool> Agent::removeOlderExitedContainers(const runtime::Pod& rp) {
+  // Only a pod that lists two exited containers of one name has any to remove: the others cost
+  // no status call.
+  std::map<std::string_view, int> exited;
+  bool any = false;
+  for (const auto& c : rp.containers) {
+    if (c.state == runtime::ContainerState::kExited && ++exited[c.name] > 1) any = true;
+  }
+  if (!any) co_return false;
+  auto status = co_await runtime_.getPodStatus(rp.uid, rp.name, rp.namespace_);
+  if (!status.ok()) co_return false;
+  auto removing = removeExitedContainers(*status, /*keep_newest=*/true);
+  co_return co_await std::move(removing) > 0;
+}
+
 asio::awaitable<size_t> Agent::garbageCollectContainers() {
   auto pods = co_await runtime_.getPods(true);
   if (!pods.ok()) co_return 0;
@@ -215,19 +259,8 @@ asio::awaitable<size_t> Agent::garbageCollectContainers() {
     if (!status.ok()) continue;
     const auto wanted = pod_manager_.getPodByUID(rp.uid);
     const bool keep_newest = wanted && !api::isTerminalPhase(status_manager_.getPodPhase(rp.uid));
-    std::set<std::string> kept;
-    // Newest first: the first exited container of each name is the one a status still shows.
-    for (const auto& cs : status->container_statuses) {
-      if (cs.state != runtime::ContainerState::kExited) continue;
-      if (keep_newest && kept.insert(cs.name).second) continue;
-      auto done = co_await runtime_.removeContainer(cs.id);
-      if (done.ok()) {
-        ++removed;
-      } else {
-        log()->warn("Cannot remove a dead container pod={}/{} container={} err={}", rp.namespace_,
-                    rp.name, cs.name, done.toString());
-      }
-    }
+    auto removing = removeExitedContainers(*status, keep_newest);
+    removed += co_await std::move(removing);
   }
   co_return removed;
 }

@@ -279,6 +279,36 @@ TEST_CASE(
   CHECK_FALSE(std::filesystem::exists(dir));
 }
 
+TEST_CASE(
+    "agent: housekeeping keeps only the newest exited container of each name of a pod that "
+    "restarts (kubelet's container GC)",
+    "[unit][agent]") {
+  Harness h;
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(1s);
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+    h.drain();
+    h.advance(5min);  // past the crash-loop backoff and a full housekeeping period
+  }
+  auto status = h.runtimeStatus("uid-web");
+  size_t running = 0;
+  size_t exited = 0;
+  for (const auto& cs : status.container_statuses) {
+    if (cs.state == runtime::ContainerState::kRunning) ++running;
+    if (cs.state == runtime::ContainerState::kExited) ++exited;
+  }
+  CHECK(h.actions(Action::Kind::kStart).size() == 4);
+  CHECK(running == 1);
+  CHECK(exited == 1);
+  // The one kept is the last that ran (restart count 2), shown as the last state.
+  const auto* last = status.findContainerStatusByName("web");
+  REQUIRE(last != nullptr);
+  CHECK(last->restart_count == 3);
+  REQUIRE(status.container_statuses.size() == 2);
+  CHECK(status.container_statuses[1].restart_count == 2);
+}
+
 TEST_CASE("agent: a removal from a source that has not reported is not acted on", "[unit][agent]") {
   Harness h;
   h.update(api::PodOperation::kAdd, {webPod()});
@@ -1233,8 +1263,8 @@ TEST_CASE(
   auto status = reclaimFrom(h, caller);
   REQUIRE(status.has_value());
   CHECK(status->ok());
-  // u-run's older exited container and u-done's only one.
-  CHECK(h.actions(Action::Kind::kRemove).size() == before + 2);
+  // u-done's only one (housekeeping's container GC already took u-run's older exited one).
+  CHECK(h.actions(Action::Kind::kRemove).size() == before + 1);
   CHECK_FALSE(h.runtime.containerStatus("u-done", "web").has_value());
   REQUIRE(h.runtime.containerStatus("u-run", "web").has_value());
 
@@ -1242,7 +1272,12 @@ TEST_CASE(
   status = reclaimFrom(h, h.ioc.get_executor());
   REQUIRE(status.has_value());
   CHECK(status->ok());
-  CHECK(h.actions(Action::Kind::kRemove).size() == before + 2);
+  CHECK(h.actions(Action::Kind::kRemove).size() == before + 1);
+  size_t exited = 0;
+  for (const auto& cs : h.runtimeStatus("u-run").container_statuses) {
+    if (cs.state == runtime::ContainerState::kExited) ++exited;
+  }
+  CHECK(exited == 1);
 }
 
 namespace {
