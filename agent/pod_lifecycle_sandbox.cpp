@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/runtime/security_context.h"
 #include "agent/runtime/spec_extras.h"
 
 namespace nodeagent::agent {
@@ -150,13 +151,6 @@ std::vector<std::string> nameserversFitLimits(std::vector<std::string> servers,
   return servers;
 }
 
-std::string truncateHostname(const std::string& hostname) {
-  if (hostname.size() <= kMaxHostnameLength) return hostname;
-  std::string out = hostname.substr(0, kMaxHostnameLength);
-  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
-  return out;
-}
-
 }  // namespace
 
 base::StatusOr<DnsConfig> parseResolvConf(std::string_view content) {
@@ -181,17 +175,24 @@ base::StatusOr<DnsConfig> parseResolvConf(std::string_view content) {
   return out;
 }
 
-base::StatusOr<std::string> generatePodHostname(const api::Pod& pod) {
-  const auto extras = runtime::specExtras(pod);
-  const std::string& hostname = extras.hostname;
-  RETURN_IF_ERROR(checkLabel("Hostname", hostname));
+namespace {
+
+base::StatusOr<std::string> generatePodHostname(const api::Pod& pod,
+                                                const runtime::SpecExtras& extras) {
+  RETURN_IF_ERROR(checkLabel("Hostname", extras.hostname));
   RETURN_IF_ERROR(checkLabel("Subdomain", extras.subdomain));
-  std::string out = truncateHostname(hostname.empty() ? pod.metadata.name : hostname);
+  std::string out = runtime::podHostname(extras, pod.metadata.name);
   if (out.empty()) {
     return base::invalidArgumentError("hostname for pod \"" + pod.metadata.name +
-                                      "\" was invalid: \"" + hostname + "\"");
+                                      "\" was invalid: \"" + extras.hostname + "\"");
   }
   return out;
+}
+
+}  // namespace
+
+base::StatusOr<std::string> generatePodHostname(const api::Pod& pod) {
+  return generatePodHostname(pod, runtime::specExtras(pod));
 }
 
 DnsConfig podDnsConfig(const api::Pod& pod, const PodDnsOptions& options,
@@ -250,23 +251,6 @@ std::vector<PortMapping> makePortMappings(const api::Pod& pod) {
   return out;
 }
 
-bool sharesProcessNamespace(const api::Pod& pod) {
-  return runtime::specExtras(pod).share_process_namespace;
-}
-
-namespace {
-
-bool hasPrivilegedContainer(const api::Pod& pod) {
-  auto privileged = [](const api::Container& c) {
-    return c.security_context && c.security_context->privileged.value_or(false);
-  };
-  return std::any_of(pod.spec->init_containers.begin(), pod.spec->init_containers.end(),
-                     privileged) ||
-         std::any_of(pod.spec->containers.begin(), pod.spec->containers.end(), privileged);
-}
-
-}  // namespace
-
 base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& pod,
                                                                 const SandboxInputs& inputs) {
   GeneratedSandboxConfig out;
@@ -290,8 +274,9 @@ base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& 
     }
     config.dns_config = podDnsConfig(pod, inputs.dns, host, inputs.node_ip, &out.warnings);
   }
+  const auto extras = runtime::specExtras(pod);
   if (!pod.spec->host_network) {
-    auto hostname = generatePodHostname(pod);
+    auto hostname = generatePodHostname(pod, extras);
     if (!hostname.ok()) return hostname.status();
     config.hostname = *std::move(hostname);
   }
@@ -300,9 +285,8 @@ base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& 
   config.host_network = pod.spec->host_network;
   config.host_pid = pod.spec->host_pid;
   config.host_ipc = pod.spec->host_ipc;
-  const auto extras = runtime::specExtras(pod);
   config.share_process_namespace = extras.share_process_namespace;
-  config.privileged = hasPrivilegedContainer(pod);
+  config.privileged = runtime::hasPrivilegedContainer(pod);
   // kubelet's generatePodSandboxLinuxConfig.
   if (const auto& sc = pod.spec->security_context) {
     config.run_as_user = sc->run_as_user;

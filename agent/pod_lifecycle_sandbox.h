@@ -72,9 +72,6 @@ DnsConfig podDnsConfig(const api::Pod& pod, const PodDnsOptions& options,
 // repeated in a container skipped.
 std::vector<PortMapping> makePortMappings(const api::Pod& pod);
 
-// spec.shareProcessNamespace.
-bool sharesProcessNamespace(const api::Pod& pod);
-
 // What generatePodSandboxConfig needs beyond the pod.
 struct SandboxInputs {
   uint32_t attempt = 0;

@@ -103,22 +103,15 @@ base::StatusOr<SysctlAllowlist> SysctlAllowlist::create(const std::vector<std::s
           "'_' separated by '.' or '/', optionally ending in '*'");
     }
     const std::string dotted = runtime::sysctlDotted(pattern);
-    if (dotted.back() == '*') {
-      const std::string prefix = dotted.substr(0, dotted.size() - 1);
-      const auto ns = sysctlNamespace(prefix);
-      if (ns.empty()) {
-        return base::invalidArgumentError("the sysctls " + base::goQuote(dotted) +
-                                          " are not known to be namespaced");
-      }
-      out.prefixes_[prefix] = ns;
-    } else {
-      const auto ns = sysctlNamespace(dotted);
-      if (ns.empty()) {
-        return base::invalidArgumentError("the sysctl " + base::goQuote(dotted) +
-                                          " is not known to be namespaced");
-      }
-      out.names_[dotted] = ns;
+    const bool wildcard = dotted.back() == '*';
+    const std::string key = wildcard ? dotted.substr(0, dotted.size() - 1) : dotted;
+    const auto ns = sysctlNamespace(key);
+    if (ns.empty()) {
+      return base::invalidArgumentError((wildcard ? "the sysctls " : "the sysctl ") +
+                                        base::goQuote(dotted) + (wildcard ? " are" : " is") +
+                                        " not known to be namespaced");
     }
+    (wildcard ? out.prefixes_ : out.names_)[key] = ns;
   }
   return out;
 }

@@ -70,6 +70,15 @@ std::string joined(const std::vector<std::string>& items) {
 
 }  // namespace
 
+bool hasPrivilegedContainer(const api::Pod& pod) {
+  auto privileged = [](const api::Container& c) {
+    return c.security_context && c.security_context->privileged.value_or(false);
+  };
+  return std::any_of(pod.spec->init_containers.begin(), pod.spec->init_containers.end(),
+                     privileged) ||
+         std::any_of(pod.spec->containers.begin(), pod.spec->containers.end(), privileged);
+}
+
 EffectiveSecurityContext determineEffectiveSecurityContext(const api::Pod& pod,
                                                            const api::Container& container) {
   EffectiveSecurityContext out;

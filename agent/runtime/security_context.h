@@ -36,6 +36,9 @@ struct EffectiveSecurityContext {
   std::vector<std::string> cap_drop;
 };
 
+// kubelet's HasPrivilegedContainer: an init or app container asks for privileged: true.
+bool hasPrivilegedContainer(const api::Pod& pod);
+
 EffectiveSecurityContext determineEffectiveSecurityContext(const api::Pod& pod,
                                                            const api::Container& container);
 

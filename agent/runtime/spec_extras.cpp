@@ -93,6 +93,15 @@ SpecExtras specExtras(const api::Pod& pod) {
   return out;
 }
 
+std::string podHostname(const SpecExtras& extras, std::string_view pod_name) {
+  constexpr size_t kMaxHostnameLength = 63;
+  std::string out(extras.hostname.empty() ? pod_name : std::string_view(extras.hostname));
+  if (out.size() <= kMaxHostnameLength) return out;
+  out.resize(kMaxHostnameLength);
+  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
+  return out;
+}
+
 std::vector<Sysctl> podSysctls(const api::Pod& pod) {
   if (!pod.raw || !pod.raw->contains("\"sysctls\"")) return {};
   return sysctlsOf(parseSpec(pod));

@@ -45,6 +45,11 @@ struct SpecExtras {
 // Reads the fields above from the pod's JSON (what is missing or of another type stays empty).
 SpecExtras specExtras(const api::Pod& pod);
 
+// kubelet's GeneratePodHostNameAndDomain hostname (its names are checked by the caller):
+// spec.hostname or else the pod's name, cut to 63 characters, and then without a trailing '-'
+// or '.'.
+std::string podHostname(const SpecExtras& extras, std::string_view pod_name);
+
 // spec.securityContext.sysctls alone; a pod without the word in its JSON is not parsed.
 std::vector<Sysctl> podSysctls(const api::Pod& pod);
 

@@ -28,10 +28,6 @@ std::string nsOf(int pid, const char* ns) {
   return fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/" + ns, ec).string();
 }
 
-std::vector<std::string> criArgs(const testing::TestContainerd& containerd) {
-  return {"--container-runtime=remote", "--container-runtime-endpoint=" + containerd.endpoint()};
-}
-
 }  // namespace
 
 TEST_CASE("cri: a static pod runs in a containerd container and is adopted after kill -9") {
@@ -41,7 +37,7 @@ TEST_CASE("cri: a static pod runs in a containerd container and is adopted after
   Daemon d;
   const auto mark = marker("cri-static");
   d.writeManifest("web.yaml", busyboxPod("web", mark));
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
 
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("web"); }, 60s);
@@ -79,7 +75,7 @@ TEST_CASE("cri: a static pod runs in a containerd container and is adopted after
   // kill -9 and a restart: the same container is adopted, nothing is started twice.
   REQUIRE(d.stop(SIGKILL) == 128 + SIGKILL);
   CHECK(alive(pid));
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("web"); }, 30s);
   cs = d.containerStatus("web");
@@ -123,7 +119,7 @@ TEST_CASE("cri: a container that exits is restarted and its status follows withi
                   "    imagePullPolicy: Never\n"
                   "    command: [\"/bin/sh\", \"-c\", \"exit 3\", " +
                       quoteYaml(mark) + "]\n");
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
   // Every attempt fails (exit 3), so the pod keeps restarting; the status shows the last
   // termination with its exit code.
   REQUIRE_EVENTUALLY(
@@ -206,7 +202,7 @@ TEST_CASE(
   Daemon d;
   const auto mark = marker("cri-net");
   d.writeManifest("net.yaml", webServerPod("net", mark));
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("net"); }, 60s);
 
@@ -269,7 +265,7 @@ TEST_CASE(
   const auto net_mark = marker("cri-nonet");
   d.writeManifest("web.yaml", busyboxPod("web", host_mark));
   d.writeManifest("net.yaml", webServerPod("net", net_mark));
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("web"); }, 60s);
   REQUIRE_EVENTUALLY(
@@ -310,7 +306,7 @@ TEST_CASE("cri: --cluster-dns and --cluster-domain give a ClusterFirst pod the c
                   "    imagePullPolicy: Never\n"
                   "    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & wait\", " +
                       quoteYaml(mark) + "]\n");
-  auto args = criArgs(containerd);
+  auto args = containerd.agentFlags();
   args.push_back("--cluster-dns=10.96.0.10");
   args.push_back("--cluster-domain=cluster.local");
   d.start(args);
@@ -349,13 +345,9 @@ TEST_CASE("cri: the termination message is a file mounted into the container, or
   d.writeManifest("file.yaml",
                   pod("file", "echo -n goodbye > /dev/termination-log; exit 1", "File"));
   d.writeManifest("logs.yaml", pod("logs", "echo last words; exit 2", "FallbackToLogsOnError"));
-  d.start(criArgs(containerd));
-  auto terminated = [&](const std::string& name) -> std::optional<json> {
-    auto cs = d.containerStatus(name);
-    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("terminated")) {
-      return std::nullopt;
-    }
-    return (*cs)["state"]["terminated"];
+  d.start(containerd.agentFlags());
+  auto terminated = [&](const std::string& name) {
+    return d.containerState(name, "main", "terminated");
   };
   REQUIRE_EVENTUALLY(
       d, [&] { return terminated("file") && terminated("logs"); }, 60s);
@@ -381,12 +373,8 @@ TEST_CASE(
   d.writeManifest("root.yaml", pod("root", "nodeagent.test/busybox:1"));
   d.writeManifest("nonroot.yaml", pod("nonroot", "nodeagent.test/busybox-nonroot:1"));
   d.writeManifest("absent.yaml", pod("absent", "nodeagent.test/not-imported:1"));
-  d.start(criArgs(containerd));
-  auto waiting = [&](const std::string& name) -> std::optional<json> {
-    auto cs = d.containerStatus(name);
-    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("waiting")) return std::nullopt;
-    return (*cs)["state"]["waiting"];
-  };
+  d.start(containerd.agentFlags());
+  auto waiting = [&](const std::string& name) { return d.containerState(name, "main", "waiting"); };
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("nonroot"); }, 60s);
   REQUIRE_EVENTUALLY(
@@ -430,7 +418,7 @@ TEST_CASE(
   const auto mark = marker("cri-image-gc");
   d.writeManifest("web.yaml", busyboxPod("web", mark));
   // Any usage is over a 1 % threshold: the first pass, at start, removes every image it may.
-  auto args = criArgs(containerd);
+  auto args = containerd.agentFlags();
   args.insert(args.end(), {"--image-gc-high-threshold=1", "--image-gc-low-threshold=0",
                            "--minimum-image-ttl-duration=0s"});
   d.start(args);
@@ -461,7 +449,7 @@ TEST_CASE(
   struct statvfs fs {};
   REQUIRE(::statvfs(containerd.dir().c_str(), &fs) == 0);
   const uint64_t above = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize + (uint64_t{1} << 30);
-  auto args = criArgs(containerd);
+  auto args = containerd.agentFlags();
   args.insert(args.end(), {"--image-gc-high-threshold=100",
                            "--eviction-hard=imagefs.available<" + std::to_string(above)});
   d.start(args);
@@ -493,7 +481,7 @@ TEST_CASE("cri: containerd restarted under a running agent: the agent carries on
   Daemon d;
   const auto mark = marker("cri-restart");
   d.writeManifest("web.yaml", busyboxPod("web", mark));
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("web"); }, 60s);
   const std::string id = d.containerStatus("web")->value("containerID", "");
@@ -555,15 +543,13 @@ TEST_CASE(
                   "  securityContext:\n    sysctls:\n    - {name: net.core.somaxconn, value: "
                   "\"1024\"}\n  containers:\n" +
                       container("main", ""));
-  auto args = criArgs(containerd);
+  auto args = containerd.agentFlags();
   args.push_back("--allowed-unsafe-sysctls=kernel.msg*");
   d.start(args);
   auto message = [&](const std::string& name) -> std::optional<std::string> {
-    auto cs = d.containerStatus("secure", name);
-    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("terminated")) {
-      return std::nullopt;
-    }
-    return (*cs)["state"]["terminated"].value("message", "");
+    auto terminated = d.containerState("secure", name, "terminated");
+    if (!terminated) return std::nullopt;
+    return terminated->value("message", "");
   };
   REQUIRE_EVENTUALLY(
       d, [&] { return message("main") && message("loose"); }, 90s);
@@ -601,7 +587,7 @@ TEST_CASE(
   Daemon d;
   const auto mark = marker("cri-sandbox-lost");
   d.writeManifest("web.yaml", busyboxPod("web", mark));
-  auto args = criArgs(containerd);
+  auto args = containerd.agentFlags();
   args.push_back("--sync-frequency=10m");  // only the relist (every second) can notice
   d.start(args);
   REQUIRE_EVENTUALLY(

@@ -42,8 +42,7 @@ struct CriKubelet {
   CriKubelet() {
     containerd.importTestImages();
     testing::writeFile(env.manifests / "box.yaml", criPod(port));
-    env.startAgent(
-        {"--container-runtime=remote", "--container-runtime-endpoint=" + containerd.endpoint()});
+    env.startAgent(containerd.agentFlags());
     if (!env.logsShow(pod, "main", "cri-hello")) FAIL(env.diagnostics());
   }
 

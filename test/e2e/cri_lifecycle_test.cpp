@@ -7,16 +7,6 @@
 #include "test/support/containerd.h"
 
 namespace nodeagent::e2e {
-namespace {
-
-std::vector<std::string> criArgs(const testing::TestContainerd& containerd) {
-  return {"--container-runtime=remote", "--container-runtime-endpoint=" + containerd.endpoint()};
-}
-
-}  // namespace
-}  // namespace nodeagent::e2e
-
-namespace nodeagent::e2e {
 
 TEST_CASE(
     "cri: init containers run first, postStart and exec probes run in the container, a failing "
@@ -54,7 +44,7 @@ TEST_CASE(
                   "  hostNetwork: true\n  containers:\n  - name: main\n"
                   "    image: nodeagent.test/busybox:1\n    imagePullPolicy: Never\n"
                   "    command: [\"/bin/sh\", \"-c\", \"exit 3\"]\n");
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
 
   // Ready: the init container completed, postStart ran, the readiness probe passes.
   REQUIRE_EVENTUALLY(
@@ -86,9 +76,9 @@ TEST_CASE(
       d,
       [&] {
         auto cs = d.containerStatus("crash");
-        return cs && cs->value("restartCount", 0) >= 2 && cs->contains("state") &&
-               (*cs)["state"].contains("waiting") &&
-               (*cs)["state"]["waiting"].value("reason", "") == "CrashLoopBackOff";
+        auto waiting = d.containerState("crash", "main", "waiting");
+        return cs && cs->value("restartCount", 0) >= 2 && waiting &&
+               waiting->value("reason", "") == "CrashLoopBackOff";
       },
       60s);
   auto crash = d.containerStatus("crash");
@@ -140,7 +130,7 @@ TEST_CASE(
           "    livenessProbe:\n      tcpSocket: {port: 9999}\n      periodSeconds: 1\n"
           "      failureThreshold: 1\n"
           "    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & wait\"]\n");
-  d.start(criArgs(containerd));
+  d.start(containerd.agentFlags());
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("probed", "server"); }, 60s);
   REQUIRE_EVENTUALLY(

@@ -50,8 +50,9 @@ TEST_CASE("cri: a container log over the size limit is rotated and the runtime r
                   "    command: [\"sh\", \"-c\", \"i=0; while true; do echo line-$i "
                   "0123456789012345678901234567890123456789012345678901234567890123456789012345"
                   "678901234567890123456789; i=$((i+1)); sleep 0.05; done\"]\n");
-  d.start({"--container-runtime=remote", "--container-runtime-endpoint=" + containerd.endpoint(),
-           "--container-log-max-size=4Ki", "--container-log-max-files=2"});
+  auto args = containerd.agentFlags();
+  args.insert(args.end(), {"--container-log-max-size=4Ki", "--container-log-max-files=2"});
+  d.start(args);
   REQUIRE_EVENTUALLY(
       d, [&] { return d.running("chatty"); }, 60s);
   std::optional<fs::path> dir;

@@ -143,7 +143,8 @@ class Daemon {
                                   "--pod-manifest-path=" + manifests_.string(),
                                   "--root-dir=" + root_.string(),
                                   "--pod-log-dir=" + logs_.string(),
-                                  "--read-only-port=" + std::to_string(port_), "--port=0",
+                                  "--read-only-port=" + std::to_string(port_),
+                                  "--port=0",
                                   "--healthz-port=0",
                                   "--hostname-override=" + std::string(kNode),
                                   "--crashloop-backoff-initial=1s",
@@ -219,6 +220,14 @@ class Daemon {
       if (cs.value("name", "") == container) return cs;
     }
     return std::nullopt;
+  }
+  // status.containerStatuses[container].state.<state> ("waiting", "running", "terminated"), if
+  // the container is in that state.
+  std::optional<json> containerState(const std::string& pod_name, const std::string& container,
+                                     const char* state) const {
+    auto cs = containerStatus(pod_name, container);
+    if (!cs || !cs->contains("state") || !(*cs)["state"].contains(state)) return std::nullopt;
+    return (*cs)["state"][state];
   }
   bool running(const std::string& pod_name, const std::string& container = "main") const {
     auto cs = containerStatus(pod_name, container);

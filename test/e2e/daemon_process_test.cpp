@@ -552,11 +552,7 @@ TEST_CASE(
   CHECK(rejected.value("message", "") ==
         "Pod forbidden sysctl: \"kernel.shm_rmid_forced\" not allowed with host ipc enabled (the "
         "process runtime runs every pod in the node's namespaces)");
-  auto waiting = [&]() -> std::optional<json> {
-    auto cs = d.containerStatus("seccomp");
-    if (!cs || !cs->contains("state") || !(*cs)["state"].contains("waiting")) return std::nullopt;
-    return (*cs)["state"]["waiting"];
-  };
+  auto waiting = [&] { return d.containerState("seccomp", "main", "waiting"); };
   REQUIRE_EVENTUALLY(
       d,
       [&] {

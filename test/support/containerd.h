@@ -96,6 +96,10 @@ class TestContainerd {
 
   // "unix://<dir>/containerd.sock", for --container-runtime-endpoint.
   std::string endpoint() const { return "unix://" + socket_path_.string(); }
+  // The agent's flags for this containerd (kubelet's --container-runtime=remote and endpoint).
+  std::vector<std::string> agentFlags() const {
+    return {"--container-runtime=remote", "--container-runtime-endpoint=" + endpoint()};
+  }
   const std::filesystem::path& socketPath() const { return socket_path_; }
   const std::filesystem::path& dir() const { return dir_; }
   pid_t pid() const { return pid_; }

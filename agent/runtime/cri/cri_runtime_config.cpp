@@ -15,6 +15,7 @@
 
 #include "agent/runtime/cri/cri_runtime.h"
 #include "agent/runtime/cri_log.h"
+#include "agent/runtime/security_context.h"
 #include "agent/runtime/spec_extras.h"
 
 #include <nlohmann/json.hpp>
@@ -95,18 +96,6 @@ cri::ContainerSecurityContext criSecurityContext(const EffectiveSecurityContext&
   }
   out.namespace_options = namespaces;  // kubelet gives each container its pod's
   return out;
-}
-
-// kubelet's GeneratePodHostNameAndDomain (the agent checked the names when it made the sandbox):
-// spec.hostname or the pod's name, at most 63 characters, without a trailing '-' or '.'.
-std::string podHostname(const api::Pod& pod) {
-  std::string hostname = specExtras(pod).hostname;
-  if (hostname.empty()) hostname = pod.metadata.name;
-  if (hostname.size() > 63) hostname.resize(63);
-  while (!hostname.empty() && (hostname.back() == '-' || hostname.back() == '.')) {
-    hostname.pop_back();
-  }
-  return hostname;
 }
 
 }  // namespace
@@ -231,18 +220,15 @@ cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem
   config.name = pod.metadata.name;
   config.namespace_ = pod.metadata.namespace_;
   config.log_directory = log_dir;
-  config.hostname = podHostname(pod);
+  const auto extras = specExtras(pod);
+  // (The agent checked the names when it made the sandbox.)
+  config.hostname = podHostname(extras, pod.metadata.name);
   config.cgroup_parent = options.cgroup_parent;
   config.host_network = pod.spec->host_network;
   config.host_pid = pod.spec->host_pid;
   config.host_ipc = pod.spec->host_ipc;
-  config.share_process_namespace = specExtras(pod).share_process_namespace;
-  auto privileged = [](const api::Container& c) {
-    return c.security_context && c.security_context->privileged.value_or(false);
-  };
-  config.privileged =
-      std::any_of(pod.spec->init_containers.begin(), pod.spec->init_containers.end(), privileged) ||
-      std::any_of(pod.spec->containers.begin(), pod.spec->containers.end(), privileged);
+  config.share_process_namespace = extras.share_process_namespace;
+  config.privileged = hasPrivilegedContainer(pod);
   return toCriSandbox(config);
 }
 
