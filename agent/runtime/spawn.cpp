@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace nodeagent::runtime {
@@ -133,6 +134,18 @@ int spawnDetached(const std::vector<std::string>& args, std::span<const int> fds
     if (fd >= 0) ::close(fd);
   }
   return rc;
+}
+
+void resetSignalDispositions() {
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // SIGKILL/SIGSTOP: refused
+  // glibc's signal() refuses its own two: the kernel's call takes them.
+  struct KernelSigaction {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    uint64_t mask;
+  } dfl{nullptr, 0, nullptr, 0};
+  for (int sig : {32, 33}) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);
 }
 
 int spawnDetachedWithPidfd(const std::vector<std::string>& args, std::span<const int> fds,

@@ -48,6 +48,12 @@ constexpr char kSpawnGreeting[] = "nodeagent-spawner 1";
 int spawnDetachedWithPidfd(const std::vector<std::string>& args, std::span<const int> fds,
                            pid_t& pid, int& pidfd);
 
+// Every signal's disposition back to the default, also the two real-time signals the C library
+// keeps for itself (32 and 33): glibc's posix_spawn leaves those ignored in the child of a
+// threaded parent (the agent), and an exec keeps them ignored, so a container would start with
+// them ignored. The shim calls it first thing, the spawn helper too.
+void resetSignalDispositions();
+
 struct SpawnReply {
   int32_t error = 0;  // an error number, 0 when the child started
   int32_t pid = 0;

@@ -67,6 +67,7 @@
 
 #include "agent/cm/cgroup_fs.h"
 #include "agent/runtime/cri_log.h"
+#include "agent/runtime/spawn.h"
 #include "agent/runtime/state_file.h"
 #include "cmd/nodeagent-shim/attach.h"
 #include "cmd/nodeagent-shim/spawner.h"
@@ -840,6 +841,8 @@ int execMode(const std::string& dir, std::vector<std::string> argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // No signal stays ignored that the agent's spawn left ignored: the container starts from here.
+  rt::resetSignalDispositions();
   if (argc >= 3 && std::strcmp(argv[1], "run") == 0) return runMode(argv[2]);
   if (argc == 2 && std::strcmp(argv[1], "spawner") == 0) return nodeagent::shim::spawnerMode();
   if (argc >= 4 && std::strcmp(argv[1], "exec") == 0) {

@@ -12,9 +12,10 @@
 //  - exit-to-status latency: a container exits (it was blocked reading a FIFO the bench writes) ->
 //    GET /pods shows it terminated,
 //  - first-restart latency: an Always container exits -> its next start (a line it appends),
-// Before the agent runs, the machine's process-creation floor: N x (exec of the static
-// nodeagent-shim + exec of `sleep`) with no agent, on every core, wall time and CPU, which bounds
-// how fast any N containers can start here;
+// Before the agent runs, the machine's process-creation floors: N x (exec of `sleep`), what the
+// containers alone cost, and N x (exec of the static nodeagent-shim + exec of `sleep`), what they
+// cost with their shims, with no agent, on every core, wall time and CPU, which bound how fast
+// any N containers can start here;
 // and the same N programs under supervisord (Debian package `supervisor`; skipped with a message
 // when it is not installed): time until `supervisorctl status` shows all RUNNING (startsecs=0, so
 // RUNNING means started, as in /pods), RSS/PSS, idle CPU, pick-up of one more program through
@@ -1115,11 +1116,11 @@ void printSummary(size_t n, const std::vector<std::pair<std::string, Figures>>& 
               delta(on->restart_p99, off->restart_p99, 1).c_str());
 }
 
-// The machine's floor for starting `n` containers: what the kernel alone charges for the two
-// execs each container needs (the static nodeagent-shim and the container's dynamically linked
-// `sleep`), spawned and reaped on every core at once with no agent involved. Wall milliseconds;
-// `cpu_ms` gets the CPU all of it took (children's rusage).
-double processFloorMs(size_t n, double& cpu_ms) {
+// The machine's floor for starting `n` containers: what the kernel alone charges for the execs
+// each container needs, spawned and reaped on every core at once with no agent involved: the
+// container's dynamically linked `sleep`, and with `with_shim` also the static nodeagent-shim's.
+// Wall milliseconds; `cpu_ms` gets the CPU all of it took (children's rusage).
+double processFloorMs(size_t n, bool with_shim, double& cpu_ms) {
   const std::string shim = testing::binaryPath("nodeagent-shim").string();
   const unsigned threads = std::max(1U, std::thread::hardware_concurrency());
   auto runOne = [](std::vector<std::string> args) {
@@ -1135,7 +1136,7 @@ double processFloorMs(size_t n, double& cpu_ms) {
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       for (size_t i = t; i < n; i += threads) {
-        runOne({shim});  // usage: exits 2 right after the static start-up
+        if (with_shim) runOne({shim});  // usage: exits 2 right after the static start-up
         runOne({"/bin/sleep", "0"});
       }
     });
@@ -1216,13 +1217,14 @@ int main(int argc, char** argv) {
       std::lock_guard lock(g_cleanup_mu);
       g_base = base.path();
     }
-    {
+    for (const bool with_shim : {false, true}) {
       double cpu_ms = 0;
-      const double wall = processFloorMs(n, cpu_ms);
+      const double wall = processFloorMs(n, with_shim, cpu_ms);
       std::printf(
-          "\nprocess-creation floor (no agent): %zu x (exec nodeagent-shim + exec sleep) on %u "
-          "threads: %.0f ms wall, %.0f ms CPU (%.2f ms per container)\n",
-          n, std::max(1U, std::thread::hardware_concurrency()), wall, cpu_ms,
+          "%sprocess-creation floor (no agent): %zu x (%s) on %u threads: %.0f ms wall, %.0f ms "
+          "CPU (%.2f ms per container)\n",
+          with_shim ? "" : "\n", n, with_shim ? "exec nodeagent-shim + exec sleep" : "exec sleep",
+          std::max(1U, std::thread::hardware_concurrency()), wall, cpu_ms,
           cpu_ms / static_cast<double>(n));
     }
     for (const auto& mode : modes) {

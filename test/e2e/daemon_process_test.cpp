@@ -340,6 +340,13 @@ TEST_CASE(
   CHECK(parent(helper) == d.pid());
   CHECK_THAT(testing::readFile("/proc/" + std::to_string(helper) + "/cmdline"),
              Catch::EndsWith(std::string("nodeagent-shim\0spawner\0", 23)));
+  // The container ignores neither of the C library's own real-time signals (32, 33), which
+  // glibc's posix_spawn from the threaded agent leaves ignored in the helper.
+  const std::string status = testing::readFile("/proc/" + std::to_string(keep_pid) + "/status");
+  const auto ignored_at = status.find("SigIgn:\t");
+  REQUIRE(ignored_at != std::string::npos);
+  const uint64_t ignored = std::stoull(status.substr(ignored_at + 8, 16), nullptr, 16);
+  CHECK((ignored & (uint64_t{3} << 31)) == 0);
 
   REQUIRE(d.stop(SIGKILL) == 128 + SIGKILL);
   // The helper saw the agent's end of its socket close and exited; the shims stay.

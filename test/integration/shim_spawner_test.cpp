@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/runtime/shim_processes.h"
 #include "agent/runtime/shim_spawner.h"
 #include "agent/runtime/spawn.h"
 #include "agent/runtime/state_file.h"
@@ -305,4 +306,62 @@ TEST_CASE("shim spawner: concurrent spawns from several threads all start") {
     CHECK(pidfdReadable(c.pidfd, 10000ms));
     ::close(c.pidfd);
   }
+}
+
+TEST_CASE(
+    "shim spawner: a run shim starts in a session of its own with no signal ignored or blocked "
+    "and only the descriptors it is given") {
+  const std::string shim = testing::binaryPath("nodeagent-shim").string();
+  ShimSpawner spawner(shim);
+  testing::TempDir dir("nodeagent-run-shim");
+  // No config there: the shim reports an error on fd 3 and ends. The report pipe is full first,
+  // so the shim blocks in its report until the test reads, and can be looked at meanwhile.
+  const std::string state = (dir.path() / "containers" / "c1").string();
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  struct Closer {
+    int& fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } close_read{report[0]}, close_write{report[1]};
+  REQUIRE(::fcntl(report[1], F_SETFL, O_NONBLOCK) == 0);
+  const std::string filler(4096, 'x');
+  while (::write(report[1], filler.data(), filler.size()) > 0) {
+  }
+  REQUIRE(::fcntl(report[1], F_SETFL, 0) == 0);
+  const int fds[] = {-1, -1, -1, report[1]};
+  ShimSpawner::Child child;
+  REQUIRE(spawner.spawn({shim, "run", state}, fds, child) == 0);
+  ::close(report[1]);
+  report[1] = -1;
+  CHECK(spawner.usingHelper());
+
+  auto st = readProcStat(child.pid);
+  REQUIRE(st);
+  CHECK(st->ppid == spawner.helperPid());
+  CHECK(st->session == child.pid);
+  const std::string proc = "/proc/" + std::to_string(child.pid);
+  CHECK(shimDirFromCmdline(testing::readFile(proc + "/cmdline")) == state);
+  CHECK(descriptorsOf(child.pid) == std::set<std::string>{"0", "1", "2", "3"});
+  // No signal ignored, also none of the C library's own two (32, 33), which glibc's posix_spawn
+  // leaves ignored in the helper, a child of a threaded process; nothing blocked.
+  // (Once it is blocked in its report: the spawn returns when the exec is done, before main.)
+  std::string status;
+  CHECK(testing::eventually([&] {
+    status = testing::readFile(proc + "/status");
+    return status.find("State:\tS") != std::string::npos;
+  }));
+  CHECK_THAT(status, Catch::Contains("SigIgn:\t0000000000000000"));
+  CHECK_THAT(status, Catch::Contains("SigBlk:\t0000000000000000"));
+  CHECK_THAT(testing::readFile("/proc/" + std::to_string(spawner.helperPid()) + "/status"),
+             Catch::Contains("SigIgn:\t0000000000000000"));
+
+  // Its report, after the filler: the config it could not read.
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(report[0], buf, sizeof buf)) > 0;) all.append(buf, n);
+  CHECK_THAT(all, Catch::Contains("error " + state + "/config"));
+  CHECK(pidfdReadable(child.pidfd, 10000ms));
+  ::close(child.pidfd);
 }
