@@ -25,11 +25,13 @@ std::string stringMember(const nlohmann::json& object, const char* key) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
-std::optional<SeccompProfileField> seccompOf(const nlohmann::json& security_context) {
-  const auto* profile = member(security_context, "seccompProfile");
+// securityContext's `key` ("seccompProfile", "appArmorProfile").
+std::optional<SecurityProfileField> profileOf(const nlohmann::json& security_context,
+                                              const char* key) {
+  const auto* profile = member(security_context, key);
   if (profile == nullptr || !profile->is_object()) return std::nullopt;
-  return SeccompProfileField{stringMember(*profile, "type"),
-                             stringMember(*profile, "localhostProfile")};
+  return SecurityProfileField{stringMember(*profile, "type"),
+                              stringMember(*profile, "localhostProfile")};
 }
 
 std::vector<Sysctl> sysctlsOf(const nlohmann::json& spec) {
@@ -43,7 +45,7 @@ std::vector<Sysctl> sysctlsOf(const nlohmann::json& spec) {
   return out;
 }
 
-base::StatusOr<SecurityProfile> fromField(const SeccompProfileField& field,
+base::StatusOr<SecurityProfile> fromField(const SecurityProfileField& field,
                                           const std::filesystem::path& profile_root) {
   if (field.type == "RuntimeDefault") {
     return SecurityProfile{SecurityProfile::Type::kRuntimeDefault, ""};
@@ -77,7 +79,8 @@ SpecExtras specExtras(const api::Pod& pod) {
   }
   out.sysctls = sysctlsOf(spec);
   if (const auto* security_context = member(spec, "securityContext")) {
-    out.pod_seccomp = seccompOf(*security_context);
+    out.pod_seccomp = profileOf(*security_context, "seccompProfile");
+    out.pod_apparmor = profileOf(*security_context, "appArmorProfile");
   }
   for (const char* list : {"initContainers", "containers"}) {
     const auto* containers = member(spec, list);
@@ -85,8 +88,11 @@ SpecExtras specExtras(const api::Pod& pod) {
     for (const auto& c : *containers) {
       const auto* security_context = member(c, "securityContext");
       if (security_context == nullptr) continue;
-      if (auto profile = seccompOf(*security_context)) {
+      if (auto profile = profileOf(*security_context, "seccompProfile")) {
         out.container_seccomp.emplace(stringMember(c, "name"), *std::move(profile));
+      }
+      if (auto profile = profileOf(*security_context, "appArmorProfile")) {
+        out.container_apparmor.emplace(stringMember(c, "name"), *std::move(profile));
       }
     }
   }

@@ -1,6 +1,7 @@
 // Pod spec fields the typed pod (api/pod.h) does not model, read from the pod's JSON when they
 // are needed (at a sandbox's or container's start, at admission): its hostname and
-// shareProcessNamespace, the pod's sysctls, and the pod's and each container's seccompProfile.
+// shareProcessNamespace, the pod's sysctls, and the pod's and each container's seccompProfile and
+// appArmorProfile.
 // And kubelet's choice of a container's seccomp profile from them (getSeccompProfile).
 #pragma once
 
@@ -24,22 +25,26 @@ struct Sysctl {
   bool operator==(const Sysctl&) const = default;
 };
 
-// core/v1 SeccompProfile: type "RuntimeDefault", "Unconfined" or "Localhost" (with the profile's
-// path below the kubelet's seccomp directory).
-struct SeccompProfileField {
+// core/v1 SeccompProfile and AppArmorProfile: type "RuntimeDefault", "Unconfined" or "Localhost"
+// (with the profile: a seccomp profile's path below the kubelet's seccomp directory, an AppArmor
+// profile's name).
+struct SecurityProfileField {
   std::string type;
   std::string localhost_profile;
-  bool operator==(const SeccompProfileField&) const = default;
+  bool operator==(const SecurityProfileField&) const = default;
 };
 
 struct SpecExtras {
-  std::string hostname;                            // spec.hostname
-  std::string subdomain;                           // spec.subdomain
-  bool share_process_namespace = false;            // spec.shareProcessNamespace
-  std::vector<Sysctl> sysctls;                     // spec.securityContext.sysctls
-  std::optional<SeccompProfileField> pod_seccomp;  // spec.securityContext.seccompProfile
-  // Each init and app container's securityContext.seccompProfile, by container name.
-  std::map<std::string, SeccompProfileField, std::less<>> container_seccomp;
+  std::string hostname;                              // spec.hostname
+  std::string subdomain;                             // spec.subdomain
+  bool share_process_namespace = false;              // spec.shareProcessNamespace
+  std::vector<Sysctl> sysctls;                       // spec.securityContext.sysctls
+  std::optional<SecurityProfileField> pod_seccomp;   // spec.securityContext.seccompProfile
+  std::optional<SecurityProfileField> pod_apparmor;  // spec.securityContext.appArmorProfile
+  // Each init and app container's securityContext.seccompProfile and appArmorProfile, by
+  // container name.
+  std::map<std::string, SecurityProfileField, std::less<>> container_seccomp;
+  std::map<std::string, SecurityProfileField, std::less<>> container_apparmor;
 };
 
 // Reads the fields above from the pod's JSON (what is missing or of another type stays empty).

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/apparmor_admission.h"
 #include "agent/runtime/fake_runtime.h"
 #include "agent/runtime/process_runtime.h"
 #include "api/async_rest_client.h"
@@ -234,6 +235,10 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
                 auto result = eviction_ ? eviction_->admitPod(pod) : agent::AdmitResult{};
                 if (result.admit) {
                   result = config_.sysctls.admit(pod, config_.flags.runtime == "process");
+                }
+                if (result.admit) {
+                  result =
+                      agent::admitAppArmor(pod, config_.apparmor_enabled, config_.flags.runtime);
                 }
                 return result;
               },

@@ -11,6 +11,7 @@
 #include "agent/cm/cgroup_manager.h"
 #include "agent/node_labels.h"
 #include "agent/node_status.h"
+#include "agent/runtime/apparmor.h"
 #include "agent/runtime/cri/cri_endpoint.h"
 #include "api/quantity.h"
 #include "base/log.h"
@@ -406,6 +407,7 @@ std::optional<UsageError> derive(DaemonConfig& c) {
     auto sysctls = agent::SysctlAllowlist::create(patterns);
     if (!sysctls.ok()) return UsageError{"--allowed-unsafe-sysctls: " + sysctls.status().message()};
     c.sysctls = *std::move(sysctls);
+    c.apparmor_enabled = runtime::appArmorEnabled();
   }
   auto log_size = api::Quantity::parse(f.container_log_max_size);
   if (!log_size.ok() || log_size->value() <= 0) {

@@ -136,6 +136,8 @@ struct DaemonConfig {
   std::vector<std::string> cluster_dns;          // --cluster-dns, split
   // kubelet's safe sysctls and --allowed-unsafe-sysctls.
   agent::SysctlAllowlist sysctls;
+  // The kernel enforces AppArmor (read at start, as kubelet's validateHost).
+  bool apparmor_enabled = false;
   std::vector<std::pair<std::string, std::string>> manifest_url_headers;
   // With --kubeconfig; with --bootstrap-kubeconfig only once the bootstrap wrote it.
   std::optional<api::RestConfig> kubeconfig;

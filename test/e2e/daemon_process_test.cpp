@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "agent/runtime/apparmor.h"
 #include "test/e2e/daemon_fixture.h"
 #include "test/support/skip.h"
 #include "test/support/test_util.h"
@@ -573,4 +574,37 @@ TEST_CASE(
   CHECK(onePid(good) != 0);
   CHECK(pidsWithArg(bad_sysctl).empty());
   CHECK(pidsWithArg(bad_seccomp).empty());
+}
+
+TEST_CASE(
+    "daemon with processes refuses a pod that asks for an AppArmor profile with kubelet's "
+    "AppArmor reason, and runs one that asks for unconfined",
+    "[e2e][daemon]") {
+  Daemon d;
+  d.start();
+  const auto confined = marker("apparmor-confined");
+  const auto loose = marker("apparmor-loose");
+  auto pod = [](const std::string& name, const std::string& mark, const std::string& profile) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+           "\n  annotations:\n    container.apparmor.security.beta.kubernetes.io/main: " + profile +
+           "\nspec:\n  containers:\n  - name: main\n    image: debian:12\n"
+           "    command: [\"/bin/sh\", \"-c\", \"sleep 1000 & wait\", " +
+           quoteYaml(mark) + "]\n";
+  };
+  d.writeManifest("confined.yaml", pod("confined", confined, "runtime/default"));
+  d.writeManifest("loose.yaml", pod("loose", loose, "unconfined"));
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("loose"); }, 15s);
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.phase("confined") == "Failed"; }, 15s);
+  const auto rejected = (*d.pod("confined"))["status"];
+  CHECK(rejected.value("reason", "") == "AppArmor");
+  // This machine's kernel decides which of kubelet's checks refuses it first.
+  CHECK_THAT(rejected.value("message", ""),
+             Catch::Contains(runtime::appArmorEnabled()
+                                 ? "Cannot enforce AppArmor: the process runtime runs containers "
+                                   "as host processes, which it cannot confine"
+                                 : "Cannot enforce AppArmor: AppArmor is not enabled on the host"));
+  CHECK(pidsWithArg(confined).empty());
+  CHECK(onePid(loose) != 0);
 }

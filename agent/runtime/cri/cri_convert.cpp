@@ -87,6 +87,8 @@ void toProto(const ContainerSecurityContext& in, v1::LinuxContainerSecurityConte
   out->mutable_readonly_paths()->Add(in.readonly_paths.begin(), in.readonly_paths.end());
   toProto(in.namespace_options, out->mutable_namespace_options());
   toProto(in.seccomp, out->mutable_seccomp());
+  if (in.apparmor) toProto(*in.apparmor, out->mutable_apparmor());
+  out->set_apparmor_profile(in.apparmor_profile);
 }
 
 void toProto(const DnsConfig& in, v1::DNSConfig* out) {

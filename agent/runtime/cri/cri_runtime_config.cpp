@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "agent/runtime/apparmor.h"
 #include "agent/runtime/cri/cri_runtime.h"
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/security_context.h"
@@ -210,6 +211,12 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
                       r.oom_score_adj};
   config.security_context = criSecurityContext(sc, image_user, namespacesForPod(pod));
   config.security_context.seccomp = criSecurityProfile(options.seccomp);
+  auto apparmor = appArmorProfileFor(pod, container.name);
+  if (!apparmor.ok()) return apparmor.status();
+  if (*apparmor) {
+    config.security_context.apparmor = criSecurityProfile(**apparmor);
+    config.security_context.apparmor_profile = appArmorProfileName(**apparmor);
+  }
   return config;
 }
 

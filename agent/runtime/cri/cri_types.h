@@ -172,6 +172,10 @@ struct ContainerSecurityContext {
   std::vector<std::string> readonly_paths;  // likewise
   NamespaceOptions namespace_options;       // kubelet gives each container its pod's
   SecurityProfile seccomp;
+  // The container's AppArmor profile when it asks for one (runtime/apparmor.h), and kubelet's
+  // deprecated spelling of it ("runtime/default", "localhost/<name>", "unconfined").
+  std::optional<SecurityProfile> apparmor;
+  std::string apparmor_profile;
 };
 
 struct ContainerConfig {
