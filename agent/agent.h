@@ -197,6 +197,10 @@ class Agent final : public SyncHandler, public AgentView {
                                                  bool keep_newest);
   // For a pod still wanted: its exited containers but the newest of each name; whether any.
   asio::awaitable<bool> removeOlderExitedContainers(const runtime::Pod& rp);
+  // kubelet's sandbox GC for a pod still wanted: its newest sandbox stays, an older one goes once
+  // it is not ready and holds none of the pod's containers. A status call only for a pod that
+  // lists such a sandbox. True when one was removed.
+  asio::awaitable<bool> removeOlderSandboxes(const runtime::Pod& rp);
   // Removes the (exited) containers and (not ready) sandboxes of a runtime pod nobody wants;
   // whether anything was removed.
   asio::awaitable<bool> removeRuntimePod(const runtime::Pod& rp);

@@ -144,6 +144,7 @@ asio::awaitable<bool> Agent::cleanupRuntimePods(
       // kubelet's container GC (MaxPerPodContainer 1): a restarted container's older exited
       // instances go, the newest stays for the status and `logs --previous`.
       if (co_await removeOlderExitedContainers(rp)) acted = true;
+      if (co_await removeOlderSandboxes(rp)) acted = true;
       continue;
     }
     if (!running) {
@@ -248,6 +249,38 @@ asio::awaitable<bool> Agent::removeOlderExitedContainers(const runtime::Pod& rp)
   if (!status.ok()) co_return false;
   auto removing = removeExitedContainers(*status, /*keep_newest=*/true);
   co_return co_await std::move(removing) > 0;
+}
+
+asio::awaitable<bool> Agent::removeOlderSandboxes(const runtime::Pod& rp) {
+  if (rp.sandboxes.size() < 2) co_return false;
+  std::set<std::string> in_use;  // sandboxes that hold a container, running or exited
+  for (const auto& c : rp.containers) {
+    if (!c.sandbox_id.empty()) in_use.insert(c.sandbox_id);
+  }
+  auto removable = [&](const std::string& id, bool ready) { return !ready && !in_use.count(id); };
+  if (std::none_of(rp.sandboxes.begin(), rp.sandboxes.end(), [&](const runtime::Container& s) {
+        return removable(s.id.id, s.state == runtime::ContainerState::kRunning);
+      })) {
+    co_return false;
+  }
+  auto status = co_await runtime_.getPodStatus(rp.uid, rp.name, rp.namespace_);
+  if (!status.ok()) co_return false;
+  bool removed = false;
+  // Newest first: the first is kept whatever its state.
+  for (size_t i = 1; i < status->sandbox_statuses.size(); ++i) {
+    const auto& s = status->sandbox_statuses[i];
+    if (!removable(s.id, s.state == runtime::SandboxState::kReady)) continue;
+    auto done = co_await runtime_.removePodSandbox(s.id);
+    if (done.ok()) {
+      removed = true;
+      log()->info("Removed an older sandbox of a pod pod={}/{} sandbox={}", rp.namespace_, rp.name,
+                  s.id);
+    } else {
+      log()->warn("Cannot remove an older sandbox of a pod pod={}/{} sandbox={} err={}",
+                  rp.namespace_, rp.name, s.id, done.toString());
+    }
+  }
+  co_return removed;
 }
 
 asio::awaitable<size_t> Agent::garbageCollectContainers() {

@@ -28,7 +28,7 @@ runtime::Pod runningPodOf(const runtime::PodStatus& status) {  // the running co
   pod.namespace_ = status.namespace_;
   for (const auto& cs : status.container_statuses) {
     if (cs.state != runtime::ContainerState::kRunning) continue;
-    pod.containers.push_back({cs.id, cs.name, cs.image, cs.hash, cs.state});
+    pod.containers.push_back({cs.id, cs.name, cs.image, cs.hash, cs.state, ""});
   }
   return pod;
 }
@@ -412,15 +412,25 @@ asio::awaitable<base::StatusOr<runtime::PodSandboxConfig>> PodLifecycle::sandbox
 asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandbox(
     api::PodPtr pod, PodActions actions, std::vector<std::string> ips) {
   if (!actions.create_sandbox && !actions.sandbox_id.empty()) {
-    Sandbox kept{actions.sandbox_id, ""};
+    Sandbox kept{actions.sandbox_id, "", nullptr};
     if (auto pod_ips = podIps(*pod, ips); !pod_ips.empty()) kept.pod_ip = pod_ips[0];
+    // kubelet generates the sandbox config again for each sync's container starts (CreateContainer
+    // is given it); a runtime that runs host processes has no use for it.
+    if (deps_.runtime.runsImages()) {
+      auto generate = sandboxConfig(pod, actions.sandbox_attempt);
+      auto config = co_await std::move(generate);
+      if (!config.ok()) co_return config.status();
+      kept.config = std::make_shared<const runtime::PodSandboxConfig>(*std::move(config));
+    }
     co_return kept;
   }
   auto generate = sandboxConfig(pod, actions.sandbox_attempt);
   auto config = co_await std::move(generate);
   base::StatusOr<std::string> id = std::string();
+  std::shared_ptr<const runtime::PodSandboxConfig> ran;
   if (config.ok()) {
-    auto run = deps_.runtime.runPodSandbox(*std::move(config));
+    ran = std::make_shared<const runtime::PodSandboxConfig>(*std::move(config));
+    auto run = deps_.runtime.runPodSandbox(*ran);
     id = co_await std::move(run);
   } else {
     id = config.status();
@@ -440,7 +450,7 @@ asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandb
     auto after = co_await std::move(read);
     if (after.ok()) new_ips = after->ips;
   }
-  Sandbox made{*std::move(id), ""};
+  Sandbox made{*std::move(id), "", std::move(ran)};
   if (auto pod_ips = podIps(*pod, new_ips); !pod_ips.empty()) made.pod_ip = pod_ips[0];
   co_return made;
 }
@@ -483,7 +493,7 @@ asio::awaitable<base::Status> PodLifecycle::startForActions(api::PodPtr pod, Pod
   for (size_t index : actions.containers_to_start) starts.emplace_back(index, false);
   for (const auto& [index, init] : starts) {
     if (cancel.stop_requested()) break;
-    StartRequest request{pod, index, init, sandbox.id, sandbox.pod_ip, volumes};
+    StartRequest request{pod, index, init, sandbox.id, sandbox.pod_ip, volumes, sandbox.config};
     auto s = co_await startContainerWithBackoff(std::move(request), before);
     changed = true;  // started, failed, or now waiting in backoff: the status moved
     if (!s.ok() && first_error.ok()) first_error = s;

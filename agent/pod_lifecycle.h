@@ -171,6 +171,8 @@ class PodLifecycle final : public podworkers::PodSyncer {
   struct Sandbox {
     std::string id;
     std::string pod_ip;
+    // The sandbox's config for this sync's container starts (runtimes that run images only).
+    std::shared_ptr<const runtime::PodSandboxConfig> config;
   };
   asio::awaitable<base::StatusOr<Sandbox>> ensureSandbox(api::PodPtr pod, PodActions actions,
                                                          std::vector<std::string> ips);
@@ -199,6 +201,7 @@ class PodLifecycle final : public podworkers::PodSyncer {
     std::string sandbox_id;
     std::string pod_ip;  // the sandbox's (status.podIP)
     std::vector<runtime::PodVolume> volumes;
+    std::shared_ptr<const runtime::PodSandboxConfig> sandbox_config;
   };
   // `status` is the pod's runtime status before the starts (whose exits decide the backoff).
   asio::awaitable<base::Status> startContainerWithBackoff(

@@ -119,6 +119,7 @@ base::StatusOr<runtime::StartContainerOptions> PodLifecycle::startOptions(
   if (!pod_dir.ok()) return pod_dir.status();
   options.pod_dir = std::move(*pod_dir);
   options.sandbox_id = request.sandbox_id;
+  options.sandbox_config = request.sandbox_config;
   options.image = container.image;
   options.volumes = request.volumes;
   auto mounts = VolumePreparer::mountsFor(pod, container, request.volumes);

@@ -59,19 +59,24 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> FakeRuntime::getPods(bool all)
       Pod pod{uid, rec.name, rec.namespace_, {}, {}};
       for (const auto& c : rec.containers) {
         if (!all && c.state != ContainerState::kRunning) continue;
-        pod.containers.push_back(Container{c.id, c.name, c.image, c.hash, c.state});
+        auto in = rec.container_sandboxes.find(c.id.id);
+        pod.containers.push_back(Container{c.id, c.name, c.image, c.hash, c.state,
+                                           in == rec.container_sandboxes.end() ? "" : in->second});
       }
-      if (lists_sandboxes_ && rec.sandbox) {
-        const bool ready = rec.sandbox->state == SandboxState::kReady;
-        if (all || ready) {
-          pod.sandboxes.push_back(
-              Container{ContainerId{type(), rec.sandbox->id},
-                        "",
-                        "",
-                        {},
-                        ready ? ContainerState::kRunning : ContainerState::kExited});
-        }
-      }
+      auto list = [&](const PodSandboxStatus& sandbox) {
+        const bool ready = sandbox.state == SandboxState::kReady;
+        if (!all && !ready) return;
+        pod.sandboxes.push_back(
+            Container{ContainerId{type(), sandbox.id},
+                      "",
+                      "",
+                      {},
+                      ready ? ContainerState::kRunning : ContainerState::kExited,
+                      ""});
+      };
+      if (lists_sandboxes_ && rec.sandbox) list(*rec.sandbox);
+      if (lists_sandboxes_)
+        std::for_each(rec.older_sandboxes.begin(), rec.older_sandboxes.end(), list);
       if (!pod.containers.empty() || !pod.sandboxes.empty()) out.push_back(std::move(pod));
     }
   }
@@ -122,6 +127,9 @@ asio::awaitable<base::StatusOr<PodStatus>> FakeRuntime::getPodStatus(std::string
       } else if (!it->second.containers.empty()) {
         status.sandbox_statuses.push_back({uid, SandboxState::kReady, 0, {}});
       }
+      status.sandbox_statuses.insert(status.sandbox_statuses.end(),
+                                     it->second.older_sandboxes.begin(),
+                                     it->second.older_sandboxes.end());
     }
   }
   co_return status;
@@ -152,6 +160,14 @@ asio::awaitable<base::Status> FakeRuntime::stopPodSandbox(std::string id) {
 
 asio::awaitable<base::Status> FakeRuntime::removePodSandbox(std::string id) {
   std::lock_guard lock(mu_);
+  for (auto& [uid, rec] : pods_) {
+    // (A CRI runtime removes the sandbox's containers with it; the tests' older sandboxes hold
+    // none by then.)
+    if (std::erase_if(rec.older_sandboxes, [&](const auto& s) { return s.id == id; }) > 0) {
+      rec.version = ++version_;
+      co_return base::okStatus();
+    }
+  }
   auto it = pods_.find(id);
   if (it != pods_.end()) {
     it->second.sandbox.reset();
@@ -159,6 +175,15 @@ asio::awaitable<base::Status> FakeRuntime::removePodSandbox(std::string id) {
     if (it->second.containers.empty()) pods_.erase(it);
   }
   co_return base::okStatus();
+}
+
+void FakeRuntime::addOlderSandbox(const std::string& uid, PodSandboxStatus sandbox,
+                                  const std::vector<std::string>& container_ids) {
+  std::lock_guard lock(mu_);
+  auto& rec = pods_[uid];
+  for (const auto& id : container_ids) rec.container_sandboxes[id] = sandbox.id;
+  rec.older_sandboxes.push_back(std::move(sandbox));
+  rec.version = ++version_;
 }
 
 size_t FakeRuntime::sandboxesRun() const {
@@ -204,6 +229,7 @@ asio::awaitable<base::StatusOr<ContainerId>> FakeRuntime::startContainer(
       actions_.back().resources = options.resources;
       actions_.back().image_info = options.image_info;
       actions_.back().node_allocatable = options.node_allocatable;
+      actions_.back().sandbox_config = options.sandbox_config;
     }
     if (!options.cgroup_parent.empty() || options.resources != cm::LinuxContainerResources{}) {
       started_resources_[status.id.id] = {options.cgroup_parent, options.resources};

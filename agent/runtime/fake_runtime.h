@@ -45,12 +45,13 @@ class FakeRuntime final : public Runtime {
     KillOptions kill_options;   // kills: as passed
     int64_t grace_seconds = 0;  // kills: the grace period that applied (after the preStop hook)
     std::string reason;         // kills
-    // Starts: the cgroup parent, resources, image info and node allocatable of
+    // Starts: the cgroup parent, resources, image info, node allocatable and sandbox config of
     // StartContainerOptions, as passed.
     std::string cgroup_parent{};
     cm::LinuxContainerResources resources{};
     std::optional<ImageInfo> image_info{};
     NodeAllocatableResources node_allocatable{};
+    std::shared_ptr<const PodSandboxConfig> sandbox_config{};
   };
 
   // Events are posted to `event_executor` (give it a strand or a single-threaded context).
@@ -66,6 +67,10 @@ class FakeRuntime final : public Runtime {
   asio::awaitable<base::Status> removePodSandbox(std::string id) override;
   // runPodSandbox calls so far (tests).
   size_t sandboxesRun() const;
+  // Gives pod `uid` an older sandbox (listed after its current one; removePodSandbox(id) drops
+  // it) in which the containers `container_ids` were made (Container::sandbox_id in getPods).
+  void addOlderSandbox(const std::string& uid, PodSandboxStatus sandbox,
+                       const std::vector<std::string>& container_ids = {});
   void setEventHandler(ContainerEventHandler handler) override;
   // The runner is called, as ProcessRuntime calls it, for a running container whose spec has a
   // preStop hook.
@@ -201,6 +206,8 @@ class FakeRuntime final : public Runtime {
     std::string namespace_;
     std::vector<ContainerStatus> containers;  // oldest first
     std::optional<PodSandboxStatus> sandbox;
+    std::vector<PodSandboxStatus> older_sandboxes;  // newest first (addOlderSandbox)
+    std::map<std::string, std::string> container_sandboxes;  // container ID -> older sandbox
     uint64_t version = 0;  // version_ at the record's last change (podStatusVersion)
   };
 

@@ -58,7 +58,7 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> ProcessRuntime::getPods(bool a
         if (!all && cs != ContainerState::kRunning) continue;
         pod.containers.push_back(Container{ContainerId{std::string(ProcessRuntime::kType), id},
                                            r.config.container_name, r.config.image,
-                                           hashFromHex(r.config.hash), cs});
+                                           hashFromHex(r.config.hash), cs, ""});
         if (pod.uid.empty()) {
           pod.uid = uid;
           pod.name = r.config.pod_name;

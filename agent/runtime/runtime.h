@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -74,6 +75,9 @@ struct Container {
   std::string image;
   api::Hash128 hash;
   ContainerState state = ContainerState::kUnknown;
+  // A CRI runtime's container: the sandbox it was created in (its PodSandboxId), which container
+  // GC keeps while the container is there. Empty otherwise.
+  std::string sandbox_id;
 };
 
 // kubecontainer.Pod ("running pod"): what the runtime holds for one pod UID.
@@ -272,6 +276,10 @@ struct StartContainerOptions {
   // cgroup's CPU shares, quota and period and memory limit, and the OOM score adjustment of its
   // processes (0: the runtime's default, which brings a negative inherited value back to 0).
   cm::LinuxContainerResources resources;
+  // The config the pod's sandbox runs with, as generatePodSandboxConfig made it for this sync
+  // (CRI CreateContainer's sandbox_config: kubelet passes the one it ran the sandbox with). Set by
+  // the agent for runtimes that run images; a runtime without sandboxes of its own ignores it.
+  std::shared_ptr<const PodSandboxConfig> sandbox_config;
 };
 
 // The result of a command run in a container's context (kubelet's ExecSync).

@@ -111,9 +111,11 @@ struct Env {
 
   // Starts the agent on the CRI runtime of the containerd at `endpoint` and waits for its Node.
   // The test images run as root: API pods may only with --allow-root-api-pods.
-  void startCriAgent(const std::string& endpoint) {
-    startAgent(
-        {"--runtime=cri", "--container-runtime-endpoint=" + endpoint, "--allow-root-api-pods"});
+  void startCriAgent(const std::string& endpoint, const std::vector<std::string>& extra_args = {}) {
+    std::vector<std::string> args = {"--runtime=cri", "--container-runtime-endpoint=" + endpoint,
+                                     "--allow-root-api-pods"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    startAgent(args);
     REQUIRE(testing::eventually(
         [&] {
           return kubectlJson({"get", "node", kNode}).has_value();

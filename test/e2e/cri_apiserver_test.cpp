@@ -2,6 +2,7 @@
 // containerd container with a network of its own, and kubectl shows what it shows of a kubelet's
 // pod: Running, the pod's IP, containerd:// container IDs and the image and its ID; the Node lists
 // containerd's images.
+#include <signal.h>
 #include <unistd.h>
 
 #include <sstream>
@@ -101,6 +102,45 @@ TEST_CASE("cri: an API pod runs in containerd and kubectl shows Running, its IP,
   auto del = env.kubectl({"delete", "pod", "api-cri", "-n", "default"}, 60s);
   INFO(del.err);
   CHECK(del.exit_code == 0);
+}
+
+TEST_CASE(
+    "cri: a runtime that stops answering turns the Node NotReady with kubelet's message, and "
+    "Ready again once it answers",
+    "[e2e][apiserver][cri]") {
+  testing::skipUnlessCniCanRun();  // NetworkReady: without it the Node is never Ready
+  testing::TestContainerd containerd;
+  Env env;
+  env.startCriAgent(containerd.endpoint(), {"--runtime-request-timeout=2s"});
+  std::string ready, message;
+  auto readyIs = [&](const std::string& want) {
+    auto node = env.kubectlJson({"get", "node", kNode});
+    if (!node) return false;
+    for (const auto& c : (*node)["status"]["conditions"]) {
+      if (c.value("type", "") != "Ready") continue;
+      ready = c.value("status", "");
+      message = c.value("message", "");
+    }
+    return ready == want;
+  };
+  REQUIRE(testing::eventually([&] { return readyIs("True"); }, 60s));
+
+  // containerd frozen (SIGSTOP): its socket accepts, nothing answers; thawed at the end even when
+  // a check fails.
+  REQUIRE(::kill(containerd.pid(), SIGSTOP) == 0);
+  struct Thaw {
+    pid_t pid;
+    ~Thaw() { ::kill(pid, SIGCONT); }
+  } thaw{containerd.pid()};
+  const bool not_ready = testing::eventually([&] { return readyIs("False"); }, 90s, 500ms);
+  INFO("Ready " << ready << ": " << message << "\n" << env.diagnostics());
+  REQUIRE(not_ready);
+  CHECK(contains(message, "container runtime is down"));
+
+  REQUIRE(::kill(containerd.pid(), SIGCONT) == 0);
+  const bool ready_again = testing::eventually([&] { return readyIs("True"); }, 60s, 500ms);
+  INFO("Ready " << ready << ": " << message);
+  CHECK(ready_again);
 }
 
 }  // namespace nodeagent::apiserver_e2e

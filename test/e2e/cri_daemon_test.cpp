@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <sstream>
+
 #include "test/e2e/daemon_fixture.h"
 #include "test/support/containerd.h"
+#include "test/support/skip.h"
 
 namespace nodeagent::e2e {
 namespace {
@@ -619,6 +622,98 @@ TEST_CASE(
   CHECK(after.size() == 1);
   CHECK(after != before);
   CHECK_THAT(d.logTail(), Catch::Contains("no ready sandbox"));
+}
+
+}  // namespace nodeagent::e2e
+
+namespace nodeagent::e2e {
+namespace {
+
+// The cgroup of `controller` that /proc/<pid>/cgroup names for a v1 hierarchy ("4:memory:/x").
+std::string v1CgroupOf(int pid, const std::string& controller) {
+  std::istringstream lines(readOr("/proc/" + std::to_string(pid) + "/cgroup"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto first = line.find(':');
+    const auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::istringstream names(line.substr(first + 1, second - first - 1));
+    for (std::string name; std::getline(names, name, ',');) {
+      if (name == controller) return line.substr(second + 1);
+    }
+  }
+  return "";
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cri: a Guaranteed pod's limits reach its container's cgroup on containerd, and a container "
+    "past its memory limit ends OOMKilled",
+    "[e2e][cri][cgroups]") {
+  testing::skipUnlessContainerdCanRun();
+  if (!fs::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes") ||
+      !fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")) {
+    testing::skipTest("no cgroup v1 memory and cpu hierarchies at /sys/fs/cgroup/<controller>");
+  }
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Daemon d;
+  const auto mark = marker("cri-limits");
+  const std::string resources =
+      "    resources:\n      limits: {cpu: 250m, memory: 64Mi}\n"
+      "      requests: {cpu: 250m, memory: 64Mi}\n";
+  d.writeManifest("limited.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: limited\nspec:\n"
+                  "  hostNetwork: true\n  containers:\n  - name: main\n"
+                  "    image: nodeagent.test/busybox:1\n    imagePullPolicy: Never\n" +
+                      resources +
+                      "    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & "
+                      "wait\", " +
+                      quoteYaml(mark) + "]\n");
+  // dd's one 256 MiB block is written as it is read: the kernel's OOM killer ends it at 64 MiB.
+  d.writeManifest("hog.yaml",
+                  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hog\nspec:\n"
+                  "  hostNetwork: true\n  restartPolicy: Never\n  containers:\n  - name: main\n"
+                  "    image: nodeagent.test/busybox:1\n    imagePullPolicy: Never\n" +
+                      resources +
+                      "    command: [\"dd\", \"if=/dev/zero\", \"of=/dev/null\", \"bs=256M\", "
+                      "\"count=1\"]\n");
+  d.start(containerd.agentFlags());
+
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("limited"); }, 60s);
+  const int pid = onePid(mark);
+  REQUIRE(pid > 0);
+  // Guaranteed: the pod's cgroup is right under kubepods; the container's below it.
+  const std::string memory = v1CgroupOf(pid, "memory");
+  INFO("memory cgroup " << memory);
+  CHECK_THAT(memory, Catch::StartsWith(d.cgroupRoot() + "/kubepods/pod"));
+  CHECK(trimmed(readOr(fs::path("/sys/fs/cgroup/memory") / memory.substr(1) /
+                       "memory.limit_in_bytes")) == "67108864");
+  const std::string cpu = v1CgroupOf(pid, "cpu");
+  INFO("cpu cgroup " << cpu);
+  const fs::path cpu_dir = fs::path("/sys/fs/cgroup/cpu") / cpu.substr(1);
+  CHECK(trimmed(readOr(cpu_dir / "cpu.cfs_quota_us")) == "25000");
+  CHECK(trimmed(readOr(cpu_dir / "cpu.cfs_period_us")) == "100000");
+  CHECK(trimmed(readOr(cpu_dir / "cpu.shares")) == "256");
+
+  REQUIRE_EVENTUALLY(
+      d,
+      [&] {
+        auto terminated = d.containerState("hog", "main", "terminated");
+        return terminated.has_value();
+      },
+      60s);
+  auto terminated = d.containerState("hog", "main", "terminated");
+  INFO(terminated->dump());
+  CHECK(terminated->value("reason", "") == "OOMKilled");
+  CHECK(terminated->value("exitCode", 0) == 137);
+  CHECK(d.running("limited"));  // its neighbour is untouched
 }
 
 }  // namespace nodeagent::e2e

@@ -60,7 +60,7 @@ api::PodPtr waitingPod(const std::string& uid) {
       .build();
 }
 
-std::string runSandbox(testing::CriRuntimeFixture& f, const api::Pod& pod) {
+PodSandboxConfig sandboxConfig(testing::CriRuntimeFixture& f, const api::Pod& pod) {
   PodSandboxConfig config;
   config.uid = pod.metadata.uid;
   config.name = pod.metadata.name;
@@ -68,7 +68,11 @@ std::string runSandbox(testing::CriRuntimeFixture& f, const api::Pod& pod) {
   config.log_directory =
       f.runtime->podLogsDirectory(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid);
   config.host_network = true;
-  auto id = f.run(f.runtime->runPodSandbox(config));
+  return config;
+}
+
+std::string runSandbox(testing::CriRuntimeFixture& f, const api::Pod& pod) {
+  auto id = f.run(f.runtime->runPodSandbox(sandboxConfig(f, pod)));
   INFO(id.status().message());
   REQUIRE(id.ok());
   return *id;
@@ -78,6 +82,7 @@ ContainerId startMain(testing::CriRuntimeFixture& f, const api::PodPtr& pod,
                       const std::string& sandbox_id) {
   StartContainerOptions options;
   options.sandbox_id = sandbox_id;
+  options.sandbox_config = std::make_shared<const PodSandboxConfig>(sandboxConfig(f, *pod));
   options.image = pod->spec->containers[0].image;
   auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
   INFO(id.status().message());

@@ -56,6 +56,7 @@ TEST_CASE("cri runtime: a container is created from its image's ID and user as t
 
   StartContainerOptions options;
   options.sandbox_id = *sandbox_id;
+  options.sandbox_config = std::make_shared<const PodSandboxConfig>(sandbox);
   options.image = kBusybox;
   SECTION("without image info the runtime asks: the image runs as root, runAsNonRoot refuses it") {
     auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));

@@ -68,6 +68,8 @@ ContainerId start(Fixture& f, const api::PodPtr& pod, const std::string& sandbox
   StartContainerOptions options;
   options.mounts = std::move(mounts);
   options.sandbox_id = sandbox_id;
+  options.sandbox_config =
+      std::make_shared<const PodSandboxConfig>(sandboxConfig(*f.runtime, *pod));
   options.image = pod->spec->containers[0].image;
   auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], attempt, options));
   INFO(id.status().message());
@@ -387,6 +389,8 @@ TEST_CASE("cri runtime: a command that cannot run fails the start and leaves an 
   REQUIRE(sandbox_id.ok());
   StartContainerOptions options;
   options.sandbox_id = *sandbox_id;
+  options.sandbox_config =
+      std::make_shared<const PodSandboxConfig>(sandboxConfig(*f.runtime, *pod));
   options.image = pod->spec->containers[0].image;
   auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
   REQUIRE_FALSE(id.ok());

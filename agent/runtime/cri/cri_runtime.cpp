@@ -227,8 +227,8 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> CriRuntime::getPods(bool all) 
       pod.namespace_ = valueOr(c.labels, kPodNamespaceLabel);
       pod.containers.push_back(Container{
           ContainerId{type_name, c.id}, valueOr(c.labels, kContainerNameLabel, c.metadata.name),
-          c.image, hashFromHex(valueOr(c.annotations, kContainerHashAnnotation)),
-          fromCri(c.state)});
+          c.image, hashFromHex(valueOr(c.annotations, kContainerHashAnnotation)), fromCri(c.state),
+          c.pod_sandbox_id});
     }
     // kubelet's GetPods lists the sandboxes too: the PLEG sees one that stops being ready (its
     // pause process died) and the pod's sync replaces it.
@@ -244,9 +244,9 @@ asio::awaitable<base::StatusOr<std::vector<Pod>>> CriRuntime::getPods(bool all) 
       if (pod.name.empty()) pod.name = s.metadata.name;
       if (pod.namespace_.empty()) pod.namespace_ = s.metadata.pod_namespace;
       const bool ready = s.state == cri::PodSandboxState::kReady;
-      pod.sandboxes.push_back(
-          Container{ContainerId{type_name, s.id}, "", "", api::Hash128{},
-                    ready ? ContainerState::kRunning : ContainerState::kExited});
+      pod.sandboxes.push_back(Container{ContainerId{type_name, s.id}, "", "", api::Hash128{},
+                                        ready ? ContainerState::kRunning : ContainerState::kExited,
+                                        ""});
     }
     std::vector<Pod> out;
     for (auto& [uid, pod] : pods) out.push_back(std::move(pod));
@@ -402,8 +402,13 @@ base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
   auto message_mount = terminationMessageMount(container, attempt, options.pod_dir);
   if (!message_mount.ok()) return message_mount.status();
   if (*message_mount) config->mounts.push_back(**message_mount);
+  // kubelet passes CreateContainer the config it ran the sandbox with.
+  if (!options.sandbox_config) {
+    return base::invalidArgumentError("no sandbox config for container " + container.name +
+                                      " of pod " + api::podRef(pod));
+  }
   auto id =
-      client_->createContainer(options.sandbox_id, *config, sandboxConfigOf(pod, log_dir, options));
+      client_->createContainer(options.sandbox_id, *config, toCriSandbox(*options.sandbox_config));
   if (!id.ok()) return id.status();
   auto started = client_->startContainer(*id);
   if (!started.ok()) return started;

@@ -220,23 +220,4 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
   return config;
 }
 
-cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem::path& log_dir,
-                                      const StartContainerOptions& options) {
-  PodSandboxConfig config;
-  config.uid = pod.metadata.uid;
-  config.name = pod.metadata.name;
-  config.namespace_ = pod.metadata.namespace_;
-  config.log_directory = log_dir;
-  const auto extras = specExtras(pod);
-  // (The agent checked the names when it made the sandbox.)
-  config.hostname = podHostname(extras, pod.metadata.name);
-  config.cgroup_parent = options.cgroup_parent;
-  config.host_network = pod.spec->host_network;
-  config.host_pid = pod.spec->host_pid;
-  config.host_ipc = pod.spec->host_ipc;
-  config.share_process_namespace = extras.share_process_namespace;
-  config.privileged = hasPrivilegedContainer(pod);
-  return toCriSandbox(config);
-}
-
 }  // namespace nodeagent::runtime

@@ -18,12 +18,6 @@ namespace nodeagent::runtime {
 // namespacesForPod; the pod's name, namespace and UID also as labels).
 cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config);
 
-// The PodSandboxConfig CreateContainer is given, as kubelet regenerates it from the pod: containerd
-// takes the log directory, the container's HOSTNAME, its cgroup (below the cgroup parent) and
-// whether it may be privileged from it.
-cri::PodSandboxConfig sandboxConfigOf(const api::Pod& pod, const std::filesystem::path& log_dir,
-                                      const StartContainerOptions& options);
-
 // kubelet's termination message file: an empty file of the pod's, writable by any user
 // (<pod-dir>/containers/<container>/<attempt>-<random>), mounted at the container's
 // terminationMessagePath; nullopt when the container has none.

@@ -309,6 +309,32 @@ TEST_CASE(
   CHECK(status.container_statuses[1].restart_count == 2);
 }
 
+TEST_CASE(
+    "agent: housekeeping removes a wanted pod's older sandboxes that are not ready and hold no "
+    "container, and keeps its newest (kubelet's sandbox GC)",
+    "[unit][agent]") {
+  Harness h;
+  h.runtime.setListsSandboxes(true);
+  h.update(api::PodOperation::kAdd, {webPod()});
+  h.advance(1s);
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.drain();
+  h.advance(15s);  // past the crash-loop backoff: restarted, the exited one stays
+  std::string exited_id;
+  for (const auto& cs : h.runtimeStatus("uid-web").container_statuses) {
+    if (cs.state == runtime::ContainerState::kExited) exited_id = cs.id.id;
+  }
+  REQUIRE_FALSE(exited_id.empty());
+  using runtime::SandboxState;
+  h.runtime.addOlderSandbox("uid-web", {"old-busy", SandboxState::kNotReady, 0, {}}, {exited_id});
+  h.runtime.addOlderSandbox("uid-web", {"old-idle", SandboxState::kNotReady, 0, {}});
+  h.advance(5min);  // a full housekeeping period
+  std::vector<std::string> left;
+  for (const auto& s : h.runtimeStatus("uid-web").sandbox_statuses) left.push_back(s.id);
+  CHECK(left == std::vector<std::string>{"uid-web", "old-busy"});
+  CHECK(h.runtime.runningContainerCount() == 1);
+}
+
 TEST_CASE("agent: a removal from a source that has not reported is not acted on", "[unit][agent]") {
   Harness h;
   h.update(api::PodOperation::kAdd, {webPod()});

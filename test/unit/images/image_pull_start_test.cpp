@@ -179,3 +179,43 @@ TEST_CASE("image pulls: a restart whose pull fails is no crash: the restart coun
   REQUIRE(c.last_state.terminated);
   CHECK(c.last_state.terminated->exit_code == 1);
 }
+
+TEST_CASE(
+    "image starts: each start is given its sandbox's config, made again for a start in the kept "
+    "sandbox as kubelet gives CreateContainer",
+    "[unit][images]") {
+  Harness h;
+  auto pod = testing::PodBuilder()
+                 .name("web-node1")
+                 .uid("uid-web")
+                 .annotation("kubernetes.io/config.source", "file")
+                 .container("web", {"sleep", "1000"}, kImage)
+                 .restartPolicy("Always")
+                 .edit([&](nlohmann::json& j) {
+                   j["spec"]["containers"][0]["imagePullPolicy"] = "Always";
+                   j["spec"]["securityContext"] = {
+                       {"runAsUser", 1234},
+                       {"sysctls", {{{"name", "kernel.shm_rmid_forced"}, {"value", "1"}}}}};
+                 })
+                 .build();
+  h.add(pod);
+  REQUIRE(h.starts() == 1);
+  auto first = h.actions(Action::Kind::kStart).back().sandbox_config;
+  REQUIRE(first);
+  CHECK(first->uid == "uid-web");
+  CHECK(first->run_as_user == 1234);
+  CHECK(first->sysctls.at("kernel.shm_rmid_forced") == "1");
+  REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
+  h.drain();
+  h.advance(11s);  // past the crash-loop backoff: restarted in the same sandbox
+  REQUIRE(h.starts() == 2);
+  CHECK(h.runtime.sandboxesRun() == 1);
+  auto second = h.actions(Action::Kind::kStart).back().sandbox_config;
+  REQUIRE(second);
+  CHECK(second != first);  // made again, the same
+  CHECK(second->uid == "uid-web");
+  CHECK(second->attempt == first->attempt);
+  CHECK(second->hostname == first->hostname);
+  CHECK(second->run_as_user == 1234);
+  CHECK(second->sysctls == first->sysctls);
+}
