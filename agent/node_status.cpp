@@ -344,8 +344,29 @@ asio::awaitable<void> NodeStatusController::registerNode() {
   }
   registered_ = true;
   log()->info("Node registered node={} uid={}", name, nodeUid());
+  notePodCidrs(*r);
   last_sent_.clear();  // send the full status right away
   co_await updateStatus();
+}
+
+void NodeStatusController::notePodCidrs(const nlohmann::json& node) {
+  if (!options_.pod_cidrs || !node.is_object()) return;
+  const auto spec = node.find("spec");
+  if (spec == node.end() || !spec->is_object()) return;
+  std::string joined;
+  if (auto list = spec->find("podCIDRs"); list != spec->end() && list->is_array()) {
+    for (const auto& cidr : *list) {
+      if (!cidr.is_string()) continue;
+      if (!joined.empty()) joined += ',';
+      joined += cidr.get<std::string>();
+    }
+  }
+  if (auto one = spec->find("podCIDR"); joined.empty() && one != spec->end() && one->is_string()) {
+    joined = one->get<std::string>();
+  }
+  if (joined.empty()) return;
+  pod_cidrs_seen_ = true;
+  options_.pod_cidrs(std::move(joined));
 }
 
 asio::awaitable<void> NodeStatusController::updateStatus() {
@@ -355,11 +376,17 @@ asio::awaitable<void> NodeStatusController::updateStatus() {
   std::string key = api::canonicalJson(comparable);
   const auto now = clock_.now();
   bool due = !last_report_ || now - *last_report_ >= options_.report_frequency;
+  const std::string name = options_.node_name;
   if (key == last_sent_ && !due) {
+    if (options_.pod_cidrs && !pod_cidrs_seen_) {
+      auto get = [name](api::RestClient& c) { return c.getJson(api::nodePath(name)); };
+      auto node = co_await api::runOnPool(async_, get);
+      if (stopped_) co_return;
+      if (node.ok()) notePodCidrs(*node);
+    }
     schedule(options_.update_frequency, false);
     co_return;
   }
-  const std::string name = options_.node_name;
   nlohmann::json order = nlohmann::json::array();
   for (const auto& c : status["conditions"]) order.push_back({{"type", c["type"]}});
   nlohmann::json patch = {{"status", status}};
@@ -388,6 +415,7 @@ asio::awaitable<void> NodeStatusController::updateStatus() {
     co_return;
   }
   patches_.fetch_add(1);
+  notePodCidrs(*r);
   last_sent_ = key;
   last_report_ = now;
   schedule(options_.update_frequency, false);

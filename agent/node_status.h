@@ -98,6 +98,12 @@ struct NodeStatusOptions {
   std::function<std::optional<std::vector<NodeImage>>()> images;
   // --node-status-max-images: how many of them status.images lists (-1: all).
   int64_t max_images = 50;
+  // kubelet's updatePodCIDR from the Node: called on the strand with the Node's spec.podCIDRs
+  // (comma-joined; spec.podCIDR when podCIDRs is empty) whenever the Node read back from the
+  // apiserver (registration, status PATCHes) has them. Until it had them once, each update period
+  // reads the Node (GET) even when there is no status to send, as kubelet reads it each period.
+  // Optional.
+  std::function<void(std::string cidrs)> pod_cidrs;
 };
 
 // Parses --node-labels ("k=v,k2=v2"); InvalidArgument naming the bad entry.
@@ -138,6 +144,8 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
  private:
   asio::awaitable<void> registerNode();
   asio::awaitable<void> updateStatus();
+  // Hands a Node read from the apiserver's pod CIDRs to options_.pod_cidrs.
+  void notePodCidrs(const nlohmann::json& node);
   void schedule(base::Duration d, bool registering);
 
   asio::strand<asio::any_io_executor> strand_;
@@ -166,6 +174,7 @@ class NodeStatusController : public std::enable_shared_from_this<NodeStatusContr
   ConditionState pid_pressure_;
   bool update_requested_ = false;  // an update to run once the step in flight is done
   std::string last_sent_;          // the last status sent, without heartbeat times
+  bool pod_cidrs_seen_ = false;    // a Node read back had spec.podCIDRs
   std::optional<base::MonotonicTime> last_report_;
 };
 

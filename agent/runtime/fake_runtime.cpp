@@ -591,6 +591,22 @@ asio::awaitable<base::StatusOr<ImageFsInfo>> FakeRuntime::imageFsInfo() {
   co_return *image_fs_;
 }
 
+asio::awaitable<base::Status> FakeRuntime::updatePodCidr(std::string cidrs) {
+  std::lock_guard lock(mu_);
+  pod_cidr_updates_.push_back(std::move(cidrs));
+  co_return pod_cidr_error_;
+}
+
+std::vector<std::string> FakeRuntime::podCidrUpdates() const {
+  std::lock_guard lock(mu_);
+  return pod_cidr_updates_;
+}
+
+void FakeRuntime::setPodCidrError(base::Status status) {
+  std::lock_guard lock(mu_);
+  pod_cidr_error_ = std::move(status);
+}
+
 asio::awaitable<base::StatusOr<std::set<std::string>>> FakeRuntime::imagesInUse() {
   std::set<std::string> out;
   {

@@ -115,6 +115,10 @@ class FakeRuntime final : public Runtime {
   asio::awaitable<base::Status> removeImage(std::string image) override;
   // As setImageFs set it (Unavailable until then).
   asio::awaitable<base::StatusOr<ImageFsInfo>> imageFsInfo() override;
+  // Records the CIDRs (podCidrUpdates) and answers setPodCidrError's status (OK by default).
+  asio::awaitable<base::Status> updatePodCidr(std::string cidrs) override;
+  std::vector<std::string> podCidrUpdates() const;
+  void setPodCidrError(base::Status status);
   // The IDs of the held images that containers (any state) name, and the names of those not held.
   asio::awaitable<base::StatusOr<std::set<std::string>>> imagesInUse() override;
   std::filesystem::path podLogsDirectory(std::string_view pod_namespace, std::string_view pod_name,
@@ -244,6 +248,8 @@ class FakeRuntime final : public Runtime {
   base::Status image_status_error_;
   std::optional<ImageFsInfo> image_fs_;
   std::map<std::string, base::Status> remove_image_errors_;
+  std::vector<std::string> pod_cidr_updates_;
+  base::Status pod_cidr_error_;
   std::vector<std::string> removed_images_;
   base::Duration remove_image_delay_{0};
   std::vector<std::string> pulls_;

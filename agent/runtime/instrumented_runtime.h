@@ -55,6 +55,9 @@ class InstrumentedRuntime : public Runtime {
                                                            StreamOptions options) override;
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
   asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
+  asio::awaitable<base::Status> updatePodCidr(std::string cidrs) override {
+    return inner_.updatePodCidr(std::move(cidrs));
+  }
   asio::awaitable<base::Status> reopenContainerLog(ContainerId id) override {
     return inner_.reopenContainerLog(std::move(id));
   }

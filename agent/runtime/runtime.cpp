@@ -376,6 +376,8 @@ asio::awaitable<base::StatusOr<std::string>> Runtime::portForwardUrl(std::string
                                      uid + ")");
 }
 
+asio::awaitable<base::Status> Runtime::updatePodCidr(std::string) { co_return base::okStatus(); }
+
 asio::awaitable<base::StatusOr<RuntimeStatus>> Runtime::status() {
   RuntimeStatus s;
   s.conditions.push_back({std::string(kRuntimeReadyCondition), true, "", ""});

@@ -505,6 +505,11 @@ class Runtime {
   virtual asio::awaitable<base::StatusOr<StreamSessionPtr>> attach(ContainerId id,
                                                                    StreamOptions options);
 
+  // kubelet's Runtime.UpdatePodCIDR (CRI UpdateRuntimeConfig): the node's pod CIDRs, comma-joined,
+  // from --pod-cidr or the Node's spec.podCIDRs, for a runtime that gives pods networks of their
+  // own (containerd makes its CNI config from its template with them). Default: nothing to do.
+  virtual asio::awaitable<base::Status> updatePodCidr(std::string cidrs);
+
   // kubelet's Runtime.Status: the runtime's RuntimeReady and NetworkReady conditions, asked
   // periodically for the node's Ready condition. An error means the runtime did not answer.
   // Default: both true (a runtime inside the agent is up when the agent is).

@@ -41,6 +41,7 @@ const std::map<std::string, Key, std::less<>>& supportedKeys() {
       {"containerRuntimeEndpoint", {"container-runtime-endpoint", Kind::kString}},
       {"resolvConf", {"resolv-conf", Kind::kString}},
       {"clusterDomain", {"cluster-domain", Kind::kString}},
+      {"podCIDR", {"pod-cidr", Kind::kString}},
       {"runtimeRequestTimeout", {"runtime-request-timeout", Kind::kDuration}},
       {"kubeAPIBurst", {"kube-api-burst", Kind::kInt}},
       // nodeagent's own (not a kubelet field): see README, "Pod security context".
@@ -111,7 +112,6 @@ const std::set<std::string, std::less<>>& kubeletOnlyKeys() {
       "nodeLeaseDurationSeconds",
       "nodeStatusReportFrequency",
       "oomScoreAdj",
-      "podCIDR",
       "podsPerCore",
       "protectKernelDefaults",
       "providerID",

@@ -210,6 +210,7 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
                            clock_, cgroups_)),
       instrumented_(*runtime_),
       runtime_state_(makeRuntimeState()),
+      pod_network_(makePodNetwork()),
       log_manager_(makeLogManager()),
       api_state_loss_(clock_),
       node_status_(makeNodeStatus()),
@@ -269,6 +270,17 @@ api::AsyncRestClient Daemon::api(api::RestClient& client) {
 
 void Daemon::reportStateLoss(const std::string& reason) { api_state_loss_.report(reason); }
 
+std::shared_ptr<agent::PodNetwork> Daemon::makePodNetwork() {
+  if (flags_.runtime != "cri") return nullptr;
+  agent::PodNetworkOptions o;
+  o.cni_conf_dir = flags_.cni_conf_dir;
+  o.bridge = flags_.cni_bridge;
+  o.masquerade = flags_.cni_masquerade;
+  o.ipam_dir = std::filesystem::absolute(flags_.root_dir) / "cni" / "ipam";
+  return std::make_shared<agent::PodNetwork>(ioc_.get_executor(), blocking_.get_executor(),
+                                             instrumented_, o);
+}
+
 std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
   if (!clients_.rest) return nullptr;
   agent::NodeStatusOptions no;
@@ -288,6 +300,12 @@ std::shared_ptr<agent::NodeStatusController> Daemon::makeNodeStatus() {
   };
   no.on_state_lost = [this](const std::string& r) { reportStateLoss(r); };
   no.max_images = flags_.node_status_max_images;
+  if (pod_network_) {
+    no.pod_cidrs = [network = pod_network_,
+                    source = "Node " + config_.node_name + " spec.podCIDRs"](std::string cidrs) {
+      network->set(std::move(cidrs), source);
+    };
+  }
   if (runtime_->runsImages()) {
     // image_gc_ is built later; asked only once started.
     no.images = [this]() -> std::optional<std::vector<agent::NodeImage>> {
@@ -701,6 +719,8 @@ void Daemon::start() {
         "No pod source configured (--allow-no-sources): every container under the root dir is an "
         "orphan and will be stopped");
   }
+  // kubelet hands the runtime --pod-cidr before anything else runs.
+  if (pod_network_) pod_network_->set(flags_.pod_cidr, "--pod-cidr");
   runtime_state_->start();
   if (log_manager_) log_manager_->start();
   if (image_gc_) image_gc_->start();

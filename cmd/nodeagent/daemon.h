@@ -28,6 +28,7 @@
 #include "agent/logs/container_log_manager.h"
 #include "agent/node_lease.h"
 #include "agent/node_status.h"
+#include "agent/pod_network.h"
 #include "agent/read_only_server.h"
 #include "agent/runtime/cri/cri_module.h"
 #include "agent/runtime/instrumented_runtime.h"
@@ -132,6 +133,7 @@ class Daemon {
   void reportStateLoss(const std::string& reason);
   std::shared_ptr<agent::RuntimeState> makeRuntimeState();
   std::shared_ptr<logs::ContainerLogManager> makeLogManager();
+  std::shared_ptr<agent::PodNetwork> makePodNetwork();
   std::shared_ptr<agent::NodeStatusController> makeNodeStatus();
   std::unique_ptr<agent::ApiMirrorClient> makeMirrorClient();
   std::shared_ptr<agent::EventRecorder> makeEventRecorder();
@@ -188,6 +190,8 @@ class Daemon {
   runtime::InstrumentedRuntime instrumented_;
   // The runtime's Status, asked every 5 s: its errors make the Node NotReady.
   std::shared_ptr<agent::RuntimeState> runtime_state_;
+  // The node's pod CIDRs to the CRI runtime, and the agent's CNI config; null for other runtimes.
+  std::shared_ptr<agent::PodNetwork> pod_network_;
   // Rotates the CRI runtime's container logs (the process runtime's shims rotate their own);
   // null otherwise.
   std::shared_ptr<logs::ContainerLogManager> log_manager_;

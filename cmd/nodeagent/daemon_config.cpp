@@ -11,6 +11,7 @@
 #include "agent/cm/cgroup_manager.h"
 #include "agent/node_labels.h"
 #include "agent/node_status.h"
+#include "agent/pod_network.h"
 #include "agent/runtime/apparmor.h"
 #include "agent/runtime/cri/cri_endpoint.h"
 #include "api/quantity.h"
@@ -89,6 +90,17 @@ void registerRuntimeFlags(FlagSet& fs, DaemonFlags& f) {
                "the cluster's DNS server IPs, comma-separated (dnsPolicy ClusterFirst)");
   fs.addString("cluster-domain", &f.cluster_domain,
                "the cluster's domain, searched by ClusterFirst pods (e.g. cluster.local)");
+  fs.addString("pod-cidr", &f.pod_cidr,
+               "the node's pod CIDRs, comma-separated (one IPv4, one IPv6), handed to the CRI "
+               "runtime and to the CNI config of --cni-conf-dir; the Node's spec.podCIDRs, once "
+               "the apiserver assigns them, take their place");
+  fs.addString("cni-conf-dir", &f.cni_conf_dir,
+               "write a CNI config (bridge, host-local addresses from the pod CIDRs, portmap for "
+               "hostPort) here as 10-nodeagent.conflist; the CRI runtime must load its network "
+               "config from this directory (\"\": write none)");
+  fs.addString("cni-bridge", &f.cni_bridge, "the bridge of --cni-conf-dir's config");
+  fs.addBool("cni-masquerade", &f.cni_masquerade,
+             "--cni-conf-dir's config masquerades pod traffic that leaves the pod CIDRs");
   fs.addDuration("pleg-relist-period", &f.pleg_relist_period,
                  "PLEG relist period (with --runtime=cri 1s unless given: a CRI runtime "
                  "reports no container events)");
@@ -210,6 +222,28 @@ struct UsageError {
   std::string message;
 };
 
+// The pods' network flags (agent/pod_network.h).
+std::optional<UsageError> checkPodNetworkFlags(const DaemonFlags& f) {
+  if (!f.pod_cidr.empty()) {
+    if (auto cidrs = agent::parsePodCidrs(f.pod_cidr); !cidrs.ok()) {
+      return UsageError{"--pod-cidr: " + cidrs.status().message()};
+    }
+  }
+  if (f.cni_conf_dir.empty()) return std::nullopt;
+  if (f.runtime != "cri") {
+    return UsageError{
+        "--cni-conf-dir needs --runtime=cri: the process runtime runs every pod in the node's "
+        "network"};
+  }
+  const auto& b = f.cni_bridge;
+  if (b.empty() || b.size() > 15 || b == "." || b == ".." ||
+      b.find_first_of("/: \t\n") != std::string::npos) {
+    return UsageError{"--cni-bridge: \"" + b +
+                      "\" is not an interface name (1 to 15 characters, no '/', ':' or blanks)"};
+  }
+  return std::nullopt;
+}
+
 // The kubelet API's flags.
 std::optional<UsageError> checkServingFlags(const DaemonFlags& f) {
   if (f.port < 0 || f.port > 65535) {
@@ -317,6 +351,7 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
       return UsageError{"--runtime-request-timeout must be positive"};
     }
   }
+  if (auto bad = checkPodNetworkFlags(f)) return bad;
   if (f.max_pods <= 0) return UsageError{"--max-pods must be positive"};
   if (auto bad = checkServingFlags(f)) return bad;
   if (auto bad = checkClientCertificateFlags(f)) return bad;

@@ -46,6 +46,12 @@ struct DaemonFlags {
   std::string resolv_conf = "/etc/resolv.conf";
   std::string cluster_dns;  // comma-separated IPs
   std::string cluster_domain;
+  // Pods' networks (CRI runtime, agent/pod_network.h): the node's pod CIDRs without an apiserver
+  // that assigns them, and the CNI config the agent writes.
+  std::string pod_cidr;      // comma-separated, one IPv4 and/or one IPv6 CIDR
+  std::string cni_conf_dir;  // empty: the agent writes no CNI config
+  std::string cni_bridge = "cbr0";
+  bool cni_masquerade = true;
   // The kubelet API's address (0.0.0.0 when unset) and, when set, the read-only and healthz
   // ports' (127.0.0.1 when unset: they are not authenticated).
   std::string address;

@@ -171,6 +171,37 @@ TEST_CASE(
   CHECK_THAT(seccomp.err, Catch::Contains("--seccomp-default needs --runtime=cri"));
 }
 
+TEST_CASE(
+    "daemon: a bad --pod-cidr or podCIDR in --config and --cni-conf-dir without a container "
+    "runtime are usage errors naming the flag",
+    "[e2e][flags]") {
+  testing::TempDir out("nodeagent-e2e-podcidr");
+  const auto agent = testing::binaryPath("nodeagent").string();
+  auto bad =
+      testing::runCommand({agent, "--allow-no-sources", "--pod-cidr=10.244.1.7/24"}, out, 30s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--pod-cidr: \"10.244.1.7/24\" is not a CIDR: host bits "
+                                      "are set"));
+  testing::writeFile(out.path() / "config.yaml",
+                     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                     "podCIDR: 10.244.1.0/40\n");
+  auto from_file = testing::runCommand(
+      {agent, "--allow-no-sources", "--config=" + (out.path() / "config.yaml").string()}, out, 30s);
+  CHECK(from_file.exit_code == 2);
+  CHECK_THAT(from_file.err, Catch::Contains("--pod-cidr: \"10.244.1.0/40\" is not a CIDR"));
+  auto process = testing::runCommand(
+      {agent, "--allow-no-sources", "--cni-conf-dir=" + out.path().string()}, out, 30s);
+  CHECK(process.exit_code == 2);
+  CHECK_THAT(process.err, Catch::Contains("--cni-conf-dir needs --runtime=cri"));
+  auto bridge = testing::runCommand(
+      {agent, "--allow-no-sources", "--runtime=cri", "--cni-conf-dir=" + out.path().string(),
+       "--cni-bridge=a-very-long-bridge-name"},
+      out, 30s);
+  CHECK(bridge.exit_code == 2);
+  CHECK_THAT(bridge.err,
+             Catch::Contains("--cni-bridge: \"a-very-long-bridge-name\" is not an interface name"));
+}
+
 TEST_CASE("stop-all ends what a container left in its cgroup even when its shim is gone",
           "[e2e][daemon][cli][cgroups]") {
   if (::geteuid() != 0) testing::skipTest("needs root for container cgroups");

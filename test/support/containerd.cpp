@@ -363,9 +363,17 @@ void TestContainerd::setUpCni() {
   // A bridge of this name is a stale one (its subnet's lock is ours now).
   if (fs::exists("/sys/class/net/" + bridge_))
     runQuiet({findExecutable("ip"), "link", "del", bridge_});
+  if (options_.agent_writes_cni_config) return;
   fs::create_directories(dir_ / "cni" / "ipam");
   writeFile(dir_ / "cni" / "conf" / "10-nodeagent-test.conflist",
             cniConflist(bridge_, subnet_, gateway_, dir_ / "cni" / "ipam"));
+}
+
+std::vector<std::string> TestContainerd::agentCniFlags(bool pod_cidr) const {
+  std::vector<std::string> flags = {"--cni-conf-dir=" + cniConfDir().string(),
+                                    "--cni-bridge=" + bridge_, "--cni-masquerade=false"};
+  if (pod_cidr) flags.push_back("--pod-cidr=" + subnet_);
+  return flags;
 }
 
 void TestContainerd::tearDownCni() {

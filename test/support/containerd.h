@@ -80,6 +80,9 @@ struct TestContainerdOptions {
   std::string sandbox_image = "nodeagent.test/pause:1";
   // Pod networking with the CNI bridge (see the top of this file); off: no network config.
   bool cni = cniUnavailableReason().empty();
+  // With cni: the harness picks the subnet and the bridge's name but writes no conflist; the agent
+  // writes its own into cniConfDir() (agentCniFlags()).
+  bool agent_writes_cni_config = false;
   // Registries ("127.0.0.1:<port>", such as a TestRegistry's host()) that containerd's CRI plugin
   // pulls from over plain HTTP (a registry mirror of the host on http://<host>).
   std::vector<std::string> plain_http_registries;
@@ -100,6 +103,12 @@ class TestContainerd {
   std::vector<std::string> agentFlags() const {
     return {"--container-runtime=remote", "--container-runtime-endpoint=" + endpoint()};
   }
+  // The directory containerd loads its network config from.
+  std::filesystem::path cniConfDir() const { return dir_ / "cni" / "conf"; }
+  // The agent's flags that make it write the network config for this containerd (with
+  // agent_writes_cni_config): the config dir, the harness's subnet as --pod-cidr (or none when
+  // `pod_cidr` is false: the Node's spec.podCIDRs bring it), its bridge, no masquerading.
+  std::vector<std::string> agentCniFlags(bool pod_cidr = true) const;
   const std::filesystem::path& socketPath() const { return socket_path_; }
   const std::filesystem::path& dir() const { return dir_; }
   pid_t pid() const { return pid_; }

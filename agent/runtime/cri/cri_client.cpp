@@ -128,6 +128,15 @@ base::StatusOr<RuntimeStatus> CriClient::status(bool verbose) {
   return result;
 }
 
+base::Status CriClient::updateRuntimeConfig(const std::string& pod_cidrs) {
+  v1::UpdateRuntimeConfigRequest request;
+  request.mutable_runtime_config()->mutable_network_config()->set_pod_cidr(pod_cidrs);
+  v1::UpdateRuntimeConfigResponse response;
+  return impl_->call("runtime.v1.RuntimeService/UpdateRuntimeConfig", [&](auto& context) {
+    return impl_->runtime->UpdateRuntimeConfig(&context, request, &response);
+  });
+}
+
 base::StatusOr<std::optional<ImageInfo>> CriClient::imageStatus(const std::string& image) {
   ::runtime::v1::ImageStatusRequest request;
   request.mutable_image()->set_image(image);

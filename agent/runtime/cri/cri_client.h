@@ -101,6 +101,11 @@ class CriClient {
   // the node's Ready condition; `verbose` also asks for the runtime's info (RuntimeStatus::info).
   base::StatusOr<RuntimeStatus> status(bool verbose = false);
 
+  // RuntimeService.UpdateRuntimeConfig (blocking): the node's pod CIDRs, comma-joined (kubelet's
+  // UpdatePodCIDR). containerd writes its CNI config from its conf_template with them when it has
+  // a template and no network config yet, and ignores them otherwise.
+  base::Status updateRuntimeConfig(const std::string& pod_cidrs);
+
   // ImageService.ImageStatus (blocking): the image `image` names (a reference such as
   // "nodeagent.test/busybox:1", or an image ID), or nullopt when the runtime does not have it.
   base::StatusOr<std::optional<ImageInfo>> imageStatus(const std::string& image);

@@ -150,6 +150,13 @@ asio::awaitable<base::StatusOr<RuntimeStatus>> CriRuntime::status() {
   co_return co_await std::move(task);
 }
 
+asio::awaitable<base::Status> CriRuntime::updatePodCidr(std::string cidrs) {
+  auto client = client_;
+  auto update = [client, cidrs = std::move(cidrs)] { return client->updateRuntimeConfig(cidrs); };
+  auto task = base::runBlocking(options_.blocking_executor, std::move(update));
+  co_return co_await std::move(task);
+}
+
 void CriRuntime::setEventHandler(ContainerEventHandler handler) {
   std::lock_guard lock(mu_);
   event_handler_ = std::move(handler);

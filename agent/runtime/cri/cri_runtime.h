@@ -13,14 +13,15 @@
 // hostPID or shareProcessNamespace), its hostname (none for hostNetwork: runc refuses one without
 // a UTS namespace of its own), DNS config, port mappings, cgroup parent, and whether a container
 // is privileged; each container gets its pod's namespaces. Pod networking is the runtime's own
-// (containerd's CNI config): a sandbox that is not hostNetwork gets a network namespace and an IP,
-// which getPodStatus answers as the pod's.
+// (containerd's CNI config, which the agent may write: agent/pod_network.h): a sandbox that is not
+// hostNetwork gets a network namespace and an IP, which getPodStatus answers as the pod's; host
+// ports need a CNI portmap plugin in that config (the mappings are passed on). The sandbox gets
+// the pod's sysctls, runAsUser, runAsGroup, groups and seccomp profile, each container its own
+// seccomp and AppArmor profile (agent/runtime/spec_extras.h, apparmor.h), and CreateContainer the
+// config the agent made for the sandbox (StartContainerOptions::sandbox_config).
 //
-// What it does not do yet: host ports need a CNI portmap plugin in the runtime's network config
-// (the mappings are only passed on); no AppArmor or SELinux options; execStream and attach are
-// Unimplemented (sessions go through the runtime's streaming server instead). The sandbox gets the
-// pod's sysctls, runAsUser, runAsGroup, groups and seccomp profile, each container its own seccomp
-// profile (agent/runtime/spec_extras.h).
+// What it does not do yet: no SELinux options; execStream and attach are Unimplemented (sessions
+// go through the runtime's streaming server instead).
 //
 // Container events: CRI v1's GetContainerEvents is not served by containerd 1.6, so once the
 // event handler is installed the runtime follows containerd's own event stream on the same socket
@@ -150,6 +151,7 @@ class CriRuntime final : public Runtime {
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
 
   // Status: the runtime's RuntimeReady and NetworkReady conditions.
+  asio::awaitable<base::Status> updatePodCidr(std::string cidrs) override;
   asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
   // Containers run images: the agent makes sure each one is there before it starts a container.
   bool runsImages() const override { return true; }

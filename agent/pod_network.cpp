@@ -1,0 +1,225 @@
+#include "agent/pod_network.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <charconv>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/runtime/state_file.h"
+#include "base/blocking.h"
+#include "base/log.h"
+#include "base/printable.h"
+
+namespace nodeagent::agent {
+namespace {
+
+NODEAGENT_LOGGER("network")
+
+namespace fs = std::filesystem;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// "a.b.c.d/n" or "x::/n" with the host bits zero; false with `why` otherwise.
+bool parseCidr(std::string_view text, bool& v6, std::string& why) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    why = "no prefix length (/n)";
+    return false;
+  }
+  const std::string address(text.substr(0, slash));
+  unsigned char bytes[16] = {};
+  v6 = address.find(':') != std::string::npos;
+  if (::inet_pton(v6 ? AF_INET6 : AF_INET, address.c_str(), bytes) != 1) {
+    why = "\"" + address + "\" is not an IP address";
+    return false;
+  }
+  const auto length_text = text.substr(slash + 1);
+  int length = -1;
+  const auto [end, ec] =
+      std::from_chars(length_text.data(), length_text.data() + length_text.size(), length);
+  const int max = v6 ? 128 : 32;
+  if (ec != std::errc() || end != length_text.data() + length_text.size() || length < 1 ||
+      length > max) {
+    why = "prefix length \"" + std::string(length_text) + "\" is not 1.." + std::to_string(max);
+    return false;
+  }
+  for (int bit = length; bit < max; ++bit) {
+    if ((bytes[bit / 8] & (0x80 >> (bit % 8))) != 0) {
+      why = "host bits are set (the network is not " + address + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+base::StatusOr<std::vector<std::string>> parsePodCidrs(std::string_view text) {
+  std::vector<std::string> cidrs;
+  bool have_v4 = false, have_v6 = false;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const auto entry = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (entry.empty()) continue;
+    bool v6 = false;
+    std::string why;
+    if (!parseCidr(entry, v6, why)) {
+      return base::invalidArgumentError("\"" + std::string(entry) + "\" is not a CIDR: " + why);
+    }
+    if ((v6 ? have_v6 : have_v4)) {
+      return base::invalidArgumentError("\"" + std::string(entry) + "\": at most one IPv" +
+                                        (v6 ? "6" : "4") + " CIDR");
+    }
+    (v6 ? have_v6 : have_v4) = true;
+    cidrs.emplace_back(entry);
+  }
+  if (cidrs.empty()) return base::invalidArgumentError("no CIDR");
+  return cidrs;
+}
+
+std::string cniConflist(const std::vector<std::string>& cidrs, const PodNetworkOptions& options) {
+  nlohmann::json ranges = nlohmann::json::array();
+  nlohmann::json routes = nlohmann::json::array();
+  for (const auto& cidr : cidrs) {
+    ranges.push_back(nlohmann::json::array({{{"subnet", cidr}}}));
+    routes.push_back({{"dst", cidr.find(':') != std::string::npos ? "::/0" : "0.0.0.0/0"}});
+  }
+  nlohmann::json bridge = {{"type", "bridge"},
+                           {"bridge", options.bridge},
+                           {"isGateway", true},
+                           {"ipMasq", options.masquerade},
+                           {"hairpinMode", true},
+                           {"ipam",
+                            {{"type", "host-local"},
+                             {"ranges", ranges},
+                             {"routes", routes},
+                             {"dataDir", options.ipam_dir.string()}}}};
+  nlohmann::json portmap = {
+      {"type", "portmap"}, {"capabilities", {{"portMappings", true}}}, {"snat", true}};
+  nlohmann::json list = {{"cniVersion", "0.4.0"},
+                         {"name", "nodeagent"},
+                         {"plugins", nlohmann::json::array({bridge, portmap})}};
+  return list.dump(2) + "\n";
+}
+
+base::StatusOr<bool> writeCniConfig(const std::vector<std::string>& cidrs,
+                                    const PodNetworkOptions& options,
+                                    std::vector<std::string>& warnings) {
+  const fs::path& dir = options.cni_conf_dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return base::unknownError("--cni-conf-dir " + dir.string() + ": " + ec.message());
+  // containerd loads the first *.conf, *.conflist or *.json by name.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string ext = entry.path().extension().string();
+    if ((ext == ".conf" || ext == ".conflist" || ext == ".json") && name < kCniConfigFileName) {
+      warnings.push_back("CNI config " + entry.path().string() + " comes before " +
+                         std::string(kCniConfigFileName) +
+                         " by name: a runtime that loads the first config uses it instead");
+    }
+  }
+  std::sort(warnings.begin(), warnings.end());
+  const fs::path file = dir / kCniConfigFileName;
+  const std::string content = cniConflist(cidrs, options);
+  std::string have, error;
+  if (runtime::readWholeFile(file.string(), have, error) && have == content) return false;
+  fs::create_directories(options.ipam_dir, ec);
+  if (ec)
+    return base::unknownError("CNI IPAM directory " + options.ipam_dir.string() + ": " +
+                              ec.message());
+  if (!runtime::writeFileAtomic(file.string(), content, error)) {
+    return base::unknownError("writing " + file.string() + ": " + error);
+  }
+  return true;
+}
+
+PodNetwork::PodNetwork(asio::any_io_executor executor, asio::any_io_executor blocking,
+                       runtime::Runtime& runtime, PodNetworkOptions options)
+    : strand_(asio::make_strand(executor)),
+      blocking_(std::move(blocking)),
+      runtime_(runtime),
+      options_(std::move(options)) {}
+
+void PodNetwork::set(std::string cidrs, std::string source) {
+  if (trim(cidrs).empty()) return;
+  asio::co_spawn(
+      strand_,
+      [](std::shared_ptr<PodNetwork> self, std::string c, std::string s) -> asio::awaitable<void> {
+        try {
+          co_await self->update(std::move(c), std::move(s));
+        } catch (const std::exception& e) {
+          log()->error("Pod CIDR update failed err={}", e.what());
+        }
+      }(shared_from_this(), std::move(cidrs), std::move(source)),
+      asio::detached);
+}
+
+std::string PodNetwork::podCidr() const {
+  std::lock_guard lock(mu_);
+  return current_;
+}
+
+uint64_t PodNetwork::settled() const {
+  std::lock_guard lock(mu_);
+  return settled_;
+}
+
+asio::awaitable<void> PodNetwork::update(std::string cidrs, std::string source) {
+  struct Settle {
+    PodNetwork& self;
+    ~Settle() {
+      std::lock_guard lock(self.mu_);
+      ++self.settled_;
+    }
+  } settle{*this};
+  const std::string before = podCidr();
+  if (cidrs == before) co_return;
+  auto parsed = parsePodCidrs(cidrs);
+  if (!parsed.ok()) {
+    log()->error("Pod CIDR update failed source={} err={}", base::goQuote(source),
+                 base::goQuote(parsed.status().message()));
+    co_return;
+  }
+  if (!options_.cni_conf_dir.empty()) {
+    auto write = [options = options_,
+                  list = *parsed]() -> base::StatusOr<std::pair<bool, std::vector<std::string>>> {
+      std::vector<std::string> warnings;
+      auto wrote = writeCniConfig(list, options, warnings);
+      if (!wrote.ok()) return wrote.status();
+      return std::make_pair(*wrote, std::move(warnings));
+    };
+    auto task = base::runBlocking(blocking_, std::move(write));
+    auto written = co_await std::move(task);
+    if (!written.ok()) {
+      log()->error("Pod CIDR update failed source={} err={}", base::goQuote(source),
+                   base::goQuote(written.status().message()));
+      co_return;
+    }
+    for (const auto& warning : written->second) log()->warn("{}", warning);
+    if (written->first) {
+      log()->info("Wrote CNI config file={} cidrs={}",
+                  (options_.cni_conf_dir / kCniConfigFileName).string(), cidrs);
+    }
+  }
+  auto tell = runtime_.updatePodCidr(cidrs);
+  auto told = co_await std::move(tell);
+  if (!told.ok()) {
+    log()->error("Pod CIDR update failed source={} err={}", base::goQuote(source),
+                 base::goQuote("failed to update pod CIDR: " + told.toString()));
+    co_return;
+  }
+  log()->info("Setting Pod CIDR: {} -> {} source={}", before, cidrs, base::goQuote(source));
+  std::lock_guard lock(mu_);
+  current_ = std::move(cidrs);
+}
+
+}  // namespace nodeagent::agent
