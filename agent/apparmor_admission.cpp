@@ -8,16 +8,15 @@ cm::AdmitResult admitAppArmor(const api::Pod& pod, bool apparmor_enabled,
                               std::string_view runtime) {
   // kubelet: a pod already running or done is not checked again.
   if (pod.status->phase != "Pending" && !pod.status->phase.empty()) return {};
-  if (!runtime::appArmorRequired(pod)) return {};
+  const auto extras = runtime::appArmorExtras(pod);
+  if (!runtime::appArmorRequired(pod, extras)) return {};
   auto refuse = [](const std::string& why) {
     return cm::AdmitResult{false, std::string(kAppArmorReason), "Cannot enforce AppArmor: " + why};
   };
   if (!apparmor_enabled) return refuse("AppArmor is not enabled on the host");
   if (runtime != "cri") {
-    return refuse("the " + std::string(runtime) +
-                  " runtime runs containers as host processes, which it cannot confine");
+    return refuse("the " + std::string(runtime) + " runtime cannot confine containers");
   }
-  const auto extras = runtime::specExtras(pod);
   for (const auto* list : {&pod.spec->init_containers, &pod.spec->containers}) {
     for (const auto& c : *list) {
       auto profile = runtime::appArmorProfileFor(pod, extras, c.name);

@@ -411,29 +411,32 @@ asio::awaitable<base::StatusOr<runtime::PodSandboxConfig>> PodLifecycle::sandbox
 
 asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandbox(
     api::PodPtr pod, PodActions actions, std::vector<std::string> ips) {
-  if (!actions.create_sandbox && !actions.sandbox_id.empty()) {
-    Sandbox kept{actions.sandbox_id, "", nullptr};
-    if (auto pod_ips = podIps(*pod, ips); !pod_ips.empty()) kept.pod_ip = pod_ips[0];
-    // kubelet generates the sandbox config again for each sync's container starts (CreateContainer
-    // is given it); a runtime that runs host processes has no use for it.
-    if (deps_.runtime.runsImages()) {
-      auto generate = sandboxConfig(pod, actions.sandbox_attempt);
-      auto config = co_await std::move(generate);
-      if (!config.ok()) co_return config.status();
-      kept.config = std::make_shared<const runtime::PodSandboxConfig>(*std::move(config));
+  const bool keep = !actions.create_sandbox && !actions.sandbox_id.empty();
+  // kubelet generates the sandbox config for each sync that starts containers (CreateContainer is
+  // given it, also in a kept sandbox); a runtime that runs host processes uses it only to make one.
+  std::shared_ptr<const runtime::PodSandboxConfig> made_config;
+  base::Status config_error;
+  if (!keep || deps_.runtime.runsImages()) {
+    auto generate = sandboxConfig(pod, actions.sandbox_attempt);
+    auto config = co_await std::move(generate);
+    if (config.ok()) {
+      made_config = std::make_shared<const runtime::PodSandboxConfig>(*std::move(config));
+    } else {
+      config_error = config.status();
     }
+  }
+  if (keep) {
+    if (!config_error.ok()) co_return config_error;
+    Sandbox kept{actions.sandbox_id, "", std::move(made_config)};
+    if (auto pod_ips = podIps(*pod, ips); !pod_ips.empty()) kept.pod_ip = pod_ips[0];
     co_return kept;
   }
-  auto generate = sandboxConfig(pod, actions.sandbox_attempt);
-  auto config = co_await std::move(generate);
   base::StatusOr<std::string> id = std::string();
-  std::shared_ptr<const runtime::PodSandboxConfig> ran;
-  if (config.ok()) {
-    ran = std::make_shared<const runtime::PodSandboxConfig>(*std::move(config));
-    auto run = deps_.runtime.runPodSandbox(*ran);
+  if (config_error.ok()) {
+    auto run = deps_.runtime.runPodSandbox(*made_config);
     id = co_await std::move(run);
   } else {
-    id = config.status();
+    id = config_error;
   }
   if (!id.ok()) {
     log()->warn("Cannot make the pod's sandbox pod={} err={}", api::podRef(*pod),
@@ -450,7 +453,7 @@ asio::awaitable<base::StatusOr<PodLifecycle::Sandbox>> PodLifecycle::ensureSandb
     auto after = co_await std::move(read);
     if (after.ok()) new_ips = after->ips;
   }
-  Sandbox made{*std::move(id), "", std::move(ran)};
+  Sandbox made{*std::move(id), "", std::move(made_config)};
   if (auto pod_ips = podIps(*pod, new_ips); !pod_ips.empty()) made.pod_ip = pod_ips[0];
   co_return made;
 }

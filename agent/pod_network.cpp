@@ -10,6 +10,8 @@
 
 #include "agent/runtime/state_file.h"
 #include "base/blocking.h"
+
+#include <boost/asio/redirect_error.hpp>
 #include "base/log.h"
 #include "base/printable.h"
 
@@ -145,22 +147,22 @@ base::StatusOr<bool> writeCniConfig(const std::vector<std::string>& cidrs,
 PodNetwork::PodNetwork(asio::any_io_executor executor, asio::any_io_executor blocking,
                        runtime::Runtime& runtime, PodNetworkOptions options)
     : strand_(asio::make_strand(executor)),
+      retry_timer_(strand_),
       blocking_(std::move(blocking)),
       runtime_(runtime),
       options_(std::move(options)) {}
 
 void PodNetwork::set(std::string cidrs, std::string source) {
   if (trim(cidrs).empty()) return;
-  asio::co_spawn(
-      strand_,
-      [](std::shared_ptr<PodNetwork> self, std::string c, std::string s) -> asio::awaitable<void> {
-        try {
-          co_await self->update(std::move(c), std::move(s));
-        } catch (const std::exception& e) {
-          log()->error("Pod CIDR update failed err={}", e.what());
-        }
-      }(shared_from_this(), std::move(cidrs), std::move(source)),
-      asio::detached);
+  asio::post(strand_, [self = shared_from_this(), cidrs = std::move(cidrs),
+                       source = std::move(source)]() mutable {
+    self->wanted_ = Wanted{std::move(cidrs), std::move(source)};
+    ++self->wanted_version_;
+    self->retry_timer_.cancel();  // a retry waiting gives way to the new value at once
+    if (self->running_) return;
+    self->running_ = true;
+    asio::co_spawn(self->strand_, self->run(), asio::detached);
+  });
 }
 
 std::string PodNetwork::podCidr() const {
@@ -173,22 +175,45 @@ uint64_t PodNetwork::settled() const {
   return settled_;
 }
 
-asio::awaitable<void> PodNetwork::update(std::string cidrs, std::string source) {
-  struct Settle {
-    PodNetwork& self;
-    ~Settle() {
-      std::lock_guard lock(self.mu_);
-      ++self.settled_;
+asio::awaitable<void> PodNetwork::run() {
+  auto self = shared_from_this();  // the loop outlives its caller's reference
+  // On the strand: the latest value wins; one that failed is tried again after retry_delay
+  // unless a newer one came meanwhile.
+  for (;;) {
+    const uint64_t version = wanted_version_;
+    const Wanted want = wanted_;
+    bool done = true;
+    try {
+      done = co_await update(want.cidrs, want.source);
+    } catch (const std::exception& e) {
+      log()->error("Pod CIDR update failed source={} err={}", base::goQuote(want.source), e.what());
+      done = false;
     }
-  } settle{*this};
-  const std::string before = podCidr();
-  if (cidrs == before) co_return;
+    {
+      std::lock_guard lock(mu_);
+      ++settled_;
+    }
+    if (version != wanted_version_) continue;
+    if (done) break;
+    retry_timer_.expires_after(options_.retry_delay);
+    boost::system::error_code ec;
+    co_await retry_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  running_ = false;
+}
+
+asio::awaitable<bool> PodNetwork::update(std::string cidrs, std::string source) {
   auto parsed = parsePodCidrs(cidrs);
   if (!parsed.ok()) {
     log()->error("Pod CIDR update failed source={} err={}", base::goQuote(source),
                  base::goQuote(parsed.status().message()));
-    co_return;
+    co_return true;  // nothing to try again
   }
+  // The runtime gets (and the state keeps) the CIDRs without blanks or empty entries.
+  std::string joined;
+  for (const auto& cidr : *parsed) joined += (joined.empty() ? "" : ",") + cidr;
+  const std::string before = podCidr();
+  if (joined == before) co_return true;
   if (!options_.cni_conf_dir.empty()) {
     auto write = [options = options_,
                   list = *parsed]() -> base::StatusOr<std::pair<bool, std::vector<std::string>>> {
@@ -202,24 +227,25 @@ asio::awaitable<void> PodNetwork::update(std::string cidrs, std::string source) 
     if (!written.ok()) {
       log()->error("Pod CIDR update failed source={} err={}", base::goQuote(source),
                    base::goQuote(written.status().message()));
-      co_return;
+      co_return false;
     }
     for (const auto& warning : written->second) log()->warn("{}", warning);
     if (written->first) {
       log()->info("Wrote CNI config file={} cidrs={}",
-                  (options_.cni_conf_dir / kCniConfigFileName).string(), cidrs);
+                  (options_.cni_conf_dir / kCniConfigFileName).string(), joined);
     }
   }
-  auto tell = runtime_.updatePodCidr(cidrs);
+  auto tell = runtime_.updatePodCidr(joined);
   auto told = co_await std::move(tell);
   if (!told.ok()) {
     log()->error("Pod CIDR update failed source={} err={}", base::goQuote(source),
                  base::goQuote("failed to update pod CIDR: " + told.toString()));
-    co_return;
+    co_return false;
   }
-  log()->info("Setting Pod CIDR: {} -> {} source={}", before, cidrs, base::goQuote(source));
+  log()->info("Setting Pod CIDR: {} -> {} source={}", before, joined, base::goQuote(source));
   std::lock_guard lock(mu_);
-  current_ = std::move(cidrs);
+  current_ = std::move(joined);
+  co_return true;
 }
 
 }  // namespace nodeagent::agent

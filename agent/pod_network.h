@@ -12,17 +12,20 @@
 // /usr/lib/cni). The file is replaced only when its content changes; no other file there is
 // touched (containerd uses the first config by name: a warning says when another one sorts first).
 //
-// Threading: set() from any thread; the work (a file write, a runtime call) runs in order on the
-// object's strand and the blocking pool. Create with std::make_shared; the runtime and the pool
-// must outlive it.
+// Threading: set() from any thread; the work (a file write, a runtime call) runs one update at a
+// time on the object's strand and the blocking pool. Create with std::make_shared; the runtime and
+// the pool must outlive it.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "agent/runtime/runtime.h"
 #include "base/asio.h"
@@ -40,6 +43,9 @@ struct PodNetworkOptions {
   bool masquerade = true;
   // host-local's dataDir: the addresses handed out, one file each.
   std::filesystem::path ipam_dir;
+  // A write or runtime call that failed is tried again after this (kubelet retries with its
+  // node status period), unless newer CIDRs came meanwhile.
+  std::chrono::milliseconds retry_delay = std::chrono::seconds(10);
 };
 
 // Comma-separated CIDRs as --pod-cidr and spec.podCIDRs give them ("10.244.1.0/24", or one IPv4
@@ -62,22 +68,35 @@ class PodNetwork : public std::enable_shared_from_this<PodNetwork> {
 
   // kubelet's updatePodCIDR: `cidrs` (comma-separated) from `source` ("--pod-cidr", "Node
   // <name> spec.podCIDRs"). When they differ from the current ones: the CNI config is written (with
-  // --cni-conf-dir), then the runtime is told; the current CIDRs change only when both worked, so
-  // the next call tries again after a failure. Empty `cidrs` do nothing. Any thread.
+  // --cni-conf-dir), then the runtime is told; the current CIDRs change only when both worked, and
+  // a failure is tried again after options.retry_delay. The latest call wins: one made while an
+  // update runs is carried out after it. Empty `cidrs` do nothing. Any thread.
   void set(std::string cidrs, std::string source);
 
-  // The CIDRs the runtime was last told ("" before). Any thread.
+  // The CIDRs the runtime was last told, comma-joined ("" before). Any thread.
   std::string podCidr() const;
-  // Calls of set() that were carried out (for tests). Any thread.
+  // Updates carried out, retries included (for tests). Any thread.
   uint64_t settled() const;
 
  private:
-  asio::awaitable<void> update(std::string cidrs, std::string source);
+  struct Wanted {
+    std::string cidrs;
+    std::string source;
+  };
+  // On the strand: carries out wanted_ until it is done and nothing newer came.
+  asio::awaitable<void> run();
+  // True when done (or nothing to retry: bad CIDRs), false after a failure.
+  asio::awaitable<bool> update(std::string cidrs, std::string source);
 
   asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer retry_timer_;
   asio::any_io_executor blocking_;
   runtime::Runtime& runtime_;
   const PodNetworkOptions options_;
+  // On the strand.
+  Wanted wanted_;
+  uint64_t wanted_version_ = 0;
+  bool running_ = false;
   mutable std::mutex mu_;
   std::string current_;
   uint64_t settled_ = 0;

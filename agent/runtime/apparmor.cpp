@@ -25,18 +25,18 @@ base::StatusOr<SecurityProfile> fromField(const SecurityProfileField& field,
                                     "\" for container \"" + std::string(container) + "\"");
 }
 
-// The annotation's profile; nullopt for none or a spelling kubelet does not know.
-std::optional<SecurityProfile> fromAnnotation(const api::Pod& pod, std::string_view container) {
+// The annotation as the field it stands for (kubelet's getProfileFromPodAnnotations); nullopt
+// for none or a spelling kubelet does not know.
+std::optional<SecurityProfileField> fromAnnotation(const api::Pod& pod,
+                                                   std::string_view container) {
   const auto it = pod.metadata.annotations.find(std::string(kAppArmorAnnotationPrefix) +
                                                 std::string(container));
   if (it == pod.metadata.annotations.end()) return std::nullopt;
   const std::string_view value = it->second;
-  if (value == kRuntimeDefaultName)
-    return SecurityProfile{SecurityProfile::Type::kRuntimeDefault, ""};
-  if (value == kUnconfinedName) return SecurityProfile{};
+  if (value == kRuntimeDefaultName) return SecurityProfileField{"RuntimeDefault", ""};
+  if (value == kUnconfinedName) return SecurityProfileField{"Unconfined", ""};
   if (value.starts_with(kLocalhostPrefix)) {
-    return SecurityProfile{SecurityProfile::Type::kLocalhost,
-                           std::string(value.substr(kLocalhostPrefix.size()))};
+    return SecurityProfileField{"Localhost", std::string(value.substr(kLocalhostPrefix.size()))};
   }
   return std::nullopt;
 }
@@ -46,37 +46,37 @@ std::optional<SecurityProfile> fromAnnotation(const api::Pod& pod, std::string_v
 base::StatusOr<std::optional<SecurityProfile>> appArmorProfileFor(const api::Pod& pod,
                                                                   const SpecExtras& extras,
                                                                   std::string_view container) {
-  using Result = std::optional<SecurityProfile>;
+  // The container's field, else the annotation, else the pod's field.
+  std::optional<SecurityProfileField> field;
   if (auto it = extras.container_apparmor.find(container); it != extras.container_apparmor.end()) {
-    auto profile = fromField(it->second, container);
-    if (!profile.ok()) return profile.status();
-    return Result(*std::move(profile));
+    field = it->second;
+  } else if (auto annotated = fromAnnotation(pod, container)) {
+    field = std::move(annotated);
+  } else {
+    field = extras.pod_apparmor;
   }
-  if (auto annotated = fromAnnotation(pod, container)) return Result(*std::move(annotated));
-  if (extras.pod_apparmor) {
-    auto profile = fromField(*extras.pod_apparmor, container);
-    if (!profile.ok()) return profile.status();
-    return Result(*std::move(profile));
-  }
-  return Result();
+  if (!field) return std::optional<SecurityProfile>();
+  auto profile = fromField(*field, container);
+  if (!profile.ok()) return profile.status();
+  return std::optional<SecurityProfile>(*std::move(profile));
+}
+
+SpecExtras appArmorExtras(const api::Pod& pod) {
+  if (!pod.raw || !pod.raw->contains("\"appArmorProfile\"")) return SpecExtras{};
+  return specExtras(pod);
 }
 
 base::StatusOr<std::optional<SecurityProfile>> appArmorProfileFor(const api::Pod& pod,
                                                                   std::string_view container) {
-  if (!pod.raw || !pod.raw->contains("\"appArmorProfile\"")) {
-    return appArmorProfileFor(pod, SpecExtras{}, container);
-  }
-  return appArmorProfileFor(pod, specExtras(pod), container);
+  return appArmorProfileFor(pod, appArmorExtras(pod), container);
 }
 
-bool appArmorRequired(const api::Pod& pod) {
+bool appArmorRequired(const api::Pod& pod, const SpecExtras& extras) {
   // kubelet's isRequired: a field other than Unconfined, or an annotation that is not
   // "unconfined".
   for (const auto& [key, value] : pod.metadata.annotations) {
     if (key.starts_with(kAppArmorAnnotationPrefix) && value != kUnconfinedName) return true;
   }
-  if (!pod.raw || !pod.raw->contains("\"appArmorProfile\"")) return false;
-  const auto extras = specExtras(pod);
   auto confines = [](const SecurityProfileField& f) { return f.type != "Unconfined"; };
   if (extras.pod_apparmor && confines(*extras.pod_apparmor)) return true;
   for (const auto& [name, field] : extras.container_apparmor) {
@@ -98,6 +98,9 @@ std::string appArmorProfileName(const SecurityProfile& profile) {
 }
 
 bool appArmorEnabled(const std::filesystem::path& sys) {
+  // runc's IsEnabled, which kubelet asks: securityfs has AppArmor and the module says Y.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(sys / "kernel/security/apparmor", ec)) return false;
   std::string text, error;
   if (!readWholeFile((sys / "module/apparmor/parameters/enabled").string(), text, error)) {
     return false;

@@ -35,16 +35,21 @@ base::StatusOr<std::optional<SecurityProfile>> appArmorProfileFor(const api::Pod
 base::StatusOr<std::optional<SecurityProfile>> appArmorProfileFor(const api::Pod& pod,
                                                                   std::string_view container);
 
+// The pod's spec extras as the functions above need them: read only when the pod's JSON names an
+// appArmorProfile (else none: annotations alone need no parse).
+SpecExtras appArmorExtras(const api::Pod& pod);
+
 // Whether any container of the pod asks for a profile other than unconfined (kubelet's
-// isRequired); the pod's JSON is parsed only when it names an appArmorProfile.
-bool appArmorRequired(const api::Pod& pod);
+// isRequired), from its annotations and `extras` (appArmorExtras).
+bool appArmorRequired(const api::Pod& pod, const SpecExtras& extras);
 
 // kubelet's deprecated CRI spelling of a profile: "runtime/default", "unconfined",
 // "localhost/<name>".
 std::string appArmorProfileName(const SecurityProfile& profile);
 
-// The kernel enforces AppArmor: /sys/module/apparmor/parameters/enabled says Y (kubelet's
-// IsAppArmorEnabled; `sys` is /sys).
+// The kernel enforces AppArmor: /sys/kernel/security/apparmor exists and
+// /sys/module/apparmor/parameters/enabled says Y (runc's IsEnabled, which kubelet asks; `sys` is
+// /sys).
 bool appArmorEnabled(const std::filesystem::path& sys = "/sys");
 
 }  // namespace nodeagent::runtime

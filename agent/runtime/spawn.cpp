@@ -137,15 +137,22 @@ int spawnDetached(const std::vector<std::string>& args, std::span<const int> fds
 }
 
 void resetSignalDispositions() {
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // SIGKILL/SIGSTOP: refused
-  // glibc's signal() refuses its own two: the kernel's call takes them.
+  // Only ignored signals: a handler does not survive an exec anyway, and the C library's own
+  // handlers (older glibc installs SIGSETXID's at start) must stay. The kernel's call, since
+  // glibc's sigaction() refuses its two.
   struct KernelSigaction {
     void* handler;
     unsigned long flags;
     void* restorer;
     uint64_t mask;
-  } dfl{nullptr, 0, nullptr, 0};
-  for (int sig : {32, 33}) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);
+  };
+  for (int sig = 1; sig < NSIG; ++sig) {
+    KernelSigaction old{};
+    if (::syscall(SYS_rt_sigaction, sig, nullptr, &old, sizeof old.mask) != 0) continue;
+    if (old.handler != reinterpret_cast<void*>(SIG_IGN)) continue;
+    KernelSigaction dfl{nullptr, 0, nullptr, 0};  // SIG_DFL
+    ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);
+  }
 }
 
 int spawnDetachedWithPidfd(const std::vector<std::string>& args, std::span<const int> fds,

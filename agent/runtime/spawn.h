@@ -48,10 +48,10 @@ constexpr char kSpawnGreeting[] = "nodeagent-spawner 1";
 int spawnDetachedWithPidfd(const std::vector<std::string>& args, std::span<const int> fds,
                            pid_t& pid, int& pidfd);
 
-// Every signal's disposition back to the default, also the two real-time signals the C library
-// keeps for itself (32 and 33): glibc's posix_spawn leaves those ignored in the child of a
+// Every ignored signal back to its default disposition, also the two real-time signals the C
+// library keeps for itself (32 and 33): glibc's posix_spawn leaves those ignored in the child of a
 // threaded parent (the agent), and an exec keeps them ignored, so a container would start with
-// them ignored. The shim calls it first thing, the spawn helper too.
+// them ignored. The shim calls it first thing (in every mode, the spawn helper's too).
 void resetSignalDispositions();
 
 struct SpawnReply {

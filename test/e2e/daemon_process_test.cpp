@@ -602,8 +602,8 @@ TEST_CASE(
   // This machine's kernel decides which of kubelet's checks refuses it first.
   CHECK_THAT(rejected.value("message", ""),
              Catch::Contains(runtime::appArmorEnabled()
-                                 ? "Cannot enforce AppArmor: the process runtime runs containers "
-                                   "as host processes, which it cannot confine"
+                                 ? "Cannot enforce AppArmor: the process runtime cannot confine "
+                                   "containers"
                                  : "Cannot enforce AppArmor: AppArmor is not enabled on the host"));
   CHECK(pidsWithArg(confined).empty());
   CHECK(onePid(loose) != 0);

@@ -18,6 +18,7 @@
 
 #include "agent/images/image_gc_manager.h"
 #include "agent/pod_lifecycle_sandbox.h"
+#include "agent/runtime/apparmor.h"
 #include "agent/runtime/cri/cri_runtime.h"
 #include "test/support/containerd.h"
 #include "test/support/cri_runtime_fixture.h"
@@ -371,6 +372,43 @@ TEST_CASE("cri runtime: killContainer runs the preStop hook through the runner o
   CHECK(status.container_statuses[0].state == ContainerState::kExited);
   REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
   REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
+}
+
+TEST_CASE(
+    "cri runtime: a container's AppArmor profile reaches containerd, which refuses it where the "
+    "kernel has no AppArmor and confines the container where it has",
+    "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  Fixture f;
+  REQUIRE(f.runtime->recover().ok());
+  const api::PodPtr pod =
+      testing::PodBuilder()
+          .name("web")
+          .ns("default")
+          .uid("uid-1234")
+          .hostNetwork()
+          .annotation("container.apparmor.security.beta.kubernetes.io/main", "runtime/default")
+          .container("main", {"sleep", "3600"}, "nodeagent.test/busybox:1")
+          .build();
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
+  REQUIRE(sandbox_id.ok());
+  StartContainerOptions options;
+  options.sandbox_id = *sandbox_id;
+  options.sandbox_config =
+      std::make_shared<const PodSandboxConfig>(sandboxConfig(*f.runtime, *pod));
+  options.image = pod->spec->containers[0].image;
+  auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
+  INFO(id.status().message());
+  if (!appArmorEnabled()) {
+    // (The agent's admission refuses such a pod before it gets here.)
+    REQUIRE_FALSE(id.ok());
+    CHECK(id.status().message().find("apparmor is not supported") != std::string::npos);
+    return;
+  }
+  REQUIRE(id.ok());
+  const PodStatus status = podStatus(f);
+  REQUIRE_FALSE(status.container_statuses.empty());
+  CHECK(status.container_statuses[0].state == ContainerState::kRunning);
 }
 
 TEST_CASE("cri runtime: a command that cannot run fails the start and leaves an exited container",

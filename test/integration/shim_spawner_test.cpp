@@ -342,8 +342,10 @@ TEST_CASE(
   CHECK(st->ppid == spawner.helperPid());
   CHECK(st->session == child.pid);
   const std::string proc = "/proc/" + std::to_string(child.pid);
-  CHECK(shimDirFromCmdline(testing::readFile(proc + "/cmdline")) == state);
-  CHECK(descriptorsOf(child.pid) == std::set<std::string>{"0", "1", "2", "3"});
+  // (The vfork parent wakes when the new program's memory is in place, a moment before its
+  // arguments are.)
+  CHECK(testing::eventually(
+      [&] { return shimDirFromCmdline(testing::readFile(proc + "/cmdline")) == state; }));
   // No signal ignored, also none of the C library's own two (32, 33), which glibc's posix_spawn
   // leaves ignored in the helper, a child of a threaded process; nothing blocked.
   // (Once it is blocked in its report: the spawn returns when the exec is done, before main.)
@@ -352,6 +354,7 @@ TEST_CASE(
     status = testing::readFile(proc + "/status");
     return status.find("State:\tS") != std::string::npos;
   }));
+  CHECK(descriptorsOf(child.pid) == std::set<std::string>{"0", "1", "2", "3"});
   CHECK_THAT(status, Catch::Contains("SigIgn:\t0000000000000000"));
   CHECK_THAT(status, Catch::Contains("SigBlk:\t0000000000000000"));
   CHECK_THAT(testing::readFile("/proc/" + std::to_string(spawner.helperPid()) + "/status"),

@@ -370,6 +370,11 @@ asio::awaitable<base::StatusOr<PodStatus>> CriRuntime::getPodStatus(std::string 
 base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
                                                       const api::Container& container, int attempt,
                                                       const StartContainerOptions& options) {
+  // kubelet passes CreateContainer the config it ran the sandbox with: nothing is made without.
+  if (!options.sandbox_config) {
+    return base::invalidArgumentError("no sandbox config for container \"" + container.name +
+                                      "\" of pod " + api::podRef(pod));
+  }
   // As kubelet: the container is created from the image's ID (the image ref EnsureImageExists
   // resolved), and the image's user comes from the same ImageStatus; the agent's image manager
   // passes what it found, so the image is looked up here only when it did not.
@@ -409,11 +414,6 @@ base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
   auto message_mount = terminationMessageMount(container, attempt, options.pod_dir);
   if (!message_mount.ok()) return message_mount.status();
   if (*message_mount) config->mounts.push_back(**message_mount);
-  // kubelet passes CreateContainer the config it ran the sandbox with.
-  if (!options.sandbox_config) {
-    return base::invalidArgumentError("no sandbox config for container " + container.name +
-                                      " of pod " + api::podRef(pod));
-  }
   auto id =
       client_->createContainer(options.sandbox_id, *config, toCriSandbox(*options.sandbox_config));
   if (!id.ok()) return id.status();

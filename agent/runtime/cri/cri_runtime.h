@@ -150,8 +150,9 @@ class CriRuntime final : public Runtime {
   // it runs.
   asio::awaitable<base::Status> removeContainer(ContainerId id) override;
 
-  // Status: the runtime's RuntimeReady and NetworkReady conditions.
+  // UpdateRuntimeConfig with the node's pod CIDRs.
   asio::awaitable<base::Status> updatePodCidr(std::string cidrs) override;
+  // Status: the runtime's RuntimeReady and NetworkReady conditions.
   asio::awaitable<base::StatusOr<RuntimeStatus>> status() override;
   // Containers run images: the agent makes sure each one is there before it starts a container.
   bool runsImages() const override { return true; }

@@ -138,6 +138,7 @@ TEST_CASE(
   agent::PodNetworkOptions o;
   o.cni_conf_dir = dir / "net.d";
   o.ipam_dir = dir / "ipam";
+  o.retry_delay = std::chrono::hours(1);  // retried here by the next set()
   auto network =
       std::make_shared<agent::PodNetwork>(ioc.get_executor(), ioc.get_executor(), runtime, o);
   auto settle = [&](uint64_t calls) {
@@ -181,4 +182,44 @@ TEST_CASE(
     CHECK(runtime.podCidrUpdates().back() == "10.9.0.0/24");
     CHECK(bare->podCidr() == "10.9.0.0/24");
   }
+}
+
+TEST_CASE(
+    "pod network: a failed update is tried again on its own, the latest CIDRs win and the "
+    "runtime gets them without blanks",
+    "[unit][agent]") {
+  asio::io_context ioc;
+  testing::FakeClock clock;
+  testing::TempDir dir("nodeagent-pod-network");
+  runtime::FakeRuntime runtime(ioc.get_executor(), clock);
+  agent::PodNetworkOptions o;
+  o.cni_conf_dir = dir / "net.d";
+  o.ipam_dir = dir / "ipam";
+  o.retry_delay = std::chrono::milliseconds(1);
+  auto network =
+      std::make_shared<agent::PodNetwork>(ioc.get_executor(), ioc.get_executor(), runtime, o);
+  auto settle = [&](uint64_t calls) {
+    ioc.restart();
+    while (network->settled() < calls) REQUIRE(ioc.run_one() > 0);
+  };
+  runtime.setPodCidrError(base::unavailableError("runtime down"));
+  network->set(" 10.1.0.0/24 , fd00:1::/64,", "--pod-cidr");
+  settle(2);  // the first try and one retry, both failed
+  CHECK(runtime.podCidrUpdates() ==
+        std::vector<std::string>{"10.1.0.0/24,fd00:1::/64", "10.1.0.0/24,fd00:1::/64"});
+  CHECK(network->podCidr().empty());
+  runtime.setPodCidrError(base::okStatus());
+  while (network->podCidr().empty()) REQUIRE(ioc.run_one() > 0);
+  CHECK(network->podCidr() == "10.1.0.0/24,fd00:1::/64");
+
+  // Two calls before the first is carried out: the second wins, the first is never applied.
+  const auto before = runtime.podCidrUpdates().size();
+  network->set("10.2.0.0/24", "Node n1 spec.podCIDRs");
+  network->set("10.3.0.0/24", "Node n1 spec.podCIDRs");
+  const auto settled = network->settled();
+  settle(settled + 1);
+  CHECK(network->podCidr() == "10.3.0.0/24");
+  CHECK(runtime.podCidrUpdates().size() == before + 1);
+  CHECK(runtime.podCidrUpdates().back() == "10.3.0.0/24");
+  CHECK(read(o.cni_conf_dir / agent::kCniConfigFileName).find("10.3.0.0/24") != std::string::npos);
 }

@@ -32,6 +32,10 @@ std::optional<SecurityProfile> profile(const api::PodPtr& pod, const std::string
   return *p;
 }
 
+bool required(const api::PodPtr& pod) {
+  return runtime::appArmorRequired(*pod, runtime::appArmorExtras(*pod));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -53,7 +57,7 @@ TEST_CASE(
 
   auto plain = twoContainers().build();
   CHECK_FALSE(profile(plain, "app").has_value());
-  CHECK_FALSE(runtime::appArmorRequired(*plain));
+  CHECK_FALSE(required(plain));
 
   // The annotation's three spellings; anything else asks for nothing, as kubelet.
   auto annotated = twoContainers()
@@ -62,7 +66,7 @@ TEST_CASE(
                        .build();
   CHECK(profile(annotated, "app") == SecurityProfile{Type::kUnconfined, ""});
   CHECK_FALSE(profile(annotated, "side").has_value());
-  CHECK(runtime::appArmorRequired(*annotated));  // a value that is not "unconfined"
+  CHECK(required(annotated));  // a value that is not "unconfined"
 
   CHECK(runtime::appArmorProfileName({Type::kRuntimeDefault, ""}) == "runtime/default");
   CHECK(runtime::appArmorProfileName({Type::kUnconfined, ""}) == "unconfined");
@@ -78,14 +82,14 @@ TEST_CASE("apparmor: required only for a profile other than unconfined; bad fiel
                               {"type", "Unconfined"}};
                         })
                         .build();
-  CHECK_FALSE(runtime::appArmorRequired(*unconfined));
+  CHECK_FALSE(required(unconfined));
   auto pod_level =
       twoContainers()
           .edit([](nlohmann::json& j) {
             j["spec"]["securityContext"]["appArmorProfile"] = {{"type", "RuntimeDefault"}};
           })
           .build();
-  CHECK(runtime::appArmorRequired(*pod_level));
+  CHECK(required(pod_level));
   CHECK(profile(pod_level, "side") == SecurityProfile{Type::kRuntimeDefault, ""});
 
   auto nameless =
@@ -110,7 +114,7 @@ TEST_CASE("apparmor: required only for a profile other than unconfined; bad fiel
                    j["spec"]["containers"][0]["securityContext"] = {{"appArmorProfile", 7}};
                  })
                  .build();
-  CHECK_FALSE(runtime::appArmorRequired(*odd));
+  CHECK_FALSE(required(odd));
   CHECK_FALSE(profile(odd, "app").has_value());
 }
 
@@ -118,10 +122,12 @@ TEST_CASE("apparmor: enabled when the kernel module says Y", "[unit][runtime]") 
   testing::TempDir sys("nodeagent-apparmor-sys");
   CHECK_FALSE(runtime::appArmorEnabled(sys.path()));
   std::filesystem::create_directories(sys / "module/apparmor/parameters");
+  testing::writeFile(sys / "module/apparmor/parameters/enabled", "Y\n");
+  CHECK_FALSE(runtime::appArmorEnabled(sys.path()));  // no AppArmor in securityfs
+  std::filesystem::create_directories(sys / "kernel/security/apparmor");
+  CHECK(runtime::appArmorEnabled(sys.path()));
   testing::writeFile(sys / "module/apparmor/parameters/enabled", "N\n");
   CHECK_FALSE(runtime::appArmorEnabled(sys.path()));
-  testing::writeFile(sys / "module/apparmor/parameters/enabled", "Y\n");
-  CHECK(runtime::appArmorEnabled(sys.path()));
 }
 
 TEST_CASE(
@@ -137,9 +143,15 @@ TEST_CASE(
   refused = agent::admitAppArmor(*confined, true, "process");
   CHECK_FALSE(refused.admit);
   CHECK(refused.message ==
-        "Cannot enforce AppArmor: the process runtime runs containers as host processes, which "
-        "it cannot confine");
+        "Cannot enforce AppArmor: the process runtime cannot confine containers");
   CHECK(agent::admitAppArmor(*confined, true, "cri").admit);
+
+  // The annotation's localhost/ with no name is refused as the field's is (kubelet).
+  auto nameless_annotation = twoContainers().annotation(kKey + "side", "localhost/").build();
+  refused = agent::admitAppArmor(*nameless_annotation, true, "cri");
+  CHECK_FALSE(refused.admit);
+  CHECK(refused.message ==
+        "Cannot enforce AppArmor: invalid empty AppArmor profile name for container \"side\"");
 
   // Unconfined asks for nothing to enforce.
   auto loose = twoContainers().annotation(kKey + "app", "unconfined").build();
