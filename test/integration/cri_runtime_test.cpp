@@ -79,6 +79,18 @@ ContainerId start(Fixture& f, const api::PodPtr& pod, const std::string& sandbox
   return *id;
 }
 
+// A sandbox for `pod`, then the start of its first container, whose result is returned.
+base::StatusOr<ContainerId> sandboxAndStart(Fixture& f, const api::PodPtr& pod) {
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
+  REQUIRE(sandbox_id.ok());
+  StartContainerOptions options;
+  options.sandbox_id = *sandbox_id;
+  options.sandbox_config =
+      std::make_shared<const PodSandboxConfig>(sandboxConfig(*f.runtime, *pod));
+  options.image = pod->spec->containers[0].image;
+  return f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
+}
+
 PodStatus podStatus(Fixture& f) {
   auto status = f.run(f.runtime->getPodStatus("uid-1234", "web", "default"));
   REQUIRE(status.ok());
@@ -390,14 +402,7 @@ TEST_CASE(
           .annotation("container.apparmor.security.beta.kubernetes.io/main", "runtime/default")
           .container("main", {"sleep", "3600"}, "nodeagent.test/busybox:1")
           .build();
-  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
-  REQUIRE(sandbox_id.ok());
-  StartContainerOptions options;
-  options.sandbox_id = *sandbox_id;
-  options.sandbox_config =
-      std::make_shared<const PodSandboxConfig>(sandboxConfig(*f.runtime, *pod));
-  options.image = pod->spec->containers[0].image;
-  auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
+  auto id = sandboxAndStart(f, pod);
   INFO(id.status().message());
   if (!appArmorEnabled()) {
     // (The agent's admission refuses such a pod before it gets here.)
@@ -423,14 +428,7 @@ TEST_CASE("cri runtime: a command that cannot run fails the start and leaves an 
                               .hostNetwork()
                               .container("main", {"/no/such/binary"}, "nodeagent.test/busybox:1")
                               .build();
-  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
-  REQUIRE(sandbox_id.ok());
-  StartContainerOptions options;
-  options.sandbox_id = *sandbox_id;
-  options.sandbox_config =
-      std::make_shared<const PodSandboxConfig>(sandboxConfig(*f.runtime, *pod));
-  options.image = pod->spec->containers[0].image;
-  auto id = f.run(f.runtime->startContainer(pod, pod->spec->containers[0], 0, options));
+  auto id = sandboxAndStart(f, pod);
   REQUIRE_FALSE(id.ok());
   INFO(id.status().message());
   CHECK(startErrorReason(id.status()) == kRunContainerError);

@@ -22,6 +22,34 @@ std::string read(const fs::path& path) {
   return content;
 }
 
+// A PodNetwork writing into a temp dir, on a FakeRuntime, run by the test's io_context.
+struct Net {
+  explicit Net(std::chrono::milliseconds retry_delay)
+      : runtime(ioc.get_executor(), clock), options(makeOptions(dir, retry_delay)) {
+    network = std::make_shared<agent::PodNetwork>(ioc.get_executor(), ioc.get_executor(), runtime,
+                                                  options);
+  }
+  static agent::PodNetworkOptions makeOptions(const testing::TempDir& dir,
+                                              std::chrono::milliseconds retry_delay) {
+    agent::PodNetworkOptions o;
+    o.cni_conf_dir = dir / "net.d";
+    o.ipam_dir = dir / "ipam";
+    o.retry_delay = retry_delay;
+    return o;
+  }
+  // Runs handlers until `calls` updates were carried out.
+  void settle(uint64_t calls) {
+    ioc.restart();
+    while (network->settled() < calls) REQUIRE(ioc.run_one() > 0);
+  }
+  testing::TempDir dir{"nodeagent-pod-network"};
+  testing::FakeClock clock;
+  asio::io_context ioc;
+  runtime::FakeRuntime runtime;
+  agent::PodNetworkOptions options;
+  std::shared_ptr<agent::PodNetwork> network;
+};
+
 }  // namespace
 
 TEST_CASE("pod network: pod CIDRs as --pod-cidr and spec.podCIDRs give them", "[unit][agent]") {
@@ -131,22 +159,12 @@ TEST_CASE(
     "pod network: kubelet's updatePodCIDR writes the config, then tells the runtime, and tries "
     "again after a failure",
     "[unit][agent]") {
-  asio::io_context ioc;
-  testing::FakeClock clock;
-  testing::TempDir dir("nodeagent-pod-network");
-  runtime::FakeRuntime runtime(ioc.get_executor(), clock);
-  agent::PodNetworkOptions o;
-  o.cni_conf_dir = dir / "net.d";
-  o.ipam_dir = dir / "ipam";
-  o.retry_delay = std::chrono::hours(1);  // retried here by the next set()
-  auto network =
-      std::make_shared<agent::PodNetwork>(ioc.get_executor(), ioc.get_executor(), runtime, o);
-  auto settle = [&](uint64_t calls) {
-    ioc.restart();
-    while (network->settled() < calls) {
-      REQUIRE(ioc.run_one() > 0);
-    }
-  };
+  Net n(std::chrono::hours(1));  // retried here by the next set()
+  auto& ioc = n.ioc;
+  auto& runtime = n.runtime;
+  const auto& o = n.options;
+  auto& network = n.network;
+  auto settle = [&](uint64_t calls) { n.settle(calls); };
   const fs::path file = o.cni_conf_dir / agent::kCniConfigFileName;
 
   network->set("", "--pod-cidr");  // nothing at all
@@ -188,20 +206,12 @@ TEST_CASE(
     "pod network: a failed update is tried again on its own, the latest CIDRs win and the "
     "runtime gets them without blanks",
     "[unit][agent]") {
-  asio::io_context ioc;
-  testing::FakeClock clock;
-  testing::TempDir dir("nodeagent-pod-network");
-  runtime::FakeRuntime runtime(ioc.get_executor(), clock);
-  agent::PodNetworkOptions o;
-  o.cni_conf_dir = dir / "net.d";
-  o.ipam_dir = dir / "ipam";
-  o.retry_delay = std::chrono::milliseconds(1);
-  auto network =
-      std::make_shared<agent::PodNetwork>(ioc.get_executor(), ioc.get_executor(), runtime, o);
-  auto settle = [&](uint64_t calls) {
-    ioc.restart();
-    while (network->settled() < calls) REQUIRE(ioc.run_one() > 0);
-  };
+  Net n(std::chrono::milliseconds(1));
+  auto& ioc = n.ioc;
+  auto& runtime = n.runtime;
+  const auto& o = n.options;
+  auto& network = n.network;
+  auto settle = [&](uint64_t calls) { n.settle(calls); };
   runtime.setPodCidrError(base::unavailableError("runtime down"));
   network->set(" 10.1.0.0/24 , fd00:1::/64,", "--pod-cidr");
   settle(2);  // the first try and one retry, both failed
