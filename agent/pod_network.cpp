@@ -161,7 +161,13 @@ void PodNetwork::set(std::string cidrs, std::string source) {
     self->retry_timer_.cancel();  // a retry waiting gives way to the new value at once
     if (self->running_) return;
     self->running_ = true;
-    asio::co_spawn(self->strand_, self->run(), asio::detached);
+    // The loop holds its own reference: the object lives until it ends.
+    asio::co_spawn(
+        self->strand_,
+        [](std::shared_ptr<PodNetwork> keep) -> asio::awaitable<void> {
+          co_await keep->run();
+        }(self),
+        asio::detached);
   });
 }
 
@@ -176,7 +182,6 @@ uint64_t PodNetwork::settled() const {
 }
 
 asio::awaitable<void> PodNetwork::run() {
-  auto self = shared_from_this();  // the loop outlives its caller's reference
   // On the strand: the latest value wins; one that failed is tried again after retry_delay
   // unless a newer one came meanwhile.
   for (;;) {

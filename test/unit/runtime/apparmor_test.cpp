@@ -73,7 +73,7 @@ TEST_CASE(
   CHECK(runtime::appArmorProfileName({Type::kLocalhost, "x"}) == "localhost/x");
 }
 
-TEST_CASE("apparmor: required only for a profile other than unconfined; bad fields are errors",
+TEST_CASE("apparmor: required only for a profile other than unconfined and bad fields are errors",
           "[unit][runtime]") {
   auto unconfined = twoContainers()
                         .annotation(kKey + "app", "unconfined")
