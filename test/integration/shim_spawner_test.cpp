@@ -89,9 +89,13 @@ TEST_CASE("shim spawner: children come from the helper with only the descriptors
   CHECK(st->ppid == helper);
   CHECK(st->session == w.child.pid);  // a session of its own
   // The vfork parent wakes once the new program is mapped, a moment before exec closes the
-  // close-on-exec descriptors: wait for that; a descriptor really passed on stays.
+  // close-on-exec descriptors, and the dynamic loader then opens (and closes) the libraries it
+  // maps: look once `cat` waits in its read of stdin; a descriptor really passed on stays.
   const std::set<std::string> standard{"0", "1", "2"};
-  CHECK(testing::eventually([&] { return descriptorsOf(w.child.pid) == standard; }));
+  CHECK(testing::eventually([&] {
+    auto now = readProcStat(w.child.pid);
+    return now && now->state == 'S' && descriptorsOf(w.child.pid) == standard;
+  }));
   CHECK(descriptorsOf(w.child.pid) == standard);
   ::close(leaked);
 
