@@ -61,10 +61,7 @@ base::StatusOr<std::optional<SecurityProfile>> appArmorProfileFor(const api::Pod
   return std::optional<SecurityProfile>(*std::move(profile));
 }
 
-SpecExtras appArmorExtras(const api::Pod& pod) {
-  if (!pod.raw || !pod.raw->contains("\"appArmorProfile\"")) return SpecExtras{};
-  return specExtras(pod);
-}
+SpecExtras appArmorExtras(const api::Pod& pod) { return specExtrasNaming(pod, "appArmorProfile"); }
 
 base::StatusOr<std::optional<SecurityProfile>> appArmorProfileFor(const api::Pod& pod,
                                                                   std::string_view container) {

@@ -99,6 +99,11 @@ SpecExtras specExtras(const api::Pod& pod) {
   return out;
 }
 
+SpecExtras specExtrasNaming(const api::Pod& pod, std::string_view key) {
+  if (!pod.raw || !pod.raw->contains("\"" + std::string(key) + "\"")) return SpecExtras{};
+  return specExtras(pod);
+}
+
 std::string podHostname(const SpecExtras& extras, std::string_view pod_name) {
   constexpr size_t kMaxHostnameLength = 63;
   std::string out(extras.hostname.empty() ? pod_name : std::string_view(extras.hostname));
@@ -143,10 +148,8 @@ base::StatusOr<SecurityProfile> seccompProfileFor(const SpecExtras& extras,
 base::StatusOr<SecurityProfile> seccompProfileFor(const api::Pod& pod, std::string_view container,
                                                   bool seccomp_default,
                                                   const std::filesystem::path& profile_root) {
-  if (!pod.raw || !pod.raw->contains("\"seccompProfile\"")) {
-    return seccompProfileFor(SpecExtras{}, container, seccomp_default, profile_root);
-  }
-  return seccompProfileFor(specExtras(pod), container, seccomp_default, profile_root);
+  return seccompProfileFor(specExtrasNaming(pod, "seccompProfile"), container, seccomp_default,
+                           profile_root);
 }
 
 }  // namespace nodeagent::runtime

@@ -49,6 +49,9 @@ struct SpecExtras {
 
 // Reads the fields above from the pod's JSON (what is missing or of another type stays empty).
 SpecExtras specExtras(const api::Pod& pod);
+// The same, parsed only when the pod's JSON names the field `key` ("seccompProfile"); none
+// otherwise, so that hot paths cost nothing for pods without it.
+SpecExtras specExtrasNaming(const api::Pod& pod, std::string_view key);
 
 // kubelet's GeneratePodHostNameAndDomain hostname (its names are checked by the caller):
 // spec.hostname or else the pod's name, cut to 63 characters, and then without a trailing '-'
