@@ -74,7 +74,7 @@ Agent::Agent(asio::any_io_executor executor, base::Clock& clock, base::Random& r
       sync_loop_(std::make_shared<SyncLoop>(executor, clock, *this, all_sources_ready_,
                                             options_.sync_loop)),
       cleanup_strand_(asio::make_strand(executor)),
-      housekeeping_skip_(options_.housekeeping_full_period) {
+      housekeeping_skip_(options_.housekeeping_full_period, options_.container_gc_period) {
   prober_ = std::make_shared<Prober>(
       executor, clock, probe_handler_,
       [this](const std::string& uid) {
@@ -292,6 +292,7 @@ void Agent::handlePlegEvent(const PodLifecycleEvent& event) {
     ++unknown_pod_events_;  // a container nothing wants: housekeeping must look
     return;
   }
+  if (event.type == PodLifecycleEvent::Type::kContainerDied) ++container_exits_;
   log()->debug("PLEG event pod={} event={} container={}", api::podRef(*pod),
                podLifecycleEventTypeName(event.type), event.container_id);
   handlePodSyncs({pod});

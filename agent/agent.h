@@ -60,6 +60,9 @@ struct AgentOptions {
   // the runtime (PLEG events) changed since its last pass, or when that pass acted; and at least
   // once per this period as a safety net.
   base::Duration housekeeping_full_period = std::chrono::minutes(5);
+  // kubelet's ContainerGCPeriod: how soon after a container of a wanted pod exited housekeeping
+  // looks for dead containers and sandboxes to remove.
+  base::Duration container_gc_period = std::chrono::minutes(1);
   // PodLifecycleOptions::kill_timeout_minimum and mirror_recreate_delay.
   base::Duration kill_timeout_minimum = std::chrono::seconds(10);
   base::Duration mirror_recreate_delay = std::chrono::seconds(1);
@@ -235,6 +238,7 @@ class Agent final : public SyncHandler, public AgentView {
   bool cleanup_running_ = false;
   HousekeepingSkip housekeeping_skip_;
   uint64_t unknown_pod_events_ = 0;  // PLEG events of pods the pod manager does not know
+  uint64_t container_exits_ = 0;     // ContainerDied events of pods it knows
   ActivePodsCache active_pods_cache_;
 };
 

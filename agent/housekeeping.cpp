@@ -34,7 +34,8 @@ bool anyRunning(const runtime::Pod& pod) {
 }  // namespace
 
 HousekeepingInputs Agent::housekeepingInputs() const {
-  return {pod_manager_.generation(), pod_workers_->generation(), unknown_pod_events_};
+  return {pod_manager_.generation(), pod_workers_->generation(), unknown_pod_events_,
+          container_exits_};
 }
 
 void Agent::handlePodCleanups() {

@@ -289,7 +289,9 @@ TEST_CASE(
   for (int i = 0; i < 3; ++i) {
     REQUIRE(h.runtime.exitContainer("uid-web", "web", 1));
     h.drain();
-    h.advance(5min);  // past the crash-loop backoff and a full housekeeping period
+    // Past the crash-loop backoff (at most 40 s here) and kubelet's container GC period (1 min),
+    // well before housekeeping's full pass (5 min).
+    h.advance(70s);
   }
   auto status = h.runtimeStatus("uid-web");
   size_t running = 0;
