@@ -303,6 +303,7 @@ base::StatusOr<GeneratedSandboxConfig> generatePodSandboxConfig(const api::Pod& 
       runtime::seccompProfileFor(extras, "", inputs.seccomp_default, inputs.seccomp_profile_root);
   if (!seccomp.ok()) return seccomp.status();
   config.seccomp = *std::move(seccomp);
+  config.selinux_options = runtime::seLinuxOptionsFor(extras, "");
   return out;
 }
 

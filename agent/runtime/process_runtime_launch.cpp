@@ -5,6 +5,7 @@
 
 #include "agent/runtime/process_runtime_state.h"
 #include "agent/runtime/security_context.h"
+#include "agent/runtime/spec_extras.h"
 #include "base/path_component.h"
 
 namespace nodeagent::runtime {
@@ -66,6 +67,13 @@ base::StatusOr<ProcessCredentials> checkStartable(const api::Pod& pod,
                                                                    : "RuntimeDefault") +
         " cannot be honoured by the process runtime (it does not filter a host process's system "
         "calls); remove it or use a container runtime");
+  }
+  // Without SELinux on the node the labels mean nothing, and are ignored as containerd does.
+  if (seLinuxOptionsFor(pod, container.name) && seLinuxEnabled()) {
+    return base::invalidArgumentError(
+        where +
+        ": seLinuxOptions cannot be honoured by the process runtime (it does not label a host "
+        "process); remove them or use a container runtime");
   }
   return containerCredentials(pod, container, options);
 }

@@ -114,6 +114,16 @@ struct SecurityProfile {
   bool operator==(const SecurityProfile&) const = default;
 };
 
+// core/v1 SELinuxOptions, CRI SELinuxOption: the labels a runtime with SELinux gives a sandbox's
+// or a container's processes (a part left empty is the runtime's choice).
+struct SELinuxOption {
+  std::string user;
+  std::string role;
+  std::string type;
+  std::string level;
+  bool operator==(const SELinuxOption&) const = default;
+};
+
 // CRI PodSandboxConfig: what runPodSandbox needs (kubelet's generatePodSandboxConfig). The
 // process and fake runtimes, whose pods all share the node's namespaces, use only the metadata,
 // log directory, labels and annotations.
@@ -168,6 +178,7 @@ struct PodSandboxConfig {
   std::optional<int64_t> run_as_group;
   std::vector<int64_t> supplemental_groups;
   SecurityProfile seccomp;
+  std::optional<SELinuxOption> selinux_options;  // the pod's securityContext.seLinuxOptions
   // LinuxPodSandboxConfig.sysctls: the pod's securityContext.sysctls, names with '.' separators
   // (admission checked them against the node's allowlist).
   std::map<std::string, std::string> sysctls;

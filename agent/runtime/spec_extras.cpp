@@ -34,6 +34,13 @@ std::optional<SecurityProfileField> profileOf(const nlohmann::json& security_con
                               stringMember(*profile, "localhostProfile")};
 }
 
+std::optional<SELinuxOption> seLinuxOf(const nlohmann::json& security_context) {
+  const auto* options = member(security_context, "seLinuxOptions");
+  if (options == nullptr || !options->is_object()) return std::nullopt;
+  return SELinuxOption{stringMember(*options, "user"), stringMember(*options, "role"),
+                       stringMember(*options, "type"), stringMember(*options, "level")};
+}
+
 std::vector<Sysctl> sysctlsOf(const nlohmann::json& spec) {
   std::vector<Sysctl> out;
   const auto* security_context = member(spec, "securityContext");
@@ -81,6 +88,7 @@ SpecExtras specExtras(const api::Pod& pod) {
   if (const auto* security_context = member(spec, "securityContext")) {
     out.pod_seccomp = profileOf(*security_context, "seccompProfile");
     out.pod_apparmor = profileOf(*security_context, "appArmorProfile");
+    out.pod_selinux = seLinuxOf(*security_context);
   }
   for (const char* list : {"initContainers", "containers"}) {
     const auto* containers = member(spec, list);
@@ -93,6 +101,9 @@ SpecExtras specExtras(const api::Pod& pod) {
       }
       if (auto profile = profileOf(*security_context, "appArmorProfile")) {
         out.container_apparmor.emplace(stringMember(c, "name"), *std::move(profile));
+      }
+      if (auto options = seLinuxOf(*security_context)) {
+        out.container_selinux.emplace(stringMember(c, "name"), *std::move(options));
       }
     }
   }
@@ -150,6 +161,25 @@ base::StatusOr<SecurityProfile> seccompProfileFor(const api::Pod& pod, std::stri
                                                   const std::filesystem::path& profile_root) {
   return seccompProfileFor(specExtrasNaming(pod, "seccompProfile"), container, seccomp_default,
                            profile_root);
+}
+
+std::optional<SELinuxOption> seLinuxOptionsFor(const SpecExtras& extras,
+                                               std::string_view container) {
+  if (!container.empty()) {
+    if (auto it = extras.container_selinux.find(container); it != extras.container_selinux.end()) {
+      return it->second;
+    }
+  }
+  return extras.pod_selinux;
+}
+
+std::optional<SELinuxOption> seLinuxOptionsFor(const api::Pod& pod, std::string_view container) {
+  return seLinuxOptionsFor(specExtrasNaming(pod, "seLinuxOptions"), container);
+}
+
+bool seLinuxEnabled(const std::filesystem::path& sys) {
+  std::error_code ec;
+  return std::filesystem::exists(sys / "fs/selinux/enforce", ec);
 }
 
 }  // namespace nodeagent::runtime

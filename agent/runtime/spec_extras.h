@@ -1,7 +1,7 @@
 // Pod spec fields the typed pod (api/pod.h) does not model, read from the pod's JSON when they
 // are needed (at a sandbox's or container's start, at admission): its hostname and
-// shareProcessNamespace, the pod's sysctls, and the pod's and each container's seccompProfile and
-// appArmorProfile.
+// shareProcessNamespace, the pod's sysctls, and the pod's and each container's seccompProfile,
+// appArmorProfile and seLinuxOptions.
 // And kubelet's choice of a container's seccomp profile from them (getSeccompProfile).
 #pragma once
 
@@ -45,6 +45,8 @@ struct SpecExtras {
   // container name.
   std::map<std::string, SecurityProfileField, std::less<>> container_seccomp;
   std::map<std::string, SecurityProfileField, std::less<>> container_apparmor;
+  std::optional<SELinuxOption> pod_selinux;  // spec.securityContext.seLinuxOptions
+  std::map<std::string, SELinuxOption, std::less<>> container_selinux;
 };
 
 // Reads the fields above from the pod's JSON (what is missing or of another type stays empty).
@@ -77,5 +79,18 @@ base::StatusOr<SecurityProfile> seccompProfileFor(const SpecExtras& extras,
 base::StatusOr<SecurityProfile> seccompProfileFor(const api::Pod& pod, std::string_view container,
                                                   bool seccomp_default,
                                                   const std::filesystem::path& profile_root);
+
+// kubelet's DetermineEffectiveSecurityContext for seLinuxOptions: the container's (whole, not
+// merged with the pod's), else the pod's; `container` "" is the sandbox (the pod's only). None
+// when neither sets them.
+std::optional<SELinuxOption> seLinuxOptionsFor(const SpecExtras& extras,
+                                               std::string_view container);
+// The same from the pod, whose JSON is parsed only when it names seLinuxOptions.
+std::optional<SELinuxOption> seLinuxOptionsFor(const api::Pod& pod, std::string_view container);
+
+// Whether the node enforces or audits SELinux (selinuxfs mounted under `sys`, as go-selinux
+// asks). Where it does not, a runtime ignores seLinuxOptions (containerd does: labels mean
+// nothing without it).
+bool seLinuxEnabled(const std::filesystem::path& sys = "/sys");
 
 }  // namespace nodeagent::runtime

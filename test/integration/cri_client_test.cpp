@@ -10,13 +10,19 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "agent/runtime/cri/api.grpc.pb.h"
+#include "agent/runtime/cri/cri_runtime_config.h"
+#include "agent/runtime/spec_extras.h"
 #include "test/integration/other_grpc_server.h"
 #include "test/support/containerd.h"
+#include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
 
 using namespace nodeagent;
@@ -245,4 +251,112 @@ TEST_CASE("cri client: a bad endpoint or timeout is refused when the client is m
         base::StatusCode::kInvalidArgument);
   CHECK(CriClient::create({"unix:///tmp/x.sock", std::chrono::milliseconds(0)}).status().code() ==
         base::StatusCode::kInvalidArgument);
+}
+
+namespace {
+
+// A CRI runtime service that answers RunPodSandbox and CreateContainer with an ID and keeps the
+// last request of each, as it arrived on the wire.
+class RecordingRuntimeService final : public ::runtime::v1::RuntimeService::Service {
+ public:
+  grpc::Status RunPodSandbox(grpc::ServerContext* /*context*/,
+                             const ::runtime::v1::RunPodSandboxRequest* request,
+                             ::runtime::v1::RunPodSandboxResponse* response) override {
+    std::lock_guard lock(mu_);
+    sandbox_ = *request;
+    response->set_pod_sandbox_id("sandbox-1");
+    return grpc::Status::OK;
+  }
+  grpc::Status CreateContainer(grpc::ServerContext* /*context*/,
+                               const ::runtime::v1::CreateContainerRequest* request,
+                               ::runtime::v1::CreateContainerResponse* response) override {
+    std::lock_guard lock(mu_);
+    container_ = *request;
+    response->set_container_id("container-1");
+    return grpc::Status::OK;
+  }
+  ::runtime::v1::RunPodSandboxRequest sandbox() {
+    std::lock_guard lock(mu_);
+    return sandbox_;
+  }
+  ::runtime::v1::CreateContainerRequest container() {
+    std::lock_guard lock(mu_);
+    return container_;
+  }
+
+ private:
+  std::mutex mu_;
+  ::runtime::v1::RunPodSandboxRequest sandbox_;
+  ::runtime::v1::CreateContainerRequest container_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "cri client: the pod's SELinux options go to RunPodSandbox and a container's effective ones "
+    "to CreateContainer, as CRI's selinux_options",
+    "[integration][cri]") {
+  TempDir dir("nodeagent-cri");
+  const std::string endpoint = "unix://" + (dir / "grpc.sock").string();
+  RecordingRuntimeService service;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  builder.AddListeningPort(endpoint, grpc::InsecureServerCredentials());
+  auto server = builder.BuildAndStart();
+  REQUIRE(server != nullptr);
+  auto client = makeClient(endpoint);
+
+  auto pod = testing::PodBuilder()
+                 .name("labelled")
+                 .uid("uid-labelled")
+                 .container("main", {"sleep", "60"})
+                 .container("side", {"sleep", "60"})
+                 .edit([](nlohmann::json& j) {
+                   j["spec"]["securityContext"]["seLinuxOptions"] = {{"user", "system_u"},
+                                                                     {"role", "system_r"},
+                                                                     {"type", "spc_t"},
+                                                                     {"level", "s0:c1,c2"}};
+                   j["spec"]["containers"][1]["securityContext"]["seLinuxOptions"] = {
+                       {"type", "container_t"}, {"level", "s0:c3"}};
+                 })
+                 .build();
+  nodeagent::runtime::PodSandboxConfig sandbox_config;
+  sandbox_config.name = "labelled";
+  sandbox_config.uid = "uid-labelled";
+  sandbox_config.namespace_ = "default";
+  sandbox_config.selinux_options = nodeagent::runtime::seLinuxOptionsFor(*pod, "");
+  const auto cri_sandbox = nodeagent::runtime::toCriSandbox(sandbox_config);
+  REQUIRE(client->runPodSandbox(cri_sandbox).ok());
+  const auto sent = service.sandbox().config().linux().security_context();
+  REQUIRE(sent.has_selinux_options());
+  CHECK(sent.selinux_options().user() == "system_u");
+  CHECK(sent.selinux_options().role() == "system_r");
+  CHECK(sent.selinux_options().type() == "spc_t");
+  CHECK(sent.selinux_options().level() == "s0:c1,c2");
+
+  nodeagent::runtime::StartContainerOptions options;
+  const nodeagent::runtime::DefaultUser root{0, "", "the image's user is root"};
+  for (const auto& [index, type, level] :
+       {std::tuple{0, "spc_t", "s0:c1,c2"}, std::tuple{1, "container_t", "s0:c3"}}) {
+    auto config = nodeagent::runtime::containerConfig(*pod, pod->spec->containers[index], 0,
+                                                      options, "sha256:feed", root);
+    REQUIRE(config.ok());
+    REQUIRE(client->createContainer("sandbox-1", *config, cri_sandbox).ok());
+    const auto request = service.container();
+    const auto& selinux = request.config().linux().security_context().selinux_options();
+    INFO("container " << pod->spec->containers[index].name);
+    CHECK(selinux.type() == type);
+    CHECK(selinux.level() == level);
+    // The container's own options replace the pod's whole (kubelet's effective context).
+    CHECK(selinux.user() == (index == 0 ? "system_u" : ""));
+    CHECK(request.sandbox_config().linux().security_context().selinux_options().type() == "spc_t");
+  }
+
+  SECTION("a pod without them sends none") {
+    nodeagent::runtime::PodSandboxConfig plain = sandbox_config;
+    plain.selinux_options.reset();
+    REQUIRE(client->runPodSandbox(nodeagent::runtime::toCriSandbox(plain)).ok());
+    CHECK_FALSE(service.sandbox().config().linux().security_context().has_selinux_options());
+  }
+  server->Shutdown();
 }

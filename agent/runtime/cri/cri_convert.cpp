@@ -69,6 +69,13 @@ void toProto(const SecurityProfile& in, v1::SecurityProfile* out) {
   out->set_localhost_ref(in.localhost_ref);
 }
 
+void toProto(const SELinuxOption& in, v1::SELinuxOption* out) {
+  out->set_user(in.user);
+  out->set_role(in.role);
+  out->set_type(in.type);
+  out->set_level(in.level);
+}
+
 void toProto(const ContainerSecurityContext& in, v1::LinuxContainerSecurityContext* out) {
   if (in.run_as_user) out->mutable_run_as_user()->set_value(*in.run_as_user);
   if (in.run_as_group) out->mutable_run_as_group()->set_value(*in.run_as_group);
@@ -89,6 +96,7 @@ void toProto(const ContainerSecurityContext& in, v1::LinuxContainerSecurityConte
   toProto(in.seccomp, out->mutable_seccomp());
   if (in.apparmor) toProto(*in.apparmor, out->mutable_apparmor());
   out->set_apparmor_profile(in.apparmor_profile);
+  if (in.selinux_options) toProto(*in.selinux_options, out->mutable_selinux_options());
 }
 
 void toProto(const DnsConfig& in, v1::DNSConfig* out) {
@@ -129,6 +137,7 @@ void toProto(const PodSandboxConfig& in, v1::PodSandboxConfig* out) {
   security->mutable_supplemental_groups()->Add(in.supplemental_groups.begin(),
                                                in.supplemental_groups.end());
   toProto(in.seccomp, security->mutable_seccomp());
+  if (in.selinux_options) toProto(*in.selinux_options, security->mutable_selinux_options());
 }
 
 void toProto(const PodSandboxFilter& in, v1::PodSandboxFilter* out) {

@@ -75,6 +75,10 @@ cri::SecurityProfile criSecurityProfile(const SecurityProfile& profile) {
   return {static_cast<cri::SecurityProfile::Type>(profile.type), profile.localhost_ref};
 }
 
+cri::SELinuxOption criSELinuxOption(const SELinuxOption& options) {
+  return {options.user, options.role, options.type, options.level};
+}
+
 // kubelet's convertToRuntimeSecurityContext: the effective context as CRI's, with the image's
 // user name when no runAsUser is set and the image names its user.
 cri::ContainerSecurityContext criSecurityContext(const EffectiveSecurityContext& sc,
@@ -130,6 +134,7 @@ cri::PodSandboxConfig toCriSandbox(const PodSandboxConfig& config) {
   out.run_as_group = config.run_as_group;
   out.supplemental_groups = config.supplemental_groups;
   out.seccomp = criSecurityProfile(config.seccomp);
+  if (config.selinux_options) out.selinux_options = criSELinuxOption(*config.selinux_options);
   return out;
 }
 
@@ -216,6 +221,9 @@ base::StatusOr<cri::ContainerConfig> containerConfig(const api::Pod& pod,
   if (*apparmor) {
     config.security_context.apparmor = criSecurityProfile(**apparmor);
     config.security_context.apparmor_profile = appArmorProfileName(**apparmor);
+  }
+  if (auto selinux = seLinuxOptionsFor(pod, container.name)) {
+    config.security_context.selinux_options = criSELinuxOption(*selinux);
   }
   return config;
 }

@@ -63,6 +63,14 @@ struct SecurityProfile {
   bool operator==(const SecurityProfile&) const = default;
 };
 
+// CRI's SELinuxOption: the SELinux labels of a sandbox's or container's processes.
+struct SELinuxOption {
+  std::string user;
+  std::string role;
+  std::string type;
+  std::string level;
+};
+
 // CRI's PortMapping: a container port, and the node port (host_port, 0: none) a CNI portmap
 // plugin forwards to it.
 struct PortMapping {
@@ -93,6 +101,7 @@ struct PodSandboxConfig {
   std::optional<int64_t> run_as_group;
   std::vector<int64_t> supplemental_groups;
   SecurityProfile seccomp;
+  std::optional<SELinuxOption> selinux_options;
 };
 
 enum class PodSandboxState { kReady = 0, kNotReady = 1 };
@@ -176,6 +185,7 @@ struct ContainerSecurityContext {
   // deprecated spelling of it ("runtime/default", "localhost/<name>", "unconfined").
   std::optional<SecurityProfile> apparmor;
   std::string apparmor_profile;
+  std::optional<SELinuxOption> selinux_options;
 };
 
 struct ContainerConfig {

@@ -235,8 +235,8 @@ TEST_CASE("sandbox config: port mappings, namespaces, privileged, cgroup and DNS
 }
 
 TEST_CASE(
-    "sandbox config: the pod's runAsUser and runAsGroup and its groups (fsGroup first), sysctls "
-    "and seccomp profile go into the sandbox's Linux config",
+    "sandbox config: the pod's runAsUser and runAsGroup and its groups (fsGroup first), sysctls, "
+    "seccomp profile and SELinux options go into the sandbox's Linux config",
     "[unit][agent]") {
   agent::SandboxInputs inputs;
   inputs.seccomp_profile_root = "/var/lib/nodeagent/seccomp";
@@ -251,7 +251,10 @@ TEST_CASE(
                         {{{"name", "net.ipv4.ip_local_port_range"}, {"value", "1024 65000"}},
                          {{"name", "kernel/shm_rmid_forced"}, {"value", "1"}}}},
                        {"seccompProfile",
-                        {{"type", "Localhost"}, {"localhostProfile", "profiles/audit.json"}}}};
+                        {{"type", "Localhost"}, {"localhostProfile", "profiles/audit.json"}}},
+                       {"seLinuxOptions", {{"type", "spc_t"}, {"level", "s0:c1,c2"}}}};
+                   j["spec"]["containers"][0]["securityContext"]["seLinuxOptions"] = {
+                       {"type", "container_t"}};
                  })
                  .build();
   auto g = agent::generatePodSandboxConfig(*pod, inputs);
@@ -266,6 +269,8 @@ TEST_CASE(
   CHECK(config.seccomp ==
         runtime::SecurityProfile{runtime::SecurityProfile::Type::kLocalhost,
                                  "/var/lib/nodeagent/seccomp/profiles/audit.json"});
+  // The pod's, not a container's (kubelet's generatePodSandboxLinuxConfig).
+  CHECK(config.selinux_options == runtime::SELinuxOption{"", "", "spc_t", "s0:c1,c2"});
 
   SECTION("a pod without a securityContext: none of it, and Unconfined unless seccompDefault") {
     auto plain = webPod().build();
@@ -276,6 +281,7 @@ TEST_CASE(
     CHECK(none->config.supplemental_groups.empty());
     CHECK(none->config.sysctls.empty());
     CHECK(none->config.seccomp.type == runtime::SecurityProfile::Type::kUnconfined);
+    CHECK_FALSE(none->config.selinux_options);
     inputs.seccomp_default = true;
     auto defaulted = agent::generatePodSandboxConfig(*plain, inputs);
     REQUIRE(defaulted.ok());

@@ -2,10 +2,12 @@
 // choice of a container's seccomp profile.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "agent/runtime/spec_extras.h"
 #include "test/support/pod_builder.h"
+#include "test/support/test_util.h"
 
 using namespace nodeagent;
 using runtime::SecurityProfile;
@@ -56,6 +58,47 @@ TEST_CASE(
   CHECK(*runtime::seccompProfileFor(*local, "app", false, kRoot) ==
         SecurityProfile{Type::kLocalhost, "/var/lib/nodeagent/seccomp/my/profile.json"});
   CHECK(runtime::seccompProfileFor(*local, "side", false, kRoot)->type == Type::kUnconfined);
+}
+
+TEST_CASE(
+    "spec extras: a container's seLinuxOptions replace the pod's whole, the sandbox gets the "
+    "pod's, and a pod without them has none",
+    "[unit][runtime]") {
+  using runtime::SELinuxOption;
+  auto pod = twoContainers()
+                 .edit([](nlohmann::json& j) {
+                   j["spec"]["securityContext"]["seLinuxOptions"] = {
+                       {"user", "system_u"}, {"type", "spc_t"}, {"level", "s0:c1,c2"}};
+                   j["spec"]["containers"][1]["securityContext"]["seLinuxOptions"] = {
+                       {"role", "system_r"}};
+                 })
+                 .build();
+  const auto pods = SELinuxOption{"system_u", "", "spc_t", "s0:c1,c2"};
+  CHECK(runtime::seLinuxOptionsFor(*pod, "") == pods);
+  CHECK(runtime::seLinuxOptionsFor(*pod, "app") == pods);
+  // kubelet's DetermineEffectiveSecurityContext takes the container's struct as it is.
+  CHECK(runtime::seLinuxOptionsFor(*pod, "side") == SELinuxOption{"", "system_r", "", ""});
+  CHECK_FALSE(runtime::seLinuxOptionsFor(*twoContainers().build(), "app").has_value());
+  auto only_container = twoContainers()
+                            .edit([](nlohmann::json& j) {
+                              j["spec"]["containers"][0]["securityContext"]["seLinuxOptions"] = {
+                                  {"type", "container_t"}, {"level", 7}};
+                            })
+                            .build();
+  CHECK(runtime::seLinuxOptionsFor(*only_container, "app") ==
+        SELinuxOption{"", "", "container_t", ""});
+  CHECK_FALSE(runtime::seLinuxOptionsFor(*only_container, "side").has_value());
+  CHECK_FALSE(runtime::seLinuxOptionsFor(*only_container, "").has_value());
+}
+
+TEST_CASE("spec extras: SELinux is enabled when selinuxfs is mounted under the sys root",
+          "[unit][runtime]") {
+  testing::TempDir sys;
+  CHECK_FALSE(runtime::seLinuxEnabled(sys.path()));
+  std::filesystem::create_directories(sys.path() / "fs/selinux");
+  CHECK_FALSE(runtime::seLinuxEnabled(sys.path()));
+  std::ofstream(sys.path() / "fs/selinux/enforce") << "1";
+  CHECK(runtime::seLinuxEnabled(sys.path()));
 }
 
 TEST_CASE("spec extras: a Localhost profile must name a file below the profile root",
