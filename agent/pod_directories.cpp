@@ -2,6 +2,7 @@
 
 #include <system_error>
 
+#include "agent/volume/subpath.h"
 #include "agent/volume/tmpfs.h"
 #include "base/log.h"
 #include "base/path_component.h"
@@ -53,8 +54,9 @@ void PodDirectories::forget(const std::string& uid) {
 base::Status PodDirectories::unmountVolumes(const std::string& uid) {
   auto dir = path(uid);
   if (!dir.ok()) return dir.status();
+  auto subpaths = cleanSubPaths(*dir);
   unmountPodVolumes(*dir);
-  return base::okStatus();
+  return subpaths;
 }
 
 bool PodDirectories::removeOrphans(const std::set<std::string>& known,
@@ -64,6 +66,13 @@ bool PodDirectories::removeOrphans(const std::set<std::string>& known,
   for (const auto& entry : std::filesystem::directory_iterator(root_, ec)) {
     auto uid = entry.path().filename().string();
     if (known.count(uid) > 0 || in_runtime.count(uid) > 0) continue;
+    // A subPath bind mount left mounted would let the removal reach into its volume (a
+    // hostPath's files): such a directory stays, as kubelet keeps it, until the mount is gone.
+    if (auto subpaths = cleanSubPaths(entry.path()); !subpaths.ok()) {
+      log()->warn("Orphaned pod directory kept: a subPath is still mounted in it path={} err={}",
+                  entry.path().string(), subpaths.message());
+      continue;
+    }
     removed = true;
     forget(uid);
     std::error_code rm_ec;

@@ -32,11 +32,12 @@ class PodDirectories {
   void forget(const std::string& uid);
   // Changes whenever made() turns false for a pod (before it does). Any thread.
   uint64_t removals() const { return removals_.load(); }
-  // A terminated pod's memory-backed volumes (its secret and projected tmpfs) are unmounted, as
-  // kubelet's SyncTerminatedPod waits for, while the directory stays until removeOrphans() (its
-  // exited containers may be kept longer). Blocking.
+  // A terminated pod's subPath bind mounts and memory-backed volumes (its secret and projected
+  // tmpfs) are unmounted, as kubelet's SyncTerminatedPod waits for, while the directory stays
+  // until removeOrphans() (its exited containers may be kept longer). Blocking.
   base::Status unmountVolumes(const std::string& uid);
-  // Removes the directory of every pod in neither set; true when it removed any. Blocking.
+  // Removes the directory of every pod in neither set; true when it removed any. A directory
+  // with a subPath still mounted in it stays (its removal would reach into the volume). Blocking.
   bool removeOrphans(const std::set<std::string>& known,
                      const std::unordered_set<std::string>& in_runtime);
 

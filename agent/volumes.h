@@ -68,16 +68,4 @@ class VolumePreparer {
   runtime::NodeAllocatableResources node_;
 };
 
-// A subPath mount made safe for a runtime that bind-mounts it (the CRI runtime), kubelet's check
-// against CVE-2017-1002101: a container that can write to a volume may plant a symlink in it, and a
-// later mount of a subPath through it would reach anywhere on the node. Returns `path` (below
-// `volume_root`) with every symlink resolved, when it exists and stays within `volume_root` (itself
-// resolved); symlinks that stay inside are allowed, as kubelet allows them. InvalidArgument naming
-// both paths otherwise (the container's start then fails with CreateContainerConfigError, as
-// kubelet's does). The runtime mounts the resolved path. A directory of it replaced by a symlink
-// between this check and the mount is not caught: kubelet closes that window by bind-mounting an
-// opened descriptor, nodeagent does not yet. Blocking (stat, readlink).
-base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path& volume_root,
-                                                     const std::filesystem::path& path);
-
 }  // namespace nodeagent::agent

@@ -19,6 +19,7 @@
 #include "cmd/test-apiserver/test_api_server.h"
 #include "test/integration/apiserver_test_util.h"
 #include "test/support/cgroup_root.h"
+#include "test/support/containerd.h"
 #include "test/support/test_util.h"
 
 namespace nodeagent::apiserver_e2e {
@@ -72,7 +73,7 @@ struct Env {
     for (const auto& pod : fs::directory_iterator(dir / "root" / "pods", ec)) {
       agent::unmountPodVolumes(pod.path());
     }
-    if (shared_) ::umount2(dir.path().c_str(), MNT_DETACH);
+    if (shared_) testing::unmountSharedMount(dir.path());
     server->stop();
   }
 
@@ -80,9 +81,8 @@ struct Env {
   // mounts in it (the tmpfs of secret volumes) reaches a containerd started afterwards in a mount
   // namespace of its own (test/support/containerd.h), as it reaches the node's containerd.
   void shareMounts() {
-    REQUIRE(::mount(dir.path().c_str(), dir.path().c_str(), nullptr, MS_BIND, nullptr) == 0);
     shared_ = true;
-    REQUIRE(::mount(nullptr, dir.path().c_str(), nullptr, MS_SHARED, nullptr) == 0);
+    testing::makeSharedMount(dir.path());
   }
 
   void startAgent(const std::vector<std::string>& extra_args = {}) {

@@ -20,6 +20,7 @@
 #include "agent/pod_lifecycle_sandbox.h"
 #include "agent/runtime/apparmor.h"
 #include "agent/runtime/cri/cri_runtime.h"
+#include "agent/volume/subpath.h"
 #include "test/support/containerd.h"
 #include "test/support/cri_runtime_fixture.h"
 #include "test/support/pod_builder.h"
@@ -579,4 +580,69 @@ TEST_CASE("cri runtime: hostNetwork shares the node's network namespace, hostPID
   REQUIRE(f.run(f.runtime->killContainer(pod, id, KillOptions::graceOverride(0), "test")).ok());
   REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
   REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
+}
+
+TEST_CASE(
+    "cri runtime: a subPath reaches the container as a bind mount of the checked directory, and "
+    "one that leads out of its volume fails the start",
+    "[integration][cri]") {
+  testing::skipUnlessContainerdCanRun();
+  // The pod's directory is on a shared mount made before containerd starts, as / is on a systemd
+  // node: the agent's bind mount must reach containerd's mount namespace.
+  testing::TempDir root("nodeagent-cri-subpath");
+  testing::makeSharedMount(root.path());
+  struct Unmount {
+    fs::path dir;
+    ~Unmount() { testing::unmountSharedMount(dir); }
+  } unmount{root.path()};
+  Fixture f;
+  REQUIRE(f.runtime->recover().ok());
+  const fs::path vol = root.path() / "vol";
+  const fs::path outside = root.path() / "outside";
+  const fs::path pod_dir = root.path() / "pods" / "uid-1234";
+  fs::create_directories(vol / "data");
+  fs::create_directories(outside);
+  fs::create_directories(pod_dir);
+  testing::writeFile(vol / "data" / "hello", "inside\n");
+  testing::writeFile(outside / "hello", "outside\n");
+  fs::create_directory_symlink(outside, vol / "escape");
+
+  const api::PodPtr pod = busyboxPod();
+  auto sandbox_id = f.run(f.runtime->runPodSandbox(sandboxConfig(*f.runtime, *pod)));
+  REQUIRE(sandbox_id.ok());
+  auto startWith = [&](const fs::path& sub, int attempt) {
+    StartContainerOptions options;
+    options.mounts = {Mount{"vol", sub, "/sub", false, vol}};
+    options.pod_dir = pod_dir;
+    options.sandbox_id = *sandbox_id;
+    options.sandbox_config =
+        std::make_shared<const PodSandboxConfig>(sandboxConfig(*f.runtime, *pod));
+    options.image = pod->spec->containers[0].image;
+    return f.run(f.runtime->startContainer(pod, pod->spec->containers[0], attempt, options));
+  };
+  auto id = startWith(vol / "data", 0);
+  INFO(id.status().message());
+  REQUIRE(id.ok());
+  CHECK(execOutput(f, *id, {"cat", "/sub/hello"}) == "inside\n");
+  const fs::path target = agent::subPathTarget(pod_dir, "vol", "main", 0);
+  CHECK(agent::mountPointsBelow(pod_dir) == std::vector<fs::path>{target});
+  // Swapped for a symlink out of the volume afterwards: the container keeps what was checked.
+  fs::rename(vol / "data", vol / "data-old");
+  fs::create_directory_symlink(outside, vol / "data");
+  CHECK(execOutput(f, *id, {"cat", "/sub/hello"}) == "inside\n");
+
+  // Through a symlink out of the volume: refused, nothing mounted for it, the pod's status shows
+  // no node path (CreateContainerConfigError in the agent).
+  auto escaped = startWith(vol / "escape", 1);
+  REQUIRE_FALSE(escaped.ok());
+  CHECK(escaped.status().message() ==
+        "failed to prepare subPath for volumeMount \"vol\" of container \"main\"");
+
+  REQUIRE(f.run(f.runtime->killContainer(pod, *id, KillOptions::graceOverride(0), "test")).ok());
+  REQUIRE(f.run(f.runtime->stopPodSandbox(*sandbox_id)).ok());
+  REQUIRE(f.run(f.runtime->removePodSandbox(*sandbox_id)).ok());
+  REQUIRE(agent::cleanSubPaths(pod_dir).ok());
+  CHECK(agent::mountPointsBelow(pod_dir).empty());
+  CHECK(testing::readFile(vol / "data-old" / "hello") == "inside\n");
+  CHECK(testing::readFile(outside / "hello") == "outside\n");
 }

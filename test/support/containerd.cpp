@@ -276,6 +276,19 @@ void unmountUnder(const fs::path& dir) {
 
 }  // namespace
 
+void makeSharedMount(const fs::path& dir) {
+  if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      ::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0) {
+    throw std::runtime_error("cannot make " + dir.string() + " a shared mount: " +
+                             std::strerror(errno));
+  }
+}
+
+void unmountSharedMount(const fs::path& dir) {
+  unmountUnder(dir);
+  ::umount2(dir.c_str(), MNT_DETACH);
+}
+
 std::string containerdUnavailableReason() {
   if (::geteuid() != 0)
     return "containerd needs root (this test runs as uid " + std::to_string(::geteuid()) + ")";

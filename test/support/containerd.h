@@ -70,6 +70,14 @@ std::string cniUnavailableReason();
 // skipTest() with that reason. Call it first thing in a TEST_CASE that needs pod networking.
 void skipUnlessCniCanRun();
 
+// Makes `dir` a shared mount (a bind mount of itself, shared), as / is on a systemd host, so that
+// what is mounted below it afterwards (secret tmpfs volumes, subPath bind mounts) reaches a
+// containerd started after this call in a mount namespace of its own, as it reaches the node's
+// containerd. Throws (failing the test) when it cannot. Undo with unmountSharedMount().
+void makeSharedMount(const std::filesystem::path& dir);
+// Lazily unmounts everything below `dir`, then `dir` itself.
+void unmountSharedMount(const std::filesystem::path& dir);
+
 struct TestContainerdOptions {
   // How long containerd may take until its socket accepts connections.
   std::chrono::milliseconds start_deadline = std::chrono::seconds(30);

@@ -10,7 +10,7 @@
 #include "agent/runtime/cri/cri_runtime_config.h"
 #include "agent/runtime/cri_log.h"
 #include "agent/runtime/security_context.h"
-#include "agent/volumes.h"
+#include "agent/volume/subpath.h"
 #include "base/blocking.h"
 #include "base/log.h"
 
@@ -386,14 +386,16 @@ base::StatusOr<std::string> CriRuntime::startBlocking(const api::Pod& pod,
   auto config = containerConfig(pod, container, attempt, options, image_ref, imageUser(*found));
   if (!config.ok()) return config.status();
   // containerd bind-mounts what it is given, following symlinks: a subPath must not lead out of
-  // its volume. config->mounts begins with options.mounts, in order.
+  // its volume, and is given as a bind mount of what was checked (agent/volume/subpath.h).
+  // config->mounts begins with options.mounts, in order.
   if (config->mounts.size() < options.mounts.size()) {
     return base::internalError("container config lost volume mounts");
   }
   for (size_t i = 0; i < options.mounts.size(); ++i) {
     const auto& m = options.mounts[i];
     if (m.volume_root.empty()) continue;
-    auto resolved = agent::resolveSubPath(m.volume_root, m.host_path);
+    auto resolved = agent::bindSubPath(m.volume_root, m.host_path, options.pod_dir, m.volume,
+                                       container.name, i);
     if (!resolved.ok()) {
       // As kubelet: the node's paths go to the log, not into the pod's status.
       log()->warn("Cannot prepare a subPath pod={} container={} volumeMount={} error={}",

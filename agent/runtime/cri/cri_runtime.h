@@ -17,11 +17,12 @@
 // hostNetwork gets a network namespace and an IP, which getPodStatus answers as the pod's; host
 // ports need a CNI portmap plugin in that config (the mappings are passed on). The sandbox gets
 // the pod's sysctls, runAsUser, runAsGroup, groups and seccomp profile, each container its own
-// seccomp and AppArmor profile (agent/runtime/spec_extras.h, apparmor.h), and CreateContainer the
-// config the agent made for the sandbox (StartContainerOptions::sandbox_config).
+// seccomp and AppArmor profile (agent/runtime/spec_extras.h, apparmor.h), the pod's and each
+// container's SELinux options, and CreateContainer the config the agent made for the sandbox
+// (StartContainerOptions::sandbox_config). A subPath is given as a bind mount of the checked
+// directory (agent/volume/subpath.h).
 //
-// What it does not do yet: no SELinux options; execStream and attach are Unimplemented (sessions
-// go through the runtime's streaming server instead).
+// execStream and attach are Unimplemented: sessions go through the runtime's streaming server.
 //
 // Container events: CRI v1's GetContainerEvents is not served by containerd 1.6, so once the
 // event handler is installed the runtime follows containerd's own event stream on the same socket

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/pod_directories.h"
+#include "agent/volume/subpath.h"
 #include "agent/volume/tmpfs.h"
 #include "agent/volumes.h"
 #include "test/support/pod_builder.h"

@@ -1,0 +1,267 @@
+#include "agent/volume/subpath.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "base/path_component.h"
+
+namespace nodeagent::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Whether `path` is `root` or below it, compared by whole components (both resolved).
+bool within(const fs::path& root, const fs::path& path) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+// A descriptor closed when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string errnoText() { return std::strerror(errno); }
+
+// kubelet's doSafeOpen: `resolved` (below `root`, both resolved) opened with O_PATH from `root`
+// down, one component at a time, none of them followed if it is a symlink: one met on the way was
+// put there after resolveSubPath looked.
+base::Status safeOpen(const fs::path& root, const fs::path& resolved, Fd& out) {
+  Fd fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return base::invalidArgumentError("cannot open volume directory " + root.string() + ": " +
+                                      errnoText());
+  }
+  fs::path at = root;
+  for (const auto& part : resolved.lexically_relative(root)) {
+    if (part == ".") continue;
+    at /= part;
+    Fd child(::openat(fd.get(), part.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (child.get() < 0) {
+      return base::invalidArgumentError("cannot open " + at.string() + ": " + errnoText());
+    }
+    struct stat st {};
+    if (::fstat(child.get(), &st) != 0) {
+      return base::invalidArgumentError("cannot stat " + at.string() + ": " + errnoText());
+    }
+    if (S_ISLNK(st.st_mode)) {
+      return base::invalidArgumentError("subPath component " + at.string() +
+                                        " became a symlink after it was checked");
+    }
+    fd.reset(child.release());
+  }
+  out.reset(fd.release());
+  return base::okStatus();
+}
+
+// A mountinfo path with its octal escapes ("\040" for a space, ...) undone.
+std::string unescapeMountPath(const std::string& in) {
+  std::string out;
+  const auto digit = [&](size_t i) { return i < in.size() && in[i] >= '0' && in[i] <= '7'; };
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '\\' && digit(i + 1) && digit(i + 2) && digit(i + 3)) {
+      out.push_back(
+          static_cast<char>((in[i + 1] - '0') * 64 + (in[i + 2] - '0') * 8 + (in[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(in[i]);
+    }
+  }
+  return out;
+}
+
+bool sameFile(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+bool isMounted(const fs::path& path) {
+  const auto mounts = mountPointsBelow(path);
+  return std::find(mounts.begin(), mounts.end(), path) != mounts.end();
+}
+
+}  // namespace
+
+base::StatusOr<fs::path> resolveSubPath(const fs::path& volume_root, const fs::path& path) {
+  std::error_code ec;
+  const auto root = fs::canonical(volume_root, ec);
+  if (ec) {
+    return base::invalidArgumentError("volume directory " + volume_root.string() + ": " +
+                                      ec.message());
+  }
+  const auto outside = [&](const fs::path& resolved) {
+    return base::invalidArgumentError("subPath " + path.string() + " resolves to " +
+                                      resolved.string() + ", outside of its volume " +
+                                      root.string());
+  };
+  // The part of the subPath that exists, resolved, must be inside; what is missing is made below
+  // it with the volume's mode, one directory at a time (kubelet's SafeMakeDir).
+  const fs::path relative = path.lexically_relative(volume_root);
+  if (relative.empty() || *relative.begin() == "..") {
+    return base::invalidArgumentError("subPath " + path.string() + " is not below its volume " +
+                                      volume_root.string());
+  }
+  fs::path at = root;
+  auto part = relative.begin();
+  for (; part != relative.end(); ++part) {
+    if (*part == ".") continue;
+    const fs::path next = at / *part;
+    if (!fs::exists(fs::symlink_status(next, ec))) break;
+    at = fs::canonical(next, ec);
+    if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
+    if (!within(root, at)) return outside(at);
+  }
+  if (part != relative.end()) {
+    const auto mode = fs::status(root, ec).permissions();
+    for (; part != relative.end(); ++part) {
+      if (*part == ".") continue;
+      at /= *part;
+      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
+        return base::invalidArgumentError("subPath " + path.string() + ": cannot create " +
+                                          at.string() + ": " + std::strerror(errno));
+      }
+      ::chmod(at.c_str(), static_cast<mode_t>(mode));
+    }
+    // Made or not by this call (another start may have raced it), it must still be inside.
+    at = fs::canonical(path, ec);
+    if (ec) return base::invalidArgumentError("subPath " + path.string() + ": " + ec.message());
+    if (!within(root, at)) return outside(at);
+  }
+  return at;
+}
+
+fs::path subPathTarget(const fs::path& pod_dir, const std::string& volume,
+                       const std::string& container, size_t index) {
+  return pod_dir / "volume-subpaths" / volume / container / std::to_string(index);
+}
+
+base::StatusOr<fs::path> bindSubPath(const fs::path& volume_root, const fs::path& path,
+                                     const fs::path& pod_dir, const std::string& volume,
+                                     const std::string& container, size_t index) {
+  if (pod_dir.empty()) {
+    return base::invalidArgumentError("subPath " + path.string() +
+                                      ": no pod directory to bind it in");
+  }
+  RETURN_IF_ERROR(base::checkPathComponent("volume name", volume));
+  RETURN_IF_ERROR(base::checkPathComponent("container name", container));
+  auto resolved = resolveSubPath(volume_root, path);
+  if (!resolved.ok()) return resolved.status();
+  std::error_code ec;
+  const auto root = fs::canonical(volume_root, ec);
+  if (ec) {
+    return base::invalidArgumentError("volume directory " + volume_root.string() + ": " +
+                                      ec.message());
+  }
+  Fd source;
+  RETURN_IF_ERROR(safeOpen(root, *resolved, source));
+  struct stat opened {};
+  if (::fstat(source.get(), &opened) != 0) {
+    return base::internalError("cannot stat " + resolved->string() + ": " + errnoText());
+  }
+  const fs::path target = subPathTarget(pod_dir, volume, container, index);
+  fs::create_directories(target.parent_path(), ec);
+  if (ec) {
+    return base::internalError("cannot create " + target.parent_path().string() + ": " +
+                               ec.message());
+  }
+  if (isMounted(target)) {
+    struct stat bound {};
+    if (::stat(target.c_str(), &bound) == 0 && sameFile(bound, opened)) return target;
+    if (::umount2(target.c_str(), MNT_DETACH) != 0) {
+      return base::internalError("cannot unmount the stale subPath mount " + target.string() +
+                                 ": " + errnoText());
+    }
+  }
+  // The mount point is of the source's kind: a directory for a directory, a file otherwise.
+  if (S_ISDIR(opened.st_mode)) {
+    if (::mkdir(target.c_str(), 0750) != 0 && errno != EEXIST) {
+      return base::internalError("cannot create " + target.string() + ": " + errnoText());
+    }
+  } else {
+    Fd made(::open(target.c_str(), O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0640));
+    if (made.get() < 0) {
+      return base::internalError("cannot create " + target.string() + ": " + errnoText());
+    }
+  }
+  const std::string proc_path = "/proc/self/fd/" + std::to_string(source.get());
+  if (::mount(proc_path.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    return base::internalError("cannot bind-mount subPath " + resolved->string() + " at " +
+                               target.string() + ": " + errnoText());
+  }
+  return target;
+}
+
+base::Status cleanSubPaths(const fs::path& pod_dir) {
+  const fs::path dir = pod_dir / "volume-subpaths";
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(dir, ec))) return base::okStatus();
+  // Deepest first; a mount stacked on another takes one more round.
+  std::string why;
+  for (int round = 0; round < 4; ++round) {
+    const auto mounts = mountPointsBelow(dir);
+    if (mounts.empty()) break;
+    for (const auto& mount : mounts) {
+      if (::umount2(mount.c_str(), MNT_DETACH) != 0) why = mount.string() + ": " + errnoText();
+    }
+  }
+  if (const auto left = mountPointsBelow(dir); !left.empty()) {
+    return base::internalError("subPath mount " + left.front().string() + " cannot be unmounted" +
+                               (why.empty() ? "" : " (" + why + ")"));
+  }
+  fs::remove_all(dir, ec);
+  if (ec) return base::internalError("cannot remove " + dir.string() + ": " + ec.message());
+  return base::okStatus();
+}
+
+std::vector<fs::path> mountPointsBelow(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(dir, ec);
+  if (ec) base = dir;
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    // "<id> <parent> <major:minor> <root> <mount point> <options> ..."
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    if (!(fields >> id >> parent >> device >> root >> point)) continue;
+    fs::path mount(unescapeMountPath(point));
+    if (within(base, mount)) out.push_back(std::move(mount));
+  }
+  const auto depth = [](const fs::path& p) { return std::distance(p.begin(), p.end()); };
+  std::sort(out.begin(), out.end(), [&](const fs::path& a, const fs::path& b) {
+    const auto da = depth(a);
+    const auto db = depth(b);
+    return da != db ? da > db : a < b;
+  });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace nodeagent::agent
