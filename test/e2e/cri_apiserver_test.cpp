@@ -1,10 +1,12 @@
 // The daemon on the CRI runtime joined to the test apiserver: a pod created with kubectl runs in a
 // containerd container with a network of its own, and kubectl shows what it shows of a kubelet's
 // pod: Running, the pod's IP, containerd:// container IDs and the image and its ID; the Node lists
-// containerd's images.
+// containerd's images; kubectl delete's grace period holds for a container that ignores SIGTERM.
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -16,13 +18,17 @@ namespace {
 
 constexpr char kImage[] = "nodeagent.test/busybox:1";
 
-std::string apiPodYaml(const std::string& name) {
+// A pod bound to the node whose container runs `script` in the busybox image's shell, with
+// `marker` as the shell's $0 (in its command line) when given.
+std::string apiPodYaml(const std::string& name, int grace_seconds = 1,
+                       const std::string& script = "trap 'exit 0' TERM; sleep 3600 & wait",
+                       const std::string& marker = "") {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
          "\n  namespace: default\nspec:\n  nodeName: " + std::string(kNode) +
-         "\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: " +
-         kImage +
-         "\n    imagePullPolicy: IfNotPresent\n"
-         "    command: [\"/bin/sh\", \"-c\", \"trap 'exit 0' TERM; sleep 3600 & wait\"]\n";
+         "\n  terminationGracePeriodSeconds: " + std::to_string(grace_seconds) +
+         "\n  containers:\n  - name: main\n    image: " + kImage +
+         "\n    imagePullPolicy: IfNotPresent\n    command: [\"/bin/sh\", \"-c\", \"" + script +
+         "\"" + (marker.empty() ? "" : ", \"" + marker + "\"") + "]\n";
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -141,6 +147,70 @@ TEST_CASE(
   const bool ready_again = testing::eventually([&] { return readyIs("True"); }, 60s, 500ms);
   INFO("Ready " << ready << ": " << message);
   CHECK(ready_again);
+}
+
+TEST_CASE(
+    "cri: kubectl delete --grace-period=3 kills a container that ignores SIGTERM after those 3 s, "
+    "not its spec's 60, while one that ends on SIGTERM goes at once",
+    "[e2e][apiserver][cri]") {
+  testing::skipUnlessCniCanRun();
+  testing::TestContainerd containerd;
+  containerd.importTestImages();
+  Env env;
+  env.startCriAgent(containerd.endpoint());
+  const std::string tag = std::to_string(::getpid());
+  testing::writeFile(
+      env.dir / "grace.yaml",
+      apiPodYaml("deaf", 60, "trap '' TERM; while :; do sleep 1; done", "deaf-" + tag) + "---\n" +
+          apiPodYaml("polite", 60, "trap 'exit 0' TERM; sleep 3600 & wait", "polite-" + tag));
+  auto created = env.kubectl({"create", "-f", (env.dir / "grace.yaml").string()});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  auto running = [&](const std::string& name) {
+    for (const auto& [pid, cmd] : containerd.containerProcesses()) {
+      if (contains(cmd, name + "-" + tag)) return true;
+    }
+    return false;
+  };
+  const bool both = testing::eventually(
+      [&] {
+        for (const char* name : {"deaf", "polite"}) {
+          auto pod = env.pod(name);
+          if (!pod || (*pod)["status"].value("phase", "") != "Running") return false;
+        }
+        return running("deaf") && running("polite");
+      },
+      60s);
+  INFO(env.diagnostics());
+  REQUIRE(both);
+
+  using Clock = std::chrono::steady_clock;
+  const auto deleted = Clock::now();
+  auto del = env.kubectl(
+      {"delete", "pod", "deaf", "polite", "-n", "default", "--grace-period=3", "--wait=false"});
+  INFO(del.err);
+  REQUIRE(del.exit_code == 0);
+  std::optional<Clock::duration> polite_gone, deaf_gone;
+  const bool gone = testing::eventually(
+      [&] {
+        if (!polite_gone && !running("polite")) polite_gone = Clock::now() - deleted;
+        if (!deaf_gone && !running("deaf")) deaf_gone = Clock::now() - deleted;
+        return polite_gone && deaf_gone;
+      },
+      50s, 50ms);
+  INFO(env.diagnostics());
+  REQUIRE(gone);
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  INFO("polite gone after " << ms(*polite_gone) << " ms, deaf after " << ms(*deaf_gone) << " ms");
+  // The deaf one lives out the delete's grace period (SIGKILL then), not the spec's 60 s; the
+  // polite one is not held for it.
+  CHECK(ms(*deaf_gone) >= 2900);
+  CHECK(ms(*deaf_gone) < 40000);
+  CHECK(*polite_gone < *deaf_gone);
+  // Both leave the apiserver once the agent saw them end (kubelet's status manager deletes them).
+  CHECK(testing::eventually([&] { return !env.pod("deaf") && !env.pod("polite"); }, 30s));
 }
 
 }  // namespace nodeagent::apiserver_e2e

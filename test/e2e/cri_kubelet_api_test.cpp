@@ -2,7 +2,7 @@
 // static pods in a containerd of the test's own, and the real kubectl's logs, exec (output,
 // exit code, stdin; over WebSocket and over SPDY) and port-forward reach the containers through
 // containerd's streaming server, to which the agent hands the client's connection over
-// (kubelet's proxyStream). Attach takes the same path as exec.
+// (kubelet's proxyStream); kubectl attach reaches a container's own stdin and output the same way.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -116,4 +116,36 @@ TEST_CASE("cri: kubectl port-forward reaches a containerd container's port throu
   INFO("kubectl: " << forward.out() << forward.err());
   CHECK(fetched);
   CHECK(body == "through-containerd\n");
+}
+
+TEST_CASE(
+    "cri: kubectl attach sends stdin to a containerd container's own stdin and shows its output, "
+    "over WebSocket and over SPDY",
+    "[e2e][cri][kubelet-api]") {
+  testing::skipUnlessContainerdCanRun();
+  CriKubelet s;
+  for (const auto transport :
+       {testing::KubectlTransport::kWebSocket, testing::KubectlTransport::kSpdy}) {
+    const std::string name =
+        transport == testing::KubectlTransport::kSpdy ? "talk-spdy" : "talk-websocket";
+    INFO("kubectl over " << testing::transportName(transport));
+    // stdinOnce: the end of the first attach's input ends cat's, and the container with it.
+    testing::writeFile(
+        s.env.manifests / (name + ".yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name +
+            ", namespace: default}\nspec:\n  hostNetwork: true\n  restartPolicy: Never\n"
+            "  containers:\n  - name: echo\n    image: nodeagent.test/busybox:1\n"
+            "    imagePullPolicy: Never\n    stdin: true\n    stdinOnce: true\n"
+            "    command: [\"sh\", \"-c\", \"echo ready; cat; echo bye\"]\n");
+    const std::string pod = KubeletEnv::mirrorName(name);
+    if (!s.env.logsShow(pod, "echo", "ready")) FAIL(s.env.diagnostics());
+    auto attached =
+        s.env.shell("printf 'hello\\nworld\\n' | " + testing::kubectlCommandOver(s.env, transport) +
+                        " attach -i " + pod + " -c echo",
+                    60s);
+    INFO(attached.err);
+    CHECK(attached.exit_code == 0);
+    CHECK_THAT(attached.out, Catch::Contains("hello\nworld\n"));
+    CHECK(s.env.logsShow(pod, "echo", "bye"));
+  }
 }

@@ -4,6 +4,10 @@
 // it, and a hostPort reaches its pod through the config's portmap.
 #include <httplib.h>
 
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <random>
 #include <string>
 
 #include "test/e2e/apiserver_env.h"
@@ -24,6 +28,23 @@ void skipUnlessPortmapCanRun() {
   if (::access("/usr/sbin/iptables", X_OK) != 0 && ::access("/sbin/iptables", X_OK) != 0) {
     testing::skipTest("no iptables: the portmap plugin needs it (Debian package iptables)");
   }
+}
+
+// The body of GET / at host:port once it answers 200 within `deadline`.
+std::optional<std::string> eventuallyGet(const std::string& host, int port,
+                                         std::chrono::seconds deadline) {
+  std::optional<std::string> body;
+  testing::eventually(
+      [&] {
+        httplib::Client cli(host, port);
+        cli.set_connection_timeout(1, 0);
+        cli.set_read_timeout(2, 0);
+        auto res = cli.Get("/");
+        if (res && res->status == 200) body = res->body;
+        return body.has_value();
+      },
+      deadline);
+  return body;
 }
 
 std::string readConflist(const testing::TestContainerd& containerd) {
@@ -74,21 +95,66 @@ TEST_CASE(
   CHECK(containerd.inPodSubnet(ip));
 
   // The node's port reaches the pod's (portmap's DNAT, also for the node's own 127.0.0.1).
-  std::string body;
-  const bool answered = testing::eventually(
-      [&] {
-        httplib::Client cli("127.0.0.1", host_port);
-        cli.set_connection_timeout(1, 0);
-        cli.set_read_timeout(2, 0);
-        auto res = cli.Get("/");
-        if (!res || res->status != 200) return false;
-        body = res->body;
-        return true;
-      },
-      20s);
+  auto body = eventuallyGet("127.0.0.1", host_port, 20s);
   INFO(d.logTail());
-  REQUIRE(answered);
-  CHECK(body == "hello-from-pod\n");
+  REQUIRE(body);
+  CHECK(*body == "hello-from-pod\n");
+}
+
+TEST_CASE(
+    "cri: with a dual-stack --pod-cidr the agent's CNI config gives pods an IPv4 and an IPv6 "
+    "address, both in status.podIPs, and the pod answers on the IPv6 one",
+    "[e2e][cri]") {
+  testing::skipUnlessCniCanRun();
+  if (!testing::readFile("/proc/sys/net/ipv6/conf/all/disable_ipv6").starts_with("0")) {
+    testing::skipTest("IPv6 is disabled on this node (net.ipv6.conf.all.disable_ipv6)");
+  }
+  testing::TestContainerdOptions options;
+  options.agent_writes_cni_config = true;
+  testing::TestContainerd containerd(options);
+  containerd.importTestImages();
+  // A unique-local /64 of the test's own (the bridge's name and IPv4 /24 are unique already).
+  char prefix[40];
+  std::snprintf(prefix, sizeof prefix, "fd%02x:%x:%x:1::", static_cast<unsigned>(::getpid() & 0xff),
+                static_cast<unsigned>(std::random_device()() & 0xffff),
+                static_cast<unsigned>(std::random_device()() & 0xffff));
+  const std::string v6_cidr = std::string(prefix) + "/64";
+  Daemon d;
+  d.writeManifest(
+      "web6.yaml",
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web6\nspec:\n"
+      "  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n"
+      "    image: nodeagent.test/busybox:1\n    imagePullPolicy: Never\n"
+      "    command: [\"/bin/sh\", \"-c\", \"mkdir -p /tmp/www && echo hello-over-ipv6 > "
+      "/tmp/www/index.html; trap 'exit 0' TERM; httpd -f -p 8080 -h /tmp/www & wait\"]\n");
+  auto flags = containerd.agentFlags();
+  for (auto& f : containerd.agentCniFlags(false)) flags.push_back(std::move(f));
+  flags.push_back("--pod-cidr=" + containerd.podSubnet() + "," + v6_cidr);
+  d.start(flags);
+
+  REQUIRE_EVENTUALLY(
+      d, [&] { return d.running("web6"); }, 60s);
+  const std::string conflist = readConflist(containerd);
+  INFO(conflist);
+  CHECK_THAT(conflist, Catch::Contains("\"subnet\": \"" + containerd.podSubnet() + "\""));
+  CHECK_THAT(conflist, Catch::Contains("\"subnet\": \"" + v6_cidr + "\""));
+  auto pod = d.pod("web6");
+  REQUIRE(pod);
+  const auto& ips = (*pod)["status"]["podIPs"];
+  INFO("podIPs " << ips.dump());
+  REQUIRE(ips.size() == 2);
+  const std::string v4 = ips[0].value("ip", "");
+  const std::string v6 = ips[1].value("ip", "");
+  CHECK(containerd.inPodSubnet(v4));
+  CHECK(v6.starts_with(prefix));
+  CHECK((*pod)["status"].value("podIP", "") == v4);
+
+  // The node reaches the pod over IPv6 through the bridge (its gateway address); duplicate
+  // address detection may hold the addresses back for a moment.
+  auto body = eventuallyGet(v6, 8080, 30s);
+  INFO(d.logTail());
+  REQUIRE(body);
+  CHECK(*body == "hello-over-ipv6\n");
 }
 
 }  // namespace nodeagent::e2e
