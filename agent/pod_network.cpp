@@ -14,6 +14,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include "base/log.h"
 #include "base/printable.h"
+#include "base/strings.h"
 
 namespace nodeagent::agent {
 namespace {
@@ -64,24 +65,19 @@ bool parseCidr(std::string_view text, bool& v6, std::string& why) {
 }  // namespace
 
 base::StatusOr<std::vector<std::string>> parsePodCidrs(std::string_view text) {
-  std::vector<std::string> cidrs;
+  auto cidrs = base::splitCommaList(text);
   bool have_v4 = false, have_v6 = false;
-  while (!text.empty()) {
-    const auto comma = text.find(',');
-    const auto entry = trim(text.substr(0, comma));
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (entry.empty()) continue;
+  for (const auto& entry : cidrs) {
     bool v6 = false;
     std::string why;
     if (!parseCidr(entry, v6, why)) {
-      return base::invalidArgumentError("\"" + std::string(entry) + "\" is not a CIDR: " + why);
+      return base::invalidArgumentError("\"" + entry + "\" is not a CIDR: " + why);
     }
     if ((v6 ? have_v6 : have_v4)) {
-      return base::invalidArgumentError("\"" + std::string(entry) + "\": at most one IPv" +
-                                        (v6 ? "6" : "4") + " CIDR");
+      return base::invalidArgumentError("\"" + entry + "\": at most one IPv" + (v6 ? "6" : "4") +
+                                        " CIDR");
     }
     (v6 ? have_v6 : have_v4) = true;
-    cidrs.emplace_back(entry);
   }
   if (cidrs.empty()) return base::invalidArgumentError("no CIDR");
   return cidrs;

@@ -20,4 +20,17 @@ std::string asciiLower(std::string_view s) {
   return out;
 }
 
+std::vector<std::string> splitCommaList(std::string_view text) {
+  std::vector<std::string> out;
+  for (;;) {
+    const size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
 }  // namespace nodeagent::base

@@ -16,6 +16,7 @@
 #include "agent/runtime/cri/cri_endpoint.h"
 #include "api/quantity.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "cmd/nodeagent/config_file.h"
 #include "cmd/nodeagent/flags.h"
 #include "config/apiserver_source.h"
@@ -279,22 +280,6 @@ std::optional<UsageError> checkClientCertificateFlags(const DaemonFlags& f) {
   return std::nullopt;
 }
 
-// "a, b,c" -> {"a", "b", "c"} (empty entries dropped).
-std::vector<std::string> splitCommaList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    if (!item.empty()) out.push_back(std::move(item));
-    start = end + 1;
-  }
-  return out;
-}
-
 // kubelet's --container-runtime: "remote" (a CRI runtime) is --runtime=cri; kubelet's other value,
 // docker, has no counterpart.
 std::optional<UsageError> applyContainerRuntime(DaemonFlags& f, bool runtime_set) {
@@ -335,7 +320,7 @@ std::optional<UsageError> checkFlags(const DaemonFlags& f) {
         "--seccomp-default needs --runtime=cri: the process runtime does not filter a host "
         "process's system calls, so every container would be refused"};
   }
-  for (const auto& ip : splitCommaList(f.cluster_dns)) {
+  for (const auto& ip : base::splitCommaList(f.cluster_dns)) {
     in6_addr addr{};
     if (::inet_pton(AF_INET, ip.c_str(), &addr) != 1 &&
         ::inet_pton(AF_INET6, ip.c_str(), &addr) != 1) {
@@ -435,10 +420,10 @@ std::string existingRootDir(const std::string& root_dir) {
 // What follows from the flags: node identity, allocatable, labels, headers, the kubeconfig.
 std::optional<UsageError> derive(DaemonConfig& c) {
   const auto& f = c.flags;
-  c.cluster_dns = splitCommaList(f.cluster_dns);
+  c.cluster_dns = base::splitCommaList(f.cluster_dns);
   {
     auto patterns = agent::safeSysctls(agent::runningKernelRelease());
-    for (auto& p : splitCommaList(f.allowed_unsafe_sysctls)) patterns.push_back(std::move(p));
+    for (auto& p : base::splitCommaList(f.allowed_unsafe_sysctls)) patterns.push_back(std::move(p));
     auto sysctls = agent::SysctlAllowlist::create(patterns);
     if (!sysctls.ok()) return UsageError{"--allowed-unsafe-sysctls: " + sysctls.status().message()};
     c.sysctls = *std::move(sysctls);
