@@ -6,8 +6,8 @@
 
 #include "agent/apparmor_admission.h"
 #include "agent/runtime/apparmor.h"
-#include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
+#include "test/unit/runtime/two_containers.h"
 
 using namespace nodeagent;
 using runtime::SecurityProfile;
@@ -16,14 +16,6 @@ using Type = runtime::SecurityProfile::Type;
 namespace {
 
 const std::string kKey = "container.apparmor.security.beta.kubernetes.io/";
-
-testing::PodBuilder twoContainers() {
-  return testing::PodBuilder()
-      .name("p")
-      .uid("u")
-      .container("app", {"sleep"})
-      .container("side", {"sleep"});
-}
 
 std::optional<SecurityProfile> profile(const api::PodPtr& pod, const std::string& container) {
   auto p = runtime::appArmorProfileFor(*pod, container);
@@ -42,7 +34,7 @@ TEST_CASE(
     "apparmor: the container's appArmorProfile wins over the annotation, which wins over the "
     "pod's",
     "[unit][runtime]") {
-  auto pod = twoContainers()
+  auto pod = testing::twoContainers()
                  .annotation(kKey + "app", "localhost/app-profile")
                  .annotation(kKey + "side", "runtime/default")
                  .edit([](nlohmann::json& j) {
@@ -55,12 +47,12 @@ TEST_CASE(
   CHECK(profile(pod, "side") == SecurityProfile{Type::kLocalhost, "side-profile"});
   CHECK(profile(pod, "other") == SecurityProfile{Type::kUnconfined, ""});  // the pod's
 
-  auto plain = twoContainers().build();
+  auto plain = testing::twoContainers().build();
   CHECK_FALSE(profile(plain, "app").has_value());
   CHECK_FALSE(required(plain));
 
   // The annotation's three spellings; anything else asks for nothing, as kubelet.
-  auto annotated = twoContainers()
+  auto annotated = testing::twoContainers()
                        .annotation(kKey + "app", "unconfined")
                        .annotation(kKey + "side", "confined-please")
                        .build();
@@ -75,7 +67,7 @@ TEST_CASE(
 
 TEST_CASE("apparmor: required only for a profile other than unconfined and bad fields are errors",
           "[unit][runtime]") {
-  auto unconfined = twoContainers()
+  auto unconfined = testing::twoContainers()
                         .annotation(kKey + "app", "unconfined")
                         .edit([](nlohmann::json& j) {
                           j["spec"]["containers"][1]["securityContext"]["appArmorProfile"] = {
@@ -84,7 +76,7 @@ TEST_CASE("apparmor: required only for a profile other than unconfined and bad f
                         .build();
   CHECK_FALSE(required(unconfined));
   auto pod_level =
-      twoContainers()
+      testing::twoContainers()
           .edit([](nlohmann::json& j) {
             j["spec"]["securityContext"]["appArmorProfile"] = {{"type", "RuntimeDefault"}};
           })
@@ -93,7 +85,7 @@ TEST_CASE("apparmor: required only for a profile other than unconfined and bad f
   CHECK(profile(pod_level, "side") == SecurityProfile{Type::kRuntimeDefault, ""});
 
   auto nameless =
-      twoContainers()
+      testing::twoContainers()
           .edit([](nlohmann::json& j) {
             j["spec"]["containers"][0]["securityContext"]["appArmorProfile"] = {
                 {"type", "Localhost"}, {"localhostProfile", " "}};
@@ -108,7 +100,7 @@ TEST_CASE("apparmor: required only for a profile other than unconfined and bad f
   CHECK(bad.status().message() ==
         "unknown AppArmor profile type \"Strict\" for container \"side\"");
   // Wrong JSON types ask for nothing and break nothing.
-  auto odd = twoContainers()
+  auto odd = testing::twoContainers()
                  .edit([](nlohmann::json& j) {
                    j["spec"]["securityContext"]["appArmorProfile"] = "RuntimeDefault";
                    j["spec"]["containers"][0]["securityContext"] = {{"appArmorProfile", 7}};
@@ -134,7 +126,7 @@ TEST_CASE(
     "apparmor admission: a pod asking for a profile is refused when the node cannot enforce it, "
     "with kubelet's reason and message",
     "[unit][runtime]") {
-  auto confined = twoContainers().annotation(kKey + "app", "runtime/default").build();
+  auto confined = testing::twoContainers().annotation(kKey + "app", "runtime/default").build();
   auto refused = agent::admitAppArmor(*confined, false, "cri");
   CHECK_FALSE(refused.admit);
   CHECK(refused.reason == "AppArmor");
@@ -147,18 +139,19 @@ TEST_CASE(
   CHECK(agent::admitAppArmor(*confined, true, "cri").admit);
 
   // The annotation's localhost/ with no name is refused as the field's is (kubelet).
-  auto nameless_annotation = twoContainers().annotation(kKey + "side", "localhost/").build();
+  auto nameless_annotation =
+      testing::twoContainers().annotation(kKey + "side", "localhost/").build();
   refused = agent::admitAppArmor(*nameless_annotation, true, "cri");
   CHECK_FALSE(refused.admit);
   CHECK(refused.message ==
         "Cannot enforce AppArmor: invalid empty AppArmor profile name for container \"side\"");
 
   // Unconfined asks for nothing to enforce.
-  auto loose = twoContainers().annotation(kKey + "app", "unconfined").build();
+  auto loose = testing::twoContainers().annotation(kKey + "app", "unconfined").build();
   CHECK(agent::admitAppArmor(*loose, false, "process").admit);
 
   // A malformed profile is refused even where AppArmor works.
-  auto nameless = twoContainers()
+  auto nameless = testing::twoContainers()
                       .edit([](nlohmann::json& j) {
                         j["spec"]["initContainers"] = {
                             {{"name", "init"},
@@ -173,7 +166,7 @@ TEST_CASE(
         "Cannot enforce AppArmor: invalid empty AppArmor profile name for container \"init\"");
 
   // A pod past Pending is not checked again (kubelet).
-  auto running = twoContainers()
+  auto running = testing::twoContainers()
                      .annotation(kKey + "app", "runtime/default")
                      .edit([](nlohmann::json& j) { j["status"]["phase"] = "Running"; })
                      .build();

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/runtime/spec_extras.h"
-#include "test/support/pod_builder.h"
 #include "test/support/test_util.h"
+#include "test/unit/runtime/two_containers.h"
 
 using namespace nodeagent;
 using runtime::SecurityProfile;
@@ -17,21 +17,13 @@ namespace {
 
 const std::filesystem::path kRoot = "/var/lib/nodeagent/seccomp";
 
-testing::PodBuilder twoContainers() {
-  return testing::PodBuilder()
-      .name("p")
-      .uid("u")
-      .container("app", {"sleep"})
-      .container("side", {"sleep"});
-}
-
 }  // namespace
 
 TEST_CASE(
     "spec extras: the container's seccompProfile wins over the pod's, which wins over "
     "--seccomp-default",
     "[unit][runtime]") {
-  auto pod = twoContainers()
+  auto pod = testing::twoContainers()
                  .edit([](nlohmann::json& j) {
                    j["spec"]["securityContext"]["seccompProfile"] = {{"type", "RuntimeDefault"}};
                    j["spec"]["containers"][1]["securityContext"]["seccompProfile"] = {
@@ -45,11 +37,11 @@ TEST_CASE(
   CHECK(*runtime::seccompProfileFor(*pod, "", false, kRoot) ==
         SecurityProfile{Type::kRuntimeDefault, ""});
 
-  auto plain = twoContainers().build();
+  auto plain = testing::twoContainers().build();
   CHECK(runtime::seccompProfileFor(*plain, "app", false, kRoot)->type == Type::kUnconfined);
   CHECK(runtime::seccompProfileFor(*plain, "app", true, kRoot)->type == Type::kRuntimeDefault);
 
-  auto local = twoContainers()
+  auto local = testing::twoContainers()
                    .edit([](nlohmann::json& j) {
                      j["spec"]["containers"][0]["securityContext"]["seccompProfile"] = {
                          {"type", "Localhost"}, {"localhostProfile", "my/profile.json"}};
@@ -65,7 +57,7 @@ TEST_CASE(
     "pod's, and a pod without them has none",
     "[unit][runtime]") {
   using runtime::SELinuxOption;
-  auto pod = twoContainers()
+  auto pod = testing::twoContainers()
                  .edit([](nlohmann::json& j) {
                    j["spec"]["securityContext"]["seLinuxOptions"] = {
                        {"user", "system_u"}, {"type", "spc_t"}, {"level", "s0:c1,c2"}};
@@ -78,8 +70,8 @@ TEST_CASE(
   CHECK(runtime::seLinuxOptionsFor(*pod, "app") == pods);
   // kubelet's DetermineEffectiveSecurityContext takes the container's struct as it is.
   CHECK(runtime::seLinuxOptionsFor(*pod, "side") == SELinuxOption{"", "system_r", "", ""});
-  CHECK_FALSE(runtime::seLinuxOptionsFor(*twoContainers().build(), "app").has_value());
-  auto only_container = twoContainers()
+  CHECK_FALSE(runtime::seLinuxOptionsFor(*testing::twoContainers().build(), "app").has_value());
+  auto only_container = testing::twoContainers()
                             .edit([](nlohmann::json& j) {
                               j["spec"]["containers"][0]["securityContext"]["seLinuxOptions"] = {
                                   {"type", "container_t"}, {"level", 7}};
@@ -104,7 +96,7 @@ TEST_CASE("spec extras: SELinux is enabled when selinuxfs is mounted under the s
 TEST_CASE("spec extras: a Localhost profile must name a file below the profile root",
           "[unit][runtime]") {
   auto with = [](nlohmann::json profile) {
-    return twoContainers()
+    return testing::twoContainers()
         .edit([&](nlohmann::json& j) {
           j["spec"]["containers"][0]["securityContext"]["seccompProfile"] = profile;
         })
@@ -125,7 +117,7 @@ TEST_CASE("spec extras: a Localhost profile must name a file below the profile r
 
 TEST_CASE("spec extras: sysctls, hostname and shareProcessNamespace are read from the pod's JSON",
           "[unit][runtime]") {
-  auto pod = twoContainers()
+  auto pod = testing::twoContainers()
                  .edit([](nlohmann::json& j) {
                    j["spec"]["hostname"] = "db-0";
                    j["spec"]["subdomain"] = "db";
@@ -140,7 +132,7 @@ TEST_CASE("spec extras: sysctls, hostname and shareProcessNamespace are read fro
   CHECK(extras.share_process_namespace);
   CHECK(extras.sysctls == std::vector<runtime::Sysctl>{{"net.core.somaxconn", "1024"}});
   CHECK(runtime::podSysctls(*pod) == extras.sysctls);
-  CHECK(runtime::podSysctls(*twoContainers().build()).empty());
+  CHECK(runtime::podSysctls(*testing::twoContainers().build()).empty());
   // A sysctl's '/' separated form (kubelet's ConvertSysctlVariableToDotsSeparator).
   CHECK(runtime::sysctlDotted("net/ipv4/conf/eth0.100/rp_filter") ==
         "net.ipv4.conf.eth0/100.rp_filter");
@@ -151,7 +143,7 @@ TEST_CASE("spec extras: sysctls, hostname and shareProcessNamespace are read fro
 
 TEST_CASE("spec extras: fields of unexpected types are ignored, never a crash", "[unit][runtime]") {
   auto pod =
-      twoContainers()
+      testing::twoContainers()
           .edit([](nlohmann::json& j) {
             j["spec"]["hostname"] = 42;
             j["spec"]["shareProcessNamespace"] = "yes";
@@ -168,7 +160,7 @@ TEST_CASE("spec extras: fields of unexpected types are ignored, never a crash", 
   // A type that is not a string reads as "", which kubelet treats as Unconfined.
   CHECK(runtime::seccompProfileFor(*pod, "app", false, kRoot)->type == Type::kUnconfined);
   CHECK(runtime::seccompProfileFor(*pod, "side", false, kRoot)->type == Type::kUnconfined);
-  auto listed = twoContainers()
+  auto listed = testing::twoContainers()
                     .edit([](nlohmann::json& j) {
                       j["spec"]["securityContext"]["sysctls"] = {{{"name", 7}, {"value", true}},
                                                                  "net.core.somaxconn"};
