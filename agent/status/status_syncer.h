@@ -83,6 +83,13 @@ inline constexpr base::Duration kMaxStatusCoalesceWindow = std::chrono::millisec
 // status and mirror pods (three on the default pool of four, from 1,000 QPS); never fewer than two.
 size_t statusRequestsInFlight(double qps, size_t pool_threads);
 
+// The API pool's threads for a client limited to `qps` requests a second (0 or less: no limit):
+// four, enough while the limit lets at most a few requests go per round trip; eight above 1,000
+// QPS, so that the status requests of many pods started at once fill the round trips the limit
+// allows (status_bench, 1,000 pods at 10,000 QPS on two cores: all Running after 1.0-1.2 s with
+// eight, 1.0-1.6 s with four; sixteen were slower again, the processes then wait for the CPU).
+size_t apiPoolThreadsFor(double qps);
+
 struct StatusSyncerOptions {
   base::Duration batch_period = std::chrono::seconds(10);
   // How long a pod's first change not yet sent waits for more changes of the same pod before it

@@ -185,7 +185,9 @@ Daemon::Daemon(const DaemonConfig& config, std::vector<LockFile> locks, ApiClien
       random_(base::defaultRandom()),
       started_(clock_.now()),
       clients_(std::move(clients)),
-      own_threads_(shared == nullptr ? std::make_unique<DaemonThreads>() : nullptr),
+      own_threads_(shared == nullptr ? std::make_unique<DaemonThreads>(static_cast<int>(
+                                           agent::apiPoolThreadsFor(config.flags.kube_api_qps)))
+                                     : nullptr),
       threads_(shared == nullptr ? *own_threads_ : *shared),
       ioc_(threads_.ioc),
       work_(asio::make_work_guard(ioc_)),

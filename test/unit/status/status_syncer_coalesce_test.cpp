@@ -648,3 +648,15 @@ TEST_CASE("status syncer: requests in flight grow with the QPS limit up to the A
   CHECK(statusRequestsInFlight(10000, 2) == 2);
   CHECK(statusRequestsInFlight(10000, 0) == 2);
 }
+
+TEST_CASE("status syncer: the API pool grows from four threads to eight above 1,000 QPS",
+          "[unit][status]") {
+  using agent::apiPoolThreadsFor;
+  CHECK(apiPoolThreadsFor(50) == 4);
+  CHECK(apiPoolThreadsFor(1000) == 4);
+  CHECK(apiPoolThreadsFor(1001) == 8);
+  CHECK(apiPoolThreadsFor(10000) == 8);
+  CHECK(apiPoolThreadsFor(0) == 8);  // no limit
+  CHECK(apiPoolThreadsFor(-1) == 8);
+  CHECK(agent::statusRequestsInFlight(10000, apiPoolThreadsFor(10000)) == 7);
+}
