@@ -46,10 +46,7 @@ class PodDirectories {
   mutable std::mutex mu_;
   // The pods whose directories ensure() made, by the 128-bit hash of their UID (a UID's copy
   // here cost more than the rest of the entry).
-  struct UidHash {
-    size_t operator()(const api::Hash128& h) const { return static_cast<size_t>(h.low); }
-  };
-  std::unordered_set<api::Hash128, UidHash> made_;
+  std::unordered_set<api::Hash128, api::Hash128Hasher> made_;
   std::atomic<uint64_t> removals_{0};
 };
 

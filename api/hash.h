@@ -2,6 +2,7 @@
 // fixed forever: static pod UIDs derive from it, so a change would restart every static pod.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,5 +19,11 @@ struct Hash128 {
 };
 
 Hash128 hash128(std::string_view bytes);
+
+// The hasher of unordered containers keyed by a Hash128: its bits are already spread evenly, so
+// one half of them serves.
+struct Hash128Hasher {
+  size_t operator()(const Hash128& h) const noexcept { return static_cast<size_t>(h.low); }
+};
 
 }  // namespace nodeagent::api

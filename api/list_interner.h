@@ -1,7 +1,7 @@
-// One copy of each distinct part among the objects alive that hold one: the codec's pod specs, their
-// canonical texts and container lists (replicas of one template, or a fleet of static pods, share
-// them) and the status manager's pod conditions (pods whose conditions changed within the same
-// second share them).
+// One copy of each distinct part among the objects alive that hold one: the codec's pod specs,
+// their canonical texts and container lists (replicas of one template, or a fleet of static pods,
+// share them) and the status manager's pod conditions (pods whose conditions changed within the
+// same second share them).
 #pragma once
 
 #include <memory>
@@ -50,11 +50,8 @@ class WeakTable {
   }
 
  private:
-  struct KeyHash {
-    size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ h.high); }
-  };
   std::mutex mu_;
-  std::unordered_map<Hash128, std::weak_ptr<V>, KeyHash> table_;
+  std::unordered_map<Hash128, std::weak_ptr<V>, Hash128Hasher> table_;
   size_t added_ = 0;
 };
 
