@@ -101,9 +101,70 @@ bool sameFile(const struct stat& a, const struct stat& b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-bool isMounted(const fs::path& path) {
-  const auto mounts = mountPointsBelow(path);
-  return std::find(mounts.begin(), mounts.end(), path) != mounts.end();
+// The mount points at or below `dir`, deepest first; an error when the mount table cannot be read
+// (then nothing may be taken as unmounted).
+base::StatusOr<std::vector<fs::path>> readMountPointsBelow(const fs::path& dir) {
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(dir, ec);
+  if (ec) base = dir;
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  if (!mountinfo) return base::internalError("cannot read /proc/self/mountinfo");
+  std::vector<fs::path> out;
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    // "<id> <parent> <major:minor> <root> <mount point> <options> ..."
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    if (!(fields >> id >> parent >> device >> root >> point)) continue;
+    fs::path mount(unescapeMountPath(point));
+    if (within(base, mount)) out.push_back(std::move(mount));
+  }
+  const auto depth = [](const fs::path& p) { return std::distance(p.begin(), p.end()); };
+  std::sort(out.begin(), out.end(), [&](const fs::path& a, const fs::path& b) {
+    const auto da = depth(a);
+    const auto db = depth(b);
+    return da != db ? da > db : a < b;
+  });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Whether `path` (resolved) is itself a mount point.
+base::StatusOr<bool> isMounted(const fs::path& path) {
+  auto mounts = readMountPointsBelow(path);
+  if (!mounts.ok()) return mounts.status();
+  return std::find(mounts->begin(), mounts->end(), path) != mounts->end();
+}
+
+// kubelet's doSafeMakeDir: `missing` (relative, no "..") made below `existing` (resolved, inside
+// `root`), each directory made with mkdirat and opened again without following a symlink from its
+// parent's descriptor, then given `mode` through that descriptor: a directory swapped for a
+// symlink meanwhile fails the call, and nothing outside the volume is made or changed.
+base::Status safeMakeDirs(const fs::path& root, const fs::path& existing, const fs::path& missing,
+                          mode_t mode) {
+  Fd dir;
+  RETURN_IF_ERROR(safeOpen(root, existing, dir));
+  fs::path at = existing;
+  for (const auto& part : missing) {
+    if (part == ".") continue;
+    if (part == "..") return base::invalidArgumentError("subPath may not contain \"..\"");
+    at /= part;
+    const bool made = ::mkdirat(dir.get(), part.c_str(), 0700) == 0;
+    if (!made && errno != EEXIST) {
+      return base::invalidArgumentError("cannot create " + at.string() + ": " + errnoText());
+    }
+    Fd child(::openat(dir.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (child.get() < 0) {
+      return base::invalidArgumentError("cannot open " + at.string() +
+                                        " (a symlink or not a directory?): " + errnoText());
+    }
+    if (made && ::fchmod(child.get(), mode) != 0) {
+      return base::invalidArgumentError("cannot set the mode of " + at.string() + ": " +
+                                        errnoText());
+    }
+    dir.reset(child.release());
+  }
+  return base::okStatus();
 }
 
 }  // namespace
@@ -138,15 +199,15 @@ base::StatusOr<fs::path> resolveSubPath(const fs::path& volume_root, const fs::p
     if (!within(root, at)) return outside(at);
   }
   if (part != relative.end()) {
-    const auto mode = fs::status(root, ec).permissions();
-    for (; part != relative.end(); ++part) {
-      if (*part == ".") continue;
-      at /= *part;
-      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
-        return base::invalidArgumentError("subPath " + path.string() + ": cannot create " +
-                                          at.string() + ": " + std::strerror(errno));
-      }
-      ::chmod(at.c_str(), static_cast<mode_t>(mode));
+    struct stat root_stat {};
+    if (::stat(root.c_str(), &root_stat) != 0) {
+      return base::invalidArgumentError("volume directory " + root.string() + ": " + errnoText());
+    }
+    fs::path missing;
+    for (; part != relative.end(); ++part) missing /= *part;
+    auto made = safeMakeDirs(root, at, missing, root_stat.st_mode & 07777);
+    if (!made.ok()) {
+      return base::invalidArgumentError("subPath " + path.string() + ": " + made.message());
     }
     // Made or not by this call (another start may have raced it), it must still be inside.
     at = fs::canonical(path, ec);
@@ -184,19 +245,25 @@ base::StatusOr<fs::path> bindSubPath(const fs::path& volume_root, const fs::path
   if (::fstat(source.get(), &opened) != 0) {
     return base::internalError("cannot stat " + resolved->string() + ": " + errnoText());
   }
-  const fs::path target = subPathTarget(pod_dir, volume, container, index);
+  // Resolved, as the mount table names it.
+  const fs::path target =
+      subPathTarget(fs::weakly_canonical(pod_dir, ec), volume, container, index);
   fs::create_directories(target.parent_path(), ec);
   if (ec) {
     return base::internalError("cannot create " + target.parent_path().string() + ": " +
                                ec.message());
   }
-  if (isMounted(target)) {
+  auto mounted = isMounted(target);
+  if (!mounted.ok()) return mounted.status();
+  if (*mounted) {
     struct stat bound {};
     if (::stat(target.c_str(), &bound) == 0 && sameFile(bound, opened)) return target;
     if (::umount2(target.c_str(), MNT_DETACH) != 0) {
       return base::internalError("cannot unmount the stale subPath mount " + target.string() +
                                  ": " + errnoText());
     }
+    // Its mount point may be of the other kind (a file where a directory is bound now).
+    if (::rmdir(target.c_str()) != 0) ::unlink(target.c_str());
   }
   // The mount point is of the source's kind: a directory for a directory, a file otherwise.
   if (S_ISDIR(opened.st_mode)) {
@@ -214,54 +281,61 @@ base::StatusOr<fs::path> bindSubPath(const fs::path& volume_root, const fs::path
     return base::internalError("cannot bind-mount subPath " + resolved->string() + " at " +
                                target.string() + ": " + errnoText());
   }
+  // A bind of a shared mount joins its peer group: as a slave it still sees what is mounted in
+  // the volume later, but its own unmount (cleanSubPaths) never reaches back into the volume.
+  if (::mount(nullptr, target.c_str(), nullptr, MS_SLAVE, nullptr) != 0) {
+    const std::string why = errnoText();
+    ::umount2(target.c_str(), MNT_DETACH);
+    return base::internalError("cannot make the subPath mount " + target.string() +
+                               " a slave: " + why);
+  }
   return target;
 }
 
 base::Status cleanSubPaths(const fs::path& pod_dir) {
-  const fs::path dir = pod_dir / "volume-subpaths";
   std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(pod_dir, ec) / "volume-subpaths";
   if (!fs::exists(fs::symlink_status(dir, ec))) return base::okStatus();
-  // Deepest first; a mount stacked on another takes one more round.
-  std::string why;
-  for (int round = 0; round < 4; ++round) {
-    const auto mounts = mountPointsBelow(dir);
-    if (mounts.empty()) break;
-    for (const auto& mount : mounts) {
-      if (::umount2(mount.c_str(), MNT_DETACH) != 0) why = mount.string() + ": " + errnoText();
+  // kubelet's CleanSubPaths: each <volume>/<container>/<index> is unmounted (a mount stacked on
+  // another takes one more round) and removed, then its directories, one level at a time with
+  // rmdir and unlink, which never remove what is in a directory: what stays mounted, or holds
+  // anything, stays and is an error.
+  for (const auto& volume : fs::directory_iterator(dir, ec)) {
+    for (const auto& container : fs::directory_iterator(volume.path(), ec)) {
+      for (const auto& index : fs::directory_iterator(container.path(), ec)) {
+        const fs::path target = index.path();
+        for (int round = 0;; ++round) {
+          auto mounted = isMounted(target);
+          if (!mounted.ok()) return mounted.status();
+          if (!*mounted) break;
+          if (round == 8 || ::umount2(target.c_str(), MNT_DETACH) != 0) {
+            return base::internalError("subPath mount " + target.string() +
+                                       " cannot be unmounted: " + errnoText());
+          }
+        }
+        if (::rmdir(target.c_str()) != 0 && ::unlink(target.c_str()) != 0) {
+          return base::internalError("cannot remove " + target.string() + ": " + errnoText());
+        }
+      }
+      if (::rmdir(container.path().c_str()) != 0) {
+        return base::internalError("cannot remove " + container.path().string() + ": " +
+                                   errnoText());
+      }
+    }
+    if (::rmdir(volume.path().c_str()) != 0) {
+      return base::internalError("cannot remove " + volume.path().string() + ": " + errnoText());
     }
   }
-  if (const auto left = mountPointsBelow(dir); !left.empty()) {
-    return base::internalError("subPath mount " + left.front().string() + " cannot be unmounted" +
-                               (why.empty() ? "" : " (" + why + ")"));
+  if (ec) return base::internalError("cannot list " + dir.string() + ": " + ec.message());
+  if (::rmdir(dir.c_str()) != 0) {
+    return base::internalError("cannot remove " + dir.string() + ": " + errnoText());
   }
-  fs::remove_all(dir, ec);
-  if (ec) return base::internalError("cannot remove " + dir.string() + ": " + ec.message());
   return base::okStatus();
 }
 
 std::vector<fs::path> mountPointsBelow(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  fs::path base = fs::weakly_canonical(dir, ec);
-  if (ec) base = dir;
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(mountinfo, line)) {
-    // "<id> <parent> <major:minor> <root> <mount point> <options> ..."
-    std::istringstream fields(line);
-    std::string id, parent, device, root, point;
-    if (!(fields >> id >> parent >> device >> root >> point)) continue;
-    fs::path mount(unescapeMountPath(point));
-    if (within(base, mount)) out.push_back(std::move(mount));
-  }
-  const auto depth = [](const fs::path& p) { return std::distance(p.begin(), p.end()); };
-  std::sort(out.begin(), out.end(), [&](const fs::path& a, const fs::path& b) {
-    const auto da = depth(a);
-    const auto db = depth(b);
-    return da != db ? da > db : a < b;
-  });
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  auto mounts = readMountPointsBelow(dir);
+  return mounts.ok() ? *std::move(mounts) : std::vector<fs::path>();
 }
 
 }  // namespace nodeagent::agent

@@ -29,7 +29,8 @@ namespace nodeagent::agent {
 
 // Returns `path` (below `volume_root`) with every symlink resolved, when it stays within
 // `volume_root` (itself resolved); what is missing of it is made, one directory at a time with
-// the volume's mode (kubelet's SafeMakeDir). Symlinks that stay inside are allowed, as kubelet
+// the volume's mode, each from its parent's descriptor without following a symlink (kubelet's
+// SafeMakeDir). Symlinks that stay inside are allowed, as kubelet
 // allows them. InvalidArgument naming both paths otherwise (the container's start then fails
 // with CreateContainerConfigError, as kubelet's does).
 base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path& volume_root,
@@ -39,9 +40,10 @@ base::StatusOr<std::filesystem::path> resolveSubPath(const std::filesystem::path
 std::filesystem::path subPathTarget(const std::filesystem::path& pod_dir, const std::string& volume,
                                     const std::string& container, size_t index);
 
-// resolveSubPath, then the bind mount described above; returns the bind mount's path, the one to
-// give the runtime. A target already bound to the same file or directory (the container's
-// restart) is kept; one bound to something else is replaced. InvalidArgument when the subPath
+// resolveSubPath, then the bind mount described above (a slave mount: its unmount never reaches
+// back into a shared volume); returns the bind mount's path (resolved), the one to give the
+// runtime. A target already bound to the same file or directory (the container's restart) is
+// kept; one bound to something else is replaced. InvalidArgument when the subPath
 // leaves its volume or a symlink appeared in it after the check; Internal when the mount fails.
 base::StatusOr<std::filesystem::path> bindSubPath(const std::filesystem::path& volume_root,
                                                   const std::filesystem::path& path,
@@ -49,12 +51,15 @@ base::StatusOr<std::filesystem::path> bindSubPath(const std::filesystem::path& v
                                                   const std::string& volume,
                                                   const std::string& container, size_t index);
 
-// Unmounts every mount below <pod_dir>/volume-subpaths and removes that directory. An error
-// naming what stays mounted when a mount cannot be undone; nothing is removed then.
+// Unmounts each <pod_dir>/volume-subpaths/<volume>/<container>/<index> and removes them and
+// that directory, one level at a time with rmdir and unlink (never a recursive removal, which
+// would reach through a mount into the volume). An error naming what stays (still mounted, not
+// empty, or the mount table unreadable); what is left is never removed then.
 base::Status cleanSubPaths(const std::filesystem::path& pod_dir);
 
-// The mount points at or below `dir` (from /proc/self/mountinfo), deepest first. Bind mounts of
-// the same filesystem count, unlike isMountPoint's device comparison.
+// The mount points at or below `dir` (from /proc/self/mountinfo, resolved paths), deepest first;
+// none when the mount table cannot be read. Bind mounts of the same filesystem count, unlike
+// isMountPoint's device comparison.
 std::vector<std::filesystem::path> mountPointsBelow(const std::filesystem::path& dir);
 
 }  // namespace nodeagent::agent

@@ -7,8 +7,8 @@
 //
 // Threads: two io_context threads run every strand; a blocking pool of 2 threads takes file work
 // (checkpoints, pod directories, the HTTP source's fetches); a pool of kApiPoolThreads (eight
-// above 1,000 --kube-api-qps: agent::apiPoolThreadsFor) takes every blocking apiserver call of
-// every controller (api/async_rest_client.h).
+// above 1,000 --kube-api-qps or with no limit: agent::apiPoolThreadsFor) takes every blocking
+// apiserver call of every controller (api/async_rest_client.h).
 #pragma once
 
 #include <atomic>

@@ -207,7 +207,7 @@ TEST_CASE(
   // The deaf one lives out the delete's grace period (SIGKILL then), not the spec's 60 s; the
   // polite one is not held for it.
   CHECK(ms(*deaf_gone) >= 2900);
-  CHECK(ms(*deaf_gone) < 40000);
+  CHECK(ms(*deaf_gone) < 20000);
   CHECK(*polite_gone < *deaf_gone);
   // Both leave the apiserver once the agent saw them end (kubelet's status manager deletes them).
   CHECK(testing::eventually([&] { return !env.pod("deaf") && !env.pod("polite"); }, 30s));
