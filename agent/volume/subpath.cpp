@@ -246,8 +246,11 @@ base::StatusOr<fs::path> bindSubPath(const fs::path& volume_root, const fs::path
     return base::internalError("cannot stat " + resolved->string() + ": " + errnoText());
   }
   // Resolved, as the mount table names it.
-  const fs::path target =
-      subPathTarget(fs::weakly_canonical(pod_dir, ec), volume, container, index);
+  const fs::path pod = fs::weakly_canonical(pod_dir, ec);
+  if (ec || pod.empty()) {
+    return base::internalError("pod directory " + pod_dir.string() + ": " + ec.message());
+  }
+  const fs::path target = subPathTarget(pod, volume, container, index);
   fs::create_directories(target.parent_path(), ec);
   if (ec) {
     return base::internalError("cannot create " + target.parent_path().string() + ": " +
@@ -294,7 +297,11 @@ base::StatusOr<fs::path> bindSubPath(const fs::path& volume_root, const fs::path
 
 base::Status cleanSubPaths(const fs::path& pod_dir) {
   std::error_code ec;
-  const fs::path dir = fs::weakly_canonical(pod_dir, ec) / "volume-subpaths";
+  const fs::path pod = fs::weakly_canonical(pod_dir, ec);
+  if (ec || pod.empty()) {
+    return base::internalError("pod directory " + pod_dir.string() + ": " + ec.message());
+  }
+  const fs::path dir = pod / "volume-subpaths";
   if (!fs::exists(fs::symlink_status(dir, ec))) return base::okStatus();
   // kubelet's CleanSubPaths: each <volume>/<container>/<index> is unmounted (a mount stacked on
   // another takes one more round) and removed, then its directories, one level at a time with
