@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/chunked_pods.h"
 #include "api/pod.h"
 #include "base/status.h"
 
@@ -41,7 +42,9 @@ enum class PodOperation {
 std::string_view podOperationName(PodOperation op);  // "SET", "ADD", ...
 
 struct PodUpdate {
-  std::vector<PodPtr> pods;  // never null entries
+  // Never null entries. Kept in shared chunks: a SET resent after one change shares all but a
+  // chunk with the SET before it (see ChunkedPods).
+  ChunkedPods pods;
   PodOperation op = PodOperation::kSet;
   std::string source;
   // The source set config.source (to `source`) and config.seen on its pods itself, overwriting

@@ -501,16 +501,16 @@ void FileSource::Impl::syncSetSlot(const std::string& key, const Entry& e) {
   const bool present = pos != set_names_.end() && **pos == key;
   if (in_set && present) {
     if (set_pods_[idx] != e.pod) {
-      set_pods_[idx] = e.pod;
+      set_pods_.set(idx, e.pod);
       changed_ = true;
     }
   } else if (in_set) {
     set_names_.insert(pos, &key);
-    set_pods_.insert(set_pods_.begin() + static_cast<std::ptrdiff_t>(idx), e.pod);
+    set_pods_.insert(idx, e.pod);
     changed_ = true;
   } else if (present) {
     set_names_.erase(pos);
-    set_pods_.erase(set_pods_.begin() + static_cast<std::ptrdiff_t>(idx));
+    set_pods_.erase(idx);
     changed_ = true;
   }
 }
@@ -568,7 +568,7 @@ void FileSource::Impl::emitIfChanged() {
   std::string incomplete = emitted_complete_ ? std::string() : incompleteReason();
   const bool complete = incomplete.empty();
   if (emitted_ && !changed_ && complete == emitted_complete_) return;
-  std::vector<api::PodPtr> pods = set_pods_;
+  api::ChunkedPods pods = set_pods_;  // shares the chunks: no pod pointer is copied
   changed_ = false;
   if (!emitted_) {
     log()->info("Manifest path read path={} pods={} complete={}", base::goQuote(path_), pods.size(),

@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "api/chunked_pods.h"
 #include "api/hash.h"
 #include "api/pods_by_full_name.h"
 #include "base/backoff.h"
@@ -297,7 +298,7 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   void dropClaim(EntryNode& node);
 
   // Keeps set_names_/set_pods_ (the pods sent, sorted by file name) in step with one entry, so
-  // sending a SET costs a vector copy rather than a walk of every cache entry.
+  // sending a SET costs a copy of the chunk pointers rather than a walk of every cache entry.
   // `key` is the entry's own key in entries_.
   void syncSetSlot(const std::string& key, const Entry& e);
   void refreshError(const std::string& name, const Entry& e);
@@ -381,7 +382,8 @@ class FileSource::Impl : public std::enable_shared_from_this<FileSource::Impl> {
   };
   std::unordered_multiset<EntryNode*, ClaimHash, ClaimEqual> claims_;
   std::vector<const std::string*> set_names_;  // files whose pod is in the set, sorted by name
-  std::vector<api::PodPtr> set_pods_;          // their pods, in the same order
+  api::ChunkedPods set_pods_;  // their pods, in the same order; the chunks are shared with the
+                               // SETs sent, an edit copies one chunk
   SettleQueue settle_;
   base::TimerPtr relist_timer_;
   base::TimerPtr settle_timer_;

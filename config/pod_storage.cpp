@@ -28,43 +28,42 @@ bool isLocalAnnotationKey(std::string_view key) {
          key == api::kConfigFirstSeenAnnotationKey;
 }
 
-// The duplicate full-name check of one update: open addressing over indices into the update's
-// pods, so a large SET costs one allocation instead of one per pod.
+// The duplicate full-name check of one update: open addressing over the update's pods, so a
+// large SET costs one allocation instead of one per pod.
 class FullNameSet {
  public:
-  explicit FullNameSet(const std::vector<api::PodPtr>& pods) : pods_(pods) {
+  explicit FullNameSet(size_t pods) {
     size_t capacity = 16;
-    while (capacity < pods.size() * 2) capacity <<= 1;
+    while (capacity < pods * 2) capacity <<= 1;
     slots_.assign(capacity, Slot{});
     mask_ = capacity - 1;
   }
 
-  // False when a pod with the same name and namespace was inserted before.
-  bool insert(size_t index) {
-    const api::ObjectMeta& meta = pods_[index]->metadata;
+  // False when a pod with the same name and namespace was inserted before. `pod` must outlive
+  // the set.
+  bool insert(const api::Pod& pod) {
+    const api::ObjectMeta& meta = pod.metadata;
     size_t h = std::hash<std::string_view>()(meta.name);
     h ^= std::hash<std::string_view>()(meta.namespace_) + 0x9e3779b97f4a7c15ULL + (h << 6) +
          (h >> 2);
     const auto tag = static_cast<uint32_t>(h >> 32);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       Slot& slot = slots_[i];
-      if (slot.index == kEmpty) {
-        slot = Slot{static_cast<uint32_t>(index), tag};
+      if (slot.pod == nullptr) {
+        slot = Slot{&pod, tag};
         return true;
       }
       if (slot.tag != tag) continue;
-      const api::ObjectMeta& other = pods_[slot.index]->metadata;
+      const api::ObjectMeta& other = slot.pod->metadata;
       if (other.name == meta.name && other.namespace_ == meta.namespace_) return false;
     }
   }
 
  private:
-  static constexpr uint32_t kEmpty = UINT32_MAX;
   struct Slot {
-    uint32_t index = kEmpty;
+    const api::Pod* pod = nullptr;
     uint32_t tag = 0;
   };
-  const std::vector<api::PodPtr>& pods_;
   std::vector<Slot> slots_;
   size_t mask_ = 0;
 };
@@ -213,24 +212,25 @@ api::PodPtr PodStorage::annotateNew(const std::string& source, const api::PodPtr
   return *annotated;
 }
 
-size_t PodStorage::updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
+size_t PodStorage::updatePods(const std::string& source, const api::ChunkedPods& pods,
                               bool source_annotated, SourcePods& store, MergeChanges& out,
                               std::vector<base::Status>& errors) {
-  FullNameSet names(pods);
+  FullNameSet names(pods.size());
   store.reserve(pods.size());
   size_t matched = 0;
-  for (size_t i = 0; i < pods.size(); ++i) {
-    const api::PodPtr& ref = pods[i];
+  size_t i = 0;
+  for (const api::PodPtr& ref : pods) {
+    ++i;
     if (!ref) continue;
     // kubelet's filterInvalidPods: only duplicate full names within one update; the first wins.
-    if (!names.insert(i)) {
+    if (!names.insert(*ref)) {
       log()->warn(
           "Pod failed validation due to duplicate pod name, ignoring pod={} uid={} source={} "
           "index={}",
-          api::podRef(*ref), ref->metadata.uid, source, i + 1);
+          api::podRef(*ref), ref->metadata.uid, source, i);
       errors.push_back(base::alreadyExistsError(
           "pod " + api::podRef(*ref) + " (uid " + ref->metadata.uid + ", item " +
-          std::to_string(i + 1) + ") from source " + source + ": duplicate pod name \"" +
+          std::to_string(i) + ") from source " + source + ": duplicate pod name \"" +
           ref->metadata.name + "\", ignoring"));
       continue;
     }
@@ -299,26 +299,32 @@ void PodStorage::mergeOne(const std::string& source, const api::PodPtr& ref, boo
   }
 }
 
-bool PodStorage::mergeSetByPosition(const std::string& source, const std::vector<api::PodPtr>& pods,
+bool PodStorage::mergeSetByPosition(const std::string& source, const api::ChunkedPods& pods,
                                     bool source_annotated, const LastSet& last, SourcePods& store,
                                     MergeChanges& out, std::vector<base::Status>& errors) {
   if (!last.valid || last.pods.size() != pods.size()) return false;
   // Beyond a few changed positions the full merge is as cheap and simpler to trust.
   const size_t limit = std::max<size_t>(16, pods.size() / 16);
-  std::vector<size_t> changed;
-  for (size_t i = 0; i < pods.size(); ++i) {
-    if (pods[i] == last.pods[i]) continue;
-    if (changed.size() == limit) return false;
-    changed.push_back(i);
-  }
+  struct Change {
+    const api::PodPtr* ref;  // in `pods`
+    const api::PodPtr* old;  // in `last.pods`
+  };
+  std::vector<Change> changed;
+  const bool few = api::ChunkedPods::forEachDifference(
+      last.pods, pods, [&](const api::PodPtr& old, const api::PodPtr& ref) {
+        if (changed.size() == limit) return false;
+        changed.push_back({&ref, &old});
+        return true;
+      });
+  if (!few) return false;
   // The unchanged positions are the same objects as last time, so a full merge would find each
   // stored and identical and do nothing for it. What the changed ones do must not reach them:
   // the same full name at each changed position keeps the SET free of duplicates, and a new UID
   // must be new to the store (not another position's) and appear once.
   std::vector<std::string_view> new_uids;
-  for (size_t i : changed) {
-    const api::PodPtr& ref = pods[i];
-    const api::PodPtr& old = last.pods[i];
+  for (const Change& c : changed) {
+    const api::PodPtr& ref = *c.ref;
+    const api::PodPtr& old = *c.old;
     if (!ref || ref->metadata.name != old->metadata.name ||
         ref->metadata.namespace_ != old->metadata.namespace_) {
       return false;
@@ -330,9 +336,9 @@ bool PodStorage::mergeSetByPosition(const std::string& source, const std::vector
   std::sort(new_uids.begin(), new_uids.end());
   if (std::adjacent_find(new_uids.begin(), new_uids.end()) != new_uids.end()) return false;
 
-  for (size_t i : changed) {
-    const api::PodPtr& ref = pods[i];
-    const api::PodPtr& old = last.pods[i];
+  for (const Change& c : changed) {
+    const api::PodPtr& ref = *c.ref;
+    const api::PodPtr& old = *c.old;
     mergeOne(source, ref, source_annotated, store.find(ref->metadata.uid), store, out, errors);
     if (ref->metadata.uid != old->metadata.uid) {
       if (api::PodPtr removed = store.erase(old->metadata.uid)) {
@@ -408,7 +414,9 @@ void PodStorage::mergeSet(const std::string& source, api::PodUpdate& change, boo
     log()->warn("Source not seen yet: its answer is incomplete source={} reason={}", source,
                 base::goQuote(change.incomplete_reason));
   }
-  if (!mergeSetByPosition(source, change.pods, change.source_annotated, last, pods, out, errors)) {
+  const bool by_position =
+      mergeSetByPosition(source, change.pods, change.source_annotated, last, pods, out, errors);
+  if (!by_position) {
     ++generation_;
     const size_t kept = updatePods(source, change.pods, change.source_annotated, pods, out, errors);
     // Sweep only when something was left unmarked: the common SET keeps every pod.
@@ -421,11 +429,17 @@ void PodStorage::mergeSet(const std::string& source, api::PodUpdate& change, boo
     }
   }
   // The store now holds exactly one entry per position when nothing was dropped or failed
-  // and no UID repeated.
-  const bool all_present = std::all_of(change.pods.begin(), change.pods.end(),
-                                       [](const api::PodPtr& p) { return p != nullptr; });
+  // and no UID repeated. A SET merged by position holds no null: its other positions are the
+  // last SET's.
+  const bool all_present =
+      by_position || std::all_of(change.pods.begin(), change.pods.end(),
+                                 [](const api::PodPtr& p) { return p != nullptr; });
   last.valid = errors.empty() && all_present && pods.size() == change.pods.size();
-  last.pods = last.valid ? std::move(change.pods) : std::vector<api::PodPtr>{};
+  if (last.valid) {
+    last.pods = std::move(change.pods);
+  } else {
+    last.pods.clear();
+  }
 }
 
 std::vector<api::PodUpdate> PodStorage::updatesToEmit(const std::string& source,

@@ -76,8 +76,9 @@ class PodStorage {
   // `changes`, when given, receives the classification.
   //
   // A SET that repeats most of the previous SET of the same source object for object (a file
-  // source resends its whole set after one file changed) costs a pointer comparison per pod: only
-  // the positions that hold another object are merged, with the same outcome as a full merge.
+  // source resends its whole set after one file changed) costs a pointer comparison per chunk
+  // the two share and per pod of the others: only the positions that hold another object are
+  // merged, with the same outcome as a full merge.
   std::vector<api::PodUpdate> merge(const std::string& source, api::PodUpdate change,
                                     MergeChanges* changes = nullptr);
 
@@ -122,15 +123,14 @@ class PodStorage {
   // The previous SET of a source, while the store holds exactly its pods: each position's UID is
   // stored once, nothing was dropped, and no other op changed the store since.
   struct LastSet {
-    std::vector<api::PodPtr> pods;
+    api::ChunkedPods pods;  // shares its chunks with the source's set
     bool valid = false;
   };
 
   // Returns how many distinct stored entries the pods matched.
   // `source_annotated`: see api::PodUpdate.
-  size_t updatePods(const std::string& source, const std::vector<api::PodPtr>& pods,
-                    bool source_annotated, SourcePods& store, MergeChanges& out,
-                    std::vector<base::Status>& errors);
+  size_t updatePods(const std::string& source, const api::ChunkedPods& pods, bool source_annotated,
+                    SourcePods& store, MergeChanges& out, std::vector<base::Status>& errors);
   // kubelet's checkAndUpdatePod for one incoming pod whose stored entry is `found`, or its ADD
   // when `found` is null.
   void mergeOne(const std::string& source, const api::PodPtr& ref, bool source_annotated,
@@ -139,7 +139,7 @@ class PodStorage {
   // Merges a SET against `last` position by position when only a few positions hold other objects
   // and nothing else changed (same full name at each of them, no UID moved between positions).
   // False, having changed nothing, when the SET needs the full merge.
-  bool mergeSetByPosition(const std::string& source, const std::vector<api::PodPtr>& pods,
+  bool mergeSetByPosition(const std::string& source, const api::ChunkedPods& pods,
                           bool source_annotated, const LastSet& last, SourcePods& store,
                           MergeChanges& out, std::vector<base::Status>& errors);
   // A SET: merged position by position when it can be, else in full, then swept of the pods it

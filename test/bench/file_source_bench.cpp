@@ -140,7 +140,9 @@ void run(size_t n, bool with_pod_config) {
   double first_ms = ms(rec.last - t0);
   double first_cpu = threadCpuMs(runner.native_handle());
 
-  constexpr int kChanges = 200;
+  // FILE_SOURCE_BENCH_CHANGES: more changes for a profile of the change path (default 200).
+  const char* changes_env = std::getenv("FILE_SOURCE_BENCH_CHANGES");
+  const int kChanges = changes_env ? std::max(1, std::atoi(changes_env)) : 200;
   std::vector<double> latencies;
   double cpu_before = threadCpuMs(runner.native_handle());
   auto target = dir / "pod7.yaml";
@@ -208,7 +210,14 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(static_cast<size_t>(std::stoul(argv[i])));
   if (sizes.empty()) sizes = {100, 1000, 10000};
-  for (size_t n : sizes) run(n, false);
-  for (size_t n : sizes) run(n, true);
+  // FILE_SOURCE_BENCH_ONLY=source or =podconfig runs one of the two halves.
+  const std::string only =
+      std::getenv("FILE_SOURCE_BENCH_ONLY") ? std::getenv("FILE_SOURCE_BENCH_ONLY") : "";
+  if (only != "podconfig") {
+    for (size_t n : sizes) run(n, false);
+  }
+  if (only != "source") {
+    for (size_t n : sizes) run(n, true);
+  }
   return 0;
 }

@@ -71,14 +71,14 @@ inline std::string annotation(const api::Pod& pod, std::string_view key) {
 }
 
 // The UIDs of the pods, sorted (kubelet's expectPodUpdate sorts before comparing).
-inline std::vector<std::string> sortedUids(const std::vector<api::PodPtr>& pods) {
+inline std::vector<std::string> sortedUids(const api::ChunkedPods& pods) {
   std::vector<std::string> uids;
   for (const auto& p : pods) uids.push_back(p->metadata.uid);
   std::sort(uids.begin(), uids.end());
   return uids;
 }
 
-inline std::vector<std::string> uids(const std::vector<api::PodPtr>& pods) {
+inline std::vector<std::string> uids(const api::ChunkedPods& pods) {
   std::vector<std::string> out;
   for (const auto& p : pods) out.push_back(p->metadata.uid);
   return out;
@@ -94,7 +94,7 @@ inline void checkUpdate(const api::PodUpdate& got, api::PodOperation op, const s
     return a->metadata.namespace_ + "/" + a->metadata.uid <
            b->metadata.namespace_ + "/" + b->metadata.uid;
   };
-  std::vector<api::PodPtr> actual = got.pods;
+  std::vector<api::PodPtr> actual = got.pods.toVector();
   std::sort(actual.begin(), actual.end(), by_uid);
   std::sort(expected.begin(), expected.end(), by_uid);
   REQUIRE(actual.size() == expected.size());

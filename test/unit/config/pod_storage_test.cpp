@@ -534,7 +534,10 @@ TEST_CASE("merge: a SET repeating most objects of the previous one gives what a 
   // file source sends them), so most are merged position by position; storage `fresh` gets a new
   // copy of every pod each time, so every SET is merged in full. Both must emit the same updates
   // and keep the same pods, through spec, status, deletion and name changes, UIDs moving between
-  // positions, duplicates, growing and shrinking sets and other ops in between.
+  // positions, duplicates, growing and shrinking sets and other ops in between. The set is edited
+  // in place as the file source edits its own, so consecutive SETs share their unchanged chunks,
+  // and with several chunks an insert and a later removal leave their boundaries misaligned.
+  const int initial = GENERATE(64, 600);
   testing::FakeClock clock;
   clock.setWallTime(base::SystemTime(std::chrono::seconds(1767225600)));
   PodStorage reused(PodConfigNotificationMode::kIncremental, clock);
@@ -548,7 +551,8 @@ TEST_CASE("merge: a SET repeating most objects of the previous one gives what a 
     std::vector<std::string> out;
     for (const auto& u : updates) {
       std::string line = std::string(api::podOperationName(u.op)) + ":";
-      for (const auto& p : u.pods) line += " " + p->metadata.uid + "=" + (p->raw ? p->raw->str() : "");
+      for (const auto& p : u.pods)
+        line += " " + p->metadata.uid + "=" + (p->raw ? p->raw->str() : "");
       out.push_back(line);
     }
     return out;
@@ -565,56 +569,61 @@ TEST_CASE("merge: a SET repeating most objects of the previous one gives what a 
       if (more) more(j);
     });
   };
-  std::vector<api::PodPtr> set;
-  for (int i = 0; i < 64; ++i) set.push_back(podNamed(i, i));
+  api::ChunkedPods set;
+  for (int i = 0; i < initial; ++i) set.push_back(podNamed(i, i));
   int next_uid = 1000;
   bool has_dup = false;
   for (int round = 0; round < 300; ++round) {
     INFO("round " << round);
-    const uint32_t kind = next(12);
+    const uint32_t kind = next(13);
     const size_t pos = next(static_cast<uint32_t>(set.size()));
     const int name = std::stoi(set[pos]->metadata.name.substr(1));
     ++version;
     if (kind <= 2) {  // a changed manifest: new content, new UID (as a static pod's)
-      set[pos] = podNamed(name, next_uid++, [&](json& j) {
-        j["spec"]["containers"][0]["image"] = "v" + std::to_string(version);
-      });
+      set.set(pos, podNamed(name, next_uid++, [&](json& j) {
+                j["spec"]["containers"][0]["image"] = "v" + std::to_string(version);
+              }));
     } else if (kind == 3) {  // the same UID, new spec
-      set[pos] = podNamed(name, std::stoi(set[pos]->metadata.uid.substr(1)), [&](json& j) {
-        j["spec"]["containers"][0]["image"] = "w" + std::to_string(version);
-      });
+      set.set(pos, podNamed(name, std::stoi(set[pos]->metadata.uid.substr(1)), [&](json& j) {
+                j["spec"]["containers"][0]["image"] = "w" + std::to_string(version);
+              }));
     } else if (kind == 4) {  // status only
-      set[pos] = podNamed(name, std::stoi(set[pos]->metadata.uid.substr(1)), [&](json& j) {
-        j["status"] = {{"message", std::to_string(version)}};
-      });
+      set.set(pos, podNamed(name, std::stoi(set[pos]->metadata.uid.substr(1)), [&](json& j) {
+                j["status"] = {{"message", std::to_string(version)}};
+              }));
     } else if (kind == 5) {  // deleting
-      set[pos] = podNamed(name, std::stoi(set[pos]->metadata.uid.substr(1)), [&](json& j) {
-        j["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:10Z";
-        j["metadata"]["deletionGracePeriodSeconds"] = version % 30;
-      });
+      set.set(pos, podNamed(name, std::stoi(set[pos]->metadata.uid.substr(1)), [&](json& j) {
+                j["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:10Z";
+                j["metadata"]["deletionGracePeriodSeconds"] = version % 30;
+              }));
     } else if (kind == 6) {  // another pod name at this position
-      set[pos] = podNamed(5000 + version, next_uid++);
+      set.set(pos, podNamed(5000 + version, next_uid++));
     } else if (kind == 7) {  // two positions swap their objects
-      std::swap(set[pos], set[next(static_cast<uint32_t>(set.size()))]);
+      const size_t other = next(static_cast<uint32_t>(set.size()));
+      const api::PodPtr a = set[pos];
+      set.set(pos, set[other]);
+      set.set(other, a);
     } else if (kind == 8) {  // a duplicate full name at the end (the first wins), then its removal
       if (has_dup) {
-        set.pop_back();
+        set.erase(set.size() - 1);
       } else {
         set.push_back(podNamed(name, next_uid++));
       }
       has_dup = !has_dup;
     } else if (kind == 9 && set.size() > 8 && !has_dup) {  // a manifest deleted
-      set.erase(set.begin() + static_cast<std::ptrdiff_t>(pos));
+      set.erase(pos);
     } else if (kind == 10) {  // an ADD between SETs
       auto pod = podNamed(9000 + version, next_uid++);
       auto a = reused.merge(kSrc, makeUpdate(PodOperation::kAdd, kSrc, {pod}));
       auto b = fresh.merge(kSrc, makeUpdate(PodOperation::kAdd, kSrc, copyAll({pod})));
       CHECK(describe(a) == describe(b));
     } else if (kind == 11) {  // the same content in new objects at one position
-      set[pos] = std::make_shared<const api::Pod>(*set[pos]);
+      set.set(pos, std::make_shared<const api::Pod>(*set[pos]));
+    } else if (kind == 12 && !has_dup) {  // a manifest added among the others
+      set.insert(pos, podNamed(7000 + version, next_uid++));
     }
-    auto a = reused.merge(kSrc, makeUpdate(PodOperation::kSet, kSrc, set));
-    auto b = fresh.merge(kSrc, makeUpdate(PodOperation::kSet, kSrc, copyAll(set)));
+    auto a = reused.merge(kSrc, api::PodUpdate{set, PodOperation::kSet, kSrc});
+    auto b = fresh.merge(kSrc, makeUpdate(PodOperation::kSet, kSrc, copyAll(set.toVector())));
     REQUIRE(describe(a) == describe(b));
     REQUIRE(describe({reused.sync()}) == describe({fresh.sync()}));
     CHECK(reused.sourceErrors(kSrc).size() == fresh.sourceErrors(kSrc).size());
