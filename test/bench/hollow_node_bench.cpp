@@ -18,7 +18,8 @@
 //    0 skips it).
 // The manifests go to $TMPDIR (default /dev/shm). HOLLOW_PROGRESS=1 prints the running count
 // every second while starting. HOLLOW_HEAP_PROFILE=<file> writes jemalloc's heap profile there at
-// the end (run with MALLOC_CONF=prof:true; read with jeprof).
+// the end (run with MALLOC_CONF=prof:true; read with jeprof). HOLLOW_LOG=<v> shows the agent's
+// log at verbosity v (stderr).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -120,7 +121,9 @@ int main(int argc, char** argv) {
   // tmpfs by default: writing and removing 50,000 files on a busy disk takes minutes, and that
   // is not what is measured (inotify works the same on tmpfs).
   setenv("TMPDIR", "/dev/shm", 0);
-  base::initLogging({.verbosity = 0, .quiet = true});
+  // HOLLOW_LOG=<v> shows the agent's log at that verbosity (to see where the start's time goes).
+  const char* log_env = getenv("HOLLOW_LOG");
+  base::initLogging({.verbosity = log_env ? std::atoi(log_env) : 0, .quiet = log_env == nullptr});
 
   testing::TempDir dir("nodeagent-hollow");
   const fs::path manifests = dir / "manifests";
