@@ -1,5 +1,8 @@
 #include "agent/pod_directories.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <system_error>
 
 #include "agent/volume/subpath.h"
@@ -11,6 +14,15 @@ namespace nodeagent::agent {
 namespace {
 
 NODEAGENT_LOGGER("agent")
+
+// mkdir, where an existing directory is fine; 0 or the errno.
+int makeDirectory(const std::filesystem::path& dir) {
+  if (::mkdir(dir.c_str(), 0777) == 0) return 0;
+  const int err = errno;
+  if (err != EEXIST) return err;
+  std::error_code ec;
+  return std::filesystem::is_directory(dir, ec) ? 0 : ENOTDIR;
+}
 
 }  // namespace
 
@@ -25,13 +37,20 @@ base::Status PodDirectories::ensure(const std::string& uid) {
   }
   auto dir = path(uid);
   if (!dir.ok()) return dir.status();
-  std::error_code ec;
+  // One mkdir per directory (a large node makes tens of thousands at its start), and the walk up
+  // that creates missing parents only when the pods directory itself is missing.
+  int err = makeDirectory(*dir);
+  if (err == ENOENT) {
+    std::error_code ec;
+    std::filesystem::create_directories(*dir, ec);
+    err = ec ? ec.value() : 0;
+  }
   for (const char* sub : {"volumes", "plugins"}) {
-    std::filesystem::create_directories(*dir / sub, ec);
-    if (ec) {
-      return base::internalError("cannot make pod directories at " + dir->string() + ": " +
-                                 ec.message());
-    }
+    if (err == 0) err = makeDirectory(*dir / sub);
+  }
+  if (err != 0) {
+    return base::internalError("cannot make pod directories at " + dir->string() + ": " +
+                               std::generic_category().message(err));
   }
   std::lock_guard lock(mu_);
   made_.insert(api::hash128(uid));

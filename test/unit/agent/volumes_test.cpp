@@ -177,6 +177,34 @@ TEST_CASE("pod directories: made once, forgotten with the pod, orphans removed",
   CHECK_FALSE(dirs.removeOrphans({"uid-1", "uid-2"}, {}));
 }
 
+TEST_CASE(
+    "pod directories: a missing root is made, existing directories are kept, and a file in "
+    "the way is an error naming the pod directory",
+    "[unit][agent]") {
+  testing::TempDir tmp;
+  const auto root = tmp.path() / "not" / "yet";  // the pods directory's parents are missing
+  agent::PodDirectories dirs(root);
+  REQUIRE(dirs.ensure("uid-1").ok());
+  CHECK(std::filesystem::is_directory(root / "pods" / "uid-1" / "plugins"));
+
+  // After a restart the directories are there: kept, with what they hold.
+  testing::writeFile(root / "pods" / "uid-1" / "volumes" / "kept", "x");
+  agent::PodDirectories again(root);
+  REQUIRE(again.ensure("uid-1").ok());
+  CHECK(std::filesystem::exists(root / "pods" / "uid-1" / "volumes" / "kept"));
+
+  // A file where a directory belongs.
+  std::filesystem::create_directories(root / "pods" / "uid-2");
+  testing::writeFile(root / "pods" / "uid-2" / "plugins", "not a directory");
+  auto blocked = dirs.ensure("uid-2");
+  REQUIRE_FALSE(blocked.ok());
+  CHECK_THAT(blocked.message(), Catch::Contains((root / "pods" / "uid-2").string()));
+  CHECK_THAT(blocked.message(), Catch::Contains("Not a directory"));
+  CHECK_FALSE(dirs.made("uid-2"));
+  testing::writeFile(root / "pods" / "uid-3", "not a directory");
+  CHECK_FALSE(dirs.ensure("uid-3").ok());
+}
+
 TEST_CASE("volumes: an emptyDir of medium Memory is a tmpfs as large as its sizeLimit",
           "[unit][agent]") {
   testing::TempDir root;
