@@ -185,7 +185,7 @@ StatusPtr BasicPodWorkers::Impl::statusForLocked(const UpdatePodOptions& options
   slot->is_static = !options.runtime_pod && api::isStaticPod(pod);
   slot->runtime_pod = options.runtime_pod;
   // Static pods start in the order their workers were created.
-  if (slot->is_static) waiting_static_[slot->full_name].push_back(slot->uid);
+  if (slot->is_static) waiting_static_[slot->full_name].push_back(slot.get());
   log()->debug("pod worker created pod={} uid={}", api::podRef(pod), slot->uid);
   return slot;
 }

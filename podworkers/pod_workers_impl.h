@@ -4,7 +4,6 @@
 // retries) and the static pod ordering.
 #pragma once
 
-#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -14,6 +13,7 @@
 
 #include "base/intrusive_due_queue.h"
 #include "base/log.h"
+#include "base/string_map.h"
 #include "podworkers/pod_workers.h"
 
 namespace nodeagent::podworkers {
@@ -262,10 +262,11 @@ class BasicPodWorkers::Impl : public std::enable_shared_from_this<Impl> {
   // reassigned), so a pod's UID is stored once here.
   std::unordered_map<std::string_view, StatusPtr> statuses_;
   // Static pods: the worker that holds each full name (keyed by a view of its own full name: an
-  // entry leaves, in releaseStaticLocked, before its status is retired), and the UIDs waiting for
-  // each full name in order.
+  // entry leaves, in releaseStaticLocked, before its status is retired), and the workers waiting
+  // for each full name in the order they were made (nearly always one; a status leaves its list
+  // in retireLocked, so the list never points at a status that is gone).
   std::unordered_map<std::string_view, const SyncStatus*> started_static_;
-  std::map<std::string, std::deque<std::string>, std::less<>> waiting_static_;
+  base::StringHashMap<std::vector<const SyncStatus*>> waiting_static_;
   // Sync-phase requeues (kubelet's workQueue; a new deadline replaces the old), taken by due time
   // so that a tick looks only at what is due. The queue holds the workers' statuses themselves,
   // each status its own due time: a resync of each of tens of thousands of pods takes and

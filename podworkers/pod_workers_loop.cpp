@@ -1,5 +1,6 @@
 // The per-pod worker coroutine (kubelet's podWorkerLoop): the start gate, the sync methods, their
 // completion and retries, and the static pod ordering.
+#include <algorithm>
 #include <exception>
 
 #include "base/backoff.h"
@@ -128,16 +129,13 @@ bool BasicPodWorkers::Impl::allowStaticPodStartLocked(const SyncStatus& st) {
   auto wit = waiting_static_.find(st.full_name);
   if (wit != waiting_static_.end()) {
     auto& waiting = wit->second;
-    while (!waiting.empty()) {
-      auto s = statuses_.find(waiting.front());
-      if (s == statuses_.end() || s->second->terminationRequested()) {
-        waiting.pop_front();
-        continue;
-      }
-      if (waiting.front() != st.uid) return false;
-      waiting.pop_front();
-      break;
-    }
+    // Those whose termination was requested before they started give up their turn.
+    auto first = std::find_if(waiting.begin(), waiting.end(),
+                              [](const SyncStatus* w) { return !w->terminationRequested(); });
+    const bool ours = first != waiting.end() && *first == &st;
+    const bool another_first = first != waiting.end() && !ours;
+    waiting.erase(waiting.begin(), ours ? first + 1 : first);
+    if (another_first) return false;
     if (waiting.empty()) waiting_static_.erase(wit);
   }
   started_static_[st.full_name] = &st;
@@ -347,9 +345,10 @@ void BasicPodWorkers::Impl::kickStaticLocked(const std::string& full_name) {
   if (started_static_.contains(full_name)) return;
   auto wit = waiting_static_.find(full_name);
   if (wit == waiting_static_.end()) return;
-  for (const auto& uid : wit->second) {
-    auto s = statuses_.find(uid);
-    if (s == statuses_.end() || s->second->terminationRequested()) continue;
+  for (const SyncStatus* waiting : wit->second) {
+    if (waiting->terminationRequested()) continue;
+    auto s = statuses_.find(waiting->uid);
+    if (s == statuses_.end() || s->second.get() != waiting) continue;
     const StatusPtr& next = s->second;
     if (!next->working && next->pending) {
       PodWork work = std::move(*next->pending);
@@ -389,7 +388,7 @@ void BasicPodWorkers::Impl::retireLocked(StatusPtr st) {
   retireTimerLocked(*st);
   if (st->is_static) {
     if (auto wit = waiting_static_.find(st->full_name); wit != waiting_static_.end()) {
-      std::erase(wit->second, st->uid);
+      std::erase(wit->second, st.get());
       if (wit->second.empty()) waiting_static_.erase(wit);
     }
     releaseStaticLocked(*st);
