@@ -149,7 +149,8 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
   sortByCreation(pods);
   // The active pods are computed once per batch and extended as pods are admitted: recomputing
   // them for every added pod (a status copy per existing pod) made a large batch quadratic.
-  std::set<std::string> batch_uids;
+  std::unordered_set<std::string_view> batch_uids;  // views of the UIDs of `pods`
+  batch_uids.reserve(pods.size());
   for (const auto& pod : pods) batch_uids.insert(pod->metadata.uid);
   const ActivePodsCache::Key key{pod_manager_.generation(), pod_workers_->generation(),
                                  status_manager_.terminalGeneration()};
@@ -170,8 +171,8 @@ void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
   active_pods_cache_.put(key, std::move(active));
 }
 
-std::vector<api::PodPtr> Agent::activePodsBefore(const std::set<std::string>& batch_uids,
-                                                 const ActivePodsCache::Key& key) {
+std::vector<api::PodPtr> Agent::activePodsBefore(
+    const std::unordered_set<std::string_view>& batch_uids, const ActivePodsCache::Key& key) {
   if (auto cached = active_pods_cache_.take(key)) {
     std::erase_if(*cached,
                   [&](const api::PodPtr& p) { return batch_uids.count(p->metadata.uid) > 0; });

@@ -15,6 +15,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "agent/admission.h"
@@ -159,7 +161,7 @@ class Agent final : public SyncHandler, public AgentView {
 
  private:
   void assertOnSyncLoop(const char* what) const;
-  std::vector<api::PodPtr> activePodsBefore(const std::set<std::string>& batch_uids,
+  std::vector<api::PodPtr> activePodsBefore(const std::unordered_set<std::string_view>& batch_uids,
                                             const ActivePodsCache::Key& key);
   void admitAndDispatch(const api::PodPtr& pod, std::vector<api::PodPtr>& active);
   void dispatchWork(const api::PodPtr& pod, api::SyncPodType type, const api::PodPtr& mirror);
