@@ -106,7 +106,9 @@ size_t statusRequestsInFlight(double qps, size_t pool_threads) {
   return std::max<size_t>(2, static_cast<size_t>(round_trips));
 }
 
-size_t apiPoolThreadsFor(double qps) { return qps > 0 && qps <= 1000 ? 4 : 8; }
+size_t apiPoolThreadsFor(double qps) {
+  return qps > 0 && qps <= 1000 ? kApiPoolThreads : kLargeApiPoolThreads;
+}
 
 StatusSyncer::StatusSyncer(asio::any_io_executor executor, base::Clock& clock,
                            api::AsyncRestClient api, StatusManager& status_manager,

@@ -88,6 +88,8 @@ size_t statusRequestsInFlight(double qps, size_t pool_threads);
 // QPS, so that the status requests of many pods started at once fill the round trips the limit
 // allows (status_bench, 1,000 pods at 10,000 QPS on two cores: all Running after 1.0-1.2 s with
 // eight, 1.0-1.6 s with four; sixteen were slower again, the processes then wait for the CPU).
+inline constexpr size_t kApiPoolThreads = 4;
+inline constexpr size_t kLargeApiPoolThreads = 8;
 size_t apiPoolThreadsFor(double qps);
 
 struct StatusSyncerOptions {

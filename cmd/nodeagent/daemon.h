@@ -73,7 +73,7 @@ struct ApiClients {
 // watched ConfigMaps and Secrets. A standalone daemon owns
 // its own; the daemons of a hollow fleet (hollow_fleet.h) share one.
 struct DaemonThreads {
-  static constexpr int kApiPoolThreads = 4;
+  static constexpr int kApiPoolThreads = static_cast<int>(agent::kApiPoolThreads);
 
   explicit DaemonThreads(int api_threads = kApiPoolThreads)
       : api_threads(api_threads), api_pool(api_threads) {}

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/volume/subpath.h"
 #include "test/support/skip.h"
 #include "test/support/test_util.h"
 
@@ -257,21 +258,14 @@ void killShims(const fs::path& socket, std::chrono::milliseconds deadline) {
   }
 }
 
-// Mount points under `dir` in this mount namespace, deepest first, lazily unmounted (normally
-// none: containerd's mounts live in its own namespace).
+// Mount points under `dir` (not `dir` itself) in this mount namespace, deepest first, lazily
+// unmounted (normally none: containerd's mounts live in its own namespace).
 void unmountUnder(const fs::path& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  std::vector<std::string> points;
-  const std::string prefix = dir.string() + "/";
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, point;
-    fields >> id >> parent >> devno >> root >> point;
-    if (point.starts_with(prefix)) points.push_back(point);
+  std::error_code ec;
+  const fs::path self = fs::weakly_canonical(dir, ec);
+  for (const auto& point : agent::mountPointsBelow(dir)) {
+    if (point != self) ::umount2(point.c_str(), MNT_DETACH);
   }
-  std::sort(points.begin(), points.end(), std::greater<>());
-  for (const auto& point : points) ::umount2(point.c_str(), MNT_DETACH);
 }
 
 }  // namespace
@@ -279,8 +273,8 @@ void unmountUnder(const fs::path& dir) {
 void makeSharedMount(const fs::path& dir) {
   if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
       ::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0) {
-    throw std::runtime_error("cannot make " + dir.string() + " a shared mount: " +
-                             std::strerror(errno));
+    throw std::runtime_error("cannot make " + dir.string() +
+                             " a shared mount: " + std::strerror(errno));
   }
 }
 
