@@ -1,28 +1,17 @@
 #include "agent/pod_directories.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <system_error>
 
 #include "agent/volume/subpath.h"
 #include "agent/volume/tmpfs.h"
 #include "base/log.h"
+#include "base/make_dirs.h"
 #include "base/path_component.h"
 
 namespace nodeagent::agent {
 namespace {
 
 NODEAGENT_LOGGER("agent")
-
-// mkdir, where an existing directory is fine; 0 or the errno.
-int makeDirectory(const std::filesystem::path& dir) {
-  if (::mkdir(dir.c_str(), 0777) == 0) return 0;
-  const int err = errno;
-  if (err != EEXIST) return err;
-  std::error_code ec;
-  return std::filesystem::is_directory(dir, ec) ? 0 : ENOTDIR;
-}
 
 }  // namespace
 
@@ -37,16 +26,9 @@ base::Status PodDirectories::ensure(const std::string& uid) {
   }
   auto dir = path(uid);
   if (!dir.ok()) return dir.status();
-  // One mkdir per directory (a large node makes tens of thousands at its start), and the walk up
-  // that creates missing parents only when the pods directory itself is missing.
-  int err = makeDirectory(*dir);
-  if (err == ENOENT) {
-    std::error_code ec;
-    std::filesystem::create_directories(*dir, ec);
-    err = ec ? ec.value() : 0;
-  }
+  int err = base::makeDirs(*dir);
   for (const char* sub : {"volumes", "plugins"}) {
-    if (err == 0) err = makeDirectory(*dir / sub);
+    if (err == 0) err = base::makeDirs(*dir / sub);
   }
   if (err != 0) {
     return base::internalError("cannot make pod directories at " + dir->string() + ": " +

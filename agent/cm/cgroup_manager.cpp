@@ -14,6 +14,8 @@
 #include <set>
 #include <system_error>
 
+#include "base/make_dirs.h"
+
 namespace nodeagent::cm {
 namespace {
 
@@ -172,18 +174,10 @@ base::Status writeControlIfChanged(const CgroupName& name, const std::string& di
 }
 
 // Makes one cgroup directory. Its parent nearly always exists (kubepods, the QoS cgroup, the pod
-// cgroup), so one mkdir(2) is tried first; only when the parent is missing does
-// create_directories stat and make the chain.
+// cgroup), so one mkdir(2) is tried first (base::makeDirs).
 base::Status makeCgroupDir(const CgroupName& name, const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0777) == 0) return base::okStatus();
-  int err = errno;
-  std::error_code ec;
-  if (err == EEXIST && fs::is_directory(dir, ec)) return base::okStatus();
-  if (err == ENOENT) {
-    fs::create_directories(dir, ec);
-    if (!ec) return base::okStatus();
-    err = ec.value();
-  }
+  const int err = base::makeDirs(dir);
+  if (err == 0) return base::okStatus();
   return errnoStatus(err, cgroupLabel(name) + ": mkdir " + dir + ": " + errnoText(err));
 }
 

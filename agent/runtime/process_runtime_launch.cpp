@@ -3,9 +3,12 @@
 #include <poll.h>
 #include <sys/random.h>
 
+#include <system_error>
+
 #include "agent/runtime/process_runtime_state.h"
 #include "agent/runtime/security_context.h"
 #include "agent/runtime/spec_extras.h"
+#include "base/make_dirs.h"
 #include "base/path_component.h"
 
 namespace nodeagent::runtime {
@@ -116,15 +119,16 @@ void setCredentials(ShimConfig& config, const ProcessCredentials& creds) {
 base::Status makeContainerFiles(const fs::path& dir, const api::Container& container,
                                 const ShimConfig& config, const std::string& where) {
   std::error_code ec;
-  if (container.working_dir.empty()) fs::create_directories(config.working_dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) return base::internalError(where + ": create " + dir.string() + ": " + ec.message());
+  if (container.working_dir.empty()) (void)base::makeDirs(config.working_dir);
+  if (const int err = base::makeDirs(dir); err != 0) {
+    return base::internalError(where + ": create " + dir.string() + ": " +
+                               std::generic_category().message(err));
+  }
   const fs::path log_dir = fs::path(config.log_path).parent_path();
-  fs::create_directories(log_dir, ec);
-  if (ec) {
+  if (const int err = base::makeDirs(log_dir); err != 0) {
     fs::remove_all(dir, ec);
     return base::internalError(where + ": create log directory " + log_dir.string() + ": " +
-                               ec.message());
+                               std::generic_category().message(err));
   }
   std::string error;
   // Atomic, not durable: an fsync here would cost a disk flush per container start, serially
