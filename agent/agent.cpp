@@ -143,9 +143,9 @@ void Agent::assertOnSyncLoop(const char* what) const {
 
 // --- SyncHandler -------------------------------------------------------------------------------
 
-void Agent::handlePodAdditions(const std::vector<api::PodPtr>& input) {
+void Agent::handlePodAdditions(const api::ChunkedPods& input) {
   assertOnSyncLoop("Agent::handlePodAdditions");
-  auto pods = input;
+  auto pods = input.toVector();
   sortByCreation(pods);
   // The active pods are computed once per batch and extended as pods are admitted: recomputing
   // them for every added pod (a status copy per existing pod) made a large batch quadratic.
@@ -211,7 +211,7 @@ void Agent::admitAndDispatch(const api::PodPtr& pod, std::vector<api::PodPtr>& a
   dispatchWork(pod, api::SyncPodType::kCreate, pod_manager_.getMirrorPodByPod(*pod));
 }
 
-void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
+void Agent::handlePodUpdates(const api::ChunkedPods& pods) {
   assertOnSyncLoop("Agent::handlePodUpdates");
   for (const auto& pod : pods) {
     pod_manager_.updatePod(pod);
@@ -226,7 +226,7 @@ void Agent::handlePodUpdates(const std::vector<api::PodPtr>& pods) {
   }
 }
 
-void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
+void Agent::handlePodRemoves(const api::ChunkedPods& pods) {
   assertOnSyncLoop("Agent::handlePodRemoves");
   for (const auto& pod : pods) {
     pod_manager_.deletePod(pod);
@@ -246,7 +246,7 @@ void Agent::handlePodRemoves(const std::vector<api::PodPtr>& pods) {
   }
 }
 
-void Agent::handlePodReconcile(const std::vector<api::PodPtr>& pods) {
+void Agent::handlePodReconcile(const api::ChunkedPods& pods) {
   assertOnSyncLoop("Agent::handlePodReconcile");
   for (const auto& pod : pods) {
     pod_manager_.updatePod(pod);

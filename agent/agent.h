@@ -119,10 +119,10 @@ class Agent final : public SyncHandler, public AgentView {
   }
 
   // SyncHandler (sync loop strand).
-  void handlePodAdditions(const std::vector<api::PodPtr>& pods) override;
-  void handlePodUpdates(const std::vector<api::PodPtr>& pods) override;
-  void handlePodRemoves(const std::vector<api::PodPtr>& pods) override;
-  void handlePodReconcile(const std::vector<api::PodPtr>& pods) override;
+  void handlePodAdditions(const api::ChunkedPods& pods) override;
+  void handlePodUpdates(const api::ChunkedPods& pods) override;
+  void handlePodRemoves(const api::ChunkedPods& pods) override;
+  void handlePodReconcile(const api::ChunkedPods& pods) override;
   void handlePodSyncs(const std::vector<api::PodPtr>& pods) override;
   void handlePlegEvent(const PodLifecycleEvent& event) override;
   std::vector<api::PodPtr> podsToSync() override;

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "api/chunked_pods.h"
 #include "api/pod.h"
 
 namespace nodeagent::agent {
@@ -13,10 +14,10 @@ struct PodLifecycleEvent;
 class SyncHandler {
  public:
   virtual ~SyncHandler() = default;
-  virtual void handlePodAdditions(const std::vector<api::PodPtr>& pods) = 0;
-  virtual void handlePodUpdates(const std::vector<api::PodPtr>& pods) = 0;
-  virtual void handlePodRemoves(const std::vector<api::PodPtr>& pods) = 0;
-  virtual void handlePodReconcile(const std::vector<api::PodPtr>& pods) = 0;
+  virtual void handlePodAdditions(const api::ChunkedPods& pods) = 0;
+  virtual void handlePodUpdates(const api::ChunkedPods& pods) = 0;
+  virtual void handlePodRemoves(const api::ChunkedPods& pods) = 0;
+  virtual void handlePodReconcile(const api::ChunkedPods& pods) = 0;
   virtual void handlePodSyncs(const std::vector<api::PodPtr>& pods) = 0;
   // A container started, died or vanished.
   virtual void handlePlegEvent(const PodLifecycleEvent& event) = 0;

@@ -58,23 +58,20 @@ void SyncLoop::handleUpdate(const api::PodUpdate& update) {
     log()->debug("Config update op={} source={} pods={}", api::podOperationName(update.op),
                  update.source, update.pods.size());
   }
-  // PodConfig's incremental updates hold the pods that changed: few, so the copy is cheap.
-  const std::vector<api::PodPtr> pods =
-      update.op == Op::kSet ? std::vector<api::PodPtr>{} : update.pods.toVector();
   switch (update.op) {
     case Op::kAdd:
     case Op::kRestore:
-      handler_.handlePodAdditions(pods);
+      handler_.handlePodAdditions(update.pods);
       break;
     case Op::kUpdate:
     case Op::kDelete:
-      handler_.handlePodUpdates(pods);
+      handler_.handlePodUpdates(update.pods);
       break;
     case Op::kRemove:
-      handler_.handlePodRemoves(pods);
+      handler_.handlePodRemoves(update.pods);
       break;
     case Op::kReconcile:
-      handler_.handlePodReconcile(pods);
+      handler_.handlePodReconcile(update.pods);
       break;
     case Op::kSet:
       log()->error("The sync loop does not support snapshot updates source={}", update.source);

@@ -10,7 +10,7 @@
 
 namespace nodeagent::api {
 
-ChunkedPods::ChunkedPods(std::vector<PodPtr> pods) : size_(pods.size()) {
+ChunkedPods::ChunkedPods(std::vector<PodPtr> pods) {
   if (pods.empty()) return;
   if (pods.size() <= kChunkSize) {
     chunks_.push_back(std::make_shared<Chunk>(std::move(pods)));
@@ -25,8 +25,19 @@ ChunkedPods::ChunkedPods(std::vector<PodPtr> pods) : size_(pods.size()) {
   reindexFrom(0);
 }
 
+ChunkedPods::ChunkedPods(ChunkedPods&& other) noexcept
+    : chunks_(std::exchange(other.chunks_, {})), ends_(std::exchange(other.ends_, {})) {}
+
+ChunkedPods& ChunkedPods::operator=(ChunkedPods&& other) noexcept {
+  if (this != &other) {
+    chunks_ = std::exchange(other.chunks_, {});
+    ends_ = std::exchange(other.ends_, {});
+  }
+  return *this;
+}
+
 std::pair<size_t, size_t> ChunkedPods::locate(size_t index) const {
-  NA_CHECK(index < size_, "ChunkedPods index out of range");
+  NA_CHECK(index < size(), "ChunkedPods index out of range");
   const size_t k =
       static_cast<size_t>(std::upper_bound(ends_.begin(), ends_.end(), index) - ends_.begin());
   return {k, k == 0 ? index : index - ends_[k - 1]};
@@ -38,9 +49,9 @@ const PodPtr& ChunkedPods::operator[](size_t index) const {
 }
 
 const PodPtr& ChunkedPods::at(size_t index) const {
-  if (index >= size_) {
+  if (index >= size()) {
     throw std::out_of_range("ChunkedPods::at: index " + std::to_string(index) + " of " +
-                            std::to_string(size_));
+                            std::to_string(size()));
   }
   return (*this)[index];
 }
@@ -50,7 +61,10 @@ ChunkedPods::Chunk& ChunkedPods::mutableChunk(size_t k) {
   // count is read relaxed; the fence orders this sequence's writes after the last reads of a
   // copy that another thread dropped (its release decrement), as Rust's Arc::make_mut does.
   if (chunks_[k].use_count() > 1) {
-    chunks_[k] = std::make_shared<Chunk>(*chunks_[k]);
+    auto copy = std::make_shared<Chunk>();
+    copy->reserve(chunks_[k]->size() + 1);  // the edit may be an insert
+    copy->assign(chunks_[k]->begin(), chunks_[k]->end());
+    chunks_[k] = std::move(copy);
   } else {
     std::atomic_thread_fence(std::memory_order_acquire);
   }
@@ -70,10 +84,9 @@ void ChunkedPods::push_back(PodPtr pod) {
   if (chunks_.empty() || chunks_.back()->size() >= kChunkSize) {
     chunks_.push_back(std::make_shared<Chunk>());
     chunks_.back()->reserve(kChunkSize);
-    ends_.push_back(size_);
+    ends_.push_back(size());
   }
   mutableChunk(chunks_.size() - 1).push_back(std::move(pod));
-  ++size_;
   ++ends_.back();
 }
 
@@ -84,8 +97,8 @@ void ChunkedPods::set(size_t index, PodPtr pod) {
 }
 
 void ChunkedPods::insert(size_t index, PodPtr pod) {
-  NA_CHECK(index <= size_, "ChunkedPods insert position out of range");
-  if (index == size_) {
+  NA_CHECK(index <= size(), "ChunkedPods insert position out of range");
+  if (index == size()) {
     push_back(std::move(pod));
     return;
   }
@@ -99,7 +112,6 @@ void ChunkedPods::insert(size_t index, PodPtr pod) {
     chunk.erase(chunk.begin() + half, chunk.end());
     chunks_.insert(chunks_.begin() + static_cast<std::ptrdiff_t>(k) + 1, std::move(upper));
   }
-  ++size_;
   reindexFrom(k);
 }
 
@@ -111,14 +123,12 @@ void ChunkedPods::erase(size_t index) {
     Chunk& chunk = mutableChunk(k);
     chunk.erase(chunk.begin() + static_cast<std::ptrdiff_t>(i));
   }
-  --size_;
   reindexFrom(k);
 }
 
 void ChunkedPods::clear() {
   chunks_.clear();
   ends_.clear();
-  size_ = 0;
 }
 
 size_t ChunkedPods::sharedChunks(const ChunkedPods& a, const ChunkedPods& b) {

@@ -70,9 +70,14 @@ class ChunkedPods {
   // A vector is a sequence of pods: PodUpdate{pods, op, source} keeps reading as it did.
   ChunkedPods(std::vector<PodPtr> pods);  // NOLINT(google-explicit-constructor)
   ChunkedPods(std::initializer_list<PodPtr> pods) : ChunkedPods(std::vector<PodPtr>(pods)) {}
+  ChunkedPods(const ChunkedPods&) = default;
+  ChunkedPods& operator=(const ChunkedPods&) = default;
+  // A sequence moved from is empty, as a vector moved from.
+  ChunkedPods(ChunkedPods&& other) noexcept;
+  ChunkedPods& operator=(ChunkedPods&& other) noexcept;
 
-  size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
+  size_t size() const { return ends_.empty() ? 0 : ends_.back(); }
+  bool empty() const { return ends_.empty(); }
   const PodPtr& operator[](size_t index) const;  // O(log chunks)
   const PodPtr& at(size_t index) const;          // throws std::out_of_range, as a vector's
   const PodPtr& front() const { return chunks_.front()->front(); }
@@ -81,7 +86,8 @@ class ChunkedPods {
   const_iterator end() const { return const_iterator(chunks_.data() + chunks_.size()); }
   std::vector<PodPtr> toVector() const { return {begin(), end()}; }
 
-  // Edits, each copying at most the one chunk it changes when another sequence shares it.
+  // Edits, each copying at most the one chunk it changes when another sequence shares it. Unlike
+  // a vector's, a reference into the sequence keeps showing the old pod after a copy-on-write.
   void push_back(PodPtr pod);
   void set(size_t index, PodPtr pod);
   void insert(size_t index, PodPtr pod);
@@ -107,8 +113,7 @@ class ChunkedPods {
   void reindexFrom(size_t k);
 
   std::vector<std::shared_ptr<Chunk>> chunks_;
-  std::vector<size_t> ends_;  // ends_[k]: pods in chunks 0..k
-  size_t size_ = 0;
+  std::vector<size_t> ends_;  // ends_[k]: pods in chunks 0..k; back() is the size
 };
 
 template <typename F>

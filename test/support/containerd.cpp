@@ -259,12 +259,20 @@ void killShims(const fs::path& socket, std::chrono::milliseconds deadline) {
 }
 
 // Mount points under `dir` (not `dir` itself) in this mount namespace, deepest first, lazily
-// unmounted (normally none: containerd's mounts live in its own namespace).
+// unmounted (normally none: containerd's mounts live in its own namespace). Mounts stacked on one
+// point are listed once: one is detached per round, a bounded number of rounds.
 void unmountUnder(const fs::path& dir) {
   std::error_code ec;
-  const fs::path self = fs::weakly_canonical(dir, ec);
-  for (const auto& point : agent::mountPointsBelow(dir)) {
-    if (point != self) ::umount2(point.c_str(), MNT_DETACH);
+  fs::path self = fs::weakly_canonical(dir, ec);
+  if (ec) self = dir;
+  for (int round = 0; round < 8; ++round) {
+    bool any = false;
+    for (const auto& point : agent::mountPointsBelow(dir)) {
+      if (point == self) continue;
+      ::umount2(point.c_str(), MNT_DETACH);
+      any = true;
+    }
+    if (!any) return;
   }
 }
 

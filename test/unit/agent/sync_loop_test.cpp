@@ -14,10 +14,10 @@ using namespace std::chrono_literals;
 namespace {
 
 struct CountingHandler final : agent::SyncHandler {
-  void handlePodAdditions(const std::vector<api::PodPtr>&) override {}
-  void handlePodUpdates(const std::vector<api::PodPtr>&) override {}
-  void handlePodRemoves(const std::vector<api::PodPtr>&) override {}
-  void handlePodReconcile(const std::vector<api::PodPtr>&) override {}
+  void handlePodAdditions(const api::ChunkedPods&) override {}
+  void handlePodUpdates(const api::ChunkedPods&) override {}
+  void handlePodRemoves(const api::ChunkedPods&) override {}
+  void handlePodReconcile(const api::ChunkedPods&) override {}
   void handlePodSyncs(const std::vector<api::PodPtr>&) override {}
   void handlePlegEvent(const agent::PodLifecycleEvent&) override {}
   std::vector<api::PodPtr> podsToSync() override {

@@ -575,7 +575,7 @@ TEST_CASE("merge: a SET repeating most objects of the previous one gives what a 
   bool has_dup = false;
   for (int round = 0; round < 300; ++round) {
     INFO("round " << round);
-    const uint32_t kind = next(13);
+    const uint32_t kind = next(14);
     const size_t pos = next(static_cast<uint32_t>(set.size()));
     const int name = std::stoi(set[pos]->metadata.name.substr(1));
     ++version;
@@ -621,6 +621,13 @@ TEST_CASE("merge: a SET repeating most objects of the previous one gives what a 
       set.set(pos, std::make_shared<const api::Pod>(*set[pos]));
     } else if (kind == 12 && !has_dup) {  // a manifest added among the others
       set.insert(pos, podNamed(7000 + version, next_uid++));
+    } else if (kind == 13 && !has_dup) {
+      // A renamed manifest: its pod (a new UID, as the file's path is hashed into it) leaves its
+      // position and comes back at another in one SET of the same length, shifting the chunks
+      // between the two by one.
+      const size_t to = next(static_cast<uint32_t>(set.size()));
+      set.erase(pos);
+      set.insert(to, podNamed(name, next_uid++));
     }
     auto a = reused.merge(kSrc, api::PodUpdate{set, PodOperation::kSet, kSrc});
     auto b = fresh.merge(kSrc, makeUpdate(PodOperation::kSet, kSrc, copyAll(set.toVector())));
