@@ -129,6 +129,17 @@ base::StatusOr<std::vector<fs::path>> readMountPointsBelow(const fs::path& dir) 
   return out;
 }
 
+// The pod directory resolved, as the mount table names the mounts below it; an error, never a
+// path relative to the working directory, when it cannot be resolved.
+base::StatusOr<fs::path> resolvedPodDir(const fs::path& pod_dir) {
+  std::error_code ec;
+  fs::path pod = fs::weakly_canonical(pod_dir, ec);
+  if (ec || pod.empty()) {
+    return base::internalError("pod directory " + pod_dir.string() + ": " + ec.message());
+  }
+  return pod;
+}
+
 // Whether `path` (resolved) is itself a mount point.
 base::StatusOr<bool> isMounted(const fs::path& path) {
   auto mounts = readMountPointsBelow(path);
@@ -245,12 +256,9 @@ base::StatusOr<fs::path> bindSubPath(const fs::path& volume_root, const fs::path
   if (::fstat(source.get(), &opened) != 0) {
     return base::internalError("cannot stat " + resolved->string() + ": " + errnoText());
   }
-  // Resolved, as the mount table names it.
-  const fs::path pod = fs::weakly_canonical(pod_dir, ec);
-  if (ec || pod.empty()) {
-    return base::internalError("pod directory " + pod_dir.string() + ": " + ec.message());
-  }
-  const fs::path target = subPathTarget(pod, volume, container, index);
+  auto pod = resolvedPodDir(pod_dir);
+  if (!pod.ok()) return pod.status();
+  const fs::path target = subPathTarget(*pod, volume, container, index);
   fs::create_directories(target.parent_path(), ec);
   if (ec) {
     return base::internalError("cannot create " + target.parent_path().string() + ": " +
@@ -296,12 +304,10 @@ base::StatusOr<fs::path> bindSubPath(const fs::path& volume_root, const fs::path
 }
 
 base::Status cleanSubPaths(const fs::path& pod_dir) {
+  auto pod = resolvedPodDir(pod_dir);
+  if (!pod.ok()) return pod.status();
   std::error_code ec;
-  const fs::path pod = fs::weakly_canonical(pod_dir, ec);
-  if (ec || pod.empty()) {
-    return base::internalError("pod directory " + pod_dir.string() + ": " + ec.message());
-  }
-  const fs::path dir = pod / "volume-subpaths";
+  const fs::path dir = *pod / "volume-subpaths";
   if (!fs::exists(fs::symlink_status(dir, ec))) return base::okStatus();
   // kubelet's CleanSubPaths: each <volume>/<container>/<index> is unmounted (a mount stacked on
   // another takes one more round) and removed, then its directories, one level at a time with
